@@ -1,0 +1,27 @@
+# fabric-bench: `make bench` (the main job) and `make test` do their own set-up.
+PYTHON ?= python3
+VENV   ?= .venv
+FABRIC ?= ethernet
+FLAVOUR ?= cpu
+RUNTIME ?= apptainer
+export PYTHON VENV
+
+.PHONY: setup setup-test bench test test-fast clean
+
+setup:
+	scripts/setup.sh
+
+setup-test:
+	scripts/setup.sh --test
+
+bench: setup
+	$(VENV)/bin/python benchmarks/train_engines.py
+
+test: setup-test
+	$(VENV)/bin/python -m pytest -ra
+
+test-fast: setup
+	$(VENV)/bin/python -m pytest -ra -m "not slow"
+
+clean:
+	rm -rf results .pytest_cache

@@ -1,0 +1,1 @@
+"""Benchmarks that run inside the images. Imports nothing from `launch`."""

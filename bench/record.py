@@ -1,0 +1,53 @@
+"""The rank-record format every bench program writes: one JSON line per record.
+
+Each rank appends its records to `<record_dir>/rank-<rank>.jsonl`; the launcher
+reads them back. A record is a flat JSON object with `schema_version`, `kind`
+and `rank`; the rest depends on the kind (`train`, `allreduce`, `halo`, `error`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+RECORD_SCHEMA_VERSION = 1
+
+
+def record_path(record_dir: str | os.PathLike, rank: int) -> Path:
+    return Path(record_dir) / f"rank-{rank}.jsonl"
+
+
+def write_record(record_dir: str | os.PathLike, rank: int, kind: str, **fields) -> dict:
+    record = {
+        "schema_version": RECORD_SCHEMA_VERSION,
+        "kind": kind,
+        "rank": rank,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "time_unix": time.time(),
+        **fields,
+    }
+    path = record_path(record_dir, rank)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(record, sort_keys=True) + "\n")
+    return record
+
+
+def read_records(record_dir: str | os.PathLike) -> list[dict]:
+    """All records of all ranks, ordered by rank then by time of writing.
+
+    A truncated last line (a rank killed mid-write) is skipped, not fatal.
+    """
+    records = []
+    for path in sorted(Path(record_dir).glob("rank-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and record.get("schema_version") == RECORD_SCHEMA_VERSION:
+                records.append(record)
+    return sorted(records, key=lambda r: (r.get("rank", -1), r.get("time_unix", 0)))

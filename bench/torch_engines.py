@@ -1,0 +1,116 @@
+"""The two PyTorch data-parallel engines behind one small interface.
+
+An engine starts the process group, wraps model and optimizer so that gradients
+are averaged across ranks, and offers the two collectives the benchmark itself
+needs (barrier, broadcast). Everything else in the benchmark is engine-blind.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+from bench.train_args import fail
+
+
+class HorovodEngine:
+    name = "horovod"
+
+    def __init__(self, args):
+        try:
+            import horovod.torch as hvd
+        except ImportError as exc:
+            fail(f"Horovod is not built with PyTorch support here ({exc}); rebuild it with `make setup`")
+        if args.fusion_threshold_mb is not None:
+            os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
+        if args.cycle_time_ms is not None:
+            os.environ["HOROVOD_CYCLE_TIME"] = str(args.cycle_time_ms)
+        self.hvd = hvd
+        self.fp16_allreduce = args.fp16_allreduce
+        hvd.init()
+        self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+
+    def wrap(self, model, optimizer):
+        hvd = self.hvd
+        compression = hvd.Compression.fp16 if self.fp16_allreduce else hvd.Compression.none
+        optimizer = hvd.DistributedOptimizer(
+            optimizer, named_parameters=model.named_parameters(), compression=compression
+        )
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        return model, optimizer
+
+    def step(self, optimizer, scaler):
+        if scaler is None:
+            optimizer.step()
+            return
+        optimizer.synchronize()  # the allreduce must finish before unscaling
+        scaler.unscale_(optimizer)
+        with optimizer.skip_synchronize():
+            scaler.step(optimizer)
+        scaler.update()
+
+    def barrier(self):
+        self.hvd.allreduce(torch.zeros(1), name="barrier")
+
+    def broadcast(self, tensor):
+        return self.hvd.broadcast(tensor, root_rank=0, name="param_check")
+
+    def describe(self) -> dict:
+        hvd = self.hvd
+        return {
+            "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+            "mpi_threads_supported": bool(hvd.mpi_threads_supported()) if hvd.mpi_enabled() else None,
+            "nccl_built": bool(hvd.nccl_built()),
+            "gpu_ops": "nccl" if hvd.nccl_built() else "none",
+            "fp16_compression": self.fp16_allreduce,
+            "fusion_threshold_bytes": os.environ.get("HOROVOD_FUSION_THRESHOLD"),
+            "cycle_time_ms": os.environ.get("HOROVOD_CYCLE_TIME"),
+        }
+
+    def shutdown(self):
+        self.hvd.shutdown()
+
+
+class DDPEngine:
+    name = "ddp"
+
+    def __init__(self, args):
+        if "RANK" not in os.environ:
+            fail("the ddp engine expects torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR)")
+        self.backend = "nccl" if torch.cuda.is_available() else "gloo"
+        self.bucket_cap_mb = args.bucket_cap_mb
+        dist.init_process_group(backend=self.backend)
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+
+    def wrap(self, model, optimizer):
+        device_ids = [self.local_rank] if torch.cuda.is_available() else None
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=device_ids, bucket_cap_mb=self.bucket_cap_mb
+        )  # DDP broadcasts rank 0's parameters and buffers at construction
+        return ddp, optimizer
+
+    def step(self, optimizer, scaler):
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
+
+    def barrier(self):
+        dist.barrier()
+
+    def broadcast(self, tensor):
+        dist.broadcast(tensor, src=0)
+        return tensor
+
+    def describe(self) -> dict:
+        return {"backend": self.backend, "bucket_cap_mb": self.bucket_cap_mb}
+
+    def shutdown(self):
+        dist.destroy_process_group()
+
+
+ENGINES = {"horovod": HorovodEngine, "ddp": DDPEngine}

@@ -1,0 +1,189 @@
+"""PyTorch synthetic-data data-parallel training benchmark (Horovod or DDP).
+
+    python -m bench.torch_train --engine ddp --model resnet18 --record-dir DIR
+
+Every rank trains the same torchvision model on synthetic data created once on
+its device; the engine is the only difference between runs. Each rank writes a
+`train` record (see bench.record) with its per-iteration img/s, the img/s of the
+same step without gradient exchange (for the communication share), and a check
+that its parameters equal rank 0's at the end.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import os
+import sys
+import time
+import traceback
+
+from bench import train_args
+from bench.record import write_record
+from bench.versions import common_versions, package_version
+
+
+def build_parser():
+    p = train_args.parser("torch")
+    p.add_argument("--fusion-threshold-mb", type=float, default=None, help="Horovod tensor fusion buffer")
+    p.add_argument("--cycle-time-ms", type=float, default=None, help="Horovod cycle time")
+    p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size")
+    return p
+
+
+def make_model(torchvision, name: str):
+    constructor = getattr(torchvision.models, name)
+    if name == "inception_v3":
+        return constructor(weights=None, aux_logits=True, init_weights=True)
+    return constructor(weights=None)
+
+
+def loss_of(output, labels, criterion):
+    # inception_v3 in train mode returns (logits, aux_logits); the aux head
+    # is weighted 0.4 as in the Inception paper's training recipe.
+    if hasattr(output, "aux_logits") and output.aux_logits is not None:
+        return criterion(output.logits, labels) + 0.4 * criterion(output.aux_logits, labels)
+    return criterion(output, labels)
+
+
+class Trainer:
+    """One model + optimizer + synthetic batch; `run(n)` times n iterations."""
+
+    def __init__(self, torch, model, optimizer, images, labels, precision, device, step):
+        self.torch, self.model, self.optimizer = torch, model, optimizer
+        self.images, self.labels, self.device = images, labels, device
+        self.criterion = torch.nn.CrossEntropyLoss()
+        self.amp = precision == "amp"
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp and device.type == "cuda" else None
+        self.apply_step = step
+
+    def autocast(self):
+        if not self.amp:
+            return contextlib.nullcontext()
+        dtype = self.torch.float16 if self.device.type == "cuda" else self.torch.bfloat16
+        return self.torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def batch(self):
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = loss_of(self.model(self.images), self.labels, self.criterion)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        self.apply_step(self.optimizer, self.scaler)
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    def run(self, warmup: int, iters: int, batches_per_iter: int, batch_size: int) -> list[float]:
+        """img/s of each timed iteration on this rank."""
+        for _ in range(warmup):
+            self.batch()
+        self.sync()
+        samples = []
+        for _ in range(iters):
+            start = time.perf_counter()
+            for _ in range(batches_per_iter):
+                self.batch()
+            self.sync()
+            samples.append(batch_size * batches_per_iter / (time.perf_counter() - start))
+        return samples
+
+
+def parameter_check(torch, model, engine) -> tuple[float, str]:
+    """Max |p - p_rank0| over all parameters, and a digest of this rank's parameters."""
+    flat = torch.cat([p.detach().reshape(-1).float().cpu() for p in model.parameters()])
+    digest = hashlib.sha256(flat.numpy().tobytes()).hexdigest()
+    reference = engine.broadcast(flat.clone())
+    return float((flat - reference).abs().max()), digest
+
+
+def torch_versions(torch, torchvision) -> dict:
+    versions = {**common_versions(), "torch": torch.__version__, "torchvision": torchvision.__version__}
+    if torch.cuda.is_available():
+        versions["cuda"] = torch.version.cuda
+        versions["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        versions["gpu"] = torch.cuda.get_device_name()
+    versions["horovod"] = package_version("horovod")
+    return versions
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = train_args.validate("torch", build_parser().parse_args(argv))
+    import torch
+    import torchvision
+
+    from bench.torch_engines import ENGINES
+
+    engine = ENGINES[args.engine](args)
+    try:
+        return train(torch, torchvision, engine, args)
+    except Exception as exc:  # the launcher reports it as the run's failure
+        write_record(args.record_dir, engine.rank, "error", error=f"{type(exc).__name__}: {exc}",
+                     traceback=traceback.format_exc()[-4000:])
+        raise
+
+
+def train(torch, torchvision, engine, args) -> int:
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(engine.local_rank)
+    device = torch.device("cuda", engine.local_rank) if cuda else torch.device("cpu")
+    torch.manual_seed(args.seed + engine.rank)  # ranks start apart; the engine must make them equal
+
+    model = make_model(torchvision, args.model).to(device).train()
+    compute_model = copy.deepcopy(model)  # the same step without any gradient exchange
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model, optimizer = engine.wrap(model, optimizer)
+
+    size = args.image_size
+    images = torch.randn(args.batch_size, 3, size, size, device=device)
+    labels = torch.randint(0, 1000, (args.batch_size,), device=device)
+    run = (args.warmup, args.iters, args.batches_per_iter, args.batch_size)
+
+    trainer = Trainer(torch, model, optimizer, images, labels, args.precision, device, engine.step)
+    engine.barrier()
+    started = time.time()
+    samples = trainer.run(*run)
+    train_seconds = time.time() - started
+
+    def local_step(opt, scaler):
+        if scaler is None:
+            opt.step()
+        else:
+            scaler.step(opt)
+            scaler.update()
+
+    compute_optimizer = torch.optim.SGD(compute_model.parameters(), lr=0.01, momentum=0.9)
+    compute = Trainer(torch, compute_model, compute_optimizer, images, labels, args.precision, device, local_step)
+    engine.barrier()  # all ranks compute at once, as they do while training
+    compute_samples = compute.run(*run)
+
+    params_max_abs_diff, params_sha256 = parameter_check(torch, trainer.model, engine)
+    n_params = sum(p.numel() for p in trainer.model.parameters())
+    status = "ok" if params_max_abs_diff <= args.param_tolerance else "failed"
+    write_record(
+        args.record_dir, engine.rank, "train",
+        benchmark="train", framework="torch", engine=args.engine, model=args.model,
+        world_size=engine.size, local_rank=engine.local_rank,
+        device=str(device), threads=torch.get_num_threads(),
+        config=train_args.config_of(args), engine_info=engine.describe(),
+        versions=torch_versions(torch, torchvision),
+        gradient_bytes=4 * n_params, parameters=n_params,
+        samples_img_per_s=samples, compute_samples_img_per_s=compute_samples,
+        train_seconds=train_seconds,
+        params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256,
+        status=status,
+    )
+    if engine.rank == 0:
+        mean = sum(samples) / len(samples)
+        print(f"[rank 0] {args.engine} {args.model} x{engine.size}: {mean:.1f} img/s per rank, "
+              f"params max |diff| {params_max_abs_diff:.3g} ({status})", flush=True)
+    engine.shutdown()
+    return 0 if status == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

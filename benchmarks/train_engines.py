@@ -1,0 +1,85 @@
+"""The main job (`make bench`): training throughput per engine at 1 and 2 ranks.
+
+Runs each engine at 1 and 2 ranks on this host (alternating engines, so slow
+drifts of a shared machine hit both alike), writes every result under
+results/, and prints the table plus the figures the foundation issue asks for:
+img/s, horovod/ddp ratio, and scaling efficiency against the 1-rank run.
+
+    python benchmarks/train_engines.py [--model resnet18 --image-size 64 ...]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from launch.errors import UsageError
+from launch.results import scaling_efficiency
+from launch.run import execute_run, prepare
+from launch.runspec import RunSpec
+from launch.table import baseline_key, baselines, training_table
+
+ENGINES = {"torch": ("horovod", "ddp"), "tf": ("horovod", "native")}
+DEFAULT_MODEL = {"torch": "resnet18", "tf": "SmallCNN"}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--frameworks", default="torch", help="comma list: torch,tf")
+    p.add_argument("--model", default=None, help="default: resnet18 (torch), SmallCNN (tf)")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--iters", type=int, default=8)
+    p.add_argument("--batches-per-iter", type=int, default=4)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--ranks", default="1,2", help="comma list of rank counts")
+    p.add_argument("--results", type=Path, default=Path("results"))
+    args = p.parse_args()
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    try:
+        rank_counts = [int(n) for n in args.ranks.split(",")]
+        frameworks = [f for f in args.frameworks.split(",") if f]
+        for framework in frameworks:
+            if framework not in ENGINES:
+                raise UsageError(f"unknown framework {framework!r}; choose from {', '.join(ENGINES)}")
+    except (ValueError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    results = []
+    for framework in frameworks:
+        for ranks in rank_counts:
+            for engine in ENGINES[framework]:
+                spec = RunSpec(framework=framework, engine=engine, model=args.model or DEFAULT_MODEL[framework],
+                               ranks=ranks, batch_size=args.batch_size, image_size=args.image_size,
+                               warmup=args.warmup, iters=args.iters, batches_per_iter=args.batches_per_iter)
+                try:
+                    prepared = prepare(spec, args.results)
+                    console.rule(f"{framework} {engine} x{ranks}")
+                    results.append(execute_run(spec, prepared, echo=False))
+                except UsageError as exc:
+                    print(f"error: {exc}", file=sys.stderr)
+                    return 2
+
+    console.print(training_table(results))
+    base = baselines(results)
+    for framework in frameworks:
+        engines = ENGINES[framework]
+        for ranks in rank_counts:
+            row = {r["engine"]: r for r in results
+                   if r["framework"] == framework and r["world_size"] == ranks and r["status"] == "ok"}
+            if len(row) == 2:
+                a, b = (row[e]["throughput"]["total_img_per_s"] for e in engines)
+                console.print(f"{framework} x{ranks}: {engines[0]}/{engines[1]} throughput ratio {a / b:.2f}")
+        for r in results:
+            eff = scaling_efficiency(r, base.get(baseline_key(r)))
+            if r["framework"] == framework and r["world_size"] > 1 and eff is not None:
+                console.print(f"{framework} {r['engine']} x{r['world_size']}: scaling efficiency {eff:.2f}")
+    console.print(f"results under {args.results.resolve()}")
+    return 0 if all(r["status"] == "ok" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

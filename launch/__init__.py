@@ -1,0 +1,1 @@
+"""How a run is started and recorded. Never imports torch or TensorFlow."""

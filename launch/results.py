@@ -1,0 +1,137 @@
+"""Turn rank records into one Result (result.json), and read results back.
+
+A result is written once, atomically, and never rewritten.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+
+from bench.stats import summarize
+from launch.errors import UsageError
+
+RESULT_SCHEMA_VERSION = 1
+
+
+def new_run_id(*parts: object) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    label = "-".join(str(p) for p in parts if p not in (None, ""))
+    return f"{stamp}-{label}-{secrets.token_hex(3)}"
+
+
+def elementwise_sum(rows: list[list[float]]) -> list[float]:
+    n = min(len(r) for r in rows)
+    return [sum(r[i] for r in rows) for i in range(n)]
+
+
+def train_metrics(records: list[dict], world_size: int, tolerance: float) -> tuple[dict, list[str]]:
+    """Throughput, communication share and parameter agreement of a training run."""
+    problems = []
+    by_rank = {r["rank"]: r for r in records if r["kind"] == "train"}
+    missing = sorted(set(range(world_size)) - set(by_rank))
+    if missing:
+        problems.append(f"ranks {missing} wrote no train record")
+    if not by_rank:
+        return {}, problems
+    ranks = [by_rank[k] for k in sorted(by_rank)]
+    totals = elementwise_sum([r["samples_img_per_s"] for r in ranks])  # all ranks step together
+    total = summarize(totals)
+    rank_means = [summarize(r["samples_img_per_s"]).mean for r in ranks]
+    compute_means = [summarize(r["compute_samples_img_per_s"]).mean for r in ranks]
+    # time share of a step not explained by the same step without gradient exchange
+    shares = [1.0 - train / compute for train, compute in zip(rank_means, compute_means)]
+    diff = max(r["params_max_abs_diff"] for r in ranks)
+    if diff > tolerance:
+        problems.append(f"parameters differ across ranks (max |diff| {diff:.3g} > {tolerance:g})")
+    metrics = {
+        "throughput": {
+            "total_img_per_s": total.mean,
+            "per_rank_img_per_s": total.mean / len(ranks),
+            "ci95_img_per_s": total.ci95,
+            "median_total_img_per_s": total.median,
+            "n_samples": total.n,
+            "rank_img_per_s": rank_means,
+        },
+        "samples": {
+            "total_img_per_s": totals,
+            "rank_img_per_s": [r["samples_img_per_s"] for r in ranks],
+            "rank_compute_img_per_s": [r["compute_samples_img_per_s"] for r in ranks],
+        },
+        "compute_img_per_s": sum(compute_means),
+        "comm_fraction": min(1.0, max(0.0, sum(shares) / len(shares))),
+        "comm_fraction_raw": sum(shares) / len(shares),
+        "params_max_abs_diff": diff,
+        "params_sha256": sorted({r["params_sha256"] for r in ranks}),
+        "gradient_bytes": ranks[0].get("gradient_bytes"),
+        "versions": ranks[0].get("versions", {}),
+        "engine_info": ranks[0].get("engine_info", {}),
+        "device": ranks[0].get("device"),
+        "hosts": sorted({r["host"] for r in ranks}),
+        "step_time_s": ranks[0]["config"]["batch_size"] / rank_means[0] if rank_means[0] else None,
+    }
+    return metrics, problems
+
+
+def assemble(*, run_id: str, spec: dict, argv: list[str], env: dict, records: list[dict],
+             exit_code: int, log_tail: list[str], seconds: float, tolerance: float = 1e-6,
+             reason: str | None = None, extra: dict | None = None) -> dict:
+    """The result of one run. `status` is `ok` only if every rank proved its work."""
+    problems = [reason] if reason else []
+    errors = [f"rank {r['rank']}: {r['error']}" for r in records if r["kind"] == "error"]
+    problems += errors
+    metrics, metric_problems = train_metrics(records, spec["ranks"], tolerance)
+    problems += metric_problems
+    if exit_code != 0 and not problems:
+        problems.append(f"launcher exited with code {exit_code}")
+    result = {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "run_id": run_id,
+        "benchmark": spec["benchmark"],
+        "framework": spec["framework"],
+        "engine": spec["engine"],
+        "model": spec["model"],
+        "world_size": spec["ranks"],
+        "spec": spec,
+        "argv": argv,
+        "env": env,
+        "exit_code": exit_code,
+        "wall_seconds": seconds,
+        "status": "failed" if problems else "ok",
+        "reason": "; ".join(problems) if problems else None,
+        "log_tail": log_tail if problems else [],
+        **metrics,
+        **(extra or {}),
+    }
+    result.setdefault("versions", {})
+    return result
+
+
+def write_result(run_dir: Path, result: dict) -> Path:
+    path = run_dir / "result.json"
+    if path.exists():
+        raise UsageError(f"{path} exists; results are never rewritten")
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def load_result(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read result {path}: {exc}") from None
+    if data.get("schema_version") != RESULT_SCHEMA_VERSION:
+        raise UsageError(f"{path}: unknown result schema_version {data.get('schema_version')!r}")
+    return data
+
+
+def scaling_efficiency(result: dict, baseline: dict | None) -> float | None:
+    """throughput(N) / (N x throughput(1)); None without a valid 1-rank baseline."""
+    if not baseline or baseline.get("status") != "ok" or result.get("status") != "ok":
+        return None
+    one = baseline["throughput"]["total_img_per_s"] / baseline["world_size"]
+    return result["throughput"]["total_img_per_s"] / (result["world_size"] * one)

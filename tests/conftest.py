@@ -1,0 +1,31 @@
+"""Shared test helpers.
+
+`need(ok, why)` skips a test when a component is missing on a user's machine;
+under CI (CI=true) a missing component is a failure, because CI installs all.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+UNDER_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def need(ok: bool, why: str) -> None:
+    if ok:
+        return
+    if UNDER_CI:
+        pytest.fail(f"CI must provide this: {why}")
+    pytest.skip(why)
+
+
+def fabric_bench(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
+    """Run the installed `fabric-bench` command for real."""
+    return subprocess.run([str(VENV_BIN / "fabric-bench"), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=kwargs.pop("cwd", REPO), **kwargs)

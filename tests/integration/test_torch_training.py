@@ -1,0 +1,84 @@
+"""Real multi-process PyTorch training runs on this host's CPUs (Horovod and DDP)."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from launch.run import horovod_built_for
+from tests.conftest import VENV_BIN, REPO, fabric_bench, need
+
+pytestmark = pytest.mark.slow
+TINY = ["--model", "resnet18", "--image-size", "32", "--batch-size", "8",
+        "--warmup", "1", "--iters", "3", "--batches-per-iter", "2"]
+
+
+def only_result(results_dir):
+    (path,) = results_dir.glob("*/result.json")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("engine, controller", [("ddp", "mpi"), ("horovod", "mpi"), ("horovod", "gloo")])
+def test_two_ranks_train_to_identical_parameters(engine, controller, tmp_path):
+    if engine == "horovod":
+        need(horovod_built_for("torch"), "Horovod with PyTorch is not installed (make setup)")
+    proc = fabric_bench("run", "--engine", engine, "--controller", controller, "--ranks", "2",
+                        *TINY, "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = only_result(tmp_path)
+    assert r["status"] == "ok" and r["schema_version"] == 1
+    assert r["world_size"] == 2 and r["engine"] == engine
+    assert r["params_max_abs_diff"] == 0.0 and len(r["params_sha256"]) == 1  # bit-identical
+    tp = r["throughput"]
+    assert tp["total_img_per_s"] > 0 and len(tp["rank_img_per_s"]) == 2
+    assert tp["total_img_per_s"] == pytest.approx(sum(tp["rank_img_per_s"]))
+    assert len(r["samples"]["total_img_per_s"]) == 3
+    assert 0.0 <= r["comm_fraction"] <= 1.0
+    assert r["versions"]["torch"].startswith("2.") and r["argv"][0].endswith(
+        {"ddp": "torchrun", "horovod": "mpirun" if controller == "mpi" else "horovodrun"}[engine])
+    if engine == "horovod":
+        assert r["engine_info"]["controller"] == controller
+        assert r["versions"]["horovod"] == "0.28.1"
+
+
+def test_a_crashing_rank_fails_the_run_with_its_error_and_keeps_other_results(tmp_path):
+    keep = tmp_path / "earlier-run"
+    keep.mkdir()
+    (keep / "result.json").write_text('{"kept": true}')
+    # batch 1 at 32x32 leaves 1 value per BatchNorm channel in resnet18's last
+    # block: every rank raises inside the forward pass.
+    proc = fabric_bench("run", "--engine", "ddp", "--ranks", "2", "--model", "resnet18",
+                        "--image-size", "32", "--batch-size", "1", "--warmup", "1", "--iters", "1",
+                        "--results", str(tmp_path))
+    assert proc.returncode == 1
+    (path,) = [p for p in tmp_path.glob("*/result.json") if p.parent != keep]
+    r = json.loads(path.read_text())
+    assert r["status"] == "failed" and "Expected more than 1 value per channel" in r["reason"]
+    assert r["log_tail"]
+    assert json.loads((keep / "result.json").read_text()) == {"kept": True}
+
+
+def test_a_killed_rank_fails_the_run_and_takes_its_peers_down(tmp_path):
+    argv = [str(VENV_BIN / "fabric-bench"), "run", "--engine", "ddp", "--ranks", "2", "--model", "resnet18",
+            "--image-size", "64", "--batch-size", "16", "--warmup", "1", "--iters", "200",
+            "--results", str(tmp_path), "--timeout", "120"]
+    launcher = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    victim = None
+    while time.time() < deadline and victim is None:
+        time.sleep(1)
+        ps = subprocess.run(["pgrep", "-f", f"bench.torch_train.*{tmp_path}"], capture_output=True, text=True)
+        pids = [int(p) for p in ps.stdout.split()]
+        # torchrun's agent and the two workers all match; kill a worker (the newest)
+        if len(pids) >= 3:
+            victim = max(pids)
+    assert victim, "ranks never started"
+    time.sleep(3)
+    os.kill(victim, signal.SIGKILL)
+    assert launcher.wait(timeout=120) == 1
+    r = only_result(tmp_path)
+    assert r["status"] == "failed" and r["log_tail"]
+    leftovers = subprocess.run(["pgrep", "-f", f"bench.torch_train.*{tmp_path}"], capture_output=True, text=True)
+    assert leftovers.stdout.strip() == ""

@@ -1,0 +1,42 @@
+from pathlib import Path
+
+import pytest
+
+from launch.errors import UsageError
+from launch.launchers import local_command
+from launch.runspec import RunSpec
+
+
+def test_horovod_mpi_runs_under_mpirun_and_exports_its_env():
+    cmd = local_command(RunSpec(engine="horovod", ranks=2), Path("/r"), python="/py")
+    assert Path(cmd.argv[0]).name == "mpirun" and cmd.argv[1:3] == ["-np", "2"]
+    exported = {cmd.argv[i + 1] for i, a in enumerate(cmd.argv) if a == "-x"}
+    assert set(cmd.env) <= exported
+    program = cmd.argv[cmd.argv.index("/py"):]
+    assert program[:3] == ["/py", "-m", "bench.torch_train"]
+    assert program[-2:] == ["--record-dir", "/r"]
+
+
+def test_horovod_gloo_uses_horovodrun_and_ddp_uses_torchrun():
+    gloo = local_command(RunSpec(engine="horovod", controller="gloo", ranks=3), Path("/r"))
+    assert Path(gloo.argv[0]).name == "horovodrun" and "--gloo" in gloo.argv and "localhost:3" in gloo.argv
+    ddp = local_command(RunSpec(engine="ddp", ranks=4, bucket_cap_mb=50), Path("/r"))
+    assert Path(ddp.argv[0]).name == "torchrun"
+    assert ddp.argv[ddp.argv.index("--nproc-per-node") + 1] == "4"
+    assert ddp.argv[ddp.argv.index("--bucket-cap-mb") + 1] == "50"
+
+
+def test_user_env_overrides_defaults_and_values_stay_single_arguments():
+    spec = RunSpec(engine="ddp", extra_env={"OMP_NUM_THREADS": "7", "X": "a b; rm -rf /"})
+    cmd = local_command(spec, Path("/r"))
+    assert cmd.env["OMP_NUM_THREADS"] == "7"
+    assert "X='a b; rm -rf /'" in cmd.render()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("engine", "nccl"), ("model", "resnet9000"), ("ranks", 0), ("batch_size", 0),
+    ("precision", "fp8"), ("controller", "ssh"), ("framework", "jax"), ("image_size", 16),
+])
+def test_bad_specs_are_usage_errors(field, value):
+    with pytest.raises(UsageError):
+        RunSpec(**{field: value}).validated()
