@@ -86,6 +86,12 @@ def run(
         raise typer.Exit(1)
 
 
+# Command groups and commands that live in their own modules. Each module
+# exposes `register(app)`; add one line per module here.
+for _module in ():
+    __import__(_module, fromlist=["register"]).register(app)
+
+
 def fail(message: str) -> None:
     print(f"fabric-bench: error: {message}", file=sys.stderr)
     sys.exit(2)
