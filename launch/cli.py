@@ -88,7 +88,9 @@ def run(
 
 # Command groups and commands that live in their own modules. Each module
 # exposes `register(app)`; add one line per module here.
-for _module in ():
+COMMAND_MODULES = (
+)
+for _module in COMMAND_MODULES:
     __import__(_module, fromlist=["register"]).register(app)
 
 
