@@ -11,6 +11,7 @@ import os
 import torch
 import torch.distributed as dist
 
+from bench.rendezvous import discover, export_for_torch
 from bench.train_args import fail
 
 
@@ -77,9 +78,10 @@ class DDPEngine:
     name = "ddp"
 
     def __init__(self, args):
-        if "RANK" not in os.environ:
-            fail("the ddp engine expects torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR)")
-        self.backend = "nccl" if torch.cuda.is_available() else "gloo"
+        export_for_torch(discover())  # torchrun's variables, or found over MPI
+        self.backend = args.backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        if self.backend == "nccl" and not torch.cuda.is_available():
+            fail("the nccl backend needs a GPU; use --backend gloo on CPUs")
         self.bucket_cap_mb = args.bucket_cap_mb
         dist.init_process_group(backend=self.backend)
         self.rank, self.size = dist.get_rank(), dist.get_world_size()

@@ -25,9 +25,9 @@ from bench.versions import common_versions, package_version
 
 def build_parser():
     p = train_args.parser("torch")
-    p.add_argument("--fusion-threshold-mb", type=float, default=None, help="Horovod tensor fusion buffer")
-    p.add_argument("--cycle-time-ms", type=float, default=None, help="Horovod cycle time")
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size")
+    p.add_argument("--backend", choices=("gloo", "nccl"), default=None,
+                   help="DDP process-group backend (default: nccl on GPU, gloo on CPU)")
     return p
 
 
@@ -64,7 +64,7 @@ class Trainer:
         return self.torch.autocast(device_type=self.device.type, dtype=dtype)
 
     def batch(self):
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()  # Horovod's wrapper takes no set_to_none
         with self.autocast():
             loss = loss_of(self.model(self.images), self.labels, self.criterion)
         if self.scaler is not None:

@@ -39,7 +39,7 @@ def run(
     framework: str = typer.Option("torch", help="torch | tf"),
     engine: str = typer.Option("ddp", help="torch: horovod | ddp; tf: horovod | native"),
     model: str = typer.Option("resnet18", help="torchvision / keras.applications model name"),
-    ranks: int = typer.Option(2, help="number of ranks (processes)"),
+    ranks: Optional[int] = typer.Option(None, help="total ranks (default 2, or nodes x ranks-per-node)"),
     batch_size: int = typer.Option(32, help="images per rank per batch"),
     image_size: Optional[int] = typer.Option(None, help="square input size (default: the model's)"),
     warmup: int = typer.Option(5, help="untimed warm-up batches"),
@@ -52,32 +52,58 @@ def run(
     cycle_time_ms: Optional[float] = typer.Option(None, help="Horovod cycle time (ms)"),
     bucket_cap_mb: Optional[float] = typer.Option(None, help="DDP bucket size (MiB)"),
     seed: int = typer.Option(1234),
-    env: list[str] = typer.Option([], help="extra NAME=VALUE for every rank (repeatable)"),
+    launcher: str = typer.Option("local", help="local | mpirun | srun | sbatch | emulated"),
+    runtime: str = typer.Option("host", help="host | apptainer | singularity | podman | charliecloud"),
+    image: Optional[str] = typer.Option(None, help="container image (SIF path, podman name, ch-run dir)"),
+    fabric: Optional[str] = typer.Option(None, help="fabric preset: ethernet | infiniband | omnipath | efa | slingshot"),
+    allreduce: Optional[str] = typer.Option(None, help="nccl | mpi | gloo (default: the engine's choice)"),
+    gpudirect: Optional[str] = typer.Option(None, help="on | off (GPUDirect RDMA for NCCL/UCX)"),
+    nodes: int = typer.Option(1, help="nodes"),
+    ranks_per_node: Optional[int] = typer.Option(None, help="ranks on each node"),
+    gpus_per_node: int = typer.Option(0, help="GPUs on each node (0: CPU run)"),
+    hostfile: Optional[Path] = typer.Option(None, help="mpirun hostfile"),
+    mpi_plugin: str = typer.Option("pmix", help="srun --mpi= plugin: pmix | pmi2"),
+    partition: Optional[str] = typer.Option(None, help="Slurm partition"),
+    account: Optional[str] = typer.Option(None, help="Slurm account"),
+    time_limit: Optional[str] = typer.Option(None, help="Slurm time limit"),
+    link_rate: Optional[str] = typer.Option(None, help="emulated launcher: link rate, e.g. 1gbit"),
+    site: Optional[Path] = typer.Option(None, help="site config (TOML)"),
+    env: list[str] = typer.Option([], help="extra NAME=VALUE for every rank, overriding presets (repeatable)"),
     results: Path = typer.Option(Path("results"), help="results directory"),
     timeout: Optional[float] = typer.Option(None, help="kill the run (all ranks) after this many seconds"),
     dry_run: bool = typer.Option(False, help="print the exact argv and env, run nothing"),
 ):
     """Run one benchmark and write RESULTS/<run_id>/result.json.
 
-    Example: fabric-bench run --engine horovod --model resnet18 --ranks 2 --image-size 64
+    Examples:
+      fabric-bench run --engine horovod --model resnet18 --ranks 2 --image-size 64
+      fabric-bench run --runtime apptainer --image ethernet-cpu.sif --launcher mpirun --fabric ethernet
     """
-    from launch.run import execute_run, prepare
+    from launch.run import execute_run, preflight_skipped, prepare
     from launch.table import training_table
 
+    if timeout is not None and timeout <= 0:
+        raise UsageError(f"--timeout must be > 0, got {timeout}")
+    total = resolve_ranks(ranks, nodes, ranks_per_node)
     spec = RunSpec(
-        framework=framework, engine=engine, model=model, ranks=ranks, batch_size=batch_size,
+        framework=framework, engine=engine, model=model, ranks=total, batch_size=batch_size,
         image_size=image_size, warmup=warmup, iters=iters, batches_per_iter=batches_per_iter,
         precision=precision, controller=controller, fp16_allreduce=fp16_allreduce,
         fusion_threshold_mb=fusion_threshold_mb, cycle_time_ms=cycle_time_ms,
         bucket_cap_mb=bucket_cap_mb, seed=seed, extra_env=parse_env(env),
+        launcher=launcher, runtime=runtime, image=image, fabric=fabric, nodes=nodes,
+        gpus_per_node=gpus_per_node, hostfile=str(hostfile) if hostfile else None,
+        allreduce=allreduce, gpudirect=gpudirect, mpi_plugin=mpi_plugin, partition=partition,
+        account=account, time_limit=time_limit, link_rate=link_rate,
     )
-    if timeout is not None and timeout <= 0:
-        raise UsageError(f"--timeout must be > 0, got {timeout}")
-    prepared = prepare(spec, results)
+    prepared = prepare(spec, results, site)
     if dry_run:
         print("argv:", json.dumps(prepared.command.argv))
         print("env:", json.dumps(prepared.command.env, sort_keys=True))
         print("shell:", prepared.command.render())
+        if prepared.job_script:
+            print("job script:\n" + prepared.job_script, end="")
+        print("preflight skipped:", "; ".join(preflight_skipped(spec, prepared)))
         return
     result = execute_run(spec, prepared, timeout=timeout)
     console.print(training_table([result]))
@@ -86,9 +112,22 @@ def run(
         raise typer.Exit(1)
 
 
+def resolve_ranks(ranks: int | None, nodes: int, ranks_per_node: int | None) -> int:
+    if ranks_per_node is None:
+        return 2 if ranks is None else ranks
+    if ranks_per_node < 1:
+        raise UsageError(f"--ranks-per-node must be >= 1, got {ranks_per_node}")
+    if ranks is not None and ranks != nodes * ranks_per_node:
+        raise UsageError(f"--ranks {ranks} contradicts --nodes {nodes} x --ranks-per-node {ranks_per_node}")
+    return nodes * ranks_per_node
+
+
 # Command groups and commands that live in their own modules. Each module
 # exposes `register(app)`; add one line per module here.
 COMMAND_MODULES = (
+    "launch.image_cli",
+    "launch.probe_cli",
+    "launch.site_cli",
 )
 for _module in COMMAND_MODULES:
     __import__(_module, fromlist=["register"]).register(app)

@@ -1,19 +1,31 @@
-"""Launchers: turn a RunSpec into the Command that starts all its ranks.
+"""Launchers: turn a RunSpec (plus its runtime and fabric preset) into the Command
+that starts every rank.
 
-`local` starts N ranks on this host: Horovod under `mpirun` (MPI controller) or
-`horovodrun --gloo`, DDP and tf.distribute under `torchrun`-style launchers.
+- local:    N ranks on this host with the framework's own starter (mpirun for
+            Horovod/MPI and tf.distribute, horovodrun --gloo, torchrun for DDP);
+            with a container runtime the starter runs inside the image.
+- mpirun:   the hybrid model: host mpirun starts one container per rank.
+- srun:     inside a Slurm allocation, srun --mpi=pmix|pmi2 starts the ranks.
+- sbatch:   a job script running the srun line, submitted with `sbatch --wait`.
+- emulated: mpirun across network namespaces (launch.emulate).
+
+Ranks started by mpirun/srun find each other over MPI (bench.rendezvous).
 """
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from launch.command import Command
 from launch.runspec import RunSpec
+from launch.runtimes import Bind, Runtime
 
 BENCH_MODULES = {("train", "torch"): "bench.torch_train", ("train", "tf"): "bench.tf_train"}
+PYTHON_IN_IMAGE = "python3"
 
 
 def tool_path(name: str) -> str:
@@ -28,30 +40,131 @@ def tool_path(name: str) -> str:
     return shutil.which(name) or name
 
 
-def rank_env(spec: RunSpec) -> dict[str, str]:
-    """Environment every rank gets: one CPU share each, plus the user's overrides."""
-    env = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // spec.ranks)), "PYTHONUNBUFFERED": "1"}
+@dataclass(frozen=True)
+class Plan:
+    """What the launcher needs besides the spec: resolved by launch.run.prepare."""
+
+    record_dir: Path
+    runtime: Runtime
+    fabric_env: dict[str, str] = field(default_factory=dict)
+    binds: tuple[Bind, ...] = ()
+    mpirun_args: tuple[str, ...] = ()  # e.g. MCA parameters selecting the fabric's transport
+    job_script: Path | None = None  # sbatch only
+
+
+def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
+    """Environment of every rank: a CPU share each, the fabric preset, then the user's overrides."""
+    cpus_per_rank = max(1, (os.cpu_count() or 1) // spec.ranks_per_node)
+    env = {"OMP_NUM_THREADS": str(cpus_per_rank), "PYTHONUNBUFFERED": "1"}
     if os.geteuid() == 0:  # Open MPI refuses root without both
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if spec.engine == "horovod" and spec.allreduce in ("mpi", "gloo"):
+        env["HOROVOD_CPU_OPERATIONS"] = spec.allreduce
+    env.update(plan.fabric_env)
     env.update(spec.extra_env)
     return env
 
 
-def local_command(spec: RunSpec, record_dir: Path, python: str = sys.executable) -> Command:
+def bench_program(spec: RunSpec, plan: Plan) -> list[str]:
+    python = sys.executable if plan.runtime.name == "host" else PYTHON_IN_IMAGE
     module = BENCH_MODULES[(spec.benchmark, spec.framework)]
-    program = [python, "-m", module, *spec.bench_args(), "--record-dir", str(record_dir)]
-    env = rank_env(spec)
+    return [python, "-m", module, *spec.bench_args(), "--record-dir", str(plan.record_dir)]
+
+
+def in_runtime(spec: RunSpec, plan: Plan, argv: list[str], env: dict[str, str]) -> list[str]:
+    return plan.runtime.wrap(spec.image, list(plan.binds), env, spec.gpus_per_node > 0, argv)
+
+
+def mpirun_argv(spec: RunSpec, plan: Plan, env: dict[str, str], mpirun: str) -> list[str]:
+    argv = [mpirun, "-np", str(spec.ranks), "--map-by", f"ppr:{spec.ranks_per_node}:node", "--bind-to", "none"]
+    if spec.hostfile:
+        argv += ["--hostfile", spec.hostfile]
+    if spec.ranks_per_node > (os.cpu_count() or 1) and spec.nodes == 1:
+        argv.append("--oversubscribe")
+    argv += list(plan.mpirun_args)
+    for name in sorted(env):
+        argv += ["-x", name]
+    return argv
+
+
+def local(spec: RunSpec, plan: Plan) -> Command:
+    env = rank_env(spec, plan)
+    inside = plan.runtime.name != "host"
+    program = bench_program(spec, plan)
     n = str(spec.ranks)
-    if spec.engine == "horovod" and spec.controller == "mpi":
-        argv = [tool_path("mpirun"), "-np", n, "--bind-to", "none", "--map-by", "slot"]
-        if spec.ranks > (os.cpu_count() or 1):
-            argv.append("--oversubscribe")
-        for name in sorted(env):
-            argv += ["-x", name]
-        return Command(argv + program, env)
-    if spec.engine == "horovod":
-        argv = [tool_path("horovodrun"), "-np", n, "-H", f"localhost:{n}", "--gloo"]
-        return Command(argv + program, env)
-    # ddp and tf native: torchrun starts the ranks and sets RANK/WORLD_SIZE/MASTER_*
-    torchrun = [tool_path("torchrun"), "--standalone", "--nnodes", "1", "--nproc-per-node", n, "--module"]
-    return Command(torchrun + program[2:], env)
+    if spec.engine == "horovod" and spec.controller == "gloo":
+        starter = [tool_path("horovodrun") if not inside else "horovodrun", "-np", n, "-H", f"localhost:{n}", "--gloo"]
+    elif spec.engine == "ddp":  # torchrun sets RANK/WORLD_SIZE/MASTER_*
+        starter = [tool_path("torchrun") if not inside else "torchrun", "--standalone", "--nnodes", "1",
+                   "--nproc-per-node", n, "--module"]
+        program = program[2:]
+    else:  # Horovod's MPI controller, tf.distribute bootstrapped over MPI
+        starter = mpirun_argv(spec, plan, env, tool_path("mpirun") if not inside else "mpirun")
+    if not inside:
+        return Command(starter + program, env)
+    return Command(in_runtime(spec, plan, starter + program, env), env)
+
+
+def mpirun(spec: RunSpec, plan: Plan) -> Command:
+    env = rank_env(spec, plan)
+    ranks = in_runtime(spec, plan, bench_program(spec, plan), env)
+    return Command(mpirun_argv(spec, plan, env, tool_path("mpirun")) + ranks, env)
+
+
+def srun_argv(spec: RunSpec, plan: Plan, env: dict[str, str]) -> list[str]:
+    argv = ["srun", f"--mpi={spec.mpi_plugin}", f"--nodes={spec.nodes}", f"--ntasks={spec.ranks}",
+            f"--ntasks-per-node={spec.ranks_per_node}", "--kill-on-bad-exit=1"]
+    if spec.gpus_per_node:
+        argv.append(f"--gpus-per-node={spec.gpus_per_node}")
+    for flag, value in (("--partition", spec.partition), ("--account", spec.account), ("--time", spec.time_limit)):
+        if value:
+            argv.append(f"{flag}={value}")
+    return argv + in_runtime(spec, plan, bench_program(spec, plan), env)
+
+
+def srun(spec: RunSpec, plan: Plan) -> Command:
+    env = rank_env(spec, plan)
+    return Command(srun_argv(spec, plan, env), env)
+
+
+def sbatch_script(spec: RunSpec, plan: Plan) -> str:
+    """A job script in which every value is shell-quoted."""
+    env = rank_env(spec, plan)
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote('fabric-bench-' + spec.model)}",
+             f"#SBATCH --nodes={spec.nodes}", f"#SBATCH --ntasks-per-node={spec.ranks_per_node}",
+             f"#SBATCH --output={shlex.quote(str(plan.record_dir.parent / 'slurm-%j.out'))}"]
+    for flag, value in (("--partition", spec.partition), ("--account", spec.account), ("--time", spec.time_limit)):
+        if value:
+            lines.append(f"#SBATCH {flag}={shlex.quote(value)}")
+    if spec.gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={spec.gpus_per_node}")
+    lines += ["set -euo pipefail", 'echo "fabric-bench job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"']
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
+    lines.append(shlex.join(srun_argv(spec, plan, env)))
+    return "\n".join(lines) + "\n"
+
+
+def sbatch(spec: RunSpec, plan: Plan) -> Command:
+    script = plan.job_script or plan.record_dir.parent / "job.sbatch"
+    return Command(["sbatch", "--wait", "--parsable", str(script)], {})
+
+
+def emulated(spec: RunSpec, plan: Plan) -> Command:
+    return mpirun(spec, plan)  # plan.mpirun_args carry the namespace agent and hostfile
+
+
+LAUNCHERS = {"local": local, "mpirun": mpirun, "srun": srun, "sbatch": sbatch, "emulated": emulated}
+
+
+def build_command(spec: RunSpec, plan: Plan) -> Command:
+    return LAUNCHERS[spec.launcher](spec, plan)
+
+
+def local_command(spec: RunSpec, record_dir: Path, python: str | None = None) -> Command:
+    """The host-runtime local command (kept for callers that need nothing else)."""
+    from launch.runtimes import HostRuntime
+
+    command = local(spec, Plan(record_dir=record_dir, runtime=HostRuntime()))
+    if python:
+        command = Command([python if a == sys.executable else a for a in command.argv], command.env)
+    return command

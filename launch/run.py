@@ -1,4 +1,4 @@
-"""One run end to end: RunSpec -> Command -> processes -> rank records -> result.json."""
+"""One run end to end: RunSpec -> Plan -> Command -> processes -> rank records -> result.json."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,16 +10,19 @@ from bench.record import read_records
 from launch.command import Command
 from launch.errors import UsageError
 from launch.execute import execute
-from launch.launchers import local_command
+from launch.launchers import Plan, build_command, sbatch_script
 from launch.results import assemble, new_run_id, write_result
 from launch.runspec import RunSpec
+from launch.runtimes import Bind, runtime_named
 
 
 @dataclass
 class Prepared:
     run_id: str
     run_dir: Path
+    plan: Plan
     command: Command
+    job_script: str | None = None  # sbatch only: written into run_dir at execution
 
 
 def horovod_built_for(framework: str) -> bool:
@@ -36,34 +39,77 @@ def horovod_built_for(framework: str) -> bool:
     return any((package / folder).glob("mpi_lib*.so"))
 
 
-def preflight(spec: RunSpec, command: Command) -> None:
-    if shutil.which(command.argv[0]) is None:
-        raise UsageError(f"{command.argv[0]} not found: cannot start the ranks")
-    if spec.engine == "horovod" and not horovod_built_for(spec.framework):
-        raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
+def make_plan(spec: RunSpec, run_dir: Path) -> Plan:
+    runtime = runtime_named(spec.runtime)
+    record_dir = run_dir / "ranks"
+    binds: tuple[Bind, ...] = ()
+    if runtime.name != "host":  # ranks write their records into the run directory
+        binds = (Bind(str(run_dir), str(run_dir)),)
+    return Plan(record_dir=record_dir, runtime=runtime, binds=binds, job_script=run_dir / "job.sbatch")
 
 
-def prepare(spec: RunSpec, results_dir: Path) -> Prepared:
+def prepare(spec: RunSpec, results_dir: Path, site: Path | None = None) -> Prepared:
     spec.validated()
     run_id = new_run_id(spec.framework, spec.engine, spec.model, f"n{spec.ranks}")
     run_dir = results_dir.resolve() / run_id
-    return Prepared(run_id, run_dir, local_command(spec, run_dir / "ranks"))
+    plan = make_plan(spec, run_dir)
+    script = sbatch_script(spec, plan) if spec.launcher == "sbatch" else None
+    return Prepared(run_id, run_dir, plan, build_command(spec, plan), script)
+
+
+def preflight(spec: RunSpec, prepared: Prepared) -> list[str]:
+    """Checks before a real run; raises on the first failure, returns what it checked."""
+    checked = []
+    tool = prepared.command.argv[0]
+    if shutil.which(tool) is None:
+        raise UsageError(f"{tool} not found: cannot start the ranks")
+    checked.append(f"{tool} present")
+    runtime = prepared.plan.runtime
+    if runtime.name != "host":
+        if not runtime.available():
+            raise UsageError(f"runtime {runtime.name}: {runtime.binary} not found on PATH")
+        if runtime.name in ("apptainer", "singularity") and not Path(spec.image).is_file():
+            raise UsageError(f"image {spec.image} not found")
+        checked.append(f"image {spec.image} present")
+    elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
+        raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
+    return checked
+
+
+def preflight_skipped(spec: RunSpec, prepared: Prepared) -> list[str]:
+    """What a dry run did not check (it needs nothing present on this host)."""
+    skipped = [f"{prepared.command.argv[0]} present"]
+    if spec.runtime != "host":
+        skipped += [f"{spec.runtime} present", f"image {spec.image} present and built for fabric {spec.fabric}"]
+    elif spec.engine == "horovod":
+        skipped.append(f"Horovod built with {spec.framework}")
+    if spec.fabric:
+        skipped.append(f"host devices and libraries of fabric {spec.fabric}")
+    return skipped
 
 
 def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None, echo: bool = True) -> dict:
-    preflight(spec, prepared.command)
+    checked = preflight(spec, prepared)
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
+    if prepared.job_script is not None:
+        prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")
     outcome = execute(prepared.command, prepared.run_dir / "output.log", timeout=timeout, echo=echo)
     reason = None
     if outcome.timed_out:
         reason = f"timed out after {timeout:g} s; all ranks killed"
     elif outcome.interrupted:
         reason = "interrupted (Ctrl-C); all ranks killed"
+    runtime = prepared.plan.runtime
     result = assemble(
         run_id=prepared.run_id, spec=spec.as_dict(), argv=prepared.command.argv,
-        env=prepared.command.env, records=read_records(prepared.run_dir / "ranks"),
+        env=prepared.command.env, records=read_records(prepared.plan.record_dir),
         exit_code=outcome.exit_code, log_tail=outcome.log_tail, seconds=outcome.seconds,
-        reason=reason, extra={"launch": {"first_output_seconds": outcome.first_output_seconds}},
+        reason=reason,
+        extra={
+            "launch": {"launcher": spec.launcher, "runtime": runtime.name, "preflight": checked,
+                       "first_output_seconds": outcome.first_output_seconds},
+            "image": {"path": spec.image, "digest": runtime.digest(spec.image)} if spec.image else None,
+        },
     )
     write_result(prepared.run_dir, result)
     if outcome.interrupted:

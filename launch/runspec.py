@@ -8,6 +8,9 @@ from bench import catalog
 from launch.errors import UsageError
 
 CONTROLLERS = ("mpi", "gloo")
+LAUNCHERS = ("local", "mpirun", "srun", "sbatch", "emulated")
+ALLREDUCE = ("nccl", "mpi", "gloo")
+MPI_PLUGINS = ("pmix", "pmi2")
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,25 @@ class RunSpec:
     seed: int = 1234
     benchmark: str = "train"
     extra_env: dict[str, str] = field(default_factory=dict)
+    # where and how the ranks run
+    launcher: str = "local"
+    runtime: str = "host"
+    image: str | None = None
+    fabric: str | None = None  # None: no fabric preset, the libraries choose
+    nodes: int = 1
+    gpus_per_node: int = 0
+    hostfile: str | None = None
+    allreduce: str | None = None  # None: the engine's default for the device
+    gpudirect: str | None = None  # "on" | "off" | None (library default)
+    mpi_plugin: str = "pmix"  # srun --mpi=
+    partition: str | None = None
+    account: str | None = None
+    time_limit: str | None = None
+    link_rate: str | None = None  # emulated launcher: shaped link rate, e.g. "1gbit"
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self.ranks // self.nodes
 
     def validated(self) -> "RunSpec":
         if self.framework not in catalog.ENGINES:
@@ -48,12 +70,43 @@ class RunSpec:
         for name in ("ranks", "batch_size", "iters", "batches_per_iter"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        self.validate_placement()
+        if self.bucket_cap_mb is not None and self.engine != "ddp":
+            raise UsageError("--bucket-cap-mb applies to the ddp engine only")
         if self.warmup < 0:
             raise UsageError(f"--warmup must be >= 0, got {self.warmup}")
         minimum = catalog.MIN_IMAGE_SIZE.get(self.model, 32)
         if self.image_size is not None and self.image_size < minimum:
             raise UsageError(f"--image-size {self.image_size} is too small for {self.model} (minimum {minimum})")
         return self
+
+    def validate_placement(self) -> None:
+        choices = {"launcher": LAUNCHERS, "mpi_plugin": MPI_PLUGINS}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise UsageError(f"unknown {name.replace('_', '-')} {getattr(self, name)!r}; choose from {', '.join(allowed)}")
+        if self.allreduce is not None and self.allreduce not in ALLREDUCE:
+            raise UsageError(f"unknown allreduce {self.allreduce!r}; choose from {', '.join(ALLREDUCE)}")
+        if self.gpudirect not in (None, "on", "off"):
+            raise UsageError(f"--gpudirect must be on or off, got {self.gpudirect!r}")
+        if self.nodes < 1 or self.gpus_per_node < 0:
+            raise UsageError("--nodes must be >= 1 and --gpus-per-node >= 0")
+        if self.ranks % self.nodes:
+            raise UsageError(f"{self.ranks} ranks do not divide evenly over {self.nodes} nodes")
+        if self.launcher == "local" and self.nodes > 1:
+            raise UsageError("--launcher local runs on this host only; use mpirun, srun, sbatch or emulated for --nodes > 1")
+        if self.engine == "horovod" and self.controller == "gloo" and self.launcher != "local":
+            raise UsageError("Horovod's gloo controller is started by horovodrun: use --launcher local, or --controller mpi")
+        if self.engine == "ddp" and self.allreduce == "mpi":
+            raise UsageError("DDP has no MPI backend in PyTorch's wheels; use --allreduce gloo or nccl")
+        if self.allreduce == "nccl" and self.gpus_per_node == 0 and self.launcher != "local":
+            raise UsageError("--allreduce nccl needs GPUs: give --gpus-per-node")
+        if self.gpudirect == "on" and self.allreduce not in (None, "nccl"):
+            raise UsageError("--gpudirect on applies to NCCL traffic; use --allreduce nccl")
+        if self.runtime != "host" and not self.image:
+            raise UsageError(f"--runtime {self.runtime} needs --image")
+        if self.launcher == "emulated" and self.nodes < 2:
+            raise UsageError("the emulated launcher needs --nodes >= 2")
 
     @property
     def effective_image_size(self) -> int:
@@ -70,6 +123,8 @@ class RunSpec:
         ]
         if self.fp16_allreduce:
             args.append("--fp16-allreduce")
+        if self.engine == "ddp" and self.allreduce:
+            args += ["--backend", self.allreduce]
         optional = {
             "--fusion-threshold-mb": self.fusion_threshold_mb,
             "--cycle-time-ms": self.cycle_time_ms,

@@ -1,0 +1,139 @@
+"""Container runtimes: each turns (image, binds, env, gpus, argv) into its own argv.
+
+A runtime's flags live only in its class. `host` runs without a container.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from launch.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Bind:
+    source: str
+    target: str
+    readonly: bool = False
+
+    def spec(self, ro_suffix: str = ":ro") -> str:
+        return f"{self.source}:{self.target}" + (ro_suffix if self.readonly else "")
+
+
+class Runtime:
+    name = "abstract"
+    binary: str | None = None
+    needs_image = True
+
+    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool,
+             argv: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def available(self) -> bool:
+        return self.binary is None or shutil.which(self.binary) is not None
+
+    def check_image(self, image: str | None) -> None:
+        if self.needs_image and not image:
+            raise UsageError(f"--runtime {self.name} needs --image")
+
+    def digest(self, image: str) -> str | None:
+        """sha256 of the image as this runtime identifies it (None if unknown)."""
+        return None
+
+
+class HostRuntime(Runtime):
+    """No container: ranks run in this host's environment (env goes through the launcher)."""
+
+    name = "host"
+    needs_image = False
+
+    def wrap(self, image, binds, env, gpus, argv):
+        return list(argv)
+
+
+def file_sha256(path: str) -> str | None:
+    try:
+        out = subprocess.run(["sha256sum", path], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return "sha256:" + out.stdout.split()[0]
+
+
+class ApptainerRuntime(Runtime):
+    """`apptainer exec`: the host environment passes through (MPI's variables must);
+    the fabric's variables are set explicitly with --env so they win inside."""
+
+    name = "apptainer"
+    binary = "apptainer"
+
+    def wrap(self, image, binds, env, gpus, argv):
+        out = [self.binary, "exec", "--pwd", "/"]  # not $PWD: a checkout there would shadow the image's bench/
+        if gpus:
+            out.append("--nv")
+        for bind in binds:
+            out += ["--bind", bind.spec()]
+        for name, value in sorted(env.items()):
+            out += ["--env", f"{name}={value}"]
+        return out + [image, *argv]
+
+    def digest(self, image):
+        return file_sha256(image)
+
+
+class SingularityRuntime(ApptainerRuntime):
+    name = "singularity"
+    binary = "singularity"
+
+
+class PodmanRuntime(Runtime):
+    """`podman run` sharing the host's network, IPC and PIDs (MPI and RDMA need them)."""
+
+    name = "podman"
+    binary = "podman"
+
+    def wrap(self, image, binds, env, gpus, argv):
+        out = [self.binary, "run", "--rm", "--network=host", "--ipc=host", "--pid=host",
+               "--env-host", "--workdir", "/"]
+        if gpus:
+            out += ["--device", "nvidia.com/gpu=all"]
+        for bind in binds:
+            out += ["--volume", bind.spec()]
+        for name, value in sorted(env.items()):
+            out += ["--env", f"{name}={value}"]
+        return out + [image, *argv]
+
+    def digest(self, image):
+        try:
+            out = subprocess.run([self.binary, "image", "inspect", image], capture_output=True,
+                                 text=True, check=True)
+            return json.loads(out.stdout)[0]["Digest"]
+        except (OSError, subprocess.CalledProcessError, ValueError, LookupError):
+            return None
+
+
+class CharliecloudRuntime(Runtime):
+    """`ch-run`: an unpacked image directory or squashfs; bind targets must exist in the image."""
+
+    name = "charliecloud"
+    binary = "ch-run"
+
+    def wrap(self, image, binds, env, gpus, argv):
+        out = [self.binary, "--cd", "/"]
+        for bind in binds:
+            out += ["--bind", f"{bind.source}:{bind.target}"]  # ch-run binds are read-write only
+        for name, value in sorted(env.items()):
+            out.append(f"--set-env={name}={value}")
+        return out + [image, "--", *argv]
+
+
+RUNTIMES = {cls.name: cls for cls in
+            (HostRuntime, ApptainerRuntime, SingularityRuntime, PodmanRuntime, CharliecloudRuntime)}
+
+
+def runtime_named(name: str) -> Runtime:
+    try:
+        return RUNTIMES[name]()
+    except KeyError:
+        raise UsageError(f"unknown runtime {name!r}; choose from {', '.join(RUNTIMES)}") from None
