@@ -1,0 +1,457 @@
+"""Host probe: what this machine offers for each fabric, as typed facts and verdicts.
+
+Three layers, each testable on its own:
+- parsers: pure functions, tool text in, facts out (`parse_ibv_devinfo`, ...);
+- `collect(run, root)`: runs the tools in COMMANDS through `run` and reads
+  /sys, /proc and /dev under `root`; a missing tool is the status "absent",
+  never an exception;
+- `verdicts(facts)`: per fabric, usable or not and why.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+FABRICS = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
+RUNTIMES = ("apptainer", "singularity", "podman", "charliecloud")
+
+# Every external command the probe runs, by name (recorded outputs use these names).
+NVIDIA_SMI_FIELDS = ("index", "name", "memory.total", "driver_version")
+COMMANDS: dict[str, list[str]] = {
+    "nvidia_smi": ["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
+                   "--format=csv,noheader,nounits"],
+    "ibv_devinfo": ["ibv_devinfo"],
+    "ibstat": ["ibstat"],
+    "fi_info_list": ["fi_info", "-l"],
+    "fi_info_efa": ["fi_info", "-p", "efa"],
+    "fi_info_cxi": ["fi_info", "-p", "cxi"],
+    "ucx_info": ["ucx_info", "-d"],
+    "ompi_info": ["ompi_info", "--parsable"],
+    "mpichversion": ["mpichversion"],
+    "sinfo_version": ["sinfo", "--version"],
+    "srun_mpi_list": ["srun", "--mpi=list"],
+    "apptainer": ["apptainer", "--version"],
+    "singularity": ["singularity", "--version"],
+    "podman": ["podman", "--version"],
+    "charliecloud": ["ch-run", "--version"],
+}
+
+
+# ---------------------------------------------------------------- facts
+
+@dataclass
+class Gpu:
+    index: int
+    name: str
+    memory_mib: Optional[int]
+    driver: Optional[str]
+
+
+@dataclass
+class Nic:
+    name: str
+    operstate: str              # up | down | unknown | ...
+    mtu: Optional[int]
+    speed_mbps: Optional[int]   # None when the kernel does not know (virtual NICs, -1)
+    driver: Optional[str]
+
+
+@dataclass
+class RdmaPort:
+    device: str                 # mlx5_0, hfi1_0, efa_0, ...
+    port: int
+    state: str                  # ACTIVE | DOWN | INIT | ...
+    link_layer: Optional[str]   # InfiniBand | Ethernet
+    rate_gbps: Optional[float]
+    source: str                 # sysfs | ibstat | ibv_devinfo
+
+
+@dataclass
+class FiEndpoint:
+    provider: str
+    fabric: Optional[str] = None
+    domain: Optional[str] = None
+    type: Optional[str] = None
+    protocol: Optional[str] = None
+
+
+@dataclass
+class UcxTransport:
+    transport: str
+    device: str
+
+
+@dataclass
+class Mpi:
+    flavour: Optional[str] = None           # openmpi | mpich
+    version: Optional[str] = None
+    components: dict[str, list[str]] = field(default_factory=dict)  # framework -> components
+
+
+@dataclass
+class HostFacts:
+    cpu_count: Optional[int] = None
+    cpu_model: Optional[str] = None
+    gpus: list[Gpu] = field(default_factory=list)
+    nics: list[Nic] = field(default_factory=list)
+    rdma_ports: list[RdmaPort] = field(default_factory=list)
+    infiniband_dev_nodes: list[str] = field(default_factory=list)   # /dev/infiniband/*
+    hfi_dev_nodes: list[str] = field(default_factory=list)          # /dev/hfi1*
+    libpsm2: Optional[bool] = None
+    libfabric_providers: list[str] = field(default_factory=list)
+    efa_endpoints: list[FiEndpoint] = field(default_factory=list)
+    cxi_endpoints: list[FiEndpoint] = field(default_factory=list)
+    ucx_transports: list[UcxTransport] = field(default_factory=list)
+    mpi: Mpi = field(default_factory=Mpi)
+    slurm_version: Optional[str] = None
+    slurm_mpi_plugins: list[str] = field(default_factory=list)
+    runtimes: dict[str, Optional[str]] = field(default_factory=dict)  # name -> version (None: absent)
+    tools: dict[str, str] = field(default_factory=dict)  # command name -> ok | absent | why it failed
+
+
+@dataclass
+class Verdict:
+    fabric: str
+    usable: bool
+    reason: str
+
+
+# ---------------------------------------------------------------- parsers
+
+def _version(text: str) -> Optional[str]:
+    match = re.search(r"\d+(?:\.\d+)+", text)
+    return match.group(0) if match else None
+
+
+def parse_cpuinfo(text: str) -> tuple[int, Optional[str]]:
+    """/proc/cpuinfo -> (logical CPUs, model name)."""
+    count = len(re.findall(r"^processor\s*:", text, re.M))
+    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    return count, model.group(1).strip() if model else None
+
+
+def parse_nvidia_smi(text: str, fields=NVIDIA_SMI_FIELDS) -> list[Gpu]:
+    """`nvidia-smi --query-gpu=FIELDS --format=csv,noheader,nounits` -> GPUs."""
+    gpus = []
+    for position, line in enumerate(l for l in text.splitlines() if l.strip()):
+        row = dict(zip(fields, (cell.strip() for cell in line.split(","))))
+        memory = re.match(r"\d+", row.get("memory.total", ""))
+        gpus.append(Gpu(index=int(row.get("index", position)), name=row.get("name", "?"),
+                        memory_mib=int(memory.group(0)) if memory else None,
+                        driver=row.get("driver_version")))
+    return gpus
+
+
+def parse_ib_state(text: str) -> str:
+    """sysfs `4: ACTIVE`, ibv_devinfo `PORT_ACTIVE (4)`, ibstat `Active` -> `ACTIVE`."""
+    word = re.sub(r"^\d+:\s*|\s*\(\d+\)$", "", text.strip())
+    return word.removeprefix("PORT_").upper()
+
+
+def parse_ib_rate(text: str) -> Optional[float]:
+    """sysfs `100 Gb/sec (4X EDR)` or ibstat `100` -> 100.0 (Gb/s)."""
+    match = re.match(r"\s*(\d+(?:\.\d+)?)", text)
+    return float(match.group(1)) if match else None
+
+
+def parse_ibv_devinfo(text: str) -> list[RdmaPort]:
+    """`ibv_devinfo [-v]` -> one RdmaPort per port (rate from -v's active_width x active_speed)."""
+    ports, device, port = [], None, None
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(":")
+        value = value.strip()
+        if key == "hca_id":
+            device = value
+        elif key == "port" and device:
+            port = RdmaPort(device, int(value), "UNKNOWN", None, None, "ibv_devinfo")
+            ports.append(port)
+        elif port is None:
+            continue
+        elif key == "state":
+            port.state = parse_ib_state(value)
+        elif key == "link_layer":
+            port.link_layer = value
+        elif key == "active_width":
+            port.rate_gbps = float(re.match(r"\d+", value).group(0))
+        elif key == "active_speed" and port.rate_gbps:
+            port.rate_gbps *= parse_ib_rate(value) or 0.0
+    return ports
+
+
+def parse_ibstat(text: str) -> list[RdmaPort]:
+    """`ibstat` -> one RdmaPort per port."""
+    ports, device, port = [], None, None
+    for line in text.splitlines():
+        if ca := re.match(r"CA '([^']+)'", line):
+            device, port = ca.group(1), None
+        elif (number := re.match(r"\s+Port (\d+):", line)) and device:
+            port = RdmaPort(device, int(number.group(1)), "UNKNOWN", None, None, "ibstat")
+            ports.append(port)
+        elif port is not None:
+            key, _, value = line.strip().partition(": ")
+            if key == "State":
+                port.state = parse_ib_state(value)
+            elif key == "Rate":
+                port.rate_gbps = parse_ib_rate(value)
+            elif key == "Link layer":
+                port.link_layer = value.strip()
+    return ports
+
+
+def parse_fi_info_list(text: str) -> list[str]:
+    """`fi_info -l` -> provider names (`tcp`, `ofi_rxm`, ...)."""
+    return [line[:-1] for line in text.splitlines() if re.fullmatch(r"[\w;]+:", line)]
+
+
+def parse_fi_info(text: str) -> list[FiEndpoint]:
+    """`fi_info [-p PROV]` (short form) -> one FiEndpoint per `provider:` block."""
+    endpoints: list[FiEndpoint] = []
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(": ")
+        if key == "provider":
+            endpoints.append(FiEndpoint(value.strip()))
+        elif endpoints and key in ("fabric", "domain", "type", "protocol"):
+            setattr(endpoints[-1], key, value.strip())
+    return endpoints
+
+
+def parse_ucx_info(text: str) -> list[UcxTransport]:
+    """`ucx_info -d` -> (transport, device) pairs."""
+    found, transport = [], None
+    for line in text.splitlines():
+        if match := re.match(r"#\s+Transport:\s*(\S+)", line):
+            transport = match.group(1)
+        elif (match := re.match(r"#\s+Device:\s*(\S+)", line)) and transport:
+            found.append(UcxTransport(transport, match.group(1)))
+            transport = None
+    return found
+
+
+def parse_ompi_info(text: str) -> Mpi:
+    """`ompi_info --parsable` -> Open MPI version and its components per framework."""
+    mpi = Mpi(flavour="openmpi")
+    for line in text.splitlines():
+        parts = line.split(":")
+        if parts[:3] == ["ompi", "version", "full"]:
+            mpi.version = parts[3]
+        elif parts[0] == "mca" and len(parts) > 3 and parts[3] == "version":
+            names = mpi.components.setdefault(parts[1], [])
+            if parts[2] not in names:
+                names.append(parts[2])
+    return mpi
+
+
+def parse_mpichversion(text: str) -> Mpi:
+    match = re.search(r"MPICH Version:\s*(\S+)", text)
+    return Mpi(flavour="mpich", version=match.group(1) if match else _version(text))
+
+
+def parse_srun_mpi_list(text: str) -> list[str]:
+    """`srun --mpi=list` -> plugin names (pmix, pmi2, none, ...)."""
+    plugins = []
+    for line in text.splitlines():
+        if line.startswith(("\t", " ")) or line.startswith("srun: "):
+            name = line.strip().removeprefix("srun: ").removeprefix("mpi/")
+            if re.fullmatch(r"[\w.]+", name):
+                plugins.append(name)
+    return plugins
+
+
+# ---------------------------------------------------------------- collection
+
+@dataclass
+class ToolOutput:
+    status: str     # ok | absent | exit N: <last stderr line> | timeout after Ns
+    stdout: str = ""
+
+
+Runner = Callable[[str, list[str]], ToolOutput]
+
+
+def run_tool(name: str, argv: list[str], timeout_s: float = 15.0) -> ToolOutput:
+    """Run one tool; never raises: a missing tool is `absent`, a failure is its status."""
+    if shutil.which(argv[0]) is None:
+        return ToolOutput("absent")
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return ToolOutput(f"timeout after {timeout_s:g}s")
+    except OSError as exc:
+        return ToolOutput(f"error: {exc.strerror or exc}")
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
+        return ToolOutput(f"exit {proc.returncode}: {last[:200]}", proc.stdout)
+    return ToolOutput("ok", proc.stdout)
+
+
+def _read(path: Path) -> Optional[str]:
+    try:
+        return path.read_text().strip()
+    except OSError:         # absent, or the kernel refuses (speed of a virtual NIC)
+        return None
+
+
+def _int(text: Optional[str]) -> Optional[int]:
+    return int(text) if text and re.fullmatch(r"-?\d+", text) else None
+
+
+def read_nics(root: Path) -> list[Nic]:
+    """/sys/class/net/* under root -> NICs."""
+    nics = []
+    for path in sorted((root / "sys/class/net").glob("*")):
+        uevent = _read(path / "device/uevent") or ""
+        driver = re.search(r"^DRIVER=(.+)$", uevent, re.M)
+        speed = _int(_read(path / "speed"))
+        nics.append(Nic(name=path.name, operstate=_read(path / "operstate") or "unknown",
+                        mtu=_int(_read(path / "mtu")),
+                        speed_mbps=speed if speed and speed > 0 else None,
+                        driver=driver.group(1) if driver else None))
+    return nics
+
+
+def read_sysfs_rdma(root: Path) -> list[RdmaPort]:
+    """/sys/class/infiniband/*/ports/* under root -> RDMA ports."""
+    ports = []
+    for port in sorted((root / "sys/class/infiniband").glob("*/ports/*")):
+        ports.append(RdmaPort(device=port.parent.parent.name, port=int(port.name),
+                              state=parse_ib_state(_read(port / "state") or "UNKNOWN"),
+                              link_layer=_read(port / "link_layer"),
+                              rate_gbps=parse_ib_rate(_read(port / "rate") or ""), source="sysfs"))
+    return ports
+
+
+def merge_ports(*sources: list[RdmaPort]) -> list[RdmaPort]:
+    """One entry per (device, port): the first source wins; a missing rate is filled from later ones."""
+    merged: dict[tuple[str, int], RdmaPort] = {}
+    for ports in sources:
+        for port in ports:
+            kept = merged.setdefault((port.device, port.port), port)
+            if kept.rate_gbps is None:
+                kept.rate_gbps = port.rate_gbps
+    return list(merged.values())
+
+
+PSM2_DIRS = ("usr/lib64", "usr/lib", "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu",
+             "lib64", "usr/local/lib")
+
+
+def collect(run: Runner = run_tool, root: Path = Path("/")) -> HostFacts:
+    """Probe the host (or a recorded one: `run` answering from files, `root` a copied tree)."""
+    facts = HostFacts()
+    out: dict[str, ToolOutput] = {}
+    for name, argv in COMMANDS.items():
+        out[name] = run(name, argv)
+        facts.tools[name] = out[name].status
+
+    def text(name: str) -> str:
+        return out[name].stdout if out[name].status == "ok" else ""
+
+    cpuinfo = _read(root / "proc/cpuinfo")
+    if cpuinfo:
+        facts.cpu_count, facts.cpu_model = parse_cpuinfo(cpuinfo)
+    facts.gpus = parse_nvidia_smi(text("nvidia_smi"))
+    facts.nics = read_nics(root)
+    facts.rdma_ports = merge_ports(read_sysfs_rdma(root), parse_ibstat(text("ibstat")),
+                                   parse_ibv_devinfo(text("ibv_devinfo")))
+    facts.infiniband_dev_nodes = sorted(p.name for p in (root / "dev/infiniband").glob("*"))
+    facts.hfi_dev_nodes = sorted(p.name for p in (root / "dev").glob("hfi1*"))
+    if root == Path("/") or any((root / d).is_dir() for d in PSM2_DIRS):
+        facts.libpsm2 = any(any((root / d).glob("libpsm2.so*")) for d in PSM2_DIRS)
+    facts.libfabric_providers = parse_fi_info_list(text("fi_info_list"))
+    facts.efa_endpoints = [e for e in parse_fi_info(text("fi_info_efa")) if e.provider == "efa"]
+    facts.cxi_endpoints = [e for e in parse_fi_info(text("fi_info_cxi")) if e.provider == "cxi"]
+    facts.ucx_transports = parse_ucx_info(text("ucx_info"))
+    if text("ompi_info"):
+        facts.mpi = parse_ompi_info(text("ompi_info"))
+    elif text("mpichversion"):
+        facts.mpi = parse_mpichversion(text("mpichversion"))
+    facts.slurm_version = _version(text("sinfo_version")) if text("sinfo_version") else None
+    facts.slurm_mpi_plugins = parse_srun_mpi_list(text("srun_mpi_list"))
+    for runtime in RUNTIMES:
+        facts.runtimes[runtime] = _version(text(runtime)) if text(runtime) else None
+    return facts
+
+
+# ---------------------------------------------------------------- verdicts
+
+def _is_hfi(port: RdmaPort) -> bool:
+    return port.device.startswith("hfi1")
+
+
+def _port_text(port: RdmaPort) -> str:
+    rate = f", {port.rate_gbps:g} Gb/s" if port.rate_gbps else ""
+    return f"{port.device} port {port.port} {port.state} ({port.link_layer or '?'}{rate})"
+
+
+def verdict_ethernet(facts: HostFacts) -> Verdict:
+    up = [n for n in facts.nics if n.name != "lo" and n.operstate == "up"]
+    if not up:
+        return Verdict("ethernet", False, "no network interface other than lo is up")
+    described = ", ".join(
+        f"{n.name} ({n.driver or 'driver ?'}, "
+        f"{f'{n.speed_mbps} Mb/s' if n.speed_mbps else 'speed unknown'}, mtu {n.mtu})" for n in up)
+    return Verdict("ethernet", True, f"up: {described}")
+
+
+def verdict_infiniband(facts: HostFacts) -> Verdict:
+    ports = [p for p in facts.rdma_ports if not _is_hfi(p)]
+    active_ib = [p for p in ports if p.state == "ACTIVE" and p.link_layer == "InfiniBand"]
+    if active_ib:
+        return Verdict("infiniband", True, "; ".join(_port_text(p) for p in active_ib))
+    if not ports:
+        return Verdict("infiniband", False,
+                       "no /sys/class/infiniband device with an ACTIVE InfiniBand port "
+                       "(no RDMA device found)")
+    roce = [p for p in ports if p.link_layer == "Ethernet" and p.state == "ACTIVE"]
+    if roce:
+        return Verdict("infiniband", False, "no ACTIVE InfiniBand port; RoCE only: "
+                       + "; ".join(_port_text(p) for p in roce))
+    return Verdict("infiniband", False, "no ACTIVE InfiniBand port: "
+                   + "; ".join(_port_text(p) for p in ports))
+
+
+def verdict_omnipath(facts: HostFacts) -> Verdict:
+    active = [p for p in facts.rdma_ports if _is_hfi(p) and p.state == "ACTIVE"]
+    if not active:
+        psm2 = " (psm2 in fi_info alone does not mean an HFI)" \
+            if "psm2" in facts.libfabric_providers else ""
+        return Verdict("omnipath", False, f"no hfi1 device with an ACTIVE port{psm2}")
+    if facts.libpsm2 is False:
+        return Verdict("omnipath", False, f"{_port_text(active[0])} but libpsm2 not found")
+    return Verdict("omnipath", True, "; ".join(_port_text(p) for p in active))
+
+
+def _verdict_provider(fabric: str, provider: str, endpoints: list[FiEndpoint], status: str) -> Verdict:
+    rdm = [e for e in endpoints if e.type in (None, "FI_EP_RDM")]
+    if rdm:
+        domains = ", ".join(sorted({e.domain or "?" for e in rdm}))
+        return Verdict(fabric, True, f"libfabric {provider} provider, RDM domain(s): {domains}")
+    if status == "absent":
+        return Verdict(fabric, False, "fi_info not installed")
+    detail = "" if status == "ok" else f" ({status})"
+    return Verdict(fabric, False, f"`fi_info -p {provider}` found no {provider} endpoint{detail}")
+
+
+def verdicts(facts: HostFacts) -> dict[str, Verdict]:
+    return {
+        "ethernet": verdict_ethernet(facts),
+        "infiniband": verdict_infiniband(facts),
+        "omnipath": verdict_omnipath(facts),
+        "efa": _verdict_provider("efa", "efa", facts.efa_endpoints,
+                                 facts.tools.get("fi_info_efa", "absent")),
+        "slingshot": _verdict_provider("slingshot", "cxi", facts.cxi_endpoints,
+                                       facts.tools.get("fi_info_cxi", "absent")),
+    }
+
+
+def probe_report(facts: HostFacts) -> dict:
+    """Facts and verdicts as JSON-ready data (`fabric-bench probe --json`)."""
+    return {"schema_version": 1, "facts": dataclasses.asdict(facts),
+            "verdicts": {name: dataclasses.asdict(v) for name, v in verdicts(facts).items()}}
+

@@ -1,0 +1,253 @@
+"""Site configuration: one TOML file per cluster, validated on load into typed objects.
+
+    runtime  = "apptainer"            # apptainer | singularity | podman | charliecloud | host
+    launcher = "srun"                 # local | mpirun | srun | sbatch
+    modules  = ["openmpi/4.1.6"]      # loaded before a run (module load ...)
+    binds    = ["/scratch", "/opt/cray:/opt/cray:ro"]   # SRC[:DST[:OPTS]], SRC absolute
+
+    [scheduler]                       # defaults for srun / sbatch
+    partition  = "gpu"
+    account    = "proj42"
+    time_limit = "01:30:00"           # [D-]HH:MM:SS, or whole minutes (90)
+
+    [env]                             # extra environment for every rank
+    NCCL_DEBUG = "WARN"
+
+    [fabrics.ethernet]                # one table per fabric present; keys per fabric:
+    interface = "eth0"                #   ethernet: interface
+    [fabrics.infiniband]              #   infiniband, omnipath: hca, interface
+    hca = "mlx5_0"                    #   efa, slingshot: device, interface
+    interface = "ib0"
+
+Every error is a UsageError naming the file, the key and what was expected.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from launch.errors import UsageError
+
+FABRICS = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
+RUNTIMES = ("apptainer", "singularity", "podman", "charliecloud", "host")
+LAUNCHERS = ("local", "mpirun", "srun", "sbatch")
+# The TOML key naming each fabric's device, if it has one.
+DEVICE_KEY = {"ethernet": None, "infiniband": "hca", "omnipath": "hca", "efa": "device",
+              "slingshot": "device"}
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    time_limit_min: Optional[int] = None
+
+    def slurm_time(self) -> Optional[str]:
+        """The limit as Slurm's D-HH:MM:SS (None when unset)."""
+        if self.time_limit_min is None:
+            return None
+        days, minutes = divmod(self.time_limit_min, 24 * 60)
+        clock = f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+        return f"{days}-{clock}" if days else clock
+
+
+@dataclass(frozen=True)
+class FabricSite:
+    interface: Optional[str] = None   # IP interface (NCCL_SOCKET_IFNAME, btl_tcp_if_include, ...)
+    device: Optional[str] = None      # hca (mlx5_0, hfi1_0), efa_0, cxi0
+
+
+@dataclass(frozen=True)
+class Site:
+    runtime: str = "host"
+    launcher: str = "local"
+    modules: tuple[str, ...] = ()
+    binds: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    scheduler: Scheduler = Scheduler()
+    fabrics: dict[str, FabricSite] = field(default_factory=lambda: {"ethernet": FabricSite()})
+    path: Optional[Path] = field(default=None, compare=False)
+
+    @classmethod
+    def default(cls) -> "Site":
+        """No site file: run on this host, no container, ethernet only."""
+        return cls()
+
+
+class _Checker:
+    """Typed reads from one TOML table, with errors that name file and key."""
+
+    def __init__(self, path: Path, table: dict, prefix: str = ""):
+        self.path, self.table, self.prefix = path, table, prefix
+
+    def fail(self, key: str, expected: str, got: Any = ...) -> UsageError:
+        where = f"[{self.prefix}].{key}" if self.prefix else key
+        shown = "" if got is ... else f", got {got!r}"
+        return UsageError(f"{self.path.name}: {where}: expected {expected}{shown}")
+
+    def reject_unknown(self, allowed) -> None:
+        for key in self.table:
+            if key not in allowed:
+                where = f"[{self.prefix}].{key}" if self.prefix else key
+                raise UsageError(f"{self.path.name}: {where}: unknown key "
+                                 f"(expected one of {', '.join(allowed)})")
+
+    def string(self, key: str, choices=None, pattern: str = r".+") -> Optional[str]:
+        value = self.table.get(key)
+        if value is None:
+            return None
+        if choices and value not in choices:
+            raise self.fail(key, "one of " + " | ".join(choices), value)
+        if not isinstance(value, str) or not re.fullmatch(pattern, value):
+            raise self.fail(key, "a non-empty string" if pattern == r".+" else f"a name matching {pattern}",
+                            value)
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, "a list of non-empty strings", value)
+        return tuple(value)
+
+    def subtable(self, key: str) -> dict:
+        value = self.table.get(key, {})
+        if not isinstance(value, dict):
+            raise self.fail(key, "a table", value)
+        return value
+
+
+def parse_time_limit(value: Any) -> Optional[int]:
+    """'HH:MM:SS', 'D-HH:MM:SS' or whole minutes -> minutes (None if malformed)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value > 0 else None
+    if not isinstance(value, str):
+        return None
+    match = re.fullmatch(r"(?:(\d+)-)?(\d{1,2}):([0-5]\d):([0-5]\d)", value.strip())
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+    return total or None
+
+
+def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
+    top = _Checker(path, table, "fabrics")
+    top.reject_unknown(FABRICS)
+    fabrics = {}
+    for name, body in table.items():
+        if not isinstance(body, dict):
+            raise top.fail(name, "a table such as [fabrics." + name + "]", body)
+        check = _Checker(path, body, f"fabrics.{name}")
+        device_key = DEVICE_KEY[name]
+        check.reject_unknown(("interface",) + ((device_key,) if device_key else ()))
+        fabrics[name] = FabricSite(interface=check.string("interface", pattern=r"[\w.:-]+"),
+                                   device=check.string(device_key, pattern=r"[\w.:-]+")
+                                   if device_key else None)
+    return fabrics
+
+
+def site_from_dict(data: dict, path: Path) -> Site:
+    top = _Checker(path, data)
+    top.reject_unknown(("runtime", "launcher", "modules", "binds", "env", "scheduler", "fabrics"))
+    binds = top.strings("binds")
+    for bind in binds:
+        if not bind.startswith("/") or bind.count(":") > 2:
+            raise top.fail("binds", "entries SRC[:DST[:OPTS]] with an absolute SRC", bind)
+    env = top.subtable("env")
+    env_check = _Checker(path, env, "env")
+    for name, value in env.items():
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
+            raise env_check.fail(name, "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        if not isinstance(value, str):
+            raise env_check.fail(name, "a string value", value)
+    sched_table = top.subtable("scheduler")
+    sched = _Checker(path, sched_table, "scheduler")
+    sched.reject_unknown(("partition", "account", "time_limit"))
+    time_limit = None
+    if "time_limit" in sched_table:
+        time_limit = parse_time_limit(sched_table["time_limit"])
+        if time_limit is None:
+            raise sched.fail("time_limit", "'HH:MM:SS', 'D-HH:MM:SS' or minutes > 0",
+                             sched_table["time_limit"])
+    fabrics = _fabrics(path, top.subtable("fabrics")) if "fabrics" in data else \
+        {"ethernet": FabricSite()}
+    return Site(
+        runtime=top.string("runtime", RUNTIMES) or "host",
+        launcher=top.string("launcher", LAUNCHERS) or "local",
+        modules=top.strings("modules"), binds=binds, env=dict(env),
+        scheduler=Scheduler(partition=sched.string("partition"), account=sched.string("account"),
+                            time_limit_min=time_limit),
+        fabrics=fabrics, path=path,
+    )
+
+
+def load_site(path: Path | str) -> Site:
+    """Read and validate a site file; every problem is one UsageError line."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: site file not found") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read site file: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path.name}: not valid TOML: {exc}") from None
+    return site_from_dict(data, path)
+
+
+# ---------------------------------------------------------------- writing
+
+def _toml(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)            # a JSON string is a valid TOML basic string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def site_to_toml(site: Site, header: str = "") -> str:
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    lines += [f"runtime = {_toml(site.runtime)}", f"launcher = {_toml(site.launcher)}",
+              f"modules = {_toml(site.modules)}", f"binds = {_toml(site.binds)}", "", "[scheduler]"]
+    sched = site.scheduler
+    for key, value in (("partition", sched.partition), ("account", sched.account),
+                       ("time_limit", sched.slurm_time())):
+        lines.append(f"{key} = {_toml(value)}" if value is not None else f'# {key} = "..."')
+    lines += ["", "[env]"] + [f"{k} = {_toml(v)}" for k, v in site.env.items()]
+    for name, fabric in site.fabrics.items():
+        lines += ["", f"[fabrics.{name}]"]
+        if fabric.interface:
+            lines.append(f"interface = {_toml(fabric.interface)}")
+        if fabric.device and DEVICE_KEY[name]:
+            lines.append(f"{DEVICE_KEY[name]} = {_toml(fabric.device)}")
+    return "\n".join(lines) + "\n"
+
+
+def site_from_probe(facts) -> Site:
+    """A starting site from host facts (launch.probe.HostFacts): what is present here."""
+    from launch.probe import verdicts
+
+    runtime = next((r for r in ("apptainer", "singularity", "podman", "charliecloud")
+                    if facts.runtimes.get(r)), "host")
+    launcher = "srun" if "pmix" in facts.slurm_mpi_plugins else \
+        "mpirun" if facts.mpi.version else "local"
+    up = [n.name for n in facts.nics if n.name != "lo" and n.operstate == "up"]
+    usable = {name for name, v in verdicts(facts).items() if v.usable}
+    fabrics: dict[str, FabricSite] = {}
+    if "ethernet" in usable:
+        fabrics["ethernet"] = FabricSite(interface=up[0] if up else None)
+    for name, wanted in (("infiniband", lambda p: not p.device.startswith("hfi1")
+                          and p.link_layer == "InfiniBand"),
+                         ("omnipath", lambda p: p.device.startswith("hfi1"))):
+        ports = [p for p in facts.rdma_ports if p.state == "ACTIVE" and wanted(p)]
+        if name in usable and ports:
+            fabrics[name] = FabricSite(device=ports[0].device)
+    for name, endpoints in (("efa", facts.efa_endpoints), ("slingshot", facts.cxi_endpoints)):
+        if name in usable:
+            domain = (endpoints[0].domain or "").removesuffix("-rdm").removesuffix("-dgrm")
+            fabrics[name] = FabricSite(device=domain or None)
+    return Site(runtime=runtime, launcher=launcher, fabrics=fabrics or {"ethernet": FabricSite()})

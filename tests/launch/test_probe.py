@@ -1,0 +1,168 @@
+"""Probe parsers and verdicts on outputs recorded from real hosts, and a real probe of this host."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from launch import probe
+from launch.probe import (Gpu, RdmaPort, ToolOutput, UcxTransport, collect, parse_fi_info,
+                          parse_ibstat, parse_ibv_devinfo, parse_nvidia_smi, parse_ucx_info,
+                          probe_report, run_tool, verdicts)
+from tests.conftest import fabric_bench, need
+
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "probe"
+
+
+def recorded(source: str) -> probe.HostFacts:
+    """Collect facts from a recorded host: tools answer from SOURCE/<command>.txt, else absent."""
+    folder = RECORDED / source
+
+    def run(name, argv):
+        path = folder / f"{name}.txt"
+        return ToolOutput("ok", path.read_text()) if path.exists() else ToolOutput("absent")
+
+    return collect(run=run, root=folder)
+
+
+def test_every_recorded_source_names_where_it_came_from():
+    sources = [p for p in RECORDED.iterdir() if p.is_dir()]
+    assert len(sources) >= 8
+    for source in sources:
+        text = (source / "SOURCE.md").read_text()
+        assert "http" in text or source.name == "this-host", source
+        names = {p.stem for p in source.glob("*.txt")}
+        assert names <= set(probe.COMMANDS), f"{source.name}: {names - set(probe.COMMANDS)}"
+
+
+def test_connectx_infiniband_host_is_usable_at_100_gbps():
+    facts = recorded("connectx-infiniband")
+    assert facts.rdma_ports == [RdmaPort("mlx5_0", 1, "ACTIVE", "InfiniBand", 100.0, "ibstat")]
+    verdict = verdicts(facts)["infiniband"]
+    assert verdict.usable and "mlx5_0 port 1 ACTIVE (InfiniBand, 100 Gb/s)" in verdict.reason
+    assert not verdicts(facts)["omnipath"].usable
+
+
+def test_ibv_devinfo_alone_gives_state_and_link_layer_but_no_rate():
+    ports = parse_ibv_devinfo((RECORDED / "connectx-infiniband/ibv_devinfo.txt").read_text())
+    assert ports == [RdmaPort("mlx5_0", 1, "ACTIVE", "InfiniBand", None, "ibv_devinfo")]
+
+
+def test_roce_ports_are_not_infiniband():
+    facts = recorded("connectx-roce")
+    assert [(p.device, p.state, p.link_layer, p.rate_gbps) for p in facts.rdma_ports] == [
+        ("mlx5_0", "ACTIVE", "Ethernet", 100.0), ("mlx5_1", "ACTIVE", "Ethernet", 100.0)]
+    verdict = verdicts(facts)["infiniband"]
+    assert not verdict.usable and "RoCE only" in verdict.reason and "mlx5_1" in verdict.reason
+
+
+def test_omnipath_hfi_counts_as_omnipath_not_infiniband():
+    facts = recorded("omnipath-hfi1")
+    assert facts.rdma_ports[0].device == "hfi1_0" and facts.rdma_ports[0].link_layer == "InfiniBand"
+    assert verdicts(facts)["omnipath"].usable
+    assert "hfi1_0 port 1 ACTIVE" in verdicts(facts)["omnipath"].reason
+    assert not verdicts(facts)["infiniband"].usable
+
+
+def test_efa_host_has_an_rdm_endpoint():
+    text = (RECORDED / "efa/fi_info_efa.txt").read_text()
+    assert [(e.provider, e.domain, e.type) for e in parse_fi_info(text)] == [
+        ("efa", "efa_0-rdm", "FI_EP_RDM"), ("efa", "efa_0-dgrm", "FI_EP_DGRAM"),
+        ("efa;ofi_rxd", "efa_0-dgrm", "FI_EP_RDM")]
+    verdict = verdicts(recorded("efa"))["efa"]
+    assert verdict.usable and verdict.reason.endswith("RDM domain(s): efa_0-rdm")
+    assert not verdicts(recorded("efa"))["slingshot"].usable
+
+
+def test_slingshot_host_has_a_cxi_domain():
+    facts = recorded("slingshot-cxi")
+    assert [(e.provider, e.fabric, e.domain, e.protocol) for e in facts.cxi_endpoints] == [
+        ("cxi", "cxi", "cxi0", "FI_PROTO_CXI")]
+    assert verdicts(facts)["slingshot"].usable and "cxi0" in verdicts(facts)["slingshot"].reason
+    assert verdicts(facts)["efa"].reason == "fi_info not installed"
+
+
+def test_ucx_transports_on_a_connectx_host():
+    text = (RECORDED / "ucx-connectx/ucx_info.txt").read_text()
+    assert parse_ucx_info(text) == [UcxTransport("rc_verbs", "mlx5_0:1")]
+
+
+def test_nvidia_smi_row_parsed_with_the_fields_it_was_queried_with():
+    fields = ("power.limit,power.min_limit,power.max_limit,memory.total,vbios_version,"
+              "driver_version,name,gpu_uuid,power.draw,temperature.gpu,temperature.memory,"
+              "clocks.current.graphics,clocks.sm,clocks.mem,utilization.gpu,utilization.memory,"
+              "fan.speed,pcie.link.width.current,pstate").split(",")
+    text = (RECORDED / "nvidia-smi-rtx2080/nvidia_smi.txt").read_text()
+    assert parse_nvidia_smi(text, fields) == [Gpu(0, "GeForce RTX 2080", 7979, "440.64")]
+    assert parse_nvidia_smi("0, NVIDIA H200, 143771, 570.86.15\n") == [
+        Gpu(0, "NVIDIA H200", 143771, "570.86.15")]
+
+
+def test_recorded_this_host():
+    facts = recorded("this-host")
+    assert (facts.cpu_count, facts.cpu_model) == (2, "AMD EPYC")
+    eth0 = next(n for n in facts.nics if n.name == "eth0")
+    assert (eth0.operstate, eth0.mtu, eth0.speed_mbps, eth0.driver) == ("up", 1400, None, "virtio_net")
+    assert {n.name for n in facts.nics} == {"eth0", "ifb0", "ifb1", "lo"}
+    assert {"tcp", "shm", "psm2", "ofi_rxm"} <= set(facts.libfabric_providers)
+    assert UcxTransport("tcp", "eth0") in facts.ucx_transports
+    assert facts.mpi.version == "4.1.4" and "ucx" in facts.mpi.components["pml"]
+    assert "ofi" in facts.mpi.components["mtl"] and "tcp" in facts.mpi.components["btl"]
+    assert facts.slurm_version == "22.05.8" and {"pmix", "pmi2"} <= set(facts.slurm_mpi_plugins)
+    result = verdicts(facts)
+    assert result["ethernet"].usable and "eth0 (virtio_net" in result["ethernet"].reason
+    assert not result["infiniband"].usable
+    # libpsm2 and fi_info's psm2 provider are installed, but there is no HFI
+    assert not result["omnipath"].usable and "psm2" in result["omnipath"].reason
+    json.dumps(probe_report(facts))     # JSON-serialisable as it stands
+
+
+def test_sysfs_rdma_ports_are_read_with_rate(tmp_path):
+    port = tmp_path / "sys/class/infiniband/mlx5_1/ports/1"
+    port.mkdir(parents=True)
+    (port / "state").write_text("4: ACTIVE\n")
+    (port / "rate").write_text("200 Gb/sec (4X HDR)\n")
+    (port / "link_layer").write_text("InfiniBand\n")
+    assert probe.read_sysfs_rdma(tmp_path) == [
+        RdmaPort("mlx5_1", 1, "ACTIVE", "InfiniBand", 200.0, "sysfs")]
+
+
+def test_ibstat_down_port_is_not_usable():
+    text = "CA 'mlx4_0'\n\tPort 1:\n\t\tState: Down\n\t\tRate: 10\n\t\tLink layer: InfiniBand\n"
+    facts = probe.HostFacts(rdma_ports=parse_ibstat(text))
+    verdict = verdicts(facts)["infiniband"]
+    assert not verdict.usable and "mlx4_0 port 1 DOWN" in verdict.reason
+
+
+def test_run_tool_never_raises():
+    assert run_tool("x", ["no-such-tool-fabric-bench"]).status == "absent"
+    assert run_tool("x", ["sh", "-c", "echo why >&2; exit 3"]).status == "exit 3: why"
+    assert run_tool("x", ["sleep", "5"], timeout_s=0.2).status == "timeout after 0.2s"
+    assert run_tool("x", ["echo", "hi"]) == ToolOutput("ok", "hi\n")
+
+
+def test_real_probe_of_this_host_matches_sysfs_and_fi_info():
+    proc = fabric_bench("probe", "--json", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    facts, result = report["facts"], report["verdicts"]
+    sys_net = Path("/sys/class/net")
+    assert {n["name"] for n in facts["nics"]} == {p.name for p in sys_net.iterdir()}
+    for nic in facts["nics"]:
+        assert nic["operstate"] == (sys_net / nic["name"] / "operstate").read_text().strip()
+        assert nic["mtu"] == int((sys_net / nic["name"] / "mtu").read_text())
+    need(shutil.which("fi_info") is not None, "fi_info (libfabric-bin) not installed")
+    listed = subprocess.run(["fi_info", "-l"], capture_output=True, text=True).stdout
+    assert facts["libfabric_providers"] == probe.parse_fi_info_list(listed)
+    assert "tcp" in facts["libfabric_providers"]
+    assert result["ethernet"]["usable"]
+    if not Path("/sys/class/infiniband").exists():
+        assert not result["infiniband"]["usable"]
+        assert "no /sys/class/infiniband device" in result["infiniband"]["reason"]
+
+
+def test_probe_table_shows_every_fabric():
+    proc = fabric_bench("probe", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for fabric in probe.FABRICS:
+        assert fabric in proc.stdout
+    assert "Host facts" in proc.stdout
