@@ -36,6 +36,7 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 
 @app.command()
 def run(
+    benchmark: str = typer.Option("train", help="train (data-parallel training)"),
     framework: str = typer.Option("torch", help="torch | tf"),
     engine: str = typer.Option("ddp", help="torch: horovod | ddp; tf: horovod | native"),
     model: str = typer.Option("resnet18", help="torchvision / keras.applications model name"),
@@ -52,8 +53,8 @@ def run(
     cycle_time_ms: Optional[float] = typer.Option(None, help="Horovod cycle time (ms)"),
     bucket_cap_mb: Optional[float] = typer.Option(None, help="DDP bucket size (MiB)"),
     seed: int = typer.Option(1234),
-    launcher: str = typer.Option("local", help="local | mpirun | srun | sbatch | emulated"),
-    runtime: str = typer.Option("host", help="host | apptainer | singularity | podman | charliecloud"),
+    launcher: Optional[str] = typer.Option(None, help="local | mpirun | srun | sbatch | emulated (default: the site's)"),
+    runtime: Optional[str] = typer.Option(None, help="host | apptainer | singularity | podman | charliecloud (default: the site's)"),
     image: Optional[str] = typer.Option(None, help="container image (SIF path, podman name, ch-run dir)"),
     fabric: Optional[str] = typer.Option(None, help="fabric preset: ethernet | infiniband | omnipath | efa | slingshot"),
     allreduce: Optional[str] = typer.Option(None, help="nccl | mpi | gloo (default: the engine's choice)"),
@@ -80,23 +81,27 @@ def run(
       fabric-bench run --runtime apptainer --image ethernet-cpu.sif --launcher mpirun --fabric ethernet
     """
     from launch.run import execute_run, preflight_skipped, prepare
+    from launch.site import Site, load_site
     from launch.table import training_table
 
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be > 0, got {timeout}")
     total = resolve_ranks(ranks, nodes, ranks_per_node)
+    site_config = load_site(site) if site else Site.default()
+    scheduler = site_config.scheduler
     spec = RunSpec(
-        framework=framework, engine=engine, model=model, ranks=total, batch_size=batch_size,
+        benchmark=benchmark, framework=framework, engine=engine, model=model, ranks=total, batch_size=batch_size,
         image_size=image_size, warmup=warmup, iters=iters, batches_per_iter=batches_per_iter,
         precision=precision, controller=controller, fp16_allreduce=fp16_allreduce,
         fusion_threshold_mb=fusion_threshold_mb, cycle_time_ms=cycle_time_ms,
         bucket_cap_mb=bucket_cap_mb, seed=seed, extra_env=parse_env(env),
-        launcher=launcher, runtime=runtime, image=image, fabric=fabric, nodes=nodes,
+        launcher=launcher or site_config.launcher, runtime=runtime or site_config.runtime, image=image, fabric=fabric, nodes=nodes,
         gpus_per_node=gpus_per_node, hostfile=str(hostfile) if hostfile else None,
-        allreduce=allreduce, gpudirect=gpudirect, mpi_plugin=mpi_plugin, partition=partition,
-        account=account, time_limit=time_limit, link_rate=link_rate,
+        allreduce=allreduce, gpudirect=gpudirect, mpi_plugin=mpi_plugin,
+        partition=partition or scheduler.partition, account=account or scheduler.account,
+        time_limit=time_limit or scheduler.slurm_time(), link_rate=link_rate,
     )
-    prepared = prepare(spec, results, site)
+    prepared = prepare(spec, results, site_config)
     if dry_run:
         print("argv:", json.dumps(prepared.command.argv))
         print("env:", json.dumps(prepared.command.env, sort_keys=True))

@@ -75,6 +75,10 @@ def train_metrics(records: list[dict], world_size: int, tolerance: float) -> tup
     return metrics, problems
 
 
+# benchmark -> (its rank records, world size, tolerance) -> (result fields, problems)
+METRICS = {"train": train_metrics}
+
+
 def assemble(*, run_id: str, spec: dict, argv: list[str], env: dict, records: list[dict],
              exit_code: int, log_tail: list[str], seconds: float, tolerance: float = 1e-6,
              reason: str | None = None, extra: dict | None = None) -> dict:
@@ -82,7 +86,7 @@ def assemble(*, run_id: str, spec: dict, argv: list[str], env: dict, records: li
     problems = [reason] if reason else []
     errors = [f"rank {r['rank']}: {r['error']}" for r in records if r["kind"] == "error"]
     problems += errors
-    metrics, metric_problems = train_metrics(records, spec["ranks"], tolerance)
+    metrics, metric_problems = METRICS[spec["benchmark"]](records, spec["ranks"], tolerance)
     problems += metric_problems
     if exit_code != 0 and not problems:
         problems.append(f"launcher exited with code {exit_code}")

@@ -13,7 +13,9 @@ from launch.execute import execute
 from launch.launchers import Plan, build_command, sbatch_script
 from launch.results import assemble, new_run_id, write_result
 from launch.runspec import RunSpec
+from launch.fabric_preset import Preset, resolve
 from launch.runtimes import Bind, runtime_named
+from launch.site import Site
 
 
 @dataclass
@@ -22,6 +24,7 @@ class Prepared:
     run_dir: Path
     plan: Plan
     command: Command
+    preset: Preset
     job_script: str | None = None  # sbatch only: written into run_dir at execution
 
 
@@ -39,22 +42,24 @@ def horovod_built_for(framework: str) -> bool:
     return any((package / folder).glob("mpi_lib*.so"))
 
 
-def make_plan(spec: RunSpec, run_dir: Path) -> Plan:
+def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
     runtime = runtime_named(spec.runtime)
-    record_dir = run_dir / "ranks"
+    preset = resolve(spec, site)
     binds: tuple[Bind, ...] = ()
     if runtime.name != "host":  # ranks write their records into the run directory
-        binds = (Bind(str(run_dir), str(run_dir)),)
-    return Plan(record_dir=record_dir, runtime=runtime, binds=binds, job_script=run_dir / "job.sbatch")
+        binds = (Bind(str(run_dir), str(run_dir)), *preset.binds)
+    plan = Plan(record_dir=run_dir / "ranks", runtime=runtime, fabric_env=preset.env, binds=binds,
+                job_script=run_dir / "job.sbatch")
+    return plan, preset
 
 
-def prepare(spec: RunSpec, results_dir: Path, site: Path | None = None) -> Prepared:
+def prepare(spec: RunSpec, results_dir: Path, site: Site | None = None) -> Prepared:
     spec.validated()
     run_id = new_run_id(spec.framework, spec.engine, spec.model, f"n{spec.ranks}")
     run_dir = results_dir.resolve() / run_id
-    plan = make_plan(spec, run_dir)
+    plan, preset = make_plan(spec, run_dir, site or Site.default())
     script = sbatch_script(spec, plan) if spec.launcher == "sbatch" else None
-    return Prepared(run_id, run_dir, plan, build_command(spec, plan), script)
+    return Prepared(run_id, run_dir, plan, build_command(spec, plan), preset, script)
 
 
 def preflight(spec: RunSpec, prepared: Prepared) -> list[str]:
@@ -64,6 +69,10 @@ def preflight(spec: RunSpec, prepared: Prepared) -> list[str]:
     if shutil.which(tool) is None:
         raise UsageError(f"{tool} not found: cannot start the ranks")
     checked.append(f"{tool} present")
+    if prepared.preset.missing:
+        raise UsageError(f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)")
+    if spec.fabric:
+        checked.append(f"host paths of fabric {spec.fabric} present")
     runtime = prepared.plan.runtime
     if runtime.name != "host":
         if not runtime.available():

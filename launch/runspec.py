@@ -11,6 +11,7 @@ CONTROLLERS = ("mpi", "gloo")
 LAUNCHERS = ("local", "mpirun", "srun", "sbatch", "emulated")
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
+BENCHMARKS = ("train",)  # bench programs the launcher can start (see launch.launchers.BENCH_MODULES)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,14 @@ class RunSpec:
         return self.ranks // self.nodes
 
     def validated(self) -> "RunSpec":
+        if self.benchmark not in BENCHMARKS:
+            raise UsageError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}")
+        self.validate_placement()
+        if self.benchmark == "train":
+            self.validate_training()
+        return self
+
+    def validate_training(self) -> None:
         if self.framework not in catalog.ENGINES:
             raise UsageError(f"unknown framework {self.framework!r}; choose from {', '.join(catalog.ENGINES)}")
         engines = catalog.ENGINES[self.framework]
@@ -70,7 +79,6 @@ class RunSpec:
         for name in ("ranks", "batch_size", "iters", "batches_per_iter"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        self.validate_placement()
         if self.bucket_cap_mb is not None and self.engine != "ddp":
             raise UsageError("--bucket-cap-mb applies to the ddp engine only")
         if self.warmup < 0:
@@ -78,7 +86,6 @@ class RunSpec:
         minimum = catalog.MIN_IMAGE_SIZE.get(self.model, 32)
         if self.image_size is not None and self.image_size < minimum:
             raise UsageError(f"--image-size {self.image_size} is too small for {self.model} (minimum {minimum})")
-        return self
 
     def validate_placement(self) -> None:
         choices = {"launcher": LAUNCHERS, "mpi_plugin": MPI_PLUGINS}

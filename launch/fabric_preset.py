@@ -1,0 +1,89 @@
+"""Fabric presets: a fabric profile (containers.fabrics) made concrete for one
+run on one site: the environment that selects the fabric and the host paths to
+bind into the container. Only paths that exist are bound; a missing required
+path is reported so preflight can refuse the run.
+"""
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from containers.fabrics import profile
+from launch.errors import UsageError
+from launch.runspec import RunSpec
+from launch.runtimes import Bind
+from launch.site import Site
+
+
+@dataclass(frozen=True)
+class Preset:
+    fabric: str | None
+    env: dict[str, str] = field(default_factory=dict)
+    binds: tuple[Bind, ...] = ()
+    missing: tuple[str, ...] = ()  # required host paths absent here ("path: why")
+
+
+def default_route_interface(route_table: str = "/proc/net/route") -> str | None:
+    """The interface of this host's IPv4 default route."""
+    try:
+        lines = Path(route_table).read_text().splitlines()[1:]
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 1 and fields[1] == "00000000":
+            return fields[0]
+    return None
+
+
+def site_values(spec: RunSpec, site: Site) -> dict[str, str]:
+    fabric_site = site.fabrics.get(spec.fabric)
+    if fabric_site is None:
+        where = site.path or "the default site (ethernet only)"
+        raise UsageError(f"fabric {spec.fabric!r} is not present in {where}; add [fabrics.{spec.fabric}]")
+    values = {}
+    nic = fabric_site.interface or (default_route_interface() if spec.fabric == "ethernet" else None)
+    if nic:
+        values["nic"] = nic
+    if fabric_site.device:
+        values["hca"] = fabric_site.device
+    return values
+
+
+def site_binds(site: Site) -> list[Bind]:
+    binds = []
+    for entry in site.binds:
+        source, _, rest = entry.partition(":")
+        target, _, options = rest.partition(":")
+        binds.append(Bind(source, target or source, readonly=options == "ro"))
+    return binds
+
+
+def resolve(spec: RunSpec, site: Site) -> Preset:
+    """The preset for spec.fabric, plus the site's own env and binds."""
+    env = dict(site.env)
+    binds = site_binds(site)
+    if spec.fabric is None:
+        return Preset(None, env, tuple(binds))
+    try:
+        fabric = profile(spec.fabric)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    values = site_values(spec, site)
+    nccl = spec.allreduce == "nccl" or (spec.allreduce is None and spec.gpus_per_node > 0)
+    gpudirect = None if spec.gpudirect is None else spec.gpudirect == "on"
+    try:
+        env.update(fabric.environment(values, nccl=nccl, gpudirect=gpudirect))
+        mounts = fabric.bind_mounts(values)
+    except KeyError as exc:
+        raise UsageError(f"{exc.args[0]} (set it under [fabrics.{spec.fabric}] in the site file)") from None
+    missing = []
+    for mount in mounts:
+        found = sorted(glob.glob(mount.host))
+        if not found and mount.required:
+            missing.append(f"{mount.host}: {mount.why}")
+        for path in found:
+            target = path if mount.target == mount.host else mount.target
+            binds.append(Bind(path, target))
+    return Preset(spec.fabric, env, tuple(binds), tuple(missing))
