@@ -1,0 +1,1 @@
+"""What is IN an image: pinned stack, fabric profiles, hpccm recipe, build driver."""

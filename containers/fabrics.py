@@ -1,0 +1,218 @@
+"""Fabric profiles as data: what each fabric adds to an image, and what it hands
+to `launch/` at run time (the environment that selects it, the host paths it
+binds into the container).
+
+Pure data, importable without hpccm (launch/ imports it). Values may name
+site-specific settings as `{placeholders}` that `environment()` and
+`bind_mounts()` fill in from the site configuration:
+
+    {nic}             IP interface for bootstrap / TCP traffic (eth0, ib0, hsn0)
+    {hca}             RDMA device (mlx5_0, hfi1_0, rdmap0s6)
+    {host_libfabric}  directory of the host's libfabric (Slingshot: the cxi provider)
+    {host_libcxi}     the host's libcxi.so.1 (Slingshot)
+
+Facts, briefly: Open MPI 4.1 selects transports by pml (ob1 = BTLs such as
+tcp/vader; ucx; cm = an MTL such as ofi or psm2); UCX by UCX_TLS (rc/ud/dc
+verbs, sm, tcp, self, cuda_copy, cuda_ipc, gdr_copy) and UCX_NET_DEVICES;
+libfabric by FI_PROVIDER (tcp, verbs, efa, psm2, opx, cxi); NCCL by NCCL_NET
+("Socket", "IB", or a plugin's name: aws-ofi-nccl >= 1.12 answers to "OFI"),
+NCCL_IB_DISABLE, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_NET_GDR_LEVEL.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping, Optional
+
+_PLACEHOLDER = re.compile(r"{(\w+)}")
+
+
+def _frozen(mapping: Mapping | None = None) -> Mapping:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path bound into the container (`host` may hold a * glob or placeholders)."""
+    host: str
+    container: str = ""               # empty: the same path as on the host
+    required: bool = True             # missing on the host -> launch refuses to start
+    why: str = ""
+
+    @property
+    def target(self) -> str:
+        return self.container or self.host
+
+
+@dataclass(frozen=True)
+class FabricProfile:
+    name: str
+    summary: str
+    packages: Mapping[str, tuple[str, ...]] = field(default_factory=_frozen)   # flavour -> apt packages
+    source_builds: tuple[str, ...] = ()                  # cuda flavour: stack.SourceBuild names
+    configure_flags: Mapping[str, tuple[str, ...]] = field(default_factory=_frozen)
+    env: Mapping[str, str] = field(default_factory=_frozen)          # MPI, UCX, libfabric, gloo
+    nccl_env: Mapping[str, str] = field(default_factory=_frozen)     # when NCCL does the allreduce
+    gpudirect_env: Mapping[str, Mapping[str, str]] = field(default_factory=_frozen)  # "on"/"off"
+    binds: tuple[Bind, ...] = ()
+    # Directories put first on the image's LD_LIBRARY_PATH (baked into the image,
+    # empty unless bound at run time: the host-library route of Slingshot).
+    library_path: tuple[str, ...] = ()
+
+    def placeholders(self) -> set[str]:
+        """Site settings this profile needs (see the module docstring)."""
+        texts = [*self.env.values(), *self.nccl_env.values(),
+                 *(v for env in self.gpudirect_env.values() for v in env.values()),
+                 *(b.host for b in self.binds), *(b.container for b in self.binds)]
+        return {name for text in texts for name in _PLACEHOLDER.findall(text)}
+
+    def environment(self, site: Mapping[str, str], *, nccl: bool = True,
+                    gpudirect: Optional[bool] = None) -> dict[str, str]:
+        """The environment selecting this fabric, placeholders filled from `site`."""
+        env = dict(self.env)
+        if nccl:
+            env |= self.nccl_env
+        if gpudirect is not None:
+            env |= self.gpudirect_env.get("on" if gpudirect else "off", {})
+        return {name: _fill(value, site, self.name) for name, value in env.items()}
+
+    def bind_mounts(self, site: Mapping[str, str]) -> list[Bind]:
+        return [Bind(_fill(b.host, site, self.name), _fill(b.container, site, self.name),
+                     b.required, b.why) for b in self.binds]
+
+
+def _fill(text: str, site: Mapping[str, str], fabric: str) -> str:
+    def value(match: re.Match) -> str:
+        if match.group(1) not in site:
+            raise KeyError(f"fabric {fabric!r} needs the site setting {match.group(1)!r}")
+        return site[match.group(1)]
+    return _PLACEHOLDER.sub(value, text)
+
+
+# Shared pieces -----------------------------------------------------------
+_GLOO = {"GLOO_SOCKET_IFNAME": "{nic}", "HOROVOD_GLOO_IFACE": "{nic}"}
+_VERBS_DEVICES = Bind("/dev/infiniband", why="verbs device nodes (uverbs*, rdma_cm)")
+_VERBS_CONFIG = Bind("/etc/libibverbs.d", required=False,
+                     why="host verbs provider config, for host-matched providers")
+
+ETHERNET = FabricProfile(
+    name="ethernet",
+    summary="TCP/IP only: Open MPI ob1 + tcp BTL, UCX/libfabric tcp, NCCL sockets",
+    env=_frozen({
+        "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader,tcp",
+        "OMPI_MCA_btl_tcp_if_include": "{nic}", "OMPI_MCA_oob_tcp_if_include": "{nic}",
+        "UCX_TLS": "tcp,sm,self", "UCX_NET_DEVICES": "{nic}",
+        "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "{nic}", **_GLOO,
+    }),
+    nccl_env=_frozen({"NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "{nic}"}),
+)
+
+INFINIBAND = FabricProfile(
+    name="infiniband",
+    summary="InfiniBand / RoCE: rdma-core verbs, Open MPI over UCX (rc/ud), NCCL IB verbs",
+    packages=_frozen({
+        "cpu": ("ibverbs-providers", "librdmacm1", "ibverbs-utils", "rdmacm-utils",
+                "infiniband-diags", "perftest"),
+        "cuda": ("ibverbs-utils", "rdmacm-utils", "infiniband-diags", "perftest"),
+    }),
+    env=_frozen({
+        "OMPI_MCA_pml": "ucx", "OMPI_MCA_osc": "ucx", "OMPI_MCA_btl": "^openib,tcp",
+        "UCX_TLS": "rc,ud,sm,self", "UCX_NET_DEVICES": "{hca}:1", **_GLOO,
+    }),
+    nccl_env=_frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "{hca}",
+                      "NCCL_SOCKET_IFNAME": "{nic}"}),
+    gpudirect_env=_frozen({
+        "on": _frozen({"NCCL_NET_GDR_LEVEL": "PHB",
+                       "UCX_TLS": "rc,ud,sm,self,cuda_copy,cuda_ipc,gdr_copy"}),
+        "off": _frozen({"NCCL_NET_GDR_LEVEL": "LOC", "UCX_TLS": "rc,ud,sm,self,cuda_copy"}),
+    }),
+    binds=(_VERBS_DEVICES, _VERBS_CONFIG),
+)
+
+OMNIPATH = FabricProfile(
+    name="omnipath",
+    summary="Omni-Path: libpsm2, Open MPI cm + psm2 MTL, libfabric psm2; NCCL over hfi1 verbs",
+    packages=_frozen({
+        "cpu": ("libpsm2-2", "libpsm2-2-compat", "ibverbs-providers", "ibverbs-utils"),
+        "cuda": ("libnuma1", "ibverbs-utils"),
+    }),
+    source_builds=("libpsm2", "libfabric"),
+    configure_flags=_frozen({
+        "libpsm2": ("PSM_CUDA=1",),   # make variable: GPU buffers through psm2
+        "libfabric": ("--enable-psm2=/usr/local/libpsm2", "--enable-psm3=no"),
+    }),
+    env=_frozen({
+        "OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "psm2", "FI_PROVIDER": "psm2",
+        "PSM2_DEVICES": "self,shm,hfi", **_GLOO,
+    }),
+    nccl_env=_frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "{hca}",
+                      "NCCL_SOCKET_IFNAME": "{nic}", "PSM2_CUDA": "1"}),
+    gpudirect_env=_frozen({
+        "on": _frozen({"PSM2_GPUDIRECT": "1", "NCCL_NET_GDR_LEVEL": "PHB"}),
+        "off": _frozen({"PSM2_GPUDIRECT": "0", "NCCL_NET_GDR_LEVEL": "LOC"}),
+    }),
+    binds=(Bind("/dev/hfi1_*", why="HFI device nodes used by libpsm2"),
+           Bind("/dev/infiniband", required=False, why="hfi1 verbs (NCCL's IB transport)"),
+           _VERBS_CONFIG),
+)
+
+EFA = FabricProfile(
+    name="efa",
+    summary="AWS EFA: libfabric efa provider, Open MPI cm + ofi MTL, NCCL via aws-ofi-nccl",
+    packages=_frozen({"cpu": ("ibverbs-providers", "ibverbs-utils"), "cuda": ("ibverbs-utils",)}),
+    source_builds=("aws-ofi-nccl",),
+    configure_flags=_frozen({"aws-ofi-nccl": ("--enable-platform-aws",)}),
+    env=_frozen({
+        "OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "ofi", "OMPI_MCA_mtl_ofi_provider_include": "efa",
+        "FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1", "RDMAV_FORK_SAFE": "1", **_GLOO,
+    }),
+    nccl_env=_frozen({"NCCL_NET": "OFI", "NCCL_SOCKET_IFNAME": "{nic}"}),
+    gpudirect_env=_frozen({"on": _frozen({"FI_EFA_USE_DEVICE_RDMA": "1"}),
+                           "off": _frozen({"FI_EFA_USE_DEVICE_RDMA": "0"})}),
+    binds=(_VERBS_DEVICES,),
+)
+
+SLINGSHOT = FabricProfile(
+    name="slingshot",
+    summary="HPE Slingshot 11: the host's libfabric (cxi provider) bound in; NCCL via aws-ofi-nccl",
+    source_builds=("aws-ofi-nccl",),
+    configure_flags=_frozen({"aws-ofi-nccl": ("--disable-platform-aws",)}),
+    env=_frozen({
+        "OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "ofi", "OMPI_MCA_mtl_ofi_provider_include": "cxi",
+        "FI_PROVIDER": "cxi", "FI_CXI_DISABLE_HOST_REGISTER": "1",
+        "FI_MR_CACHE_MONITOR": "userfaultfd", "FI_CXI_DEFAULT_CQ_SIZE": "131072", **_GLOO,
+    }),
+    nccl_env=_frozen({"NCCL_NET": "OFI", "NCCL_SOCKET_IFNAME": "{nic}", "NCCL_CROSS_NIC": "1"}),
+    gpudirect_env=_frozen({"on": _frozen({"NCCL_NET_GDR_LEVEL": "PHB"}),
+                           "off": _frozen({"NCCL_NET_GDR_LEVEL": "LOC"})}),
+    binds=(Bind("{host_libfabric}", "/opt/host/libfabric", why="host libfabric with the cxi provider"),
+           Bind("{host_libcxi}", "/opt/host/libcxi/libcxi.so.1", why="libcxi, used by the cxi provider"),
+           Bind("/dev/cxi*", why="Cassini NIC device nodes")),
+    library_path=("/opt/host/libfabric", "/opt/host/libcxi"),
+)
+
+UNIVERSAL = FabricProfile(
+    name="universal",
+    summary="control: every fabric's libraries in one image; transports left to auto-selection",
+    packages=_frozen({flavour: tuple(dict.fromkeys(
+        pkg for profile in (INFINIBAND, OMNIPATH, EFA) for pkg in profile.packages.get(flavour, ())))
+        for flavour in ("cpu", "cuda")}),
+    source_builds=("libpsm2", "libfabric", "aws-ofi-nccl"),
+    configure_flags=_frozen(OMNIPATH.configure_flags | {"aws-ofi-nccl": ()}),
+    env=_frozen(_GLOO),
+    nccl_env=_frozen({"NCCL_SOCKET_IFNAME": "{nic}"}),
+    binds=tuple(Bind(b.host, b.container, False, b.why) for b in
+                (_VERBS_DEVICES, _VERBS_CONFIG, Bind("/dev/hfi1_*", why="Omni-Path HFI device nodes"))),
+)
+
+PROFILES: Mapping[str, FabricProfile] = _frozen(
+    {p.name: p for p in (ETHERNET, INFINIBAND, OMNIPATH, EFA, SLINGSHOT, UNIVERSAL)})
+FABRICS = tuple(PROFILES)
+
+
+def profile(name: str) -> FabricProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown fabric {name!r}; choose from {', '.join(FABRICS)}") from None
