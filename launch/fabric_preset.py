@@ -48,6 +48,7 @@ def site_values(spec: RunSpec, site: Site) -> dict[str, str]:
         values["nic"] = nic
     if fabric_site.device:
         values["hca"] = fabric_site.device
+    values.update(fabric_site.host_paths)
     return values
 
 

@@ -38,6 +38,8 @@ LAUNCHERS = ("local", "mpirun", "srun", "sbatch")
 # The TOML key naming each fabric's device, if it has one.
 DEVICE_KEY = {"ethernet": None, "infiniband": "hca", "omnipath": "hca", "efa": "device",
               "slingshot": "device"}
+# host paths a fabric's image binds in (containers.fabrics placeholders of the same names)
+HOST_PATH_KEYS = {"slingshot": ("host_libfabric", "host_libcxi")}
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Scheduler:
 class FabricSite:
     interface: Optional[str] = None   # IP interface (NCCL_SOCKET_IFNAME, btl_tcp_if_include, ...)
     device: Optional[str] = None      # hca (mlx5_0, hfi1_0), efa_0, cxi0
+    host_paths: tuple[tuple[str, str], ...] = ()  # e.g. (("host_libfabric", "/opt/cray/libfabric/1.20/lib64"),)
 
 
 @dataclass(frozen=True)
@@ -143,10 +146,12 @@ def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
             raise top.fail(name, "a table such as [fabrics." + name + "]", body)
         check = _Checker(path, body, f"fabrics.{name}")
         device_key = DEVICE_KEY[name]
-        check.reject_unknown(("interface",) + ((device_key,) if device_key else ()))
+        path_keys = HOST_PATH_KEYS.get(name, ())
+        check.reject_unknown(("interface",) + ((device_key,) if device_key else ()) + path_keys)
+        host_paths = tuple((key, check.string(key, pattern=r"/.*")) for key in path_keys if key in body)
         fabrics[name] = FabricSite(interface=check.string("interface", pattern=r"[\w.:-]+"),
                                    device=check.string(device_key, pattern=r"[\w.:-]+")
-                                   if device_key else None)
+                                   if device_key else None, host_paths=host_paths)
     return fabrics
 
 
@@ -224,6 +229,8 @@ def site_to_toml(site: Site, header: str = "") -> str:
             lines.append(f"interface = {_toml(fabric.interface)}")
         if fabric.device and DEVICE_KEY[name]:
             lines.append(f"{DEVICE_KEY[name]} = {_toml(fabric.device)}")
+        for key, value in fabric.host_paths:
+            lines.append(f"{key} = {_toml(value)}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,114 @@
+"""argv/env snapshots for every runtime x launcher x fabric: the launch contract.
+
+The snapshot file was reviewed by eye; a change to any argv or env shows up
+here as a diff. Regenerate deliberately with FABRIC_BENCH_UPDATE_SNAPSHOTS=1.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launch import fabric_preset, launchers
+from launch.run import make_plan
+from launch.launchers import build_command, sbatch_script
+from launch.runspec import RunSpec
+from launch.runtimes import RUNTIMES
+from launch.site import FabricSite, Site
+
+SNAPSHOTS = Path(__file__).parent / "snapshots" / "commands.json"
+RUN_DIR = Path("/results/RUN")
+SITE = Site(fabrics={
+    "ethernet": FabricSite(interface="eth0"),
+    "infiniband": FabricSite(interface="ib0", device="mlx5_0"),
+    "omnipath": FabricSite(interface="ib0", device="hfi1_0"),
+    "efa": FabricSite(interface="ens5", device="rdmap16s27"),
+    "slingshot": FabricSite(interface="hsn0", device="cxi0", host_paths=(
+        ("host_libfabric", "/opt/cray/libfabric/1.15.2.0/lib64"), ("host_libcxi", "/usr/lib64/libcxi.so.1"))),
+    "universal": FabricSite(interface="eth0"),
+})
+FABRICS = [None, "ethernet", "infiniband", "omnipath", "efa", "slingshot"]
+LAUNCHERS = ["local", "mpirun", "srun", "sbatch"]
+
+
+def case(runtime, launcher, fabric):
+    gpus = fabric not in (None, "ethernet")
+    return RunSpec(
+        engine="horovod", model="resnet50", ranks=2 if launcher == "local" else 4,
+        nodes=1 if launcher == "local" else 2, runtime=runtime, launcher=launcher,
+        image=None if runtime == "host" else {"podman": "localhost/fabric-bench:cuda"}.get(runtime, "/img/fb.sif"),
+        fabric=fabric, gpus_per_node=4 if gpus else 0, allreduce="nccl" if gpus else None,
+        gpudirect="on" if gpus else None, partition="gpu", time_limit="00:30:00",
+    ).validated()
+
+
+def render(spec):
+    plan, _ = make_plan(spec, RUN_DIR, SITE)
+    command = build_command(spec, plan)
+    text = json.dumps({"argv": command.argv, "env": command.env}, sort_keys=True)
+    if spec.launcher == "sbatch":
+        text = json.dumps({"argv": command.argv, "env": command.env, "script": sbatch_script(spec, plan)},
+                          sort_keys=True)
+    return json.loads(text.replace(sys.executable, "<python>"))
+
+
+@pytest.fixture
+def host_independent(monkeypatch):
+    """The same snapshot on any host: fixed CPU count, non-root, every fabric path present."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(fabric_preset.glob, "glob", lambda pattern: [pattern.replace("*", "0")])
+    monkeypatch.setattr(launchers, "tool_path", lambda name: name)
+
+
+def all_cases():
+    return {f"{r}/{l}/{f}": (r, l, f) for r in RUNTIMES for l in LAUNCHERS for f in FABRICS}
+
+
+def test_commands_match_the_reviewed_snapshots(host_independent):
+    rendered = {key: render(case(*args)) for key, args in all_cases().items()}
+    if os.environ.get("FABRIC_BENCH_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOTS.write_text(json.dumps(rendered, indent=1, sort_keys=True) + "\n")
+    expected = json.loads(SNAPSHOTS.read_text())
+    assert sorted(rendered) == sorted(expected)
+    for key in rendered:
+        assert rendered[key] == expected[key], key
+
+
+def test_snapshots_hold_the_fabric_selection(host_independent):
+    """Spot checks of the contract, readable without the snapshot file."""
+    ib = render(case("apptainer", "mpirun", "infiniband"))
+    argv = ib["argv"]
+    assert argv[:3] == ["mpirun", "-np", "4"] and "--nv" in argv
+    assert "--env" in argv and "NCCL_IB_HCA=mlx5_0" in argv and "OMPI_MCA_pml=ucx" in argv
+    assert "/dev/infiniband:/dev/infiniband" in argv and ib["env"]["NCCL_NET_GDR_LEVEL"] == "PHB"
+    eth = render(case("host", "srun", "ethernet"))
+    assert eth["argv"][:2] == ["srun", "--mpi=pmix"] and "NCCL_NET" not in eth["env"]  # CPU run: no NCCL
+    assert eth["env"]["OMPI_MCA_btl_tcp_if_include"] == "eth0"
+    sling = render(case("podman", "sbatch", "slingshot"))
+    assert "/opt/cray/libfabric/1.15.2.0/lib64:/opt/host/libfabric" in sling["script"]
+    assert "export FI_PROVIDER=cxi" in sling["script"]
+
+
+def test_every_job_script_is_valid_bash(host_independent, tmp_path):
+    for key, (runtime, launcher, fabric) in all_cases().items():
+        if launcher != "sbatch":
+            continue
+        script = tmp_path / "job.sbatch"
+        script.write_text(render(case(runtime, launcher, fabric))["script"])
+        check = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert check.returncode == 0, (key, check.stderr)
+
+
+def test_hostile_values_stay_quoted_in_job_scripts(host_independent, tmp_path):
+    spec = RunSpec(launcher="sbatch", partition="x; touch /tmp/pwned", extra_env={"A": "$(reboot) 'q'"}).validated()
+    plan, _ = make_plan(spec, RUN_DIR, SITE)
+    script = tmp_path / "job.sbatch"
+    script.write_text(sbatch_script(spec, plan))
+    # execute only the export lines: the value must arrive verbatim
+    exports = [line for line in script.read_text().splitlines() if line.startswith("export A=")]
+    out = subprocess.run(["bash", "-c", exports[0] + '; printf %s "$A"'], capture_output=True, text=True)
+    assert out.stdout == "$(reboot) 'q'"
+    assert "--partition='x; touch /tmp/pwned'" in script.read_text()
