@@ -62,6 +62,20 @@ def prepare(spec: RunSpec, results_dir: Path, site: Site | None = None) -> Prepa
     return Prepared(run_id, run_dir, plan, build_command(spec, plan), preset, script)
 
 
+def check_image_fabric(spec: RunSpec) -> str:
+    """The image's fabric label must match the fabric asked for (universal serves any)."""
+    from containers.build import BuildError, inspect
+    from containers.recipe import LABEL_PREFIX
+
+    try:
+        built_for = inspect(spec.image).get(f"{LABEL_PREFIX}.fabric")
+    except BuildError as exc:
+        raise UsageError(str(exc)) from None
+    if spec.fabric and built_for not in (spec.fabric, "universal"):
+        raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}")
+    return f"image built for fabric {built_for}"
+
+
 def preflight(spec: RunSpec, prepared: Prepared) -> list[str]:
     """Checks before a real run; raises on the first failure, returns what it checked."""
     checked = []
@@ -80,6 +94,8 @@ def preflight(spec: RunSpec, prepared: Prepared) -> list[str]:
         if runtime.name in ("apptainer", "singularity") and not Path(spec.image).is_file():
             raise UsageError(f"image {spec.image} not found")
         checked.append(f"image {spec.image} present")
+        if runtime.name in ("apptainer", "singularity"):
+            checked.append(check_image_fabric(spec))
     elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
         raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
     return checked
