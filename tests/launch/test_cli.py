@@ -14,6 +14,14 @@ from tests.conftest import fabric_bench
     (["--env", "NOEQUALS"], "--env expects NAME=VALUE"),
     (["--timeout", "-1"], "--timeout must be > 0"),
     (["--no-such-flag"], "No such option"),
+    (["--fabric", "token-ring"], "unknown fabric 'token-ring'"),
+    (["--fabric", "infiniband"], "fabric 'infiniband' is not present"),
+    (["--launcher", "pbs"], "unknown launcher 'pbs'"),
+    (["--runtime", "docker", "--image", "x"], "unknown runtime 'docker'"),
+    (["--runtime", "apptainer"], "needs --image"),
+    (["--nodes", "2", "--ranks-per-node", "2", "--ranks", "3", "--launcher", "mpirun"], "contradicts"),
+    (["--nodes", "2"], "--launcher local runs on this host only"),
+    (["--site", "/nonexistent/site.toml"], "site file not found"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     proc = fabric_bench("run", "--results", str(tmp_path), *args)
@@ -32,3 +40,17 @@ def test_dry_run_prints_exact_argv_and_env_and_runs_nothing(tmp_path):
     assert argv[argv.index("-np") + 1] == "2" and "bench.torch_train" in argv
     assert env["HOROVOD_LOG_LEVEL"] == "debug"
     assert not any(tmp_path.iterdir())
+
+
+def test_a_fabric_whose_devices_are_missing_is_refused_before_launch(tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text('[fabrics.infiniband]\ninterface = "ib0"\nhca = "mlx5_0"\n')
+    results = tmp_path / "results"
+    dry = fabric_bench("run", "--dry-run", "--site", str(site), "--fabric", "infiniband",
+                       "--results", str(results))
+    assert dry.returncode == 0 and "host devices and libraries of fabric infiniband" in dry.stdout
+    assert "NCCL" not in dry.stdout and "UCX_NET_DEVICES" in dry.stdout  # CPU run: no NCCL preset
+    real = fabric_bench("run", "--site", str(site), "--fabric", "infiniband", "--results", str(results))
+    assert real.returncode == 2 and real.stderr.count("\n") == 1
+    assert "needs /dev/infiniband" in real.stderr
+    assert not results.exists()
