@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 
 RECORD_SCHEMA_VERSION = 1
+# When this rank's Python began running bench code (bench programs import this
+# module before any framework): the end of the launcher's start-up overhead.
+PROGRAM_START_UNIX = time.time()
 
 
 def record_path(record_dir: str | os.PathLike, rank: int) -> Path:
@@ -27,6 +30,7 @@ def write_record(record_dir: str | os.PathLike, rank: int, kind: str, **fields) 
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "time_unix": time.time(),
+        "program_start_unix": PROGRAM_START_UNIX,
         **fields,
     }
     path = record_path(record_dir, rank)

@@ -28,6 +28,7 @@ class Outcome:
     timed_out: bool = False
     interrupted: bool = False
     first_output_seconds: float | None = None  # command start -> first line printed
+    started_unix: float = 0.0
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -49,6 +50,7 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
     log_path.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=tail_lines)
     started = time.monotonic()
+    started_unix = time.time()
     first_output: list[float] = []
     with open(log_path, "w", encoding="utf-8") as log:
         log.write(f"$ {command.render()}\n")
@@ -85,4 +87,5 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
             pass
         reader.join(timeout=GRACE_SECONDS)
     return Outcome(proc.returncode if proc.returncode is not None else -9, time.monotonic() - started,
-                   list(tail), timed_out, interrupted, first_output[0] if first_output else None)
+                   list(tail), timed_out, interrupted, first_output[0] if first_output else None,
+                   started_unix)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.record import read_records
+from launch import slurm, store, transport
 from launch.command import Command
 from launch.errors import UsageError
 from launch.execute import execute
@@ -53,9 +54,9 @@ def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
     return plan, preset
 
 
-def prepare(spec: RunSpec, results_dir: Path, site: Site | None = None) -> Prepared:
+def prepare(spec: RunSpec, results_dir: Path, site: Site | None = None, run_id: str | None = None) -> Prepared:
     spec.validated()
-    run_id = new_run_id(spec.framework, spec.engine, spec.model, f"n{spec.ranks}")
+    run_id = run_id or new_run_id(spec.framework, spec.engine, spec.model, f"n{spec.ranks}")
     run_dir = results_dir.resolve() / run_id
     plan, preset = make_plan(spec, run_dir, site or Site.default())
     script = sbatch_script(spec, plan) if spec.launcher == "sbatch" else None
@@ -113,7 +114,8 @@ def preflight_skipped(spec: RunSpec, prepared: Prepared) -> list[str]:
     return skipped
 
 
-def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None, echo: bool = True) -> dict:
+def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None, echo: bool = True,
+                annotations: dict | None = None) -> dict:
     checked = preflight(spec, prepared)
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
     if prepared.job_script is not None:
@@ -125,18 +127,31 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     elif outcome.interrupted:
         reason = "interrupted (Ctrl-C); all ranks killed"
     runtime = prepared.plan.runtime
+    log_tail, scheduler = outcome.log_tail, None
+    if spec.launcher in ("srun", "sbatch"):  # job id, nodes, version; sbatch: the ranks' log is the job's
+        scheduler, job_log = slurm.after_run(spec.launcher, prepared.run_dir, prepared.plan.job_script,
+                                             stopped=outcome.timed_out or outcome.interrupted)
+        log_tail = job_log or log_tail
+    records = read_records(prepared.plan.record_dir)
+    rank_starts = [r["program_start_unix"] for r in records if r.get("program_start_unix")]
     result = assemble(
         run_id=prepared.run_id, spec=spec.as_dict(), argv=prepared.command.argv,
-        env=prepared.command.env, records=read_records(prepared.plan.record_dir),
-        exit_code=outcome.exit_code, log_tail=outcome.log_tail, seconds=outcome.seconds,
+        env=prepared.command.env, records=records,
+        exit_code=outcome.exit_code, log_tail=log_tail, seconds=outcome.seconds,
         reason=reason,
         extra={
             "launch": {"launcher": spec.launcher, "runtime": runtime.name, "preflight": checked,
-                       "first_output_seconds": outcome.first_output_seconds},
+                       "first_output_seconds": outcome.first_output_seconds,
+                       # command start -> first rank running bench code (launcher + runtime overhead)
+                       "first_rank_start_seconds":
+                           min(rank_starts) - outcome.started_unix if rank_starts else None},
             "image": {"path": spec.image, "digest": runtime.digest(spec.image)} if spec.image else None,
+            "slurm": scheduler,
+            **(annotations or {}),  # e.g. replay_of
         },
     )
-    write_result(prepared.run_dir, result)
+    transport.apply(result, prepared.run_dir / "output.log")
+    store.index_quietly(write_result(prepared.run_dir, result), result)
     if outcome.interrupted:
         raise KeyboardInterrupt
     return result
