@@ -1,0 +1,78 @@
+"""`fabric-bench archive DIR --output FILE` and `fabric-bench replay ARCHIVE`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+
+def archive(
+    directory: Path = typer.Argument(..., help="a run directory (RESULTS/<run_id>) or a sweep directory"),
+    output: Path = typer.Option(..., help="the .tar.gz to write"),
+    site: Optional[Path] = typer.Option(None, help="site file the runs used (carried in config/)"),
+    experiment: Optional[Path] = typer.Option(None, help="experiment file of the sweep (carried in config/)"),
+    system_name: Optional[str] = typer.Option(None, help="name of the system description (default: host name)"),
+    submitter: str = typer.Option("", help="submitter field of the system description"),
+):
+    """Archive a run or sweep with its stack into one tar.gz with a manifest.
+
+    Carries the results, image digest and inspect output, rendered recipes and their
+    inputs, pip freeze and MPI/UCX/libfabric/NCCL versions, the host probe, site and
+    experiment files, an MLPerf-style system description, and the sha256 of every member.
+
+    Example: fabric-bench archive sweeps/resnet50-ib --output resnet50-ib.tar.gz --site site.toml
+    """
+    from launch import archive as archives
+
+    with Console(stderr=True).status("collecting results, stack and host facts"):
+        members = archives.collect(directory, site=site, experiment=experiment, system_name=system_name,
+                                   submitter=submitter)
+        manifest = archives.write(members, output)
+    print(f"{output}: {len(manifest['members'])} members, {output.stat().st_size} bytes")
+
+
+def replay(
+    archive_file: Path = typer.Argument(..., metavar="ARCHIVE", help="an archive from `fabric-bench archive`"),
+    results: Path = typer.Option(Path("results"), help="directory for the new results"),
+    site: Optional[Path] = typer.Option(None, help="this site's config (TOML)"),
+    allow_image_mismatch: bool = typer.Option(False, help="replay even if an image's digest differs (warns)"),
+    timeout: Optional[float] = typer.Option(None, help="kill a run after this many seconds"),
+    dry_run: bool = typer.Option(False, help="verify the archive and list what would run; run nothing"),
+):
+    """Re-run an archive's runs here; new results name their original (replay_of).
+
+    Same parameters, argv shape and image (verified by digest). --dry-run verifies the
+    archive and lists what would run.
+
+    Example: fabric-bench replay site-a.tar.gz --results replays/ && fabric-bench compare site-a/ replays/
+    """
+    from launch import archive as archives
+    from launch import replay as replays
+    from launch.site import Site, load_site
+
+    verified = archives.read(archive_file)
+    planned = replays.plan(verified, allow_image_mismatch)
+    for item in planned:
+        spec = item.spec
+        print(f"{item.original['run_id']}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
+              f"fabric={spec.fabric or '-'} launcher={spec.launcher} runtime={spec.runtime}"
+              f"{' image=' + spec.image if spec.image else ''}")
+        for warning in item.warnings:
+            print(f"  warning: {warning}", file=sys.stderr)
+    if dry_run:
+        print(f"archive verified: {len(verified.members)} members; {len(planned)} runs would be replayed")
+        return
+    outputs = replays.run_all(verified, planned, results, load_site(site) if site else Site.default(),
+                              timeout=timeout)
+    for result in outputs:
+        print(f"{result['run_id']} (replay of {result['replay_of']['run_id']}): {result['status']}")
+    if any(r["status"] != "ok" for r in outputs):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("archive")(archive)
+    app.command("replay")(replay)

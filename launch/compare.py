@@ -1,0 +1,130 @@
+"""Compare results A (reference) and B (candidate), metric by metric.
+
+B is within tolerance of A when |B - A| <= tolerance x |A|, or when the
+difference is inside the runs' combined noise (sqrt(ciA^2 + ciB^2) from the
+95 % CIs): a difference the measurement cannot resolve is not a regression.
+Runs in two directories are paired by what defines them (benchmark, engine,
+model, fabric, ranks, sizes); a run without a partner is reported, not compared.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from launch.errors import UsageError
+
+DEFAULT_TOLERANCE = {"total_img_per_s": 0.10, "per_rank_img_per_s": 0.10, "step_time_s": 0.10,
+                     "comm_fraction": 0.25, "busbw_gbit_s": 0.10}
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    a: float
+    b: float
+    ci_a: float | None
+    ci_b: float | None
+    tolerance: float
+
+    @property
+    def ratio(self) -> float | None:
+        return self.b / self.a if self.a else None
+
+    @property
+    def noise(self) -> float:
+        return math.hypot(self.ci_a or 0.0, self.ci_b or 0.0)
+
+    @property
+    def within(self) -> bool:
+        return abs(self.b - self.a) <= max(self.tolerance * abs(self.a), self.noise)
+
+
+def load(path: Path) -> list[dict]:
+    """Results from a result.json or a directory tree of them."""
+    path = Path(path)
+    files = sorted(path.rglob("result.json")) if path.is_dir() else [path]
+    if not path.exists() or not files:
+        raise UsageError(f"{path}: no result.json found")
+    results = []
+    for file in files:
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read result {file}: {exc}") from None
+        if not isinstance(data, dict) or data.get("schema_version") != 1:
+            raise UsageError(f"{file}: not a result of a known schema_version")
+        results.append(data)
+    return results
+
+
+def key(result: dict) -> tuple:
+    spec = result.get("spec") or {}
+    sizes = tuple(row.get("bytes") for row in result.get("sizes") or [])
+    return (result.get("benchmark"), result.get("framework"), result.get("engine"), result.get("model"),
+            spec.get("fabric"), result.get("world_size"), spec.get("batch_size"), spec.get("image_size"),
+            spec.get("precision"), result.get("backend"), sizes)
+
+
+def values(result: dict) -> dict[str, tuple[float, float | None]]:
+    """metric -> (value, 95 % CI half-width or None)."""
+    out = {}
+    tp = result.get("throughput") or {}
+    ci = tp.get("ci95_img_per_s")
+    for name in ("total_img_per_s", "per_rank_img_per_s"):
+        if isinstance(tp.get(name), (int, float)):
+            scale = 1.0 if name == "total_img_per_s" else 1.0 / max(1, result.get("world_size") or 1)
+            out[name] = (tp[name], ci * scale if ci is not None else None)
+    for name in ("comm_fraction", "step_time_s"):
+        if isinstance(result.get(name), (int, float)):
+            out[name] = (result[name], None)
+    for row in result.get("sizes") or []:
+        if isinstance(row.get("busbw_gbit_s"), (int, float)):
+            out[f"busbw_gbit_s@{row.get('bytes')}"] = (row["busbw_gbit_s"], row.get("busbw_ci95_gbit_s"))
+    return out
+
+
+def tolerance_for(metric: str, tolerances: dict[str, float], default: float | None) -> float:
+    base = metric.split("@")[0]
+    for name in (metric, base):
+        if name in tolerances:
+            return tolerances[name]
+    return default if default is not None else DEFAULT_TOLERANCE.get(base, 0.10)
+
+
+def compare_pair(a: dict, b: dict, tolerances: dict[str, float], default: float | None = None) -> list[Metric]:
+    va, vb = values(a), values(b)
+    return [Metric(name, va[name][0], vb[name][0], va[name][1], vb[name][1],
+                   tolerance_for(name, tolerances, default)) for name in va if name in vb]
+
+
+def pair(a: list[dict], b: list[dict]) -> tuple[list[tuple[dict, dict]], list[str]]:
+    """Pairs by key (one result each: paired directly); unpaired runs as messages."""
+    if len(a) == 1 and len(b) == 1:
+        return [(a[0], b[0])], []
+    by_key = {}
+    for result in b:
+        by_key.setdefault(key(result), result)
+    pairs, missing = [], []
+    for result in a:
+        partner = by_key.pop(key(result), None)
+        if partner is None:
+            missing.append(f"{result.get('run_id')}: no matching run in B")
+        else:
+            pairs.append((result, partner))
+    missing += [f"{r.get('run_id')}: no matching run in A" for r in by_key.values()]
+    return pairs, missing
+
+
+def parse_tolerances(pairs: list[str]) -> dict[str, float]:
+    out = {}
+    for text in pairs:
+        name, sep, value = text.partition("=")
+        try:
+            out[name] = float(value.rstrip("%")) / (100 if value.endswith("%") else 1)
+        except ValueError:
+            raise UsageError(f"--tolerance expects METRIC=FRACTION (e.g. total_img_per_s=0.05), got {text!r}") from None
+        if not sep or not name or out[name] < 0:
+            raise UsageError(f"--tolerance expects METRIC=FRACTION (e.g. total_img_per_s=0.05), got {text!r}")
+    return out

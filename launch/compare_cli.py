@@ -1,0 +1,62 @@
+"""`fabric-bench compare A B`: B against A per metric; the exit code gates CI."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from launch import compare as cmp
+
+
+def compare(
+    a: Path = typer.Argument(..., help="reference: a result.json or a directory of results"),
+    b: Path = typer.Argument(..., help="candidate: a result.json or a directory of results"),
+    tolerance: list[str] = typer.Option([], help="METRIC=FRACTION, e.g. total_img_per_s=0.05 (repeatable)"),
+    default_tolerance: Optional[float] = typer.Option(None, help="for metrics without --tolerance"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable JSON"),
+):
+    """Compare B with A: ratio per metric and whether B is within tolerance (noise-aware).
+
+    Exit code 0: every metric within tolerance; 1: something is not (or a run
+    failed, or has no partner); 2: bad input.
+
+    Example: fabric-bench compare site-a/results site-b/results --tolerance total_img_per_s=0.05
+    """
+    pairs, unpaired = cmp.pair(cmp.load(a), cmp.load(b))
+    tolerances = cmp.parse_tolerances(tolerance)
+    rows, failures = [], list(unpaired)
+    for ra, rb in pairs:
+        label = f"{ra.get('engine') or ra.get('backend')}/{ra.get('model') or '-'} x{ra.get('world_size')}"
+        if rb.get("status") != "ok":
+            failures.append(f"{label}: B is {rb.get('status')}: {rb.get('reason')}")
+        for m in cmp.compare_pair(ra, rb, tolerances, default_tolerance):
+            rows.append((label, m))
+            if not m.within:
+                failures.append(f"{label} {m.name}: {m.b:.4g} vs {m.a:.4g} (ratio {m.ratio or 0:.3f}, "
+                                f"tolerance {m.tolerance:.0%})")
+    if not rows and not failures:
+        raise cmp.UsageError("no metric in common between A and B")
+    if as_json:
+        print(json.dumps({"within": not failures, "failures": failures, "metrics": [
+            {"run": label, "metric": m.name, "a": m.a, "b": m.b, "ratio": m.ratio, "ci95_a": m.ci_a,
+             "ci95_b": m.ci_b, "tolerance": m.tolerance, "within": m.within} for label, m in rows]}, indent=2))
+    else:
+        table = Table(title=f"{b} vs {a}")
+        for column in ("run", "metric", "A", "B", "B/A", "noise ±", "tolerance", "within"):
+            table.add_column(column)
+        for label, m in rows:
+            table.add_row(label, m.name, f"{m.a:.4g}", f"{m.b:.4g}", f"{m.ratio:.3f}" if m.ratio else "-",
+                          f"{m.noise:.3g}", f"{m.tolerance:.0%}", "[green]yes[/green]" if m.within else "[red]no[/red]")
+        Console(width=None if sys.stdout.isatty() else 200).print(table)
+        for failure in failures:
+            print(f"not within: {failure}")
+    raise typer.Exit(1 if failures else 0)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(compare)

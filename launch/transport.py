@@ -1,0 +1,250 @@
+"""Transport evidence: which transport actually carried a run's traffic.
+
+Three steps, each a plain function:
+- `REPORTING_ENV`: the libraries' own reporting, turned on in every rank's
+  environment at a level that names the selected component and little else;
+- `observe(log)`: the run's output.log in, what the libraries said out;
+- `judge(fabric, env, observed, ...)`: what the run asked for (its fabric
+  profile's selection variables, or its own environment without a fabric)
+  against what it got. A run asked for fabric X that ran over something else
+  is a mismatch.
+
+Verbosity, as measured here with Open MPI 4.1.4, UCX 1.13, libfabric 1.17:
+`pml_base_verbose` names the pml only at 10 ("selected ob1 best priority 20",
+~10 lines per rank); `btl_base_verbose=1` prints one "bml: Using tcp btl for
+send to ..." line per peer; `mtl_base_verbose=10` names the MTL and
+`mtl_ofi_verbose=1` the libfabric provider ("mtl:ofi:prov: tcp;ofi_rxm");
+`UCX_LOG_LEVEL=info` prints each endpoint configuration's lanes
+("ep_cfg[1]: tag(tcp/lo tcp/eth0)"). `FI_LOG_LEVEL=info` prints ~300 lines per
+rank, so libfabric stays at `warn`; NCCL's INIT,NET subsystems name the network
+("Using network IB") and GPUDirect ("via NET/IB/0/GDRDMA").
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from containers.fabrics import profile
+
+REPORTING_ENV = {
+    "OMPI_MCA_pml_base_verbose": "10",
+    "OMPI_MCA_btl_base_verbose": "1",
+    "OMPI_MCA_mtl_base_verbose": "10",
+    "OMPI_MCA_mtl_ofi_verbose": "1",
+    "UCX_LOG_LEVEL": "info",
+    "FI_LOG_LEVEL": "warn",
+}
+NCCL_REPORTING_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+HOROVOD_REPORTING_ENV = {"HOROVOD_LOG_LEVEL": "info"}
+
+# UCX_TLS aliases -> the transport names UCX prints in ep_cfg lanes
+UCX_ALIASES = {
+    "sm": {"sysv", "posix", "cma", "knem", "xpmem", "memory"},
+    "shm": {"sysv", "posix", "cma", "knem", "xpmem", "memory"},
+    "rc": {"rc_verbs", "rc_mlx5"}, "ud": {"ud_verbs", "ud_mlx5"}, "dc": {"dc_mlx5"},
+    "rc_x": {"rc_mlx5"}, "ud_x": {"ud_mlx5"}, "dc_x": {"dc_mlx5"},
+    "ib": {"rc_verbs", "rc_mlx5", "ud_verbs", "ud_mlx5", "dc_mlx5"},
+    "cuda": {"cuda_copy", "cuda_ipc", "gdr_copy"},
+}
+# NCCL's "Using network <name>" -> the NCCL_NET value that asks for it
+NCCL_NET_NAMES = {"socket": "Socket", "ib": "IB", "aws libfabric": "OFI", "libfabric": "OFI", "ofi": "OFI"}
+# What carries a run's gradients when no MPI/NCCL is involved
+SOCKET_FABRICS = (None, "ethernet", "universal")
+
+_PREFIX = r"^\[[^\]]*\]\s*"  # "[host:pid] " of Open MPI's verbose output
+PATTERNS = {
+    "pml": re.compile(_PREFIX + r"selected (\w+) best priority"),
+    "mtl": re.compile(_PREFIX + r"mca:base:select:\(\s*mtl\) Selected component \[(\w+)\]"),
+    "btl": re.compile(_PREFIX + r"mca: bml: Using (\w+) btl for send to"),
+    "ofi_provider": re.compile(r"mtl:ofi:prov: (\S+)"),
+    "ucx_lanes": re.compile(r"UCX\s+INFO\s+ep_cfg\[\d+\]: (.*)$"),
+    "ucx_version": re.compile(r"UCX\s+INFO\s+Version (\S+)"),
+    "nccl_network": re.compile(r"NCCL INFO Using network (.+?)\s*$"),
+    "nccl_net_devices": re.compile(r"NCCL INFO NET/(IB|Socket|OFI)\s*: Using (.+?)\s*$"),
+    "nccl_ofi_provider": re.compile(r"NCCL INFO NET/OFI Selected [Pp]rovider is (\w[\w-]*)"),
+    "nccl_channel": re.compile(r"NCCL INFO Channel .* via (NET/[\w/]+|P2P/\S+|SHM/\S+)"),
+    "nccl_version": re.compile(r"NCCL version (\S+)"),
+    "horovod": re.compile(r"\] \[\d+\]: (Horovod initialized)"),
+}
+MAX_LINES = 12  # evidence lines kept verbatim in the result
+
+
+def uses_nccl(spec) -> bool:
+    return spec.allreduce == "nccl" or (spec.allreduce is None and spec.gpus_per_node > 0)
+
+
+def reporting_env(spec) -> dict[str, str]:
+    """Environment that makes MPI, UCX, libfabric (and NCCL, Horovod where the run
+    uses them) name their transports."""
+    env = dict(REPORTING_ENV)
+    if uses_nccl(spec):
+        env |= NCCL_REPORTING_ENV
+    if spec.engine == "horovod":
+        env |= HOROVOD_REPORTING_ENV
+    return env
+
+
+def _ucx_transports(lanes: str) -> set[str]:
+    """'tag(self/memory0 tcp/lo tcp/eth0) rma(...)' -> {'self/memory0', 'tcp/lo', 'tcp/eth0'}."""
+    return set(re.findall(r"([\w]+/[\w:.\-]+)", lanes))
+
+
+def observe(log: str) -> dict:
+    """What the libraries reported in a run's output; empty layers are left out."""
+    seen: dict[str, set[str]] = {}
+    lines: list[str] = []
+    for line in log.splitlines():
+        for kind, pattern in PATTERNS.items():
+            match = pattern.search(line)
+            if not match:
+                continue
+            if kind == "ucx_lanes":
+                values = _ucx_transports(match.group(1))
+            elif kind == "nccl_net_devices":
+                values = {f"{match.group(1)}: {match.group(2)}"}
+            else:
+                values = {match.group(1)}
+            seen.setdefault(kind, set()).update(values)
+            if len(lines) < MAX_LINES and kind not in ("ucx_version", "nccl_version"):
+                lines.append(line.strip()[:300])
+    observed: dict = {}
+    mpi = {k: sorted(seen[k]) for k in ("pml", "mtl", "ofi_provider") if k in seen}
+    if "btl" in seen:
+        mpi["btl"] = sorted(seen["btl"] - {"self"}) or ["self"]
+    if mpi:
+        observed["mpi"] = mpi
+    if "ucx_lanes" in seen:
+        lanes = seen["ucx_lanes"]
+        observed["ucx"] = {"lanes": sorted(lanes),
+                           "transports": sorted({t.split("/")[0] for t in lanes} - {"self"}),
+                           "version": min(seen.get("ucx_version", {None}))}
+    if seen.keys() & {"nccl_network", "nccl_net_devices", "nccl_channel"}:
+        channels = seen.get("nccl_channel", set())
+        net_channels = [c for c in channels if c.startswith("NET/")]
+        observed["nccl"] = {
+            "network": sorted(seen.get("nccl_network", set())),
+            "devices": sorted(seen.get("nccl_net_devices", set())),
+            "ofi_provider": sorted(seen.get("nccl_ofi_provider", set())),
+            "channels": sorted(channels),
+            "gdr": (any("GDRDMA" in c for c in net_channels) if net_channels else None),
+            "version": min(seen.get("nccl_version", {None})),
+        }
+    if "horovod" in seen:
+        observed["horovod"] = {"initialized": True}
+    observed["lines"] = lines
+    return observed
+
+
+def asked_for(fabric: str | None, env: dict[str, str], nccl: bool) -> dict[str, str]:
+    """Selection variables the run asked for: its fabric profile's, else its own env's."""
+    if fabric:
+        asked = dict(profile(fabric).env)
+        if nccl:
+            asked |= profile(fabric).nccl_env
+        # GPUDirect follows the run's own choice (the profile has on and off)
+        for name in ("NCCL_NET_GDR_LEVEL", "UCX_TLS"):
+            if name in env and name in {k for v in profile(fabric).gpudirect_env.values() for k in v}:
+                asked[name] = env[name]
+    else:
+        asked = dict(env)
+    keys = ("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl", "OMPI_MCA_mtl_ofi_provider_include",
+            "UCX_TLS", "NCCL_NET", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL")
+    return {k: asked[k] for k in keys if k in asked}
+
+
+def _btl_allowed(spec: str, btl: str) -> bool:
+    names = {n.strip() for n in spec.lstrip("^").split(",")}
+    return (btl not in names) if spec.startswith("^") else (btl in names)
+
+
+def _ucx_allowed(spec: str, transport: str) -> bool:
+    names = {n.strip() for n in spec.lstrip("^").split(",")}
+    if "all" in names or "any" in names:
+        return not spec.startswith("^")
+    expanded = set(names).union(*(UCX_ALIASES.get(n, set()) for n in names))
+    return (transport not in expanded) if spec.startswith("^") else (transport in expanded)
+
+
+def gradient_path(result: dict) -> str | None:
+    """nccl | mpi | gloo: the library that carried a training run's gradients."""
+    info = result.get("engine_info") or {}
+    if result.get("engine") == "ddp":
+        return info.get("backend")
+    if result.get("engine") == "horovod":
+        spec = result.get("spec") or {}
+        if (spec.get("gpus_per_node") or 0) > 0 and info.get("nccl_built"):
+            return "nccl"
+        return (result.get("env") or {}).get("HOROVOD_CPU_OPERATIONS") or info.get("controller")
+    return None
+
+
+def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | None = None,
+          nccl: bool = False) -> dict:
+    """Checks of asked against observed; verdict match | mismatch | unverified."""
+    asked = asked_for(fabric, env, nccl)
+    mpi, ucx, nccl_seen = observed.get("mpi", {}), observed.get("ucx"), observed.get("nccl")
+    checks: list[dict] = []
+
+    def check(layer: str, want: str, got: list[str], ok: bool) -> None:
+        checks.append({"layer": layer, "asked": want, "observed": got, "ok": ok})
+
+    if "OMPI_MCA_pml" in asked and "pml" in mpi:
+        want = asked["OMPI_MCA_pml"]
+        check("mpi.pml", want, mpi["pml"], all(_btl_allowed(want, p) for p in mpi["pml"]))
+    if "OMPI_MCA_btl" in asked and "btl" in mpi:
+        want = asked["OMPI_MCA_btl"]
+        check("mpi.btl", want, mpi["btl"], all(_btl_allowed(want, b) for b in mpi["btl"]))
+    if "OMPI_MCA_mtl" in asked and "mtl" in mpi:
+        want = asked["OMPI_MCA_mtl"]
+        check("mpi.mtl", want, mpi["mtl"], all(_btl_allowed(want, m) for m in mpi["mtl"]))
+    if "OMPI_MCA_mtl_ofi_provider_include" in asked and "ofi_provider" in mpi:
+        want = asked["OMPI_MCA_mtl_ofi_provider_include"]
+        providers = {p for chain in mpi["ofi_provider"] for p in chain.split(";")}
+        check("libfabric.provider", want, mpi["ofi_provider"], want in providers)
+    if "UCX_TLS" in asked and ucx:
+        want = asked["UCX_TLS"]
+        check("ucx.transports", want, ucx["transports"], all(_ucx_allowed(want, t) for t in ucx["transports"]))
+    if nccl_seen and nccl_seen["network"]:
+        got = {NCCL_NET_NAMES.get(n.lower(), n) for n in nccl_seen["network"]}
+        want = asked.get("NCCL_NET") or ("Socket" if asked.get("NCCL_IB_DISABLE") == "1" else None)
+        if want:
+            check("nccl.network", want, sorted(got), got == {want})
+    if nccl_seen and nccl_seen["gdr"] is not None and "NCCL_NET_GDR_LEVEL" in asked:
+        want_on = asked["NCCL_NET_GDR_LEVEL"] != "LOC"
+        check("nccl.gdr", "on" if want_on else "off", ["on" if nccl_seen["gdr"] else "off"],
+              nccl_seen["gdr"] == want_on)
+    if path == "gloo" and fabric not in SOCKET_FABRICS:
+        check("gradients", fabric, ["gloo (TCP sockets)"], False)
+    failed = [c for c in checks if not c["ok"]]
+    verdict = "mismatch" if failed else ("match" if checks else "unverified")
+    return {"fabric": fabric, "asked": asked, "gradient_path": path, "checks": checks, "verdict": verdict,
+            "mismatches": [f"{c['layer']}: asked {c['asked']}, ran over {', '.join(c['observed'])}"
+                           for c in failed]}
+
+
+def evidence(result: dict, log_path: Path) -> dict:
+    """The `transport` field of a result: observed, checked against what was asked."""
+    log = ""
+    # sbatch: the ranks print into the job's slurm-<id>.out beside output.log
+    for path in [Path(log_path), *sorted(Path(log_path).parent.glob("slurm-*.out"))]:
+        try:
+            log += path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+    spec = result.get("spec") or {}
+    observed = observe(log)
+    path = gradient_path(result)
+    verdict = judge(spec.get("fabric"), result.get("env") or {}, observed, path, nccl=path == "nccl")
+    return {**verdict, "observed": observed}
+
+
+def apply(result: dict, log_path: Path) -> dict:
+    """Add `transport` to a freshly assembled result; an `ok` run over the wrong transport
+    becomes `transport_mismatch` with the reason."""
+    result["transport"] = evidence(result, log_path)
+    mismatches = result["transport"]["mismatches"]
+    if mismatches and result.get("status") == "ok":
+        result["status"] = "transport_mismatch"
+        fabric = result["transport"]["fabric"] or "the run's own selection"
+        result["reason"] = f"asked for {fabric} but " + "; ".join(mismatches)
+    return result

@@ -1,0 +1,63 @@
+"""The SQLite results history and `fabric-bench results`."""
+import csv
+import io
+import json
+import os
+
+import pytest
+
+from launch import store
+from launch.errors import UsageError
+from tests.conftest import fabric_bench
+
+
+def result(run_id, fabric="ethernet", engine="horovod", ranks=2, status="ok", img=100.0):
+    return {"schema_version": 1, "run_id": run_id, "benchmark": "train", "framework": "torch", "engine": engine,
+            "model": "resnet18", "world_size": ranks, "status": status,
+            "spec": {"fabric": fabric, "nodes": 1, "gpus_per_node": 0},
+            "throughput": {"total_img_per_s": img, "ci95_img_per_s": 5.0}, "comm_fraction": 0.3,
+            "transport": {"verdict": "match"}, "launch": {"launcher": "local", "runtime": "host"}}
+
+
+@pytest.fixture
+def tree(tmp_path):
+    for r in (result("20260101T000000-a"), result("20260102T000000-b", fabric="infiniband", ranks=4),
+              result("20260103T000000-c", engine="ddp", status="failed", img=None)):
+        (tmp_path / "runs" / r["run_id"]).mkdir(parents=True)
+        (tmp_path / "runs" / r["run_id"] / "result.json").write_text(json.dumps(r))
+    (tmp_path / "runs" / "broken").mkdir()
+    (tmp_path / "runs" / "broken" / "result.json").write_text("{not json")
+    return tmp_path
+
+
+def test_index_query_and_get(tree, tmp_path):
+    db = store.connect(tmp_path / "s.sqlite")
+    count, problems = store.index_tree(tree / "runs", db)
+    assert count == 3 and len(problems) == 1 and "broken" in problems[0]
+    assert [r["run_id"] for r in store.query(db)] == ["20260103T000000-c", "20260102T000000-b", "20260101T000000-a"]
+    assert [r["run_id"] for r in store.query(db, fabric="infiniband")] == ["20260102T000000-b"]
+    assert [r["run_id"] for r in store.query(db, engine="horovod", world_size=2)] == ["20260101T000000-a"]
+    assert store.get(db, "20260102")["spec"]["fabric"] == "infiniband"
+    with pytest.raises(UsageError, match="matches 3 results"):
+        store.get(db, "2026")
+    # reindexing replaces, never duplicates
+    store.index_tree(tree / "runs", db)
+    assert len(store.query(db)) == 3
+
+
+def test_results_cli_list_show_export_index(tree, tmp_path):
+    env = {**os.environ, "FABRIC_BENCH_STORE": str(tmp_path / "cli.sqlite")}
+    indexed = fabric_bench("results", "index", str(tree / "runs"), env=env)
+    assert indexed.returncode == 0 and "indexed 3 results" in indexed.stdout
+    listed = fabric_bench("results", "list", "--status", "ok", "--json", env=env)
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == ["20260102T000000-b", "20260101T000000-a"]
+    shown = fabric_bench("results", "show", "20260101T000000-a", env=env)
+    assert json.loads(shown.stdout)["throughput"]["total_img_per_s"] == 100.0
+    exported = fabric_bench("results", "export", "--csv", "--fabric", "ethernet", env=env)
+    rows = list(csv.DictReader(io.StringIO(exported.stdout)))
+    assert [r["run_id"] for r in rows] == ["20260103T000000-c", "20260101T000000-a"]
+    assert rows[1]["total_img_per_s"] == "100.0" and rows[1]["transport"] == "match"
+    missing = fabric_bench("results", "show", "nope", env=env)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    bad = fabric_bench("results", "index", str(tmp_path / "absent"), env=env)
+    assert bad.returncode == 2 and "is not a directory" in bad.stderr
