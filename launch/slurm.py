@@ -1,0 +1,113 @@
+"""Slurm around a run: what fabric-bench asks of the scheduler beyond the srun and
+sbatch argv (launch.launchers).
+
+- the facts recorded with a result: job id, nodes, job state, Slurm version;
+- cancelling the job of a run that timed out or was interrupted (killing
+  `sbatch --wait` does not end the job);
+- how many nodes a partition or allocation has, to refuse impossible sweeps;
+- the job script that runs a whole sweep inside one allocation.
+
+Every value reaching a job script is shell-quoted.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+QUERY_TIMEOUT_S = 15
+
+
+def _query(argv: list[str]) -> str | None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def version() -> str | None:
+    """'22.05.8' from `sinfo --version` ('slurm 22.05.8')."""
+    out = _query(["sinfo", "--version"])
+    return out.split()[-1] if out and out.split() else None
+
+
+def job_fields(job_id: str) -> dict[str, str]:
+    """`scontrol show job -o ID` as a dict (empty once Slurm has forgotten the job)."""
+    out = _query(["scontrol", "show", "job", "-o", job_id]) or ""
+    return dict(token.split("=", 1) for token in out.split() if "=" in token)
+
+
+def job_of_run(run_dir: Path, launcher: str) -> str | None:
+    """The job a run ran in: sbatch writes RUN_DIR/slurm-<id>.out; srun runs inside $SLURM_JOB_ID."""
+    if launcher == "sbatch":
+        ids = [m.group(1) for p in run_dir.glob("slurm-*.out") if (m := re.fullmatch(r"slurm-(\d+)\.out", p.name))]
+        return max(ids, key=int) if ids else None
+    return os.environ.get("SLURM_JOB_ID")
+
+
+def jobs_running_script(script: Path) -> list[str]:
+    """Ids of queued or running jobs whose batch script is `script`."""
+    out = _query(["squeue", "--noheader", "--format=%i|%o"]) or ""
+    return [line.split("|", 1)[0] for line in out.splitlines()
+            if "|" in line and line.split("|", 1)[1].strip() == str(script)]
+
+
+def cancel(job_ids: list[str]) -> None:
+    if job_ids:
+        _query(["scancel", *job_ids])
+
+
+def log_tail(run_dir: Path, job_id: str | None, lines: int = 30) -> list[str]:
+    path = run_dir / f"slurm-{job_id}.out"
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def after_run(launcher: str, run_dir: Path, job_script: Path | None, stopped: bool) -> tuple[dict, list[str]]:
+    """Facts of the job a run used, and the tail of its job log (sbatch: the ranks' output).
+
+    `stopped`: the run timed out or was interrupted; its job (sbatch) is cancelled.
+    """
+    if stopped and launcher == "sbatch" and job_script is not None:
+        cancel(jobs_running_script(job_script))
+    job_id = job_of_run(run_dir, launcher)
+    fields = job_fields(job_id) if job_id else {}
+    facts = {
+        "job_id": job_id,
+        "nodes": fields.get("NodeList") or os.environ.get("SLURM_JOB_NODELIST"),
+        "num_nodes": int(fields["NumNodes"]) if fields.get("NumNodes", "").isdigit() else None,
+        "job_state": fields.get("JobState"),
+        "version": version(),
+    }
+    return facts, log_tail(run_dir, job_id) if launcher == "sbatch" else []
+
+
+def nodes_available(launcher: str, partition: str | None) -> int | None:
+    """Nodes a run can use: the allocation's (srun inside one), else the partition's (None: unknown)."""
+    if launcher == "srun" and os.environ.get("SLURM_JOB_NUM_NODES", "").isdigit():
+        return int(os.environ["SLURM_JOB_NUM_NODES"])
+    argv = ["sinfo", "--noheader", "--format=%D"] + ([f"--partition={partition}"] if partition else [])
+    out = _query(argv)
+    counts = [int(n) for n in (out or "").split() if n.isdigit()]
+    return sum(counts) if counts else None
+
+
+def sweep_job_script(*, name: str, nodes: int, tasks_per_node: int, gpus_per_node: int, minutes: int,
+                     output: Path, partition: str | None, account: str | None, argv: list[str]) -> str:
+    """One allocation for a whole sweep; inside it, `argv` (the sweep with --launcher srun) runs each point."""
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote('fabric-bench-sweep-' + name)}",
+             f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={tasks_per_node}",
+             f"#SBATCH --time={minutes}", f"#SBATCH --output={shlex.quote(str(output))}"]
+    for flag, value in (("--partition", partition), ("--account", account)):
+        if value:
+            lines.append(f"#SBATCH {flag}={shlex.quote(value)}")
+    if gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={gpus_per_node}")
+    lines += ["set -euo pipefail", 'echo "fabric-bench sweep job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
+              "exec " + shlex.join(argv)]
+    return "\n".join(lines) + "\n"

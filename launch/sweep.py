@@ -1,0 +1,294 @@
+"""Sweeps: run every point of an experiment, resumably; one failure never stops the rest.
+
+A point already `ok` in the sweep directory is skipped; `failed` ones rerun on
+request; interrupted or never-started ones always run. Each run is limited to
+the experiment's time_limit_s (launch.execute kills the launcher and every rank
+it started). Ctrl-C kills the current run, keeps every finished result and
+leaves the sweep resumable.
+
+With `one_job` (launcher sbatch) the whole sweep is one Slurm job: the job runs
+this same sweep with `--launcher srun` inside its allocation, and this side
+submits it, follows the index for progress and collects the results.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from launch import slurm
+from launch.command import Command
+from launch.errors import UsageError
+from launch.execute import execute
+from launch.experiment import Experiment, Point, blame, expand
+from launch.launchers import tool_path
+from launch.results import load_result, scaling_efficiency
+from launch.run import execute_run, prepare
+from launch.site import Site
+from launch.sweep_state import SweepState, exclusive
+from launch.table import baseline_key, training_table
+
+SUMMARY_SCHEMA_VERSION = 1
+JOB_MARGIN_S = 120  # one-job: start-up and collection on top of the runs' limits
+
+
+@dataclass
+class Sweep:
+    experiment: Experiment
+    points: list[Point]
+    directory: Path
+    site: Site
+    launcher: str | None = None  # overrides the experiment's (srun inside one job)
+    retry_failed: bool = False
+    state: SweepState = field(init=False)
+
+    def __post_init__(self):
+        self.state = SweepState(self.directory, self.experiment.name)
+
+    def todo(self) -> list[Point]:
+        return [p for p in self.points if self.state.to_run(p.key, self.retry_failed)]
+
+
+def plan(experiment: Experiment, directory: Path, site: Site, launcher: str | None = None,
+         retry_failed: bool = False) -> Sweep:
+    """Expand and check against the site; raises UsageError before anything runs."""
+    points = expand(experiment, site, launcher)
+    for point in points:
+        try:  # fabric presets, images: what prepare resolves, without running anything
+            prepare(point.spec, directory / "runs", site, run_id="check")
+        except UsageError as exc:
+            raise blame(experiment, str(exc)) from None
+    check_node_counts(experiment, points)
+    return Sweep(experiment, points, directory, site, launcher, retry_failed)
+
+
+def check_node_counts(experiment: Experiment, points: list[Point]) -> None:
+    """Under Slurm, refuse node counts the partition (or allocation) cannot hold."""
+    asked: dict[tuple, int] = {}
+    for point in points:
+        spec = point.spec
+        if spec.launcher in ("srun", "sbatch"):
+            where = (spec.launcher, spec.partition)
+            asked[where] = max(asked.get(where, 0), spec.nodes)
+    for (launcher, partition), nodes in asked.items():
+        available = slurm.nodes_available(launcher, partition)
+        if available is not None and nodes > available:
+            place = "this allocation" if launcher == "srun" and available else f"partition {partition or '(default)'}"
+            raise experiment.error("nodes", f"{nodes} nodes asked, but {place} has {available}")
+
+
+# ------------------------------------------------------------------ running
+
+def run_point(sweep: Sweep, point: Point) -> dict:
+    """One point, isolated: any failure is recorded as `failed` with its reason."""
+    state = sweep.state
+    run_id = f"{point.label}-{point.key}-{len(state.point(point.key)['runs']) + 1}"
+    try:
+        prepared = prepare(point.spec, state.runs_dir, sweep.site, run_id=run_id)
+        state.mark(point.key, point.label, "running", run_id=run_id)
+        result = execute_run(point.spec, prepared, timeout=sweep.experiment.time_limit_s, echo=False)
+    except KeyboardInterrupt:
+        state.mark(point.key, point.label, "interrupted", "interrupted (Ctrl-C); all ranks killed")
+        raise
+    except Exception as exc:  # noqa: BLE001 - a broken run must not end the sweep
+        reason = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+        state.mark(point.key, point.label, "failed", reason)
+        return {"status": "failed", "reason": reason, "wall_seconds": 0.0}
+    # any status but ok (failed, or a verdict such as transport_mismatch) is a failure to retry on request
+    status = "ok" if result["status"] == "ok" else "failed"
+    reason = result["reason"] if result["status"] in ("ok", "failed") else f"{result['status']}: {result['reason']}"
+    state.mark(point.key, point.label, status, reason, run_id)
+    return result
+
+
+def progress_bar(console: Console) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console)
+
+
+def outcome_line(point: Point, result: dict) -> str:
+    if result["status"] == "ok":
+        return (f"[green]ok[/green]     {point.label}  {result['throughput']['total_img_per_s']:.1f} img/s "
+                f"({result['wall_seconds']:.1f} s)")
+    return f"[red]failed[/red] {point.label}: {result['reason']}"
+
+
+def run_here(sweep: Sweep, console: Console, results: list[dict]) -> None:
+    """Run the points still to run with the points' own launcher, appending to `results`."""
+    with exclusive(sweep.directory), progress_bar(console) as progress:
+        sweep.state.save()
+        todo = sweep.todo()
+        task = progress.add_task(sweep.experiment.name, total=len(todo))
+        for point in todo:
+            progress.update(task, description=point.label)
+            result = run_point(sweep, point)
+            results.append(result)
+            progress.console.print(outcome_line(point, result), highlight=False)
+            progress.advance(task)
+        progress.update(task, description=sweep.experiment.name)
+
+
+def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
+    specs = [p.spec for p in sweep.points]
+    limit = sweep.experiment.time_limit_s
+    if limit is None:
+        raise sweep.experiment.error("time_limit_s", "a one-job sweep needs [experiment].time_limit_s "
+                                                     "to size its allocation")
+    argv = [fabric_bench, "sweep", str(sweep.experiment.path.resolve()), "--dir", str(sweep.directory.resolve()),
+            "--launcher", "srun"]
+    if sweep.site.path:
+        argv += ["--site", str(Path(sweep.site.path).resolve())]
+    if sweep.retry_failed:
+        argv.append("--retry-failed")
+    return slurm.sweep_job_script(
+        name=sweep.experiment.name, nodes=max(s.nodes for s in specs),
+        tasks_per_node=max(s.ranks_per_node for s in specs), gpus_per_node=max(s.gpus_per_node for s in specs),
+        minutes=max(1, math.ceil((limit * len(sweep.todo()) + JOB_MARGIN_S) / 60)),
+        output=sweep.directory.resolve() / "slurm-%j.out", partition=specs[0].partition,
+        account=specs[0].account, argv=argv)
+
+
+def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
+    """Submit the whole sweep as one job, follow its index, and append the results it wrote."""
+    todo = sweep.todo()
+    before = {p.key: len(sweep.state.point(p.key)["runs"]) for p in todo}
+    script = sweep.directory.resolve() / "sweep-job.sbatch"
+    sweep.directory.mkdir(parents=True, exist_ok=True)
+    script.write_text(one_job_script(sweep, tool_path("fabric-bench")), encoding="utf-8")
+    if shutil.which("sbatch") is None:
+        raise UsageError("sbatch not found: cannot submit the sweep job")
+    stop = threading.Event()
+    with progress_bar(console) as progress:
+        task = progress.add_task(f"{sweep.experiment.name} (one Slurm job)", total=len(todo))
+
+        def follow():
+            while not stop.wait(1.0):
+                state = SweepState(sweep.directory, sweep.experiment.name)
+                done = sum(state.status(p.key) in ("ok", "failed") and len(state.point(p.key)["runs"]) > before[p.key]
+                           for p in todo)
+                progress.update(task, completed=done)
+
+        follower = threading.Thread(target=follow, daemon=True)
+        follower.start()
+        try:
+            limit = sweep.experiment.time_limit_s * len(todo) + 2 * JOB_MARGIN_S
+            outcome = execute(Command(["sbatch", "--wait", "--parsable", str(script)]),
+                              sweep.directory / "sweep-job.log", timeout=limit, echo=False)
+        finally:
+            stop.set()
+            follower.join()
+        if outcome.timed_out or outcome.interrupted:
+            slurm.cancel(slurm.jobs_running_script(script))
+        if outcome.interrupted:
+            raise KeyboardInterrupt
+    sweep.state = SweepState(sweep.directory, sweep.experiment.name)
+    if outcome.exit_code != 0 and not any(len(sweep.state.point(p.key)["runs"]) > before[p.key] for p in todo):
+        raise UsageError(f"the sweep job failed before any run: {' | '.join(outcome.log_tail[-3:])}")
+    for point in todo:
+        path = sweep.state.latest_result(point.key)
+        if path and len(sweep.state.point(point.key)["runs"]) > before[point.key]:
+            results.append(load_result(path))
+
+
+# ----------------------------------------------------------------- reporting
+
+def latest_results(sweep: Sweep) -> list[tuple[Point, dict | None]]:
+    return [(p, load_result(path) if (path := sweep.state.latest_result(p.key)) else None) for p in sweep.points]
+
+
+def configuration(result: dict) -> tuple:
+    spec = result["spec"]
+    return spec["fabric"], spec["allreduce"], spec["gpudirect"], spec["launcher"]
+
+
+def tables(sweep: Sweep) -> list:
+    """One table per fabric configuration, each with the 1-rank baselines it is measured against."""
+    found = [r for _, r in latest_results(sweep) if r is not None]
+    singles = [r for r in found if r["world_size"] == 1]
+    groups: dict[tuple, list[dict]] = {}
+    for result in found:
+        if result["world_size"] > 1:
+            groups.setdefault(configuration(result), []).append(result)
+    if not groups:
+        return [training_table(singles, title=f"{sweep.experiment.name}: 1-rank runs")]
+    out = []
+    for config, rows in groups.items():
+        fabric, allreduce, gpudirect, launcher = config
+        keys = {baseline_key(r) for r in rows}
+        # a 1-rank run of the same configuration first, else the added baseline
+        chosen = {}
+        for single in sorted(singles, key=lambda r: configuration(r) == config):
+            if baseline_key(single) in keys:
+                chosen.setdefault(baseline_key(single), []).append(single)
+        title = (f"{sweep.experiment.name}: fabric {fabric or '-'}, allreduce {allreduce or 'default'}, "
+                 f"gpudirect {gpudirect or 'default'}, launcher {launcher}")
+        ordered = [r for same in chosen.values() for r in same] + sorted(rows, key=lambda r: r["world_size"])
+        out.append(training_table(ordered, title=title))
+    return out
+
+
+def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: bool) -> dict:
+    """The sweep's summary; overhead = (sweep wall time - the runs' own wall_seconds) / runs."""
+    found = latest_results(sweep)
+    base = {baseline_key(r): r for p, r in found if r and p.baseline and r["status"] == "ok"}
+    benchmark_seconds = sum(r.get("wall_seconds") or 0.0 for r in ran)
+    statuses = [sweep.state.status(p.key) for p in sweep.points]
+    rows = []
+    for point, result in found:
+        entry = {"key": point.key, "label": point.label, "repetition": point.repetition,
+                 "baseline": point.baseline, "status": sweep.state.status(point.key),
+                 "reason": sweep.state.point(point.key).get("reason"), "result": None}
+        if result:
+            entry.update(result=str(sweep.state.latest_result(point.key).relative_to(sweep.directory)),
+                         total_img_per_s=result.get("throughput", {}).get("total_img_per_s"),
+                         wall_seconds=result.get("wall_seconds"),
+                         scaling_efficiency=scaling_efficiency(result, base.get(baseline_key(result))),
+                         slurm=result.get("slurm"))
+        rows.append(entry)
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "experiment": sweep.experiment.name, "experiment_file": str(sweep.experiment.path),
+        "directory": str(sweep.directory), "finished_unix": time.time(), "interrupted": interrupted,
+        "points": len(sweep.points), "ran": len(ran),
+        "ok": statuses.count("ok"), "failed": statuses.count("failed"),
+        "pending": len(statuses) - statuses.count("ok") - statuses.count("failed"),
+        "wall_seconds": wall_seconds, "benchmark_wall_seconds": benchmark_seconds,
+        "overhead_seconds_per_run": (wall_seconds - benchmark_seconds) / len(ran) if ran else None,
+        "runs": rows,
+    }
+
+
+def write_summary(sweep: Sweep, data: dict) -> Path:
+    path = sweep.directory / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def run_sweep(sweep: Sweep, console: Console, one_job: bool = False) -> dict:
+    """Run what is left, then print the tables and write summary.json (also when interrupted)."""
+    started = time.monotonic()
+    ran: list[dict] = []
+    interrupted = False
+    try:
+        (run_one_job if one_job else run_here)(sweep, console, ran)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        data = summary(sweep, ran, time.monotonic() - started, interrupted)
+        path = write_summary(sweep, data)
+        if not interrupted:
+            for table in tables(sweep):
+                console.print(table)
+        console.print(f"{data['ok']} ok, {data['failed']} failed, {data['pending']} pending of {data['points']} "
+                      f"runs; summary: {path}", highlight=False)
+    return data

@@ -1,0 +1,80 @@
+"""`fabric-bench sweep EXPERIMENT`: run an experiment's matrix, resumably."""
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from launch.errors import UsageError
+from launch.runspec import LAUNCHERS
+
+
+def sweep(
+    experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
+    directory: Optional[Path] = typer.Option(None, "--dir", help="sweep directory (default: results/sweeps/NAME)"),
+    site: Optional[Path] = typer.Option(None, help="site config (TOML)"),
+    launcher: Optional[str] = typer.Option(None, help="override the experiment's launcher: " + " | ".join(LAUNCHERS)),
+    one_job: bool = typer.Option(False, help="with --launcher sbatch: the whole sweep as one Slurm job"),
+    retry_failed: bool = typer.Option(False, help="rerun points that failed (finished ones are always skipped)"),
+    dry_run: bool = typer.Option(False, help="list the runs and their count, run nothing"),
+):
+    """Run every point of EXPERIMENT; a rerun skips finished points.
+
+    Prints a table per fabric configuration with scaling efficiency against the
+    1-rank baselines it runs too, and writes DIR/summary.json.
+
+    Examples:
+      fabric-bench sweep experiments/cpu-small.experiment.toml --dry-run
+      fabric-bench sweep experiments/hpec2020.experiment.toml --site site.toml --launcher sbatch --one-job
+    """
+    from launch.experiment import load_experiment
+    from launch.site import Site, load_site
+    from launch.sweep import plan, run_sweep
+
+    if launcher is not None and launcher not in LAUNCHERS:
+        raise UsageError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
+    loaded = load_experiment(experiment)
+    if one_job and (launcher or loaded.fixed.get("launcher")) != "sbatch":
+        raise UsageError("--one-job needs --launcher sbatch (or launcher = \"sbatch\" in [run])")
+    site_config = load_site(site) if site else Site.default()
+    directory = directory or Path("results") / "sweeps" / loaded.name
+    # one job: the ranks are started by srun inside the job's allocation
+    swept = plan(loaded, directory, site_config, "srun" if one_job else launcher, retry_failed)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if dry_run:
+        print_plan(swept, console, one_job)
+        return
+    signal.signal(signal.SIGTERM, interrupt)  # scancel / kill: stop like Ctrl-C, results kept
+    data = run_sweep(swept, console, one_job)
+    if data["failed"] or data["pending"]:
+        raise typer.Exit(1)
+
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def print_plan(swept, console: Console, one_job: bool) -> None:
+    todo = {p.key for p in swept.todo()}
+    for number, point in enumerate(swept.points, 1):
+        s = point.spec
+        state = "run" if point.key in todo else swept.state.status(point.key)
+        console.print(f"{number:4d}  {point.key}  {state:7s}  {s.launcher:8s} {s.ranks:4d} ranks  {point.label}",
+                      highlight=False, soft_wrap=True)
+    baselines = sum(p.baseline for p in swept.points)
+    console.print(f"{len(swept.points)} runs ({baselines} 1-rank baselines, "
+                  f"{swept.experiment.repetitions} repetitions); {len(todo)} to run, "
+                  f"{len(swept.points) - len(todo)} finished or failed; nothing was run", highlight=False)
+    if one_job:
+        from launch.launchers import tool_path
+        from launch.sweep import one_job_script
+
+        print("job script:\n" + one_job_script(swept, tool_path("fabric-bench")), end="")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)

@@ -1,0 +1,134 @@
+"""Experiment files: validation and matrix expansion (pure, no runs)."""
+from pathlib import Path
+
+import pytest
+
+from launch.errors import UsageError
+from launch.experiment import expand, load_experiment
+from launch.site import FabricSite, Site
+from tests.conftest import REPO, fabric_bench
+
+SHIPPED = sorted((REPO / "experiments").glob("*experiment*.toml"))
+PAPER_SITE = Site(launcher="sbatch", runtime="apptainer",
+                  fabrics={"ethernet": FabricSite(interface="eth0"),
+                           "omnipath": FabricSite(interface="ib0", device="hfi1_0")})
+
+
+def write(tmp_path: Path, text: str, name: str = "exp.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def points_of(tmp_path, text, site=None, **kw):
+    return expand(load_experiment(write(tmp_path, text)), site, **kw)
+
+
+def test_shipped_experiments_load_and_expand():
+    assert {p.name for p in SHIPPED} >= {"hpec2020.experiment.toml", "cpu-small.experiment.toml"}
+    for path in SHIPPED:
+        assert expand(load_experiment(path), PAPER_SITE)
+
+
+def test_paper_matrix_counts_and_baselines():
+    experiment = load_experiment(REPO / "experiments" / "hpec2020.experiment.toml")
+    points = expand(experiment, PAPER_SITE)
+    # 3 models x 2 fabrics x (nccl+gdr on, nccl+gdr off, mpi+gdr off) x 6 node counts,
+    # plus one 1-rank baseline per model and image (images differ per fabric), x 3 repetitions
+    runs = [p for p in points if not p.baseline]
+    baselines = [p for p in points if p.baseline]
+    assert len(runs) == 3 * 2 * 3 * 6 * 3 and len(baselines) == 3 * 2 * 3
+    assert not any(p.spec.gpudirect == "on" and p.spec.allreduce == "mpi" for p in points)
+    assert {p.spec.image for p in runs} == {"images/ethernet-cuda.sif", "images/omnipath-cuda.sif"}
+    assert all(p.spec.ranks == 2 * p.spec.nodes and p.spec.time_limit == "30" for p in runs)
+    for point in runs:  # every figure's baseline is in the same repetition
+        assert any(b.repetition == point.repetition and b.spec.model == point.spec.model and b.spec.ranks == 1
+                   and b.spec.image == point.spec.image for b in baselines)
+    assert len({p.key for p in points}) == len(points)
+    first = points.index(baselines[0])  # each baseline comes before the runs it serves
+    assert all(points.index(p) > first for p in runs if p.spec.model == baselines[0].spec.model
+               and p.spec.image == baselines[0].spec.image and p.repetition == 0)
+
+
+def test_engines_models_and_precisions_are_kept_per_framework(tmp_path):
+    points = points_of(tmp_path, """
+[matrix]
+framework = ["torch", "tf"]
+engine = ["ddp", "native", "horovod"]
+model = ["resnet18", "SmallCNN"]
+precision = ["fp32", "amp", "mixed"]
+ranks_per_node = [2]
+""")
+    combos = {(p.spec.framework, p.spec.engine, p.spec.model, p.spec.precision) for p in points if not p.baseline}
+    assert combos == {(f, e, m, pr) for f, engines, m, precisions in
+                      (("torch", ("ddp", "horovod"), "resnet18", ("fp32", "amp")),
+                       ("tf", ("native", "horovod"), "SmallCNN", ("fp32", "mixed")))
+                      for e in engines for pr in precisions}
+    assert sum(p.baseline for p in points) == len(combos)  # one 1-rank baseline each
+
+
+def test_a_one_rank_point_of_the_matrix_is_its_own_baseline(tmp_path):
+    points = points_of(tmp_path, '[matrix]\nranks_per_node = [1, 2]\n[run]\nfabric = "ethernet"\n')
+    assert [(p.spec.ranks, p.baseline, p.spec.fabric) for p in points] == [(1, True, "ethernet"), (2, False, "ethernet")]
+
+
+def test_keys_are_stable_and_depend_on_spec_and_repetition_only(tmp_path):
+    text = '[experiment]\nrepetitions = 2\ntime_limit_s = 60\n[matrix]\nranks_per_node = [2]\n'
+    first = points_of(tmp_path, text)
+    again = points_of(tmp_path, text.replace("60", "90"))  # a different guard, the same measurement
+    assert [p.key for p in first] == [p.key for p in again]
+    assert len({p.key for p in first}) == 4 and [p.repetition for p in first] == [0, 0, 1, 1]
+    other = points_of(tmp_path, text.replace("[2]", "[3]"))
+    assert {p.key for p in other if not p.baseline}.isdisjoint(p.key for p in first)
+
+
+def test_emulated_single_node_points_run_locally_and_launcher_can_be_overridden(tmp_path):
+    text = '[matrix]\nnodes = [1, 2]\nfabric = ["ethernet"]\n[run]\nranks_per_node = 1\nlauncher = "emulated"\n'
+    points = points_of(tmp_path, text)
+    assert [(p.spec.launcher, p.spec.nodes, p.spec.fabric) for p in points] == [
+        ("local", 1, None), ("emulated", 2, "ethernet")]
+    srun = points_of(tmp_path, text, launcher="srun")
+    assert {p.spec.launcher for p in srun} == {"srun"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[matrix]\nmodle = ["resnet18"]\n', "exp.toml: [matrix].modle: unknown key"),
+    ('[matrix]\nmodel = []\n', "exp.toml: [matrix].model: empty list"),
+    ('[run]\nmodel = "resnet18"\n', "exp.toml: [matrix]: missing or empty"),
+    ('[matrix]\nnodes = 2\n', "exp.toml: [matrix].nodes: expected a list"),
+    ('[matrix]\nnodes = ["two"]\n', "exp.toml: [matrix].nodes: expected an int, got 'two'"),
+    ('[matrix]\nnodes = [1, 1]\n', "exp.toml: [matrix].nodes: expected distinct values"),
+    ('[matrix]\nnodes = [1]\n[run]\nnodes = 2\n', "exp.toml: [run].nodes: contradicts [matrix].nodes"),
+    ('[experiment]\nrepetitions = 0\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].repetitions"),
+    ('[experiment]\ntime_limit_s = -5\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].time_limit_s"),
+    ('[experiment]\nowner = "me"\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].owner: unknown key"),
+    ('[matrix]\nmodel = ["resnet9000"]\n', "exp.toml: [matrix].model: 'resnet9000' is in no runnable combination (model of another"),
+    ('[matrix]\nallreduce = ["mpi"]\ngpudirect = ["on"]\n[run]\nengine = "horovod"\n',
+     "[matrix].allreduce: 'mpi' is in no runnable combination (GPUDirect 'on' applies to NCCL only)"),
+    ('[matrix]\nnodes = [1]\n[run]\nengine = "horovod"\nallreduce = "mpi"\ngpudirect = "on"\n',
+     "exp.toml: [run].gpudirect:"),
+    ('[matrix]\nnodes = [1]\n[run]\nallreduce = "mpi"\n', "exp.toml: [run].allreduce: DDP has no MPI"),
+    ('[matrix]\nnodes = [1, 4]\n[run]\nlauncher = "local"\n', "exp.toml: [matrix].nodes: --launcher local runs"),
+    ('[matrix]\nnodes = [1, 4]\n[run]\nlauncher = "mpirun"\n', "exp.toml: [matrix].nodes: 4 nodes under the mpirun"),
+    ('[matrix]\nranks_per_node = [3]\n[run]\nallreduce = "nccl"\nlauncher = "srun"\n',
+     "exp.toml: [run].allreduce: --allreduce nccl needs GPUs"),
+    ('[matrix]\nnodes = [1]\n[run.env]\nX = 1\n', "exp.toml: [run.env].X"),
+    ('[matrix\n', "exp.toml: not valid TOML"),
+])
+def test_malformed_experiments_name_file_and_key(tmp_path, text, message):
+    with pytest.raises(UsageError) as caught:
+        points_of(tmp_path, text)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[matrix]\nengine = ["mxnet"]\n', "exp.toml: [matrix].engine: 'mxnet' is in no runnable combination"),
+    ('[matrix]\nfabric = ["omnipath"]\n', "exp.toml: [matrix].fabric: fabric 'omnipath' is not present"),
+    ('[experiment]\nname = "a b"\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].name"),
+])
+def test_cli_refuses_bad_experiments_with_one_line_and_exit_2(tmp_path, text, message):
+    proc = fabric_bench("sweep", str(write(tmp_path, text)), "--dir", str(tmp_path / "sweep"), "--dry-run")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert not (tmp_path / "sweep").exists()
