@@ -11,7 +11,7 @@ venv=${VENV:-.venv}
 cache=${FABRIC_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fabric-bench}
 
 packages=(openmpi-bin libopenmpi-dev ucx-utils libfabric-bin iproute2 cmake g++ make patch)
-[[ ${1:-} == --test ]] && packages+=(slurm-wlm debootstrap squashfs-tools)
+[[ ${1:-} == --test ]] && packages+=(slurm-wlm debootstrap squashfs-tools libcap2-bin util-linux)
 
 missing=()
 for pkg in "${packages[@]}"; do
@@ -45,5 +45,10 @@ wheel=$(containers/horovod/build-wheel.sh "$venv/bin/python" "$cache")
 if [[ ! -f $venv/.horovod-wheel ]] || [[ $(cat "$venv/.horovod-wheel") != "$wheel" ]]; then
   "$venv/bin/python" -m pip install -q --no-deps --force-reinstall "$wheel"
   echo "$wheel" > "$venv/.horovod-wheel"
+fi
+# The test suite builds and runs real Apptainer images. Debian 12 has no
+# apptainer package: provision one (CI/test set-up only; sites have their own).
+if [[ ${1:-} == --test ]] && ! command -v apptainer >/dev/null; then
+  scripts/provision-apptainer.sh
 fi
 echo "setup: ready ($venv, Horovod $(basename "$wheel"))"
