@@ -25,3 +25,9 @@ test-fast: setup
 
 clean:
 	rm -rf results .pytest_cache
+
+# Render and build one image (cached by its inputs; see containers/build.py):
+#   make image FABRIC=infiniband FLAVOUR=cuda RUNTIME=apptainer
+.PHONY: image
+image: setup
+	$(VENV)/bin/fabric-bench image build --fabric $(FABRIC) --flavour $(FLAVOUR) --runtime $(RUNTIME)

@@ -212,6 +212,8 @@ FABRICS = tuple(PROFILES)
 
 
 def profile(name: str) -> FabricProfile:
+    if name.lower().startswith("emu-eth-"):  # emulated fabrics (launch.emulate): ethernet on shaped links
+        return ETHERNET
     try:
         return PROFILES[name]
     except KeyError:

@@ -9,6 +9,7 @@ from pathlib import Path
 from bench.record import read_records
 from launch import slurm, store, transport
 from launch.command import Command
+from launch import emulate
 from launch.errors import UsageError
 from launch.execute import execute
 from launch.launchers import Plan, build_command, sbatch_script
@@ -51,12 +52,14 @@ def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
         binds = (Bind(str(run_dir), str(run_dir)), *preset.binds)
     plan = Plan(record_dir=run_dir / "ranks", runtime=runtime, fabric_env=preset.env, binds=binds,
                 job_script=run_dir / "job.sbatch")
+    if spec.launcher == "emulated":  # nodes are network namespaces (launch.emulate)
+        plan = emulate.plan_for(spec, plan)
     return plan, preset
 
 
 def prepare(spec: RunSpec, results_dir: Path, site: Site | None = None, run_id: str | None = None) -> Prepared:
     spec.validated()
-    run_id = run_id or new_run_id(spec.framework, spec.engine, spec.model, f"n{spec.ranks}")
+    run_id = run_id or new_run_id(*spec.label_parts(), f"n{spec.ranks}")
     run_dir = results_dir.resolve() / run_id
     plan, preset = make_plan(spec, run_dir, site or Site.default())
     script = sbatch_script(spec, plan) if spec.launcher == "sbatch" else None
@@ -84,10 +87,6 @@ def preflight(spec: RunSpec, prepared: Prepared) -> list[str]:
     if shutil.which(tool) is None:
         raise UsageError(f"{tool} not found: cannot start the ranks")
     checked.append(f"{tool} present")
-    if prepared.preset.missing:
-        raise UsageError(f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)")
-    if spec.fabric:
-        checked.append(f"host paths of fabric {spec.fabric} present")
     runtime = prepared.plan.runtime
     if runtime.name != "host":
         if not runtime.available():
@@ -99,6 +98,12 @@ def preflight(spec: RunSpec, prepared: Prepared) -> list[str]:
             checked.append(check_image_fabric(spec))
     elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
         raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
+    if prepared.preset.missing:
+        raise UsageError(f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)")
+    if spec.fabric:
+        checked.append(f"host paths of fabric {spec.fabric} present")
+    if prepared.plan.emulated_cluster is not None:
+        checked += emulate.preflight(prepared.plan.emulated_cluster)
     return checked
 
 
@@ -120,7 +125,8 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
     if prepared.job_script is not None:
         prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")
-    outcome = execute(prepared.command, prepared.run_dir / "output.log", timeout=timeout, echo=echo)
+    with emulate.session(prepared.plan):  # the emulated launcher's cluster is up meanwhile
+        outcome = execute(prepared.command, prepared.run_dir / "output.log", timeout=timeout, echo=echo)
     reason = None
     if outcome.timed_out:
         reason = f"timed out after {timeout:g} s; all ranks killed"
@@ -147,6 +153,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
                            min(rank_starts) - outcome.started_unix if rank_starts else None},
             "image": {"path": spec.image, "digest": runtime.digest(spec.image)} if spec.image else None,
             "slurm": scheduler,
+            **emulate.result_fields(spec, prepared.plan),
             **(annotations or {}),  # e.g. replay_of
         },
     )

@@ -6,6 +6,7 @@ under CI (CI=true) a missing component is a failure, because CI installs all.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,3 +33,18 @@ def fabric_bench(*args: str, timeout: float = 600, **kwargs) -> subprocess.Compl
     """Run the installed `fabric-bench` command for real."""
     return subprocess.run([str(VENV_BIN / "fabric-bench"), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=kwargs.pop("cwd", REPO), **kwargs)
+
+
+@pytest.fixture(scope="session")
+def cpu_ethernet_image():
+    """containers.build.ImageRecord of the cpu/ethernet Apptainer image (a .sif), built
+    once per session (builds are cached by their inputs in the fabric-bench cache dir)."""
+    from containers import build
+
+    need(shutil.which("apptainer") is not None,
+         "apptainer not installed (CI: scripts/provision-apptainer.sh)")
+    need(shutil.which("debootstrap") is not None, "debootstrap not installed (the cpu base image)")
+    try:
+        return build.build("ethernet", "cpu", "apptainer", progress=lambda line: None)
+    except build.BuildError as exc:
+        pytest.fail(f"building the cpu ethernet image: {exc}")

@@ -1,0 +1,103 @@
+"""`fabric-bench image render|build|inspect|list`: the images of containers/."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from launch.errors import UsageError
+
+image_app = typer.Typer(help="Render, build and inspect the per-fabric images (containers/).",
+                        no_args_is_help=True)
+FABRIC_HELP = "ethernet | infiniband | omnipath | efa | slingshot | universal"
+
+
+def _usage(exc: Exception) -> UsageError:
+    return UsageError(str(exc))
+
+
+@image_app.command()
+def render(
+    fabric: str = typer.Option(..., help=FABRIC_HELP),
+    flavour: str = typer.Option(..., help="cuda | cpu"),
+    out: Path = typer.Option(..., help="directory for the .def and the Dockerfile"),
+    base: str = typer.Option("", help="cpu/Apptainer: the local base .sif (default: base.sif)"),
+):
+    """Write OUT/<fabric>-<flavour>.def (Apptainer) and OUT/Dockerfile.
+
+    Example: fabric-bench image render --fabric infiniband --flavour cuda --out build/ib
+    """
+    from containers import recipe
+    try:
+        rendered = recipe.render(fabric, flavour, base=base)
+    except ValueError as exc:
+        raise _usage(exc) from None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{fabric}-{flavour}.def").write_text(rendered.definition)
+        (out / "Dockerfile").write_text(rendered.dockerfile)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {out}: {exc.strerror}") from None
+    print(f"{out / f'{fabric}-{flavour}.def'}\n{out / 'Dockerfile'}\nrecipe hash {rendered.recipe_hash}")
+
+
+@image_app.command()
+def build(
+    fabric: str = typer.Option("ethernet", help=FABRIC_HELP),
+    flavour: str = typer.Option("cpu", help="cuda | cpu"),
+    runtime: str = typer.Option("apptainer", help="apptainer | podman"),
+):
+    """Build (or reuse, when no input changed) the image; record digest and log.
+
+    Example: fabric-bench image build --fabric ethernet --flavour cpu --runtime apptainer
+    """
+    from containers import build as builder
+    console = Console(stderr=True)
+    try:
+        with console.status("building image") as status:
+            record = builder.build(fabric, flavour, runtime,
+                                   progress=lambda line: status.update(line) or console.log(line))
+    except builder.BuildError as exc:
+        raise _usage(exc) from None
+    print(json.dumps({"image": record.image, "sha256": record.sha256, "size_bytes": record.size_bytes,
+                      "build_seconds": record.build_seconds, "log": record.log}, indent=2))
+
+
+@image_app.command()
+def inspect(image: Path = typer.Argument(..., help="a built .sif")):
+    """Print a built image's labels (fabric, flavour, versions, commit, recipe hash) as JSON.
+
+    Example: fabric-bench image inspect ~/.cache/fabric-bench/images/ethernet-cpu-*.sif
+    """
+    from containers import build as builder
+    try:
+        print(json.dumps(builder.inspect(str(image)), indent=2, sort_keys=True))
+    except builder.BuildError as exc:
+        raise _usage(exc) from None
+
+
+@image_app.command("list")
+def list_images(as_json: bool = typer.Option(False, "--json", help="machine-readable JSON")):
+    """List recorded images (CACHE/images/registry.json).
+
+    Example: fabric-bench image list --json
+    """
+    from containers import build as builder
+    entries = builder.registry()
+    if as_json:
+        print(json.dumps(entries, indent=2))
+        return
+    table = Table(title=f"images ({builder.registry_path()})")
+    for column in ("fabric", "flavour", "runtime", "size_mb", "sha256", "built_at", "image"):
+        table.add_column(column)
+    for e in entries:
+        table.add_row(e["fabric"], e["flavour"], e["runtime"], f"{e['size_bytes'] / 2**20:.0f}",
+                      e["sha256"][:12], e["built_at"][:19], e["image"])
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(image_app, name="image")

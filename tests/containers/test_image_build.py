@@ -1,0 +1,71 @@
+"""The real thing: build the cpu ethernet image with Apptainer, prove its stack
+(%test), and run the 2-rank PyTorch benchmark inside it (`apptainer exec`)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.record import read_records
+from containers import build, stack
+
+pytestmark = pytest.mark.slow
+
+
+def apptainer(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([shutil.which("apptainer") or "apptainer", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_image_is_recorded_with_digest_labels_and_log(cpu_ethernet_image):
+    image = Path(cpu_ethernet_image.image)
+    assert image.is_file() and image.suffix == ".sif"
+    assert build._sha256(image) == cpu_ethernet_image.sha256
+    assert Path(cpu_ethernet_image.log).is_file() or cpu_ethernet_image.build_seconds >= 0
+    labels = build.inspect(str(image))
+    assert labels["org.fabric-bench.fabric"] == "ethernet"
+    assert labels["org.fabric-bench.flavour"] == "cpu"
+    assert labels["org.fabric-bench.recipe-hash"] == cpu_ethernet_image.recipe_hash
+    assert labels["org.fabric-bench.version.torch"] == stack.python_versions()["torch"]
+    assert any(e["sha256"] == cpu_ethernet_image.sha256 for e in build.registry())
+
+
+def test_image_self_test_proves_the_stack(cpu_ethernet_image, tmp_path):
+    done = apptainer("test", cpu_ethernet_image.image, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for proof in ("ok: openmpi 4.1.4", "ok: torch 2.14.1", "ok: horovod 0.28.1",
+                  "horovodrun --check-build: PyTorch, MPI, Gloo", "horovod.torch init (MPI)"):
+        assert proof in done.stdout
+
+
+def test_two_rank_ddp_inside_the_image(cpu_ethernet_image, tmp_path):
+    # cwd is a fresh directory, so `-m bench.torch_train` is the image's bench/, not the checkout's
+    records = tmp_path / "records"
+    done = apptainer("exec", "--cleanenv", cpu_ethernet_image.image,
+                     "torchrun", "--standalone", "--nproc-per-node", "2", "-m", "bench.torch_train",
+                     "--engine", "ddp", "--model", "resnet18", "--image-size", "32", "--batch-size", "8",
+                     "--warmup", "1", "--iters", "2", "--batches-per-iter", "2",
+                     "--record-dir", str(records), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    train = [r for r in read_records(records) if r["kind"] == "train"]
+    assert len(train) == 2 and {r["rank"] for r in train} == {0, 1}
+    for record in train:
+        assert record["status"] == "ok", record
+        assert record["params_max_abs_diff"] == 0
+        assert record["engine"] == "ddp" and record["world_size"] == 2
+
+
+def test_two_rank_horovod_mpirun_inside_the_image(cpu_ethernet_image, tmp_path):
+    records = tmp_path / "records"
+    done = apptainer("exec", "--cleanenv", cpu_ethernet_image.image,
+                     "mpirun", "-np", "2", "--bind-to", "none", "--mca", "btl", "self,vader,tcp",
+                     "python", "-m", "bench.torch_train", "--engine", "horovod", "--model", "resnet18",
+                     "--image-size", "32", "--batch-size", "8", "--warmup", "1", "--iters", "2",
+                     "--batches-per-iter", "2", "--record-dir", str(records), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    train = [r for r in read_records(records) if r["kind"] == "train"]
+    assert len(train) == 2 and all(r["status"] == "ok" and r["params_max_abs_diff"] == 0 for r in train)

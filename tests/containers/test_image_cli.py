@@ -1,0 +1,96 @@
+"""`fabric-bench image ...`: render for real; bad input is one line and exit 2."""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from containers import build
+from tests.conftest import fabric_bench
+
+
+def test_render_writes_def_and_dockerfile(tmp_path):
+    out = tmp_path / "ib"
+    done = fabric_bench("image", "render", "--fabric", "infiniband", "--flavour", "cuda", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    definition, dockerfile = (out / "infiniband-cuda.def").read_text(), (out / "Dockerfile").read_text()
+    assert definition.startswith("# fabric-bench image: fabric=infiniband flavour=cuda")
+    assert "Stage: runtime" in definition and "FROM nvidia/cuda:" in dockerfile
+    assert "org.fabric-bench.fabric=infiniband" in dockerfile
+
+
+@pytest.mark.parametrize("args, cause", [
+    (["render", "--fabric", "myrinet", "--flavour", "cpu", "--out", "OUT"], "unknown fabric 'myrinet'"),
+    (["render", "--fabric", "efa", "--flavour", "rocm", "--out", "OUT"], "unknown flavour 'rocm'"),
+    (["build", "--fabric", "efa", "--flavour", "cpu", "--runtime", "docker"], "unknown runtime 'docker'"),
+    (["build", "--fabric", "nope"], "unknown fabric 'nope'"),
+    (["inspect", "/nonexistent/x.sif"], "image not found: /nonexistent/x.sif"),
+])
+def test_bad_input_is_one_line_exit_2(args, cause, tmp_path):
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    done = fabric_bench("image", *args, env={**os.environ, "FABRIC_BENCH_CACHE": str(tmp_path)})
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"fabric-bench: error: {cause}" or \
+        (done.stderr.count("\n") == 1 and cause in done.stderr), done.stderr
+
+
+def test_missing_runtime_binary(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path), "FABRIC_BENCH_CACHE": str(tmp_path)}
+    done = fabric_bench("image", "build", "--fabric", "efa", "--flavour", "cuda", "--runtime", "podman",
+                        env=env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "container runtime 'podman' not found on PATH" in done.stderr
+
+
+def error_line(stderr: str) -> str:
+    """The single error line (exactly one) of a failed command."""
+    errors = [line for line in stderr.splitlines() if line.startswith("fabric-bench: error:")]
+    assert len(errors) == 1 and stderr.rstrip().endswith(errors[0]), stderr
+    return errors[0]
+
+
+def fake_runtime(directory: Path, script: str) -> None:
+    path = directory / "apptainer"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_failed_build_names_the_log_and_leaves_no_image(tmp_path):
+    # An apptainer that writes half an image, then fails: the build must not keep it.
+    bin_dir, cache = tmp_path / "bin", tmp_path / "cache"
+    bin_dir.mkdir()
+    fake_runtime(bin_dir, 'for last; do :; done\necho "FATAL: no network" >&2\n'
+                          'for a; do case $a in *.partial) echo half > "$a";; esac; done\nexit 255\n')
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FABRIC_BENCH_CACHE": str(cache)}
+    done = fabric_bench("image", "build", "--fabric", "efa", "--flavour", "cuda", env=env)
+    assert done.returncode == 2
+    error = error_line(done.stderr)      # progress lines may come before it
+    assert "apptainer build of efa-cuda-" in error and "failed (exit 255); log: " in error
+    log = Path(error.split("log: ")[1])
+    assert log.is_file() and "FATAL: no network" in log.read_text()
+    images = cache / "images"
+    assert not list(images.glob("*.sif")) and not list(images.glob("*.partial"))
+    assert not (images / "registry.json").exists()
+
+
+def test_build_records_and_reuses_an_image(tmp_path, monkeypatch):
+    # The driver's bookkeeping with a stand-in runtime that "builds" a small file.
+    bin_dir, cache = tmp_path / "bin", tmp_path / "cache"
+    bin_dir.mkdir()
+    fake_runtime(bin_dir, 'for a; do case $a in *.partial) echo "image $$" > "$a";; esac; done\n')
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FABRIC_BENCH_CACHE": str(cache)}
+    first = fabric_bench("image", "build", "--fabric", "slingshot", "--flavour", "cuda", env=env)
+    assert first.returncode == 0, first.stderr
+    again = fabric_bench("image", "build", "--fabric", "slingshot", "--flavour", "cuda", env=env)
+    assert again.returncode == 0 and "cached" in again.stderr
+    listed = fabric_bench("image", "list", "--json", env=env)
+    import json
+    entries = json.loads(listed.stdout)
+    assert len(entries) == 1 and entries[0]["fabric"] == "slingshot"
+    image = Path(entries[0]["image"])
+    assert image.read_text().startswith("image ") and json.loads(first.stdout)["sha256"] == entries[0]["sha256"]
+    assert (cache / "images/recipes" / image.stem / "image.def").is_file()
+    monkeypatch.setenv("FABRIC_BENCH_CACHE", str(cache))
+    assert build.find("slingshot", "cuda", "apptainer")["image"] == str(image)
