@@ -21,7 +21,7 @@ def mpi_library_version() -> str | None:
         mpi4py.rc.finalize = False
         from mpi4py import MPI
 
-        return MPI.Get_library_version().strip().splitlines()[0]
+        return MPI.Get_library_version().strip("\x00 \n").splitlines()[0]
     except Exception:  # noqa: BLE001 - no MPI is a fact to record, not an error
         return None
 

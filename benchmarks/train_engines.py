@@ -6,6 +6,7 @@ results/, and prints the table plus the figures the foundation issue asks for:
 img/s, horovod/ddp ratio, and scaling efficiency against the 1-rank run.
 
     python benchmarks/train_engines.py [--model resnet18 --image-size 64 ...]
+    python benchmarks/train_engines.py --frameworks torch,tf --model resnet50 --tf-model ResNet50
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ DEFAULT_MODEL = {"torch": "resnet18", "tf": "SmallCNN"}
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--frameworks", default="torch", help="comma list: torch,tf")
-    p.add_argument("--model", default=None, help="default: resnet18 (torch), SmallCNN (tf)")
+    p.add_argument("--model", default=None, help="torch model (default: resnet18)")
+    p.add_argument("--tf-model", default=None, help="tf model (default: SmallCNN), e.g. ResNet50 beside --model resnet50")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--iters", type=int, default=8)
@@ -48,11 +50,12 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
+    models = {"torch": args.model, "tf": args.tf_model}
     results = []
     for framework in frameworks:
         for ranks in rank_counts:
             for engine in ENGINES[framework]:
-                spec = RunSpec(framework=framework, engine=engine, model=args.model or DEFAULT_MODEL[framework],
+                spec = RunSpec(framework=framework, engine=engine, model=models[framework] or DEFAULT_MODEL[framework],
                                ranks=ranks, batch_size=args.batch_size, image_size=args.image_size,
                                warmup=args.warmup, iters=args.iters, batches_per_iter=args.batches_per_iter)
                 try:

@@ -1,0 +1,173 @@
+"""The two TensorFlow data-parallel engines behind one small interface.
+
+An engine says how one training step runs across ranks: in which scope model
+and optimizer are created, how gradients are exchanged (a wrapped tape or the
+strategy's own all-reduce), how a step is compiled, and what must follow the
+first step. `Local` is the same interface with no exchange at all; the
+benchmark uses it for the compute-only baseline. Engines also offer the two
+collectives the benchmark itself needs (barrier, broadcast).
+
+Keras 3 note: Horovod 0.28 cannot take Keras 3 variables (they have no `.ref()`,
+upstream issue #4290). The step therefore differentiates with respect to the
+`tf.Variable` behind each Keras variable (`v.value`), and Horovod only ever
+sees `tf.Variable`s and tensors.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+
+import numpy as np
+import tensorflow as tf
+
+from bench.rendezvous import free_port, interface_address, mpi_comm
+from bench.train_args import fail
+
+
+def configure_runtime(local_rank: int) -> bool:
+    """One GPU per rank (by local rank) and the launcher's CPU share; True on GPU.
+
+    Must run before TensorFlow initialises its runtime.
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        gpu = gpus[local_rank % len(gpus)]
+        tf.config.set_visible_devices(gpu, "GPU")
+        tf.config.experimental.set_memory_growth(gpu, True)
+    threads = int(os.environ.get("OMP_NUM_THREADS", "0"))
+    if threads > 0:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    return bool(gpus)
+
+
+class Local:
+    """One rank alone: plain tape, plain tf.function, nothing to exchange."""
+
+    loss_weight = 1.0  # what the per-rank mean loss is multiplied by before differentiation
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def wrap_tape(self, tape):
+        return tape
+
+    def compile(self, step):
+        # no AutoGraph: the step has no Python control flow on tensors, and converting
+        # Horovod's tape code made the first trace ~5x slower
+        return tf.function(step, autograph=False)
+
+    def after_first_step(self, model, optimizer):
+        pass
+
+
+class HorovodEngine(Local):
+    name = "horovod"
+
+    def __init__(self, args):
+        try:
+            import horovod.tensorflow as hvd
+        except (ImportError, tf.errors.NotFoundError) as exc:
+            fail(f"Horovod is not built with TensorFlow support here ({exc}); rebuild it with `make setup`")
+        if args.fusion_threshold_mb is not None:
+            os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
+        if args.cycle_time_ms is not None:
+            os.environ["HOROVOD_CYCLE_TIME"] = str(args.cycle_time_ms)
+        self.hvd = hvd
+        self.fp16_allreduce = args.fp16_allreduce
+        hvd.init()
+        self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+        self.gpu = configure_runtime(self.local_rank)
+
+    def wrap_tape(self, tape):
+        compression = self.hvd.Compression.fp16 if self.fp16_allreduce else self.hvd.Compression.none
+        return self.hvd.DistributedGradientTape(tape, compression=compression)  # averages
+
+    def after_first_step(self, model, optimizer):
+        # rank 0's variables (and the optimizer slots the first step created) everywhere
+        self.hvd.broadcast_variables([v.value for v in model.variables + optimizer.variables], root_rank=0)
+
+    def barrier(self):
+        self.hvd.allreduce(tf.zeros(1), name="barrier")
+
+    def broadcast(self, array: np.ndarray) -> np.ndarray:
+        return self.hvd.broadcast(tf.constant(array), root_rank=0, name="param_check").numpy()
+
+    def describe(self) -> dict:
+        hvd = self.hvd
+        return {
+            "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+            "mpi_threads_supported": bool(hvd.mpi_threads_supported()) if hvd.mpi_enabled() else None,
+            "nccl_built": bool(hvd.nccl_built()),
+            "gpu_ops": "nccl" if hvd.nccl_built() else "none",
+            "fp16_compression": self.fp16_allreduce,
+            "fusion_threshold_bytes": os.environ.get("HOROVOD_FUSION_THRESHOLD"),
+            "cycle_time_ms": os.environ.get("HOROVOD_CYCLE_TIME"),
+        }
+
+    def shutdown(self):
+        self.hvd.shutdown()
+
+
+def worker_address() -> str:
+    """Where this rank's tf.distribute worker listens: the interface named by
+    FABRIC_BENCH_MASTER_IFNAME (emulated nodes), else this host's name; a free port."""
+    ifname = os.environ.get("FABRIC_BENCH_MASTER_IFNAME")
+    return f"{interface_address(ifname) if ifname else socket.gethostname()}:{free_port()}"
+
+
+class NativeEngine(Local):
+    """tf.distribute.MultiWorkerMirroredStrategy, one worker per rank.
+
+    The ranks are started by mpirun or srun; MPI only tells each rank its place and
+    gathers every worker's address into TF_CONFIG. Gradients then travel over
+    tf.distribute's own collectives (ring on CPU, NCCL on GPU).
+    """
+
+    name = "native"
+
+    def __init__(self, args):
+        self.comm = mpi_comm()  # started by mpirun or srun (bench.rendezvous)
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        hosts, workers = zip(*self.comm.allgather((socket.gethostname(), worker_address())))
+        self.local_rank = hosts[: self.rank].count(hosts[self.rank])
+        os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": list(workers)},
+                                              "task": {"type": "worker", "index": self.rank}})
+        self.gpu = configure_runtime(self.local_rank)
+        implementation = tf.distribute.experimental.CommunicationImplementation
+        self.collectives = implementation.NCCL if self.gpu else implementation.RING
+        self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(implementation=self.collectives)
+        )  # variables created in its scope start as the chief's (worker 0's) values
+        self.loss_weight = 1.0 / self.strategy.num_replicas_in_sync  # Keras sums gradients across replicas
+
+    def scope(self):
+        return self.strategy.scope()
+
+    def compile(self, step):
+        strategy = self.strategy
+        distributed = tf.function(lambda *batch: strategy.run(step, args=batch), autograph=False)
+        return lambda *batch: strategy.experimental_local_results(distributed(*batch))[0]
+
+    def barrier(self):
+        self.comm.Barrier()
+
+    def broadcast(self, array: np.ndarray) -> np.ndarray:
+        # a sum over tf.distribute's collectives in which only rank 0 contributes (x + 0 is exact)
+        contribution = tf.constant(array if self.rank == 0 else np.zeros_like(array))
+
+        def sum_over_replicas(x):  # tf.identity places x on the replica's device, all_reduce needs one
+            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(x))
+
+        return self.compile(sum_over_replicas)(contribution).numpy()
+
+    def describe(self) -> dict:
+        return {"strategy": "MultiWorkerMirroredStrategy", "collectives": self.collectives.name.lower(),
+                "bootstrap": "mpi", "workers": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]}
+
+    def shutdown(self):
+        self.comm.Barrier()  # no worker leaves while a peer may still talk to it
+
+
+ENGINES = {"horovod": HorovodEngine, "native": NativeEngine}

@@ -1,0 +1,205 @@
+"""TensorFlow synthetic-data data-parallel training benchmark (Horovod or tf.distribute).
+
+    mpirun -np 2 python -m bench.tf_train --engine native --model SmallCNN --record-dir DIR
+
+Every rank trains the same keras.applications model (or the tiny SmallCNN) on
+synthetic data created once on its device; the engine is the only difference
+between runs. Each rank writes a `train` record (see bench.record) with its
+per-iteration img/s, the img/s of the same step without gradient exchange (for
+the communication share), and a check that its variables equal rank 0's at the
+end. Keras 3 is used as installed (no TF_USE_LEGACY_KERAS).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+import traceback
+
+from bench import train_args
+from bench.record import write_record
+from bench.versions import common_versions, package_version
+
+CLASSES = 1000
+
+
+def build_parser():
+    return train_args.parser("tf")
+
+
+def small_cnn(keras, size: int):
+    """A CNN small enough to train on a couple of CPU cores (~90 k parameters)."""
+    layers = keras.layers
+    return keras.Sequential([
+        keras.Input((size, size, 3)),
+        layers.Conv2D(16, 3, padding="same", activation="relu"),
+        layers.MaxPooling2D(),
+        layers.Conv2D(32, 3, padding="same", activation="relu"),
+        layers.MaxPooling2D(),
+        layers.Conv2D(64, 3, padding="same", activation="relu"),
+        layers.GlobalAveragePooling2D(),
+        layers.Dense(CLASSES),
+    ], name="SmallCNN")
+
+
+def make_model(keras, name: str, size: int):
+    if name == "SmallCNN":
+        return small_cnn(keras, size)
+    constructor = getattr(keras.applications, name)
+    return constructor(weights=None, input_shape=(size, size, 3), classes=CLASSES, classifier_activation=None)
+
+
+def make_optimizer(keras, mixed_float16: bool):
+    optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+    return keras.optimizers.LossScaleOptimizer(optimizer) if mixed_float16 else optimizer
+
+
+def make_step(tf, keras, model, optimizer, engine):
+    """One SGD step on one batch: forward, loss, gradients (exchanged as the engine says), update."""
+
+    def step(images, labels):
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(images, training=True), tf.float32)
+            loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
+            scaled = optimizer.scale_loss(loss * engine.loss_weight)
+        # the tf.Variables behind the Keras 3 variables: Horovod cannot take Keras variables
+        gradients = engine.wrap_tape(tape).gradient(scaled, [v.value for v in model.trainable_variables])
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        return loss
+
+    return step
+
+
+class Trainer:
+    """One model + optimizer + synthetic batch; `run(n)` times n iterations."""
+
+    def __init__(self, tf, keras, model, optimizer, images, labels, engine):
+        self.model, self.optimizer, self.images, self.labels = model, optimizer, images, labels
+        self.engine = engine
+        self.step = engine.compile(make_step(tf, keras, model, optimizer, engine))
+        self.steps_done = 0
+        self.loss = None
+
+    def batch(self):
+        self.loss = self.step(self.images, self.labels)
+        self.steps_done += 1
+        if self.steps_done == 1:
+            self.engine.after_first_step(self.model, self.optimizer)
+
+    def sync(self):
+        if self.loss is not None:
+            self.loss.numpy()  # waits for the step's device work
+
+    def run(self, warmup: int, iters: int, batches_per_iter: int, batch_size: int) -> list[float]:
+        """img/s of each timed iteration on this rank."""
+        for _ in range(warmup):
+            self.batch()
+        self.sync()
+        samples = []
+        for _ in range(iters):
+            start = time.perf_counter()
+            for _ in range(batches_per_iter):
+                self.batch()
+            self.sync()
+            samples.append(batch_size * batches_per_iter / (time.perf_counter() - start))
+        return samples
+
+
+def parameter_check(np, model, engine) -> tuple[float, str]:
+    """Max |v - v_rank0| over all trainable variables, and a digest of this rank's variables."""
+    flat = np.concatenate([np.ravel(v.numpy()).astype(np.float32) for v in model.trainable_variables])
+    digest = hashlib.sha256(flat.tobytes()).hexdigest()
+    reference = engine.broadcast(flat.copy())  # a copy: a tensor may share the array's memory
+    return float(np.max(np.abs(flat - reference))), digest
+
+
+def tf_versions(tf, keras) -> dict:
+    versions = {**common_versions(), "tensorflow": tf.__version__, "keras": keras.__version__}
+    build = tf.sysconfig.get_build_info()
+    if tf.config.list_physical_devices("GPU"):
+        versions["cuda"] = build.get("cuda_version")
+        versions["cudnn"] = build.get("cudnn_version")
+        versions["gpu"] = tf.config.experimental.get_device_details(
+            tf.config.list_physical_devices("GPU")[0]).get("device_name")
+    versions["horovod"] = package_version("horovod")
+    return versions
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = train_args.validate("tf", build_parser().parse_args(argv))
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # keep TensorFlow's INFO lines out of the log
+    import keras
+    import tensorflow as tf
+
+    from bench.tf_engines import ENGINES
+
+    engine = ENGINES[args.engine](args)
+    try:
+        return train(tf, keras, engine, args)
+    except Exception as exc:  # the launcher reports it as the run's failure
+        write_record(args.record_dir, engine.rank, "error", error=f"{type(exc).__name__}: {exc}",
+                     traceback=traceback.format_exc()[-4000:])
+        raise
+
+
+def train(tf, keras, engine, args) -> int:
+    import numpy as np
+
+    from bench.tf_engines import Local
+
+    device = f"gpu:{engine.local_rank}" if engine.gpu else "cpu"
+    mixed_float16 = args.precision == "mixed" and engine.gpu
+    if args.precision == "mixed":
+        keras.mixed_precision.set_global_policy("mixed_float16" if engine.gpu else "mixed_bfloat16")
+    keras.utils.set_random_seed(args.seed + engine.rank)  # ranks start apart; the engine must make them equal
+
+    with engine.scope():
+        model = make_model(keras, args.model, args.image_size)
+        optimizer = make_optimizer(keras, mixed_float16)
+        optimizer.build(model.trainable_variables)
+    compute_model = make_model(keras, args.model, args.image_size)  # the same step without any exchange
+    compute_optimizer = make_optimizer(keras, mixed_float16)
+    compute_optimizer.build(compute_model.trainable_variables)
+
+    size = args.image_size
+    images = tf.random.normal((args.batch_size, size, size, 3))
+    labels = tf.random.uniform((args.batch_size,), 0, CLASSES, dtype=tf.int32)
+    run = (args.warmup, args.iters, args.batches_per_iter, args.batch_size)
+
+    trainer = Trainer(tf, keras, model, optimizer, images, labels, engine)
+    engine.barrier()
+    started = time.time()
+    samples = trainer.run(*run)
+    train_seconds = time.time() - started
+
+    compute = Trainer(tf, keras, compute_model, compute_optimizer, images, labels, Local())
+    engine.barrier()  # all ranks compute at once, as they do while training
+    compute_samples = compute.run(*run)
+
+    params_max_abs_diff, params_sha256 = parameter_check(np, trainer.model, engine)
+    n_params = sum(int(np.prod(v.shape)) for v in trainer.model.trainable_variables)
+    status = "ok" if params_max_abs_diff <= args.param_tolerance else "failed"
+    write_record(
+        args.record_dir, engine.rank, "train",
+        benchmark="train", framework="tf", engine=args.engine, model=args.model,
+        world_size=engine.size, local_rank=engine.local_rank,
+        device=device, threads=tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count(),
+        config=train_args.config_of(args), engine_info=engine.describe(),
+        versions=tf_versions(tf, keras),
+        gradient_bytes=4 * n_params, parameters=n_params,
+        samples_img_per_s=samples, compute_samples_img_per_s=compute_samples,
+        train_seconds=train_seconds,
+        params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256,
+        status=status,
+    )
+    if engine.rank == 0:
+        mean = sum(samples) / len(samples)
+        print(f"[rank 0] {args.engine} {args.model} x{engine.size}: {mean:.1f} img/s per rank, "
+              f"variables max |diff| {params_max_abs_diff:.3g} ({status})", flush=True)
+    engine.shutdown()
+    return 0 if status == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
