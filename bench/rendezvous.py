@@ -7,8 +7,10 @@ the bootstrap, the training traffic goes through the engine's own transport.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
+import struct
 from dataclasses import dataclass
 
 
@@ -28,6 +30,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def interface_address(ifname: str) -> str:
+    """IPv4 address of a network interface (SIOCGIFADDR), e.g. the emulated node's fbemu0."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", ifname.encode()[:15]))
+    return socket.inet_ntoa(packed[20:24])
+
+
+def advertised_address(host: str) -> str:
+    """What rank 0 tells the others to connect to: FABRIC_BENCH_MASTER_ADDR, else the
+    address of interface FABRIC_BENCH_MASTER_IFNAME, else its host name."""
+    if os.environ.get("FABRIC_BENCH_MASTER_ADDR"):
+        return os.environ["FABRIC_BENCH_MASTER_ADDR"]
+    if os.environ.get("FABRIC_BENCH_MASTER_IFNAME"):
+        return interface_address(os.environ["FABRIC_BENCH_MASTER_IFNAME"])
+    return host
+
+
 def mpi_comm():
     import mpi4py
 
@@ -45,8 +64,7 @@ def discover() -> Peers:
     comm = mpi_comm()
     host = socket.gethostname()
     hosts = comm.allgather(host)
-    address = os.environ.get("FABRIC_BENCH_MASTER_ADDR") or host
-    master = comm.bcast((address, free_port()) if comm.rank == 0 else None, root=0)
+    master = comm.bcast((advertised_address(host), free_port()) if comm.rank == 0 else None, root=0)
     local_rank = hosts[: comm.rank].count(host)
     return Peers(comm.rank, comm.size, local_rank, master[0], master[1], hosts)
 

@@ -36,7 +36,7 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 
 @app.command()
 def run(
-    benchmark: str = typer.Option("train", help="train (data-parallel training)"),
+    benchmark: str = typer.Option("train", help="train (data-parallel training) | allreduce (micro-benchmark) | halo (3-D stencil)"),
     framework: str = typer.Option("torch", help="torch | tf"),
     engine: str = typer.Option("ddp", help="torch: horovod | ddp; tf: horovod | native"),
     model: str = typer.Option("resnet18", help="torchvision / keras.applications model name"),
@@ -68,6 +68,10 @@ def run(
     account: Optional[str] = typer.Option(None, help="Slurm account"),
     time_limit: Optional[str] = typer.Option(None, help="Slurm time limit"),
     link_rate: Optional[str] = typer.Option(None, help="emulated launcher: link rate, e.g. 1gbit"),
+    backend: str = typer.Option("mpi", help="allreduce: mpi | torch | horovod"),
+    min_bytes: int = typer.Option(8, help="allreduce: smallest message (bytes)"),
+    max_bytes: int = typer.Option(256 * 2**20, help="allreduce: largest message (bytes)"),
+    grid: int = typer.Option(96, help="halo: global grid points per edge"),
     site: Optional[Path] = typer.Option(None, help="site config (TOML)"),
     env: list[str] = typer.Option([], help="extra NAME=VALUE for every rank, overriding presets (repeatable)"),
     results: Path = typer.Option(Path("results"), help="results directory"),
@@ -82,6 +86,7 @@ def run(
     """
     from launch.run import execute_run, preflight_skipped, prepare
     from launch.site import Site, load_site
+    from launch.comm_results import comm_table
     from launch.table import training_table
 
     if timeout is not None and timeout <= 0:
@@ -100,6 +105,7 @@ def run(
         allreduce=allreduce, gpudirect=gpudirect, mpi_plugin=mpi_plugin,
         partition=partition or scheduler.partition, account=account or scheduler.account,
         time_limit=time_limit or scheduler.slurm_time(), link_rate=link_rate,
+        backend=backend, min_bytes=min_bytes, max_bytes=max_bytes, grid=grid,
     )
     prepared = prepare(spec, results, site_config)
     if dry_run:
@@ -111,7 +117,7 @@ def run(
         print("preflight skipped:", "; ".join(preflight_skipped(spec, prepared)))
         return
     result = execute_run(spec, prepared, timeout=timeout)
-    console.print(training_table([result]))
+    console.print(training_table([result]) if benchmark == "train" else comm_table(result))
     console.print(f"result: {prepared.run_dir / 'result.json'}")
     if result["status"] != "ok":
         raise typer.Exit(1)
@@ -133,6 +139,12 @@ COMMAND_MODULES = (
     "launch.image_cli",
     "launch.probe_cli",
     "launch.site_cli",
+    "launch.emulate_cli",
+    "launch.sweep_cli",
+    "launch.results_cli",
+    "launch.report_cli",
+    "launch.archive_cli",
+    "launch.compare_cli",
 )
 for _module in COMMAND_MODULES:
     __import__(_module, fromlist=["register"]).register(app)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from containers.fabrics import profile
+from launch.emulate import fabric_env as emulated_fabric_env, is_emulated_fabric
 from launch.errors import UsageError
 from launch.runspec import RunSpec
 from launch.runtimes import Bind
@@ -67,6 +68,8 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
     binds = site_binds(site)
     if spec.fabric is None:
         return Preset(None, env, tuple(binds))
+    if is_emulated_fabric(spec.fabric):  # ethernet over an emulated cluster's links (launch.emulate)
+        return Preset(spec.fabric, {**env, **emulated_fabric_env(spec)}, tuple(binds))
     try:
         fabric = profile(spec.fabric)
     except ValueError as exc:

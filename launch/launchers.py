@@ -23,8 +23,11 @@ from pathlib import Path
 from launch.command import Command
 from launch.runspec import RunSpec
 from launch.runtimes import Bind, Runtime
+from launch.transport import reporting_env
 
-BENCH_MODULES = {("train", "torch"): "bench.torch_train", ("train", "tf"): "bench.tf_train"}
+BENCH_MODULES = {("train", "torch"): "bench.torch_train", ("train", "tf"): "bench.tf_train",
+                 ("allreduce", "torch"): "bench.allreduce", ("allreduce", "tf"): "bench.allreduce",
+                 ("halo", "torch"): "bench.halo", ("halo", "tf"): "bench.halo"}
 PYTHON_IN_IMAGE = "python3"
 
 
@@ -50,6 +53,7 @@ class Plan:
     binds: tuple[Bind, ...] = ()
     mpirun_args: tuple[str, ...] = ()  # e.g. MCA parameters selecting the fabric's transport
     job_script: Path | None = None  # sbatch only
+    emulated_cluster: object | None = None  # emulated only: the launch.emulate.Cluster the ranks run in
 
 
 def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
@@ -60,6 +64,7 @@ def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if spec.engine == "horovod" and spec.allreduce in ("mpi", "gloo"):
         env["HOROVOD_CPU_OPERATIONS"] = spec.allreduce
+    env.update(reporting_env(spec))  # libraries name their transports (launch.transport)
     env.update(plan.fabric_env)
     env.update(spec.extra_env)
     return env
@@ -92,7 +97,9 @@ def local(spec: RunSpec, plan: Plan) -> Command:
     inside = plan.runtime.name != "host"
     program = bench_program(spec, plan)
     n = str(spec.ranks)
-    if spec.engine == "horovod" and spec.controller == "gloo":
+    if spec.benchmark != "train":  # communication benchmarks: MPI starts and bootstraps them
+        starter = mpirun_argv(spec, plan, env, tool_path("mpirun") if not inside else "mpirun")
+    elif spec.engine == "horovod" and spec.controller == "gloo":
         starter = [tool_path("horovodrun") if not inside else "horovodrun", "-np", n, "-H", f"localhost:{n}", "--gloo"]
     elif spec.engine == "ddp":  # torchrun sets RANK/WORLD_SIZE/MASTER_*
         starter = [tool_path("torchrun") if not inside else "torchrun", "--standalone", "--nnodes", "1",
@@ -150,7 +157,11 @@ def sbatch(spec: RunSpec, plan: Plan) -> Command:
 
 
 def emulated(spec: RunSpec, plan: Plan) -> Command:
-    return mpirun(spec, plan)  # plan.mpirun_args carry the namespace agent and hostfile
+    """mpirun inside node 0's namespace; plan.mpirun_args name the nodes and the namespace agent."""
+    from launch.emulate import in_node
+
+    command = mpirun(spec, plan)
+    return Command(in_node(plan.emulated_cluster, 0, command.argv), command.env)
 
 
 LAUNCHERS = {"local": local, "mpirun": mpirun, "srun": srun, "sbatch": sbatch, "emulated": emulated}

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from bench.stats import summarize
+from launch.comm_results import allreduce_metrics, halo_metrics
 from launch.errors import UsageError
 
 RESULT_SCHEMA_VERSION = 1
@@ -76,7 +77,7 @@ def train_metrics(records: list[dict], world_size: int, tolerance: float) -> tup
 
 
 # benchmark -> (its rank records, world size, tolerance) -> (result fields, problems)
-METRICS = {"train": train_metrics}
+METRICS = {"train": train_metrics, "allreduce": allreduce_metrics, "halo": halo_metrics}
 
 
 def assemble(*, run_id: str, spec: dict, argv: list[str], env: dict, records: list[dict],

@@ -11,7 +11,8 @@ CONTROLLERS = ("mpi", "gloo")
 LAUNCHERS = ("local", "mpirun", "srun", "sbatch", "emulated")
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
-BENCHMARKS = ("train",)  # bench programs the launcher can start (see launch.launchers.BENCH_MODULES)
+COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.allreduce)
+BENCHMARKS = ("train", "allreduce", "halo")  # bench programs the launcher can start (see launch.launchers.BENCH_MODULES)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,11 @@ class RunSpec:
     account: str | None = None
     time_limit: str | None = None
     link_rate: str | None = None  # emulated launcher: shaped link rate, e.g. "1gbit"
+    # communication benchmarks: allreduce (bench.allreduce) and halo (bench.halo)
+    backend: str = "mpi"  # allreduce: mpi | torch | horovod
+    min_bytes: int = 8
+    max_bytes: int = 256 * 2**20
+    grid: int = 96  # halo: global grid points per edge
 
     @property
     def ranks_per_node(self) -> int:
@@ -60,7 +66,20 @@ class RunSpec:
         self.validate_placement()
         if self.benchmark == "train":
             self.validate_training()
+        else:
+            self.validate_communication()
         return self
+
+    def validate_communication(self) -> None:
+        if self.backend not in COMM_BACKENDS:
+            raise UsageError(f"unknown backend {self.backend!r}; choose from {', '.join(COMM_BACKENDS)}")
+        if self.min_bytes < 4 or self.min_bytes % 4 or self.max_bytes < self.min_bytes:
+            raise UsageError(f"--min-bytes must be a positive multiple of 4 (float32) and <= --max-bytes, "
+                             f"got {self.min_bytes} and {self.max_bytes}")
+        if self.grid < 2:
+            raise UsageError(f"--grid must be >= 2, got {self.grid}")
+        if self.ranks < 1 or self.iters < 1 or self.warmup < 0:
+            raise UsageError("--ranks and --iters must be >= 1, --warmup >= 0")
 
     def validate_training(self) -> None:
         if self.framework not in catalog.ENGINES:
@@ -114,6 +133,8 @@ class RunSpec:
             raise UsageError(f"--runtime {self.runtime} needs --image")
         if self.launcher == "emulated" and self.nodes < 2:
             raise UsageError("the emulated launcher needs --nodes >= 2")
+        if self.link_rate and self.launcher != "emulated":
+            raise UsageError("--link-rate applies to --launcher emulated only")
 
     @property
     def effective_image_size(self) -> int:
@@ -121,6 +142,11 @@ class RunSpec:
 
     def bench_args(self) -> list[str]:
         """The bench program's own arguments (the part after `python -m bench.X`)."""
+        if self.benchmark == "allreduce":
+            return ["--backend", self.backend, "--min-bytes", str(self.min_bytes), "--max-bytes",
+                    str(self.max_bytes), "--warmup", str(self.warmup), "--iters", str(self.iters), "--verbose"]
+        if self.benchmark == "halo":
+            return ["--grid", str(self.grid), "--warmup", str(self.warmup), "--iters", str(self.iters)]
         args = [
             "--engine", self.engine, "--model", self.model,
             "--batch-size", str(self.batch_size), "--image-size", str(self.effective_image_size),
@@ -141,6 +167,14 @@ class RunSpec:
             if value is not None:
                 args += [flag, str(value)]
         return args
+
+    def label_parts(self) -> tuple[str, ...]:
+        """What a run id names: framework, engine, model; or the communication benchmark."""
+        if self.benchmark == "allreduce":
+            return ("allreduce", self.backend)
+        if self.benchmark == "halo":
+            return ("halo", f"g{self.grid}")
+        return (self.framework, self.engine, self.model)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

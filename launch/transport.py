@@ -213,7 +213,7 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
         want_on = asked["NCCL_NET_GDR_LEVEL"] != "LOC"
         check("nccl.gdr", "on" if want_on else "off", ["on" if nccl_seen["gdr"] else "off"],
               nccl_seen["gdr"] == want_on)
-    if path == "gloo" and fabric not in SOCKET_FABRICS:
+    if path == "gloo" and (fabric and profile(fabric).name) not in SOCKET_FABRICS:  # emu-eth-*: ethernet
         check("gradients", fabric, ["gloo (TCP sockets)"], False)
     failed = [c for c in checks if not c["ok"]]
     verdict = "mismatch" if failed else ("match" if checks else "unverified")

@@ -1,0 +1,346 @@
+"""Allreduce micro-benchmark with the nccl-tests definitions, plus point-to-point.
+
+    python -m bench.allreduce --backend mpi|torch|horovod --record-dir DIR
+
+For each message size (doubling from --min-bytes to --max-bytes, float32 sums)
+every rank times iterations after warm-up, with a barrier before each; an
+iteration's time is the slowest rank's. Per size: median time, algbw = bytes /
+time and busbw = algbw x 2(n-1)/n (what each rank's link carries, comparable
+with the link rate), in Gbit/s, and an exact check of the reduced values.
+Ping-pong between rank 0 and the last rank gives point-to-point latency (half
+the round trip of the smallest message) and bandwidth (largest message).
+
+Large sizes take long on slow links: a size's warm-up and timed iterations are
+cut (to >= 3 timed) so that it needs about --max-seconds-per-size.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+import traceback
+
+from bench.record import write_record
+from bench.stats import summarize
+from bench.versions import common_versions, package_version
+
+BACKENDS = ("mpi", "torch", "horovod")
+ITEM_BYTES = 4  # float32
+P2P_MAX_BYTES = 64 * 2**20
+
+
+def busbw_factor(ranks: int) -> float:
+    """nccl-tests: allreduce bus bandwidth = algbw x 2(n-1)/n."""
+    return 2 * (ranks - 1) / ranks
+
+
+def gbit_s(nbytes: int, seconds: float) -> float:
+    return nbytes * 8 / seconds / 1e9 if seconds > 0 else 0.0
+
+
+def message_sizes(min_bytes: int, max_bytes: int) -> list[int]:
+    sizes, size = [], min_bytes
+    while size <= max_bytes:
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
+# -- backends: float32 buffers, out-of-place allreduce, barrier, ping-pong --------
+
+class MPIBackend:
+    """mpi4py on numpy buffers: MPI_Allreduce as the MPI library chooses it."""
+    name = "mpi"
+
+    def __init__(self):
+        from bench.rendezvous import mpi_comm
+        import numpy as np
+
+        self.np = np
+        self.comm = mpi_comm()
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.rank, self.size = self.comm.rank, self.comm.size
+
+    def pattern(self, count):  # small integers: float32 sums stay exact
+        return (self.np.arange(count) % 7).astype(self.np.float32)
+
+    def buffers(self, pattern):
+        return pattern + (self.rank + 1), self.np.empty_like(pattern)
+
+    def reset(self, send, recv):
+        pass
+
+    def allreduce(self, send, recv):
+        self.comm.Allreduce(send, recv, op=self.MPI.SUM)
+
+    def max_error(self, recv, pattern):
+        n = self.size
+        return float(self.np.abs(recv - (n * pattern + n * (n + 1) / 2)).max())
+
+    def barrier(self):
+        self.comm.Barrier()
+
+    def slowest(self, values: list[float]) -> list[float]:
+        local = self.np.array(values, dtype=self.np.float64)
+        out = self.np.empty_like(local)
+        self.comm.Allreduce(local, out, op=self.MPI.MAX)
+        return out.tolist()
+
+    def send(self, buf, peer):
+        self.comm.Send(buf, dest=peer)
+
+    def recv(self, buf, peer):
+        self.comm.Recv(buf, source=peer)
+
+    def describe(self) -> dict:
+        return {"mpi_library": self.MPI.Get_library_version().splitlines()[0].strip(),
+                "mpi4py": package_version("mpi4py"), "numpy": self.np.__version__}
+
+    def shutdown(self):
+        pass
+
+
+class TorchBackend:
+    """torch.distributed: gloo on CPU, nccl on GPU. all_reduce is in place, so the
+    input is copied into the output buffer before each (untimed) iteration."""
+    name = "torch"
+
+    def __init__(self):
+        import torch
+        import torch.distributed as dist
+
+        from bench.rendezvous import discover, export_for_torch
+
+        self.torch, self.dist = torch, dist
+        peers = discover()
+        export_for_torch(peers)
+        self.cuda = torch.cuda.is_available()
+        if self.cuda:
+            torch.cuda.set_device(peers.local_rank)
+        self.device = torch.device("cuda", peers.local_rank) if self.cuda else torch.device("cpu")
+        self.process_group_backend = "nccl" if self.cuda else "gloo"
+        dist.init_process_group(self.process_group_backend)
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+
+    def pattern(self, count):
+        return (self.torch.arange(count, device=self.device) % 7).float()
+
+    def buffers(self, pattern):
+        return pattern + (self.rank + 1), self.torch.empty_like(pattern)
+
+    def reset(self, send, recv):
+        recv.copy_(send)
+        self.sync()
+
+    def allreduce(self, send, recv):
+        self.dist.all_reduce(recv)
+        self.sync()
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def max_error(self, recv, pattern):
+        n = self.size
+        return float((recv - (n * pattern + n * (n + 1) / 2)).abs().max())
+
+    def barrier(self):
+        self.dist.barrier()
+
+    def slowest(self, values):
+        t = self.torch.tensor(values, dtype=self.torch.float64, device=self.device)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
+        return t.cpu().tolist()
+
+    def send(self, buf, peer):
+        self.dist.send(buf, peer)
+        self.sync()
+
+    def recv(self, buf, peer):
+        self.dist.recv(buf, peer)
+        self.sync()
+
+    def describe(self) -> dict:
+        return {"process_group": self.process_group_backend, "torch": self.torch.__version__}
+
+    def shutdown(self):
+        self.dist.destroy_process_group()
+
+
+class HorovodBackend(TorchBackend):
+    """horovod.torch allreduce_ (in place; MPI or gloo CPU operations, NCCL on GPU).
+    Horovod has no point-to-point operations: no ping-pong."""
+    name = "horovod"
+
+    def __init__(self):
+        import horovod.torch as hvd
+        import torch
+
+        self.torch, self.hvd = torch, hvd
+        hvd.init()
+        self.rank, self.size = hvd.rank(), hvd.size()
+        self.cuda = torch.cuda.is_available()
+        if self.cuda:
+            torch.cuda.set_device(hvd.local_rank())
+        self.device = torch.device("cuda", hvd.local_rank()) if self.cuda else torch.device("cpu")
+
+    def allreduce(self, send, recv):
+        self.hvd.allreduce_(recv, op=self.hvd.Sum, name="allreduce")
+        self.sync()
+
+    def barrier(self):
+        self.hvd.allreduce(self.torch.zeros(1), name="barrier")
+
+    def slowest(self, values):
+        t = self.torch.tensor(values, dtype=self.torch.float64)
+        return self.hvd.allreduce(t, op=self.hvd.Max, name="slowest").tolist()
+
+    send = recv = None
+
+    def describe(self) -> dict:
+        hvd = self.hvd
+        return {"horovod": package_version("horovod"), "torch": self.torch.__version__,
+                "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+                "cpu_operations": "mpi" if hvd.mpi_enabled() else "gloo", "nccl_built": bool(hvd.nccl_built())}
+
+    def shutdown(self):
+        self.hvd.shutdown()
+
+
+BACKEND_CLASSES = {"mpi": MPIBackend, "torch": TorchBackend, "horovod": HorovodBackend}
+
+
+# -- measuring ------------------------------------------------------------------
+
+def timed(backend, step, reset, warmup: int, iters: int, budget_s: float) -> list[float]:
+    """Seconds of each timed iteration (slowest rank), after a warm-up; both cut to the budget."""
+    def once() -> float:
+        reset()
+        backend.barrier()
+        start = time.perf_counter()
+        step()
+        return time.perf_counter() - start
+
+    first = backend.slowest([once()])[0]  # every rank derives the same counts from it
+    per_iter = max(first, 1e-9)
+    for _ in range(min(max(warmup - 1, 0), int(0.25 * budget_s / per_iter))):
+        once()
+    n = max(3, min(iters, int(budget_s / per_iter)))
+    return backend.slowest([once() for _ in range(n)])
+
+
+def allreduce_rows(backend, args) -> list[dict]:
+    sizes = message_sizes(args.min_bytes, args.max_bytes)
+    pattern = backend.pattern(sizes[-1] // ITEM_BYTES)
+    send, recv = backend.buffers(pattern)
+    factor = busbw_factor(backend.size)
+    rows = []
+    for nbytes in sizes:
+        count = nbytes // ITEM_BYTES
+        s, r = send[:count], recv[:count]
+        samples = timed(backend, lambda: backend.allreduce(s, r), lambda: backend.reset(s, r),
+                        args.warmup, args.iters, args.max_seconds_per_size)
+        error = backend.max_error(r, pattern[:count])
+        median = statistics.median(samples)
+        summary = summarize(samples)
+        algbw = gbit_s(nbytes, median)
+        rows.append({
+            "bytes": nbytes, "count": count, "dtype": "float32",
+            "time_us": median * 1e6, "time_us_mean": summary.mean * 1e6,
+            "ci95_us": summary.ci95 * 1e6 if math.isfinite(summary.ci95) else None,
+            "n_samples": summary.n, "samples_us": [t * 1e6 for t in samples],
+            "algbw_gbit_s": algbw, "busbw_gbit_s": algbw * factor, "max_abs_error": error,
+        })
+        if backend.rank == 0 and args.verbose:
+            print(f"[allreduce {backend.name}] {nbytes:>11} B  {median * 1e6:12.1f} us  "
+                  f"algbw {algbw:7.3f}  busbw {algbw * factor:7.3f} Gbit/s  err {error:g}", flush=True)
+    return rows
+
+
+def pingpong_rows(backend, args) -> list[dict]:
+    """Half round trips between rank 0 and the last rank, smallest and largest size."""
+    if backend.send is None or backend.size < 2:
+        return []
+    last = backend.size - 1
+    largest = min(args.max_bytes, P2P_MAX_BYTES)
+    buf = backend.pattern(largest // ITEM_BYTES)
+    rows = []
+    for nbytes in sorted({args.min_bytes, largest}):
+        b = buf[: nbytes // ITEM_BYTES]
+
+        def round_trip():
+            if backend.rank == 0:
+                backend.send(b, last)
+                backend.recv(b, last)
+            elif backend.rank == last:
+                backend.recv(b, 0)
+                backend.send(b, 0)
+
+        samples = timed(backend, round_trip, lambda: None, args.warmup, max(args.iters, 20),
+                        args.max_seconds_per_size)
+        one_way = statistics.median(samples) / 2
+        rows.append({"bytes": nbytes, "time_us": one_way * 1e6, "bandwidth_gbit_s": gbit_s(nbytes, one_way),
+                     "n_samples": len(samples), "samples_us": [t / 2 * 1e6 for t in samples],
+                     "peers": [0, last]})
+        if backend.rank == 0 and args.verbose:
+            print(f"[p2p {backend.name}] {nbytes:>11} B  {one_way * 1e6:12.1f} us one way  "
+                  f"{gbit_s(nbytes, one_way):7.3f} Gbit/s", flush=True)
+    return rows
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.allreduce", description=__doc__.splitlines()[0])
+    p.add_argument("--backend", default="mpi", help=" | ".join(BACKENDS))
+    p.add_argument("--min-bytes", type=int, default=8)
+    p.add_argument("--max-bytes", type=int, default=256 * 2**20)
+    p.add_argument("--warmup", type=int, default=5, help="untimed iterations per size")
+    p.add_argument("--iters", type=int, default=20, help="timed iterations per size (at most)")
+    p.add_argument("--max-seconds-per-size", type=float, default=5.0)
+    p.add_argument("--verbose", action="store_true", help="rank 0 prints a line per size")
+    p.add_argument("--record-dir", required=True)
+    return p
+
+
+def validate(args) -> argparse.Namespace:
+    def fail(message):
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    if args.backend not in BACKENDS:
+        fail(f"unknown backend {args.backend!r}; choose from {', '.join(BACKENDS)}")
+    if args.min_bytes < ITEM_BYTES or args.min_bytes % ITEM_BYTES:
+        fail(f"--min-bytes must be a multiple of {ITEM_BYTES} (float32), got {args.min_bytes}")
+    if args.max_bytes < args.min_bytes:
+        fail(f"--max-bytes {args.max_bytes} is below --min-bytes {args.min_bytes}")
+    if args.iters < 1 or args.warmup < 0 or args.max_seconds_per_size <= 0:
+        fail("--iters must be >= 1, --warmup >= 0, --max-seconds-per-size > 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = validate(build_parser().parse_args(argv))
+    backend = BACKEND_CLASSES[args.backend]()
+    try:
+        started = time.time()
+        rows = allreduce_rows(backend, args)
+        p2p = pingpong_rows(backend, args)
+        correct = all(row["max_abs_error"] == 0 for row in rows)
+        write_record(args.record_dir, backend.rank, "allreduce", benchmark="allreduce", backend=args.backend,
+                     world_size=backend.size, config={k: v for k, v in vars(args).items() if k != "record_dir"},
+                     sizes=rows, p2p=p2p, correct=correct, seconds=time.time() - started,
+                     backend_info=backend.describe(), versions=common_versions(),
+                     status="ok" if correct else "failed")
+    except Exception as exc:
+        write_record(args.record_dir, backend.rank, "error", error=f"{type(exc).__name__}: {exc}",
+                     traceback=traceback.format_exc()[-4000:])
+        raise
+    backend.shutdown()
+    return 0 if correct else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Emulated fabrics: allreduce busbw against the link rate, and the alpha-beta model
+against measured training steps (issue 6's figures). Root required.
+
+For each link rate (default 1 and 5 Gbit/s) on a 2-node emulated cluster:
+- the allreduce micro-benchmark per backend (8 B .. 64 MiB), busbw / link rate
+  at 64 MiB; `-tuned` backends run Open MPI with the settings in TUNED;
+- 2-rank DDP training (gloo), its step time against the model fitted from the
+  `torch` (gloo) allreduce rows of the same link.
+A 1-rank run gives the scaling-efficiency baseline. Results land in --results.
+
+    python benchmarks/fabric_emulation.py [--rates 1gbit,5gbit] [--backends mpi,mpi-tuned,torch,horovod,horovod-tuned]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from launch.errors import UsageError
+from launch.model import describe, fit, predict_training
+from launch.run import execute_run, prepare
+from launch.runspec import RunSpec
+
+LARGE_BYTES = 64 * 2**20
+FIT_MIN_BYTES = 8 * 2**20  # beyond tbf's burst (rate x 3 ms) at the rates measured here
+# Open MPI 4.1 tuned for two ranks on TCP: the ring algorithm (its default here is
+# recursive doubling) and four TCP connections per peer (one bidirectional
+# connection stalls ~300 ms in some iterations).
+TUNED = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_allreduce_algorithm": "4",
+         "OMPI_MCA_btl_tcp_links": "4"}
+BACKENDS = {"mpi": ("mpi", {}), "mpi-tuned": ("mpi", TUNED), "torch": ("torch", {}),
+            "horovod": ("horovod", {}), "horovod-tuned": ("horovod", TUNED)}
+
+
+def run(spec: RunSpec, results: Path) -> dict:
+    result = execute_run(spec, prepare(spec, results), timeout=900, echo=False)
+    if result["status"] != "ok":
+        print(f"  failed: {result['reason']}", flush=True)
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rates", default="1gbit,5gbit")
+    p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--results", type=Path, default=Path("results/fabric_emulation"))
+    args = p.parse_args()
+    backends = args.backends.split(",")
+    unknown = set(backends) - set(BACKENDS)
+    if unknown:
+        print(f"error: unknown backends {sorted(unknown)}; choose from {', '.join(BACKENDS)}", file=sys.stderr)
+        return 2
+    emulated = RunSpec(launcher="emulated", nodes=2, ranks=2)
+    comm = dataclasses.replace(emulated, benchmark="allreduce", min_bytes=8, max_bytes=LARGE_BYTES,
+                               iters=args.iters, warmup=1)
+    train = dataclasses.replace(emulated, engine="ddp", model=args.model, image_size=args.image_size,
+                                batch_size=args.batch_size, iters=5, batches_per_iter=2, warmup=2)
+    busbw_lines, model_lines = [], []
+    try:
+        print("1-rank training baseline ...", flush=True)
+        # one thread per rank, as each emulated rank gets (2 threads on a busy 2-core host crawl)
+        baseline = run(dataclasses.replace(train, launcher="local", nodes=1, ranks=1,
+                                           extra_env={"OMP_NUM_THREADS": "1"}), args.results)
+        for rate in args.rates.split(","):
+            fits = {}
+            for name in backends:
+                backend, env = BACKENDS[name]
+                print(f"{rate}: allreduce {name} ...", flush=True)
+                result = run(dataclasses.replace(comm, link_rate=rate, backend=backend, extra_env=env), args.results)
+                if result["status"] != "ok":
+                    busbw_lines.append(f"{rate:>7} {name:<13} failed")
+                    continue
+                link = result["link_rate_gbit_s"]
+                large = next(r for r in result["sizes"] if r["bytes"] == LARGE_BYTES)
+                fits[name] = model = fit(result["sizes"], result["world_size"], FIT_MIN_BYTES)
+                busbw_lines.append(f"{rate:>7} {name:<13} {large['busbw_gbit_s']:8.3f} Gbit/s  "
+                                   f"{large['busbw_gbit_s'] / link:5.2f} of link   fit: alpha "
+                                   f"{model.alpha_s * 1e6:7.1f} us, {model.bandwidth_gbit_s:6.3f} Gbit/s")
+            print(f"{rate}: ddp training ...", flush=True)
+            trained = run(dataclasses.replace(train, link_rate=rate), args.results)
+            if trained["status"] == "ok" and "torch" in fits:
+                prediction = predict_training(fits["torch"], trained, baseline if baseline["status"] == "ok" else None)
+                model_lines.append(f"{rate:>7} ddp {args.model}: {describe(prediction)}")
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\nallreduce busbw at 64 MiB, 2 emulated nodes (busbw = algbw x 2(n-1)/n)")
+    print("\n".join(busbw_lines))
+    print(f"\npredicted (alpha-beta fitted on gloo allreduce rows >= {FIT_MIN_BYTES >> 20} MiB, "
+          "no overlap) vs measured DDP step")
+    print("\n".join(model_lines) or "  (no training comparison)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,366 @@
+"""Emulated clusters: N nodes on one machine, joined by shaped links.
+
+Each node is a network namespace `fbemu-<cluster>-n<i>` with one interface,
+`fbemu0`, on 10.213.0.0/24. Its veth peer sits in a switch namespace
+`fbemu-<cluster>-sw` on a Linux bridge, so the subnet, the bridge and every
+veth exist only inside namespaces this module creates: tearing a cluster down
+is deleting its namespaces. Each node's link is shaped in both directions with
+tc tbf (burst = rate x 3 ms). There is no netem on the machines this project
+targets, so latency is NOT emulated: only bandwidth is.
+
+Ranks run inside the namespaces under Open MPI: mpirun itself runs in node 0
+(with the node's name as hostname, so Open MPI sees that node as local) and
+starts the daemons of the other nodes through `netns_rsh_agent.sh` in place of
+ssh. A cluster made by `fabric-bench emulate up` outlives runs; a run that finds
+none matching makes its own and removes it afterwards, also on failure, Ctrl-C
+or SIGTERM. A cluster whose owner died is a leftover: runs refuse to start
+until `fabric-bench emulate down --all` removed it.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from launch.errors import UsageError
+
+PREFIX = "fbemu-"
+IFNAME = "fbemu0"  # every node's interface, inside its namespace
+SUBNET = "10.213.0"  # .0/24; node i is .i+1
+BURST_S = 0.003  # tbf burst = rate x 3 ms (below that, tbf undershoots the rate)
+QUEUE_S = 0.010  # tbf queue beyond the burst: 10 ms at the link rate
+MIN_BURST_BYTES = 128 * 1024  # at least two 64 KiB GSO packets
+DEFAULT_CLUSTER = "main"  # the name `emulate up` uses unless told otherwise
+STATE_DIR = Path("/run/fabric-bench/emulate")  # tmpfs: vanishes with the namespaces on reboot
+AGENT = Path(__file__).with_name("netns_rsh_agent.sh")
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt])(?:bit)?(?:/s)?\s*$", re.IGNORECASE)
+_UNIT = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_FABRIC = re.compile(r"^emu-eth-(\d+(?:\.\d+)?[kmgt](?:bit)?)$", re.IGNORECASE)
+_NAME = re.compile(r"^[a-z0-9]{1,16}$")
+
+
+def parse_rate(text: str) -> int:
+    """'1gbit', '1g', '500mbit', '2.5gbit/s' -> bits per second."""
+    match = _RATE.match(text or "")
+    if not match or float(match.group(1)) <= 0:
+        raise UsageError(f"unknown link rate {text!r}; write e.g. 1gbit, 500mbit, 2.5g")
+    return int(float(match.group(1)) * _UNIT[match.group(2).lower()])
+
+
+def is_emulated_fabric(fabric: str | None) -> bool:
+    return bool(fabric) and fabric.lower().startswith("emu-")
+
+
+def fabric_rate_bit_s(fabric: str) -> int:
+    """The link rate an emulated fabric name carries: emu-eth-10g -> 10e9."""
+    match = _FABRIC.match(fabric)
+    if not match:
+        raise UsageError(f"unknown emulated fabric {fabric!r}; write emu-eth-<rate>, e.g. emu-eth-1g, emu-eth-10g")
+    return parse_rate(match.group(1))
+
+
+def run_rate_bit_s(spec) -> int | None:
+    """The shaped rate of an emulated run (None: unshaped veth) from --link-rate or the fabric name."""
+    rate = parse_rate(spec.link_rate) if spec.link_rate else None
+    if is_emulated_fabric(spec.fabric):
+        if spec.launcher != "emulated":
+            raise UsageError(f"fabric {spec.fabric} is emulated: use --launcher emulated")
+        named = fabric_rate_bit_s(spec.fabric)
+        if rate is not None and rate != named:
+            raise UsageError(f"--link-rate {spec.link_rate} contradicts fabric {spec.fabric}")
+        rate = named
+    elif spec.link_rate and spec.launcher != "emulated":
+        raise UsageError("--link-rate applies to --launcher emulated only")
+    return rate
+
+
+def link_rate_gbit_s(spec) -> float | None:
+    if spec.launcher != "emulated":
+        return None
+    rate = run_rate_bit_s(spec)
+    return None if rate is None else rate / 1e9
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    nodes: int
+    rate_bit_s: int | None  # None: unshaped
+    persistent: bool = False  # made by `emulate up`: runs use it and leave it up
+
+    @property
+    def switch(self) -> str:
+        return f"{PREFIX}{self.name}-sw"
+
+    def node(self, i: int) -> str:
+        return f"{PREFIX}{self.name}-n{i}"
+
+    @property
+    def namespaces(self) -> list[str]:
+        return [self.switch] + [self.node(i) for i in range(self.nodes)]
+
+    @staticmethod
+    def address(i: int) -> str:
+        return f"{SUBNET}.{i + 1}"
+
+
+# -- running ip and tc ------------------------------------------------------
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(argv), capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        detail = (proc.stderr.strip().splitlines() or ["exit code %d" % proc.returncode])[-1]
+        raise UsageError(f"emulation: `{' '.join(argv)}` failed: {detail}")
+    return proc
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise UsageError("emulated clusters need root (network namespaces and tc); run as root")
+    for tool in ("ip", "tc", "unshare"):
+        if shutil.which(tool) is None:
+            raise UsageError(f"emulated clusters need `{tool}` (iproute2 / util-linux), not found on PATH")
+
+
+def tbf_args(rate_bit_s: int) -> list[str]:
+    rate_bytes_s = rate_bit_s / 8
+    burst = max(int(rate_bytes_s * BURST_S), MIN_BURST_BYTES)
+    limit = burst + int(rate_bytes_s * QUEUE_S)
+    return ["tbf", "rate", str(rate_bit_s), "burst", str(burst), "limit", str(limit)]
+
+
+def up(cluster: Cluster, owner_pid: int | None = None) -> Cluster:
+    """Create the namespaces, bridge, veths, addresses and shaping; undone on any failure."""
+    require_root()
+    if set(cluster.namespaces) & set(namespaces()):
+        raise UsageError(f"emulated cluster {cluster.name!r} exists already; "
+                         f"remove it with `fabric-bench emulate down {cluster.name}`")
+    write_state(cluster, owner_pid)
+    try:
+        sw = cluster.switch
+        _run("ip", "netns", "add", sw)
+        _run("ip", "-n", sw, "link", "add", "br0", "type", "bridge")
+        _run("ip", "-n", sw, "link", "set", "br0", "up")
+        for i in range(cluster.nodes):
+            node = cluster.node(i)
+            _run("ip", "netns", "add", node)
+            _run("ip", "-n", sw, "link", "add", f"n{i}", "type", "veth", "peer", "name", IFNAME, "netns", node)
+            _run("ip", "-n", sw, "link", "set", f"n{i}", "master", "br0", "up")
+            _run("ip", "-n", node, "addr", "add", f"{cluster.address(i)}/24", "dev", IFNAME)
+            _run("ip", "-n", node, "link", "set", IFNAME, "up")
+            _run("ip", "-n", node, "link", "set", "lo", "up")
+            if cluster.rate_bit_s:  # node -> switch, and switch -> node
+                _run("tc", "-n", node, "qdisc", "replace", "dev", IFNAME, "root", *tbf_args(cluster.rate_bit_s))
+                _run("tc", "-n", sw, "qdisc", "replace", "dev", f"n{i}", "root", *tbf_args(cluster.rate_bit_s))
+    except BaseException:
+        down(cluster.name)
+        raise
+    return cluster
+
+
+def down(name: str) -> list[str]:
+    """Remove every namespace of cluster `name` (killing what still runs in them) and its state."""
+    removed = []
+    for ns in namespaces():
+        if cluster_of(ns) != name:
+            continue
+        pids = _run("ip", "netns", "pids", ns, check=False).stdout.split()
+        for pid in pids:  # only processes inside a namespace this module made
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        _run("ip", "netns", "del", ns, check=False)
+        removed.append(ns)
+    with contextlib.suppress(FileNotFoundError):
+        state_path(name).unlink()
+    return removed
+
+
+# -- what exists --------------------------------------------------------------
+
+def namespaces() -> list[str]:
+    """Names of this module's namespaces (`ip netns list`)."""
+    if shutil.which("ip") is None:
+        return []
+    listing = _run("ip", "netns", "list", check=False).stdout.splitlines()
+    return [line.split()[0] for line in listing if line.startswith(PREFIX)]
+
+
+def cluster_of(namespace: str) -> str:
+    return namespace[len(PREFIX):].rsplit("-", 1)[0]
+
+
+def state_path(name: str) -> Path:
+    return STATE_DIR / f"{name}.json"
+
+
+def write_state(cluster: Cluster, owner_pid: int | None) -> None:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    state = {**dataclasses.asdict(cluster), "owner_pid": owner_pid, "created_unix": time.time()}
+    state_path(cluster.name).write_text(json.dumps(state) + "\n", encoding="utf-8")
+
+
+def read_state(name: str) -> dict | None:
+    try:
+        return json.loads(state_path(name).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class Status:
+    name: str
+    namespaces: tuple[str, ...]
+    cluster: Cluster | None  # None when its state file is gone
+    owner_pid: int | None
+
+    @property
+    def leftover(self) -> bool:
+        """Made by a run whose process is gone (or of unknown origin)."""
+        if self.cluster is None:
+            return True
+        return not self.cluster.persistent and not alive(self.owner_pid)
+
+
+def status() -> list[Status]:
+    names = sorted({cluster_of(ns) for ns in namespaces()})
+    found = []
+    for name in names:
+        state = read_state(name)
+        cluster = None
+        if state:
+            cluster = Cluster(state["name"], state["nodes"], state["rate_bit_s"], state["persistent"])
+        found.append(Status(name, tuple(ns for ns in namespaces() if cluster_of(ns) == name), cluster,
+                            state.get("owner_pid") if state else None))
+    return found
+
+
+def refuse_leftovers() -> None:
+    left = [s.name for s in status() if s.leftover]
+    if left:
+        raise UsageError(f"emulated cluster(s) {', '.join(left)} left by a crashed run "
+                         f"(namespaces {PREFIX}{left[0]}-*); remove them with `fabric-bench emulate down --all`")
+
+
+# -- a run on an emulated cluster -----------------------------------------------
+
+def cluster_for(spec) -> Cluster:
+    """The cluster a run uses: the persistent one if it matches, else a fresh one of its own."""
+    rate = run_rate_bit_s(spec)
+    for found in status():
+        c = found.cluster
+        if c and c.persistent and c.nodes == spec.nodes and c.rate_bit_s == rate:
+            return c
+    return Cluster(f"r{secrets.token_hex(3)}", spec.nodes, rate)
+
+
+def fabric_env(spec) -> dict[str, str]:
+    """An emulated fabric's environment: the ethernet profile on every node's interface,
+    the address rank 0 advertises for DDP (bench.rendezvous), and a CPU share per rank
+    (all nodes share this machine's cores)."""
+    from containers.fabrics import ETHERNET
+
+    run_rate_bit_s(spec)  # an emu- fabric needs the emulated launcher and a known rate
+    env = ETHERNET.environment({"nic": IFNAME}, nccl=spec.gpus_per_node > 0 or spec.allreduce == "nccl")
+    return {**env, "FABRIC_BENCH_MASTER_IFNAME": IFNAME,
+            "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // spec.ranks))}
+
+
+def plan_for(spec, plan):
+    """The launcher plan of an emulated run: its cluster, the mpirun arguments reaching
+    the namespaces, and the emulated ethernet environment under the preset's."""
+    if spec.fabric and not is_emulated_fabric(spec.fabric):
+        raise UsageError(f"the emulated launcher emulates ethernet links; use --fabric emu-eth-<rate> "
+                         f"or no --fabric, not {spec.fabric}")
+    cluster = cluster_for(spec)
+    return dataclasses.replace(
+        plan, emulated_cluster=cluster, fabric_env={**fabric_env(spec), **plan.fabric_env},
+        mpirun_args=(*plan.mpirun_args, *mpirun_args(cluster, spec.ranks_per_node)))
+
+
+def preflight(cluster: Cluster) -> list[str]:
+    require_root()
+    refuse_leftovers()
+    return [f"root, ip, tc present; no leftover {PREFIX}* namespaces"]
+
+
+def session(plan):
+    """Context for running a plan: its emulated cluster up (a no-op for other launchers)."""
+    cluster = getattr(plan, "emulated_cluster", None)
+    return running(cluster) if cluster is not None else contextlib.nullcontext()
+
+
+def result_fields(spec, plan) -> dict:
+    cluster = getattr(plan, "emulated_cluster", None)
+    if cluster is None:
+        return {}
+    return {"link_rate_gbit_s": link_rate_gbit_s(spec),
+            "emulation": {"cluster": cluster.name, "nodes": cluster.nodes, "persistent": cluster.persistent,
+                          "interface": IFNAME, "shaping": "tbf" if cluster.rate_bit_s else None,
+                          "burst_s": BURST_S, "latency_emulated": False}}
+
+
+def mpirun_args(cluster: Cluster, ranks_per_node: int) -> list[str]:
+    hosts = ",".join(f"{cluster.node(i)}:{ranks_per_node}" for i in range(cluster.nodes))
+    return ["--host", hosts, "--mca", "plm_rsh_agent", str(AGENT), "--mca", "plm_rsh_no_tree_spawn", "1",
+            "--mca", "oob_tcp_if_include", IFNAME, "--mca", "btl_tcp_if_include", IFNAME]
+
+
+def in_node(cluster: Cluster, i: int, argv: list[str]) -> list[str]:
+    """argv run inside node i's namespace with the node's name as hostname (no shell parses argv)."""
+    node = cluster.node(i)
+    return ["ip", "netns", "exec", node, "unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', node, *argv]
+
+
+@contextlib.contextmanager
+def running(cluster: Cluster):
+    """The cluster is up for the duration; a cluster made here is removed afterwards,
+    also on an exception, Ctrl-C or SIGTERM (turned into KeyboardInterrupt meanwhile)."""
+    require_root()
+    refuse_leftovers()
+    if cluster.persistent and set(cluster.namespaces) <= set(namespaces()):
+        yield cluster
+        return
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if main_thread:
+        signal.signal(signal.SIGTERM, interrupt)
+    try:
+        up(cluster, owner_pid=os.getpid())
+        yield cluster
+    finally:
+        down(cluster.name)
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def validate_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise UsageError(f"cluster name {name!r}: use 1-16 lowercase letters and digits")
+    return name

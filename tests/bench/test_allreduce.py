@@ -1,0 +1,54 @@
+import json
+import shutil
+
+import pytest
+
+from bench.allreduce import busbw_factor, gbit_s, message_sizes
+from tests.conftest import fabric_bench, need
+
+
+def test_busbw_follows_nccl_tests():
+    assert busbw_factor(2) == 1.0
+    assert busbw_factor(4) == 1.5
+    assert busbw_factor(8) == pytest.approx(1.75)
+    assert gbit_s(125_000_000, 1.0) == pytest.approx(1.0)
+
+
+def test_sizes_double_from_min_to_max():
+    assert message_sizes(8, 64) == [8, 16, 32, 64]
+    assert message_sizes(8, 256 * 2**20)[-1] == 256 * 2**20
+    assert len(message_sizes(8, 256 * 2**20)) == 26
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--backend", "nccl2"], "unknown backend 'nccl2'"),
+    (["--min-bytes", "6"], "--min-bytes must be a positive multiple of 4"),
+    (["--min-bytes", "64", "--max-bytes", "32"], "--min-bytes must be"),
+    (["--benchmark", "alltoall"], "unknown benchmark 'alltoall'"),
+])
+def test_bad_allreduce_input_is_one_line_exit_2(args, message, tmp_path):
+    proc = fabric_bench("run", "--benchmark", "allreduce", "--results", str(tmp_path), *args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["mpi", "torch", "horovod"])
+def test_allreduce_runs_and_checks_values(backend, tmp_path):
+    need(shutil.which("mpirun") is not None, "Open MPI (mpirun) is needed")
+    if backend == "horovod":
+        pytest.importorskip("horovod.torch")
+    proc = fabric_bench("run", "--benchmark", "allreduce", "--backend", backend, "--ranks", "2",
+                        "--max-bytes", str(2**16), "--iters", "3", "--warmup", "1",
+                        "--results", str(tmp_path), timeout=180)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    result = json.loads(next(tmp_path.glob("*/result.json")).read_text())
+    assert result["status"] == "ok" and result["correct"] and result["backend"] == backend
+    rows = result["sizes"]
+    assert [r["bytes"] for r in rows] == message_sizes(8, 2**16)
+    for row in rows:
+        assert row["max_abs_error"] == 0 and row["time_us"] > 0
+        assert row["algbw_gbit_s"] == pytest.approx(gbit_s(row["bytes"], row["time_us"] * 1e-6))
+        assert row["busbw_gbit_s"] == pytest.approx(row["algbw_gbit_s"])  # 2 ranks: factor 1
+    if backend != "horovod":  # Horovod has no point-to-point operations
+        assert [p["bytes"] for p in result["p2p"]] == [8, 2**16]
