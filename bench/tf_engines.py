@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from bench.rendezvous import free_port, interface_address, mpi_comm
+from bench import horovod_settings
 from bench.train_args import fail
 
 
@@ -70,10 +71,7 @@ class HorovodEngine(Local):
             import horovod.tensorflow as hvd
         except (ImportError, tf.errors.NotFoundError) as exc:
             fail(f"Horovod is not built with TensorFlow support here ({exc}); rebuild it with `make setup`")
-        if args.fusion_threshold_mb is not None:
-            os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
-        if args.cycle_time_ms is not None:
-            os.environ["HOROVOD_CYCLE_TIME"] = str(args.cycle_time_ms)
+        horovod_settings.apply_tuning(args)
         self.hvd = hvd
         self.fp16_allreduce = args.fp16_allreduce
         hvd.init()
@@ -95,16 +93,7 @@ class HorovodEngine(Local):
         return self.hvd.broadcast(tf.constant(array), root_rank=0, name="param_check").numpy()
 
     def describe(self) -> dict:
-        hvd = self.hvd
-        return {
-            "controller": "mpi" if hvd.mpi_enabled() else "gloo",
-            "mpi_threads_supported": bool(hvd.mpi_threads_supported()) if hvd.mpi_enabled() else None,
-            "nccl_built": bool(hvd.nccl_built()),
-            "gpu_ops": "nccl" if hvd.nccl_built() else "none",
-            "fp16_compression": self.fp16_allreduce,
-            "fusion_threshold_bytes": os.environ.get("HOROVOD_FUSION_THRESHOLD"),
-            "cycle_time_ms": os.environ.get("HOROVOD_CYCLE_TIME"),
-        }
+        return horovod_settings.describe(self.hvd, self.fp16_allreduce)
 
     def shutdown(self):
         self.hvd.shutdown()

@@ -19,6 +19,7 @@ import traceback
 
 from bench import train_args
 from bench.record import write_record
+from bench.train_record import finish
 from bench.versions import common_versions, package_version
 
 CLASSES = 1000
@@ -178,28 +179,14 @@ def train(tf, keras, engine, args) -> int:
     compute_samples = compute.run(*run)
 
     params_max_abs_diff, params_sha256 = parameter_check(np, trainer.model, engine)
-    n_params = sum(int(np.prod(v.shape)) for v in trainer.model.trainable_variables)
-    status = "ok" if params_max_abs_diff <= args.param_tolerance else "failed"
-    write_record(
-        args.record_dir, engine.rank, "train",
-        benchmark="train", framework="tf", engine=args.engine, model=args.model,
-        world_size=engine.size, local_rank=engine.local_rank,
-        device=device, threads=tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count(),
-        config=train_args.config_of(args), engine_info=engine.describe(),
+    return finish(
+        args, engine, framework="tf", device=device,
+        threads=tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count(),
         versions=tf_versions(tf, keras),
-        gradient_bytes=4 * n_params, parameters=n_params,
-        samples_img_per_s=samples, compute_samples_img_per_s=compute_samples,
-        train_seconds=train_seconds,
+        parameters=sum(int(np.prod(v.shape)) for v in trainer.model.trainable_variables),
+        samples=samples, compute_samples=compute_samples, train_seconds=train_seconds,
         params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256,
-        status=status,
     )
-    if engine.rank == 0:
-        mean = sum(samples) / len(samples)
-        print(f"[rank 0] {args.engine} {args.model} x{engine.size}: {mean:.1f} img/s per rank, "
-              f"variables max |diff| {params_max_abs_diff:.3g} ({status})", flush=True)
-    engine.shutdown()
-    return 0 if status == "ok" else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

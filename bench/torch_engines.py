@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from bench.rendezvous import discover, export_for_torch
+from bench import horovod_settings
 from bench.train_args import fail
 
 
@@ -23,10 +24,7 @@ class HorovodEngine:
             import horovod.torch as hvd
         except ImportError as exc:
             fail(f"Horovod is not built with PyTorch support here ({exc}); rebuild it with `make setup`")
-        if args.fusion_threshold_mb is not None:
-            os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
-        if args.cycle_time_ms is not None:
-            os.environ["HOROVOD_CYCLE_TIME"] = str(args.cycle_time_ms)
+        horovod_settings.apply_tuning(args)
         self.hvd = hvd
         self.fp16_allreduce = args.fp16_allreduce
         hvd.init()
@@ -59,16 +57,7 @@ class HorovodEngine:
         return self.hvd.broadcast(tensor, root_rank=0, name="param_check")
 
     def describe(self) -> dict:
-        hvd = self.hvd
-        return {
-            "controller": "mpi" if hvd.mpi_enabled() else "gloo",
-            "mpi_threads_supported": bool(hvd.mpi_threads_supported()) if hvd.mpi_enabled() else None,
-            "nccl_built": bool(hvd.nccl_built()),
-            "gpu_ops": "nccl" if hvd.nccl_built() else "none",
-            "fp16_compression": self.fp16_allreduce,
-            "fusion_threshold_bytes": os.environ.get("HOROVOD_FUSION_THRESHOLD"),
-            "cycle_time_ms": os.environ.get("HOROVOD_CYCLE_TIME"),
-        }
+        return horovod_settings.describe(self.hvd, self.fp16_allreduce)
 
     def shutdown(self):
         self.hvd.shutdown()

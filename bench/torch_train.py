@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
-import os
 import sys
 import time
 import traceback
 
 from bench import train_args
 from bench.record import write_record
+from bench.train_record import finish
 from bench.versions import common_versions, package_version
 
 
@@ -162,28 +162,13 @@ def train(torch, torchvision, engine, args) -> int:
     compute_samples = compute.run(*run)
 
     params_max_abs_diff, params_sha256 = parameter_check(torch, trainer.model, engine)
-    n_params = sum(p.numel() for p in trainer.model.parameters())
-    status = "ok" if params_max_abs_diff <= args.param_tolerance else "failed"
-    write_record(
-        args.record_dir, engine.rank, "train",
-        benchmark="train", framework="torch", engine=args.engine, model=args.model,
-        world_size=engine.size, local_rank=engine.local_rank,
-        device=str(device), threads=torch.get_num_threads(),
-        config=train_args.config_of(args), engine_info=engine.describe(),
+    return finish(
+        args, engine, framework="torch", device=str(device), threads=torch.get_num_threads(),
         versions=torch_versions(torch, torchvision),
-        gradient_bytes=4 * n_params, parameters=n_params,
-        samples_img_per_s=samples, compute_samples_img_per_s=compute_samples,
-        train_seconds=train_seconds,
+        parameters=sum(p.numel() for p in trainer.model.parameters()),
+        samples=samples, compute_samples=compute_samples, train_seconds=train_seconds,
         params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256,
-        status=status,
     )
-    if engine.rank == 0:
-        mean = sum(samples) / len(samples)
-        print(f"[rank 0] {args.engine} {args.model} x{engine.size}: {mean:.1f} img/s per rank, "
-              f"params max |diff| {params_max_abs_diff:.3g} ({status})", flush=True)
-    engine.shutdown()
-    return 0 if status == "ok" else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

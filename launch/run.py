@@ -75,7 +75,10 @@ def check_image_fabric(spec: RunSpec) -> str:
         built_for = inspect(spec.image).get(f"{LABEL_PREFIX}.fabric")
     except BuildError as exc:
         raise UsageError(str(exc)) from None
-    if spec.fabric and built_for not in (spec.fabric, "universal"):
+    from containers.fabrics import profile
+
+    wanted = profile(spec.fabric).name if spec.fabric else None  # emu-eth-1g is ethernet
+    if wanted and built_for not in (wanted, "universal"):
         raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}")
     return f"image built for fabric {built_for}"
 

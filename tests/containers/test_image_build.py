@@ -2,8 +2,6 @@
 (%test), and run the 2-rank PyTorch benchmark inside it (`apptainer exec`)."""
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 from pathlib import Path

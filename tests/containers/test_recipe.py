@@ -111,7 +111,7 @@ def test_cuda_builds_the_pinned_stack_from_source(rendered):
     for url_part in (f"openmpi-{stack.OPENMPI.version}.tar.bz2", f"ucx-{stack.UCX.version}",
                      f"libfabric-{stack.LIBFABRIC.version}", f"pmix-{stack.PMIX.version}",
                      f"nccl/archive/v{stack.NCCL.version}", f"aws-ofi-nccl-{stack.AWS_OFI_NCCL.version}",
-                     f"gdrcopy/archive/v{stack.GDRCOPY.version}", f"rdma-core"):
+                     f"gdrcopy/archive/v{stack.GDRCOPY.version}", "rdma-core"):
         assert url_part in text, url_part
     configure = next(line for line in text.splitlines() if "openmpi" in line and "./configure" in line)
     for flag in ("--with-ucx=", "--with-ofi=", "--with-pmix=", "--with-slurm", "--with-pmi=", "--with-cuda"):

@@ -2,7 +2,6 @@
 benchmark as a 2-task job through `srun --mpi=pmix`, submitted by sbatch, run
 inside salloc, and a whole sweep as one job."""
 import json
-import shutil
 import subprocess
 
 import pytest
