@@ -18,7 +18,7 @@ bench: setup
 	$(VENV)/bin/python benchmarks/train_engines.py
 
 test: setup-test
-	$(VENV)/bin/python -m pytest -ra
+	$(VENV)/bin/python -m pytest -ra --durations=25
 
 test-fast: setup
 	$(VENV)/bin/python -m pytest -ra -m "not slow"
