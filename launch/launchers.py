@@ -95,21 +95,18 @@ def mpirun_argv(spec: RunSpec, plan: Plan, env: dict[str, str], mpirun: str) -> 
 def local(spec: RunSpec, plan: Plan) -> Command:
     env = rank_env(spec, plan)
     inside = plan.runtime.name != "host"
+    tool = (lambda name: name) if inside else tool_path  # inside an image: the image's PATH
     program = bench_program(spec, plan)
     n = str(spec.ranks)
-    if spec.benchmark != "train":  # communication benchmarks: MPI starts and bootstraps them
-        starter = mpirun_argv(spec, plan, env, tool_path("mpirun") if not inside else "mpirun")
-    elif spec.engine == "horovod" and spec.controller == "gloo":
-        starter = [tool_path("horovodrun") if not inside else "horovodrun", "-np", n, "-H", f"localhost:{n}", "--gloo"]
-    elif spec.engine == "ddp":  # torchrun sets RANK/WORLD_SIZE/MASTER_*
-        starter = [tool_path("torchrun") if not inside else "torchrun", "--standalone", "--nnodes", "1",
-                   "--nproc-per-node", n, "--module"]
+    if spec.benchmark == "train" and spec.engine == "horovod" and spec.controller == "gloo":
+        starter = [tool("horovodrun"), "-np", n, "-H", f"localhost:{n}", "--gloo"]
+    elif spec.benchmark == "train" and spec.engine == "ddp":  # torchrun sets RANK/WORLD_SIZE/MASTER_*
+        starter = [tool("torchrun"), "--standalone", "--nnodes", "1", "--nproc-per-node", n, "--module"]
         program = program[2:]
-    else:  # Horovod's MPI controller, tf.distribute bootstrapped over MPI
-        starter = mpirun_argv(spec, plan, env, tool_path("mpirun") if not inside else "mpirun")
-    if not inside:
-        return Command(starter + program, env)
-    return Command(in_runtime(spec, plan, starter + program, env), env)
+    else:  # Horovod's MPI controller; tf.distribute and the communication benchmarks bootstrap over MPI
+        starter = mpirun_argv(spec, plan, env, tool("mpirun"))
+    argv = starter + program
+    return Command(in_runtime(spec, plan, argv, env) if inside else argv, env)
 
 
 def mpirun(spec: RunSpec, plan: Plan) -> Command:
