@@ -45,7 +45,6 @@ import itertools
 import json
 import math
 import re
-import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ from typing import Any
 
 from bench import catalog
 from launch.errors import UsageError
+from launch.toml_file import read_toml
 from launch.runspec import RunSpec
 from launch.site import Site
 
@@ -201,14 +201,7 @@ def experiment_from_dict(data: dict, path: Path) -> Experiment:
 def load_experiment(path: Path | str) -> Experiment:
     """Read and validate an experiment file; every problem is one UsageError line."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: experiment file not found") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read experiment file: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path.name}: not valid TOML: {exc}") from None
+    data = read_toml(path, "experiment")
     return experiment_from_dict(data, path)
 
 

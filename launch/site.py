@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from launch.errors import UsageError
+from launch.toml_file import read_toml
 
 FABRICS = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
 RUNTIMES = ("apptainer", "singularity", "podman", "charliecloud", "host")
@@ -193,14 +193,7 @@ def site_from_dict(data: dict, path: Path) -> Site:
 def load_site(path: Path | str) -> Site:
     """Read and validate a site file; every problem is one UsageError line."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{path}: site file not found") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read site file: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path.name}: not valid TOML: {exc}") from None
+    data = read_toml(path, "site")
     return site_from_dict(data, path)
 
 
