@@ -48,8 +48,17 @@ def load_results(dirs: list[Path]) -> list[dict]:
     return results
 
 
+def fabric_label(result: dict) -> str:
+    """The fabric a result ran on, as series names show it: an emulated link
+    without a fabric name by its rate; '+env' when the user overrode variables."""
+    spec = result.get("spec") or {}
+    rate = _number(result.get("link_rate_gbit_s"))
+    name = spec.get("fabric") or (f"emulated {rate:g} Gbit/s" if rate else "default")
+    return name + ("+env" if spec.get("extra_env") else "")
+
+
 def series_name(result: dict) -> str:
-    fabric = (result.get("spec") or {}).get("fabric") or "default"
+    fabric = fabric_label(result)
     what = result.get("engine") or result.get("backend") or "-"
     return f"{fabric}/{what}/{result.get('model') or result.get('benchmark')}"
 
@@ -134,7 +143,7 @@ def allreduce_results(results: list[dict]) -> list[dict]:
 
 
 def _allreduce_label(r: dict) -> str:
-    fabric = (r.get("spec") or {}).get("fabric") or "default"
+    fabric = fabric_label(r)
     return f"{fabric}/{r.get('backend') or '-'} x{r.get('world_size')}"
 
 
@@ -232,7 +241,7 @@ def runs_table(results: list[dict], points: dict) -> tuple[list[str], list[list[
         eff = None
         if r.get("status") == "ok" and 1 in by_ranks and _number(tp.get("total_img_per_s")):
             eff = tp["total_img_per_s"] / (r["world_size"] * by_ranks[1]["img_per_s"])
-        rows.append([r.get("run_id", "-"), (r.get("spec") or {}).get("fabric") or "default",
+        rows.append([r.get("run_id", "-"), fabric_label(r),
                      r.get("engine") or r.get("backend") or "-", r.get("model") or r.get("benchmark") or "-",
                      _cell(r.get("world_size")), _cell(_number(tp.get("total_img_per_s"))),
                      _cell(_number(tp.get("ci95_img_per_s"))), _cell(eff, ".2f"),
