@@ -19,6 +19,7 @@ import traceback
 
 from bench import train_args
 from bench.record import write_record
+from bench.timing import timed_iterations
 from bench.train_record import finish
 from bench.versions import common_versions, package_version
 
@@ -94,17 +95,7 @@ class Trainer:
 
     def run(self, warmup: int, iters: int, batches_per_iter: int, batch_size: int) -> list[float]:
         """img/s of each timed iteration on this rank."""
-        for _ in range(warmup):
-            self.batch()
-        self.sync()
-        samples = []
-        for _ in range(iters):
-            start = time.perf_counter()
-            for _ in range(batches_per_iter):
-                self.batch()
-            self.sync()
-            samples.append(batch_size * batches_per_iter / (time.perf_counter() - start))
-        return samples
+        return timed_iterations(self.batch, self.sync, warmup, iters, batches_per_iter, batch_size)
 
 
 def parameter_check(np, model, engine) -> tuple[float, str]:

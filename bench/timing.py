@@ -1,0 +1,22 @@
+"""The timed loop every training benchmark shares: warm-up excluded, each
+iteration `batches_per_iter` batches, one img/s sample per iteration."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+
+def timed_iterations(batch: Callable[[], None], sync: Callable[[], None], warmup: int, iters: int,
+                     batches_per_iter: int, batch_size: int) -> list[float]:
+    """img/s of each timed iteration on this rank; `sync` waits for queued device work."""
+    for _ in range(warmup):
+        batch()
+    sync()
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        for _ in range(batches_per_iter):
+            batch()
+        sync()
+        samples.append(batch_size * batches_per_iter / (time.perf_counter() - start))
+    return samples
