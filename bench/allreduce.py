@@ -20,10 +20,10 @@ import math
 import statistics
 import sys
 import time
-import traceback
 
-from bench.record import write_record
+from bench.record import errors_recorded, write_record
 from bench.stats import summarize
+from bench.train_args import fail
 from bench.versions import common_versions, package_version
 
 BACKENDS = ("mpi", "torch", "horovod")
@@ -306,10 +306,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def validate(args) -> argparse.Namespace:
-    def fail(message):
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
     if args.backend not in BACKENDS:
         fail(f"unknown backend {args.backend!r}; choose from {', '.join(BACKENDS)}")
     if args.min_bytes < ITEM_BYTES or args.min_bytes % ITEM_BYTES:
@@ -324,7 +320,7 @@ def validate(args) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = validate(build_parser().parse_args(argv))
     backend = BACKEND_CLASSES[args.backend]()
-    try:
+    with errors_recorded(args.record_dir, backend.rank):
         started = time.time()
         rows = allreduce_rows(backend, args)
         p2p = pingpong_rows(backend, args)
@@ -334,10 +330,6 @@ def main(argv: list[str] | None = None) -> int:
                      sizes=rows, p2p=p2p, correct=correct, seconds=time.time() - started,
                      backend_info=backend.describe(), versions=common_versions(),
                      status="ok" if correct else "failed")
-    except Exception as exc:
-        write_record(args.record_dir, backend.rank, "error", error=f"{type(exc).__name__}: {exc}",
-                     traceback=traceback.format_exc()[-4000:])
-        raise
     backend.shutdown()
     return 0 if correct else 1
 

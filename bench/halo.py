@@ -19,11 +19,11 @@ import argparse
 import statistics
 import sys
 import time
-import traceback
 
 import numpy as np
 
-from bench.record import write_record
+from bench.record import errors_recorded, write_record
+from bench.rendezvous import mpi_comm
 from bench.stats import summarize
 from bench.versions import common_versions
 
@@ -92,7 +92,6 @@ def reference_checksum(grid: int, steps: int) -> int:
 
 
 def run(args) -> int:
-    from bench.rendezvous import mpi_comm
     from mpi4py import MPI
 
     comm = mpi_comm()
@@ -149,14 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.grid < 2 or args.iters < 1 or args.warmup < 0:
         print("error: --grid must be >= 2, --iters >= 1, --warmup >= 0", file=sys.stderr)
         return 2
-    try:
+    with errors_recorded(args.record_dir, lambda: mpi_comm().rank):
         return run(args)
-    except Exception as exc:
-        from bench.rendezvous import mpi_comm
-
-        write_record(args.record_dir, mpi_comm().rank, "error", error=f"{type(exc).__name__}: {exc}",
-                     traceback=traceback.format_exc()[-4000:])
-        raise
 
 
 if __name__ == "__main__":

@@ -6,11 +6,14 @@ and `rank`; the rest depends on the kind (`train`, `allreduce`, `halo`, `error`)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import time
+import traceback
 from pathlib import Path
+from typing import Callable
 
 RECORD_SCHEMA_VERSION = 1
 # When this rank's Python began running bench code (bench programs import this
@@ -38,6 +41,19 @@ def write_record(record_dir: str | os.PathLike, rank: int, kind: str, **fields) 
     with open(path, "a", encoding="utf-8") as out:
         out.write(json.dumps(record, sort_keys=True) + "\n")
     return record
+
+
+@contextlib.contextmanager
+def errors_recorded(record_dir: str | os.PathLike, rank: int | Callable[[], int]):
+    """Write an `error` record for an exception escaping the block, then re-raise:
+    the launcher reports it as the run's failure. `rank` may be a callable for
+    programs that learn their rank only from the failing communicator."""
+    try:
+        yield
+    except Exception as exc:
+        write_record(record_dir, rank() if callable(rank) else rank, "error",
+                     error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-4000:])
+        raise
 
 
 def read_records(record_dir: str | os.PathLike) -> list[dict]:

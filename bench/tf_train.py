@@ -15,10 +15,9 @@ import hashlib
 import os
 import sys
 import time
-import traceback
 
 from bench import train_args
-from bench.record import write_record
+from bench.record import errors_recorded
 from bench.timing import timed_iterations
 from bench.train_record import finish
 from bench.versions import common_versions, package_version
@@ -127,12 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.tf_engines import ENGINES
 
     engine = ENGINES[args.engine](args)
-    try:
+    with errors_recorded(args.record_dir, engine.rank):
         return train(tf, keras, engine, args)
-    except Exception as exc:  # the launcher reports it as the run's failure
-        write_record(args.record_dir, engine.rank, "error", error=f"{type(exc).__name__}: {exc}",
-                     traceback=traceback.format_exc()[-4000:])
-        raise
 
 
 def train(tf, keras, engine, args) -> int:

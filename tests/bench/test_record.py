@@ -20,3 +20,16 @@ def test_truncated_or_foreign_lines_are_skipped(tmp_path):
         out.write('{"schema_version": 1, "kind": "tr')  # rank killed mid-write
     records = read_records(tmp_path)
     assert len(records) == 1 and records[0]["value"] == 1
+
+
+def test_an_escaping_exception_leaves_an_error_record_and_still_raises(tmp_path):
+    import pytest
+
+    from bench.record import errors_recorded
+
+    with pytest.raises(RuntimeError, match="gloo died"):
+        with errors_recorded(tmp_path, lambda: 3):
+            raise RuntimeError("gloo died")
+    (record,) = read_records(tmp_path)
+    assert record["rank"] == 3 and record["kind"] == "error"
+    assert record["error"] == "RuntimeError: gloo died" and "Traceback" in record["traceback"]
