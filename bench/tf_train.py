@@ -18,6 +18,7 @@ import time
 
 from bench import train_args
 from bench.record import errors_recorded
+from bench.progress import Progress
 from bench.timing import timed_iterations
 from bench.train_record import finish
 from bench.versions import common_versions, package_version
@@ -92,9 +93,10 @@ class Trainer:
         if self.loss is not None:
             self.loss.numpy()  # waits for the step's device work
 
-    def run(self, warmup: int, iters: int, batches_per_iter: int, batch_size: int) -> list[float]:
+    def run(self, warmup: int, iters: int, batches_per_iter: int, batch_size: int,
+            progress: Progress | None = None) -> list[float]:
         """img/s of each timed iteration on this rank."""
-        return timed_iterations(self.batch, self.sync, warmup, iters, batches_per_iter, batch_size)
+        return timed_iterations(self.batch, self.sync, warmup, iters, batches_per_iter, batch_size, progress)
 
 
 def parameter_check(np, model, engine) -> tuple[float, str]:
@@ -157,12 +159,12 @@ def train(tf, keras, engine, args) -> int:
     trainer = Trainer(tf, keras, model, optimizer, images, labels, engine)
     engine.barrier()
     started = time.time()
-    samples = trainer.run(*run)
+    samples = trainer.run(*run, Progress(args.record_dir, engine.rank, engine.size, "train", args.iters))
     train_seconds = time.time() - started
 
     compute = Trainer(tf, keras, compute_model, compute_optimizer, images, labels, Local())
     engine.barrier()  # all ranks compute at once, as they do while training
-    compute_samples = compute.run(*run)
+    compute_samples = compute.run(*run, Progress(args.record_dir, engine.rank, engine.size, "compute", args.iters))
 
     params_max_abs_diff, params_sha256 = parameter_check(np, trainer.model, engine)
     return finish(

@@ -7,8 +7,10 @@ from typing import Callable
 
 
 def timed_iterations(batch: Callable[[], None], sync: Callable[[], None], warmup: int, iters: int,
-                     batches_per_iter: int, batch_size: int) -> list[float]:
-    """img/s of each timed iteration on this rank; `sync` waits for queued device work."""
+                     batches_per_iter: int, batch_size: int,
+                     progress: Callable[[float], None] | None = None) -> list[float]:
+    """img/s of each timed iteration on this rank; `sync` waits for queued device work;
+    `progress` (bench.progress) hears of each sample as soon as it is taken."""
     for _ in range(warmup):
         batch()
     sync()
@@ -19,4 +21,6 @@ def timed_iterations(batch: Callable[[], None], sync: Callable[[], None], warmup
             batch()
         sync()
         samples.append(batch_size * batches_per_iter / (time.perf_counter() - start))
+        if progress is not None:
+            progress(samples[-1])
     return samples

@@ -18,6 +18,7 @@ import time
 
 from bench import train_args
 from bench.record import errors_recorded
+from bench.progress import Progress
 from bench.timing import timed_iterations
 from bench.train_record import finish
 from bench.versions import common_versions, package_version
@@ -77,9 +78,10 @@ class Trainer:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize()
 
-    def run(self, warmup: int, iters: int, batches_per_iter: int, batch_size: int) -> list[float]:
+    def run(self, warmup: int, iters: int, batches_per_iter: int, batch_size: int,
+            progress: Progress | None = None) -> list[float]:
         """img/s of each timed iteration on this rank."""
-        return timed_iterations(self.batch, self.sync, warmup, iters, batches_per_iter, batch_size)
+        return timed_iterations(self.batch, self.sync, warmup, iters, batches_per_iter, batch_size, progress)
 
 
 def parameter_check(torch, model, engine) -> tuple[float, str]:
@@ -132,7 +134,7 @@ def train(torch, torchvision, engine, args) -> int:
     trainer = Trainer(torch, model, optimizer, images, labels, args.precision, device, engine.step)
     engine.barrier()
     started = time.time()
-    samples = trainer.run(*run)
+    samples = trainer.run(*run, Progress(args.record_dir, engine.rank, engine.size, "train", args.iters))
     train_seconds = time.time() - started
 
     def local_step(opt, scaler):
@@ -145,7 +147,7 @@ def train(torch, torchvision, engine, args) -> int:
     compute_optimizer = torch.optim.SGD(compute_model.parameters(), lr=0.01, momentum=0.9)
     compute = Trainer(torch, compute_model, compute_optimizer, images, labels, args.precision, device, local_step)
     engine.barrier()  # all ranks compute at once, as they do while training
-    compute_samples = compute.run(*run)
+    compute_samples = compute.run(*run, Progress(args.record_dir, engine.rank, engine.size, "compute", args.iters))
 
     params_max_abs_diff, params_sha256 = parameter_check(torch, trainer.model, engine)
     return finish(

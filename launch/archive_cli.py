@@ -65,8 +65,11 @@ def replay(
     if dry_run:
         print(f"archive verified: {len(verified.members)} members; {len(planned)} runs would be replayed")
         return
-    outputs = replays.run_all(verified, planned, results, load_site(site) if site else Site.default(),
-                              timeout=timeout)
+    from launch.interrupt import stop_requests
+
+    with stop_requests():
+        outputs = replays.run_all(verified, planned, results, load_site(site) if site else Site.default(),
+                                  timeout=timeout)
     for result in outputs:
         print(f"{result['run_id']} (replay of {result['replay_of']['run_id']}): {result['status']}")
     if any(r["status"] != "ok" for r in outputs):

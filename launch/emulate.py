@@ -343,8 +343,9 @@ def running(cluster: Cluster):
     if cluster.persistent and set(cluster.namespaces) <= set(namespaces()):
         yield cluster
         return
-    main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
     previous = signal.getsignal(signal.SIGTERM)
+    # only the main thread may set handlers; under launch.interrupt's stop requests none is needed
+    main_thread = threading.current_thread() is threading.main_thread() and previous == signal.SIG_DFL
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt

@@ -1,7 +1,10 @@
-"""Run a Command as its own process group, teeing its output to a log file.
+"""Run a Command under a keeper (launch.keeper), teeing its output to a log file.
 
-On timeout or Ctrl-C the whole group (launcher and every rank it started) is
-killed: SIGTERM first, SIGKILL after a grace period.
+Every process the command starts lives under the keeper and ends with it. On a
+timeout or a stop request (launch.interrupt) the keeper is told to end the tree;
+if fabric-bench itself dies, the keeper notices (its lifeline closes) and does
+the same. The console shows only the ranks' progress lines (bench.progress);
+everything, verbose MPI/UCX/NCCL output included, goes to the log.
 """
 from __future__ import annotations
 
@@ -15,9 +18,14 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.progress import PROGRESS_PREFIX
+from launch import keeper
 from launch.command import Command
+from launch import interrupt
 
-GRACE_SECONDS = 5.0
+# The keeper's own grace (SIGTERM -> SIGKILL) plus time for it to report back.
+STOP_WAIT_SECONDS = keeper.GRACE_SECONDS + 5.0
+POLL_SECONDS = 0.1  # how often a waiting run looks for a stop request
 
 
 @dataclass
@@ -29,19 +37,46 @@ class Outcome:
     interrupted: bool = False
     first_output_seconds: float | None = None  # command start -> first line printed
     started_unix: float = 0.0
+    signal: str | None = None  # the stop signal's name when interrupted (SIGINT, SIGTERM, SIGHUP)
+    exit_on_stop: int | None = None  # 128 + that signal: fabric-bench's own exit code
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, GRACE_SECONDS), (signal.SIGKILL, None)):
+def stop_keeper(proc: subprocess.Popen) -> None:
+    """Tell the keeper to end the run's tree and wait; kill its group if it does not answer."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=STOP_WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
         try:
-            os.killpg(proc.pid, sig)
+            os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+class Console:
+    """Progress lines only: rewritten in place on a terminal, one per update elsewhere."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.tty = enabled and sys.stdout.isatty()
+        self.open_line = False
+
+    def show(self, line: str) -> None:
+        if not self.enabled or not line.startswith(PROGRESS_PREFIX):
             return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        text = line[len(PROGRESS_PREFIX):].strip()
+        if self.tty:
+            sys.stdout.write("\r\033[K" + text)
+            self.open_line = True
+        else:
+            sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    def close(self) -> None:
+        if self.open_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
 
 
 def execute(command: Command, log_path: Path, timeout: float | None = None,
@@ -49,15 +84,20 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
     env = {**os.environ, **command.env}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=tail_lines)
+    console = Console(echo)
     started = time.monotonic()
     started_unix = time.time()
     first_output: list[float] = []
     with open(log_path, "w", encoding="utf-8") as log:
         log.write(f"$ {command.render()}\n")
         log.flush()
-        proc = subprocess.Popen(command.argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace",
-                                start_new_session=True)
+        lifeline, lifeline_end = os.pipe()  # we hold the only write end
+        try:
+            proc = subprocess.Popen(keeper.command_line(lifeline, command.argv), env=env, cwd=cwd,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    errors="replace", start_new_session=True, pass_fds=(lifeline,))
+        finally:
+            os.close(lifeline)
 
         def pump():
             for line in proc.stdout:
@@ -66,26 +106,31 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
                 log.write(line)
                 log.flush()
                 tail.append(line.rstrip("\n"))
-                if echo:
-                    sys.stdout.write(line)
-                    sys.stdout.flush()
+                console.show(line)
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
-        timed_out = interrupted = False
+        timed_out, stopped = False, None
+        deadline = None if timeout is None else started + timeout
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_group(proc)
-        except KeyboardInterrupt:
-            interrupted = True
-            kill_group(proc)
-        try:  # ranks that outlived their launcher go too
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        reader.join(timeout=GRACE_SECONDS)
+            while proc.poll() is None:
+                if (signum := interrupt.requested()) is not None:
+                    stopped = interrupt.Interrupted(signum)
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    timed_out = True
+                    break
+                try:
+                    proc.wait(timeout=POLL_SECONDS)
+                except subprocess.TimeoutExpired:
+                    pass
+        except KeyboardInterrupt:  # outside stop_requests(): Python's own Ctrl-C
+            stopped = interrupt.Interrupted(signal.SIGINT)
+        if timed_out or stopped:
+            stop_keeper(proc)
+        os.close(lifeline_end)
+        reader.join(timeout=STOP_WAIT_SECONDS)
+        console.close()
     return Outcome(proc.returncode if proc.returncode is not None else -9, time.monotonic() - started,
-                   list(tail), timed_out, interrupted, first_output[0] if first_output else None,
-                   started_unix)
+                   list(tail), timed_out, stopped is not None, first_output[0] if first_output else None,
+                   started_unix, stopped.name if stopped else None, stopped.exit_code if stopped else None)

@@ -76,6 +76,19 @@ def train_metrics(records: list[dict], world_size: int, tolerance: float) -> tup
     return metrics, problems
 
 
+def progress_of(records: list[dict]) -> dict:
+    """Per rank: the last step reached and the img/s samples of each phase so far (bench.progress)."""
+    ranks: dict[int, dict] = {}
+    for record in records:
+        if record["kind"] != "progress":
+            continue
+        rank = ranks.setdefault(record["rank"], {"rank": record["rank"], "samples_img_per_s": {}})
+        rank["samples_img_per_s"].setdefault(record["phase"], []).append(record["sample_img_per_s"])
+        rank.update(phase=record["phase"], step=record["step"], iters=record["iters"],
+                    step_end_unix=record["step_end_unix"])
+    return {"ranks": [ranks[k] for k in sorted(ranks)]}
+
+
 # benchmark -> (its rank records, world size, tolerance) -> (result fields, problems)
 METRICS = {"train": train_metrics, "allreduce": allreduce_metrics, "halo": halo_metrics}
 

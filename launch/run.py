@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import signal
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,9 @@ from launch import emulate
 from launch.errors import UsageError
 from launch.execute import execute
 from launch.launchers import Plan, build_command, sbatch_script
-from launch.results import assemble, new_run_id, write_result
+from launch import interrupt
+from launch.interrupt import Interrupted
+from launch.results import assemble, new_run_id, progress_of, write_result
 from launch.runspec import RunSpec
 from launch.fabric_preset import Preset, resolve
 from launch.runtimes import Bind, runtime_named
@@ -134,7 +137,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     if outcome.timed_out:
         reason = f"timed out after {timeout:g} s; all ranks killed"
     elif outcome.interrupted:
-        reason = "interrupted (Ctrl-C); all ranks killed"
+        reason = f"interrupted by {outcome.signal}; all processes of the run ended"
     runtime = prepared.plan.runtime
     log_tail, scheduler = outcome.log_tail, None
     if spec.launcher in ("srun", "sbatch"):  # job id, nodes, version; sbatch: the ranks' log is the job's
@@ -160,8 +163,12 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
             **(annotations or {}),  # e.g. replay_of
         },
     )
+    if outcome.interrupted:  # what the ranks finished before the signal
+        result.update(status="interrupted", reason=reason,
+                      interruption={"signal": outcome.signal, "progress": progress_of(records)})
     transport.apply(result, prepared.run_dir / "output.log")
     store.index_quietly(write_result(prepared.run_dir, result), result)
     if outcome.interrupted:
-        raise KeyboardInterrupt
+        raise Interrupted(signal.Signals[outcome.signal])
+    interrupt.check()  # a stop asked as the run ended: its result is already written
     return result

@@ -23,10 +23,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from launch import slurm
+from launch import interrupt, slurm
 from launch.command import Command
 from launch.errors import UsageError
 from launch.execute import execute
+from launch.interrupt import interrupted_by
 from launch.experiment import Experiment, Point, blame, expand
 from launch.launchers import tool_path
 from launch.results import load_result, scaling_efficiency
@@ -94,9 +95,10 @@ def run_point(sweep: Sweep, point: Point) -> dict:
         prepared = prepare(point.spec, state.runs_dir, sweep.site, run_id=run_id)
         state.mark(point.key, point.label, "running", run_id=run_id)
         result = execute_run(point.spec, prepared, timeout=sweep.experiment.time_limit_s, echo=False)
-    except KeyboardInterrupt:
-        state.mark(point.key, point.label, "interrupted", "interrupted (Ctrl-C); all ranks killed")
-        raise
+    except KeyboardInterrupt as exc:
+        stop = interrupted_by(exc)
+        state.mark(point.key, point.label, "interrupted", f"interrupted by {stop.name}; all processes of the run ended")
+        raise stop from None
     except Exception as exc:  # noqa: BLE001 - a broken run must not end the sweep
         reason = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         state.mark(point.key, point.label, "failed", reason)
@@ -127,6 +129,7 @@ def run_here(sweep: Sweep, console: Console, results: list[dict]) -> None:
         todo = sweep.todo()
         task = progress.add_task(sweep.experiment.name, total=len(todo))
         for point in todo:
+            interrupt.check()  # a stop asked between runs: nothing is lost
             progress.update(task, description=point.label)
             result = run_point(sweep, point)
             results.append(result)
@@ -187,7 +190,7 @@ def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
         if outcome.timed_out or outcome.interrupted:
             slurm.cancel(slurm.jobs_running_script(script))
         if outcome.interrupted:
-            raise KeyboardInterrupt
+            raise interrupt.Interrupted(outcome.exit_on_stop - 128)
     sweep.state = SweepState(sweep.directory, sweep.experiment.name)
     if outcome.exit_code != 0 and not any(len(sweep.state.point(p.key)["runs"]) > before[p.key] for p in todo):
         raise UsageError(f"the sweep job failed before any run: {' | '.join(outcome.log_tail[-3:])}")

@@ -1,7 +1,6 @@
 """`fabric-bench sweep EXPERIMENT`: run an experiment's matrix, resumably."""
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -10,6 +9,7 @@ import typer
 from rich.console import Console
 
 from launch.errors import UsageError
+from launch.interrupt import stop_requests
 from launch.runspec import LAUNCHERS
 
 
@@ -48,14 +48,10 @@ def sweep(
     if dry_run:
         print_plan(swept, console, one_job)
         return
-    signal.signal(signal.SIGTERM, interrupt)  # scancel / kill: stop like Ctrl-C, results kept
-    data = run_sweep(swept, console, one_job)
+    with stop_requests():  # Ctrl-C, kill, scancel, hang-up: the run ends whole, results kept
+        data = run_sweep(swept, console, one_job)
     if data["failed"] or data["pending"]:
         raise typer.Exit(1)
-
-
-def interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def print_plan(swept, console: Console, one_job: bool) -> None:

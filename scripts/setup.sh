@@ -5,10 +5,12 @@
 #   scripts/setup.sh [--test]     --test also installs what the test suite drives
 #                                 (Slurm, debootstrap, squashfs tools)
 set -euo pipefail
+# Paths given relative to the caller's directory are made absolute before the cd.
+venv=$(realpath -m -- "${VENV:-.venv}")
+cache=$(realpath -m -- "${FABRIC_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fabric-bench}")
+export FABRIC_BENCH_CACHE=$cache
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
-venv=${VENV:-.venv}
-cache=${FABRIC_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fabric-bench}
 
 packages=(openmpi-bin libopenmpi-dev ucx-utils libfabric-bin iproute2 cmake g++ make patch)
 [[ ${1:-} == --test ]] && packages+=(slurm-wlm debootstrap squashfs-tools libcap2-bin util-linux)
