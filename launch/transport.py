@@ -46,8 +46,11 @@ UCX_ALIASES = {
     "ib": {"rc_verbs", "rc_mlx5", "ud_verbs", "ud_mlx5", "dc_mlx5"},
     "cuda": {"cuda_copy", "cuda_ipc", "gdr_copy"},
 }
-# NCCL's "Using network <name>" -> the NCCL_NET value that asks for it
-NCCL_NET_NAMES = {"socket": "Socket", "ib": "IB", "aws libfabric": "OFI", "libfabric": "OFI", "ofi": "OFI"}
+# NCCL's "Using network <name>" -> the NCCL_NET value that asks for it. The RDMA
+# plugin of HPC-X (nccl-rdma-sharp-plugins) names its verbs transport "IBext" or
+# "IBext_v<N>"; aws-ofi-nccl says "AWS Libfabric" (older) or "Libfabric" (newer).
+NCCL_NET_NAMES = {"socket": "Socket", "ib": "IB", "ibext": "IB", "aws libfabric": "OFI", "libfabric": "OFI",
+                  "ofi": "OFI"}
 # What carries a run's gradients when no MPI/NCCL is involved
 SOCKET_FABRICS = (None, "ethernet", "universal")
 
@@ -59,14 +62,29 @@ PATTERNS = {
     "ofi_provider": re.compile(r"mtl:ofi:prov: (\S+)"),
     "ucx_lanes": re.compile(r"UCX\s+INFO\s+ep_cfg\[\d+\]: (.*)$"),
     "ucx_version": re.compile(r"UCX\s+INFO\s+Version (\S+)"),
-    "nccl_network": re.compile(r"NCCL INFO Using network (.+?)\s*$"),
+    # a log copied from a console may repeat the line after " | "
+    "nccl_network": re.compile(r"NCCL INFO Using network (\w[\w .-]*?)\s*(?:\|.*)?$"),
     "nccl_net_devices": re.compile(r"NCCL INFO NET/(IB|Socket|OFI)\s*: Using (.+?)\s*$"),
-    "nccl_ofi_provider": re.compile(r"NCCL INFO NET/OFI Selected [Pp]rovider is (\w[\w-]*)"),
-    "nccl_channel": re.compile(r"NCCL INFO Channel .* via (NET/[\w/]+|P2P/\S+|SHM/\S+)"),
+    # "efa", "efa (found 16 nics)", "efa, fabric is ...", "tcp;ofi_rxm"
+    "nccl_ofi_provider": re.compile(r"NCCL INFO NET/OFI Selected [Pp]rovider is (\w[\w;-]*)"),
+    # NCCL >= 2.6 "Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA", <= 2.5 "Ring 00 : ...";
+    # NET/<network>/<device>[(<proxy device>)]/<flags>: "NET/IB/1(0)/GDRDMA" is PXN,
+    # "NET/AWS Libfabric/1(2)/GDRDMA/Shared" a plugin network with a space in its name
+    "nccl_channel": re.compile(r"NCCL INFO (?:Channel|Ring) \d+.* via "
+                               r"(NET/[A-Za-z][\w ]*?/\d+(?:\(\d+\))?(?:/[A-Za-z]\w*)*"
+                               r"|P2P/\S+|SHM/\S+|direct shared memory)"),
     "nccl_version": re.compile(r"NCCL version (\S+)"),
     "horovod": re.compile(r"\] \[\d+\]: (Horovod initialized)"),
 }
 MAX_LINES = 12  # evidence lines kept verbatim in the result
+_NET_CHANNEL = re.compile(r"NET/(.+?)/(\d+)(\(\d+\))?(/|$)")  # network, device, proxy device
+
+
+def nccl_network_kind(name: str) -> str:
+    """'IBext_v8' -> 'IB', 'AWS Libfabric' -> 'OFI', 'Socket' -> 'Socket': the NCCL_NET value
+    naming the same transport; an unknown name stays as it is."""
+    key = re.sub(r"_v\d+$", "", name.strip().lower())
+    return NCCL_NET_NAMES.get(key, name)
 
 
 def uses_nccl(spec) -> bool:
@@ -118,15 +136,19 @@ def observe(log: str) -> dict:
         observed["ucx"] = {"lanes": sorted(lanes),
                            "transports": sorted({t.split("/")[0] for t in lanes} - {"self"}),
                            "version": min(seen.get("ucx_version", {None}))}
-    if seen.keys() & {"nccl_network", "nccl_net_devices", "nccl_channel"}:
+    if seen.keys() & {"nccl_network", "nccl_net_devices", "nccl_ofi_provider", "nccl_channel"}:
         channels = seen.get("nccl_channel", set())
         net_channels = [c for c in channels if c.startswith("NET/")]
+        # NCCL <= 2.5 prints no "Using network": the NET channels name it
+        network = seen.get("nccl_network") or {_NET_CHANNEL.match(c).group(1) for c in net_channels}
         observed["nccl"] = {
-            "network": sorted(seen.get("nccl_network", set())),
+            "network": sorted(network),
             "devices": sorted(seen.get("nccl_net_devices", set())),
             "ofi_provider": sorted(seen.get("nccl_ofi_provider", set())),
             "channels": sorted(channels),
-            "gdr": (any("GDRDMA" in c for c in net_channels) if net_channels else None),
+            "gdr": (any("/GDRDMA" in c for c in net_channels) if net_channels else None),
+            # PXN: a NET channel through another GPU's NIC, "NET/IB/1(0)/..."
+            "pxn": (any(_NET_CHANNEL.match(c).group(3) for c in net_channels) if net_channels else None),
             "version": min(seen.get("nccl_version", {None})),
         }
     if "horovod" in seen:
@@ -205,10 +227,10 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
         want = asked["UCX_TLS"]
         check("ucx.transports", want, ucx["transports"], all(_ucx_allowed(want, t) for t in ucx["transports"]))
     if nccl_seen and nccl_seen["network"]:
-        got = {NCCL_NET_NAMES.get(n.lower(), n) for n in nccl_seen["network"]}
+        got = {nccl_network_kind(n) for n in nccl_seen["network"]}
         want = asked.get("NCCL_NET") or ("Socket" if asked.get("NCCL_IB_DISABLE") == "1" else None)
         if want:
-            check("nccl.network", want, sorted(got), got == {want})
+            check("nccl.network", want, list(nccl_seen["network"]), got == {nccl_network_kind(want)})
     if nccl_seen and nccl_seen["gdr"] is not None and "NCCL_NET_GDR_LEVEL" in asked:
         want_on = asked["NCCL_NET_GDR_LEVEL"] != "LOC"
         check("nccl.gdr", "on" if want_on else "off", ["on" if nccl_seen["gdr"] else "off"],

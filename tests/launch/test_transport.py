@@ -1,6 +1,7 @@
 """Transport evidence: parsing what the libraries report, judging it against the
 fabric asked for, and real runs here over ob1/tcp, UCX/tcp and a wrong selection."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -68,6 +69,101 @@ def test_nccl_network_and_gpudirect():
     assert ib["network"] == ["IB"] and ib["gdr"] is True and ib["devices"][0].startswith("IB: [0]mlx5_0")
     sock = transport.observe(NCCL_SOCKET)["nccl"]
     assert sock["network"] == ["Socket"] and sock["gdr"] is False
+
+
+RECORDED_NCCL = Path(__file__).resolve().parents[1] / "data" / "nccl"
+
+
+def recorded_nccl(name: str) -> dict:
+    return transport.observe((RECORDED_NCCL / name / "nccl_info.log").read_text())
+
+
+def test_every_recorded_nccl_log_names_where_it_came_from():
+    logs = sorted(p for p in RECORDED_NCCL.iterdir() if p.is_dir())
+    assert len(logs) >= 10
+    for folder in logs:
+        source = (folder / "SOURCE.md").read_text()
+        assert "https://github.com/" in source and "Hardware:" in source and "Trimmed:" in source, folder
+        assert "NCCL INFO" in (folder / "nccl_info.log").read_text(), folder
+        assert "nccl" in transport.observe((folder / "nccl_info.log").read_text()), folder
+
+
+# What each recorded log says, as its SOURCE.md describes it:
+# network, GPUDirect RDMA, PXN, libfabric provider, NCCL version.
+RECORDED_NCCL_FACTS = {
+    "ib-gdrdma-a100": (["IB"], True, False, [], "2.7.6+cuda11.1"),
+    "roce-h100": (["IB"], None, None, [], "2.19.3+cuda12.3"),
+    "ring-format-roce": (["IB"], False, False, [], "2.5.7+cuda10.0"),
+    "ibext-roce-sharp-plugin": (["IBext_v8"], False, False, [], None),
+    "socket-lo-two-gpus": (["Socket"], None, None, [], "2.10.3+cuda11.3"),
+    "socket-one-rank": (["Socket"], None, None, [], "2.19.3+cuda12.3"),
+    "socket-channels-ibext-fallback": (["Socket"], False, False, [], None),
+    "ofi-efa-libfabric": (["Libfabric"], None, None, ["efa"], None),
+    "ofi-efa-aws-libfabric": (["AWS Libfabric"], None, None, ["efa"], None),
+    "ofi-efa-gdrdma": (["AWS Libfabric"], True, False, [], "2.23.4+cuda12.4"),
+    "ofi-efa-pxn-shared": (["AWS Libfabric"], True, True, [], None),
+    "ofi-tcp-rxm": ([], None, None, ["tcp;ofi_rxm"], "2.4.6+cuda10.0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED_NCCL_FACTS))
+def test_recorded_nccl_logs_are_read_as_published(name):
+    seen = recorded_nccl(name)["nccl"]
+    network, gdr, pxn, provider, version = RECORDED_NCCL_FACTS[name]
+    assert (seen["network"], seen["gdr"], seen["pxn"], seen["ofi_provider"], seen["version"]) == (
+        network, gdr, pxn, provider, version)
+
+
+def test_recorded_channels_keep_plugin_names_pxn_and_flags():
+    assert recorded_nccl("ofi-efa-pxn-shared")["nccl"]["channels"] == [
+        "NET/AWS Libfabric/0(0)/GDRDMA/Shared", "NET/AWS Libfabric/1(2)/GDRDMA/Shared",
+        "NET/AWS Libfabric/1/GDRDMA/Shared"]
+    assert recorded_nccl("ib-gdrdma-a100")["nccl"]["channels"] == [
+        "NET/IB/0/GDRDMA", "NET/IB/2/GDRDMA", "NET/IB/4/GDRDMA", "NET/IB/5/GDRDMA"]
+    # NCCL <= 2.5 "Ring NN : ... via ..." lines, intra-node transports included
+    assert recorded_nccl("ring-format-roce")["nccl"]["channels"] == ["NET/IB/0", "P2P/IPC", "direct shared memory"]
+    assert recorded_nccl("socket-channels-ibext-fallback")["nccl"]["channels"] == ["NET/Socket/3", "P2P/IPC/read"]
+    # a 1-rank communicator's "Channel 00/32 :    0" ring lines connect nothing
+    assert recorded_nccl("socket-one-rank")["nccl"]["channels"] == []
+
+
+def test_recorded_devices_and_evidence_lines():
+    devices = recorded_nccl("ib-gdrdma-a100")["nccl"]["devices"]
+    assert len(devices) == 1 and devices[0].startswith("IB: [0]mlx5_8:1/IB [1]mlx5_9:1/IB")
+    assert recorded_nccl("ibext-roce-sharp-plugin")["nccl"]["devices"] == [
+        "IB: [0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE} [1]={[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE} [RO]; "
+        "OOB bond0.526:169.136.106.9<0>"]
+    assert recorded_nccl("socket-lo-two-gpus")["nccl"]["devices"] == ["Socket: [0]lo:127.0.0.1<0>"]
+    lines = recorded_nccl("ofi-efa-aws-libfabric")["lines"]
+    assert "algo-1:18564:18638 [2] NCCL INFO Using network AWS Libfabric" in lines
+    assert not any(line.startswith(("libfabric:", "2024-")) for line in lines)
+
+
+def test_nccl_network_kinds():
+    kinds = {name: transport.nccl_network_kind(name) for name in
+             ("IB", "IBext", "IBext_v8", "Socket", "AWS Libfabric", "Libfabric", "OFI", "CollNet")}
+    assert kinds == {"IB": "IB", "IBext": "IB", "IBext_v8": "IB", "Socket": "Socket", "AWS Libfabric": "OFI",
+                     "Libfabric": "OFI", "OFI": "OFI", "CollNet": "CollNet"}
+
+
+def test_recorded_runs_judged_against_their_fabric():
+    def verdict(fabric, name, env=None):
+        return transport.judge(fabric, env or {}, recorded_nccl(name), "nccl", nccl=True)
+
+    assert verdict("infiniband", "ib-gdrdma-a100", {"NCCL_NET_GDR_LEVEL": "PHB"})["verdict"] == "match"
+    assert verdict("efa", "ofi-efa-aws-libfabric")["verdict"] == "match"
+    assert verdict("efa", "ofi-efa-libfabric")["verdict"] == "match"
+    assert verdict("efa", "ofi-efa-pxn-shared")["verdict"] == "match"
+    # asked for EFA, got TCP sockets
+    assert verdict("efa", "socket-one-rank")["mismatches"] == ["nccl.network: asked OFI, ran over Socket"]
+    # GPUDirect asked for, NET/IB/0 without GDRDMA (the issue's complaint)
+    assert verdict("infiniband", "ring-format-roce", {"NCCL_NET_GDR_LEVEL": "PHB"})["mismatches"] == [
+        "nccl.gdr: asked on, ran over off"]
+    # NCCL_IB_DISABLE=1 without a fabric: sockets asked, the IBext plugin's RDMA used
+    ibext = transport.judge(None, {"NCCL_IB_DISABLE": "1"}, recorded_nccl("ibext-roce-sharp-plugin"), "nccl")
+    assert ibext["mismatches"] == ["nccl.network: asked Socket, ran over IBext_v8"]
+    assert transport.judge(None, {"NCCL_IB_DISABLE": "1"}, recorded_nccl("socket-lo-two-gpus"), "nccl")[
+        "verdict"] == "match"
 
 
 def test_ethernet_over_ob1_tcp_matches():
