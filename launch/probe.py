@@ -25,6 +25,7 @@ NVIDIA_SMI_FIELDS = ("index", "name", "memory.total", "driver_version")
 COMMANDS: dict[str, list[str]] = {
     "nvidia_smi": ["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
                    "--format=csv,noheader,nounits"],
+    "nvidia_smi_topo": ["nvidia-smi", "topo", "-m"],
     "ibv_devinfo": ["ibv_devinfo"],
     "ibstat": ["ibstat"],
     "fi_info_list": ["fi_info", "-l"],
@@ -50,6 +51,38 @@ class Gpu:
     name: str
     memory_mib: Optional[int]
     driver: Optional[str]
+
+
+@dataclass
+class TopoGpu:
+    """One GPU row of `nvidia-smi topo -m`."""
+    index: int
+    cpu_affinity: Optional[str]         # "0-47,96-143" as printed; None where not printed
+    numa_affinity: Optional[int]        # None: not printed, or N/A
+    links: dict[str, str] = field(default_factory=dict)  # other GPU / NIC column -> X, NV8, PIX, PXB, PHB, NODE, SYS
+
+
+@dataclass
+class GpuTopology:
+    """`nvidia-smi topo -m`: GPU rows, and the NIC columns with their device names."""
+    gpus: list[TopoGpu] = field(default_factory=list)
+    nics: dict[str, Optional[str]] = field(default_factory=dict)  # NIC0 -> mlx5_0 (NIC Legend); None if not given
+
+    def nic_links(self, gpu: int) -> dict[str, str]:
+        """NIC column -> link type from the GPU with this index."""
+        row = next(g for g in self.gpus if g.index == gpu)
+        return {nic: row.links[nic] for nic in self.nics if nic in row.links}
+
+    def nearest_nics(self, gpu: int) -> list[str]:
+        """The NIC columns closest to a GPU (PIX before PXB, PHB, NODE, SYS), in column order."""
+        links = self.nic_links(gpu)
+        ranked = {nic: TOPO_DISTANCE.get(link, len(TOPO_DISTANCE)) for nic, link in links.items()}
+        best = min(ranked.values(), default=None)
+        return [nic for nic, rank in ranked.items() if rank == best]
+
+
+# nvidia-smi topo -m link types, nearest first (SOC is what old drivers called SYS)
+TOPO_DISTANCE = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}
 
 
 @dataclass
@@ -98,6 +131,7 @@ class HostFacts:
     cpu_count: Optional[int] = None
     cpu_model: Optional[str] = None
     gpus: list[Gpu] = field(default_factory=list)
+    gpu_topology: Optional[GpuTopology] = None      # nvidia-smi topo -m
     nics: list[Nic] = field(default_factory=list)
     rdma_ports: list[RdmaPort] = field(default_factory=list)
     infiniband_dev_nodes: list[str] = field(default_factory=list)   # /dev/infiniband/*
@@ -145,6 +179,56 @@ def parse_nvidia_smi(text: str, fields=NVIDIA_SMI_FIELDS) -> list[Gpu]:
                         memory_mib=int(memory.group(0)) if memory else None,
                         driver=row.get("driver_version")))
     return gpus
+
+
+_TOPO_AFFINITY = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """`0-47,96-143` (a topo -m CPU Affinity, a cpuset) -> [0, 1, ..., 47, 96, ..., 143]."""
+    cpus: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            cpus.extend(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def parse_nvidia_smi_topo(text: str) -> Optional[GpuTopology]:
+    """`nvidia-smi topo -m` -> GPU rows (CPU and NUMA affinity, link to every other GPU
+    and NIC) and the NIC columns; None when no matrix is found.
+
+    Handles both layouts seen in the wild: columns aligned by spaces (a header
+    whose names hold single spaces, "CPU Affinity") and by tabs (recent drivers,
+    with empty alignment cells); NIC columns named NIC<n> with a `NIC Legend`,
+    or by device (mlx5_0) on older drivers.
+    """
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if re.match(r"\s*GPU0\b", line)
+                  and not re.match(r"GPU0\s+X\b", line.strip())), None)
+    if start is None:
+        return None
+    columns = [c.strip() for c in re.split(r"\t+| {2,}", lines[start].strip()) if c.strip()]
+    devices = [c for c in columns if c not in _TOPO_AFFINITY]
+    topology = GpuTopology(nics={c: (c if not re.fullmatch(r"NIC\d+", c) else None)
+                                 for c in devices if not re.fullmatch(r"GPU\d+", c)})
+    for line in lines[start + 1:]:
+        cells = line.split()
+        if not cells or cells[0] == "Legend:":
+            break
+        if not re.fullmatch(r"GPU\d+", cells[0]):
+            continue        # NIC rows repeat what the GPU rows say
+        row = dict(zip(columns, cells[1:]))
+        numa = row.get("NUMA Affinity", "")
+        topology.gpus.append(TopoGpu(
+            index=int(cells[0][3:]), cpu_affinity=row.get("CPU Affinity"),
+            numa_affinity=int(numa) if numa.isdigit() else None,
+            links={c: row[c] for c in devices if c in row and c != cells[0]}))
+    for line in lines[start:]:
+        if legend := re.match(r"\s*(NIC\d+):\s*(\S+)\s*$", line):
+            if legend.group(1) in topology.nics:
+                topology.nics[legend.group(1)] = legend.group(2)
+    return topology
 
 
 def parse_ib_state(text: str) -> str:
@@ -356,6 +440,7 @@ def collect(run: Runner = run_tool, root: Path = Path("/")) -> HostFacts:
     if cpuinfo:
         facts.cpu_count, facts.cpu_model = parse_cpuinfo(cpuinfo)
     facts.gpus = parse_nvidia_smi(text("nvidia_smi"))
+    facts.gpu_topology = parse_nvidia_smi_topo(text("nvidia_smi_topo"))
     facts.nics = read_nics(root)
     facts.rdma_ports = merge_ports(read_sysfs_rdma(root), parse_ibstat(text("ibstat")),
                                    parse_ibv_devinfo(text("ibv_devinfo")))

@@ -5,9 +5,9 @@ import subprocess
 from pathlib import Path
 
 from launch import probe
-from launch.probe import (Gpu, RdmaPort, ToolOutput, UcxTransport, collect, parse_fi_info,
-                          parse_ibstat, parse_ibv_devinfo, parse_nvidia_smi, parse_ucx_info,
-                          probe_report, run_tool, verdicts)
+from launch.probe import (Gpu, RdmaPort, ToolOutput, UcxTransport, collect, parse_cpu_list, parse_fi_info,
+                          parse_ibstat, parse_ibv_devinfo, parse_nvidia_smi, parse_nvidia_smi_topo,
+                          parse_ucx_info, probe_report, run_tool, verdicts)
 from tests.conftest import fabric_bench, need
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "probe"
@@ -95,6 +95,74 @@ def test_nvidia_smi_row_parsed_with_the_fields_it_was_queried_with():
     assert parse_nvidia_smi(text, fields) == [Gpu(0, "GeForce RTX 2080", 7979, "440.64")]
     assert parse_nvidia_smi("0, NVIDIA H200, 143771, 570.86.15\n") == [
         Gpu(0, "NVIDIA H200", 143771, "570.86.15")]
+
+
+def topology(source: str) -> probe.GpuTopology:
+    return parse_nvidia_smi_topo((RECORDED / source / "nvidia_smi_topo.txt").read_text())
+
+
+def test_topo_of_an_8_gpu_host_gives_each_gpu_its_own_nic_and_numa_node():
+    topo = topology("topo-8gpu-nv8-9nic")
+    assert [g.index for g in topo.gpus] == list(range(7))     # rows GPU0-GPU6 recorded
+    assert list(topo.nics) == [f"NIC{n}" for n in range(9)] and set(topo.nics.values()) == {None}
+    assert [(g.cpu_affinity, g.numa_affinity) for g in topo.gpus[3:5]] == [("0-47,96-143", 0), ("48-95,144-191", 1)]
+    assert [topo.nearest_nics(g.index) for g in topo.gpus] == [
+        ["NIC2"], ["NIC4"], ["NIC6"], ["NIC8"], ["NIC1"], ["NIC3"], ["NIC5"]]
+    assert topo.nic_links(0) == {"NIC0": "NODE", "NIC1": "SYS", "NIC2": "PIX", "NIC3": "SYS", "NIC4": "NODE",
+                                 "NIC5": "SYS", "NIC6": "NODE", "NIC7": "SYS", "NIC8": "NODE"}
+    assert {k: v for k, v in topo.gpus[0].links.items() if k.startswith("GPU")} == {
+        f"GPU{n}": "NV8" for n in range(1, 8)}
+
+
+def test_topo_with_nics_only_at_node_or_sys_distance():
+    topo = topology("topo-6gpu-nv4-2nic")
+    assert [(g.index, g.cpu_affinity, g.numa_affinity) for g in topo.gpus] == [
+        (0, "0-11,24-35", 0), (1, "0-11,24-35", 0), (2, "0-11,24-35", 0), (3, "0-11,24-35", 0),
+        (4, "12-23,36-47", 1), (5, "12-23,36-47", 1)]
+    assert topo.nic_links(0) == {"NIC0": "NODE", "NIC1": "NODE"} and topo.nic_links(5) == {"NIC0": "SYS", "NIC1": "SYS"}
+    assert topo.gpus[0].links["GPU1"] == "NV4" and topo.gpus[0].links["GPU2"] == "PXB"
+    assert "NIC0" not in [f"GPU{g.index}" for g in topo.gpus]   # NIC rows are not GPUs
+
+
+def test_topo_tab_separated_with_gpu_numa_id_column():
+    topo = topology("topo-2gpu-phb-tabs")
+    assert [(g.index, g.cpu_affinity, g.numa_affinity, g.links) for g in topo.gpus] == [
+        (0, "0-63", 0, {"GPU1": "PHB"}), (1, "0-63", 0, {"GPU0": "PHB"})]
+    assert topo.nics == {} and topo.nearest_nics(0) == []
+
+
+def test_topo_header_without_indent_and_two_space_gaps():
+    topo = topology("topo-8gpu-nv12-18nic")
+    assert len(topo.nics) == 18 and [g.numa_affinity for g in topo.gpus] == [3, 3, 1, 1]
+    assert topo.nearest_nics(0) == ["NIC5", "NIC6", "NIC7", "NIC8"]
+    assert topo.nearest_nics(2) == ["NIC1", "NIC2", "NIC3", "NIC4"]
+    assert topo.nic_links(3)["NIC13"] == "SYS"
+
+
+def test_topo_of_an_older_driver_names_nic_columns_by_device():
+    topo = topology("topo-16gpu-mlx5-columns")
+    assert topo.nics == {f"mlx5_{n}": f"mlx5_{n}" for n in range(10)}
+    assert [(g.numa_affinity, g.cpu_affinity) for g in topo.gpus] == [(None, "0-23,48-71")] * 4
+    assert [topo.nearest_nics(g.index) for g in topo.gpus] == [["mlx5_0"], ["mlx5_0"], ["mlx5_1"], ["mlx5_1"]]
+    assert len([k for k in topo.gpus[0].links if k.startswith("GPU")]) == 15
+
+
+def test_topo_nic_legend_names_the_nic_columns_and_no_matrix_is_none():
+    # constructed in the format of a recent driver's legend (the recorded tables above carry none)
+    text = ("\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPIX\t0-7\t0\t\tN/A\n"
+            "NIC0\tPIX\t X \n\nLegend:\n\n  X    = Self\n\nNIC Legend:\n\n  NIC0: mlx5_0\n")
+    topo = parse_nvidia_smi_topo(text)
+    assert topo.nics == {"NIC0": "mlx5_0"} and topo.nic_links(0) == {"NIC0": "PIX"}
+    assert parse_nvidia_smi_topo("") is None
+    assert parse_nvidia_smi_topo("NVIDIA-SMI has failed because it couldn't communicate with the driver.") is None
+    assert parse_cpu_list("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11] and len(parse_cpu_list("0-47,96-143")) == 96
+
+
+def test_recorded_topology_is_part_of_the_host_facts():
+    facts = recorded("topo-8gpu-nv8-9nic")
+    assert facts.tools["nvidia_smi_topo"] == "ok" and len(facts.gpu_topology.gpus) == 7
+    assert recorded("connectx-infiniband").gpu_topology is None
+    json.dumps(probe_report(facts))
 
 
 def test_recorded_this_host():
