@@ -1,9 +1,12 @@
 # fabric-bench: `make bench` (the main job) and `make test` do their own set-up.
+# VENV and FABRIC_BENCH_CACHE may be relative, absolute, or contain spaces.
 PYTHON ?= python3
 VENV   ?= .venv
 FABRIC ?= ethernet
 FLAVOUR ?= cpu
 RUNTIME ?= apptainer
+BENCH_ARGS ?=
+PYTEST_ARGS ?=
 export PYTHON VENV
 
 .PHONY: setup setup-test bench test test-fast clean
@@ -15,13 +18,13 @@ setup-test:
 	scripts/setup.sh --test
 
 bench: setup
-	$(VENV)/bin/python benchmarks/train_engines.py
+	"$(VENV)/bin/python" benchmarks/train_engines.py $(BENCH_ARGS)
 
 test: setup-test
-	$(VENV)/bin/python -m pytest -ra --durations=25
+	"$(VENV)/bin/python" -m pytest -ra --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup
-	$(VENV)/bin/python -m pytest -ra -m "not slow"
+	"$(VENV)/bin/python" -m pytest -ra -m "not slow" $(PYTEST_ARGS)
 
 clean:
 	rm -rf results .pytest_cache
@@ -30,4 +33,4 @@ clean:
 #   make image FABRIC=infiniband FLAVOUR=cuda RUNTIME=apptainer
 .PHONY: image
 image: setup
-	$(VENV)/bin/fabric-bench image build --fabric $(FABRIC) --flavour $(FLAVOUR) --runtime $(RUNTIME)
+	"$(VENV)/bin/fabric-bench" image build --fabric $(FABRIC) --flavour $(FLAVOUR) --runtime $(RUNTIME)

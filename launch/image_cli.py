@@ -79,6 +79,24 @@ def inspect(image: Path = typer.Argument(..., help="a built .sif")):
         raise _usage(exc) from None
 
 
+@image_app.command("path")
+def image_path(
+    fabric: str = typer.Option("ethernet", help=FABRIC_HELP),
+    flavour: str = typer.Option("cpu", help="cuda | cpu"),
+    runtime: str = typer.Option("apptainer", help="apptainer | podman"),
+):
+    """Print the path (apptainer) or name (podman) of the built image of (fabric, flavour).
+
+    Example: fabric-bench run --runtime apptainer --image "$(fabric-bench image path --fabric ethernet)" ...
+    """
+    from containers import build as builder
+    entry = builder.find(fabric, flavour, runtime)
+    if entry is None:
+        raise UsageError(f"no {fabric}/{flavour} image built with {runtime}; "
+                         f"run: make image FABRIC={fabric} FLAVOUR={flavour} RUNTIME={runtime}")
+    print(entry["image"])
+
+
 @image_app.command("list")
 def list_images(as_json: bool = typer.Option(False, "--json", help="machine-readable JSON")):
     """List recorded images (CACHE/images/registry.json).

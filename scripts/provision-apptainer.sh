@@ -19,8 +19,9 @@ cache=${FABRIC_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fabric-bench}
 home=${FABRIC_BENCH_APPTAINER_HOME:-/var/lib/fabric-bench/apptainer}
 wrapper=${FABRIC_BENCH_APPTAINER_WRAPPER:-/usr/local/bin/apptainer}
 # Host directories visible inside at the same paths (those that exist), plus
-# the current directory and $FABRIC_BENCH_APPTAINER_DIRS at each call.
-host_dirs="/tmp /dev/shm /work /root /home /opt /var/tmp /srv $cache"
+# the current directory and $FABRIC_BENCH_APPTAINER_DIRS (colon-separated) at
+# each call. One per line: paths may contain spaces.
+host_dirs=(/tmp /dev/shm /work /root /home /opt /var/tmp /srv "$cache")
 
 # The Debian mirror configured on this host (never a hard-coded host name).
 mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
@@ -75,7 +76,8 @@ cat > "$enter" <<EOF
 #!/bin/sh
 # Runs in a private mount namespace (started by $wrapper).
 set -e
-root=$root
+root='$root'
+host_dirs='$home/$key/host-dirs'
 cwd=\$(pwd)
 mount --bind "\$root" "\$root"
 mount -t proc proc "\$root/proc"
@@ -85,8 +87,9 @@ mount --rbind /sys "\$root/sys"
 for file in /etc/hosts /etc/resolv.conf; do
   [ -f "\$file" ] && touch "\$root\$file" && mount --bind "\$file" "\$root\$file"
 done
-for dir in $host_dirs \${FABRIC_BENCH_APPTAINER_DIRS:-} "\$cwd"; do
-  [ -d "\$dir" ] || continue
+{ cat "\$host_dirs"; printf '%s\n' "\${FABRIC_BENCH_APPTAINER_DIRS:-}" | tr ':' '\n'; printf '%s\n' "\$cwd"; } |
+while IFS= read -r dir; do
+  [ -n "\$dir" ] && [ -d "\$dir" ] || continue
   mkdir -p "\$root\$dir"
   mount --rbind "\$dir" "\$root\$dir"
 done
@@ -98,12 +101,13 @@ cd "\$cwd" 2>/dev/null || cd /
 exec /usr/bin/apptainer "\$@"
 EOF
 chmod 755 "$enter"
+printf '%s\n' "${host_dirs[@]}" > "$home/$key/host-dirs"
 mkdir -p "$(dirname "$wrapper")"
 cat > "$wrapper" <<EOF
 #!/bin/sh
 # apptainer from a Debian sid rootfs, installed by fabric-bench's
 # scripts/provision-apptainer.sh. Host dirs visible inside at the same paths:
-# $host_dirs, the current directory and \$FABRIC_BENCH_APPTAINER_DIRS.
+# ${host_dirs[*]}, the current directory and \$FABRIC_BENCH_APPTAINER_DIRS.
 exec unshare --mount --propagation private -- "$enter" "\$@"
 EOF
 chmod 755 "$wrapper"

@@ -1,56 +1,121 @@
 #!/usr/bin/env bash
-# One-command set-up on Debian/Ubuntu: system packages, .venv, Horovod.
+# One-command set-up on Debian/Ubuntu: system packages, the venv, Horovod.
 # Every step is skipped when its inputs are unchanged, so a rerun takes seconds.
 #
 #   scripts/setup.sh [--test]     --test also installs what the test suite drives
-#                                 (Slurm, debootstrap, squashfs tools)
+#                                 (Slurm, debootstrap, squashfs tools, Apptainer)
+#
+# VENV (default: the checkout's .venv) and FABRIC_BENCH_CACHE (default:
+# ~/.cache/fabric-bench) may be relative to the caller's directory, absolute,
+# and contain spaces or non-ASCII characters. One line per phase: what it did
+# and how long it took; with FABRIC_BENCH_PHASE_LOG set, each phase is also
+# appended there as "name<TAB>seconds<TAB>what" (.ci/run prints the table).
 set -euo pipefail
-# Paths given relative to the caller's directory are made absolute before the cd.
-venv=$(realpath -m -- "${VENV:-.venv}")
+repo=$(cd "$(dirname "$0")/.." && pwd)
+venv=$(realpath -m -- "${VENV:-$repo/.venv}")
 cache=$(realpath -m -- "${FABRIC_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fabric-bench}")
 export FABRIC_BENCH_CACHE=$cache
-cd "$(dirname "$0")/.."
+cd "$repo"
 python=${PYTHON:-python3}
+test_setup=false
+[[ ${1:-} == --test ]] && test_setup=true
+
+phase_name="" phase_started=0
+phase() {  # NAME WHAT: start a phase (the line ends when the phase does)
+  phase_name=$1 phase_what=$2 phase_started=$(date +%s.%N)
+  printf 'setup: %-20s %s ... ' "$phase_name" "$phase_what"
+}
+done_phase() {  # [OUTCOME]: end the phase's line with its outcome and seconds
+  local seconds outcome=${1:-done}
+  seconds=$(awk -v a="$phase_started" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  printf '%s (%s s)\n' "$outcome" "$seconds"
+  if [[ -n ${FABRIC_BENCH_PHASE_LOG:-} ]]; then
+    printf '%s\t%s\t%s: %s\n' "$phase_name" "$seconds" "$phase_what" "$outcome" >> "$FABRIC_BENCH_PHASE_LOG"
+  fi
+}
+fail() {  # MESSAGE [LOG]: one line, exit 2 (bad set-up input) or 1 (a failed build, with its log)
+  echo >&2
+  echo "setup: $1" >&2
+  exit "${2:-2}"
+}
+
+writable_dir() {  # WHAT DIR MIN_MIB: DIR can be created, written, and has room
+  local what=$1 dir=$2 min_mib=$3 probe free_mib
+  mkdir -p -- "$dir" 2>/dev/null || fail "$what $dir cannot be created (read-only or no permission); set ${4}"
+  probe="$dir/.fabric-bench-write-test.$$"
+  if ! { head -c 1048576 /dev/zero > "$probe"; } 2>/dev/null; then
+    rm -f -- "$probe"
+    fail "$what $dir is not writable (read-only or full); set ${4} to another directory"
+  fi
+  rm -f -- "$probe"
+  free_mib=$(df -Pm -- "$dir" | awk 'NR == 2 {print $4}')
+  ((free_mib >= min_mib)) ||
+    fail "$what $dir has ${free_mib} MiB free, needs ${min_mib}; free space or set ${4}"
+}
+# The venv is ~6 GB; the cache holds the Horovod wheel, Apptainer's rootfs and images.
+writable_dir "venv directory" "$(dirname "$venv")" 7000 VENV
+writable_dir "cache directory" "$cache" "$($test_setup && echo 12000 || echo 500)" FABRIC_BENCH_CACHE
 
 packages=(openmpi-bin libopenmpi-dev ucx-utils libfabric-bin iproute2 cmake g++ make patch)
-[[ ${1:-} == --test ]] && packages+=(slurm-wlm debootstrap squashfs-tools libcap2-bin util-linux)
-
+$test_setup && packages+=(slurm-wlm debootstrap squashfs-tools libcap2-bin util-linux chromium)
+phase "system packages" "${#packages[@]} Debian packages"
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "setup: missing system packages; as root run: apt-get install ${missing[*]}" >&2
-    exit 2
-  fi
-  echo "setup: apt-get install ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [[ $(id -u) -eq 0 ]] || fail "missing system packages; as root run: apt-get install ${missing[*]}"
+  apt_log=$cache/logs/apt-get.log
+  mkdir -p "$cache/logs"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$apt_log" 2>&1 ||
+    fail "apt-get install ${missing[*]} failed; log: $apt_log" 1
+  done_phase "installed ${missing[*]}"
+else
+  done_phase "present"
 fi
 
-# .venv, keyed by the requirement files and the interpreter
+# The venv, keyed by the requirement files and the interpreter
 venv_key=$(cat requirements.txt requirements-nodeps.txt pyproject.toml <("$python" -VV) | sha256sum | cut -c1-16)
+phase "venv" "$venv (torch, TensorFlow from local wheels, ~3 min)"
 if [[ ! -f $venv/.fabric-bench-venv-$venv_key ]]; then
-  echo "setup: creating $venv (torch, TensorFlow; ~3 min from local wheels)"
   [[ -x $venv/bin/python ]] || "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -r requirements.txt
-  "$venv/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt
-  "$venv/bin/python" -m pip install -q --no-deps -e .
+  pip_log=$venv/setup-pip.log
+  {
+    "$venv/bin/python" -m pip install -q --upgrade pip &&
+    "$venv/bin/python" -m pip install -q -r requirements.txt &&
+    "$venv/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt &&
+    "$venv/bin/python" -m pip install -q --no-deps -e .
+  } >"$pip_log" 2>&1 || fail "pip install into $venv failed; log: $pip_log" 1
   rm -f "$venv"/.fabric-bench-venv-*
   touch "$venv/.fabric-bench-venv-$venv_key"
+  done_phase "created"
+else
+  done_phase "up to date"
 fi
 
 # Horovod from its sdist with the project's patch, cached by its inputs
-wheel=$(containers/horovod/build-wheel.sh "$venv/bin/python" "$cache")
+phase "horovod wheel" "Horovod 0.28.1 from its sdist (~7 min when built)"
+horovod_log=$cache/logs/horovod-build.log
+mkdir -p "$cache/logs"
+wheel=$(containers/horovod/build-wheel.sh "$venv/bin/python" "$cache" 2>"$horovod_log") ||
+  fail "building Horovod failed; log: $horovod_log" 1
+if grep -q "^building Horovod" "$horovod_log"; then done_phase "built"; else done_phase "cached"; fi
+phase "horovod install" "$(basename "$wheel") into the venv"
 if [[ ! -f $venv/.horovod-wheel ]] || [[ $(cat "$venv/.horovod-wheel") != "$wheel" ]]; then
-  "$venv/bin/python" -m pip install -q --no-deps --force-reinstall "$wheel"
+  "$venv/bin/python" -m pip install -q --no-deps --force-reinstall "$wheel" >>"$venv/setup-pip.log" 2>&1 ||
+    fail "installing $wheel failed; log: $venv/setup-pip.log" 1
   echo "$wheel" > "$venv/.horovod-wheel"
+  done_phase "installed"
+else
+  done_phase "present"
 fi
 # The test suite builds and runs real Apptainer images. Debian 12 has no
 # apptainer package: provision one (CI/test set-up only; sites have their own).
-if [[ ${1:-} == --test ]]; then  # idempotent: ~1 s when nothing changed
-  scripts/provision-apptainer.sh
+if $test_setup; then
+  phase "apptainer" "Apptainer from a Debian sid root (~3 min when provisioned)"
+  apptainer_log=$cache/logs/provision-apptainer.log
+  scripts/provision-apptainer.sh >"$apptainer_log" 2>&1 || fail "provisioning Apptainer failed; log: $apptainer_log" 1
+  if grep -q "debootstrap sid" "$apptainer_log"; then done_phase "provisioned"; else done_phase "present"; fi
 fi
-echo "setup: ready ($venv, Horovod $(basename "$wheel"))"
+echo "setup: ready ($venv)"

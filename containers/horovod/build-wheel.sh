@@ -7,7 +7,9 @@
 # of the build: the sdist, this directory (patch, toolchain, script), the Python,
 # torch, TensorFlow and MPI versions, and the CUDA toolkit. Same inputs, no rebuild.
 set -euo pipefail
-python=$1 cache=$2
+# Absolute before any cd (no symlink resolution: a venv's python is a symlink).
+python=$1 cache=$(realpath -m -- "$2")
+[[ $python == */* ]] && python=$(realpath -ms -- "$python")
 here=$(cd "$(dirname "$0")" && pwd)
 version=0.28.1
 sdist_sha256=92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0

@@ -1,0 +1,114 @@
+"""Every command line in README.md runs: a README line that stops working fails CI.
+
+The shell blocks of README.md are run in order, as a new user would paste them,
+in a scratch directory that looks like the checkout (its top-level entries
+linked, so results, site.toml, reports and archives land in the scratch
+directory). Long jobs run with small sizes appended (the last value of an option
+wins); lines that need what this machine cannot have are listed with the reason,
+and that list must be exactly the lines that name such things.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import REPO, VENV_BIN, need
+
+pytestmark = pytest.mark.slow
+
+TINY_TRAIN = "--image-size 32 --batch-size 4 --warmup 1 --iters 2 --batches-per-iter 1"
+# What this machine cannot have: a Slurm allocation at a site, GPUs, cuda images
+# (hours to build; see the image rehearsals), or the suite itself.
+CANNOT_HAVE = re.compile(r"--launcher (sbatch|srun)|--one-job|--gpus-per-node [1-9]|FLAVOUR=cuda|^make test\b")
+NOT_RUN = {
+    "make test": "it is the command running this test",
+    "fabric-bench sweep experiments/hpec2020.experiment.toml --site site.toml --launcher sbatch --one-job":
+        "needs a Slurm cluster at a site with the study's fabrics (the test Slurm cluster runs "
+        "tests/integration/test_slurm.py)",
+}
+# Long jobs, made small: README line prefix -> arguments appended.
+SMALLER = {
+    "make bench": f'BENCH_ARGS="{TINY_TRAIN} --ranks 1,2"',
+    ".venv/bin/fabric-bench run --engine": TINY_TRAIN,
+    "fabric-bench run --site site.toml": TINY_TRAIN,
+    ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --fabric": TINY_TRAIN,
+    ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --link-rate 1gbit --benchmark halo": "--iters 3",
+    "benchmarks/gpu_check.sh --cpu": "",
+}
+EXIT_CODES = {  # lines whose documented outcome may be a non-zero exit
+    "fabric-bench compare": {0, 1},  # 1: not within the tolerance (tiny runs on 2 shared cores are noisy)
+}
+
+
+def readme_lines(text: str) -> list[str]:
+    """Command lines of the ```sh blocks, continuation lines joined, comments kept (bash drops them)."""
+    lines, block = [], None
+    for raw in text.splitlines():
+        if raw.startswith("```"):
+            block = [] if block is None and raw.strip() in ("```sh", "```bash") else None
+            continue
+        if block is None:
+            continue
+        if lines and lines[-1].endswith("\\"):
+            lines[-1] = lines[-1][:-1].rstrip() + " " + raw.strip()
+        elif raw.strip() and not raw.lstrip().startswith("#"):
+            lines.append(raw.strip())
+    return lines
+
+
+def without_comment(line: str) -> str:
+    return re.sub(r"\s+#\s.*$", "", line)
+
+
+def made_small(line: str) -> str:
+    command = without_comment(line)
+    for prefix, extra in SMALLER.items():
+        if command.startswith(prefix) and "--dry-run" not in command:
+            return f"{command} {extra}".strip()
+    return command
+
+
+def scratch_checkout(tmp_path: Path) -> Path:
+    work = tmp_path / "checkout"
+    work.mkdir()
+    for entry in REPO.iterdir():
+        if entry.name not in (".git", "results", ".venv"):
+            (work / entry.name).symlink_to(entry)
+    (work / ".venv").symlink_to(VENV_BIN.parent)  # wherever VENV put it
+    return work
+
+
+def test_the_lines_not_run_are_exactly_those_naming_what_this_machine_lacks():
+    lines = [without_comment(line) for line in readme_lines((REPO / "README.md").read_text())]
+    assert set(NOT_RUN) == {line for line in lines if CANNOT_HAVE.search(line)}
+    assert set(NOT_RUN) <= set(lines), "a NOT_RUN entry is no longer in the README"
+
+
+def test_every_other_readme_line_runs(tmp_path, cpu_ethernet_image):
+    need(os.geteuid() == 0 and shutil.which("tc") is not None, "the README's emulated fabrics need root and tc")
+    work = scratch_checkout(tmp_path)
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+           "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")}
+    before = {p.pid for p in psutil.process_iter()}
+    ran = []
+    for line in readme_lines((REPO / "README.md").read_text()):
+        if without_comment(line) in NOT_RUN:
+            continue
+        command = made_small(line)
+        proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=900)
+        allowed = next((codes for prefix, codes in EXIT_CODES.items() if command.startswith(prefix)), {0})
+        assert proc.returncode in allowed, (f"README line failed (exit {proc.returncode}): {command}\n"
+                                            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        ran.append(command)
+    assert len(ran) >= 20
+    # every line's processes ended with it
+    left = [p for p in psutil.process_iter(["pid", "cmdline"])
+            if p.pid not in before and str(work) in " ".join(p.info["cmdline"] or [])]
+    assert not left, [p.info["cmdline"] for p in left]
