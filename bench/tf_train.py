@@ -159,12 +159,13 @@ def train(tf, keras, engine, args) -> int:
     trainer = Trainer(tf, keras, model, optimizer, images, labels, engine)
     engine.barrier()
     started = time.time()
-    samples = trainer.run(*run, Progress(args.record_dir, engine.rank, engine.size, "train", args.iters))
+    progress = Progress(args.record_dir, engine.rank, engine.size, "train", args.iters)
+    samples = trainer.run(*run, progress)
     train_seconds = time.time() - started
 
     compute = Trainer(tf, keras, compute_model, compute_optimizer, images, labels, Local())
     engine.barrier()  # all ranks compute at once, as they do while training
-    compute_samples = compute.run(*run, Progress(args.record_dir, engine.rank, engine.size, "compute", args.iters))
+    compute_samples = compute.run(*run, progress.next_phase("compute"))
 
     params_max_abs_diff, params_sha256 = parameter_check(np, trainer.model, engine)
     return finish(

@@ -134,7 +134,8 @@ def train(torch, torchvision, engine, args) -> int:
     trainer = Trainer(torch, model, optimizer, images, labels, args.precision, device, engine.step)
     engine.barrier()
     started = time.time()
-    samples = trainer.run(*run, Progress(args.record_dir, engine.rank, engine.size, "train", args.iters))
+    progress = Progress(args.record_dir, engine.rank, engine.size, "train", args.iters)
+    samples = trainer.run(*run, progress)
     train_seconds = time.time() - started
 
     def local_step(opt, scaler):
@@ -147,7 +148,7 @@ def train(torch, torchvision, engine, args) -> int:
     compute_optimizer = torch.optim.SGD(compute_model.parameters(), lr=0.01, momentum=0.9)
     compute = Trainer(torch, compute_model, compute_optimizer, images, labels, args.precision, device, local_step)
     engine.barrier()  # all ranks compute at once, as they do while training
-    compute_samples = compute.run(*run, Progress(args.record_dir, engine.rank, engine.size, "compute", args.iters))
+    compute_samples = compute.run(*run, progress.next_phase("compute"))
 
     params_max_abs_diff, params_sha256 = parameter_check(torch, trainer.model, engine)
     return finish(

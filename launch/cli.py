@@ -77,6 +77,7 @@ def run(
     env: list[str] = typer.Option([], help="extra NAME=VALUE for every rank, overriding presets (repeatable)"),
     results: Path = typer.Option(Path("results"), help="results directory"),
     timeout: Optional[float] = typer.Option(None, help="kill the run (all ranks) after this many seconds"),
+    stall_timeout: Optional[float] = typer.Option(None, help="end the run when a rank starts no batch for this many seconds; the result names who stopped where"),
     dry_run: bool = typer.Option(False, help="print the exact argv and env, run nothing"),
 ):
     """Run one benchmark and write RESULTS/<run_id>/result.json.
@@ -90,8 +91,9 @@ def run(
     from launch.comm_results import comm_table
     from launch.table import training_table
 
-    if timeout is not None and timeout <= 0:
-        raise UsageError(f"--timeout must be > 0, got {timeout}")
+    for name, value in (("--timeout", timeout), ("--stall-timeout", stall_timeout)):
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be > 0, got {value}")
     total = resolve_ranks(ranks, nodes, ranks_per_node)
     site_config = load_site(site) if site else Site.default()
     scheduler = site_config.scheduler
@@ -118,7 +120,7 @@ def run(
         print("preflight skipped:", "; ".join(preflight_skipped(spec, prepared)))
         return
     with stop_requests():  # Ctrl-C, kill, hang-up: every process of the run ends, the result says so
-        result = execute_run(spec, prepared, timeout=timeout)
+        result = execute_run(spec, prepared, timeout=timeout, stall_timeout=stall_timeout)
     console.print(training_table([result]) if benchmark == "train" else comm_table(result))
     console.print(f"result: {prepared.run_dir / 'result.json'}")
     if result["status"] != "ok":
@@ -147,6 +149,7 @@ COMMAND_MODULES = (
     "launch.report_cli",
     "launch.archive_cli",
     "launch.compare_cli",
+    "launch.predict_cli",
 )
 for _module in COMMAND_MODULES:
     __import__(_module, fromlist=["register"]).register(app)

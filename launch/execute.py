@@ -17,6 +17,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from bench.progress import PROGRESS_PREFIX
 from launch import keeper
@@ -26,6 +27,7 @@ from launch import interrupt
 # The keeper's own grace (SIGTERM -> SIGKILL) plus time for it to report back.
 STOP_WAIT_SECONDS = keeper.GRACE_SECONDS + 5.0
 POLL_SECONDS = 0.1  # how often a waiting run looks for a stop request
+WATCH_SECONDS = 1.0  # how often it asks the watch (e.g. launch.heartbeat) whether the run stalled
 
 
 @dataclass
@@ -39,6 +41,7 @@ class Outcome:
     started_unix: float = 0.0
     signal: str | None = None  # the stop signal's name when interrupted (SIGINT, SIGTERM, SIGHUP)
     exit_on_stop: int | None = None  # 128 + that signal: fabric-bench's own exit code
+    stalled: dict | None = None  # what the watch saw when it ended the run
 
 
 def stop_keeper(proc: subprocess.Popen) -> None:
@@ -80,7 +83,9 @@ class Console:
 
 
 def execute(command: Command, log_path: Path, timeout: float | None = None,
-            echo: bool = True, tail_lines: int = 30, cwd: Path | None = None) -> Outcome:
+            echo: bool = True, tail_lines: int = 30, cwd: Path | None = None,
+            watch: Callable[[], dict | None] | None = None) -> Outcome:
+    """Run `command`; `watch`, asked every WATCH_SECONDS, ends the run by returning what it saw."""
     env = {**os.environ, **command.env}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=tail_lines)
@@ -110,8 +115,9 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
-        timed_out, stopped = False, None
+        timed_out, stopped, stalled = False, None, None
         deadline = None if timeout is None else started + timeout
+        next_watch = started + WATCH_SECONDS
         try:
             while proc.poll() is None:
                 if (signum := interrupt.requested()) is not None:
@@ -120,17 +126,22 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
                 if deadline is not None and time.monotonic() >= deadline:
                     timed_out = True
                     break
+                if watch is not None and time.monotonic() >= next_watch:
+                    next_watch += WATCH_SECONDS
+                    if (stalled := watch()) is not None:
+                        break
                 try:
                     proc.wait(timeout=POLL_SECONDS)
                 except subprocess.TimeoutExpired:
                     pass
         except KeyboardInterrupt:  # outside stop_requests(): Python's own Ctrl-C
             stopped = interrupt.Interrupted(signal.SIGINT)
-        if timed_out or stopped:
+        if timed_out or stopped or stalled:
             stop_keeper(proc)
         os.close(lifeline_end)
         reader.join(timeout=STOP_WAIT_SECONDS)
         console.close()
     return Outcome(proc.returncode if proc.returncode is not None else -9, time.monotonic() - started,
                    list(tail), timed_out, stopped is not None, first_output[0] if first_output else None,
-                   started_unix, stopped.name if stopped else None, stopped.exit_code if stopped else None)
+                   started_unix, stopped.name if stopped else None, stopped.exit_code if stopped else None,
+                   stalled)

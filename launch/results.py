@@ -13,6 +13,7 @@ from pathlib import Path
 from bench.stats import summarize
 from launch.comm_results import allreduce_metrics, halo_metrics
 from launch.errors import UsageError
+from launch.heartbeat import stragglers
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -72,6 +73,8 @@ def train_metrics(records: list[dict], world_size: int, tolerance: float) -> tup
         "device": ranks[0].get("device"),
         "hosts": sorted({r["host"] for r in ranks}),
         "step_time_s": ranks[0]["config"]["batch_size"] / rank_means[0] if rank_means[0] else None,
+        # ranks slower than the median on the step without exchange (launch.heartbeat)
+        "stragglers": stragglers([r["compute_samples_img_per_s"] for r in ranks], ranks[0]["config"]["batch_size"]),
     }
     return metrics, problems
 

@@ -15,6 +15,7 @@ from launch.errors import UsageError
 from launch.execute import execute
 from launch.launchers import Plan, build_command, sbatch_script
 from launch import interrupt
+from launch.heartbeat import StallWatch, stall_reason
 from launch.interrupt import Interrupted
 from launch.results import assemble, new_run_id, progress_of, write_result
 from launch.runspec import RunSpec
@@ -125,16 +126,26 @@ def preflight_skipped(spec: RunSpec, prepared: Prepared) -> list[str]:
     return skipped
 
 
+def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
+    """The heartbeat check of a run with a stall timeout (not for sbatch: a queued job does not beat)."""
+    if timeout is None or spec.launcher == "sbatch" or spec.benchmark != "train":
+        return None
+    return StallWatch(prepared.plan.record_dir, spec.ranks, timeout).check
+
+
 def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None, echo: bool = True,
-                annotations: dict | None = None) -> dict:
+                annotations: dict | None = None, stall_timeout: float | None = None) -> dict:
     checked = preflight(spec, prepared)
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
     if prepared.job_script is not None:
         prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")
     with emulate.session(prepared.plan):  # the emulated launcher's cluster is up meanwhile
-        outcome = execute(prepared.command, prepared.run_dir / "output.log", timeout=timeout, echo=echo)
+        outcome = execute(prepared.command, prepared.run_dir / "output.log", timeout=timeout, echo=echo,
+                          watch=stall_watch(spec, prepared, stall_timeout))
     reason = None
-    if outcome.timed_out:
+    if outcome.stalled:
+        reason = stall_reason(outcome.stalled)
+    elif outcome.timed_out:
         reason = f"timed out after {timeout:g} s; all ranks killed"
     elif outcome.interrupted:
         reason = f"interrupted by {outcome.signal}; all processes of the run ended"
@@ -166,6 +177,8 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     if outcome.interrupted:  # what the ranks finished before the signal
         result.update(status="interrupted", reason=reason,
                       interruption={"signal": outcome.signal, "progress": progress_of(records)})
+    elif outcome.stalled:  # who stopped where, and what they finished before
+        result.update(status="stalled", reason=reason, stall={**outcome.stalled, "progress": progress_of(records)})
     transport.apply(result, prepared.run_dir / "output.log")
     store.index_quietly(write_result(prepared.run_dir, result), result)
     if outcome.interrupted:

@@ -82,3 +82,18 @@ def test_a_killed_rank_fails_the_run_and_takes_its_peers_down(tmp_path):
     assert r["status"] == "failed" and r["log_tail"]
     leftovers = subprocess.run(["pgrep", "-f", f"bench.torch_train.*{tmp_path}"], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""
+
+
+def test_the_console_shows_progress_and_the_table_and_the_log_keeps_the_verbose_output(tmp_path):
+    need(horovod_built_for("torch"), "Horovod with PyTorch is not installed (make setup)")
+    proc = fabric_bench("run", "--engine", "horovod", "--ranks", "2", *TINY, "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    progress = [l for l in lines if " iteration " in l]
+    # rank 0 speaks for the group: one line per timed iteration of each phase
+    assert [l.split(":")[0] for l in progress] == [f"{phase} iteration {i}/3" for phase in ("train", "compute")
+                                                   for i in (1, 2, 3)]
+    assert not any("mca:" in l or "UCX" in l for l in lines)
+    assert len(lines) <= len(progress) + 12  # + the summary table and the result path
+    (log,) = tmp_path.glob("*/output.log")
+    assert "mca:" in log.read_text()  # the transport evidence is still recorded
