@@ -1,0 +1,248 @@
+"""Scaling prediction: step time, throughput and scaling efficiency of data-parallel
+training at N = 1 ... 1024 ranks, from a measured compute step, the gradient
+size and an alpha-beta model of the fabric's allreduce (launch.model).
+
+The step, per rank (t_c: the compute-only step, forward + backward + update):
+
+    forward       = (1 - b) * t_c          b: backward share of the compute step (assumed 2/3)
+    backward      = b * t_c, producing the G gradient bytes at an even rate
+    communication = bucketed ring allreduces on one stream, each started when
+                    its bucket is ready and the previous allreduce is done:
+      ddp      fixed buckets in backward order: first 1 MiB, then bucket_cap_mb (25 MiB)
+      horovod  every cycle_time_ms (1 ms) the ready gradients, fused up to the
+               fusion threshold (128 MiB), go out as one allreduce
+    step (overlapped) = forward + max(backward, end of the last allreduce)
+    step (no overlap) = t_c + sum of the buckets' allreduce times   (an upper bound)
+
+Throughput = N x batch / step; scaling efficiency = t_c(1 rank) / step(N).
+A prediction records every input (predict.json) so it can be reproduced.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from launch.errors import UsageError
+from launch.model import AlphaBeta
+
+MIB = 2 ** 20
+DDP_FIRST_BUCKET_BYTES = 1 * MIB   # torch.distributed's first bucket
+DDP_BUCKET_CAP_MB = 25.0           # DistributedDataParallel(bucket_cap_mb=25) default
+HOROVOD_FUSION_BYTES = 128 * MIB   # Horovod >= 0.21 defaults
+HOROVOD_CYCLE_MS = 1.0
+BACKWARD_SHARE = 2 / 3             # backward ~ 2x forward: an assumption, printed with every prediction
+DEFAULT_RANKS = tuple(2 ** k for k in range(11))  # 1 .. 1024
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """An allreduce model for one fabric: fitted from an allreduce run, or nominal (line rate, latency)."""
+    name: str
+    alpha_s: float
+    bandwidth_gbit_s: float
+    source: str  # "nominal" or the allreduce result it was fitted on
+
+    @property
+    def model(self) -> AlphaBeta:
+        return AlphaBeta(self.alpha_s, 8 / (self.bandwidth_gbit_s * 1e9), ranks=2)
+
+    def allreduce_s(self, nbytes: float, ranks: int) -> float:
+        return self.model.allreduce_s(nbytes, ranks)
+
+
+# Nominal presets: the line rate and a typical small-message latency, NOT measured here.
+NOMINAL = {
+    "25GbE": Fabric("25GbE", 10e-6, 25.0, "nominal"),
+    "omnipath-100": Fabric("omnipath-100", 1.5e-6, 100.0, "nominal"),
+    "infiniband-hdr-200": Fabric("infiniband-hdr-200", 1.5e-6, 200.0, "nominal"),
+    "efa-4x100": Fabric("efa-4x100", 15e-6, 400.0, "nominal"),
+    "slingshot-200": Fabric("slingshot-200", 2e-6, 200.0, "nominal"),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one rank computes and exchanges per step."""
+    engine: str                 # ddp | horovod
+    batch_size: int             # per rank
+    compute_step_s: float       # t_c: the step without gradient exchange
+    gradient_bytes: int
+    bucket_bytes: float         # ddp: bucket cap; horovod: fusion threshold
+    cycle_s: float = HOROVOD_CYCLE_MS / 1e3  # horovod only
+    backward_share: float = BACKWARD_SHARE
+    source: dict | None = None  # where the numbers came from
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def workload_from(train: dict, engine: str | None = None, bucket_mb: float | None = None,
+                  cycle_ms: float | None = None, backward_share: float = BACKWARD_SHARE) -> Workload:
+    """The workload of a train result: its compute-only step (measured with its own ranks sharing the
+    host, as they do while training), gradient bytes and the engine's bucket settings."""
+    if train.get("benchmark") not in (None, "train"):
+        raise UsageError(f"{train.get('run_id')}: a {train.get('benchmark')} result, not a training result")
+    compute = train.get("compute_img_per_s")
+    if not isinstance(compute, (int, float)) or compute <= 0:
+        raise UsageError(f"{train.get('run_id')}: the train result has no compute_img_per_s "
+                         "(the compute-only step); rerun it with this version of fabric-bench")
+    if not isinstance(train.get("gradient_bytes"), int) or train["gradient_bytes"] <= 0:
+        raise UsageError(f"{train.get('run_id')}: the train result has no gradient_bytes")
+    spec = train.get("spec") or {}
+    ranks, batch = train.get("world_size") or 1, spec.get("batch_size")
+    if not isinstance(batch, int) or batch < 1:
+        raise UsageError(f"{train.get('run_id')}: the train result has no spec.batch_size")
+    engine = engine or train.get("engine") or "ddp"
+    if engine not in ("ddp", "horovod"):
+        raise UsageError(f"engine {engine!r}: the predictor models ddp and horovod")
+    info = train.get("engine_info") or {}
+    if engine == "ddp":
+        cap = bucket_mb or info.get("bucket_cap_mb") or spec.get("bucket_cap_mb") or DDP_BUCKET_CAP_MB
+        bucket = float(cap) * MIB
+    else:
+        threshold = info.get("fusion_threshold_bytes")
+        bucket = (bucket_mb * MIB if bucket_mb else float(threshold) if threshold
+                  else (spec.get("fusion_threshold_mb") or 0) * MIB or HOROVOD_FUSION_BYTES)
+    cycle = cycle_ms or _float(info.get("cycle_time_ms")) or spec.get("cycle_time_ms") or HOROVOD_CYCLE_MS
+    if not 0 < backward_share <= 1:
+        raise UsageError(f"--backward-share must be in (0, 1], got {backward_share}")
+    return Workload(engine=engine, batch_size=batch, compute_step_s=batch * ranks / compute,
+                    gradient_bytes=train["gradient_bytes"], bucket_bytes=bucket, cycle_s=float(cycle) / 1e3,
+                    backward_share=backward_share,
+                    source={"run_id": train.get("run_id"), "world_size": ranks, "model": train.get("model"),
+                            "compute_img_per_s": compute, "measured_with_ranks_sharing_the_host": ranks})
+
+
+def _float(value) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def ddp_buckets(gradient_bytes: int, cap_bytes: float) -> list[float]:
+    """Bucket sizes in the order they become ready: a 1 MiB first bucket, then the cap."""
+    sizes, left = [], float(gradient_bytes)
+    first = min(DDP_FIRST_BUCKET_BYTES, cap_bytes)
+    while left > 0:
+        size = min(left, first if not sizes else cap_bytes)
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
+def _ddp_schedule(w: Workload, fabric: Fabric, ranks: int) -> tuple[float, list[float]]:
+    """End of the last allreduce (from the start of backward) and each bucket's allreduce time."""
+    backward = w.backward_share * w.compute_step_s
+    ready_bytes, end, times = 0.0, 0.0, []
+    for size in ddp_buckets(w.gradient_bytes, w.bucket_bytes):
+        ready_bytes += size
+        ready = backward * ready_bytes / w.gradient_bytes
+        t = fabric.allreduce_s(size, ranks)
+        end = max(ready, end) + t
+        times.append(t)
+    return end, times
+
+
+def _horovod_schedule(w: Workload, fabric: Fabric, ranks: int) -> tuple[float, list[float]]:
+    """Cycle by cycle: what is ready when the stream is free goes out, fused up to the threshold."""
+    backward = w.backward_share * w.compute_step_s
+    rate = w.gradient_bytes / backward  # bytes produced per second of backward
+    cycle = max(w.cycle_s, 1e-6)
+    sent, free, times = 0.0, 0.0, []
+    while sent < w.gradient_bytes - 0.5:
+        # the first cycle boundary at which the stream is free and something is ready
+        t = max(free, sent / rate)
+        t = math.ceil(t / cycle - 1e-9) * cycle
+        ready = min(w.gradient_bytes, rate * t)
+        if ready - sent < 0.5:  # nothing new by then: the next cycle
+            t += cycle
+            ready = min(w.gradient_bytes, rate * t)
+        size = min(ready - sent, w.bucket_bytes) if w.bucket_bytes > 0 else ready - sent
+        duration = fabric.allreduce_s(size, ranks)
+        times.append(duration)
+        free = t + duration
+        sent += size
+    return free, times
+
+
+def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
+    if ranks < 1:
+        raise UsageError(f"ranks must be >= 1, got {ranks}")
+    forward = (1 - w.backward_share) * w.compute_step_s
+    backward = w.backward_share * w.compute_step_s
+    if ranks == 1:
+        end, times = 0.0, []
+    elif w.engine == "ddp":
+        end, times = _ddp_schedule(w, fabric, ranks)
+    else:
+        end, times = _horovod_schedule(w, fabric, ranks)
+    step = forward + max(backward, end)
+    no_overlap = w.compute_step_s + sum(times)
+    return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
+            "allreduce_s": sum(times), "allreduces": len(times), "exposed_comm_s": step - w.compute_step_s,
+            "img_per_s": ranks * w.batch_size / step, "img_per_s_no_overlap": ranks * w.batch_size / no_overlap,
+            "scaling_efficiency": w.compute_step_s / step,
+            "scaling_efficiency_no_overlap": w.compute_step_s / no_overlap}
+
+
+def predict(w: Workload, fabrics: list[Fabric], ranks: list[int]) -> dict:
+    """Every fabric at every rank count, with every input recorded."""
+    bad = [n for n in ranks if not isinstance(n, int) or n < 1]
+    if bad or not ranks:
+        raise UsageError(f"ranks must be integers >= 1, got {bad or 'none'}")
+    if not fabrics:
+        raise UsageError("no fabric to predict for: give --allreduce RESULT, --link NAME=GBIT[,US] or --nominal")
+    return {"schema_version": 1, "model": __doc__.split("\n\n")[1].strip(),
+            "workload": w.as_dict(), "fabrics": [asdict(f) for f in fabrics], "ranks": list(ranks),
+            "points": [predict_point(w, f, n) for f in fabrics for n in ranks]}
+
+
+def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int = 8 * MIB) -> Fabric:
+    """alpha-beta fitted on an allreduce result's rows of >= min_bytes (beyond a shaper's burst)."""
+    from launch.model import fit
+
+    if not isinstance(result.get("sizes"), list) or result.get("benchmark") not in (None, "allreduce"):
+        raise UsageError(f"{result.get('run_id')}: not an allreduce result (no sizes)")
+    ranks = result.get("world_size") or 0
+    rows = [r for r in result["sizes"] if isinstance(r, dict) and r.get("time_us")]
+    large = [r for r in rows if r["bytes"] >= min_bytes]
+    try:
+        model = fit(large if len(large) >= 2 else rows, ranks)
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"{result.get('run_id')}: cannot fit the alpha-beta model: {exc}") from None
+    spec = result.get("spec") or {}
+    label = name or spec.get("fabric") or (f"emulated {result['link_rate_gbit_s']:g} Gbit/s"
+                                            if result.get("link_rate_gbit_s") else "default")
+    return Fabric(label, model.alpha_s, model.bandwidth_gbit_s, f"fitted on {result.get('run_id')} "
+                  f"({result.get('backend')}, {ranks} ranks, rows >= {min_bytes} B)")
+
+
+def result_fabric(result: dict) -> str | None:
+    """The fabric names a result answers to: its preset, or emu-eth-<rate> for an emulated link."""
+    spec = result.get("spec") or {}
+    return spec.get("fabric")
+
+
+def parse_link(text: str) -> Fabric:
+    """NAME=GBIT[,LATENCY_US] -> a nominal fabric."""
+    name, sep, rest = text.partition("=")
+    parts = rest.split(",")
+    try:
+        rate = float(parts[0])
+        latency = float(parts[1]) if len(parts) > 1 else 5.0
+    except (ValueError, IndexError):
+        rate = latency = -1.0
+    if not sep or not name or rate <= 0 or latency < 0 or len(parts) > 2:
+        raise UsageError(f"--link expects NAME=GBIT_PER_S[,LATENCY_US] (e.g. 25GbE=25,10), got {text!r}")
+    return Fabric(name, latency * 1e-6, rate, "nominal (command line)")
+
+
+def parse_ranks(text: str) -> list[int]:
+    try:
+        ranks = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--ranks expects integers >= 1 separated by commas, got {text!r}") from None
+    if not ranks or any(n < 1 for n in ranks):
+        raise UsageError(f"--ranks expects integers >= 1, got {text!r}")
+    return ranks

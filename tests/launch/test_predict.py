@@ -1,0 +1,119 @@
+"""`fabric-bench predict`: the bucketed-overlap model and its command line."""
+import json
+
+import pytest
+
+from launch import predict
+from launch.errors import UsageError
+from tests.conftest import fabric_bench
+
+MIB = 2 ** 20
+
+
+def train_result(run_id="t1", ranks=2, engine="ddp", compute=40.0, batch=8, gradient_bytes=40 * MIB, **info):
+    return {"schema_version": 1, "run_id": run_id, "benchmark": "train", "framework": "torch", "engine": engine,
+            "model": "resnet18", "world_size": ranks, "status": "ok",
+            "spec": {"batch_size": batch, "fabric": "emu-eth-1g", "nodes": ranks},
+            "throughput": {"total_img_per_s": 30.0, "per_rank_img_per_s": 30.0 / ranks},
+            "compute_img_per_s": compute, "gradient_bytes": gradient_bytes, "engine_info": info}
+
+
+def allreduce_result(fabric="emu-eth-1g", gbit=1.0, alpha_us=50.0, ranks=2):
+    beta = 8 / (gbit * 1e9)
+    sizes = [{"bytes": 2 ** k, "time_us": (2 * (ranks - 1) * alpha_us * 1e-6 + 2 * (ranks - 1) / ranks * 2 ** k * beta) * 1e6,
+              "busbw_gbit_s": 1.0} for k in range(16, 27)]
+    return {"schema_version": 1, "run_id": "a1", "benchmark": "allreduce", "world_size": ranks, "status": "ok",
+            "backend": "torch", "spec": {"fabric": fabric}, "sizes": sizes, "link_rate_gbit_s": gbit}
+
+
+def test_one_rank_is_the_compute_step_and_efficiency_one():
+    w = predict.workload_from(train_result())
+    assert w.compute_step_s == pytest.approx(8 * 2 / 40.0)  # measured with 2 ranks sharing the host
+    p = predict.predict_point(w, predict.NOMINAL["25GbE"], 1)
+    assert p["step_s"] == pytest.approx(w.compute_step_s) and p["scaling_efficiency"] == 1.0 and p["allreduces"] == 0
+
+
+def test_ddp_buckets_overlap_the_backward_pass_and_the_bound_does_not():
+    fabric = predict.Fabric("slow", 0.0, 1.0, "nominal")  # 1 Gbit/s, no latency
+    w = predict.Workload(engine="ddp", batch_size=8, compute_step_s=0.3, gradient_bytes=26 * MIB,
+                         bucket_bytes=25 * MIB, backward_share=2 / 3)
+    assert predict.ddp_buckets(w.gradient_bytes, w.bucket_bytes) == [1 * MIB, 25 * MIB]
+    p = predict.predict_point(w, fabric, 2)
+    t1, t25 = (fabric.allreduce_s(s, 2) for s in (1 * MIB, 25 * MIB))
+    # bucket 1 ready after 1/26 of the backward, bucket 2 at its end: only bucket 2 is exposed
+    backward = 0.2
+    end = max(backward, max(backward / 26 + t1, backward) + t25)
+    assert p["step_s"] == pytest.approx(0.1 + end)
+    assert p["step_no_overlap_s"] == pytest.approx(0.3 + t1 + t25)
+    assert p["step_s"] < p["step_no_overlap_s"]
+
+
+def test_horovod_fuses_what_is_ready_each_cycle_up_to_the_threshold():
+    fabric = predict.Fabric("fast", 0.0, 1000.0, "nominal")
+    w = predict.Workload(engine="horovod", batch_size=8, compute_step_s=0.3, gradient_bytes=20 * MIB,
+                         bucket_bytes=128 * MIB, cycle_s=0.01, backward_share=2 / 3)
+    p = predict.predict_point(w, fabric, 8)
+    # a fast fabric: one allreduce per 10 ms cycle of the 200 ms backward, nothing exposed but the last
+    assert p["allreduces"] == pytest.approx(20, abs=1)
+    assert p["step_s"] == pytest.approx(0.3, rel=0.02)
+    capped = predict.predict_point(predict.Workload(**{**w.as_dict(), "bucket_bytes": 1 * MIB}), fabric, 8)
+    assert capped["allreduces"] >= 20
+
+
+def test_efficiency_falls_with_ranks_and_faster_fabrics_scale_better():
+    w = predict.workload_from(train_result(gradient_bytes=100 * MIB))
+    data = predict.predict(w, list(predict.NOMINAL.values()), list(predict.DEFAULT_RANKS))
+    by = {(p["fabric"], p["ranks"]): p for p in data["points"]}
+    eth = [by["25GbE", n]["scaling_efficiency"] for n in predict.DEFAULT_RANKS]
+    assert eth == sorted(eth, reverse=True) and eth[0] == 1.0
+    assert by["infiniband-hdr-200", 1024]["scaling_efficiency"] > by["25GbE", 1024]["scaling_efficiency"]
+    assert data["workload"]["gradient_bytes"] == 100 * MIB and data["ranks"][-1] == 1024  # inputs recorded
+
+
+def test_fit_from_an_allreduce_result():
+    fabric = predict.fabric_from_allreduce(allreduce_result(gbit=2.0, alpha_us=30.0))
+    assert fabric.bandwidth_gbit_s == pytest.approx(2.0, rel=1e-6) and fabric.alpha_s == pytest.approx(30e-6, rel=1e-3)
+    assert fabric.name == "emu-eth-1g" and "a1" in fabric.source
+
+
+@pytest.mark.parametrize("bad", ["0", "1,-2", "x"])
+def test_ranks_below_one_are_refused(bad):
+    with pytest.raises(UsageError, match="--ranks"):
+        predict.parse_ranks(bad)
+
+
+def write(tmp_path, name, data):
+    path = tmp_path / name
+    path.mkdir()
+    (path / "result.json").write_text(json.dumps(data))
+    return str(path)
+
+
+def test_cli_prints_the_table_and_records_every_input(tmp_path):
+    train = write(tmp_path, "train", train_result())
+    ar = write(tmp_path, "ar", allreduce_result())
+    proc = fabric_bench("predict", "--train", train, "--allreduce", ar, "--fabric", "emu-eth-1g", "--nominal",
+                        "--ranks", "1,2,4,1024", "--output", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    assert "25GbE" in proc.stdout and "nominal" in proc.stdout and "emu-eth-1g" in proc.stdout
+    data = json.loads((tmp_path / "out" / "predict.json").read_text())
+    assert data["ranks"] == [1, 2, 4, 1024] and len(data["points"]) == 4 * (1 + len(predict.NOMINAL))
+    assert data["workload"]["source"]["run_id"] == "t1"
+    assert (tmp_path / "out" / "predict.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("case, message", [
+    ("other-fabric", "ran on fabric emu-eth-1g, not 'emu-eth-10g'"),
+    ("no-compute", "has no compute_img_per_s"),
+    ("ranks-zero", "--ranks expects integers >= 1"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, case, message):
+    train = train_result()
+    if case == "no-compute":
+        del train["compute_img_per_s"]
+    args = ["predict", "--train", write(tmp_path, "train", train), "--allreduce", write(tmp_path, "ar", allreduce_result())]
+    args += {"other-fabric": ["--fabric", "emu-eth-10g"], "no-compute": [], "ranks-zero": ["--ranks", "0,2"]}[case]
+    proc = fabric_bench(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
