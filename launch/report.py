@@ -1,26 +1,34 @@
-"""Reports: tables and plots of any set of results, as PNGs, one self-contained
-HTML page (the PNGs embedded as base64) and report_data.json.
+"""Reports: the verdict first, then tables and plots of any set of results, as
+PNGs, one self-contained HTML page (the PNGs embedded as base64, nothing
+fetched) and report_data.json.
 
-Plots (what the reference study's figures show), one series per
-fabric/engine/model:
-- throughput vs ranks, with the 95 % CI as error bars;
-- scaling efficiency, throughput(N) / (N x throughput(1)), where a 1-rank run exists;
-- communication share vs ranks;
+The page opens with the verdict table (launch.verdict): per group of otherwise
+identical configurations, each fabric's metric relative to a reference fabric
+with the ratio's 95 % CI and 'no significant difference' or 'N % slower/faster',
+and a paragraph in words; the same for NCCL vs MPI and GPUDirect on vs off
+where the results varied them. Then the plots (what the reference study's
+figures show), one series per fabric/engine/model, each series joined to its
+1-rank baseline (launch.aggregate: one aggregation, one baseline rule):
+- throughput vs ranks, with the 95 % CI as error bars and the ideal-scaling line;
+- scaling efficiency, throughput(N) / (N x throughput(1)), with the ideal at 1;
+- the verdict ratios with their CIs;
+- communication share vs ranks (multi-rank points only);
 - allreduce bus bandwidth vs message size, with each link rate drawn;
 - predicted (alpha-beta model, launch.model) vs measured step time, where the
   model ran: fitted on an allreduce run of the same fabric, or stored in the result.
-report_data.json holds every drawn series as read back from the figures, so
-what a test (or a reader) checks is exactly what was plotted.
-Fields a result lacks leave its points out; they never fail the report.
+Then the points (repetitions aggregated) and every run.
+report_data.json holds the verdicts, the points and every drawn series as read
+back from the figures, so what a test (or a reader) checks is exactly what was
+shown. Fields a result lacks leave its points out; they never fail the report.
 """
 from __future__ import annotations
 
 import base64
 import html
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
-from statistics import mean
 
 import matplotlib
 
@@ -28,6 +36,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 
+from launch import aggregate, verdict  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
 
 
@@ -48,48 +57,24 @@ def load_results(dirs: list[Path]) -> list[dict]:
     return results
 
 
-def fabric_label(result: dict) -> str:
-    """The fabric a result ran on, as series names show it: an emulated link
-    without a fabric name by its rate; '+env' when the user overrode variables."""
-    spec = result.get("spec") or {}
-    rate = _number(result.get("link_rate_gbit_s"))
-    name = spec.get("fabric") or (f"emulated {rate:g} Gbit/s" if rate else "default")
-    return name + ("+env" if spec.get("extra_env") else "")
-
-
-def series_name(result: dict) -> str:
-    fabric = fabric_label(result)
-    what = result.get("engine") or result.get("backend") or "-"
-    return f"{fabric}/{what}/{result.get('model') or result.get('benchmark')}"
-
-
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+_number = aggregate.number
+fabric_label = aggregate.fabric_label
+series_name = aggregate.series_name
 
 
 def training_points(results: list[dict]) -> dict[str, dict[int, dict]]:
-    """series -> ranks -> mean throughput, CI and comm share over the ok runs at that point."""
-    grouped: dict[str, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in results:
-        tp = r.get("throughput") or {}
-        if r.get("status") == "ok" and _number(tp.get("total_img_per_s")) and r.get("world_size"):
-            grouped[series_name(r)][int(r["world_size"])].append(r)
-    points = {}
-    for name, by_ranks in grouped.items():
-        points[name] = {}
-        for ranks, runs in sorted(by_ranks.items()):
-            comm = [c for c in (_number(x.get("comm_fraction")) for x in runs) if c is not None]
-            points[name][ranks] = {
-                "img_per_s": mean(x["throughput"]["total_img_per_s"] for x in runs),
-                "ci95": mean(_number(x["throughput"].get("ci95_img_per_s")) or 0.0 for x in runs),
-                "comm_fraction": mean(comm) if comm else None,
-                "runs": [x["run_id"] for x in runs],
-            }
-    return points
+    """series -> ranks -> the aggregated point (launch.aggregate), its 1-rank baseline joined."""
+    return {name: {p.ranks: _point_dict(p) for p in points}
+            for name, points in aggregate.curves(aggregate.aggregate(results)).items()}
 
 
-def _axes(title: str, xlabel: str, ylabel: str):
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+def _point_dict(p: aggregate.Point) -> dict:
+    return {"img_per_s": p.mean, "ci95": p.ci95, "comm_fraction": p.comm_fraction,
+            "scaling_efficiency": p.efficiency, "runs": [r["run_id"] for r in p.runs]}
+
+
+def _axes(title: str, xlabel: str, ylabel: str, size=(7, 4.5)):
+    fig, ax = plt.subplots(figsize=size, dpi=100)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -97,43 +82,91 @@ def _axes(title: str, xlabel: str, ylabel: str):
     return fig, ax
 
 
-def _rank_ticks(ax, points: dict) -> None:
-    ax.set_xticks(sorted({ranks for by_ranks in points.values() for ranks in by_ranks}))
+def _rank_ticks(ax, curves: dict) -> None:
+    ax.set_xticks(sorted({p.ranks for points in curves.values() for p in points}))
 
 
-def plot_throughput(points: dict) -> plt.Figure:
+def _ci(value) -> float:
+    return value if value is not None and math.isfinite(value) else 0.0
+
+
+IDEAL_LABEL = "ideal scaling (N x 1-rank throughput)"
+
+
+def plot_throughput(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
     fig, ax = _axes("Training throughput vs ranks", "ranks (GPUs on GPU runs)", "throughput (img/s, total)")
-    for name, by_ranks in sorted(points.items()):
-        xs = list(by_ranks)
-        ax.errorbar(xs, [by_ranks[x]["img_per_s"] for x in xs], yerr=[by_ranks[x]["ci95"] for x in xs],
-                    marker="o", capsize=3, label=name)
-    _rank_ticks(ax, points)
+    ideal_drawn = False
+    for name, points in curves.items():
+        xs = [p.ranks for p in points]
+        bars = ax.errorbar(xs, [p.mean for p in points], yerr=[_ci(p.ci95) for p in points],
+                           marker="o", capsize=3, label=name)
+        one = next((p for p in points if p.ranks == 1), None)
+        if one is not None and len(xs) > 1:
+            # hidden from the series list (its own entry in the legend): N x the 1-rank throughput
+            line, = ax.plot(xs, [x * one.mean for x in xs], linestyle=":", color=bars.lines[0].get_color(),
+                            alpha=0.8, label=f"_ideal {name}")
+            line.set_gid("ideal")
+            ideal_drawn = True
+    if ideal_drawn:
+        proxy, = ax.plot([], [], linestyle=":", color="grey", label=IDEAL_LABEL)
+        proxy.set_gid("legend-only")
+    _rank_ticks(ax, curves)
     return fig
 
 
-def plot_efficiency(points: dict) -> plt.Figure:
+def plot_efficiency(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
     fig, ax = _axes("Scaling efficiency vs ranks", "ranks (GPUs on GPU runs)",
                     "scaling efficiency (throughput(N) / N x throughput(1))")
-    for name, by_ranks in sorted(points.items()):
-        if 1 not in by_ranks:
+    for name, points in curves.items():
+        if not any(p.ranks == 1 for p in points):
             continue  # no 1-rank baseline in this set: no efficiency
-        one = by_ranks[1]["img_per_s"]
-        xs = list(by_ranks)
-        ax.plot(xs, [by_ranks[x]["img_per_s"] / (x * one) for x in xs], marker="o", label=name)
+        ax.plot([p.ranks for p in points], [p.efficiency for p in points], marker="o", label=name)
     ax.axhline(1.0, color="grey", linestyle=":", label="_ideal")
-    _rank_ticks(ax, points)
+    proxy, = ax.plot([], [], linestyle=":", color="grey", label="ideal (1.0)")
+    proxy.set_gid("legend-only")
+    _rank_ticks(ax, curves)
     return fig
 
 
-def plot_comm_share(points: dict) -> plt.Figure:
+def plot_comm_share(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
     fig, ax = _axes("Communication share of a training step", "ranks (GPUs on GPU runs)",
                     "communication share (fraction of step time)")
-    for name, by_ranks in sorted(points.items()):
-        xs = [x for x in by_ranks if by_ranks[x]["comm_fraction"] is not None]
-        if xs:
-            ax.plot(xs, [by_ranks[x]["comm_fraction"] for x in xs], marker="s", label=name)
+    for name, points in curves.items():
+        shown = [p for p in points if p.comm_fraction is not None]  # never a 1-rank point
+        if shown:
+            ax.plot([p.ranks for p in shown], [p.comm_fraction for p in shown], marker="s", label=name)
     ax.set_ylim(0, 1)
-    _rank_ticks(ax, points)
+    _rank_ticks(ax, curves)
+    return fig
+
+
+def _group_label(row: dict) -> str:
+    knobs = [f"{k} {row[k]}" for k in ("allreduce", "gpudirect", "fabric") if k in row and row[k] != "default"
+             and k != row["axis"]]
+    return (f"{row['model']} {row['engine']} {row['nodes']}x{row['ranks_per_node']}"
+            + (f" {' '.join(knobs)}" if knobs else ""))
+
+
+def plot_verdicts(all_verdicts: dict) -> plt.Figure:
+    """Every verdict row: the speed ratio (throughput ratio, inverse time ratio) with its 95 % CI."""
+    rows = [r for data in all_verdicts.values() for r in data["rows"]]
+    fig, ax = _axes("Verdicts: relative speed with 95 % CI", "speed relative to the reference "
+                    "(throughput or bandwidth ratio; inverse time ratio for the halo proxy)", "",
+                    size=(8, max(3.0, 1.2 + 0.32 * len(rows))))
+    labels = []
+    by_series: dict[str, list[tuple[int, dict]]] = {}
+    for i, row in enumerate(rows):
+        labels.append(_group_label(row))
+        by_series.setdefault(f"{row['value']} vs {row['reference']}", []).append((i, row))
+    for name, items in by_series.items():
+        xs = [row["speed_ratio"] for _, row in items]
+        lows = [row["speed_ratio"] - row["speed_ci95"][0] if row["speed_ci95"] else 0.0 for _, row in items]
+        highs = [row["speed_ci95"][1] - row["speed_ratio"] if row["speed_ci95"] else 0.0 for _, row in items]
+        ax.errorbar(xs, [i for i, _ in items], xerr=[lows, highs], fmt="o", capsize=3, label=name)
+    ax.axvline(1.0, color="grey", linestyle=":", label="_no difference")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels, fontsize="small")
+    ax.invert_yaxis()
     return fig
 
 
@@ -213,54 +246,82 @@ def plot_predicted(preds: dict) -> plt.Figure:
 
 
 def figure_data(fig: plt.Figure) -> dict:
-    """What a figure shows, read back from matplotlib: title, axis labels and every labelled line."""
+    """What a figure shows, read back from matplotlib: title, axis labels, every labelled line
+    (`series`) and the ideal-scaling lines drawn beside them (`ideal`)."""
     ax = fig.axes[0]
     # an errorbar's label sits on its container; its data line is the container's first
     named = [(c.get_label(), c.lines[0]) for c in ax.containers if isinstance(c, ErrorbarContainer)]
     named += [(line.get_label(), line) for line in ax.get_lines()]
-    series = []
+    series, ideal = [], []
     for label, line in named:
-        if label.startswith("_"):
-            continue
         xs, ys = line.get_data()
-        series.append({"name": label, "x": [float(v) for v in xs], "y": [float(v) for v in ys]})
-    return {"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "series": series}
+        entry = {"name": label, "x": [float(v) for v in xs], "y": [float(v) for v in ys]}
+        if line.get_gid() == "ideal":
+            ideal.append({**entry, "name": label.removeprefix("_ideal ")})
+        elif not label.startswith("_") and line.get_gid() != "legend-only":
+            series.append(entry)
+    data = {"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "series": series}
+    if ideal:
+        data["ideal"] = ideal
+    ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    if ticks and not ax.get_ylabel():
+        data["yticklabels"] = ticks
+    return data
 
 
 def _cell(value, fmt: str = ".1f") -> str:
     return "-" if value is None else (format(value, fmt) if isinstance(value, float) else str(value))
 
 
-def runs_table(results: list[dict], points: dict) -> tuple[list[str], list[list[str]]]:
+def runs_table(results: list[dict], points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
+    """Every run (repetitions kept), efficiency against the aggregated baseline of its series."""
     header = ["run", "fabric", "engine", "model", "ranks", "img/s total", "95% CI", "scaling eff.",
               "comm share", "transport", "status"]
     rows = []
     for r in sorted(results, key=lambda x: (series_name(x), x.get("world_size") or 0, x.get("run_id"))):
         tp = r.get("throughput") or {}
-        by_ranks = points.get(series_name(r), {})
-        eff = None
-        if r.get("status") == "ok" and 1 in by_ranks and _number(tp.get("total_img_per_s")):
-            eff = tp["total_img_per_s"] / (r["world_size"] * by_ranks[1]["img_per_s"])
+        point = aggregate.point_of(points, r)
+        eff = point.run_efficiency(r) if point is not None else None
+        comm = _number(r.get("comm_fraction")) if (r.get("world_size") or 0) > 1 else None
         rows.append([r.get("run_id", "-"), fabric_label(r),
                      r.get("engine") or r.get("backend") or "-", r.get("model") or r.get("benchmark") or "-",
                      _cell(r.get("world_size")), _cell(_number(tp.get("total_img_per_s"))),
-                     _cell(_number(tp.get("ci95_img_per_s"))), _cell(eff, ".2f"),
-                     _cell(_number(r.get("comm_fraction")), ".0%"), (r.get("transport") or {}).get("verdict", "-"),
+                     _cell(_number(tp.get("ci95_img_per_s"))),
+                     "1 (baseline)" if eff == 1.0 and (r.get("world_size") == 1) else _cell(eff, ".2f"),
+                     _cell(comm, ".0%"), (r.get("transport") or {}).get("verdict", "-"),
                      r.get("status", "-") + (f": {r['reason']}" if r.get("reason") else "")])
     return header, rows
 
 
-def build(dirs: list[Path], out: Path, title: str = "fabric-bench report") -> dict:
+def points_table(points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
+    """One row per point: repetitions aggregated (mean, CI across repetitions and iterations)."""
+    header = ["series", "ranks", "metric", "mean", "95% CI", "repetitions", "samples", "scaling eff.",
+              "comm share", "1-rank baseline"]
+    rows = []
+    for p in sorted(points, key=lambda p: (p.benchmark, p.series, p.ranks)):
+        fmt = ".4g" if p.metric.unit == "s" else ".1f"
+        rows.append([p.series, str(p.ranks), f"{p.metric.label} ({p.metric.unit})", format(p.mean, fmt),
+                     "-" if p.ci95 is None else "±" + format(p.ci95, fmt), str(p.repetitions), str(p.n_samples),
+                     _cell(p.efficiency, ".2f"), _cell(p.comm_fraction, ".0%"),
+                     "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-")])
+    return header, rows
+
+
+def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", baseline_fabric: str | None = None) -> dict:
     """Write OUT/*.png, OUT/report.html and OUT/report_data.json; returns the data."""
     results = load_results(dirs)
-    points = training_points(results)
+    points = aggregate.aggregate(results)
+    curves = aggregate.curves(points)
+    judged = verdict.all_verdicts(points, baseline_fabric, verdict.experiment_orders(dirs))
     figures = {}
-    if points:
-        figures["throughput"] = plot_throughput(points)
-        if any(1 in p for p in points.values()):
-            figures["scaling_efficiency"] = plot_efficiency(points)
-        if any(v["comm_fraction"] is not None for p in points.values() for v in p.values()):
-            figures["comm_share"] = plot_comm_share(points)
+    if curves:
+        figures["throughput"] = plot_throughput(curves)
+        if any(p.ranks == 1 for c in curves.values() for p in c):
+            figures["scaling_efficiency"] = plot_efficiency(curves)
+    if any(data["rows"] for data in judged.values()):
+        figures["verdict_ratios"] = plot_verdicts(judged)
+    if any(p.comm_fraction is not None for c in curves.values() for p in c):
+        figures["comm_share"] = plot_comm_share(curves)
     allreduce = allreduce_results(results)
     if allreduce:
         figures["allreduce_busbw"] = plot_busbw(allreduce)
@@ -272,7 +333,11 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report") -> di
     except OSError as exc:
         raise UsageError(f"cannot write the report to {out}: {exc.strerror}") from None
     header, rows = runs_table(results, points)
-    data = {"schema_version": 1, "runs": len(results), "table": {"header": header, "rows": rows}, "plots": {}}
+    point_header, point_rows = points_table(points)
+    data = {"schema_version": 2, "runs": len(results), "verdicts": judged,
+            "points": [p.describe() for p in points], "ci_method": aggregate.CI_METHOD,
+            "points_table": {"header": point_header, "rows": point_rows},
+            "table": {"header": header, "rows": rows}, "plots": {}}
     images = {}
     for name, fig in figures.items():
         for ax in fig.axes:
@@ -289,20 +354,49 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report") -> di
     return data
 
 
+def _html_table(header: list[str], rows: list[list[str]], css: str = "") -> str:
+    esc = html.escape
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def render_verdicts(judged: dict) -> str:
+    esc = html.escape
+    parts = []
+    for axis, data in judged.items():
+        heading = {"fabric": "Does the fabric change performance?",
+                   "allreduce": "Does NCCL vs MPI change performance?",
+                   "gpudirect": "Does GPUDirect change performance?"}[axis]
+        parts.append(f'<section class="verdict" id="verdict-{esc(axis)}"><h2>{esc(heading)}</h2>')
+        if data["rows"]:
+            header, rows = verdict.table_rows(data)
+            parts.append(_html_table(header, rows, "verdicts"))
+            parts.append(f'<p class="method">Reference {esc(data["title"])}: {esc(str(data["reference"]))}. '
+                         f'Method: {esc(data["method"])}.</p>')
+        parts.append(f'<p class="answer">{esc(data["paragraph"])}</p></section>')
+    return "".join(parts)
+
+
 def render_html(title: str, data: dict, images: dict[str, str]) -> str:
     esc = html.escape
-    head = "".join(f"<th>{esc(h)}</th>" for h in data["table"]["header"])
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in data["table"]["rows"])
     plots = "".join(
-        f'<figure><img alt="{esc(p["title"])}" src="data:image/png;base64,{images[name]}">'
+        f'<figure id="plot-{esc(name)}"><img alt="{esc(p["title"])}" src="data:image/png;base64,{images[name]}">'
         f"<figcaption>{esc(p['title'])}: {esc(', '.join(s['name'] for s in p['series']))}</figcaption></figure>"
         for name, p in data["plots"].items())
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:90%}}
-td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}figure{{display:inline-block;margin:1em}}</style>
+td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}figure{{display:inline-block;margin:1em;max-width:100%}}
+figure img{{max-width:100%;height:auto}}p.answer{{font-size:110%;max-width:60em}}.scroll{{overflow-x:auto}}</style>
 </head><body><h1>{esc(title)}</h1><p>{data['runs']} runs</p>
-<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+{render_verdicts(data['verdicts'])}
+<h2>Plots</h2>
 {plots}
+<h2>Points (repetitions aggregated)</h2>
+<p class="method">{esc(data['ci_method'])}.</p>
+<div class="scroll">{_html_table(data['points_table']['header'], data['points_table']['rows'], 'points')}</div>
+<h2>Runs</h2>
+<div class="scroll">{_html_table(data['table']['header'], data['table']['rows'], 'runs')}</div>
 </body></html>
 """

@@ -1,7 +1,8 @@
-"""`fabric-bench report DIR...`: tables and plots of results (launch.report)."""
+"""`fabric-bench report DIR...`: the verdict, tables and plots of results (launch.report)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -10,18 +11,28 @@ def report(
     dirs: list[Path] = typer.Argument(..., help="result directories, sweep directories or result.json files"),
     output: Path = typer.Option(Path("report"), help="directory for the PNGs, report.html, report_data.json"),
     title: str = typer.Option("fabric-bench report", help="page title"),
+    baseline_fabric: Optional[str] = typer.Option(
+        None, help="the reference fabric of the verdict table (default: the first in the sweep's experiment, "
+                   "else the first by name)"),
 ):
-    """Tables and plots of results: PNGs and one self-contained HTML page.
+    """The verdict table first, then tables and plots of results: PNGs and one self-contained HTML page.
 
-    Throughput and scaling efficiency vs ranks per fabric, communication share,
-    allreduce bus bandwidth vs message size with the link rate, and the alpha-beta
-    model's predicted vs measured times where it ran.
+    Verdicts: per group (model, nodes, ranks per node, engine, allreduce, gpudirect)
+    each fabric's throughput (time per iteration for the halo proxy, busbw for
+    allreduce) relative to the reference fabric, the ratio's 95 % CI (Welch on
+    log-metric over repetitions and iterations) and 'no significant difference'
+    or 'N % slower/faster'; the same for NCCL vs MPI and GPUDirect where varied.
+    Plots: throughput and scaling efficiency vs ranks per fabric with the ideal,
+    the verdict ratios, communication share, allreduce bus bandwidth vs message
+    size with the link rate, and the alpha-beta model's predicted vs measured times.
 
-    Example: fabric-bench report sweeps/resnet50-ib sweeps/resnet50-eth --output report/
+    Example: fabric-bench report sweeps/resnet50-ib sweeps/resnet50-eth --output report/ --baseline-fabric ethernet
     """
     from launch.report import build
 
-    data = build(dirs, output, title)
+    data = build(dirs, output, title, baseline_fabric)
+    for axis, judged in data["verdicts"].items():
+        print(f"verdict ({judged['title']}): {judged['paragraph']}")
     for name, plot in data["plots"].items():
         print(f"{output / plot['png']}: {plot['title']} ({len(plot['series'])} series)")
     print(f"{output / 'report.html'} ({data['runs']} runs)")

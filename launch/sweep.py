@@ -30,11 +30,12 @@ from launch.execute import execute
 from launch.interrupt import interrupted_by
 from launch.experiment import Experiment, Point, blame, expand
 from launch.launchers import tool_path
-from launch.results import load_result, scaling_efficiency
+from launch.results import load_result
 from launch.run import execute_run, prepare
 from launch.site import Site
 from launch.sweep_state import SweepState, exclusive
-from launch.table import baseline_key, training_table
+from launch import aggregate, verdict
+from launch.table import points_table, verdict_tables
 
 SUMMARY_SCHEMA_VERSION = 1
 JOB_MARGIN_S = 120  # one-job: start-up and collection on top of the runs' limits
@@ -211,36 +212,54 @@ def configuration(result: dict) -> tuple:
     return spec["fabric"], spec["allreduce"], spec["gpudirect"], spec["launcher"]
 
 
-def tables(sweep: Sweep) -> list:
-    """One table per fabric configuration, each with the 1-rank baselines it is measured against."""
+def orders(sweep: Sweep) -> dict[str, list[str]]:
+    """The experiment's order of fabric/allreduce/gpudirect values: the first is the verdicts' reference."""
+    experiment = sweep.experiment
+    out = {}
+    for axis in ("fabric", "allreduce", "gpudirect"):
+        values = experiment.matrix.get(axis) or ((experiment.fixed[axis],) if axis in experiment.fixed else ())
+        out[axis] = [v for v in values if isinstance(v, str)]
+    return out
+
+
+def judged(sweep: Sweep) -> tuple[list[dict], list[aggregate.Point], dict]:
+    """The latest results, their points (launch.aggregate) and verdicts (launch.verdict)."""
     found = [r for _, r in latest_results(sweep) if r is not None]
-    singles = [r for r in found if r["world_size"] == 1]
-    groups: dict[tuple, list[dict]] = {}
-    for result in found:
-        if result["world_size"] > 1:
-            groups.setdefault(configuration(result), []).append(result)
+    points = aggregate.aggregate(found)
+    return found, points, verdict.all_verdicts(points, None, orders(sweep))
+
+
+def tables(sweep: Sweep) -> list:
+    """The verdict tables and their paragraphs first, then one points table per fabric configuration,
+    each with the 1-rank baselines it is measured against (repetitions aggregated)."""
+    found, points, verdicts = judged(sweep)
+    name = sweep.experiment.name
+    out = verdict_tables(verdicts, f"{name}: ")
+    groups: dict[tuple, list[aggregate.Point]] = {}
+    for point in points:
+        if point.ranks > 1:
+            groups.setdefault(configuration(point.first), []).append(point)
     if not groups:
-        return [training_table(singles, title=f"{sweep.experiment.name}: 1-rank runs")]
-    out = []
-    for config, rows in groups.items():
+        return out + [points_table(points, title=f"{name}: 1-rank runs")]
+    for config, members in groups.items():
         fabric, allreduce, gpudirect, launcher = config
-        keys = {baseline_key(r) for r in rows}
-        # a 1-rank run of the same configuration first, else the added baseline
-        chosen = {}
-        for single in sorted(singles, key=lambda r: configuration(r) == config):
-            if baseline_key(single) in keys:
-                chosen.setdefault(baseline_key(single), []).append(single)
-        title = (f"{sweep.experiment.name}: fabric {fabric or '-'}, allreduce {allreduce or 'default'}, "
+        baselines = []
+        for point in members:
+            if point.baseline is not None and all(point.baseline is not b for b in baselines):
+                baselines.append(point.baseline)
+        title = (f"{name}: fabric {fabric or '-'}, allreduce {allreduce or 'default'}, "
                  f"gpudirect {gpudirect or 'default'}, launcher {launcher}")
-        ordered = [r for same in chosen.values() for r in same] + sorted(rows, key=lambda r: r["world_size"])
-        out.append(training_table(ordered, title=title))
+        out.append(points_table(baselines + members, title=title))
     return out
 
 
 def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: bool) -> dict:
-    """The sweep's summary; overhead = (sweep wall time - the runs' own wall_seconds) / runs."""
+    """The sweep's summary; overhead = (sweep wall time - the runs' own wall_seconds) / runs.
+
+    `verdicts` and `points` are what the report shows for the same results (launch.aggregate,
+    launch.verdict); each run's scaling_efficiency divides by its series' aggregated 1-rank baseline."""
     found = latest_results(sweep)
-    base = {baseline_key(r): r for p, r in found if r and p.baseline and r["status"] == "ok"}
+    _, points, verdicts = judged(sweep)
     benchmark_seconds = sum(r.get("wall_seconds") or 0.0 for r in ran)
     statuses = [sweep.state.status(p.key) for p in sweep.points]
     rows = []
@@ -249,10 +268,11 @@ def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: boo
                  "baseline": point.baseline, "status": sweep.state.status(point.key),
                  "reason": sweep.state.point(point.key).get("reason"), "result": None}
         if result:
+            aggregated = aggregate.point_of(points, result)
             entry.update(result=str(sweep.state.latest_result(point.key).relative_to(sweep.directory)),
                          total_img_per_s=result.get("throughput", {}).get("total_img_per_s"),
                          wall_seconds=result.get("wall_seconds"),
-                         scaling_efficiency=scaling_efficiency(result, base.get(baseline_key(result))),
+                         scaling_efficiency=aggregated.run_efficiency(result) if aggregated else None,
                          slurm=result.get("slurm"))
         rows.append(entry)
     return {
@@ -264,6 +284,7 @@ def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: boo
         "pending": len(statuses) - statuses.count("ok") - statuses.count("failed"),
         "wall_seconds": wall_seconds, "benchmark_wall_seconds": benchmark_seconds,
         "overhead_seconds_per_run": (wall_seconds - benchmark_seconds) / len(ran) if ran else None,
+        "verdicts": verdicts, "aggregated": [p.describe() for p in points],
         "runs": rows,
     }
 

@@ -1,9 +1,10 @@
-"""Rich tables of training results, with scaling efficiency against 1-rank runs."""
+"""Rich tables of training results, with scaling efficiency against 1-rank runs
+(the baseline rule and the aggregation are launch.aggregate's), and of verdicts."""
 from __future__ import annotations
 
 from rich.table import Table
 
-from launch.results import scaling_efficiency
+from launch import aggregate
 
 
 def baseline_key(result: dict) -> tuple:
@@ -21,19 +22,61 @@ def fmt(value: float | None, spec: str) -> str:
 
 
 def training_table(results: list[dict], title: str = "Training throughput") -> Table:
+    """One row per run; efficiency against the aggregated 1-rank baseline of its series
+    (1 on one rank), no communication share on one rank."""
     table = Table(title=title)
     for column in ("framework", "engine", "model", "ranks", "img/s total", "img/s per rank",
                    "95% CI", "scaling eff.", "comm share", "params |diff|", "status"):
         table.add_column(column, justify="right" if column not in ("framework", "engine", "model", "status") else "left")
-    base = baselines(results)
+    points = aggregate.aggregate(results)
     for r in results:
         tp = r.get("throughput", {})
-        eff = scaling_efficiency(r, base.get(baseline_key(r)))
+        point = aggregate.point_of(points, r)
+        eff = point.run_efficiency(r) if point is not None else None
+        comm = r.get("comm_fraction") if r["world_size"] > 1 else None
         table.add_row(
             r["framework"], r["engine"], r["model"], str(r["world_size"]),
             fmt(tp.get("total_img_per_s"), ".1f"), fmt(tp.get("per_rank_img_per_s"), ".1f"),
             "±" + fmt(tp.get("ci95_img_per_s"), ".1f"), fmt(eff, ".2f"),
-            fmt(r.get("comm_fraction"), ".0%"), fmt(r.get("params_max_abs_diff"), ".2g"),
+            fmt(comm, ".0%"), fmt(r.get("params_max_abs_diff"), ".2g"),
             r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]: {r.get('reason')}",
         )
     return table
+
+
+def points_table(points: list[aggregate.Point], title: str) -> Table:
+    """One row per point: repetitions aggregated."""
+    table = Table(title=title)
+    for column in ("series", "ranks", "mean", "95% CI", "reps", "scaling eff.", "comm share", "baseline"):
+        table.add_column(column, justify="left" if column in ("series", "baseline") else "right")
+    for p in sorted(points, key=lambda p: (p.benchmark, p.series, p.ranks)):
+        spec = ".4g" if p.metric.unit == "s" else ".1f"
+        table.add_row(p.series, str(p.ranks), f"{format(p.mean, spec)} {p.metric.unit}",
+                      "-" if p.ci95 is None else "±" + format(p.ci95, spec), str(p.repetitions),
+                      fmt(p.efficiency, ".2f"), fmt(p.comm_fraction, ".0%"),
+                      "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-"))
+    return table
+
+
+def verdict_tables(judged: dict, title: str = "") -> list:
+    """A rich table and its paragraph per compared knob (launch.verdict)."""
+    from rich.text import Text
+
+    from launch.verdict import table_rows
+
+    out = []
+    for data in judged.values():
+        heading = f"{title}verdict: {data['title']}"
+        if data["rows"]:
+            header, rows = table_rows(data)
+            table = Table(title=heading, caption=f"reference {data['reference']}; {data['method']}")
+            for column in header:
+                table.add_column(column, justify="left" if column in ("benchmark", "model", "engine", "compared",
+                                                                      "verdict") else "right")
+            for row in rows:
+                table.add_row(*row)
+            out.append(table)
+        else:
+            out.append(Text(heading))
+        out.append(Text(data["paragraph"]))
+    return out

@@ -49,7 +49,7 @@ def test_report_plots_hold_exactly_the_stored_results(results_dir, tmp_path):
     data = report.build([results_dir], tmp_path / "out")
     plots = data["plots"]
     assert set(plots) == {"throughput", "scaling_efficiency", "comm_share", "allreduce_busbw",
-                          "predicted_vs_measured"}
+                          "predicted_vs_measured", "verdict_ratios"}
     tp = plots["throughput"]
     assert tp["xlabel"] == "ranks (GPUs on GPU runs)" and tp["ylabel"] == "throughput (img/s, total)"
     assert series(tp, "ethernet/horovod/resnet50") == {"name": "ethernet/horovod/resnet50", "x": [1, 2, 4],
@@ -60,7 +60,9 @@ def test_report_plots_hold_exactly_the_stored_results(results_dir, tmp_path):
     eff = plots["scaling_efficiency"]
     assert series(eff, "ethernet/horovod/resnet50")["y"] == pytest.approx([1.0, 0.8, 0.6])
     assert "omnipath/horovod/resnet50" not in {s["name"] for s in eff["series"]}  # no 1-rank baseline
-    assert series(plots["comm_share"], "ethernet/horovod/resnet50")["y"] == [0.2, 0.4, 0.55]
+    # a 1-rank point has no communication share (issue 13): only the 2- and 4-rank points
+    assert series(plots["comm_share"], "ethernet/horovod/resnet50") == {
+        "name": "ethernet/horovod/resnet50", "x": [2, 4], "y": [0.4, 0.55]}
     bw = plots["allreduce_busbw"]
     assert bw["xlabel"] == "message size (bytes)" and bw["ylabel"] == "bus bandwidth (Gbit/s)"
     assert series(bw, "ethernet/mpi x2") == {"name": "ethernet/mpi x2", "x": [1024, 65536, 4194304],

@@ -1,0 +1,373 @@
+"""One aggregation of results into points, one baseline rule.
+
+Everything that shows a number per configuration (the report, the sweep
+summary and its tables, `fabric-bench run`'s table) reads it from here, so
+they cannot disagree:
+
+- A *point* is every ok run of one configuration (benchmark, model, fabric,
+  engine, allreduce, gpudirect, nodes, ranks, sizes): its repetitions. Its
+  value is the mean of the repetitions' means; its 95 % CI comes from the
+  repetitions AND the iterations (`mean_ci`); the runs stay listed.
+- A *series* is the points of one configuration at every rank count (a curve).
+- The 1-rank *baseline* of a series is its own 1-rank point if it has one,
+  else the fabric-less 1-rank point a sweep adds (one node, one rank, nothing
+  crosses a network) of the same benchmark, engine, model and sizes: that one
+  baseline joins every fabric series of its group.
+- Scaling efficiency = throughput(N) / (N x throughput(1 rank) per rank) with
+  that baseline; a 1-rank point has efficiency 1 by definition.
+- Communication share: the mean of the runs' `comm_fraction`; a 1-rank point
+  has none (nothing is communicated; what the field holds there is noise).
+
+Fields a result lacks leave it out; they never fail an aggregation.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from scipy import stats as scipy_stats
+
+CI_METHOD = ("95 % CI of the mean over repetitions and iterations: Student t with the larger of the "
+             "within-run variance (iteration samples around their run's mean, / all samples) and the "
+             "between-run variance (run means around the point's mean, / repetitions)")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str           # field name, units in it
+    label: str          # what a reader is told
+    unit: str
+    higher_is_better: bool
+
+
+METRICS = {
+    "train": Metric("total_img_per_s", "throughput", "img/s", True),
+    "halo": Metric("time_per_iter_s", "time per iteration", "s", False),
+    "allreduce": Metric("busbw_gbit_s", "bus bandwidth at the largest message", "Gbit/s", True),
+}
+
+
+def number(value) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def benchmark_of(result: dict) -> str | None:
+    bench = result.get("benchmark")
+    if bench in METRICS:
+        return bench
+    if isinstance(result.get("sizes"), list):
+        return "allreduce"
+    if isinstance(result.get("throughput"), dict):
+        return "train"
+    return None
+
+
+def _largest_row(result: dict) -> dict | None:
+    rows = [row for row in result.get("sizes") or [] if isinstance(row, dict)
+            and number(row.get("bytes")) and number(row.get("busbw_gbit_s"))]
+    return max(rows, key=lambda row: row["bytes"]) if rows else None
+
+
+def run_value(result: dict) -> float | None:
+    """The run's figure of merit (its mean over iterations)."""
+    bench = benchmark_of(result)
+    if bench == "train":
+        return number((result.get("throughput") or {}).get("total_img_per_s"))
+    if bench == "halo":
+        return number(result.get("time_per_iter_mean_s")) or number(result.get("time_per_iter_s"))
+    if bench == "allreduce":
+        row = _largest_row(result)
+        return number(row["busbw_gbit_s"]) if row else None
+    return None
+
+
+def run_samples(result: dict) -> list[float]:
+    """Every timed iteration's value of the metric (the run's value alone if none are stored)."""
+    bench = benchmark_of(result)
+    samples = None
+    if bench == "train":
+        samples = (result.get("samples") or {}).get("total_img_per_s")
+    elif bench == "halo":
+        samples = result.get("samples_s")
+    elif bench == "allreduce":
+        row = _largest_row(result)
+        times = row.get("samples_us") if row else None
+        if times and number(row.get("time_us")):
+            # busbw is inversely proportional to the time: rescale the stored (median) busbw
+            samples = [row["busbw_gbit_s"] * row["time_us"] / t for t in times if number(t) and t > 0]
+    samples = [s for s in (number(v) for v in samples or []) if s is not None and s > 0]
+    if samples:
+        return samples
+    value = run_value(result)
+    return [value] if value is not None and value > 0 else []
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean with its 95 % CI half-width and the variance and degrees of freedom it came from."""
+    mean: float
+    variance: float | None  # of the mean; None: not estimable (one sample)
+    df: float | None
+
+    @property
+    def ci95(self) -> float | None:
+        if self.variance is None or not self.df:
+            return None
+        return float(scipy_stats.t.ppf(0.975, self.df)) * math.sqrt(self.variance)
+
+
+def mean_ci(runs: list[list[float]]) -> Estimate:
+    """Mean of the runs' means, and its variance from repetitions and iterations (CI_METHOD)."""
+    runs = [r for r in runs if r]
+    means = [statistics.fmean(r) for r in runs]
+    grand = statistics.fmean(means)
+    n_total = sum(len(r) for r in runs)
+    candidates = []
+    within_df = n_total - len(runs)
+    if within_df > 0:
+        ss = sum((x - m) ** 2 for r, m in zip(runs, means) for x in r)
+        candidates.append((ss / within_df / n_total, float(within_df)))
+    if len(runs) > 1:
+        candidates.append((statistics.variance(means) / len(runs), float(len(runs) - 1)))
+    if not candidates:
+        return Estimate(grand, None, None)
+    variance, df = max(candidates)
+    return Estimate(grand, variance, df)
+
+
+def spec_of(result: dict) -> dict:
+    return result.get("spec") or {}
+
+
+def fabric_label(result: dict) -> str:
+    """The fabric a result ran on, as series names show it: an emulated link
+    without a fabric name by its rate; '+env' when the user overrode variables."""
+    spec = spec_of(result)
+    rate = number(result.get("link_rate_gbit_s"))
+    name = spec.get("fabric") or (f"emulated {rate:g} Gbit/s" if rate else "default")
+    return name + ("+env" if spec.get("extra_env") else "")
+
+
+def what_of(result: dict) -> str:
+    return result.get("engine") or result.get("backend") or "-"
+
+
+def subject_of(result: dict) -> str:
+    """What ran: the model, or the communication benchmark (with its grid for the halo proxy)."""
+    if benchmark_of(result) == "halo":
+        grid = spec_of(result).get("grid") or result.get("grid")
+        return f"halo{f' {grid}^3' if grid else ''}"
+    if benchmark_of(result) == "allreduce":
+        return "allreduce"
+    return result.get("model") or result.get("benchmark") or "-"
+
+
+def knobs_of(result: dict) -> tuple[str | None, str | None]:
+    spec = spec_of(result)
+    return spec.get("allreduce"), spec.get("gpudirect")
+
+
+def series_name(result: dict) -> str:
+    """fabric/engine/model, plus the allreduce and GPUDirect knobs where set."""
+    allreduce, gpudirect = knobs_of(result)
+    name = f"{fabric_label(result)}/{what_of(result)}/{subject_of(result)}"
+    extras = [e for e in (allreduce, gpudirect and f"gdr-{gpudirect}") if e]
+    return name + (f" ({', '.join(extras)})" if extras else "")
+
+
+def baseline_key(result: dict) -> tuple:
+    """What a 1-rank baseline must share with the runs it serves (not the fabric, not the knobs)."""
+    spec = spec_of(result)
+    return (benchmark_of(result), result.get("framework"), what_of(result), subject_of(result),
+            spec.get("batch_size"), spec.get("image_size"), spec.get("precision"))
+
+
+def ranks_of(result: dict) -> int | None:
+    ranks = result.get("world_size") or spec_of(result).get("ranks")
+    return int(ranks) if isinstance(ranks, int) and ranks >= 1 else None
+
+
+def nodes_of(result: dict) -> int:
+    nodes = spec_of(result).get("nodes")
+    return int(nodes) if isinstance(nodes, int) and nodes >= 1 else 1
+
+
+def series_key(result: dict) -> tuple:
+    spec = spec_of(result)
+    return (*baseline_key(result), fabric_label(result), *knobs_of(result), spec.get("gpus_per_node"),
+            spec.get("runtime"), spec.get("image"))
+
+
+def usable(result: dict) -> bool:
+    return (result.get("status") == "ok" and benchmark_of(result) is not None and ranks_of(result) is not None
+            and run_value(result) is not None)
+
+
+@dataclass
+class Point:
+    """Every ok repetition of one configuration."""
+    series: str
+    series_key: tuple
+    benchmark: str
+    fabric: str
+    ranks: int
+    nodes: int
+    runs: list[dict]
+    estimate: Estimate              # of the metric itself
+    log_estimate: Estimate          # of log(metric): what verdicts compare
+    baseline: "Point | None" = None  # the 1-rank point scaling efficiency divides by
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def metric(self) -> Metric:
+        return METRICS[self.benchmark]
+
+    @property
+    def mean(self) -> float:
+        return self.estimate.mean
+
+    @property
+    def ci95(self) -> float | None:
+        return self.estimate.ci95
+
+    @property
+    def repetitions(self) -> int:
+        return len(self.runs)
+
+    @property
+    def n_samples(self) -> int:
+        return sum(len(run_samples(r)) for r in self.runs)
+
+    @property
+    def first(self) -> dict:
+        return self.runs[0]
+
+    @property
+    def comm_fraction(self) -> float | None:
+        """None on one rank (no communication) and where no run measured it."""
+        if self.ranks == 1:
+            return None
+        shares = [c for c in (number(r.get("comm_fraction")) for r in self.runs) if c is not None]
+        return statistics.fmean(shares) if shares else None
+
+    @property
+    def efficiency(self) -> float | None:
+        """Training only: throughput(N) / (N x per-rank throughput of the 1-rank baseline); 1 on one rank."""
+        if self.benchmark != "train":
+            return None
+        if self.ranks == 1:
+            return 1.0
+        if self.baseline is None:
+            return None
+        return self.mean / (self.ranks * self.baseline.mean / self.baseline.ranks)
+
+    def run_efficiency(self, result: dict) -> float | None:
+        """One repetition's efficiency against the same (aggregated) baseline; 1 on one rank."""
+        if self.benchmark != "train" or self.ranks == 1:
+            return 1.0 if self.benchmark == "train" else None
+        if self.baseline is None or run_value(result) is None:
+            return None
+        return run_value(result) / (self.ranks * self.baseline.mean / self.baseline.ranks)
+
+    def describe(self) -> dict:
+        """Plain data (report_data.json, summary.json)."""
+        spec = spec_of(self.first)
+        return {
+            "series": self.series, "benchmark": self.benchmark, "fabric": self.fabric,
+            "engine": what_of(self.first), "model": subject_of(self.first),
+            "allreduce": spec.get("allreduce"), "gpudirect": spec.get("gpudirect"),
+            "nodes": self.nodes, "ranks": self.ranks, "ranks_per_node": self.ranks // self.nodes,
+            "metric": self.metric.name, "unit": self.metric.unit, "mean": self.mean, "ci95": self.ci95,
+            "repetitions": self.repetitions, "n_samples": self.n_samples,
+            "repetition_values": [run_value(r) for r in self.runs],
+            "scaling_efficiency": self.efficiency, "comm_fraction": self.comm_fraction,
+            "baseline_runs": [r.get("run_id") for r in self.baseline.runs] if self.baseline else None,
+            "runs": [r.get("run_id") for r in self.runs],
+        }
+
+
+def _detail(result: dict) -> tuple[str, ...]:
+    spec = spec_of(result)
+    return (f"b{spec.get('batch_size')}", f"{spec.get('image_size')}px", str(spec.get("precision")),
+            str(spec.get("runtime")), str(spec.get("image")))
+
+
+def _unique_names(names: dict[tuple, str], first: dict[tuple, dict]) -> dict[tuple, str]:
+    """Series names that collide (same fabric/engine/model, other sizes or image) get the difference added."""
+    by_name: dict[str, list[tuple]] = {}
+    for key, name in names.items():
+        by_name.setdefault(name, []).append(key)
+    out = dict(names)
+    for name, keys in by_name.items():
+        if len(keys) < 2:
+            continue
+        details = {key: _detail(first[key]) for key in keys}
+        varying = [i for i in range(len(details[keys[0]])) if len({d[i] for d in details.values()}) > 1]
+        for key in keys:
+            out[key] = f"{name} [{' '.join(details[key][i] for i in varying)}]" if varying else name
+    return out
+
+
+def aggregate(results: list[dict]) -> list[Point]:
+    """Points of every usable result, each with its 1-rank baseline joined (see the module's rule)."""
+    grouped: dict[tuple, dict[int, list[dict]]] = {}
+    for r in results:
+        if usable(r):
+            grouped.setdefault(series_key(r), {}).setdefault(ranks_of(r), []).append(r)
+    first = {key: next(iter(by_ranks.values()))[0] for key, by_ranks in grouped.items()}
+    names = _unique_names({key: series_name(r) for key, r in first.items()}, first)
+    points = []
+    for key, by_ranks in grouped.items():
+        for ranks, runs in sorted(by_ranks.items()):
+            samples = [run_samples(r) for r in runs]
+            logs = [[math.log(x) for x in s] for s in samples]
+            points.append(Point(series=names[key], series_key=key, benchmark=benchmark_of(runs[0]),
+                                fabric=fabric_label(runs[0]), ranks=ranks, nodes=nodes_of(runs[0]), runs=runs,
+                                estimate=mean_ci(samples), log_estimate=mean_ci(logs)))
+    join_baselines(points)
+    return points
+
+
+def join_baselines(points: list[Point]) -> None:
+    ones = [p for p in points if p.ranks == 1]
+    for point in points:
+        if point.ranks == 1:
+            continue
+        own = [p for p in ones if p.series_key == point.series_key]
+        if own:
+            point.baseline = own[0]
+            continue
+        # the fabric-less 1-rank baseline of the same benchmark/engine/model/sizes; same image first
+        shared = [p for p in ones if not spec_of(p.first).get("fabric")
+                  and baseline_key(p.first) == baseline_key(point.first)]
+        shared.sort(key=lambda p: (spec_of(p.first).get("image") != spec_of(point.first).get("image"),
+                                   spec_of(p.first).get("extra_env") != spec_of(point.first).get("extra_env")))
+        point.baseline = shared[0] if shared else None
+
+
+def curves(points: list[Point], benchmark: str = "train") -> dict[str, list[Point]]:
+    """series -> its points by rank count, each series with its (possibly shared) 1-rank baseline first.
+
+    A fabric-less 1-rank point that serves other series is not a curve of its own."""
+    out: dict[str, dict[int, Point]] = {}
+    serving = {id(p.baseline) for p in points if p.baseline is not None}
+    for p in points:
+        if p.benchmark != benchmark:
+            continue
+        if p.ranks == 1 and id(p) in serving and not any(q.series_key == p.series_key and q.ranks > 1
+                                                           for q in points):
+            continue  # drawn as the first point of the series it serves
+        out.setdefault(p.series, {})[p.ranks] = p
+        if p.baseline is not None:
+            out[p.series].setdefault(1, p.baseline)
+    return {name: [by_ranks[r] for r in sorted(by_ranks)] for name, by_ranks in sorted(out.items())}
+
+
+def point_of(points: list[Point], result: dict) -> Point | None:
+    for p in points:
+        if any(r is result for r in p.runs):
+            return p
+    return None

@@ -1,0 +1,231 @@
+"""Verdicts: does the fabric (or NCCL vs MPI, or GPUDirect on vs off) change the
+figure of merit significantly? The reference study's question, answered per
+group of otherwise identical configurations.
+
+For each group (benchmark and model, nodes, ranks per node, engine, and the
+other knobs), each value of the compared knob is set against a reference value
+(the first in the experiment, or the one asked for): the ratio of the metric
+(throughput for training, time per iteration for the halo proxy, bus bandwidth
+for allreduce) with its 95 % CI, by Welch's t on log(metric) (METHOD), and a
+verdict: 'no significant difference' where the CI of the ratio holds 1, else
+'N % slower' or 'N % faster' (slower: less throughput or bandwidth, more time
+per iteration). One-rank points are left out: one rank uses no fabric.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from scipy import stats as scipy_stats
+
+from launch.aggregate import CI_METHOD, Point, spec_of, subject_of, what_of
+from launch.errors import UsageError
+
+METHOD = ("ratio of geometric means; 95 % CI by Welch's t on log(metric) (Welch-Satterthwaite degrees "
+          "of freedom); each side's variance: " + CI_METHOD.split(": ", 1)[1])
+WITHIN = 0.02  # 'within ±2 %' in the words
+AXES = {  # axis -> (what a reader calls it, the point's value of it)
+    "fabric": ("fabric", lambda p: p.fabric),
+    "allreduce": ("allreduce (NCCL vs MPI)", lambda p: spec_of(p.first).get("allreduce") or "default"),
+    "gpudirect": ("GPUDirect", lambda p: spec_of(p.first).get("gpudirect") or "default"),
+}
+GROUP_FIELDS = ("benchmark", "model", "nodes", "ranks_per_node", "engine", "allreduce", "gpudirect", "fabric")
+
+
+def group_of(point: Point, axis: str) -> dict:
+    spec = spec_of(point.first)
+    group = {"benchmark": point.benchmark, "model": subject_of(point.first), "nodes": point.nodes,
+             "ranks_per_node": point.ranks // point.nodes, "engine": what_of(point.first),
+             "allreduce": spec.get("allreduce") or "default", "gpudirect": spec.get("gpudirect") or "default",
+             "fabric": point.fabric}
+    del group[axis]
+    hidden = (point.first.get("framework"), spec.get("batch_size"), spec.get("image_size"),
+              spec.get("precision"), spec.get("gpus_per_node"))
+    return {**group, "_hidden": hidden}
+
+
+def compare(reference: Point, other: Point) -> dict:
+    """Ratio other/reference of the metric, its 95 % CI (METHOD) and the verdict."""
+    a, b = reference.log_estimate, other.log_estimate
+    ratio = math.exp(b.mean - a.mean)
+    low = high = None
+    if a.variance is not None and b.variance is not None and a.df and b.df:
+        var = a.variance + b.variance
+        if var > 0:
+            df = var ** 2 / (a.variance ** 2 / a.df + b.variance ** 2 / b.df)
+            half = float(scipy_stats.t.ppf(0.975, df)) * math.sqrt(var)
+        else:
+            half = 0.0
+        low, high = math.exp(b.mean - a.mean - half), math.exp(b.mean - a.mean + half)
+    better = reference.metric.higher_is_better
+    speed = ratio if better else 1 / ratio  # > 1: the other value is faster
+    significant = low is not None and (low > 1 or high < 1)
+    if low is None:
+        verdict = "no CI (one sample per side)"
+    elif not significant:
+        verdict = "no significant difference"
+    else:
+        verdict = f"{abs(speed - 1) * 100:.1f} % {'faster' if speed > 1 else 'slower'}"
+    return {"ratio": ratio, "ci95": [low, high] if low is not None else None,
+            "speed_ratio": speed, "speed_ci95": (None if low is None else
+                                                 [low, high] if better else [1 / high, 1 / low]),
+            "significant": significant, "verdict": verdict}
+
+
+def _ordered(values, order: list[str]) -> list[str]:
+    def rank(value):
+        for i, name in enumerate(order):
+            if value == name or value.startswith(name + "+"):
+                return (i, value)
+        return (len(order), value)
+    return sorted(values, key=rank)
+
+
+def verdicts(points: list[Point], axis: str = "fabric", reference: str | None = None,
+             order: list[str] | None = None) -> dict:
+    """The verdict table of one axis: rows per group and compared value, and a paragraph in words."""
+    title, value_of = AXES[axis]
+    groups: dict[str, dict] = {}
+    for point in points:
+        if point.ranks < 2:
+            continue
+        group = group_of(point, axis)
+        key = json.dumps(group, sort_keys=True, default=str)
+        groups.setdefault(key, {"group": group, "points": {}})["points"].setdefault(value_of(point), point)
+    values_seen = sorted({v for g in groups.values() for v in g["points"]})
+    order = list(order or [])
+    if reference is not None:
+        if reference not in values_seen:
+            raise UsageError(f"--baseline-{axis} {reference}: no multi-rank results on it; "
+                             f"{title} values found: {', '.join(values_seen) or 'none'}")
+        order = [reference] + [v for v in order if v != reference]
+    chosen = _ordered(values_seen, order)[0] if values_seen else None
+    rows = []
+    for entry in sorted(groups.values(), key=lambda g: json.dumps(g["group"], sort_keys=True, default=str)):
+        present = _ordered(entry["points"], order)
+        if len(present) < 2:
+            continue
+        ref_value = chosen if chosen in entry["points"] else present[0]
+        ref = entry["points"][ref_value]
+        for value in present:
+            if value == ref_value:
+                continue
+            other = entry["points"][value]
+            group = {k: v for k, v in entry["group"].items() if k != "_hidden"}
+            rows.append({**group, "axis": axis, "reference": ref_value, "value": value,
+                         "metric": ref.metric.name, "metric_label": ref.metric.label, "unit": ref.metric.unit,
+                         "reference_mean": ref.mean, "mean": other.mean,
+                         "reference_repetitions": ref.repetitions, "repetitions": other.repetitions,
+                         "reference_samples": ref.n_samples, "samples": other.n_samples,
+                         "reference_runs": [r.get("run_id") for r in ref.runs],
+                         "runs": [r.get("run_id") for r in other.runs], **compare(ref, other)})
+    data = {"axis": axis, "title": title, "reference": chosen, "method": METHOD, "within": WITHIN,
+            "values": _ordered(values_seen, order), "rows": rows, "nothing_to_compare": None}
+    if not rows:
+        data["nothing_to_compare"] = (
+            f"nothing to compare: no group of multi-rank results ran with two {title} values"
+            + (f" (only {', '.join(values_seen)})" if values_seen else " (no multi-rank results)"))
+    data["paragraph"] = paragraph(data)
+    return data
+
+
+def _where(row: dict) -> str:
+    return f"{row['model']} at {row['nodes']} node{'s' if row['nodes'] != 1 else ''}, {row['engine']}"
+
+
+def paragraph(data: dict) -> str:
+    """The table's answer in words."""
+    if data["nothing_to_compare"]:
+        return data["nothing_to_compare"].capitalize() + "."
+    sentences = []
+    for value in [v for v in data["values"] if any(r["value"] == v for r in data["rows"])]:
+        rows = [r for r in data["rows"] if r["value"] == value]
+        refs = sorted({r["reference"] for r in rows})
+        within = [r for r in rows if abs(r["speed_ratio"] - 1) <= data["within"]]
+        significant = [r for r in rows if r["significant"]]
+        slower = [r for r in significant if r["speed_ratio"] < 1]
+        faster = [r for r in significant if r["speed_ratio"] > 1]
+        text = (f"Across the {len(rows)} group{'s' if len(rows) != 1 else ''} where both ran, {value} is within "
+                f"±{data['within'] * 100:.0f} % of {' / '.join(refs)} in {len(within)}")
+        if significant:
+            parts = []
+            for name, picked in (("slower", slower), ("faster", faster)):
+                if picked:
+                    worst = max(picked, key=lambda r: abs(r["speed_ratio"] - 1))
+                    parts.append(f"{len(picked)} {name} (up to {abs(worst['speed_ratio'] - 1) * 100:.1f} %, "
+                                 f"{_where(worst)})")
+            text += (f"; the difference is significant (the ratio's 95 % CI excludes 1) in {len(significant)}: "
+                     + ", ".join(parts))
+        else:
+            text += "; in none is the difference significant (every ratio's 95 % CI holds 1)"
+        no_ci = [r for r in rows if r["ci95"] is None]
+        if no_ci:
+            text += f"; {len(no_ci)} without a CI (one sample per side)"
+        if not significant:
+            answer = f"For this data, {data['title']} {value} vs {' / '.join(refs)} has no significant effect."
+        elif all(abs(r["speed_ratio"] - 1) <= data["within"] for r in significant):
+            answer = (f"For this data, the effect of {data['title']} {value} is significant in places but within "
+                      f"±{data['within'] * 100:.0f} %.")
+        else:
+            answer = (f"For this data, {data['title']} {value} changes performance significantly in "
+                      f"{len(significant)} of {len(rows)} groups.")
+        sentences.append(text + ". " + answer)
+    return " ".join(sentences)
+
+
+def all_verdicts(points: list[Point], baseline_fabric: str | None = None,
+                 orders: dict[str, list[str]] | None = None) -> dict:
+    """Fabric first; NCCL vs MPI and GPUDirect only where the results varied them."""
+    orders = orders or {}
+    out = {"fabric": verdicts(points, "fabric", baseline_fabric, orders.get("fabric"))}
+    for axis in ("allreduce", "gpudirect"):
+        data = verdicts(points, axis, None, orders.get(axis))
+        if not data["nothing_to_compare"]:
+            out[axis] = data
+    return out
+
+
+def experiment_orders(dirs: list[Path]) -> dict[str, list[str]]:
+    """The order of fabric/allreduce/gpudirect values in the experiment a sweep directory ran (its
+    summary.json names the file): the first is the default reference."""
+    from launch.experiment import load_experiment
+
+    orders: dict[str, list[str]] = {}
+    for directory in dirs:
+        summary = Path(directory) / "summary.json"
+        try:
+            experiment = load_experiment(json.loads(summary.read_text(encoding="utf-8"))["experiment_file"])
+        except (OSError, ValueError, KeyError, TypeError, UsageError):
+            continue
+        for axis in AXES:
+            values = experiment.matrix.get(axis) or ((experiment.fixed[axis],) if axis in experiment.fixed else ())
+            for value in values:
+                if isinstance(value, str) and value not in orders.setdefault(axis, []):
+                    orders[axis].append(value)
+    return orders
+
+
+COLUMNS = ("benchmark", "model", "nodes", "ranks/node", "engine", "allreduce", "gpudirect", "fabric", "compared",
+           "reference", "value", "ratio", "95% CI", "verdict")
+
+
+def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of a verdict table (the HTML page and the terminal show the same)."""
+    header = [c for c in COLUMNS if c != data["axis"]]
+    rows = []
+    for r in data["rows"]:
+        fmt = ".4g" if r["unit"] == "s" else ".1f"
+        unit = f" {r['unit']}"
+        cells = {"benchmark": r["benchmark"], "model": r["model"], "nodes": str(r["nodes"]),
+                 "ranks/node": str(r["ranks_per_node"]), "engine": r["engine"],
+                 "allreduce": r.get("allreduce", "-"), "gpudirect": r.get("gpudirect", "-"),
+                 "fabric": r.get("fabric", "-"),
+                 "compared": f"{r['value']} vs {r['reference']}",
+                 "reference": f"{format(r['reference_mean'], fmt)}{unit} (x{r['reference_repetitions']})",
+                 "value": f"{format(r['mean'], fmt)}{unit} (x{r['repetitions']})",
+                 "ratio": f"{r['ratio']:.3f}",
+                 "95% CI": "-" if r["ci95"] is None else f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]",
+                 "verdict": r["verdict"]}
+        rows.append([cells[c] for c in header])
+    return header, rows

@@ -1,0 +1,155 @@
+"""Verdicts and the one aggregation behind report, sweep summary and tables (issue 13)."""
+import json
+import math
+import statistics
+
+import pytest
+from scipy import stats
+
+from launch import aggregate, report, verdict
+from launch.errors import UsageError
+
+
+def train(run_id, fabric, ranks, samples, nodes=None, comm=0.3, engine="ddp", allreduce=None, gpudirect=None,
+          model="resnet18"):
+    spec = {"fabric": fabric, "batch_size": 8, "image_size": 32, "precision": "fp32", "nodes": nodes or ranks,
+            "ranks": ranks, "allreduce": allreduce, "gpudirect": gpudirect, "launcher": "emulated" if fabric else "local"}
+    mean = statistics.fmean(samples)
+    return {"schema_version": 1, "run_id": run_id, "benchmark": "train", "framework": "torch", "engine": engine,
+            "model": model, "world_size": ranks, "status": "ok", "spec": spec,
+            "throughput": {"total_img_per_s": mean, "per_rank_img_per_s": mean / ranks, "ci95_img_per_s": 1.0},
+            "samples": {"total_img_per_s": list(samples)}, "comm_fraction": comm,
+            "compute_img_per_s": mean * 1.2, "gradient_bytes": 46_000_000}
+
+
+FAST = [100.0, 104.0, 98.0, 101.0, 103.0]
+SLOW = [60.0, 63.0, 59.0, 61.0, 62.0]
+
+
+def emulated_sweep():
+    """Two link rates as two fabrics x nodes 1, 2 x ddp, horovod; the 1-node points are the
+    fabric-less baselines a sweep adds."""
+    out = []
+    for engine in ("ddp", "horovod"):
+        out.append(train(f"base-{engine}", None, 1, [50.0, 52.0, 51.0, 49.0], comm=0.22, engine=engine))
+        out.append(train(f"fast-{engine}", "emu-eth-10g", 2, FAST, engine=engine))
+        out.append(train(f"slow-{engine}", "emu-eth-1g", 2, SLOW if engine == "ddp" else FAST, engine=engine))
+    return out
+
+
+def test_one_repetition_per_side_is_welchs_t_on_log_throughput():
+    points = aggregate.aggregate(emulated_sweep())
+    data = verdict.verdicts(points, "fabric", order=["emu-eth-10g", "emu-eth-1g"])
+    rows = {r["engine"]: r for r in data["rows"]}
+    assert set(rows) == {"ddp", "horovod"} and data["reference"] == "emu-eth-10g"
+    ddp = rows["ddp"]
+    welch = stats.ttest_ind([math.log(x) for x in SLOW], [math.log(x) for x in FAST], equal_var=False)
+    low, high = welch.confidence_interval(0.95)
+    assert ddp["ci95"] == pytest.approx([math.exp(low), math.exp(high)], rel=1e-9)
+    geo = math.exp(statistics.fmean(map(math.log, SLOW)) - statistics.fmean(map(math.log, FAST)))
+    assert ddp["ratio"] == pytest.approx(geo)
+    assert ddp["significant"] and ddp["verdict"] == f"{(1 - geo) * 100:.1f} % slower"
+    assert ddp["reference_mean"] == pytest.approx(statistics.fmean(FAST))
+    assert ddp["mean"] == pytest.approx(statistics.fmean(SLOW))
+    same = rows["horovod"]  # identical samples on both fabrics
+    assert same["ratio"] == pytest.approx(1.0) and same["verdict"] == "no significant difference"
+    words = data["paragraph"]
+    assert "Across the 2 groups where both ran, emu-eth-1g is within ±2 % of emu-eth-10g in 1" in words
+    assert "significant" in words and "1 slower" in words
+
+
+def test_repetitions_aggregate_into_one_point_with_the_larger_of_both_variances():
+    reps = [[100.0, 101.0, 99.0], [110.0, 111.0, 109.0]]  # the runs disagree far more than their iterations
+    results = [train(f"r{i}", "ethernet", 2, s) for i, s in enumerate(reps)]
+    (point,) = aggregate.aggregate(results)
+    assert point.repetitions == 2 and point.n_samples == 6
+    assert point.mean == pytest.approx(105.0)
+    between = statistics.variance([100.0, 110.0]) / 2
+    assert point.ci95 == pytest.approx(stats.t.ppf(0.975, 1) * math.sqrt(between))
+    assert point.describe()["repetition_values"] == [100.0, 110.0]
+
+
+def test_baseline_joins_every_fabric_series_and_one_rank_has_no_comm_share():
+    results = emulated_sweep() + [train("base-ddp-2", None, 1, [54.0, 52.0, 53.0], comm=0.29)]
+    points = aggregate.aggregate(results)
+    curves = aggregate.curves(points)
+    assert set(curves) == {"emu-eth-10g/ddp/resnet18", "emu-eth-1g/ddp/resnet18", "emu-eth-10g/horovod/resnet18",
+                           "emu-eth-1g/horovod/resnet18"}  # the baseline is no curve of its own
+    slow = curves["emu-eth-1g/ddp/resnet18"]
+    assert [p.ranks for p in slow] == [1, 2]
+    one = slow[0]
+    assert one.repetitions == 2 and one.efficiency == 1.0 and one.comm_fraction is None
+    base_mean = statistics.fmean([statistics.fmean([50.0, 52.0, 51.0, 49.0]), 53.0])
+    assert one.mean == pytest.approx(base_mean)
+    assert slow[1].efficiency == pytest.approx(statistics.fmean(SLOW) / (2 * base_mean))
+    assert slow[1].comm_fraction == 0.3
+    # the runs table and the sweep summary divide by the same aggregated baseline
+    run = next(r for r in results if r["run_id"] == "slow-ddp")
+    assert aggregate.point_of(points, run).run_efficiency(run) == pytest.approx(slow[1].efficiency)
+
+
+def test_knob_verdicts_only_where_the_results_varied_them():
+    results = [train("nccl", "omnipath", 4, FAST, nodes=2, allreduce="nccl", gpudirect="on"),
+               train("mpi", "omnipath", 4, SLOW, nodes=2, allreduce="mpi", gpudirect="on"),
+               train("eth", "ethernet", 4, FAST, nodes=2, allreduce="nccl", gpudirect="on")]
+    judged = verdict.all_verdicts(aggregate.aggregate(results), orders={"fabric": ["ethernet", "omnipath"],
+                                                                         "allreduce": ["nccl", "mpi"]})
+    assert set(judged) == {"fabric", "allreduce"}  # GPUDirect was not varied
+    (row,) = judged["allreduce"]["rows"]
+    assert (row["reference"], row["value"], row["fabric"], row["nodes"], row["ranks_per_node"]) == (
+        "nccl", "mpi", "omnipath", 2, 2)
+    assert row["verdict"].endswith("% slower")
+    (fabric_row,) = judged["fabric"]["rows"]
+    assert fabric_row["reference"] == "ethernet" and fabric_row["verdict"] == "no significant difference"
+
+
+def test_nothing_to_compare_is_said_not_failed(tmp_path):
+    results = [r for r in emulated_sweep() if r["spec"]["fabric"] != "emu-eth-1g"]
+    data = verdict.verdicts(aggregate.aggregate(results), "fabric")
+    assert data["rows"] == [] and data["nothing_to_compare"].startswith("nothing to compare")
+    assert "emu-eth-10g" in data["paragraph"]
+    for r in results:
+        (tmp_path / "in" / r["run_id"]).mkdir(parents=True)
+        (tmp_path / "in" / r["run_id"] / "result.json").write_text(json.dumps(r))
+    built = report.build([tmp_path / "in"], tmp_path / "out")
+    assert built["verdicts"]["fabric"]["rows"] == [] and "verdict_ratios" not in built["plots"]
+    assert "nothing to compare" in (tmp_path / "out" / "report.html").read_text().lower()
+
+
+def test_report_opens_with_the_verdicts_and_its_numbers_are_the_results(tmp_path):
+    for r in emulated_sweep():
+        (tmp_path / "in" / r["run_id"]).mkdir(parents=True)
+        (tmp_path / "in" / r["run_id"] / "result.json").write_text(json.dumps(r))
+    data = report.build([tmp_path / "in"], tmp_path / "out", baseline_fabric="emu-eth-10g")
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert page.index('id="verdict-fabric"') < page.index("<h2>Plots</h2>")
+    stored = json.loads((tmp_path / "out" / "report_data.json").read_text())
+    rows = {r["engine"]: r for r in stored["verdicts"]["fabric"]["rows"]}
+    assert rows["ddp"]["mean"] == pytest.approx(statistics.fmean(SLOW))
+    assert rows["ddp"]["reference_mean"] == pytest.approx(statistics.fmean(FAST))
+    assert rows["ddp"]["runs"] == ["slow-ddp"] and rows["ddp"]["reference_runs"] == ["fast-ddp"]
+    ratios = data["plots"]["verdict_ratios"]
+    assert {s["name"] for s in ratios["series"]} == {"emu-eth-1g vs emu-eth-10g"}
+    assert sorted(ratios["series"][0]["x"]) == pytest.approx(sorted(r["speed_ratio"] for r in rows.values()))
+    tp = data["plots"]["throughput"]
+    assert {s["name"]: s["x"] for s in tp["series"]}["emu-eth-1g/ddp/resnet18"] == [1.0, 2.0]
+    ideal = {s["name"]: s for s in tp["ideal"]}["emu-eth-1g/ddp/resnet18"]
+    assert ideal["y"] == pytest.approx([50.5, 101.0])  # N x the 1-rank throughput
+    eff = {s["name"]: s for s in data["plots"]["scaling_efficiency"]["series"]}
+    assert eff["emu-eth-1g/ddp/resnet18"]["y"] == pytest.approx([1.0, statistics.fmean(SLOW) / 101.0])
+    comm = {s["name"]: s for s in data["plots"]["comm_share"]["series"]}
+    assert comm["emu-eth-1g/ddp/resnet18"]["x"] == [2.0]  # never a 1-rank point
+    with pytest.raises(UsageError, match="--baseline-fabric infiniband: no multi-rank results"):
+        report.build([tmp_path / "in"], tmp_path / "out2", baseline_fabric="infiniband")
+
+
+def test_halo_verdicts_compare_time_per_iteration_lower_is_faster():
+    def halo(run_id, fabric, times):
+        return {"schema_version": 1, "run_id": run_id, "benchmark": "halo", "world_size": 4, "status": "ok",
+                "spec": {"fabric": fabric, "nodes": 2, "grid": 96}, "samples_s": times,
+                "time_per_iter_s": statistics.median(times), "time_per_iter_mean_s": statistics.fmean(times)}
+    results = [halo("h-opa", "omnipath", [0.010, 0.011, 0.010, 0.0105]),
+               halo("h-eth", "ethernet", [0.020, 0.021, 0.020, 0.0205])]
+    (row,) = verdict.verdicts(aggregate.aggregate(results), "fabric", order=["omnipath", "ethernet"])["rows"]
+    assert row["metric"] == "time_per_iter_s" and row["model"] == "halo 96^3"
+    assert row["ratio"] > 1.9 and row["speed_ratio"] < 0.53 and row["verdict"].endswith("% slower")
