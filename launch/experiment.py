@@ -14,7 +14,8 @@ expanded into RunSpecs.
     nodes = [1, 2, 4]
     ranks_per_node = [2]
     allreduce = ["nccl", "mpi"]     # combinations an engine cannot run are dropped (ddp x mpi)
-    gpudirect = ["on", "off"]       # GPUDirect is NCCL's: dropped beside other allreduces
+    gpudirect = ["on", "off"]       # GPUDirect RDMA for NCCL and CUDA-aware MPI (dropped beside gloo, and without GPUs)
+    benchmark = ["train", "halo"]   # fields a benchmark does not read are not crossed with it (NOT_READ)
 
     [run]                           # one value for every run
     image_size = 32
@@ -82,8 +83,9 @@ class Point:
     @property
     def label(self) -> str:
         s = self.spec
-        parts = [s.framework, s.engine, s.model, s.fabric or "nofabric", s.allreduce,
-                 s.gpudirect and f"gdr{s.gpudirect}", f"n{s.nodes}x{s.ranks_per_node}", f"b{s.batch_size}",
+        parts = [*s.label_parts(), s.fabric or "nofabric", s.allreduce,
+                 s.gpudirect and f"gdr{s.gpudirect}", f"n{s.nodes}x{s.ranks_per_node}",
+                 s.benchmark == "train" and f"b{s.batch_size}",
                  f"r{self.repetition}"]
         return re.sub(r"[^\w.+-]", "_", "-".join(p for p in parts if p))
 
@@ -214,9 +216,29 @@ NOT_APPLICABLE = (
     (("framework", "precision"), "precision of another framework",
      lambda f: f["precision"] not in catalog.PRECISIONS[f["framework"]]),
     (("engine", "allreduce"), "DDP has no MPI allreduce", lambda f: f["engine"] == "ddp" and f["allreduce"] == "mpi"),
-    (("allreduce", "gpudirect"), "GPUDirect 'on' applies to NCCL only",
-     lambda f: f["gpudirect"] == "on" and f["allreduce"] not in (None, "nccl")),
+    (("allreduce", "gpudirect"), "GPUDirect 'on' needs NCCL or CUDA-aware MPI, not gloo",
+     lambda f: f["gpudirect"] == "on" and f["allreduce"] == "gloo"),
+    (("gpudirect", "gpus_per_node"), "GPUDirect 'on' needs GPUs (gpus_per_node > 0)",
+     lambda f: f["gpudirect"] == "on" and not f["gpus_per_node"]),
 )
+
+# Fields a benchmark does not read: where [matrix] varies `benchmark`, they are
+# reset to RunSpec's defaults for it and the duplicates this makes are dropped
+# (the halo proxy is not run once per CNN, nor per allreduce library).
+_TRAINING_ONLY = ("framework", "engine", "model", "batch_size", "image_size", "precision", "controller",
+                  "fp16_allreduce", "fusion_threshold_mb", "cycle_time_ms", "bucket_cap_mb", "batches_per_iter")
+NOT_READ = {
+    "train": ("grid", "backend", "min_bytes", "max_bytes"),
+    "halo": _TRAINING_ONLY + ("allreduce", "gpudirect", "backend", "min_bytes", "max_bytes"),
+    "allreduce": _TRAINING_ONLY + ("allreduce", "grid"),
+}
+
+
+def _read_fields(experiment: Experiment, fields: dict) -> dict:
+    if "benchmark" not in experiment.matrix:
+        return fields
+    ignored = NOT_READ.get(fields.get("benchmark", "train"), ())
+    return {name: value for name, value in fields.items() if name not in ignored}
 
 
 def _dropped(experiment: Experiment, fields: dict) -> str | None:
@@ -312,7 +334,7 @@ def expand(experiment: Experiment, site: Site | None = None, launcher: str | Non
     names = list(experiment.matrix)
     specs, survivors, reasons = [], {name: set() for name in names}, {}
     for combo in itertools.product(*experiment.matrix.values()):
-        fields = {**base, **dict(zip(names, combo))}
+        fields = _read_fields(experiment, {**base, **dict(zip(names, combo))})
         reason = _dropped(experiment, {**dataclasses.asdict(RunSpec()), **fields})
         if reason:
             for name, value in zip(names, combo):
@@ -322,7 +344,8 @@ def expand(experiment: Experiment, site: Site | None = None, launcher: str | Non
             survivors[name].add(value)
         spec = _validated(experiment, _spec(experiment, fields, site))
         _check_nodes(experiment, spec)
-        specs.append(spec)
+        if spec not in specs:  # a benchmark that does not read a varied field runs once
+            specs.append(spec)
     for name in names:
         for value in experiment.matrix[name]:
             if value not in survivors[name]:
@@ -338,3 +361,28 @@ def expand(experiment: Experiment, site: Site | None = None, launcher: str | Non
                     seen.add(point.key)
                     points.append(point)
     return points
+
+
+# ------------------------------------------------------------ placeholders
+
+def placeholder_site(experiment: Experiment, site: Site | None = None) -> tuple[Site, list[str]]:
+    """A site that has every fabric the experiment names, with placeholders where a site file
+    must give values; and the `[fabrics.X] key` list of what it must fill in. For dry runs
+    without a site file: a cluster run prepared on a laptop."""
+    from launch.emulate import is_emulated_fabric
+    from launch.site import DEVICE_KEY, HOST_PATH_KEYS, FabricSite
+
+    site = site or Site.default()
+    values = experiment.matrix.get("fabric") or ((experiment.fixed["fabric"],) if "fabric" in experiment.fixed else ())
+    fabrics, missing = dict(site.fabrics), []
+    for fabric in values:
+        if not isinstance(fabric, str) or is_emulated_fabric(fabric) or fabric in fabrics or fabric not in DEVICE_KEY:
+            continue
+        device_key = DEVICE_KEY[fabric]
+        paths = HOST_PATH_KEYS.get(fabric, ())
+        fabrics[fabric] = FabricSite(
+            interface=f"<{fabric}.interface>", device=f"<{fabric}.{device_key}>" if device_key else None,
+            host_paths=tuple((key, f"/<{fabric}.{key}>") for key in paths))
+        keys = ["interface"] + ([device_key] if device_key else []) + list(paths)
+        missing.append(f"[fabrics.{fabric}] {', '.join(keys)}")
+    return dataclasses.replace(site, fabrics=fabrics), missing

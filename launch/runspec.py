@@ -127,8 +127,9 @@ class RunSpec:
             raise UsageError("DDP has no MPI backend in PyTorch's wheels; use --allreduce gloo or nccl")
         if self.allreduce == "nccl" and self.gpus_per_node == 0 and self.launcher != "local":
             raise UsageError("--allreduce nccl needs GPUs: give --gpus-per-node")
-        if self.gpudirect == "on" and self.allreduce not in (None, "nccl"):
-            raise UsageError("--gpudirect on applies to NCCL traffic; use --allreduce nccl")
+        if self.gpudirect == "on" and (self.allreduce == "gloo" or self.gpus_per_node == 0):
+            raise UsageError("--gpudirect on needs GPUs (--gpus-per-node) and NCCL or CUDA-aware MPI "
+                             "(--allreduce nccl or mpi)")
         if self.runtime != "host" and not self.image:
             raise UsageError(f"--runtime {self.runtime} needs --image")
         if self.launcher == "emulated" and self.nodes < 2:

@@ -40,13 +40,21 @@ def sweep(
     loaded = load_experiment(experiment)
     if one_job and (launcher or loaded.fixed.get("launcher")) != "sbatch":
         raise UsageError("--one-job needs --launcher sbatch (or launcher = \"sbatch\" in [run])")
-    site_config = load_site(site) if site else Site.default()
+    site_config, placeholders = (load_site(site), []) if site else (Site.default(), [])
+    if dry_run and not site:  # prepare a cluster run on a laptop: site values as placeholders
+        from launch.experiment import placeholder_site
+
+        site_config, placeholders = placeholder_site(loaded, site_config)
     directory = directory or Path("results") / "sweeps" / loaded.name
     # one job: the ranks are started by srun inside the job's allocation
     swept = plan(loaded, directory, site_config, "srun" if one_job else launcher, retry_failed)
     console = Console(width=None if sys.stdout.isatty() else 160)
     if dry_run:
         print_plan(swept, console, one_job)
+        if placeholders:
+            console.print("no --site: site-specific values are placeholders (<fabric.key>); a site file must fill "
+                          f"in {'; '.join(placeholders)} (and the images the runs name)", highlight=False, soft_wrap=True,
+                          markup=False)
         return
     with stop_requests():  # Ctrl-C, kill, scancel, hang-up: the run ends whole, results kept
         data = run_sweep(swept, console, one_job)

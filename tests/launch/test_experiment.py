@@ -1,4 +1,5 @@
 """Experiment files: validation and matrix expansion (pure, no runs)."""
+import re
 from pathlib import Path
 
 import pytest
@@ -33,12 +34,19 @@ def test_shipped_experiments_load_and_expand():
 def test_paper_matrix_counts_and_baselines():
     experiment = load_experiment(REPO / "experiments" / "hpec2020.experiment.toml")
     points = expand(experiment, PAPER_SITE)
-    # 3 models x 2 fabrics x (nccl+gdr on, nccl+gdr off, mpi+gdr off) x 6 node counts,
-    # plus one 1-rank baseline per model and image (images differ per fabric), x 3 repetitions
+    # training: 3 models x 2 fabrics x (nccl, mpi) x (gdr on, off) x 6 node counts; the CFD half
+    # (halo proxy): 2 fabrics x 6 node counts, once (it reads no model, allreduce or GPUDirect);
+    # one 1-rank baseline per model (and the halo) and image (images differ per fabric); x 3 repetitions
     runs = [p for p in points if not p.baseline]
     baselines = [p for p in points if p.baseline]
-    assert len(runs) == 3 * 2 * 3 * 6 * 3 and len(baselines) == 3 * 2 * 3
-    assert not any(p.spec.gpudirect == "on" and p.spec.allreduce == "mpi" for p in points)
+    assert len(runs) == (3 * 2 * 2 * 2 * 6 + 2 * 6) * 3 and len(baselines) == (3 + 1) * 2 * 3
+    # GPUDirect is crossed with CUDA-aware MPI as well as with NCCL
+    assert {(p.spec.allreduce, p.spec.gpudirect) for p in runs if p.spec.benchmark == "train"} == {
+        ("nccl", "on"), ("nccl", "off"), ("mpi", "on"), ("mpi", "off")}
+    halo = [p for p in runs if p.spec.benchmark == "halo"]
+    assert len(halo) == 2 * 6 * 3 and {(p.spec.allreduce, p.spec.gpudirect, p.spec.model) for p in halo} == {
+        (None, None, "resnet18")}  # the RunSpec defaults: fields the halo proxy does not read
+    assert all(p.label.startswith("halo-g384-") for p in halo)
     assert {p.spec.image for p in runs} == {"images/ethernet-cuda.sif", "images/omnipath-cuda.sif"}
     assert all(p.spec.ranks == 2 * p.spec.nodes and p.spec.time_limit == "30" for p in runs)
     for point in runs:  # every figure's baseline is in the same repetition
@@ -104,7 +112,9 @@ def test_emulated_single_node_points_run_locally_and_launcher_can_be_overridden(
     ('[experiment]\nowner = "me"\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].owner: unknown key"),
     ('[matrix]\nmodel = ["resnet9000"]\n', "exp.toml: [matrix].model: 'resnet9000' is in no runnable combination (model of another"),
     ('[matrix]\nallreduce = ["mpi"]\ngpudirect = ["on"]\n[run]\nengine = "horovod"\n',
-     "[matrix].allreduce: 'mpi' is in no runnable combination (GPUDirect 'on' applies to NCCL only)"),
+     "[matrix].allreduce: 'mpi' is in no runnable combination (GPUDirect 'on' needs GPUs"),
+    ('[matrix]\nallreduce = ["gloo"]\ngpudirect = ["on"]\n[run]\nengine = "horovod"\ngpus_per_node = 1\n',
+     "[matrix].allreduce: 'gloo' is in no runnable combination (GPUDirect 'on' needs NCCL or CUDA-aware MPI"),
     ('[matrix]\nnodes = [1]\n[run]\nengine = "horovod"\nallreduce = "mpi"\ngpudirect = "on"\n',
      "exp.toml: [run].gpudirect:"),
     ('[matrix]\nnodes = [1]\n[run]\nallreduce = "mpi"\n', "exp.toml: [run].allreduce: DDP has no MPI"),
@@ -123,7 +133,6 @@ def test_malformed_experiments_name_file_and_key(tmp_path, text, message):
 
 @pytest.mark.parametrize("text, message", [
     ('[matrix]\nengine = ["mxnet"]\n', "exp.toml: [matrix].engine: 'mxnet' is in no runnable combination"),
-    ('[matrix]\nfabric = ["omnipath"]\n', "exp.toml: [matrix].fabric: fabric 'omnipath' is not present"),
     ('[experiment]\nname = "a b"\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].name"),
 ])
 def test_cli_refuses_bad_experiments_with_one_line_and_exit_2(tmp_path, text, message):
@@ -132,3 +141,38 @@ def test_cli_refuses_bad_experiments_with_one_line_and_exit_2(tmp_path, text, me
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert not (tmp_path / "sweep").exists()
+
+
+def test_a_real_sweep_needs_the_site_file_a_dry_run_does_not(tmp_path):
+    path = str(write(tmp_path, '[matrix]\nfabric = ["omnipath"]\n[run]\nlauncher = "sbatch"\n'))
+    real = fabric_bench("sweep", path, "--dir", str(tmp_path / "sweep"))
+    assert real.returncode == 2 and "exp.toml: [matrix].fabric: fabric 'omnipath' is not present" in real.stderr
+    assert not (tmp_path / "sweep").exists()
+    dry = fabric_bench("sweep", path, "--dir", str(tmp_path / "sweep"), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "a site file must fill in [fabrics.omnipath] interface, hca" in dry.stdout
+
+
+def test_paper_dry_run_prints_matrix_and_count_without_a_site_file(tmp_path):
+    proc = fabric_bench("sweep", "experiments/hpec2020.experiment.toml", "--dir", str(tmp_path / "sweep"), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    total = (3 * 2 * 2 * 2 * 6 + 2 * 6 + (3 + 1) * 2) * 3
+    assert f"{total} runs ({(3 + 1) * 2 * 3} 1-rank baselines, 3 repetitions); {total} to run" in proc.stdout
+    assert sum(" halo-g384-" in line for line in lines) == 2 * 6 * 3 + 2 * 3
+    assert sum("-mpi-gdron-" in line for line in lines) == 3 * 2 * 6 * 3
+    (placeholder,) = [line for line in lines if "placeholders" in line]
+    assert "[fabrics.omnipath] interface, hca" in placeholder
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_the_paper_file_marks_what_the_abstract_does_not_state():
+    text = (REPO / "experiments" / "hpec2020.experiment.toml").read_text()
+    settings = [line for line in text.splitlines() if re.match(r"^(\w+)\s*=", line)]
+    stated_or_guards = ("name", "description", "time_limit_s", "benchmark", "fabric", "allreduce", "gpudirect",
+                        "launcher", "runtime", "image", "iters", "batches_per_iter")
+    for line in settings:
+        key = line.split("=")[0].strip()
+        if key not in stated_or_guards:
+            assert "ASSUMED" in line, f"{key}: not in the abstract, so it must say ASSUMED"
+    assert "does not have a significant" in text and "Computational Fluid Dynamics" in text
