@@ -150,7 +150,7 @@ def _group_label(row: dict) -> str:
 def plot_verdicts(all_verdicts: dict) -> plt.Figure:
     """Every verdict row: the speed ratio (throughput ratio, inverse time ratio) with its 95 % CI."""
     rows = [r for data in all_verdicts.values() for r in data["rows"]]
-    fig, ax = _axes("Verdicts: relative speed with 95 % CI", "speed relative to the reference "
+    fig, ax = _axes("Verdicts: relative speed with 95 % CI", "speed relative to the reference\n"
                     "(throughput or bandwidth ratio; inverse time ratio for the halo proxy)", "",
                     size=(8, max(3.0, 1.2 + 0.32 * len(rows))))
     labels = []
@@ -166,7 +166,7 @@ def plot_verdicts(all_verdicts: dict) -> plt.Figure:
     ax.axvline(1.0, color="grey", linestyle=":", label="_no difference")
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(labels, fontsize="small")
-    ax.invert_yaxis()
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # the first row on top
     return fig
 
 
@@ -269,6 +269,20 @@ def figure_data(fig: plt.Figure) -> dict:
     return data
 
 
+def cut_off_text(fig: plt.Figure) -> list[str]:
+    """What of the figure is drawn past its edges: each axes (its labels, ticks, title, legend)
+    whose drawn extent leaves the image, named by its title."""
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.canvas.get_width_height()
+    out = []
+    for ax in fig.axes:
+        box = ax.get_tightbbox(renderer)
+        if box is not None and (box.x0 < -1 or box.y0 < -1 or box.x1 > width + 1 or box.y1 > height + 1):
+            out.append(f"{ax.get_title() or 'axes'}: drawn over [{box.x0:.0f}, {box.x1:.0f}] x [{box.y0:.0f}, "
+                       f"{box.y1:.0f}] px of {width} x {height}")
+    return out
+
+
 def _cell(value, fmt: str = ".1f") -> str:
     return "-" if value is None else (format(value, fmt) if isinstance(value, float) else str(value))
 
@@ -346,7 +360,7 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
         fig.tight_layout()
         png = out / f"{name}.png"
         fig.savefig(png)
-        data["plots"][name] = {**figure_data(fig), "png": png.name}
+        data["plots"][name] = {**figure_data(fig), "png": png.name, "cut_off_text": cut_off_text(fig)}
         images[name] = base64.b64encode(png.read_bytes()).decode("ascii")
         plt.close(fig)
     (out / "report_data.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

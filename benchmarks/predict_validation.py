@@ -1,0 +1,167 @@
+"""The scaling predictor (launch.predict) against measured runs on emulated fabrics.
+
+Root required (network namespaces + tc tbf, launch.emulate). For every link rate:
+- 2-node allreduce micro-benchmarks (backend `torch` = gloo for DDP, `horovod`
+  for Horovod), each fitted to an alpha-beta model on rows >= 8 MiB;
+- 2-node training of every model with every engine. The prediction uses the
+  run's compute-only step, measured by the benchmark with the same ranks
+  sharing this machine's cores as while training (on a 2-core host that
+  contention is part of the compute step: shown, not fitted away), its
+  gradient bytes and its engine's bucket settings, plus the fitted fabric;
+and, at the first rate, 3- and 4-node allreduces predicted from the 2-node fit
+(the ring formula's rank scaling). Nothing measured is fitted to the training
+runs: each prediction is made before it is compared.
+
+Prints predicted vs measured step (or allreduce) time and the error of every
+point; goal: |error| <= 10 % at every point, median <= 5 %. Writes
+RESULTS/validation.json with every point and input.
+
+    python benchmarks/predict_validation.py [--rates 0.5gbit,1gbit,2.5gbit,5gbit]
+        [--models resnet18,mobilenet_v3_small] [--engines ddp,horovod] [--multi-nodes 3,4]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from launch import predict
+from launch.errors import UsageError
+from launch.run import execute_run, prepare
+from launch.runspec import RunSpec
+
+FIT_MIN_BYTES = 8 * 2**20  # beyond tbf's burst (rate x 3 ms) at these rates
+BACKEND_OF = {"ddp": "torch", "horovod": "horovod"}  # the allreduce the engine's gradients go through on CPUs
+GOAL_MAX, GOAL_MEDIAN = 0.10, 0.05
+
+
+def run(spec: RunSpec, results: Path) -> dict | None:
+    started = time.monotonic()
+    result = execute_run(spec, prepare(spec, results), timeout=900, echo=False)
+    took = time.monotonic() - started
+    result["host_load_1min"] = os.getloadavg()[0]  # other work on this machine shares its cores
+    if result["status"] != "ok":
+        print(f"  failed ({took:.0f} s): {result['reason']}", flush=True)
+        return None
+    print(f"  ok ({took:.0f} s, host load {result['host_load_1min']:.1f})", flush=True)
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rates", default="0.5gbit,1gbit,2.5gbit,5gbit")
+    p.add_argument("--models", default="resnet18,mobilenet_v3_small")
+    p.add_argument("--engines", default="ddp,horovod")
+    p.add_argument("--multi-nodes", default="3,4", help="node counts of the allreduce check ('' for none)")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--iters", type=int, default=4)
+    p.add_argument("--batches-per-iter", type=int, default=2)
+    p.add_argument("--allreduce-iters", type=int, default=5)
+    p.add_argument("--max-bytes", type=int, default=64 * 2**20)
+    p.add_argument("--results", type=Path, default=Path("results/predict_validation"))
+    args = p.parse_args()
+    rates = [r for r in args.rates.split(",") if r]
+    models = [m for m in args.models.split(",") if m]
+    engines = [e for e in args.engines.split(",") if e]
+    multi = [int(n) for n in args.multi_nodes.split(",") if n]
+    if set(engines) - set(BACKEND_OF):
+        print(f"error: engines must be among {', '.join(BACKEND_OF)}", file=sys.stderr)
+        return 2
+    comm = RunSpec(launcher="emulated", nodes=2, ranks=2, benchmark="allreduce", min_bytes=2**16,
+                   max_bytes=args.max_bytes, iters=args.allreduce_iters, warmup=1)
+    train = RunSpec(launcher="emulated", nodes=2, ranks=2, image_size=args.image_size, batch_size=args.batch_size,
+                    iters=args.iters, batches_per_iter=args.batches_per_iter, warmup=2)
+    points, started = [], time.monotonic()
+    try:
+        for rate in rates:
+            fabrics = {}
+            for engine in engines:
+                backend = BACKEND_OF[engine]
+                print(f"{rate}: 2-node allreduce ({backend}) ...", flush=True)
+                result = run(dataclasses.replace(comm, link_rate=rate, backend=backend), args.results)
+                if result:
+                    fabrics[engine] = predict.fabric_from_allreduce(result, f"{rate} {backend}", FIT_MIN_BYTES)
+                    if rate == rates[0] and engine == engines[0]:
+                        points += multi_node_points(result, fabrics[engine], comm, rate, backend, multi, args.results)
+            for model in models:
+                for engine in engines:
+                    if engine not in fabrics:
+                        continue
+                    print(f"{rate}: 2-node {engine} {model} ...", flush=True)
+                    trained = run(dataclasses.replace(train, link_rate=rate, engine=engine, model=model), args.results)
+                    if trained:
+                        points.append(training_point(trained, fabrics[engine], rate))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report(points, time.monotonic() - started, args)
+    return 0 if points else 1
+
+
+def training_point(result: dict, fabric: predict.Fabric, rate: str) -> dict:
+    workload = predict.workload_from(result)
+    predicted = predict.predict_point(workload, fabric, result["world_size"])
+    measured = result["spec"]["batch_size"] / result["throughput"]["per_rank_img_per_s"]
+    return {"kind": "train", "rate": rate, "what": f"{result['engine']} {result['model']}",
+            "ranks": result["world_size"], "predicted_s": predicted["step_s"], "measured_s": measured,
+            "no_overlap_s": predicted["step_no_overlap_s"], "compute_s": workload.compute_step_s,
+            "allreduce_s": predicted["allreduce_s"], "gradient_bytes": workload.gradient_bytes,
+            "error": predicted["step_s"] / measured - 1, "run_id": result["run_id"], "fabric": dataclasses.asdict(fabric),
+            "host_load_1min": result["host_load_1min"],
+            "workload": workload.as_dict()}
+
+
+def multi_node_points(two: dict, fabric: predict.Fabric, comm: RunSpec, rate: str, backend: str,
+                      node_counts: list[int], results: Path) -> list[dict]:
+    """Allreduce at 3, 4 nodes predicted from the 2-node fit, at every size >= FIT_MIN_BYTES."""
+    out = []
+    for nodes in node_counts:
+        print(f"{rate}: {nodes}-node allreduce ({backend}) ...", flush=True)
+        measured = run(dataclasses.replace(comm, nodes=nodes, ranks=nodes, link_rate=rate, backend=backend), results)
+        if not measured:
+            continue
+        for row in measured["sizes"]:
+            if row["bytes"] >= FIT_MIN_BYTES:
+                predicted = fabric.allreduce_s(row["bytes"], nodes)
+                out.append({"kind": "allreduce", "rate": rate, "what": f"{backend} {row['bytes'] >> 20} MiB",
+                            "ranks": nodes, "predicted_s": predicted, "measured_s": row["time_us"] * 1e-6,
+                            "error": predicted / (row["time_us"] * 1e-6) - 1, "run_id": measured["run_id"],
+                            "host_load_1min": measured["host_load_1min"],
+                            "fitted_on": two["run_id"], "fabric": dataclasses.asdict(fabric)})
+    return out
+
+
+def report(points: list[dict], seconds: float, args) -> None:
+    print(f"\npredicted vs measured ({seconds / 60:.1f} min of runs); training: overlapped bucketed allreduce, "
+          "compute step measured with 2 ranks sharing this host's cores")
+    header = f"{'kind':9} {'rate':>8} {'what':28} {'ranks':>5} {'pred ms':>9} {'meas ms':>9} {'error':>7}   notes"
+    print(header)
+    print("-" * len(header))
+    for pt in points:
+        notes = f"load {pt['host_load_1min']:.1f}"
+        if pt["kind"] == "train":
+            notes += (f"; compute {pt['compute_s'] * 1e3:.0f} ms, allreduce {pt['allreduce_s'] * 1e3:.0f} ms, "
+                      f"no-overlap bound {pt['no_overlap_s'] * 1e3:.0f} ms")
+        print(f"{pt['kind']:9} {pt['rate']:>8} {pt['what']:28} {pt['ranks']:5d} {pt['predicted_s'] * 1e3:9.1f} "
+              f"{pt['measured_s'] * 1e3:9.1f} {pt['error'] * 100:+6.1f}%   {notes}")
+    errors = [abs(pt["error"]) for pt in points]
+    if errors:
+        worst, median = max(errors), statistics.median(errors)
+        print(f"\n{len(errors)} points: max |error| {worst * 100:.1f} % (goal {GOAL_MAX * 100:.0f} %: "
+              f"{'met' if worst <= GOAL_MAX else 'NOT met'}), median {median * 100:.1f} % (goal "
+              f"{GOAL_MEDIAN * 100:.0f} %: {'met' if median <= GOAL_MEDIAN else 'NOT met'})")
+    args.results.mkdir(parents=True, exist_ok=True)
+    path = args.results / "validation.json"
+    path.write_text(json.dumps({"arguments": {k: str(v) for k, v in vars(args).items()}, "seconds": seconds,
+                                "points": points}, indent=2) + "\n", encoding="utf-8")
+    print(f"every point and input: {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
