@@ -65,9 +65,9 @@ def replay(
     if dry_run:
         print(f"archive verified: {len(verified.members)} members; {len(planned)} runs would be replayed")
         return
-    from launch.interrupt import stop_requests
+    from launch.interrupt import stoppable_command
 
-    with stop_requests():
+    with stoppable_command():
         outputs = replays.run_all(verified, planned, results, load_site(site) if site else Site.default(),
                                   timeout=timeout)
     for result in outputs:

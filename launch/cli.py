@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from launch.errors import UsageError
-from launch.interrupt import interrupted_by, stop_requests
+from launch.interrupt import stoppable_command
 from launch.runspec import RunSpec
 
 app = typer.Typer(
@@ -119,7 +119,7 @@ def run(
             print("job script:\n" + prepared.job_script, end="")
         print("preflight skipped:", "; ".join(preflight_skipped(spec, prepared)))
         return
-    with stop_requests():  # Ctrl-C, kill, hang-up: every process of the run ends, the result says so
+    with stoppable_command():  # Ctrl-C, kill, hang-up: every process of the run ends, the result says so
         result = execute_run(spec, prepared, timeout=timeout, stall_timeout=stall_timeout)
     console.print(training_table([result]) if benchmark == "train" else comm_table(result))
     console.print(f"result: {prepared.run_dir / 'result.json'}")
@@ -168,8 +168,7 @@ def main() -> None:
         fail(str(exc))
     except typer.TyperException as exc:  # typer's own parsing errors (bad option, bad type)
         fail(exc.format_message() if hasattr(exc, "format_message") else str(exc))
-    except (KeyboardInterrupt, typer.Abort) as exc:
-        stop = interrupted_by(exc if isinstance(exc, KeyboardInterrupt) else KeyboardInterrupt())
-        print(f"fabric-bench: interrupted by {stop.name}; finished results are kept", file=sys.stderr)
-        sys.exit(stop.exit_code)
+    except (KeyboardInterrupt, typer.Abort):  # run and sweep exit 128 + the signal themselves
+        print("fabric-bench: interrupted; finished results are kept", file=sys.stderr)
+        sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)

@@ -64,3 +64,21 @@ def stop_requests():
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         _asked.clear()
+
+
+@contextlib.contextmanager
+def stoppable_command():
+    """stop_requests() around a CLI command: a stop ends it with one line and exit
+    128 + the signal (typer would turn a KeyboardInterrupt into a plain 130)."""
+    import sys
+
+    import typer
+
+    try:
+        with stop_requests():
+            yield
+    except KeyboardInterrupt as exc:
+        stop = interrupted_by(exc)
+        print(f"fabric-bench: interrupted by {stop.name}; finished results are kept", file=sys.stderr)
+        raise typer.Exit(stop.exit_code) from None
+

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from launch.errors import UsageError
-from launch.interrupt import stop_requests
+from launch.interrupt import stoppable_command
 from launch.runspec import LAUNCHERS
 
 
@@ -56,7 +56,7 @@ def sweep(
                           f"in {'; '.join(placeholders)} (and the images the runs name)", highlight=False, soft_wrap=True,
                           markup=False)
         return
-    with stop_requests():  # Ctrl-C, kill, scancel, hang-up: the run ends whole, results kept
+    with stoppable_command():  # Ctrl-C, kill, scancel, hang-up: the run ends whole, results kept
         data = run_sweep(swept, console, one_job)
     if data["failed"] or data["pending"]:
         raise typer.Exit(1)

@@ -132,8 +132,8 @@ def test_a_stop_signal_ends_every_process_and_writes_an_interrupted_result(launc
     progress = result["interruption"]["progress"]["ranks"]
     assert [r["rank"] for r in progress] == [0, 1]
     assert all(r["step"] >= 1 and len(r["samples_img_per_s"]["train"]) >= 1 for r in progress)
-    if launch == "emulated":  # the cluster made for the run went with it
-        assert {s.name for s in emulate.status()} == before_clusters
+    if launch == "emulated":  # the cluster made for the run went with it (others' clusters may come and go)
+        assert not [s.name for s in emulate.status() if s.name not in before_clusters and s.leftover]
 
 
 def test_sigkill_of_fabric_bench_leaves_no_rank(tmp_path):
