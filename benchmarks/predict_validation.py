@@ -8,6 +8,10 @@ Root required (network namespaces + tc tbf, launch.emulate). For every link rate
   sharing this machine's cores as while training (on a 2-core host that
   contention is part of the compute step: shown, not fitted away), its
   gradient bytes and its engine's bucket settings, plus the fitted fabric;
+  and the host's own cost of the exchange (copies, reductions, TCP over the
+  veths, all on the cores that compute): measured once per model and engine
+  as the step of the same training on an UNSHAPED link minus its compute
+  step, and printed beside every point with the prediction without it;
 and, at the first rate, 3- and 4-node allreduces predicted from the 2-node fit
 (the ring formula's rank scaling). Nothing measured is fitted to the training
 runs: each prediction is made before it is compared.
@@ -77,8 +81,14 @@ def main() -> int:
                    max_bytes=args.max_bytes, iters=args.allreduce_iters, warmup=1)
     train = RunSpec(launcher="emulated", nodes=2, ranks=2, image_size=args.image_size, batch_size=args.batch_size,
                     iters=args.iters, batches_per_iter=args.batches_per_iter, warmup=2)
-    points, started = [], time.monotonic()
+    points, started, host = [], time.monotonic(), {}
     try:
+        for model in models:  # the host's cost of the exchange: the same training on an unshaped link
+            for engine in engines:
+                print(f"unshaped: 2-node {engine} {model} (host cost of the exchange) ...", flush=True)
+                fast = run(dataclasses.replace(train, engine=engine, model=model), args.results)
+                if fast:
+                    host[engine, model] = (*predict.host_overhead_from(fast), fast["run_id"])
         for rate in rates:
             fabrics = {}
             for engine in engines:
@@ -96,7 +106,7 @@ def main() -> int:
                     print(f"{rate}: 2-node {engine} {model} ...", flush=True)
                     trained = run(dataclasses.replace(train, link_rate=rate, engine=engine, model=model), args.results)
                     if trained:
-                        points.append(training_point(trained, fabrics[engine], rate))
+                        points.append(training_point(trained, fabrics[engine], rate, host.get((engine, model))))
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -104,14 +114,21 @@ def main() -> int:
     return 0 if points else 1
 
 
-def training_point(result: dict, fabric: predict.Fabric, rate: str) -> dict:
-    workload = predict.workload_from(result)
+def training_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple | None) -> dict:
+    network_only = predict.workload_from(result)
+    workload = network_only
+    if host is not None:
+        workload = dataclasses.replace(network_only, host_overhead_s=host[0], host_overhead_ranks=host[1])
     predicted = predict.predict_point(workload, fabric, result["world_size"])
+    without_host = predict.predict_point(network_only, fabric, result["world_size"])
     measured = result["spec"]["batch_size"] / result["throughput"]["per_rank_img_per_s"]
     return {"kind": "train", "rate": rate, "what": f"{result['engine']} {result['model']}",
             "ranks": result["world_size"], "predicted_s": predicted["step_s"], "measured_s": measured,
             "no_overlap_s": predicted["step_no_overlap_s"], "compute_s": workload.compute_step_s,
             "allreduce_s": predicted["allreduce_s"], "gradient_bytes": workload.gradient_bytes,
+            "host_overhead_s": predicted["host_overhead_s"], "host_overhead_run": host[2] if host else None,
+            "predicted_without_host_s": without_host["step_s"],
+            "error_without_host": without_host["step_s"] / measured - 1,
             "error": predicted["step_s"] / measured - 1, "run_id": result["run_id"], "fabric": dataclasses.asdict(fabric),
             "host_load_1min": result["host_load_1min"],
             "workload": workload.as_dict()}
@@ -146,8 +163,10 @@ def report(points: list[dict], seconds: float, args) -> None:
     for pt in points:
         notes = f"load {pt['host_load_1min']:.1f}"
         if pt["kind"] == "train":
-            notes += (f"; compute {pt['compute_s'] * 1e3:.0f} ms, allreduce {pt['allreduce_s'] * 1e3:.0f} ms, "
-                      f"no-overlap bound {pt['no_overlap_s'] * 1e3:.0f} ms")
+            notes += (f"; compute {pt['compute_s'] * 1e3:.0f} ms, host exchange cost {pt['host_overhead_s'] * 1e3:.0f}"
+                      f" ms, allreduce {pt['allreduce_s'] * 1e3:.0f} ms, no-overlap bound "
+                      f"{pt['no_overlap_s'] * 1e3:.0f} ms; without the host cost "
+                      f"{pt['predicted_without_host_s'] * 1e3:.0f} ms ({pt['error_without_host'] * 100:+.1f}%)")
         print(f"{pt['kind']:9} {pt['rate']:>8} {pt['what']:28} {pt['ranks']:5d} {pt['predicted_s'] * 1e3:9.1f} "
               f"{pt['measured_s'] * 1e3:9.1f} {pt['error'] * 100:+6.1f}%   {notes}")
     errors = [abs(pt["error"]) for pt in points]

@@ -11,8 +11,14 @@ The step, per rank (t_c: the compute-only step, forward + backward + update):
       ddp      fixed buckets in backward order: first 1 MiB, then bucket_cap_mb (25 MiB)
       horovod  every cycle_time_ms (1 ms) the ready gradients, fused up to the
                fusion threshold (128 MiB), go out as one allreduce
-    step (overlapped) = forward + max(backward, end of the last allreduce)
-    step (no overlap) = t_c + sum of the buckets' allreduce times   (an upper bound)
+    step (overlapped) = max(forward + max(backward, end of the last allreduce), t_c + h)
+    step (no overlap) = t_c + h + sum of the buckets' allreduce times   (an upper bound)
+
+h is the host's own cost of the exchange (copies, reductions, the TCP stack) taken
+from the compute where communication and compute share cores (CPU runs, small
+hosts): 0 unless measured, e.g. as the step of the same training on an unshaped
+link minus its compute step (`--host-overhead-from`); scaled by (p-1)/p like the
+ring's bytes per rank.
 
 Throughput = N x batch / step; scaling efficiency = t_c(1 rank) / step(N).
 A prediction records every input (predict.json) so it can be reproduced.
@@ -70,6 +76,8 @@ class Workload:
     bucket_bytes: float         # ddp: bucket cap; horovod: fusion threshold
     cycle_s: float = HOROVOD_CYCLE_MS / 1e3  # horovod only
     backward_share: float = BACKWARD_SHARE
+    host_overhead_s: float = 0.0      # h at host_overhead_ranks (see the module doc); 0: not measured
+    host_overhead_ranks: int = 2
     source: dict | None = None  # where the numbers came from
 
     def as_dict(self) -> dict:
@@ -177,10 +185,15 @@ def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
         end, times = _ddp_schedule(w, fabric, ranks)
     else:
         end, times = _horovod_schedule(w, fabric, ranks)
-    step = forward + max(backward, end)
-    no_overlap = w.compute_step_s + sum(times)
+    host = 0.0
+    if ranks > 1 and w.host_overhead_s:
+        m = max(2, w.host_overhead_ranks)
+        host = w.host_overhead_s * ((ranks - 1) / ranks) / ((m - 1) / m)
+    step = max(forward + max(backward, end), w.compute_step_s + host)
+    no_overlap = w.compute_step_s + host + sum(times)
     return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
-            "allreduce_s": sum(times), "allreduces": len(times), "exposed_comm_s": step - w.compute_step_s,
+            "allreduce_s": sum(times), "allreduces": len(times), "host_overhead_s": host,
+            "exposed_comm_s": step - w.compute_step_s,
             "img_per_s": ranks * w.batch_size / step, "img_per_s_no_overlap": ranks * w.batch_size / no_overlap,
             "scaling_efficiency": w.compute_step_s / step,
             "scaling_efficiency_no_overlap": w.compute_step_s / no_overlap}
@@ -196,6 +209,17 @@ def predict(w: Workload, fabrics: list[Fabric], ranks: list[int]) -> dict:
     return {"schema_version": 1, "model": __doc__.split("\n\n")[1].strip(),
             "workload": w.as_dict(), "fabrics": [asdict(f) for f in fabrics], "ranks": list(ranks),
             "points": [predict_point(w, f, n) for f in fabrics for n in ranks]}
+
+
+def host_overhead_from(train: dict) -> tuple[float, int]:
+    """h of a training run on a link too fast to matter: its measured step minus its compute step
+    (never below 0), at its rank count."""
+    w = workload_from(train)
+    measured = w.batch_size / (train.get("throughput") or {}).get("per_rank_img_per_s", 0) \
+        if (train.get("throughput") or {}).get("per_rank_img_per_s") else None
+    if measured is None or (train.get("world_size") or 1) < 2:
+        raise UsageError(f"{train.get('run_id')}: --host-overhead-from needs a multi-rank train result with throughput")
+    return max(0.0, measured - w.compute_step_s), train["world_size"]
 
 
 def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int = 8 * MIB) -> Fabric:

@@ -1,6 +1,7 @@
 """`fabric-bench predict`: scaling of a measured training step on fabrics (launch.predict)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -36,6 +37,11 @@ def predict(
     cycle_ms: Optional[float] = typer.Option(None, help="Horovod cycle time (default: the result's, else 1 ms)"),
     backward_share: float = typer.Option(2 / 3, help="share of the compute step that is the backward pass "
                                                       "(an assumption; gradients overlap with it)"),
+    host_overhead_from: Optional[Path] = typer.Option(
+        None, help="a multi-rank train result on a fast (e.g. unshaped) link: its step minus its compute step is "
+                   "the host's own cost of the exchange, taken from the compute where they share cores"),
+    host_overhead_ms: float = typer.Option(0.0, help="the host's cost of the exchange per step at 2 ranks, "
+                                                     "if known otherwise (ms)"),
     fit_min_bytes: int = typer.Option(8 * 2**20, help="fit the alpha-beta on allreduce rows of at least this size"),
     output: Optional[Path] = typer.Option(None, help="directory for predict.json (every input) and predict.png"),
     as_json: bool = typer.Option(False, "--json", help="print predict.json instead of the table"),
@@ -57,6 +63,13 @@ def predict(
 
     rank_counts = model.parse_ranks(ranks)
     workload = model.workload_from(_read(train, "--train"), engine, bucket_mb, cycle_ms, backward_share)
+    if host_overhead_ms < 0:
+        raise UsageError(f"--host-overhead-ms must be >= 0, got {host_overhead_ms}")
+    if host_overhead_from is not None:
+        overhead, at_ranks = model.host_overhead_from(_read(host_overhead_from, "--host-overhead-from"))
+        workload = dataclasses.replace(workload, host_overhead_s=overhead, host_overhead_ranks=at_ranks)
+    elif host_overhead_ms:
+        workload = dataclasses.replace(workload, host_overhead_s=host_overhead_ms / 1e3)
     fabrics = []
     for path in allreduce:
         result = _read(path, "--allreduce")
@@ -92,7 +105,9 @@ def print_table(data: dict) -> None:
                   f"{w['source']['world_size']} rank(s) on its host), gradients {w['gradient_bytes'] / 2**20:.1f} MiB, "
                   f"{bucket} {w['bucket_bytes'] / 2**20:g} MiB"
                   + (f", cycle {w['cycle_s'] * 1e3:g} ms" if w["engine"] == "horovod" else "")
-                  + f", backward share {w['backward_share']:.2f} (assumed)", highlight=False)
+                  + f", backward share {w['backward_share']:.2f} (assumed)"
+                  + (f", host exchange cost {w['host_overhead_s'] * 1e3:.1f} ms at {w['host_overhead_ranks']} ranks"
+                     if w["host_overhead_s"] else ""), highlight=False)
     for f in data["fabrics"]:
         console.print(f"fabric {f['name']}: alpha {f['alpha_s'] * 1e6:.1f} us, {f['bandwidth_gbit_s']:g} Gbit/s "
                       f"({f['source']})", highlight=False)

@@ -117,3 +117,17 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, case, message):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0]
+
+
+def test_host_cost_of_the_exchange_is_taken_from_the_compute_and_scales_like_the_ring():
+    fast_link = train_result(compute=40.0)  # step 8 / 15 img/s per rank = 533 ms, compute 400 ms
+    overhead, ranks = predict.host_overhead_from(fast_link)
+    assert overhead == pytest.approx(8 / 15.0 - 0.4) and ranks == 2
+    w = predict.Workload(engine="ddp", batch_size=8, compute_step_s=0.4, gradient_bytes=MIB, bucket_bytes=25 * MIB,
+                         host_overhead_s=overhead, host_overhead_ranks=2)
+    fabric = predict.Fabric("fast", 0.0, 1000.0, "nominal")
+    assert predict.predict_point(w, fabric, 2)["step_s"] == pytest.approx(8 / 15.0)
+    assert predict.predict_point(w, fabric, 4)["host_overhead_s"] == pytest.approx(overhead * 0.75 / 0.5)
+    assert predict.predict_point(w, fabric, 1)["step_s"] == pytest.approx(0.4)  # one rank exchanges nothing
+    with pytest.raises(UsageError, match="multi-rank"):
+        predict.host_overhead_from(train_result(ranks=1))
