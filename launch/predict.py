@@ -21,6 +21,9 @@ link minus its compute step (`--host-overhead-from`); scaled by (p-1)/p like the
 ring's bytes per rank.
 
 Throughput = N x batch / step; scaling efficiency = t_c(1 rank) / step(N).
+Every allreduce is a ring: its latency term 2(N-1)alpha grows with N, where
+libraries switch to trees at scale, so at large N high-latency fabrics come out
+pessimistic.
 A prediction records every input (predict.json) so it can be reproduced.
 """
 from __future__ import annotations
