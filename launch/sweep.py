@@ -284,7 +284,7 @@ def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: boo
         "pending": len(statuses) - statuses.count("ok") - statuses.count("failed"),
         "wall_seconds": wall_seconds, "benchmark_wall_seconds": benchmark_seconds,
         "overhead_seconds_per_run": (wall_seconds - benchmark_seconds) / len(ran) if ran else None,
-        "verdicts": verdicts, "aggregated": [p.describe() for p in points],
+        "verdicts": verdicts, "verdict_orders": orders(sweep), "aggregated": [p.describe() for p in points],
         "runs": rows,
     }
 

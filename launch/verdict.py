@@ -195,12 +195,16 @@ def experiment_orders(dirs: list[Path]) -> dict[str, list[str]]:
     for directory in dirs:
         summary = Path(directory) / "summary.json"
         try:
-            experiment = load_experiment(json.loads(summary.read_text(encoding="utf-8"))["experiment_file"])
-        except (OSError, ValueError, KeyError, TypeError, UsageError):
+            data = json.loads(summary.read_text(encoding="utf-8"))
+            stored = data.get("verdict_orders")
+            if not isinstance(stored, dict):  # a summary before verdict_orders: read its experiment file
+                experiment = load_experiment(data["experiment_file"])
+                stored = {axis: experiment.matrix.get(axis) or ((experiment.fixed[axis],) if axis in experiment.fixed
+                                                               else ()) for axis in AXES}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError):
             continue
         for axis in AXES:
-            values = experiment.matrix.get(axis) or ((experiment.fixed[axis],) if axis in experiment.fixed else ())
-            for value in values:
+            for value in stored.get(axis) or ():
                 if isinstance(value, str) and value not in orders.setdefault(axis, []):
                     orders[axis].append(value)
     return orders

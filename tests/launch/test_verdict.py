@@ -153,3 +153,15 @@ def test_halo_verdicts_compare_time_per_iteration_lower_is_faster():
     (row,) = verdict.verdicts(aggregate.aggregate(results), "fabric", order=["omnipath", "ethernet"])["rows"]
     assert row["metric"] == "time_per_iter_s" and row["model"] == "halo 96^3"
     assert row["ratio"] > 1.9 and row["speed_ratio"] < 0.53 and row["verdict"].endswith("% slower")
+
+
+def test_the_default_reference_is_the_first_fabric_of_the_sweeps_experiment(tmp_path):
+    for r in emulated_sweep():
+        (tmp_path / "in" / "runs" / r["run_id"]).mkdir(parents=True)
+        (tmp_path / "in" / "runs" / r["run_id"] / "result.json").write_text(json.dumps(r))
+    (tmp_path / "in" / "summary.json").write_text(json.dumps(
+        {"experiment_file": "gone.toml", "verdict_orders": {"fabric": ["emu-eth-1g", "emu-eth-10g"]}}))
+    assert verdict.experiment_orders([tmp_path / "in"]) == {"fabric": ["emu-eth-1g", "emu-eth-10g"]}
+    data = report.build([tmp_path / "in"], tmp_path / "out")
+    assert data["verdicts"]["fabric"]["reference"] == "emu-eth-1g"
+    assert {r["value"] for r in data["verdicts"]["fabric"]["rows"]} == {"emu-eth-10g"}
