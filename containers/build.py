@@ -23,6 +23,7 @@ from typing import Callable, Optional
 
 from containers import recipe as recipes
 from containers import stack
+from containers.digest import remembered_sha256
 from containers.fabrics import FABRICS
 
 RUNTIMES = ("apptainer", "podman")
@@ -93,11 +94,7 @@ def _hash_files(paths: list[Path], root: Path = stack.REPO) -> str:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return remembered_sha256(path, cache_dir())  # the runs that use the image will ask again
 
 
 # Inputs -------------------------------------------------------------------

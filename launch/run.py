@@ -136,6 +136,8 @@ def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
 def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None, echo: bool = True,
                 annotations: dict | None = None, stall_timeout: float | None = None) -> dict:
     checked = preflight(spec, prepared)
+    runtime = prepared.plan.runtime
+    image = {"path": spec.image, "digest": runtime.digest(spec.image)} if spec.image else None  # before, not after
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
     if prepared.job_script is not None:
         prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")
@@ -149,7 +151,6 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
         reason = f"timed out after {timeout:g} s; all ranks killed"
     elif outcome.interrupted:
         reason = f"interrupted by {outcome.signal}; all processes of the run ended"
-    runtime = prepared.plan.runtime
     log_tail, scheduler = outcome.log_tail, None
     if spec.launcher in ("srun", "sbatch"):  # job id, nodes, version; sbatch: the ranks' log is the job's
         scheduler, job_log = slurm.after_run(spec.launcher, prepared.run_dir, prepared.plan.job_script,
@@ -168,7 +169,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
                        # command start -> first rank running bench code (launcher + runtime overhead)
                        "first_rank_start_seconds":
                            min(rank_starts) - outcome.started_unix if rank_starts else None},
-            "image": {"path": spec.image, "digest": runtime.digest(spec.image)} if spec.image else None,
+            "image": image,
             "slurm": scheduler,
             **emulate.result_fields(spec, prepared.plan),
             **(annotations or {}),  # e.g. replay_of

@@ -54,11 +54,14 @@ class HostRuntime(Runtime):
 
 
 def file_sha256(path: str) -> str | None:
+    """sha256 of an image file, remembered across runs (containers.digest)."""
+    from containers.build import cache_dir
+    from containers.digest import remembered_sha256
+
     try:
-        out = subprocess.run(["sha256sum", path], capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
+        return "sha256:" + remembered_sha256(path, cache_dir())
+    except OSError:
         return None
-    return "sha256:" + out.stdout.split()[0]
 
 
 class ApptainerRuntime(Runtime):
