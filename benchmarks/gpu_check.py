@@ -1,0 +1,550 @@
+"""The GPU check behind benchmarks/gpu_check.sh (which picks the Python; see its header).
+
+    benchmarks/gpu_check.sh [--cpu [--full]] [--out DIR] [--budget-s N] [--only LABELS] [--archive FILE.tar.gz]
+
+Steps, each recorded with its status (ok | failed | absent | skipped) and, where
+not ok, the reason:
+1. environment: what this Python and this host offer (torch, CUDA, NCCL,
+   torchvision, TensorFlow, Horovod, torchrun/mpirun/horovodrun, nvidia-smi);
+2. captures: `nvidia-smi -q`, `nvidia-smi topo -m` and `nvidia-smi --query-gpu=...`
+   (absent with --cpu, or where nvidia-smi is missing), parsed by launch.probe;
+3. runs: `fabric-bench run --ranks 1 --launcher local` for torch DDP (NCCL on a
+   GPU) x ResNet-50, VGG-16, Inception-v3 x fp32, AMP; a Horovod run; TF
+   ResNet-50 fp32 and mixed. Each writes result.json in the bundle's format under
+   runs/<label>/. Where the launch CLI cannot be imported (typer, rich, psutil or
+   scipy missing), torch runs fall back to the bench program under torchrun and
+   are summarised from their rank records;
+4. summary.json / summary.md: img/s, compute-only img/s, and the predictor's
+   compute step (launch.model: batch x ranks / compute-only img/s) per model.
+
+Only the standard library and launch.probe / launch.transport are imported here:
+the check must report, not crash, whatever is missing.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from launch import probe, transport  # noqa: E402  (standard library only)
+
+TORCH_MODELS = ("resnet50", "vgg16", "inception_v3")
+TORCH_PRECISIONS = ("fp32", "amp")
+TF_MODEL, TF_PRECISIONS = "ResNet50", ("fp32", "mixed")
+# GPU: the models' own image sizes, a real batch; CPU: tiny, to prove the path
+SIZES = {
+    "gpu": {"batch_size": 64, "warmup": 5, "iters": 5, "batches_per_iter": 5, "image_size": None},
+    "cpu": {"batch_size": 2, "warmup": 0, "iters": 2, "batches_per_iter": 1, "image_size": 32},
+}
+# Inception-v3 trains with its auxiliary head (bench.torch_train), whose 5x5 conv after a
+# 5x5/3 pooling needs 17x17 at Mixed_6e: 299 px; anything smaller fails (75 px, the
+# catalog's minimum, fails with "Output size is too small").
+CPU_IMAGE_SIZE = {"inception_v3": 299}
+# With --cpu (unless --full), to stay near 2 minutes on 2 cores: AMP on torch ResNet-50 only,
+# bf16 autocast being slow on CPUs (VGG-16 AMP took 206 s for four batches of 2 here, fp32
+# 54 s), and TF in fp32 only (each TF run costs ~40 s of start-up and tracing).
+CPU_SKIPPED = {"torch-ddp-vgg16-amp": "AMP runs on ResNet-50 only (bf16 autocast is slow on CPUs)",
+               "torch-ddp-inception_v3-amp": "AMP runs on ResNet-50 only (bf16 autocast is slow on CPUs)",
+               "tf-native-ResNet50-mixed": "TensorFlow runs in fp32 only (~40 s of start-up per TF run)"}
+DEFAULT_BUDGET_S = {"gpu": 360, "cpu": 900}  # GPU: the last run ends by ~7.5 min
+DEFAULT_RUN_TIMEOUT_S = {"gpu": 150, "cpu": 300}
+QUERY_FIELDS = ("index", "name", "pci.bus_id", "driver_version", "memory.total", "clocks.max.sm",
+                "clocks.max.memory", "power.limit", "pcie.link.gen.max", "pcie.link.width.max")
+CAPTURES = {  # file name -> argv
+    "nvidia_smi.txt": probe.COMMANDS["nvidia_smi"],  # the probe's own query, parsed by parse_nvidia_smi
+    "nvidia_smi_query.csv": ["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv"],
+    "nvidia_smi_topo.txt": probe.COMMANDS["nvidia_smi_topo"],
+    "nvidia_smi_q.txt": ["nvidia-smi", "-q"],
+}
+ENV_PROBE = r"""
+import importlib.metadata as md, importlib.util, json, os, sys
+from pathlib import Path
+info = {"python": sys.executable, "python_version": sys.version.split()[0]}
+def version(dist):
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+try:
+    import torch
+    info["torch"] = torch.__version__
+    info["torch_cuda_build"] = torch.version.cuda
+    info["cuda_available"] = torch.cuda.is_available()
+    if info["cuda_available"]:
+        info["gpu_count"] = torch.cuda.device_count()
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    info["nccl_backend"] = torch.distributed.is_available() and torch.distributed.is_nccl_available()
+except Exception as exc:
+    info["torch"] = None
+    info["torch_error"] = f"{type(exc).__name__}: {exc}"
+try:
+    import torchvision
+    info["torchvision"] = torchvision.__version__
+except Exception as exc:
+    info["torchvision"] = None
+    info["torchvision_error"] = f"{type(exc).__name__}: {exc}"
+info["tensorflow"] = version("tensorflow") or version("tensorflow-cpu")
+info["tensorflow_importable"] = importlib.util.find_spec("tensorflow") is not None
+spec = importlib.util.find_spec("horovod")
+info["horovod"] = version("horovod") if spec else None
+if spec and spec.submodule_search_locations:
+    package = Path(next(iter(spec.submodule_search_locations)))
+    info["horovod_torch"] = any((package / "torch").glob("mpi_lib*.so"))
+    info["horovod_tensorflow"] = any((package / "tensorflow").glob("mpi_lib*.so"))
+missing = [m for m in ("typer", "rich", "psutil", "scipy") if importlib.util.find_spec(m) is None]
+info["launch_cli_missing"] = missing
+if not missing and not os.environ.get("GPU_CHECK_FORCE_DIRECT"):
+    try:
+        import launch.cli  # noqa: F401
+        info["launch_cli"] = True
+    except Exception as exc:
+        info["launch_cli"] = False
+        info["launch_cli_error"] = f"{type(exc).__name__}: {exc}"
+else:
+    info["launch_cli"] = False
+    if os.environ.get("GPU_CHECK_FORCE_DIRECT"):
+        info["launch_cli_error"] = "GPU_CHECK_FORCE_DIRECT is set"
+print("GPU_CHECK_ENV " + json.dumps(info))
+"""
+
+
+class Log:
+    """Print to the console and to OUT/gpu_check.log."""
+
+    def __init__(self, path: Path):
+        self.file = open(path, "a", encoding="utf-8")
+
+    def __call__(self, *parts) -> None:
+        line = " ".join(str(p) for p in parts)
+        print(line, flush=True)
+        self.file.write(line + "\n")
+        self.file.flush()
+
+
+def tool(name: str) -> str | None:
+    """A tool beside this Python first (a venv's torchrun), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else shutil.which(name)
+
+
+def discover(log: Log) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    try:
+        proc = subprocess.run([sys.executable, "-c", ENV_PROBE], capture_output=True, text=True, timeout=180,
+                              env=env, cwd=REPO)
+        line = next((l for l in proc.stdout.splitlines() if l.startswith("GPU_CHECK_ENV ")), None)
+        info = json.loads(line.split(" ", 1)[1]) if line else {"probe_error": proc.stderr[-2000:]}
+    except subprocess.TimeoutExpired:
+        info = {"probe_error": "probing the Python timed out after 180 s"}
+    info["tools"] = {name: tool(name) for name in
+                     ("nvidia-smi", "torchrun", "mpirun", "horovodrun", "nvcc", "cmake", "g++")}
+    info["cpu_count"] = os.cpu_count()
+    info["host"] = os.uname().nodename
+    info["pythons_tried"] = os.environ.get("GPU_CHECK_FOUND", "").strip().splitlines()
+    log("environment:")
+    for key in ("python", "python_version", "torch", "torch_cuda_build", "cuda_available", "gpus", "nccl",
+                "torchvision", "tensorflow", "horovod", "horovod_torch", "horovod_tensorflow", "launch_cli",
+                "launch_cli_missing", "launch_cli_error", "torch_error", "probe_error"):
+        if key in info:
+            log(f"  {key}: {info[key]}")
+    for name, path in info["tools"].items():
+        log(f"  {name}: {path or 'absent'}")
+    return info
+
+
+def capture(mode: str, out: Path, log: Log) -> dict:
+    """nvidia-smi outputs under captures/, each with its status; parsed where the probe can."""
+    folder = out / "captures"
+    folder.mkdir(parents=True, exist_ok=True)
+    have = shutil.which("nvidia-smi")
+    captures: dict[str, dict] = {}
+    for name, argv in CAPTURES.items():
+        if mode == "cpu" or not have:
+            reason = ("--cpu: the check runs without a GPU" if mode == "cpu" else "") + \
+                     ("" if have else ("; " if mode == "cpu" else "") + "nvidia-smi not on PATH")
+            captures[name] = {"status": "absent", "reason": reason, "argv": argv}
+            (folder / f"{name}.absent").write_text(reason + "\n", encoding="utf-8")
+            continue
+        result = probe.run_tool(name, argv, timeout_s=60)
+        (folder / name).write_text(result.stdout, encoding="utf-8")
+        captures[name] = {"status": "ok" if result.status == "ok" else "failed",
+                          "reason": None if result.status == "ok" else result.status,
+                          "argv": argv, "file": f"captures/{name}"}
+    for name, entry in captures.items():
+        log(f"capture {name}: {entry['status']}" + (f" ({entry['reason']})" if entry["reason"] else ""))
+    parsed: dict = {}
+    if captures["nvidia_smi.txt"]["status"] == "ok":
+        parsed["gpus"] = [dataclasses.asdict(g) for g in
+                          probe.parse_nvidia_smi((folder / "nvidia_smi.txt").read_text())]
+    if captures["nvidia_smi_topo.txt"]["status"] == "ok":
+        topology = probe.parse_nvidia_smi_topo((folder / "nvidia_smi_topo.txt").read_text())
+        if topology:
+            parsed["gpu_topology"] = dataclasses.asdict(topology)
+            parsed["nearest_nics"] = {f"GPU{g.index}": topology.nearest_nics(g.index) for g in topology.gpus}
+    return {"captures": captures, "parsed": parsed}
+
+
+@dataclasses.dataclass
+class Run:
+    label: str
+    framework: str
+    engine: str
+    model: str
+    precision: str
+    needs: str  # what must be present: torch | tf | horovod
+
+
+def planned_runs() -> list[Run]:
+    """In order of importance: the DDP/NCCL run first, the budget may cut the tail."""
+    runs = [Run(f"torch-ddp-{m}-{p}", "torch", "ddp", m, p, "torch") for m in TORCH_MODELS for p in TORCH_PRECISIONS]
+    runs.insert(2, Run("torch-horovod-resnet50-fp32", "torch", "horovod", "resnet50", "fp32", "horovod"))
+    runs += [Run(f"tf-native-{TF_MODEL}-{p}", "tf", "native", TF_MODEL, p, "tf") for p in TF_PRECISIONS]
+    return runs
+
+
+def unavailable(run: Run, info: dict) -> str | None:
+    """Why a run cannot start here, or None."""
+    if not info.get("torch") and run.framework == "torch":
+        return f"torch is not importable by {info.get('python')}: {info.get('torch_error', 'absent')}"
+    if run.framework == "torch" and not info.get("torchvision"):
+        return f"torchvision is not importable by {info.get('python')} (the models come from it)"
+    if run.needs == "horovod":
+        if not info.get("horovod"):
+            return (f"Horovod is not installed for {info.get('python')}; it cannot be fetched here, and building "
+                    "it from its sdist takes ~5-7 min (ENVIRONMENT.md), more than this check's budget")
+        if not info.get("horovod_torch"):
+            return f"Horovod {info['horovod']} was built without its PyTorch extension"
+        if not info.get("launch_cli"):
+            return "the launch CLI is not importable, and Horovod needs its launcher (mpirun/horovodrun)"
+        if not (info["tools"].get("mpirun") or info["tools"].get("horovodrun")):
+            return "neither mpirun nor horovodrun is present to start a Horovod rank"
+    if run.framework == "tf":
+        if not info.get("tensorflow_importable"):
+            return f"TensorFlow is not installed for {info.get('python')} (too large to carry)"
+        if not info.get("launch_cli"):
+            return "the launch CLI is not importable (TensorFlow runs start through it)"
+        if not info["tools"].get("mpirun"):
+            return "mpirun is absent: tf.distribute ranks bootstrap over MPI"
+    return None
+
+
+def sizes_for(run: Run, mode: str) -> dict:
+    sizes = dict(SIZES[mode])
+    if mode == "cpu":
+        sizes["image_size"] = CPU_IMAGE_SIZE.get(run.model, sizes["image_size"])
+    return sizes
+
+
+def fabric_bench_argv(run: Run, mode: str, info: dict, run_dir: Path, timeout_s: float) -> list[str]:
+    sizes = sizes_for(run, mode)
+    argv = [sys.executable, "-c", "import sys; sys.argv[0] = 'fabric-bench'; from launch.cli import main; main()",
+            "run", "--benchmark", "train", "--framework", run.framework, "--engine", run.engine,
+            "--model", run.model, "--precision", run.precision, "--ranks", "1", "--launcher", "local",
+            "--runtime", "host", "--batch-size", str(sizes["batch_size"]), "--warmup", str(sizes["warmup"]),
+            "--iters", str(sizes["iters"]), "--batches-per-iter", str(sizes["batches_per_iter"]),
+            "--results", str(run_dir), "--timeout", str(timeout_s)]
+    if sizes["image_size"]:
+        argv += ["--image-size", str(sizes["image_size"])]
+    if run.engine == "horovod" and not info["tools"].get("mpirun"):
+        argv += ["--controller", "gloo"]
+    if mode == "gpu":
+        argv += ["--gpus-per-node", "1"]
+        if run.engine == "ddp":
+            argv += ["--allreduce", "nccl"]
+    else:
+        argv += ["--env", "CUDA_VISIBLE_DEVICES="]  # a CPU run even where a GPU is present
+    return argv
+
+
+def direct_argv(run: Run, mode: str, info: dict, run_dir: Path) -> list[str]:
+    """Without the launch CLI: the bench program itself under torchrun (torch only)."""
+    sizes = sizes_for(run, mode)
+    starter = ([info["tools"]["torchrun"]] if info["tools"].get("torchrun")
+               else [sys.executable, "-m", "torch.distributed.run"])
+    argv = starter + ["--standalone", "--nnodes", "1", "--nproc-per-node", "1", "--module", "bench.torch_train",
+                      "--engine", run.engine, "--model", run.model, "--precision", run.precision,
+                      "--batch-size", str(sizes["batch_size"]), "--warmup", str(sizes["warmup"]),
+                      "--iters", str(sizes["iters"]), "--batches-per-iter", str(sizes["batches_per_iter"]),
+                      "--record-dir", str(run_dir / "ranks")]
+    if sizes["image_size"]:
+        argv += ["--image-size", str(sizes["image_size"])]
+    if mode == "gpu":
+        argv += ["--backend", "nccl"]
+    return argv
+
+
+def execute(argv: list[str], log_path: Path, env: dict, timeout_s: float, log: Log) -> int:
+    """Run one command in its own session, its output to the console, the check's log and log_path;
+    past the timeout: SIGTERM to the whole session (fabric-bench ends its ranks), then SIGKILL."""
+    with open(log_path, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=REPO, start_new_session=True, errors="replace")
+        deadline = time.monotonic() + timeout_s
+        try:
+            for line in proc.stdout:
+                out.write(line)
+                log.file.write(line)
+                print(line, end="", flush=True)
+                if time.monotonic() > deadline:
+                    raise subprocess.TimeoutExpired(argv, timeout_s)
+            return proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log(f"  ... no end after {timeout_s:.0f} s: stopping it")
+            for signum, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
+                try:
+                    os.killpg(proc.pid, signum)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            return 124
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def from_result(result: dict, entry: dict) -> dict:
+    """The summary fields of one result.json (launch.results format)."""
+    throughput = result.get("throughput") or {}
+    config = (result.get("spec") or {})
+    compute = result.get("compute_img_per_s")
+    batch, ranks = config.get("batch_size"), result.get("world_size") or 1
+    nccl = (((result.get("transport") or {}).get("observed") or {}).get("nccl"))
+    entry.update(
+        status=result.get("status"), reason=result.get("reason"),
+        img_per_s=throughput.get("total_img_per_s"), ci95_img_per_s=throughput.get("ci95_img_per_s"),
+        n_samples=throughput.get("n_samples"), compute_img_per_s=compute,
+        # launch.model.predict_training: compute_step_s = batch x ranks / compute_img_per_s
+        compute_step_s=(batch * ranks / compute) if compute and batch else None,
+        step_time_s=result.get("step_time_s"), device=result.get("device"),
+        engine_info=result.get("engine_info"), versions=result.get("versions"),
+        batch_size=batch, image_size=config.get("image_size") or default_image_size(result),
+        wall_seconds=result.get("wall_seconds"),
+        transport_verdict=(result.get("transport") or {}).get("verdict"), nccl=nccl,
+    )
+    return entry
+
+
+def default_image_size(result: dict) -> int | None:
+    from bench import catalog  # plain data
+
+    return catalog.MODELS.get(result.get("framework"), {}).get(result.get("model"))
+
+
+def from_records(records: list[dict], entry: dict, exit_code: int) -> dict:
+    """The summary fields of a direct run (no launch CLI): rank 0's train record."""
+    train = next((r for r in records if r.get("kind") == "train"), None)
+    errors = [r["error"] for r in records if r.get("kind") == "error"]
+    if train is None:
+        entry.update(status="failed", reason="; ".join(errors) or f"no train record (exit code {exit_code})")
+        return entry
+    compute = mean(train["compute_samples_img_per_s"])
+    batch = train["config"]["batch_size"]
+    entry.update(
+        status=train["status"] if exit_code == 0 else "failed",
+        reason=None if exit_code == 0 else f"exit code {exit_code}",
+        img_per_s=mean(train["samples_img_per_s"]), n_samples=len(train["samples_img_per_s"]),
+        compute_img_per_s=compute, compute_step_s=batch / compute if compute else None,
+        device=train.get("device"), engine_info=train.get("engine_info"), versions=train.get("versions"),
+        batch_size=batch, image_size=train["config"].get("image_size"), format="rank records",
+    )
+    return entry
+
+
+def run_all(mode: str, info: dict, out: Path, budget_s: float, run_timeout_s: float, log: Log,
+            started: float, full: bool = False, only: set[str] | None = None) -> list[dict]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "FABRIC_BENCH_STORE": str(out / "results.sqlite"), "PYTHONUNBUFFERED": "1",
+           "KERAS_HOME": str(out / "tmp" / "keras"), "MPLCONFIGDIR": str(out / "tmp" / "matplotlib")}
+    if mode == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    entries = []
+    for run in planned_runs():
+        if only and run.label not in only:
+            continue
+        entry = {"label": run.label, "framework": run.framework, "engine": run.engine, "model": run.model,
+                 "precision": run.precision}
+        entries.append(entry)
+        why = unavailable(run, info)
+        elapsed = time.monotonic() - started
+        if mode == "cpu" and not full and run.label in CPU_SKIPPED and not why:
+            entry.update(status="skipped", reason=f"--cpu: {CPU_SKIPPED[run.label]}; --full runs every model "
+                                                  "in both precisions")
+            log(f"run {run.label}: skipped ({entry['reason']})")
+            continue
+        if why:
+            entry.update(status="absent", reason=why)
+            log(f"run {run.label}: absent ({why})")
+            continue
+        if elapsed > budget_s:
+            entry.update(status="skipped", reason=f"the check's budget of {budget_s:.0f} s was spent "
+                                                  f"({elapsed:.0f} s elapsed)")
+            log(f"run {run.label}: skipped ({entry['reason']})")
+            continue
+        run_dir = out / "runs" / run.label
+        run_dir.mkdir(parents=True, exist_ok=True)
+        timeout_s = min(run_timeout_s, max(30.0, budget_s + 60 - elapsed))
+        if info.get("launch_cli"):
+            argv, run_env = fabric_bench_argv(run, mode, info, run_dir, timeout_s), env
+            console = run_dir / "fabric-bench.out"
+            log(f"run {run.label}: fabric-bench {' '.join(argv[3:])}")
+        else:  # launch's own reporting variables, as fabric-bench would set them
+            argv, console = direct_argv(run, mode, info, run_dir), run_dir / "output.log"
+            run_env = {**env, **(transport.NCCL_REPORTING_ENV if mode == "gpu" else {})}
+            log(f"run {run.label}: {' '.join(argv)}")
+        t0 = time.monotonic()
+        code = execute(argv, console, run_env, timeout_s + 60, log)
+        results = sorted(run_dir.glob("*/result.json"))
+        if info.get("launch_cli") and results:
+            from_result(json.loads(results[-1].read_text()), entry)
+            entry["result"] = str(results[-1].relative_to(out))
+            run_log = results[-1].parent / "output.log"
+        elif info.get("launch_cli"):
+            entry.update(status="failed", reason=f"fabric-bench wrote no result.json (exit code {code}); "
+                                                 f"see runs/{run.label}/fabric-bench.out")
+            run_log = run_dir / "fabric-bench.out"
+        else:
+            from bench.record import read_records
+            from_records(read_records(run_dir / "ranks"), entry, code)
+            run_log = run_dir / "output.log"
+            nccl_seen = transport.observe(run_log.read_text(errors="replace")).get("nccl")
+            entry["nccl"] = nccl_seen
+        entry.setdefault("wall_seconds", time.monotonic() - t0)
+        if entry.get("status") != "ok" and run_log.exists():  # the lines that say why
+            lines = run_log.read_text(errors="replace").splitlines()
+            own = [line for line in lines if re.match(r"(\[[^\]]*\]\s*)?error: ", line)]  # bench's fail()
+            raised = [line for line in lines if re.search(r"\w(Error|Exception): ", line)
+                      and "torch.distributed.elastic" not in line]
+            entry["errors"] = [line.strip()[:300] for line in (raised + own)[-3:]]
+        keep_nccl_lines(run_log, out / "nccl" / f"{run.label}.log", entry)
+        log(f"run {run.label}: {entry['status']}" + (f" ({entry['reason']})" if entry.get("reason") else "")
+            + (f", {entry['img_per_s']:.1f} img/s, compute-only {entry['compute_img_per_s']:.1f} img/s"
+               if entry.get("img_per_s") and entry.get("compute_img_per_s") else ""))
+    return entries
+
+
+def keep_nccl_lines(log_path: Path, target: Path, entry: dict) -> None:
+    if not log_path.exists():
+        return
+    lines = [l for l in log_path.read_text(errors="replace").splitlines() if "NCCL" in l]
+    if lines:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        entry["nccl_log"] = str(target.relative_to(target.parents[1]))
+
+
+def fmt(value, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else "-"
+
+
+def write_summary(out: Path, mode: str, info: dict, captured: dict, entries: list[dict], seconds: float) -> dict:
+    compute_steps = {f"{e['model']} {e['precision']} ({e['framework']})": e["compute_step_s"]
+                     for e in entries if e.get("compute_step_s") and e["engine"] != "horovod"}
+    failed = [e["label"] for e in entries if e.get("status") not in ("ok", "absent", "skipped")]
+    summary = {
+        "schema_version": 1, "mode": mode, "seconds": seconds, "host": info.get("host"),
+        "python": info.get("python"), "environment": "environment.json",
+        "captures": captured["captures"], **captured["parsed"],
+        "runs": entries, "compute_step_s": compute_steps,
+        "counts": {s: sum(1 for e in entries if e.get("status") == s)
+                   for s in ("ok", "failed", "transport_mismatch", "absent", "skipped")},
+        "failed": failed,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    lines = [f"# GPU check ({mode} mode) on {info.get('host')}", "",
+             f"Python {info.get('python')} ({info.get('python_version')}), torch {info.get('torch')}, "
+             f"CUDA available: {info.get('cuda_available')}, GPUs: {', '.join(info.get('gpus') or []) or 'none'}, "
+             f"NCCL {info.get('nccl') or '-'}, torchvision {info.get('torchvision')}, "
+             f"TensorFlow {info.get('tensorflow')}, Horovod {info.get('horovod')}; {seconds:.0f} s in all.", "",
+             "| run | status | img/s | ±95 % | compute-only img/s | compute step (ms) | batch x size | device |",
+             "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
+    for e in entries:
+        lines.append(f"| {e['label']} | {e.get('status')} | {fmt(e.get('img_per_s'), '.1f')} | "
+                     f"{fmt(e.get('ci95_img_per_s'), '.1f')} | {fmt(e.get('compute_img_per_s'), '.1f')} | "
+                     f"{fmt((e.get('compute_step_s') or 0) * 1e3 or None, '.1f')} | "
+                     f"{e.get('batch_size') or '-'} x {e.get('image_size') or '-'} | {e.get('device') or '-'} |")
+    reasons = [f"- {e['label']}: {e['reason']}" + (f" (log: `{e['errors'][-1]}`)" if e.get("errors") else "")
+               for e in entries if e.get("reason")]
+    lines += ["", "Not run, or not ok:" if reasons else "All runs ok.", *reasons, "", "Captures:"]
+    lines += [f"- {name}: {c['status']}" + (f" ({c['reason']})" if c.get("reason") else "")
+              for name, c in captured["captures"].items()]
+    nccl = [(e["label"], e["nccl"]) for e in entries if e.get("nccl")]
+    if nccl:
+        lines += ["", "NCCL seen (launch.transport):"]
+        lines += [f"- {label}: network {', '.join(n['network']) or '-'}, version {n['version']}, "
+                  f"channels {', '.join(n['channels']) or 'none (1 rank)'}" for label, n in nccl]
+    (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="benchmarks/gpu_check.sh", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cpu", action="store_true", help="no GPU: tiny sizes, gloo, nvidia-smi captures absent")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default results/gpu-check-<UTC time>)")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="start no run after this many seconds (default 360 on a GPU, 900 with --cpu)")
+    p.add_argument("--run-timeout-s", type=float, default=None, help="kill one run after this (150 / 300)")
+    p.add_argument("--archive", type=Path, default=None, help="also write the output folder as this .tar.gz")
+    p.add_argument("--full", action="store_true", help="with --cpu: every model in both precisions")
+    p.add_argument("--only", default=None, help="comma list of run labels to run (see summary.md), e.g. "
+                                                "torch-ddp-resnet50-fp32")
+    args = p.parse_args(argv)
+    mode = "cpu" if args.cpu else "gpu"
+    only = {label for label in (args.only or "").split(",") if label}
+    unknown = only - {run.label for run in planned_runs()}
+    if unknown:
+        p.error(f"unknown run label(s) {', '.join(sorted(unknown))}; "
+                f"choose from {', '.join(run.label for run in planned_runs())}")
+    out = (args.out or REPO / "results" / time.strftime("gpu-check-%Y%m%dT%H%M%SZ", time.gmtime())).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tmp").mkdir(exist_ok=True)
+    log = Log(out / "gpu_check.log")
+    started = time.monotonic()
+    log(f"gpu_check: {mode} mode, output under {out}")
+    for line in os.environ.get("GPU_CHECK_FOUND", "").strip().splitlines():
+        log(f"  {line}")
+    info = discover(log)
+    (out / "environment.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if mode == "gpu" and not info.get("cuda_available"):
+        log("gpu_check: torch sees no CUDA device here; the runs go ahead on what there is (try --cpu)")
+    captured = capture(mode, out, log)
+    entries = run_all(mode, info, out, args.budget_s or DEFAULT_BUDGET_S[mode],
+                      args.run_timeout_s or DEFAULT_RUN_TIMEOUT_S[mode], log, started, args.full, only)
+    summary = write_summary(out, mode, info, captured, entries, time.monotonic() - started)
+    shutil.rmtree(out / "tmp", ignore_errors=True)
+    log((out / "summary.md").read_text())
+    if args.archive:
+        archive = args.archive.resolve()
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(out, arcname=out.name, filter=lambda m: None if m.name.endswith(archive.name) else m)
+        log(f"gpu_check: archive {archive}")
+    log(f"gpu_check: summary {out / 'summary.md'}")
+    return 1 if summary["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

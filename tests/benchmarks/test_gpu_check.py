@@ -1,0 +1,165 @@
+"""benchmarks/gpu_check.sh: its plan checked against the CLI (fast), and the whole
+check run end to end in its CPU mode (slow), every process it started gone after."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from launch.cli import app
+from launch.run import horovod_built_for
+from tests.conftest import REPO, need
+
+SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
+spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
+gpu_check = sys.modules.setdefault("gpu_check", importlib.util.module_from_spec(spec))
+spec.loader.exec_module(gpu_check)
+
+GPU_HOST = {"python": "/opt/torch/.venv/bin/python3", "torch": "2.11.0", "torchvision": "0.26.0",
+            "cuda_available": True, "launch_cli": True, "horovod": None, "tensorflow_importable": False,
+            "tools": {"mpirun": None, "torchrun": "/opt/torch/.venv/bin/torchrun"}}
+
+
+def test_the_plan_covers_three_models_two_precisions_horovod_and_tf():
+    labels = [run.label for run in gpu_check.planned_runs()]
+    assert labels[0] == "torch-ddp-resnet50-fp32"      # the DDP/NCCL run comes first
+    assert {f"torch-ddp-{m}-{p}" for m in ("resnet50", "vgg16", "inception_v3") for p in ("fp32", "amp")} < set(labels)
+    assert {"torch-horovod-resnet50-fp32", "tf-native-ResNet50-fp32", "tf-native-ResNet50-mixed"} < set(labels)
+
+
+def test_every_gpu_run_is_a_valid_fabric_bench_command(tmp_path):
+    """The GPU-mode argv of each run, as a dry run: flags and values the CLI accepts."""
+    runner = CliRunner()
+    for run in gpu_check.planned_runs():
+        argv = gpu_check.fabric_bench_argv(run, "gpu", GPU_HOST, tmp_path / run.label, 150)
+        assert argv[3] == "run" and "--gpus-per-node" in argv
+        assert ("--allreduce" in argv) == (run.engine == "ddp")
+        result = runner.invoke(app, [*argv[3:], "--dry-run"])
+        assert result.exit_code == 0, (run.label, result.output)
+        if run.engine == "ddp":
+            assert '"--backend", "nccl"' in result.output and '"NCCL_DEBUG": "INFO"' in result.output
+        if run.engine == "horovod":
+            assert "--controller" in argv   # no mpirun on that host: horovodrun --gloo
+
+
+def test_what_a_bare_gpu_host_lacks_is_named():
+    runs = {run.label: run for run in gpu_check.planned_runs()}
+    assert gpu_check.unavailable(runs["torch-ddp-vgg16-amp"], GPU_HOST) is None
+    assert "Horovod is not installed" in gpu_check.unavailable(runs["torch-horovod-resnet50-fp32"], GPU_HOST)
+    assert "TensorFlow is not installed" in gpu_check.unavailable(runs["tf-native-ResNet50-fp32"], GPU_HOST)
+    no_torch = {**GPU_HOST, "torch": None, "torch_error": "ModuleNotFoundError: No module named 'torch'"}
+    assert "No module named 'torch'" in gpu_check.unavailable(runs["torch-ddp-resnet50-fp32"], no_torch)
+
+
+def test_help_and_a_bad_label():
+    assert "--cpu" in subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True).stdout
+    bad = subprocess.run([str(SCRIPT), "--cpu", "--only", "nope", "--out", "/dev/null/x"], capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode == 2 and "unknown run label(s) nope" in bad.stderr
+
+
+def rank_pids(out: Path) -> set[int]:
+    pids = set()
+    for path in out.glob("runs/*/*/ranks/rank-*.jsonl"):
+        pids |= {json.loads(line)["pid"] for line in path.read_text().splitlines() if line.strip()}
+    return pids
+
+
+def still_running(pids: set[int], out: Path, within_s: float = 10.0) -> list:
+    """Processes of the check alive after it returned: its ranks by pid, and anything naming its folder."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left = [p for p in psutil.process_iter(["pid", "cmdline", "status"])
+                if p.info["status"] != psutil.STATUS_ZOMBIE
+                and (p.pid in pids or str(out) in " ".join(p.info["cmdline"] or []))]
+        if not left or time.monotonic() > deadline:
+            return [(p.pid, p.info["cmdline"]) for p in left]
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_cpu_mode_end_to_end(tmp_path):
+    need(importlib.util.find_spec("torch") is not None, "torch is not installed (make setup)")
+    out = tmp_path / "gpu-check"
+    proc = subprocess.run([str(SCRIPT), "--cpu", "--out", str(out), "--archive", str(tmp_path / "check.tar.gz")],
+                          capture_output=True, text=True, timeout=1500,
+                          env={**os.environ, "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "gpu_check: using " in proc.stdout and "python " in proc.stdout   # the Pythons it tried
+
+    summary = json.loads((out / "summary.json").read_text())
+    environment = json.loads((out / "environment.json").read_text())
+    assert summary["mode"] == "cpu" and environment["torch"] and environment["cuda_available"] is False
+    runs = {r["label"]: r for r in summary["runs"]}
+    expected_ok = {"torch-ddp-resnet50-fp32", "torch-ddp-resnet50-amp", "torch-ddp-vgg16-fp32",
+                   "torch-ddp-inception_v3-fp32"}
+    if horovod_built_for("torch"):
+        expected_ok.add("torch-horovod-resnet50-fp32")
+    else:
+        assert runs["torch-horovod-resnet50-fp32"]["status"] == "absent"
+    if environment["tensorflow_importable"]:
+        expected_ok.add("tf-native-ResNet50-fp32")
+    else:
+        assert runs["tf-native-ResNet50-fp32"]["status"] == "absent"
+    for label in expected_ok:
+        entry = runs[label]
+        assert entry["status"] == "ok", (label, entry.get("reason"))
+        result = json.loads((out / entry["result"]).read_text())
+        assert result["status"] == "ok" and result["schema_version"] == 1 and result["world_size"] == 1
+        assert result["throughput"]["total_img_per_s"] > 0 and result["compute_img_per_s"] > 0
+        assert result["spec"]["precision"] == entry["precision"] and result["device"] == "cpu"
+        assert entry["compute_step_s"] == pytest.approx(result["spec"]["batch_size"] / result["compute_img_per_s"])
+        assert (out / entry["result"]).parent.joinpath("output.log").exists()
+    assert runs["torch-ddp-resnet50-fp32"]["engine_info"]["backend"] == "gloo"
+    for label in ("torch-ddp-vgg16-amp", "torch-ddp-inception_v3-amp", "tf-native-ResNet50-mixed"):
+        if label.startswith("tf") and not environment["tensorflow_importable"]:
+            assert runs[label]["status"] == "absent"
+        else:
+            assert runs[label]["status"] == "skipped" and "--full" in runs[label]["reason"]
+    assert summary["failed"] == [] and len(summary["compute_step_s"]) >= 4
+
+    # nvidia-smi captures: absent, with the reason, in CPU mode
+    assert set(summary["captures"]) == {"nvidia_smi.txt", "nvidia_smi_query.csv", "nvidia_smi_topo.txt",
+                                        "nvidia_smi_q.txt"}
+    for name, capture in summary["captures"].items():
+        assert capture["status"] == "absent" and capture["reason"].startswith("--cpu"), name
+        assert (out / "captures" / f"{name}.absent").read_text().startswith("--cpu")
+    markdown = (out / "summary.md").read_text()
+    assert "| torch-ddp-resnet50-fp32 | ok |" in markdown and "compute step (ms)" in markdown
+    assert (out / "gpu_check.log").read_text().count("run torch-ddp-resnet50-fp32: ok") == 1
+    assert (tmp_path / "check.tar.gz").stat().st_size > 1000
+    assert not (out / "tmp").exists()
+
+    pids = rank_pids(out)
+    assert len(pids) >= len(expected_ok)
+    assert still_running(pids, out) == []
+
+
+@pytest.mark.slow
+def test_without_the_launch_cli_torch_runs_go_straight_to_the_bench_program(tmp_path):
+    """The fallback for a Python that lacks typer/rich/psutil/scipy: torchrun + bench.torch_train."""
+    need(importlib.util.find_spec("torch") is not None, "torch is not installed (make setup)")
+    out = tmp_path / "direct"
+    proc = subprocess.run([str(SCRIPT), "--cpu", "--out", str(out), "--only",
+                           "torch-ddp-resnet50-fp32,torch-horovod-resnet50-fp32"],
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "GPU_CHECK_FORCE_DIRECT": "1"})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    direct, horovod = summary["runs"]
+    assert direct["status"] == "ok" and direct["format"] == "rank records" and direct["compute_img_per_s"] > 0
+    assert horovod["status"] == "absent" and "launch CLI" in horovod["reason"]
+    assert still_running(rank_pids_direct(out), out) == []
+
+
+def rank_pids_direct(out: Path) -> set[int]:
+    return {json.loads(line)["pid"] for path in out.glob("runs/*/ranks/rank-*.jsonl")
+            for line in path.read_text().splitlines() if line.strip()}
