@@ -126,7 +126,7 @@ class Log:
     """Print to the console and to OUT/gpu_check.log."""
 
     def __init__(self, path: Path):
-        self.file = open(path, "a", encoding="utf-8")
+        self.file = open(path, "w", encoding="utf-8")
 
     def __call__(self, *parts) -> None:
         line = " ".join(str(p) for p in parts)
@@ -411,12 +411,14 @@ def run_all(mode: str, info: dict, out: Path, budget_s: float, run_timeout_s: fl
             console = run_dir / "fabric-bench.out"
             log(f"run {run.label}: fabric-bench {' '.join(argv[3:])}")
         else:  # launch's own reporting variables, as fabric-bench would set them
+            shutil.rmtree(run_dir / "ranks", ignore_errors=True)  # records append: none from an earlier check
             argv, console = direct_argv(run, mode, info, run_dir), run_dir / "output.log"
             run_env = {**env, **(transport.NCCL_REPORTING_ENV if mode == "gpu" else {})}
             log(f"run {run.label}: {' '.join(argv)}")
         t0 = time.monotonic()
+        before = set(run_dir.glob("*/result.json"))  # an --out used before keeps its earlier runs
         code = execute(argv, console, run_env, timeout_s + 60, log)
-        results = sorted(run_dir.glob("*/result.json"))
+        results = sorted(set(run_dir.glob("*/result.json")) - before)
         if info.get("launch_cli") and results:
             from_result(json.loads(results[-1].read_text()), entry)
             entry["result"] = str(results[-1].relative_to(out))
