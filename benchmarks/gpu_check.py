@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"  {line}")
     info = discover(log)
     (out / "environment.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    if mode == "gpu" and not info.get("cuda_available"):
+    if mode == "gpu" and info.get("torch") and not info.get("cuda_available"):
         log("gpu_check: torch sees no CUDA device here; the runs go ahead on what there is (try --cpu)")
     captured = capture(mode, out, log)
     entries = run_all(mode, info, out, args.budget_s or DEFAULT_BUDGET_S[mode],

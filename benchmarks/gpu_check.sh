@@ -19,6 +19,9 @@
 #
 # Which Python: $GPU_CHECK_PYTHON if set, else the repository's .venv, else
 # python3 on PATH -- the first that imports torch (each is tried and reported).
+#
+# On a lent device machine (it returns at most 8 files from $OUT), e.g. with timeout_s 540:
+#   benchmarks/gpu_check.sh --out /tmp/gc --archive $OUT/gpu-check.tar.gz; cp /tmp/gc/summary.* $OUT/
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
