@@ -5,7 +5,9 @@ and optimizer are created, how gradients are exchanged (a wrapped tape or the
 strategy's own all-reduce), how a step is compiled, and what must follow the
 first step. `Local` is the same interface with no exchange at all; the
 benchmark uses it for the compute-only baseline. Engines also offer the two
-collectives the benchmark itself needs (barrier, broadcast).
+collectives the benchmark itself needs (barrier, broadcast). `stop()` ends the
+engine's own threads (Horovod's background thread) before the step without
+exchange is timed, so nothing of the engine competes with it for the cores.
 
 Keras 3 note: Horovod 0.28 cannot take Keras 3 variables (they have no `.ref()`,
 upstream issue #4290). The step therefore differentiates with respect to the
@@ -62,6 +64,9 @@ class Local:
     def after_first_step(self, model, optimizer):
         pass
 
+    def stop(self):
+        pass
+
 
 class HorovodEngine(Local):
     name = "horovod"
@@ -74,6 +79,7 @@ class HorovodEngine(Local):
         horovod_settings.apply_tuning(args)
         self.hvd = hvd
         self.fp16_allreduce = args.fp16_allreduce
+        self.info = None  # set when stopped
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         self.gpu = configure_runtime(self.local_rank)
@@ -92,11 +98,20 @@ class HorovodEngine(Local):
     def broadcast(self, array: np.ndarray) -> np.ndarray:
         return self.hvd.broadcast(tf.constant(array), root_rank=0, name="param_check").numpy()
 
+    def stop(self):
+        """Join Horovod's background thread, every rank after the same barrier."""
+        self.info = self.describe()
+        self.barrier()
+        self.hvd.shutdown()
+
     def describe(self) -> dict:
+        if self.info is not None:  # stopped: hvd can no longer answer
+            return self.info
         return horovod_settings.describe(self.hvd, self.fp16_allreduce)
 
     def shutdown(self):
-        self.hvd.shutdown()
+        if self.info is None:
+            self.hvd.shutdown()
 
 
 def worker_address() -> str:
@@ -154,6 +169,10 @@ class NativeEngine(Local):
     def describe(self) -> dict:
         return {"strategy": "MultiWorkerMirroredStrategy", "collectives": self.collectives.name.lower(),
                 "bootstrap": "mpi", "workers": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]}
+
+    def stop(self):
+        self.comm.Barrier()  # every rank times the exchange-free step at once; tf.distribute's
+        # collectives are idle from here on (its servers wait in poll, they do not spin)
 
     def shutdown(self):
         self.comm.Barrier()  # no worker leaves while a peer may still talk to it

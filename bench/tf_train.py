@@ -6,7 +6,7 @@ Every rank trains the same keras.applications model (or the tiny SmallCNN) on
 synthetic data created once on its device; the engine is the only difference
 between runs. Each rank writes a `train` record (see bench.record) with its
 per-iteration img/s, the img/s of the same step without gradient exchange (for
-the communication share), and a check that its variables equal rank 0's at the
+the communication share; timed after the engine's threads stopped), and a check that its variables equal rank 0's at the
 end. Keras 3 is used as installed (no TF_USE_LEGACY_KERAS).
 """
 from __future__ import annotations
@@ -163,11 +163,11 @@ def train(tf, keras, engine, args) -> int:
     samples = trainer.run(*run, progress)
     train_seconds = time.time() - started
 
-    compute = Trainer(tf, keras, compute_model, compute_optimizer, images, labels, Local())
-    engine.barrier()  # all ranks compute at once, as they do while training
-    compute_samples = compute.run(*run, progress.next_phase("compute"))
-
     params_max_abs_diff, params_sha256 = parameter_check(np, trainer.model, engine)
+    # the same step without exchange, all ranks at once, with the engine's threads stopped
+    compute = Trainer(tf, keras, compute_model, compute_optimizer, images, labels, Local())
+    engine.stop()
+    compute_samples = compute.run(*run, progress.next_phase("compute"))
     return finish(
         args, engine, framework="tf", device=device,
         threads=tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count(),

@@ -3,6 +3,11 @@
 An engine starts the process group, wraps model and optimizer so that gradients
 are averaged across ranks, and offers the two collectives the benchmark itself
 needs (barrier, broadcast). Everything else in the benchmark is engine-blind.
+
+`stop()` ends the engine (Horovod's background thread, the process group)
+before the step without exchange is timed, so nothing of the engine competes
+with it for the cores; what the engine reported about itself is kept for the
+record, and the final `shutdown()` is then a no-op.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ class HorovodEngine:
         horovod_settings.apply_tuning(args)
         self.hvd = hvd
         self.fp16_allreduce = args.fp16_allreduce
+        self.info = None  # set when stopped
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
 
@@ -53,14 +59,23 @@ class HorovodEngine:
     def barrier(self):
         self.hvd.allreduce(torch.zeros(1), name="barrier")
 
+    def stop(self):
+        """Join Horovod's background thread, every rank after the same barrier."""
+        self.info = self.describe()
+        self.barrier()
+        self.hvd.shutdown()
+
     def broadcast(self, tensor):
         return self.hvd.broadcast(tensor, root_rank=0, name="param_check")
 
     def describe(self) -> dict:
+        if self.info is not None:  # stopped: hvd can no longer answer
+            return self.info
         return horovod_settings.describe(self.hvd, self.fp16_allreduce)
 
     def shutdown(self):
-        self.hvd.shutdown()
+        if self.info is None:
+            self.hvd.shutdown()
 
 
 class DDPEngine:
@@ -73,6 +88,7 @@ class DDPEngine:
             fail("the nccl backend needs a GPU; use --backend gloo on CPUs")
         self.bucket_cap_mb = args.bucket_cap_mb
         dist.init_process_group(backend=self.backend)
+        self.stopped = False
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
 
@@ -93,6 +109,11 @@ class DDPEngine:
     def barrier(self):
         dist.barrier()
 
+    def stop(self):
+        dist.barrier()  # every rank leaves together, to time the exchange-free step at once
+        dist.destroy_process_group()
+        self.stopped = True
+
     def broadcast(self, tensor):
         dist.broadcast(tensor, src=0)
         return tensor
@@ -101,7 +122,8 @@ class DDPEngine:
         return {"backend": self.backend, "bucket_cap_mb": self.bucket_cap_mb}
 
     def shutdown(self):
-        dist.destroy_process_group()
+        if not self.stopped:
+            dist.destroy_process_group()
 
 
 ENGINES = {"horovod": HorovodEngine, "ddp": DDPEngine}

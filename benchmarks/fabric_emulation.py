@@ -7,6 +7,9 @@ For each link rate (default 1 and 5 Gbit/s) on a 2-node emulated cluster:
 - 2-rank DDP training (gloo), its step time against the model fitted from the
   `torch` (gloo) allreduce rows of the same link.
 A 1-rank run gives the scaling-efficiency baseline. Results land in --results.
+Beside each link rate the physical limit of the same emulated link: TCP goodput
+between the same two emulated nodes measured with iperf3 (Debian's `iperf3`;
+the row says so when it is not installed), and every backend as a share of it.
 
     python benchmarks/fabric_emulation.py [--rates 1gbit,5gbit] [--backends mpi,mpi-tuned,torch,horovod,horovod-tuned]
 """
@@ -14,9 +17,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import secrets
+import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+from launch import emulate
 from launch.errors import UsageError
 from launch.model import describe, fit, predict_training
 from launch.run import execute_run, prepare
@@ -33,6 +42,26 @@ BACKENDS = {"mpi": ("mpi", {}), "mpi-tuned": ("mpi", TUNED), "torch": ("torch", 
             "horovod": ("horovod", {}), "horovod-tuned": ("horovod", TUNED)}
 
 
+def iperf3_goodput_gbit_s(rate: str, seconds: int = 5) -> float | None:
+    """TCP goodput from node 0 to node 1 of a fresh 2-node emulated cluster at `rate` (iperf3)."""
+    if shutil.which("iperf3") is None:
+        return None
+    cluster = emulate.Cluster(f"i{secrets.token_hex(3)}", 2, emulate.parse_rate(rate))
+    with emulate.running(cluster):
+        server = subprocess.Popen(["ip", "netns", "exec", cluster.node(1), "iperf3", "-s", "-1", "-B",
+                                   cluster.address(1)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1.0)
+            client = subprocess.run(["ip", "netns", "exec", cluster.node(0), "iperf3", "-c", cluster.address(1),
+                                     "-t", str(seconds), "-J"], capture_output=True, text=True, timeout=60)
+        finally:
+            server.kill()
+            server.wait()
+    if client.returncode != 0:
+        return None
+    return json.loads(client.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
+
+
 def run(spec: RunSpec, results: Path) -> dict:
     result = execute_run(spec, prepare(spec, results), timeout=900, echo=False)
     if result["status"] != "ok":
@@ -45,6 +74,8 @@ def main() -> int:
     p.add_argument("--rates", default="1gbit,5gbit")
     p.add_argument("--backends", default=",".join(BACKENDS))
     p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--min-bytes", type=int, default=8, help="smallest allreduce size (the fit needs >= 8 MiB)")
+    p.add_argument("--no-training", action="store_true", help="only the allreduce table")
     p.add_argument("--model", default="resnet18")
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=32)
@@ -56,7 +87,7 @@ def main() -> int:
         print(f"error: unknown backends {sorted(unknown)}; choose from {', '.join(BACKENDS)}", file=sys.stderr)
         return 2
     emulated = RunSpec(launcher="emulated", nodes=2, ranks=2)
-    comm = dataclasses.replace(emulated, benchmark="allreduce", min_bytes=8, max_bytes=LARGE_BYTES,
+    comm = dataclasses.replace(emulated, benchmark="allreduce", min_bytes=args.min_bytes, max_bytes=LARGE_BYTES,
                                iters=args.iters, warmup=1)
     train = dataclasses.replace(emulated, engine="ddp", model=args.model, image_size=args.image_size,
                                 batch_size=args.batch_size, iters=5, batches_per_iter=2, warmup=2)
@@ -68,6 +99,10 @@ def main() -> int:
                                            extra_env={"OMP_NUM_THREADS": "1"}), args.results)
         for rate in args.rates.split(","):
             fits = {}
+            goodput = iperf3_goodput_gbit_s(rate)
+            link = emulate.parse_rate(rate) / 1e9
+            busbw_lines.append(f"{rate:>7} {'iperf3 (TCP)':<13} " + (
+                f"{goodput:8.3f} Gbit/s  {goodput / link:5.3f} of link" if goodput else "not measured (iperf3 missing)"))
             for name in backends:
                 backend, env = BACKENDS[name]
                 print(f"{rate}: allreduce {name} ...", flush=True)
@@ -75,11 +110,11 @@ def main() -> int:
                 if result["status"] != "ok":
                     busbw_lines.append(f"{rate:>7} {name:<13} failed")
                     continue
-                link = result["link_rate_gbit_s"]
                 large = next(r for r in result["sizes"] if r["bytes"] == LARGE_BYTES)
                 fits[name] = model = fit(result["sizes"], result["world_size"], FIT_MIN_BYTES)
+                beside = f"  {large['busbw_gbit_s'] / goodput:5.3f} of iperf3" if goodput else ""
                 busbw_lines.append(f"{rate:>7} {name:<13} {large['busbw_gbit_s']:8.3f} Gbit/s  "
-                                   f"{large['busbw_gbit_s'] / link:5.2f} of link   fit: alpha "
+                                   f"{large['busbw_gbit_s'] / link:5.3f} of link{beside}   fit: alpha "
                                    f"{model.alpha_s * 1e6:7.1f} us, {model.bandwidth_gbit_s:6.3f} Gbit/s")
             print(f"{rate}: ddp training ...", flush=True)
             trained = run(dataclasses.replace(train, link_rate=rate), args.results)
