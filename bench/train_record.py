@@ -2,7 +2,7 @@
 rank's `train` record, print rank 0's summary (shared by torch and tf)."""
 from __future__ import annotations
 
-from bench import train_args
+from bench import placement, train_args
 from bench.record import write_record
 
 
@@ -11,6 +11,10 @@ def finish(args, engine, *, framework: str, device: str, threads: int, versions:
            params_max_abs_diff: float, params_sha256: str) -> int:
     """Write the record and shut the engine down; the exit code says whether ranks agreed."""
     status = "ok" if params_max_abs_diff <= args.param_tolerance else "failed"
+    try:  # where this rank sits (bench.placement); never the reason a finished run fails
+        where = placement.rank_placement(engine.local_rank, gpu="cpu" not in str(device).lower())
+    except Exception as exc:  # noqa: BLE001
+        where = {"unknown": f"placement not read: {type(exc).__name__}: {exc}"}
     write_record(
         args.record_dir, engine.rank, "train",
         benchmark="train", framework=framework, engine=args.engine, model=args.model,
@@ -19,6 +23,7 @@ def finish(args, engine, *, framework: str, device: str, threads: int, versions:
         gradient_bytes=4 * parameters, parameters=parameters,
         samples_img_per_s=samples, compute_samples_img_per_s=compute_samples, train_seconds=train_seconds,
         params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256, status=status,
+        placement=where,
     )
     if engine.rank == 0:
         mean = sum(samples) / len(samples)

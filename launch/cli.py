@@ -79,6 +79,7 @@ def run(
     timeout: Optional[float] = typer.Option(None, help="kill the run (all ranks) after this many seconds"),
     stall_timeout: Optional[float] = typer.Option(None, help="end the run when a rank starts no batch for this many seconds; the result names who stopped where"),
     dry_run: bool = typer.Option(False, help="print the exact argv and env, run nothing"),
+    force: bool = typer.Option(False, help="run even when a host <-> image preflight check fails (recorded in the result)"),
 ):
     """Run one benchmark and write RESULTS/<run_id>/result.json.
 
@@ -120,7 +121,7 @@ def run(
         print("preflight skipped:", "; ".join(preflight_skipped(spec, prepared)))
         return
     with stoppable_command():  # Ctrl-C, kill, hang-up: every process of the run ends, the result says so
-        result = execute_run(spec, prepared, timeout=timeout, stall_timeout=stall_timeout)
+        result = execute_run(spec, prepared, timeout=timeout, stall_timeout=stall_timeout, force=force)
     console.print(training_table([result]) if benchmark == "train" else comm_table(result))
     console.print(f"result: {prepared.run_dir / 'result.json'}")
     if result["status"] != "ok":

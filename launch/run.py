@@ -1,12 +1,11 @@
 """One run end to end: RunSpec -> Plan -> Command -> processes -> rank records -> result.json."""
 from __future__ import annotations
 
-import importlib.util
 import signal
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.placement import flags as placement_flags
 from bench.record import read_records
 from launch import slurm, store, transport
 from launch.command import Command
@@ -20,6 +19,7 @@ from launch.interrupt import Interrupted
 from launch.results import assemble, new_run_id, progress_of, write_result
 from launch.runspec import RunSpec
 from launch.fabric_preset import Preset, resolve
+from launch.preflight import check_image_fabric, horovod_built_for, preflight, preflight_skipped  # noqa: F401
 from launch.runtimes import Bind, runtime_named
 from launch.site import Site
 
@@ -32,20 +32,7 @@ class Prepared:
     command: Command
     preset: Preset
     job_script: str | None = None  # sbatch only: written into run_dir at execution
-
-
-def horovod_built_for(framework: str) -> bool:
-    """Whether this environment's Horovod has the framework's extension compiled in.
-
-    Looks for the extension file instead of importing it: launch never imports
-    torch or TensorFlow.
-    """
-    spec = importlib.util.find_spec("horovod")
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    package = Path(next(iter(spec.submodule_search_locations)))
-    folder = {"torch": "torch", "tf": "tensorflow"}[framework]
-    return any((package / folder).glob("mpi_lib*.so"))
+    fabric_checks: dict | None = None  # launch.preflight: host <-> image checks, filled before launch
 
 
 def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
@@ -70,62 +57,6 @@ def prepare(spec: RunSpec, results_dir: Path, site: Site | None = None, run_id: 
     return Prepared(run_id, run_dir, plan, build_command(spec, plan), preset, script)
 
 
-def check_image_fabric(spec: RunSpec) -> str:
-    """The image's fabric label must match the fabric asked for (universal serves any)."""
-    from containers.build import BuildError, inspect
-    from containers.recipe import LABEL_PREFIX
-
-    try:
-        built_for = inspect(spec.image).get(f"{LABEL_PREFIX}.fabric")
-    except BuildError as exc:
-        raise UsageError(str(exc)) from None
-    from containers.fabrics import profile
-
-    wanted = profile(spec.fabric).name if spec.fabric else None  # emu-eth-1g is ethernet
-    if wanted and built_for not in (wanted, "universal"):
-        raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}")
-    return f"image built for fabric {built_for}"
-
-
-def preflight(spec: RunSpec, prepared: Prepared) -> list[str]:
-    """Checks before a real run; raises on the first failure, returns what it checked."""
-    checked = []
-    tool = prepared.command.argv[0]
-    if shutil.which(tool) is None:
-        raise UsageError(f"{tool} not found: cannot start the ranks")
-    checked.append(f"{tool} present")
-    runtime = prepared.plan.runtime
-    if runtime.name != "host":
-        if not runtime.available():
-            raise UsageError(f"runtime {runtime.name}: {runtime.binary} not found on PATH")
-        if runtime.name in ("apptainer", "singularity") and not Path(spec.image).is_file():
-            raise UsageError(f"image {spec.image} not found")
-        checked.append(f"image {spec.image} present")
-        if runtime.name in ("apptainer", "singularity"):
-            checked.append(check_image_fabric(spec))
-    elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
-        raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
-    if prepared.preset.missing:
-        raise UsageError(f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)")
-    if spec.fabric:
-        checked.append(f"host paths of fabric {spec.fabric} present")
-    if prepared.plan.emulated_cluster is not None:
-        checked += emulate.preflight(prepared.plan.emulated_cluster)
-    return checked
-
-
-def preflight_skipped(spec: RunSpec, prepared: Prepared) -> list[str]:
-    """What a dry run did not check (it needs nothing present on this host)."""
-    skipped = [f"{prepared.command.argv[0]} present"]
-    if spec.runtime != "host":
-        skipped += [f"{spec.runtime} present", f"image {spec.image} present and built for fabric {spec.fabric}"]
-    elif spec.engine == "horovod":
-        skipped.append(f"Horovod built with {spec.framework}")
-    if spec.fabric:
-        skipped.append(f"host devices and libraries of fabric {spec.fabric}")
-    return skipped
-
-
 def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
     """The heartbeat check of a run with a stall timeout (not for sbatch: a queued job does not beat)."""
     if timeout is None or spec.launcher == "sbatch" or spec.benchmark != "train":
@@ -134,8 +65,8 @@ def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
 
 
 def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None, echo: bool = True,
-                annotations: dict | None = None, stall_timeout: float | None = None) -> dict:
-    checked = preflight(spec, prepared)
+                annotations: dict | None = None, stall_timeout: float | None = None, force: bool = False) -> dict:
+    checked = preflight(spec, prepared, force=force, echo=echo)
     runtime = prepared.plan.runtime
     image = {"path": spec.image, "digest": runtime.digest(spec.image)} if spec.image else None  # before, not after
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
@@ -170,6 +101,9 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
                        "first_rank_start_seconds":
                            min(rank_starts) - outcome.started_unix if rank_starts else None},
             "image": image,
+            "preflight": prepared.fabric_checks,
+            # where each rank sat, and a GPU/NIC on different NUMA nodes or shared cores (bench.placement)
+            "placement": placement_flags(records) if spec.benchmark == "train" else None,
             "slurm": scheduler,
             **emulate.result_fields(spec, prepared.plan),
             **(annotations or {}),  # e.g. replay_of

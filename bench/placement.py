@@ -1,0 +1,196 @@
+"""Where a rank sits: its CPU set, NUMA node(s), GPU and the NIC its traffic uses.
+
+Read from the rank's own view (inside the container, if any): the affinity
+mask (`os.sched_getaffinity`), /sys/devices/system/node, /sys/class/net and
+/sys/class/infiniband (each NIC's PCI `numa_node`), `nvidia-smi` for the GPU's
+PCI bus and /sys/bus/pci for its NUMA node. What cannot be read here is
+`None` with the reason in `unknown` (no nvidia-smi, a virtual NIC without a PCI
+device): never a guess.
+
+`flags(records)` (used by launch/ on the train records) names a rank whose GPU
+and NIC sit on different NUMA nodes (nccl-tests#350: the far-NUMA NIC), and
+ranks on one host pinned to overlapping cores.
+
+Imports nothing from launch/ and no framework: it runs inside the image.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+# Variables naming the interface or device a rank's traffic uses, most specific first.
+NIC_VARIABLES = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES", "OMPI_MCA_btl_tcp_if_include",
+                 "FI_TCP_IFACE", "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE")
+
+
+def cpu_list_text(cpus: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5'."""
+    out, start = [], None
+    for i, cpu in enumerate(cpus):
+        if start is None:
+            start = cpu
+        if i + 1 == len(cpus) or cpus[i + 1] != cpu + 1:
+            out.append(f"{start}-{cpu}" if cpu != start else str(cpu))
+            start = None
+    return ",".join(out)
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        low, _, high = part.strip().partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            cpus.extend(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def numa_nodes(root: Path = Path("/")) -> dict[int, list[int]]:
+    """NUMA node -> its CPUs."""
+    nodes = {}
+    for node in sorted((root / "sys/devices/system/node").glob("node[0-9]*")):
+        text = _read(node / "cpulist")
+        if text is not None:
+            nodes[int(node.name[4:])] = parse_cpu_list(text)
+    return nodes
+
+
+def _numa_of(device: Path) -> int | None:
+    """The NUMA node of a device, from it or its nearest ancestor that says (virtio -> its PCI device)."""
+    try:
+        path = device.resolve()
+    except OSError:
+        return None
+    for candidate in (path, *path.parents):
+        text = _read(candidate / "numa_node")
+        if text is not None:
+            return int(text) if re.fullmatch(r"-?\d+", text) and int(text) >= 0 else None
+        if candidate.name == "devices":
+            break
+    return None
+
+
+def traffic_nic(env=os.environ) -> tuple[str | None, str | None]:
+    """(first interface or device named by the run's selection variables, the variable)."""
+    for name in NIC_VARIABLES:
+        value = env.get(name, "").strip()
+        if not value or value.startswith("^"):
+            continue
+        first = value.lstrip("=").split(",")[0].split(":")[0].strip()
+        if first:
+            return first, name
+    return None, None
+
+
+def default_route_interface(root: Path = Path("/")) -> str | None:
+    text = _read(root / "proc/net/route") or ""
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 1 and fields[1] == "00000000":
+            return fields[0]
+    return None
+
+
+def nic_placement(name: str | None, source: str | None, root: Path = Path("/")) -> dict:
+    if name is None:
+        name, source = default_route_interface(root), "default route"
+    if name is None:
+        return {"name": None, "numa_node": None, "unknown": "no interface named and no default route"}
+    for kind, base in (("rdma", root / "sys/class/infiniband" / name), ("net", root / "sys/class/net" / name)):
+        if base.exists():
+            device = base / "device"
+            if not device.exists():
+                return {"name": name, "kind": kind, "source": source, "numa_node": None,
+                        "unknown": f"{name} has no PCI device (virtual interface): NUMA node unknown"}
+            numa = _numa_of(device)
+            return {"name": name, "kind": kind, "source": source, "numa_node": numa,
+                    **({} if numa is not None else {"unknown": f"{name}: the kernel reports no NUMA node"})}
+    return {"name": name, "source": source, "numa_node": None, "unknown": f"{name} not found in /sys here"}
+
+
+def gpu_placement(local_rank: int, env=os.environ, root: Path = Path("/"), run=None) -> dict:
+    """The rank's GPU (CUDA_VISIBLE_DEVICES and the local rank), its PCI bus and NUMA node."""
+    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    index = visible[local_rank % len(visible)] if visible else str(local_rank)
+    if run is None and shutil.which("nvidia-smi") is None:
+        return {"index": index, "pci_bus": None, "numa_node": None, "unknown": "nvidia-smi not available"}
+    argv = ["nvidia-smi", f"--id={index}", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"]
+    try:
+        out = run(argv) if run else subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"index": index, "pci_bus": None, "numa_node": None, "unknown": f"nvidia-smi failed: {exc}"}
+    match = re.search(r"(\d+),\s*([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)", out or "")
+    if not match:
+        return {"index": index, "pci_bus": None, "numa_node": None, "unknown": "nvidia-smi gave no PCI bus"}
+    bus = match.group(2).lower()
+    bus = bus[-12:] if len(bus) > 12 else bus   # 00000000:07:00.0 -> 0000:07:00.0
+    numa = _numa_of(root / "sys/bus/pci/devices" / bus)
+    return {"index": int(match.group(1)), "pci_bus": bus, "numa_node": numa,
+            **({} if numa is not None else {"unknown": f"no numa_node for {bus} in sysfs"})}
+
+
+def rank_placement(local_rank: int, gpu: bool, env=os.environ, root: Path = Path("/"), run=None,
+                   affinity: list[int] | None = None) -> dict:
+    """Everything above for this process; every value read, none assumed."""
+    cpus = sorted(affinity if affinity is not None else os.sched_getaffinity(0))
+    nodes = numa_nodes(root)
+    online = _read(root / "sys/devices/system/cpu/online")
+    all_cpus = parse_cpu_list(online) if online else None
+    place = {
+        "cpus": cpu_list_text(cpus), "cpu_count": len(cpus),
+        "pinned": (set(cpus) != set(all_cpus)) if all_cpus else None,
+        "numa_nodes": sorted(n for n, members in nodes.items() if set(members) & set(cpus)) if nodes else None,
+        "gpu": gpu_placement(local_rank, env, root, run) if gpu else None,
+        "nic": nic_placement(*traffic_nic(env), root=root),
+        "hwloc": "present" if shutil.which("hwloc-calc") or shutil.which("lstopo") else "absent",
+    }
+    return place
+
+
+# ---------------------------------------------------------------- judging a run's ranks
+
+def flags(records: list[dict]) -> dict:
+    """The placement of every rank (from its train record) and what is wrong with it."""
+    ranks = [r for r in records if r.get("kind") == "train" and r.get("placement")]
+    problems: list[dict] = []
+    for r in ranks:
+        p = r["placement"]
+        gpu_numa = (p.get("gpu") or {}).get("numa_node")
+        nic_numa = (p.get("nic") or {}).get("numa_node")
+        if gpu_numa is not None and nic_numa is not None and gpu_numa != nic_numa:
+            problems.append({"rank": r["rank"], "problem": "gpu_nic_numa_mismatch",
+                             "detail": f"GPU {p['gpu'].get('index')} on NUMA node {gpu_numa}, "
+                                       f"NIC {p['nic'].get('name')} on NUMA node {nic_numa}"})
+    by_host: dict[str, list[dict]] = {}
+    for r in ranks:
+        by_host.setdefault(r.get("host", "?"), []).append(r)
+    for host, members in by_host.items():
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                if not (a["placement"].get("pinned") and b["placement"].get("pinned")):
+                    continue  # unpinned ranks float: the scheduler shares cores, nobody asked otherwise
+                shared = set(parse_cpu_list(a["placement"]["cpus"])) & set(parse_cpu_list(b["placement"]["cpus"]))
+                if shared:
+                    problems.append({"rank": b["rank"], "problem": "shared_cores",
+                                     "detail": f"ranks {a['rank']} and {b['rank']} on {host} are both pinned "
+                                               f"to CPUs {cpu_list_text(sorted(shared))}"})
+    unknown = sorted({f"{k}: {v['unknown']}" for r in ranks for k in ("gpu", "nic")
+                      if isinstance(v := r["placement"].get(k), dict) and v.get("unknown")})
+    # a GPU rank whose GPU or NIC NUMA node is unknown: the far-NUMA check could not run
+    unchecked = [r for r in ranks if r["placement"].get("gpu") is not None
+                 and None in (r["placement"]["gpu"].get("numa_node"), (r["placement"].get("nic") or {}).get("numa_node"))]
+    return {
+        "ranks": [{"rank": r["rank"], "host": r.get("host"), **r["placement"]} for r in ranks],
+        "problems": problems,
+        "verdict": "flagged" if problems else ("unknown" if not ranks or unchecked else "ok"),
+        "unknown": unknown,
+    }

@@ -1,0 +1,570 @@
+"""Preflight: what must hold before a run starts, checked on this host and inside the image.
+
+Two parts:
+- the basics (`preflight`): the launcher and runtime binaries, the image and its
+  fabric label, Horovod's build, the fabric's required host paths, the emulated
+  cluster. A failure raises before anything starts.
+- fabric truth (`fabric_checks`): what the image brings against what the host
+  provides, for the run's fabric. One `sh` inside the container (the run's own
+  runtime, binds and environment) reports the image's libfabric, UCX, Open MPI,
+  NCCL and net plugin, rdma-core providers and the device nodes it can open; the
+  host's side comes from the same tools and /sys, /dev. Each check has a verdict:
+  ok | warn | fail (with the fix) | unknown (could not be checked here: never
+  `ok`). A fail stops the run unless --force; every check goes into result.json
+  under `preflight`.
+
+What the checks look for, and why (the reports behind them):
+- libfabric/UCX/Open MPI versions, host vs image; with host mpirun starting
+  containers (the hybrid model) Open MPI must agree across them.
+- the host's libfabric bound in (Slingshot): every symbol version the image's
+  consumers (aws-ofi-nccl's libnccl-net, Open MPI's mtl ofi) need must be defined
+  by the host's library: aws-ofi-nccl built against libfabric 1.18 and run on
+  1.17 fails with "version `FABRIC_1.7' not found" (aws/aws-ofi-nccl#241,
+  awslabs/awsome-distributed-ai#292); the host's libfabric replacing the image's
+  (charliecloud#1449) is exactly this route.
+- the host's RDMA drivers vs the image's rdma-core providers (libmlx5 for mlx5_core,
+  libefa for efa, libhfi1verbs + libpsm2 for hfi1): without the provider verbs
+  sees no device.
+- aws-ofi-nccl on EFA needs libfabric >= 1.18 (aws/aws-ofi-nccl#333).
+- device nodes: /dev/infiniband/uverbs* (and rdma_cm), /dev/hfi1_*, /dev/cxi*,
+  /dev/nvidia*, /dev/gdrdrv (GPUDirect on), present on the host, openable, and
+  present inside the container (a container without /dev/infiniband is
+  NVIDIA/nccl-tests#1020's "no IB device").
+"""
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import re
+import shutil
+import stat
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from containers.fabrics import profile
+from launch import emulate
+from launch.errors import UsageError
+from launch.transport import uses_nccl
+
+VERDICT_ORDER = ("ok", "unknown", "warn", "fail")  # worst last
+
+
+@dataclass
+class Check:
+    check: str                 # what was checked: "libfabric", "device /dev/infiniband/uverbs0"
+    verdict: str               # ok | warn | fail | unknown
+    detail: str                # what was seen
+    fix: str = ""              # what to do about a warn or fail
+    host: str | None = None    # the host's value (version, path mode)
+    image: str | None = None   # the image's value
+
+    def line(self) -> str:
+        text = f"{self.verdict:<7} {self.check}: {self.detail}"
+        return text + (f" -> {self.fix}" if self.fix and self.verdict in ("warn", "fail") else "")
+
+
+def worst(checks: list[Check]) -> str:
+    return max((c.verdict for c in checks), key=VERDICT_ORDER.index, default="ok")
+
+
+# ---------------------------------------------------------------- the basics
+
+def horovod_built_for(framework: str) -> bool:
+    """Whether this environment's Horovod has the framework's extension compiled in.
+
+    Looks for the extension file instead of importing it: launch never imports
+    torch or TensorFlow.
+    """
+    spec = importlib.util.find_spec("horovod")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    package = Path(next(iter(spec.submodule_search_locations)))
+    folder = {"torch": "torch", "tf": "tensorflow"}[framework]
+    return any((package / folder).glob("mpi_lib*.so"))
+
+
+def check_image_fabric(spec) -> str:
+    """The image's fabric label must match the fabric asked for (universal serves any)."""
+    from containers.build import BuildError, inspect
+    from containers.recipe import LABEL_PREFIX
+
+    try:
+        built_for = inspect(spec.image).get(f"{LABEL_PREFIX}.fabric")
+    except BuildError as exc:
+        raise UsageError(str(exc)) from None
+    wanted = profile(spec.fabric).name if spec.fabric else None  # emu-eth-1g is ethernet
+    if wanted and built_for not in (wanted, "universal"):
+        raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}")
+    return f"image built for fabric {built_for}"
+
+
+def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[str]:
+    """Checks before a real run; raises on the first failure of the basics, or on a
+    failed fabric check unless `force`. Returns what it checked (one line each);
+    the fabric checks are left in `prepared.fabric_checks` for the result."""
+    checked = []
+    tool = prepared.command.argv[0]
+    if shutil.which(tool) is None:
+        raise UsageError(f"{tool} not found: cannot start the ranks")
+    checked.append(f"{tool} present")
+    runtime = prepared.plan.runtime
+    if runtime.name != "host":
+        if not runtime.available():
+            raise UsageError(f"runtime {runtime.name}: {runtime.binary} not found on PATH")
+        if runtime.name in ("apptainer", "singularity") and not Path(spec.image).is_file():
+            raise UsageError(f"image {spec.image} not found")
+        checked.append(f"image {spec.image} present")
+        if runtime.name in ("apptainer", "singularity"):
+            checked.append(check_image_fabric(spec))
+    elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
+        raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
+    if prepared.preset.missing:
+        raise UsageError(f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)")
+    if spec.fabric:
+        checked.append(f"host paths of fabric {spec.fabric} present")
+    if prepared.plan.emulated_cluster is not None:
+        checked += emulate.preflight(prepared.plan.emulated_cluster)
+    checks = fabric_checks(spec, prepared)
+    prepared.fabric_checks = {"verdict": worst(checks), "forced": False,
+                              "checks": [asdict(c) for c in checks]}
+    if echo:
+        for c in checks:
+            print(f"preflight: {c.line()}", flush=True)
+    failed = [c for c in checks if c.verdict == "fail"]
+    if failed and not force:
+        raise UsageError(f"preflight failed ({len(failed)} of {len(checks)} checks; --force runs anyway): "
+                         + "; ".join(c.line() for c in failed))
+    prepared.fabric_checks["forced"] = bool(failed)
+    return checked + [c.line() for c in checks]
+
+
+def preflight_skipped(spec, prepared) -> list[str]:
+    """What a dry run did not check (it needs nothing present on this host)."""
+    skipped = [f"{prepared.command.argv[0]} present"]
+    if spec.runtime != "host":
+        skipped += [f"{spec.runtime} present", f"image {spec.image} present and built for fabric {spec.fabric}",
+                    "host <-> image libraries (libfabric, UCX, Open MPI, NCCL, providers)"]
+    elif spec.engine == "horovod":
+        skipped.append(f"Horovod built with {spec.framework}")
+    if spec.fabric:
+        skipped.append(f"host devices and libraries of fabric {spec.fabric}")
+    return skipped
+
+
+# ---------------------------------------------------------------- facts
+
+# The image's side, printed by one shell inside the container. Sections start
+# with "== name"; device lines are "dev PATH STATE MODE" (STATE ok|missing|denied).
+IMAGE_SCRIPT = r"""
+echo "== fi_info"; fi_info --version 2>/dev/null
+echo "== ucx_info"; ucx_info -v 2>/dev/null
+echo "== ompi_info"; ompi_info --version 2>/dev/null
+echo "== libs"
+for d in /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib \
+         /usr/local/*/lib /usr/local/*/lib64 /opt/*/lib /opt/*/lib64 /opt/host/*; do
+  [ -d "$d" ] || continue
+  for f in "$d"/libfabric.so.1 "$d"/libnccl.so.2 "$d"/libnccl-net*.so "$d"/libpsm2.so.2 \
+           "$d"/libucp.so.0 "$d"/openmpi/lib/openmpi3/mca_mtl_ofi.so "$d"/openmpi/mca_mtl_ofi.so; do
+    [ -e "$f" ] && echo "lib $f $(readlink -f "$f")"
+  done
+  for f in "$d"/libibverbs/lib*-rdmav*.so; do [ -e "$f" ] && echo "provider $f"; done
+done
+for f in /opt/*/venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
+         /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2; do  # torch's pip NCCL
+  [ -e "$f" ] && echo "lib $f $f"
+done
+echo "== ld_library_path $LD_LIBRARY_PATH"
+echo "== devices"
+for p in "$@"; do
+  for f in $p; do
+    if [ ! -e "$f" ]; then echo "dev $f missing -"
+    elif [ -r "$f" ] && [ -w "$f" ]; then echo "dev $f ok $(stat -c %A "$f" 2>/dev/null)"
+    else echo "dev $f denied $(stat -c %A "$f" 2>/dev/null)"; fi
+  done
+done
+"""
+
+
+@dataclass
+class SideFacts:
+    """What one side (host or image) has: versions, libraries, providers, device nodes."""
+    reachable: bool = True
+    why_not: str = ""
+    libfabric: str | None = None
+    ucx: str | None = None
+    openmpi: str | None = None
+    libs: dict | None = None          # basename -> resolved path
+    providers: list | None = None     # provider file basenames: libmlx5-rdmav34.so
+    devices: dict | None = None       # path -> (state, mode)
+    ld_library_path: str = ""
+
+
+def parse_side(text: str) -> SideFacts:
+    """IMAGE_SCRIPT's output -> facts."""
+    facts = SideFacts(libs={}, providers=[], devices={})
+    section = None
+    for line in text.splitlines():
+        if line.startswith("== "):
+            section, _, rest = line[3:].partition(" ")
+            if section == "ld_library_path":
+                facts.ld_library_path = rest.strip()
+            continue
+        if section == "fi_info" and (m := re.match(r"libfabric:\s*(\S+)", line)):
+            facts.libfabric = m.group(1)
+        elif section == "ucx_info" and (m := re.match(r"#\s*Version\s+(\S+)", line)):
+            facts.ucx = m.group(1)
+        elif section == "ompi_info" and (m := re.search(r"Open MPI v?(\d\S*)", line)):
+            facts.openmpi = m.group(1)
+        elif section == "libs":
+            kind, _, rest = line.partition(" ")
+            if kind == "lib":
+                path, _, resolved = rest.partition(" ")
+                facts.libs.setdefault(Path(path).name, resolved or path)
+            elif kind == "provider":
+                name = Path(rest.strip()).name
+                if name not in facts.providers:
+                    facts.providers.append(name)
+        elif section == "devices" and line.startswith("dev "):
+            parts = line.split()
+            if len(parts) >= 3:
+                facts.devices[parts[1]] = (parts[2], parts[3] if len(parts) > 3 else "-")
+    return facts
+
+
+Runner = Callable[[list[str]], tuple[int, str]]
+
+
+def run_command(argv: list[str], timeout_s: float = 60.0) -> tuple[int, str]:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, str(exc)
+    return proc.returncode, proc.stdout + ("\n" + proc.stderr if proc.returncode else "")
+
+
+def device_patterns(spec, fabric: str | None, site_device: str | None = None) -> list[tuple[str, str, str]]:
+    """(glob, why, severity when absent on the host) of the device nodes this run needs."""
+    name = profile(fabric).name if fabric else None
+    verbs = ("/dev/infiniband/uverbs*", "verbs device nodes (rdma-core)", "fail")
+    needed = {
+        "infiniband": [verbs, ("/dev/infiniband/rdma_cm", "RDMA connection manager (rdmacm)", "warn")],
+        "omnipath": [("/dev/hfi1_*", "HFI device nodes (libpsm2)", "fail")]
+                    + ([("/dev/infiniband/uverbs*", "hfi1 verbs (NCCL's IB transport)", "fail")]
+                       if uses_nccl(spec) else []),
+        "efa": [verbs],
+        "slingshot": [("/dev/cxi*", "Cassini NIC device nodes (cxi provider)", "fail")],
+    }.get(name, [])
+    if spec.gpus_per_node > 0:
+        needed += [("/dev/nvidiactl", "NVIDIA driver control node", "fail"),
+                   ("/dev/nvidia-uvm", "CUDA unified memory", "fail"),
+                   ("/dev/nvidia[0-9]*", "GPU device nodes", "fail")]
+        if spec.gpudirect == "on":
+            needed.append(("/dev/gdrdrv", "gdrcopy (UCX gdr_copy, NCCL GDRCOPY, FI_HMEM_CUDA_USE_GDRCOPY)",
+                           "warn"))
+    return needed
+
+
+def host_device_state(path: str, opener: Callable[[str], int] | None = None) -> tuple[str, str]:
+    """(ok | denied: <errno text> | missing, mode) of a device node on this host: opened for real."""
+    try:
+        mode = stat.filemode(os.stat(path).st_mode)
+    except OSError:
+        return "missing", "-"
+    opener = opener or (lambda p: os.open(p, os.O_RDWR | os.O_NONBLOCK))
+    try:
+        os.close(opener(path))
+    except PermissionError as exc:
+        return f"denied: {exc.strerror}", mode
+    except OSError as exc:  # ENXIO / ENODEV: a node without its device behind it
+        return f"denied: {exc.strerror}", mode
+    return "ok", mode
+
+
+def host_side(run: Runner = run_command) -> SideFacts:
+    """This host's libfabric, UCX and Open MPI versions (tools absent: None)."""
+    facts = SideFacts(libs={}, providers=[], devices={})
+    text = []
+    for title, argv in (("fi_info", ["fi_info", "--version"]), ("ucx_info", ["ucx_info", "-v"]),
+                        ("ompi_info", ["ompi_info", "--version"])):
+        text.append(f"== {title}")
+        if shutil.which(argv[0]):
+            text.append(run(argv)[1])
+    parsed = parse_side("\n".join(text))
+    facts.libfabric, facts.ucx, facts.openmpi = parsed.libfabric, parsed.ucx, parsed.openmpi
+    return facts
+
+
+def _existing(binds) -> list:
+    """The run's binds whose source exists now (the run directory is made after preflight)."""
+    return [b for b in binds if os.path.exists(b.source)]
+
+
+def image_side(spec, prepared, patterns: list[str], run: Runner = run_command) -> SideFacts:
+    """The image's facts, from one shell inside the container with the run's binds and env."""
+    runtime = prepared.plan.runtime
+    if runtime.name == "host":
+        argv = ["sh", "-c", IMAGE_SCRIPT, "preflight", *patterns]
+    else:
+        argv = runtime.wrap(spec.image, _existing(prepared.plan.binds), dict(prepared.plan.fabric_env),
+                            spec.gpus_per_node > 0, ["sh", "-c", IMAGE_SCRIPT, "preflight", *patterns])
+    code, out = run(argv)
+    if code != 0 and "== devices" not in out:
+        last = (out.strip().splitlines() or ["no output"])[-1]
+        return SideFacts(reachable=False, why_not=f"exit {code}: {last[:200]}")
+    return parse_side(out)
+
+
+def host_rdma_drivers(root: Path = Path("/")) -> dict[str, str]:
+    """RDMA device -> its kernel driver (mlx5_0 -> mlx5_core), from /sys/class/infiniband."""
+    drivers = {}
+    for dev in sorted((root / "sys/class/infiniband").glob("*")):
+        link = dev / "device" / "driver"
+        try:
+            drivers[dev.name] = Path(os.readlink(link)).name
+        except OSError:
+            drivers[dev.name] = "?"
+    return drivers
+
+
+# kernel driver -> the rdma-core provider library that serves it
+PROVIDER_OF_DRIVER = {"mlx5_core": "libmlx5", "mlx4_core": "libmlx4", "hfi1": "libhfi1verbs", "efa": "libefa",
+                      "irdma": "libirdma", "bnxt_en": "libbnxt_re", "qedr": "libqedr", "rdma_rxe": "librxe",
+                      "siw": "libsiw", "ib_qib": "libipathverbs", "mana": "libmana", "erdma": "liberdma",
+                      "hns3": "libhns", "cxgb4": "libcxgb4", "vmw_pvrdma": "libvmw_pvrdma"}
+
+
+def _major_minor(version: str | None) -> tuple[int, ...] | None:
+    if not version:
+        return None
+    numbers = re.findall(r"\d+", version)
+    return tuple(int(n) for n in numbers[:2]) if numbers else None
+
+
+# ---------------------------------------------------------------- the checks
+
+def version_checks(spec, host: SideFacts, image: SideFacts) -> list[Check]:
+    checks = []
+    containerised = spec.runtime != "host"
+    for name, attr in (("libfabric", "libfabric"), ("UCX", "ucx")):
+        h, i = getattr(host, attr), getattr(image, attr)
+        if not containerised:
+            checks.append(Check(name, "ok" if h else "unknown", f"host {h or 'not installed'} (no container)", host=h))
+        elif i is None:
+            checks.append(Check(name, "unknown", f"image has no {name} tool; host {h or 'none'}", host=h))
+        else:
+            same = "same version" if h == i else "versions differ; the image's own is loaded (the host's is not bound in)"
+            checks.append(Check(name, "ok", f"host {h or 'none'}, image {i}: {same}", host=h, image=i))
+    if spec.launcher in ("mpirun", "emulated") and containerised:
+        h, i = host.openmpi, image.openmpi
+        if h is None or i is None:
+            checks.append(Check("Open MPI (host mpirun -> image)", "unknown" if i else "fail",
+                                f"host {h or 'none'}, image {i or 'none'}",
+                                fix="" if i else "build the image with Open MPI (the hybrid model runs the image's MPI)",
+                                host=h, image=i))
+        elif _major_minor(h) == _major_minor(i):
+            checks.append(Check("Open MPI (host mpirun -> image)", "ok", f"host {h}, image {i}", host=h, image=i))
+        elif _major_minor(h)[:1] == _major_minor(i)[:1]:
+            checks.append(Check("Open MPI (host mpirun -> image)", "warn",
+                                f"host {h}, image {i}: same major, different minor",
+                                fix="use the same Open MPI series on the host as in the image", host=h, image=i))
+        else:
+            checks.append(Check("Open MPI (host mpirun -> image)", "fail",
+                                f"host {h}, image {i}: different major versions do not interoperate",
+                                fix="load the host Open MPI that matches the image's (module load openmpi/...)",
+                                host=h, image=i))
+    return checks
+
+
+def abi_checks(spec, prepared, image: SideFacts, read_image_file: Callable[[str], bytes | None],
+               host_libfabric_dir: str | None) -> list[Check]:
+    """The host's libfabric bound into the image (the Slingshot route): soname and symbol versions."""
+    from launch import elf_versions
+
+    if not host_libfabric_dir:
+        return []
+    host_lib = Path(host_libfabric_dir) / "libfabric.so.1"
+    try:
+        provider = host_lib.read_bytes()
+    except OSError as exc:
+        return [Check("host libfabric (bound in)", "fail", f"{host_lib}: {exc.strerror}",
+                      fix="set host_libfabric in the site file to the directory holding the cxi libfabric.so.1")]
+    try:
+        name = elf_versions.soname(provider)
+        have = elf_versions.defined(provider)
+    except (elf_versions.NotElf, ValueError, IndexError, Exception) as exc:  # a truncated or foreign file
+        return [Check("host libfabric (bound in)", "fail", f"{host_lib}: unreadable ELF ({exc})")]
+    checks = []
+    if name != "libfabric.so.1":
+        checks.append(Check("host libfabric soname", "fail", f"{host_lib} has soname {name!r}, the image loads libfabric.so.1",
+                            fix="bind a libfabric 1.x (soname libfabric.so.1)"))
+    newest = max(have, key=elf_versions.version_key, default="none")
+    consumers = {k: v for k, v in (image.libs or {}).items() if k.startswith("libnccl-net") or k == "mca_mtl_ofi.so"}
+    if not consumers:
+        checks.append(Check("libfabric ABI (host lib, image consumers)", "unknown",
+                            f"host defines up to {newest}; no libfabric consumer found in the image"))
+    for base, path in sorted(consumers.items()):
+        data = read_image_file(path)
+        if data is None:
+            checks.append(Check(f"libfabric ABI ({base})", "unknown", f"could not read {path} from the image"))
+            continue
+        want = elf_versions.needed(data).get("libfabric.so.1", set())
+        lacking = sorted(want - have, key=elf_versions.version_key)
+        if lacking:
+            checks.append(Check(f"libfabric ABI ({base})", "fail",
+                                f"{path} needs {', '.join(lacking)}; host {host_lib} defines up to {newest}",
+                                fix="bind a newer host libfabric, or rebuild the image against the host's version",
+                                host=newest, image=max(want, key=elf_versions.version_key)))
+        else:
+            checks.append(Check(f"libfabric ABI ({base})", "ok",
+                                f"needs {', '.join(sorted(want, key=elf_versions.version_key)) or 'nothing'}; "
+                                f"host defines up to {newest}", host=newest))
+    return checks
+
+
+def provider_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Check]:
+    """The host's RDMA kernel drivers meet the image's rdma-core providers."""
+    name = profile(spec.fabric).name if spec.fabric else None
+    if name not in ("infiniband", "omnipath", "efa", "universal"):
+        return []
+    if not drivers:
+        return [Check("rdma-core provider", "unknown" if name == "universal" else "fail",
+                      "no RDMA device in /sys/class/infiniband on this host",
+                      fix="" if name == "universal" else "load the NIC's driver (or run on a node that has one)")]
+    if image.providers is None or not image.reachable:
+        return [Check("rdma-core provider", "unknown", "the image's providers could not be listed")]
+    checks = []
+    for driver in sorted(set(drivers.values())):
+        wanted = PROVIDER_OF_DRIVER.get(driver)
+        devices = ", ".join(d for d, v in drivers.items() if v == driver)
+        if wanted is None:
+            checks.append(Check(f"rdma-core provider for {driver}", "unknown", f"{devices}: no known provider"))
+            continue
+        found = [p for p in image.providers if p.startswith(wanted + "-rdmav")]
+        if found:
+            checks.append(Check(f"rdma-core provider for {driver}", "ok", f"{devices}: image has {found[0]}",
+                                image=found[0]))
+        else:
+            checks.append(Check(f"rdma-core provider for {driver}", "fail",
+                                f"{devices}: the image has no {wanted} provider "
+                                f"({', '.join(image.providers) or 'no providers'}); verbs will see no device",
+                                fix=f"install {wanted} (rdma-core / ibverbs-providers) in the image"))
+    if "hfi1" in drivers.values() and name in ("omnipath", "universal"):
+        ok = "libpsm2.so.2" in (image.libs or {})
+        checks.append(Check("libpsm2 for hfi1", "ok" if ok else "fail",
+                            "image has libpsm2.so.2" if ok else "the image has no libpsm2.so.2",
+                            fix="" if ok else "build the image with libpsm2"))
+    return checks
+
+
+def nccl_checks(spec, image: SideFacts, env: dict[str, str]) -> list[Check]:
+    if not uses_nccl(spec) or spec.runtime == "host":
+        return []
+    libs = image.libs or {}
+    found = "libnccl.so.2" in libs
+    checks = [Check("NCCL", "ok" if found else "fail",
+                    f"libnccl.so.2 at {libs['libnccl.so.2']}" if found else "no libnccl.so.2 in the image",
+                    fix="" if found else "a cuda-flavour image (or torch's nvidia-nccl wheel)")]
+    plugin = [k for k in libs if k.startswith("libnccl-net")]
+    if env.get("NCCL_NET") == "OFI":
+        checks.append(Check("NCCL net plugin", "ok" if plugin else "fail",
+                            f"{', '.join(plugin)} present" if plugin else "NCCL_NET=OFI but no libnccl-net*.so in the image",
+                            fix="" if plugin else "build aws-ofi-nccl into the image (cuda flavour)"))
+        if profile(spec.fabric).name == "efa" and plugin:
+            version = image.libfabric
+            old = _major_minor(version) is not None and _major_minor(version) < (1, 18)
+            checks.append(Check("libfabric for aws-ofi-nccl on EFA", "fail" if old else ("ok" if version else "unknown"),
+                                f"image libfabric {version or 'unknown'} (aws-ofi-nccl needs >= 1.18 on EFA)",
+                                fix="rebuild the image with libfabric >= 1.18" if old else ""))
+    elif plugin and env.get("NCCL_NET") in ("IB", "Socket"):
+        checks.append(Check("NCCL net plugin", "ok", f"{', '.join(plugin)} present but NCCL_NET={env['NCCL_NET']} "
+                                                     "keeps NCCL on its own transport"))
+    return checks
+
+
+def device_checks(spec, patterns, image: SideFacts, opener=None) -> list[Check]:
+    checks = []
+    containerised = spec.runtime != "host"
+    for pattern, why, severity in patterns:
+        found = sorted(glob.glob(pattern))
+        if not found:
+            fix = ("modprobe gdrdrv (gdrcopy's module) or turn GPUDirect off" if "gdrdrv" in pattern
+                   else "run on a node with the device and its driver loaded")
+            checks.append(Check(f"device {pattern}", severity, f"absent on this host ({why})", fix=fix))
+            continue
+        for path in found:
+            state, mode = host_device_state(path, opener)
+            if state != "ok":
+                checks.append(Check(f"device {path}", "fail", f"host: {mode}, cannot open: {state.split(': ', 1)[-1]}",
+                                    fix=f"ask the admins for access to {path} (group / udev rule), mode is {mode}",
+                                    host=mode))
+                continue
+            if not containerised:
+                checks.append(Check(f"device {path}", "ok", f"host: {mode}, opens", host=mode))
+                continue
+            inside = (image.devices or {}).get(path)
+            if not image.reachable or inside is None:
+                checks.append(Check(f"device {path}", "unknown", f"host: {mode}, opens; container not checked",
+                                    host=mode))
+            elif inside[0] == "ok":
+                checks.append(Check(f"device {path}", "ok", f"host: {mode}, opens; bound into the container",
+                                    host=mode, image=inside[1]))
+            elif inside[0] == "missing":
+                checks.append(Check(f"device {path}", "fail", f"host: {mode}, opens; NOT in the container",
+                                    fix=f"bind {path} (the runtime's minimal /dev drops it)", host=mode))
+            else:
+                checks.append(Check(f"device {path}", "fail", f"in the container: {inside[1]}, not readable+writable",
+                                    fix=f"bind {path} read-write; check the container's uid mapping", host=mode,
+                                    image=inside[1]))
+    return checks
+
+
+def fabric_checks(spec, prepared, run: Runner = run_command, opener=None, root: Path = Path("/")) -> list[Check]:
+    """Host <-> image checks for the run's fabric (see the module docstring)."""
+    if prepared.plan.emulated_cluster is not None and spec.runtime == "host":
+        return [Check("fabric", "ok", "emulated links on this host: no devices or host libraries involved")]
+    if spec.runtime == "host" and not spec.fabric and spec.gpus_per_node == 0:
+        return [Check("fabric", "ok", "no fabric preset, no container, no GPU: nothing to check")]
+    patterns = device_patterns(spec, spec.fabric)
+    image = image_side(spec, prepared, [p for p, _, _ in patterns], run)
+    host = host_side(run) if spec.runtime != "host" else SideFacts()
+    checks: list[Check] = []
+    if spec.runtime != "host" and not image.reachable:
+        checks.append(Check("image", "fail", f"the preflight shell did not run inside the image: {image.why_not}",
+                            fix=f"check `{spec.runtime}` can run {spec.image} here"))
+    if spec.runtime != "host" and not image.reachable:
+        return checks + device_checks(spec, patterns, image, opener)
+    if spec.runtime != "host":
+        checks += version_checks(spec, host, image)
+    checks += provider_checks(spec, image, host_rdma_drivers(root))
+    env = dict(prepared.command.env)
+    checks += nccl_checks(spec, image, {**prepared.plan.fabric_env, **env})
+    host_libfabric = None
+    if spec.fabric and profile(spec.fabric).library_path:
+        host_libfabric = next((b.source for b in prepared.plan.binds if b.target == "/opt/host/libfabric"), None)
+
+    def read_image_file(path: str) -> bytes | None:
+        if spec.runtime == "host":
+            try:
+                return Path(path).read_bytes()
+            except OSError:
+                return None
+        argv = prepared.plan.runtime.wrap(spec.image, _existing(prepared.plan.binds), {}, False, ["cat", path])
+        try:
+            return subprocess.run(argv, capture_output=True, timeout=60, check=True).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    checks += abi_checks(spec, prepared, image, read_image_file, host_libfabric)
+    checks += device_checks(spec, patterns, image, opener)
+    if spec.gpus_per_node > 0:
+        code, out = run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) \
+            if shutil.which("nvidia-smi") else (127, "")
+        driver = out.strip().splitlines()[0] if code == 0 and out.strip() else None
+        checks.append(Check("NVIDIA driver", "ok" if driver else "unknown",
+                            f"driver {driver}" if driver else "nvidia-smi not available on this host", host=driver))
+    if not checks:
+        checks.append(Check("fabric", "ok", "nothing to check for this run"))
+    return checks

@@ -1,0 +1,215 @@
+"""Host <-> image preflight: real checks on this host (the cpu/ethernet image under
+Apptainer), a real ELF ABI mismatch built here, and recorded captures of other hosts."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from launch import elf_versions, preflight
+from launch.preflight import Check, SideFacts, device_checks, parse_side, worst
+from launch.runspec import RunSpec
+from tests.conftest import fabric_bench, need
+
+DATA = Path(__file__).parents[1] / "data" / "preflight"
+HOST_LIBFABRIC = Path("/usr/lib/x86_64-linux-gnu/libfabric.so.1")
+HOST_MTL_OFI = Path("/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_mtl_ofi.so")
+
+
+def spec(**kw):
+    base = dict(benchmark="allreduce", backend="mpi", ranks=2, launcher="mpirun", runtime="apptainer",
+                image="/img.sif", fabric="ethernet")
+    return RunSpec(**{**base, **kw})
+
+
+def test_worst_orders_fail_over_warn_over_unknown():
+    assert worst([Check("a", "ok", ""), Check("b", "unknown", "")]) == "unknown"
+    assert worst([Check("a", "warn", ""), Check("b", "fail", ""), Check("c", "ok", "")]) == "fail"
+    assert worst([]) == "ok"
+
+
+def test_parse_side_reads_the_image_script_output():
+    text = ("== fi_info\nfi_info: 1.17.0\nlibfabric: 1.17.0\nlibfabric api: 1.17\n== ucx_info\n# Version 1.13.1\n"
+            "== ompi_info\nOpen MPI v4.1.4\n== libs\nlib /usr/lib/x86_64-linux-gnu/libfabric.so.1 "
+            "/usr/lib/x86_64-linux-gnu/libfabric.so.1.18.2\nprovider /usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so\n"
+            "== ld_library_path /opt/host/libfabric:/usr/lib\n== devices\ndev /dev/infiniband/uverbs0 ok crw-rw-rw-\n"
+            "dev /dev/infiniband/uverbs1 missing -\n")
+    side = parse_side(text)
+    assert (side.libfabric, side.ucx, side.openmpi) == ("1.17.0", "1.13.1", "4.1.4")
+    assert side.libs["libfabric.so.1"].endswith("1.18.2") and side.providers == ["libmlx5-rdmav34.so"]
+    assert side.devices["/dev/infiniband/uverbs1"] == ("missing", "-")
+    assert side.ld_library_path.startswith("/opt/host/libfabric")
+
+
+def test_open_mpi_major_mismatch_fails_minor_warns():
+    host, image = SideFacts(openmpi="4.1.4"), SideFacts(openmpi="5.0.3")
+    [*_, mpi] = preflight.version_checks(spec(), host, image)
+    assert mpi.verdict == "fail" and "module load" in mpi.fix
+    [*_, mpi] = preflight.version_checks(spec(), SideFacts(openmpi="4.1.4"), SideFacts(openmpi="4.0.7"))
+    assert mpi.verdict == "warn"
+
+
+def test_tools_missing_in_the_image_are_unknown_never_ok():
+    checks = preflight.version_checks(spec(launcher="local"), SideFacts(libfabric="1.17.0"), SideFacts())
+    assert {c.verdict for c in checks} == {"unknown"}
+
+
+# ------------------------------------------------------------ ELF symbol versions (real files)
+
+def test_elf_versions_of_this_hosts_libfabric_and_open_mpi():
+    need(HOST_LIBFABRIC.is_file() and HOST_MTL_OFI.is_file(), "Debian libfabric1 + openmpi")
+    provider, consumer = HOST_LIBFABRIC.read_bytes(), HOST_MTL_OFI.read_bytes()
+    assert elf_versions.soname(provider) == "libfabric.so.1"
+    assert "FABRIC_1.6" in elf_versions.defined(provider)       # libfabric 1.17: up to FABRIC_1.6
+    assert "FABRIC_1.7" not in elf_versions.defined(provider)
+    assert elf_versions.needed(consumer)["libfabric.so.1"] == {"FABRIC_1.0", "FABRIC_1.1", "FABRIC_1.3"}
+    assert elf_versions.missing_versions(provider, consumer, "libfabric.so.1")[0] == set()
+
+
+@pytest.fixture
+def plugin_needing_fabric_1_7(tmp_path):
+    """A real plugin .so linked against a libfabric stub that defines FABRIC_1.7, as
+    aws-ofi-nccl built against libfabric >= 1.18 is (aws/aws-ofi-nccl#241)."""
+    need(shutil.which("gcc") is not None, "gcc")
+    (tmp_path / "fabric.map").write_text(
+        "FABRIC_1.0 { global: fi_getinfo; local: *; };\nFABRIC_1.7 { global: fi_new_in_1_18; } FABRIC_1.0;\n")
+    (tmp_path / "stub.c").write_text("int fi_getinfo(void){return 0;}\nint fi_new_in_1_18(void){return 1;}\n")
+    (tmp_path / "plugin.c").write_text("int fi_new_in_1_18(void);\nint plugin_init(void){return fi_new_in_1_18();}\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "libfabric.so.1", "-Wl,-soname,libfabric.so.1",
+                    f"-Wl,--version-script={tmp_path / 'fabric.map'}", tmp_path / "stub.c"], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "libnccl-net.so", tmp_path / "plugin.c",
+                    f"-L{tmp_path}", "-l:libfabric.so.1"], check=True)
+    return tmp_path / "libnccl-net.so"
+
+
+def test_abi_check_fails_a_plugin_needing_a_newer_host_libfabric(plugin_needing_fabric_1_7):
+    need(HOST_LIBFABRIC.is_file(), "Debian libfabric1")
+    image = SideFacts(libs={"libnccl-net.so": "/usr/local/aws-ofi-nccl/lib/libnccl-net.so"})
+    checks = preflight.abi_checks(spec(fabric="slingshot"), None, image,
+                                  lambda path: plugin_needing_fabric_1_7.read_bytes(), str(HOST_LIBFABRIC.parent))
+    [abi] = checks
+    assert abi.verdict == "fail"
+    assert "needs FABRIC_1.7" in abi.detail and "defines up to FABRIC_1.6" in abi.detail
+    # the failure it predicts is the one recorded in awslabs/awsome-distributed-ai#292
+    assert "version `FABRIC_1.7' not found" in (DATA / "awsome-292-dlerror" / "nccl_info.log").read_text()
+
+
+def test_abi_check_passes_open_mpi_against_this_hosts_libfabric():
+    need(HOST_LIBFABRIC.is_file() and HOST_MTL_OFI.is_file(), "Debian libfabric1 + openmpi")
+    image = SideFacts(libs={"mca_mtl_ofi.so": str(HOST_MTL_OFI)})
+    [abi] = preflight.abi_checks(spec(fabric="slingshot"), None, image, lambda p: Path(p).read_bytes(),
+                                 str(HOST_LIBFABRIC.parent))
+    assert abi.verdict == "ok" and "FABRIC_1.3" in abi.detail
+
+
+def test_abi_check_of_a_missing_host_libfabric_fails_with_the_path(tmp_path):
+    [check] = preflight.abi_checks(spec(fabric="slingshot"), None, SideFacts(libs={}), lambda p: None, str(tmp_path))
+    assert check.verdict == "fail" and str(tmp_path) in check.detail
+
+
+# ------------------------------------------------------------ providers vs drivers
+
+def test_provider_check_on_a_connectx_host_with_and_without_libmlx5():
+    drivers = {"mlx5_0": "mlx5_core"}   # a ConnectX HCA (tests/data/probe/connectx-infiniband)
+    good = SideFacts(providers=["libefa-rdmav34.so", "libmlx5-rdmav34.so"], libs={})
+    [check] = preflight.provider_checks(spec(fabric="infiniband"), good, drivers)
+    assert check.verdict == "ok"
+    [check] = preflight.provider_checks(spec(fabric="infiniband"), SideFacts(providers=["libefa-rdmav34.so"], libs={}),
+                                        drivers)
+    assert check.verdict == "fail" and "libmlx5" in check.fix
+
+
+def test_provider_check_without_rdma_devices_fails_an_rdma_fabric():
+    [check] = preflight.provider_checks(spec(fabric="efa"), SideFacts(providers=[], libs={}), {})
+    assert check.verdict == "fail"
+
+
+def test_omnipath_needs_libpsm2_in_the_image():
+    checks = preflight.provider_checks(spec(fabric="omnipath"),
+                                       SideFacts(providers=["libhfi1verbs-rdmav34.so"], libs={}), {"hfi1_0": "hfi1"})
+    assert [c.verdict for c in checks] == ["ok", "fail"]
+
+
+# ------------------------------------------------------------ device nodes
+
+def test_device_that_exists_but_cannot_be_opened_fails_with_path_and_permission(tmp_path):
+    node = tmp_path / "uverbs0"
+    node.write_text("")
+    node.chmod(0o600)
+
+    def refuse(path):
+        raise PermissionError(13, "Permission denied")
+
+    [check] = device_checks(spec(runtime="host"), [(str(tmp_path / "uverbs*"), "verbs", "fail")], SideFacts(),
+                            opener=refuse)
+    assert check.verdict == "fail"
+    assert str(node) in check.check and "-rw-------" in check.detail and "Permission denied" in check.detail
+
+
+def test_gdrdrv_absent_is_a_warning_with_the_fix(tmp_path):
+    [check] = device_checks(spec(runtime="host"), [(str(tmp_path / "gdrdrv"), "gdrcopy", "warn")], SideFacts())
+    assert check.verdict == "warn" and "modprobe gdrdrv" in check.fix
+
+
+def test_uverbs_nodes_not_bound_into_the_container_fail(tmp_path):
+    """rdma-core PR #1060: four HCAs in sysfs, only uverbs0 and uverbs2 in the container's /dev."""
+    capture = DATA / "rdma-core-pr1060"
+    hcas = (capture / "ls_sys_class_infiniband.txt").read_text().split()
+    inside = set((capture / "ls_dev_infiniband.txt").read_text().split())
+    for i, _ in enumerate(hcas):        # the host: one uverbs node per HCA
+        (tmp_path / f"uverbs{i}").write_text("")
+    image = SideFacts(devices={str(tmp_path / f"uverbs{i}"): ("ok" if f"uverbs{i}" in inside else "missing", "-")
+                               for i in range(len(hcas))})
+    checks = device_checks(spec(fabric="infiniband"), [(str(tmp_path / "uverbs*"), "verbs", "fail")], image,
+                           opener=lambda p: __import__("os").open(p, 0))
+    verdicts = {Path(c.check.split()[-1]).name: c.verdict for c in checks}
+    assert verdicts == {"uverbs0": "ok", "uverbs1": "fail", "uverbs2": "ok", "uverbs3": "fail"}
+    assert "NOT in the container" in next(c for c in checks if c.verdict == "fail").detail
+
+
+def test_device_patterns_follow_the_fabric_gpus_and_gpudirect():
+    gpu = spec(fabric="infiniband", gpus_per_node=4, allreduce="nccl", gpudirect="on")
+    paths = [p for p, _, _ in preflight.device_patterns(gpu, gpu.fabric)]
+    assert "/dev/infiniband/uverbs*" in paths and "/dev/gdrdrv" in paths and "/dev/nvidiactl" in paths
+    assert preflight.device_patterns(spec(), "ethernet") == []
+    assert [p for p, _, _ in preflight.device_patterns(spec(fabric="slingshot"), "slingshot")] == ["/dev/cxi*"]
+
+
+def test_nvidia_driver_without_nvidia_smi_is_unknown(monkeypatch):
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: None if name == "nvidia-smi" else "/usr/bin/" + name)
+    from launch.run import prepare
+    s = spec(runtime="host", launcher="local", fabric="ethernet", benchmark="allreduce", backend="torch",
+             gpus_per_node=1, allreduce=None, image=None)
+    prepared = prepare(s, Path("/tmp/never-made"))
+    checks = preflight.fabric_checks(s, prepared, run=lambda argv: (0, ""))
+    driver = next(c for c in checks if c.check == "NVIDIA driver")
+    assert driver.verdict == "unknown"
+
+
+# ------------------------------------------------------------ real runs here
+
+@pytest.mark.slow
+def test_real_apptainer_run_records_host_image_checks(cpu_ethernet_image, tmp_path):
+    out = fabric_bench("run", "--runtime", "apptainer", "--image", str(cpu_ethernet_image.path),
+                       "--launcher", "mpirun", "--fabric", "ethernet", "--benchmark", "allreduce",
+                       "--backend", "mpi", "--max-bytes", "65536", "--results", str(tmp_path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "preflight: ok      libfabric: host 1.17.0, image 1.17.0" in out.stdout
+    [result] = [json.loads(p.read_text()) for p in tmp_path.glob("*/result.json")]
+    checks = {c["check"]: c for c in result["preflight"]["checks"]}
+    assert checks["Open MPI (host mpirun -> image)"]["verdict"] == "ok"
+    assert checks["UCX"]["image"] == checks["UCX"]["host"]
+    assert result["preflight"]["verdict"] == "ok" and result["preflight"]["forced"] is False
+
+
+@pytest.mark.slow
+def test_a_failed_check_stops_the_run_and_force_runs_it(cpu_ethernet_image, tmp_path):
+    """A real fail here: a GPU run asks for /dev/nvidia*, which this host lacks."""
+    args = ["run", "--runtime", "apptainer", "--image", str(cpu_ethernet_image.path), "--launcher", "mpirun",
+            "--fabric", "ethernet", "--benchmark", "allreduce", "--backend", "mpi", "--max-bytes", "4096",
+            "--gpus-per-node", "1", "--allreduce", "mpi", "--results", str(tmp_path)]
+    need(not Path("/dev/nvidiactl").exists(), "this host has a GPU")
+    stopped = fabric_bench(*args)
+    assert stopped.returncode == 2 and "preflight failed" in stopped.stderr and "/dev/nvidiactl" in stopped.stderr
+    assert not list(tmp_path.glob("*/result.json"))
