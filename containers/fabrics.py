@@ -7,7 +7,8 @@ site-specific settings as `{placeholders}` that `environment()` and
 `bind_mounts()` fill in from the site configuration:
 
     {nic}             IP interface for bootstrap / TCP traffic (eth0, ib0, hsn0)
-    {hca}             RDMA device (mlx5_0, hfi1_0, rdmap0s6)
+    {hca}             RDMA device(s): one (mlx5_0, hfi1_0, rdmap0s6) or a rail list (mlx5_0,mlx5_1)
+    {hca_ports}       the same as device:port for UCX (mlx5_0:1,mlx5_1:1)
     {host_libfabric}  directory of the host's libfabric (Slingshot: the cxi provider)
     {host_libcxi}     the host's libcxi.so.1 (Slingshot)
 
@@ -55,37 +56,53 @@ class FabricProfile:
     env: Mapping[str, str] = field(default_factory=_frozen)          # MPI, UCX, libfabric, gloo
     nccl_env: Mapping[str, str] = field(default_factory=_frozen)     # when NCCL does the allreduce
     gpudirect_env: Mapping[str, Mapping[str, str]] = field(default_factory=_frozen)  # "on"/"off"
+    gpu_env: Mapping[str, str] = field(default_factory=_frozen)      # when the run has GPUs (any allreduce)
     binds: tuple[Bind, ...] = ()
+    gpudirect_binds: tuple[Bind, ...] = ()               # bound when GPUDirect is on
     # Directories put first on the image's LD_LIBRARY_PATH (baked into the image,
     # empty unless bound at run time: the host-library route of Slingshot).
     library_path: tuple[str, ...] = ()
 
     def placeholders(self) -> set[str]:
         """Site settings this profile needs (see the module docstring)."""
-        texts = [*self.env.values(), *self.nccl_env.values(),
+        texts = [*self.env.values(), *self.nccl_env.values(), *self.gpu_env.values(),
                  *(v for env in self.gpudirect_env.values() for v in env.values()),
-                 *(b.host for b in self.binds), *(b.container for b in self.binds)]
-        return {name for text in texts for name in _PLACEHOLDER.findall(text)}
+                 *(b.host for b in (*self.binds, *self.gpudirect_binds)),
+                 *(b.container for b in (*self.binds, *self.gpudirect_binds))]
+        # {hca_ports} is derived from {hca}: the site names only the devices
+        return {"hca" if name == "hca_ports" else name for text in texts for name in _PLACEHOLDER.findall(text)}
 
     def environment(self, site: Mapping[str, str], *, nccl: bool = True,
-                    gpudirect: Optional[bool] = None) -> dict[str, str]:
+                    gpudirect: Optional[bool] = None, gpus: bool = False) -> dict[str, str]:
         """The environment selecting this fabric, placeholders filled from `site`."""
         env = dict(self.env)
+        if gpus:
+            env |= self.gpu_env
         if nccl:
             env |= self.nccl_env
         if gpudirect is not None:
             env |= self.gpudirect_env.get("on" if gpudirect else "off", {})
         return {name: _fill(value, site, self.name) for name, value in env.items()}
 
-    def bind_mounts(self, site: Mapping[str, str]) -> list[Bind]:
+    def bind_mounts(self, site: Mapping[str, str], gpudirect: Optional[bool] = None) -> list[Bind]:
+        binds = (*self.binds, *(self.gpudirect_binds if gpudirect else ()))
         return [Bind(_fill(b.host, site, self.name), _fill(b.container, site, self.name),
-                     b.required, b.why) for b in self.binds]
+                     b.required, b.why) for b in binds]
+
+
+def hca_ports(hca: str) -> str:
+    """'mlx5_0,mlx5_1' -> 'mlx5_0:1,mlx5_1:1' (UCX_NET_DEVICES wants device:port per rail)."""
+    return ",".join(d if ":" in d else f"{d}:1" for d in (d.strip() for d in hca.split(",")) if d)
 
 
 def _fill(text: str, site: Mapping[str, str], fabric: str) -> str:
+    if "hca" in site and "hca_ports" not in site:
+        site = {**site, "hca_ports": hca_ports(site["hca"])}
+
     def value(match: re.Match) -> str:
         if match.group(1) not in site:
-            raise KeyError(f"fabric {fabric!r} needs the site setting {match.group(1)!r}")
+            wanted = "hca" if match.group(1) == "hca_ports" else match.group(1)
+            raise KeyError(f"fabric {fabric!r} needs the site setting {wanted!r}")
         return site[match.group(1)]
     return _PLACEHOLDER.sub(value, text)
 
@@ -95,6 +112,10 @@ _GLOO = {"GLOO_SOCKET_IFNAME": "{nic}", "HOROVOD_GLOO_IFACE": "{nic}"}
 _VERBS_DEVICES = Bind("/dev/infiniband", why="verbs device nodes (uverbs*, rdma_cm)")
 _VERBS_CONFIG = Bind("/etc/libibverbs.d", required=False,
                      why="host verbs provider config, for host-matched providers")
+# gdrcopy's device: Apptainer's minimal /dev drops it, and UCX (gdr_copy), NCCL (GDRCOPY)
+# and libfabric (FI_HMEM_CUDA_USE_GDRCOPY) then lose gdrcopy silently. Not required:
+# preflight warns when the host has no gdrdrv module loaded.
+_GDRDRV = Bind("/dev/gdrdrv", required=False, why="gdrcopy (GPU memory copies by CPU mapping)")
 
 ETHERNET = FabricProfile(
     name="ethernet",
@@ -118,16 +139,25 @@ INFINIBAND = FabricProfile(
     }),
     env=_frozen({
         "OMPI_MCA_pml": "ucx", "OMPI_MCA_osc": "ucx", "OMPI_MCA_btl": "^openib,tcp",
-        "UCX_TLS": "rc,ud,sm,self", "UCX_NET_DEVICES": "{hca}:1", **_GLOO,
+        # every rail as device:port (UCX_NET_DEVICES=mlx5_0:1 alone would pin UCX to one NIC)
+        "UCX_TLS": "rc,ud,sm,self", "UCX_NET_DEVICES": "{hca_ports}", **_GLOO,
     }),
-    nccl_env=_frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "{hca}",
+    # NCCL_IB_HCA is a prefix list: "mlx5_1" also matches mlx5_10, mlx5_11; a leading "="
+    # makes it exact (NCCL's environment-variable documentation, NCCL_IB_HCA)
+    nccl_env=_frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "={hca}",
                       "NCCL_SOCKET_IFNAME": "{nic}"}),
+    # GPUDirect RDMA for MPI over UCX is the HCA reading GPU memory: UCX_IB_GPU_DIRECT_RDMA
+    # (`ucx_info -f`: "Use GPU Direct RDMA for HCA to access GPU pages directly",
+    # yes|no|try, default try). Dropping gdr_copy/cuda_ipc from UCX_TLS alone leaves it on.
+    # "on" says yes: UCX fails loudly rather than silently falling back.
     gpudirect_env=_frozen({
-        "on": _frozen({"NCCL_NET_GDR_LEVEL": "PHB",
+        "on": _frozen({"NCCL_NET_GDR_LEVEL": "PHB", "UCX_IB_GPU_DIRECT_RDMA": "yes",
                        "UCX_TLS": "rc,ud,sm,self,cuda_copy,cuda_ipc,gdr_copy"}),
-        "off": _frozen({"NCCL_NET_GDR_LEVEL": "LOC", "UCX_TLS": "rc,ud,sm,self,cuda_copy"}),
+        "off": _frozen({"NCCL_NET_GDR_LEVEL": "LOC", "UCX_IB_GPU_DIRECT_RDMA": "no",
+                        "UCX_TLS": "rc,ud,sm,self,cuda_copy"}),
     }),
     binds=(_VERBS_DEVICES, _VERBS_CONFIG),
+    gpudirect_binds=(_GDRDRV,),
 )
 
 OMNIPATH = FabricProfile(
@@ -146,12 +176,16 @@ OMNIPATH = FabricProfile(
         "OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "psm2", "FI_PROVIDER": "psm2",
         "PSM2_DEVICES": "self,shm,hfi", **_GLOO,
     }),
-    nccl_env=_frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "{hca}",
-                      "NCCL_SOCKET_IFNAME": "{nic}", "PSM2_CUDA": "1"}),
+    nccl_env=_frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "={hca}",
+                      "NCCL_SOCKET_IFNAME": "{nic}"}),
+    # PSM2_CUDA=1 lets libpsm2 take GPU buffers: it matters when MPI (psm2 MTL) carries
+    # them, i.e. on every GPU run, not only when NCCL does the allreduce (then MPI carries none).
+    gpu_env=_frozen({"PSM2_CUDA": "1"}),
     gpudirect_env=_frozen({
         "on": _frozen({"PSM2_GPUDIRECT": "1", "NCCL_NET_GDR_LEVEL": "PHB"}),
         "off": _frozen({"PSM2_GPUDIRECT": "0", "NCCL_NET_GDR_LEVEL": "LOC"}),
     }),
+    gpudirect_binds=(_GDRDRV,),
     binds=(Bind("/dev/hfi1_*", why="HFI device nodes used by libpsm2"),
            Bind("/dev/infiniband", required=False, why="hfi1 verbs (NCCL's IB transport)"),
            _VERBS_CONFIG),
@@ -168,9 +202,14 @@ EFA = FabricProfile(
         "FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1", "RDMAV_FORK_SAFE": "1", **_GLOO,
     }),
     nccl_env=_frozen({"NCCL_NET": "OFI", "NCCL_SOCKET_IFNAME": "{nic}"}),
-    gpudirect_env=_frozen({"on": _frozen({"FI_EFA_USE_DEVICE_RDMA": "1"}),
-                           "off": _frozen({"FI_EFA_USE_DEVICE_RDMA": "0"})}),
+    # FI_EFA_USE_DEVICE_RDMA is not a GPUDirect switch (fi_efa(7)): =0 only makes the
+    # provider emulate RMA reads while the NIC still DMAs GPU memory, and =1 aborts on
+    # EFA devices without RDMA read. Left to its default (on where the device has RDMA read);
+    # GPUDirect is NCCL's choice to hand GPU buffers to the plugin: NCCL_NET_GDR_LEVEL.
+    gpudirect_env=_frozen({"on": _frozen({"NCCL_NET_GDR_LEVEL": "PHB"}),
+                           "off": _frozen({"NCCL_NET_GDR_LEVEL": "LOC"})}),
     binds=(_VERBS_DEVICES,),
+    gpudirect_binds=(_GDRDRV,),
 )
 
 SLINGSHOT = FabricProfile(
@@ -183,9 +222,18 @@ SLINGSHOT = FabricProfile(
         "FI_PROVIDER": "cxi", "FI_CXI_DISABLE_HOST_REGISTER": "1",
         "FI_MR_CACHE_MONITOR": "userfaultfd", "FI_CXI_DEFAULT_CQ_SIZE": "131072", **_GLOO,
     }),
-    nccl_env=_frozen({"NCCL_NET": "OFI", "NCCL_SOCKET_IFNAME": "{nic}", "NCCL_CROSS_NIC": "1"}),
-    gpudirect_env=_frozen({"on": _frozen({"NCCL_NET_GDR_LEVEL": "PHB"}),
+    # NCCL over cxi: HPE's published settings (HewlettPackard/shs-ccl-docs ccl_env.sh, as
+    # quoted by Sigma2's "NCCL on Olivia" page, documentation.sigma2.no/hpc_machines/olivia/nccl.html;
+    # the same set in Isambard-AI's env_vars.sh, docs.isambard.ac.uk): rendezvous by
+    # alt_read with no eager data, hybrid receive matching, a larger TX queue.
+    nccl_env=_frozen({"NCCL_NET": "OFI", "NCCL_SOCKET_IFNAME": "{nic}", "NCCL_CROSS_NIC": "1",
+                      "FI_CXI_RDZV_PROTO": "alt_read", "FI_CXI_RDZV_EAGER_SIZE": "0",
+                      "FI_CXI_RDZV_THRESHOLD": "0", "FI_CXI_RDZV_GET_MIN": "0",
+                      "FI_CXI_DEFAULT_TX_SIZE": "2048", "FI_CXI_RX_MATCH_MODE": "hybrid"}),
+    # gdrcopy for libfabric's CUDA copies (Isambard-AI env_vars.sh: FI_HMEM_CUDA_USE_GDRCOPY=1)
+    gpudirect_env=_frozen({"on": _frozen({"NCCL_NET_GDR_LEVEL": "PHB", "FI_HMEM_CUDA_USE_GDRCOPY": "1"}),
                            "off": _frozen({"NCCL_NET_GDR_LEVEL": "LOC"})}),
+    gpudirect_binds=(_GDRDRV,),
     binds=(Bind("{host_libfabric}", "/opt/host/libfabric", why="host libfabric with the cxi provider"),
            Bind("{host_libcxi}", "/opt/host/libcxi/libcxi.so.1", why="libcxi, used by the cxi provider"),
            Bind("/dev/cxi*", why="Cassini NIC device nodes")),

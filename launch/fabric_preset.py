@@ -23,6 +23,7 @@ class Preset:
     env: dict[str, str] = field(default_factory=dict)
     binds: tuple[Bind, ...] = ()
     missing: tuple[str, ...] = ()  # required host paths absent here ("path: why")
+    link_gbit_s: float | None = None  # the site's line rate per NIC (launch.plausibility)
 
 
 def default_route_interface(route_table: str = "/proc/net/route") -> str | None:
@@ -47,8 +48,8 @@ def site_values(spec: RunSpec, site: Site) -> dict[str, str]:
     nic = fabric_site.interface or (default_route_interface() if spec.fabric == "ethernet" else None)
     if nic:
         values["nic"] = nic
-    if fabric_site.device:
-        values["hca"] = fabric_site.device
+    if fabric_site.device:  # one device or rails: NCCL_IB_HCA="={hca}" matches exactly these
+        values["hca"] = ",".join(fabric_site.devices)  # {hca_ports} follows (containers.fabrics.hca_ports)
     values.update(fabric_site.host_paths)
     return values
 
@@ -63,13 +64,14 @@ def site_binds(site: Site) -> list[Bind]:
 
 
 def resolve(spec: RunSpec, site: Site) -> Preset:
-    """The preset for spec.fabric, plus the site's own env and binds."""
-    env = dict(site.env)
+    """The preset for spec.fabric, then the site's own [env] over it (a site knows its nodes:
+    its NCCL_IB_HCA or UCX_NET_DEVICES win over the profile's), and the site's binds."""
+    env: dict[str, str] = {}
     binds = site_binds(site)
     if spec.fabric is None:
-        return Preset(None, env, tuple(binds))
+        return Preset(None, dict(site.env), tuple(binds))
     if is_emulated_fabric(spec.fabric):  # ethernet over an emulated cluster's links (launch.emulate)
-        return Preset(spec.fabric, {**env, **emulated_fabric_env(spec)}, tuple(binds))
+        return Preset(spec.fabric, {**site.env, **emulated_fabric_env(spec)}, tuple(binds))
     try:
         fabric = profile(spec.fabric)
     except ValueError as exc:
@@ -78,8 +80,9 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
     nccl = spec.allreduce == "nccl" or (spec.allreduce is None and spec.gpus_per_node > 0)
     gpudirect = None if spec.gpudirect is None else spec.gpudirect == "on"
     try:
-        env.update(fabric.environment(values, nccl=nccl, gpudirect=gpudirect))
-        mounts = fabric.bind_mounts(values)
+        env.update(fabric.environment(values, nccl=nccl, gpudirect=gpudirect, gpus=spec.gpus_per_node > 0))
+        env.update(site.env)
+        mounts = fabric.bind_mounts(values, gpudirect=gpudirect)
     except KeyError as exc:
         raise UsageError(f"{exc.args[0]} (set it under [fabrics.{spec.fabric}] in the site file)") from None
     missing = []
@@ -90,4 +93,5 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
         for path in found:
             target = path if mount.target == mount.host else mount.target
             binds.append(Bind(path, target))
-    return Preset(spec.fabric, env, tuple(binds), tuple(missing))
+    link = site.fabrics[spec.fabric].link_gbit_s if spec.fabric in site.fabrics else None
+    return Preset(spec.fabric, env, tuple(binds), tuple(missing), link)

@@ -17,7 +17,9 @@
     interface = "eth0"                #   ethernet: interface
     [fabrics.infiniband]              #   infiniband, omnipath: hca, interface
     hca = "mlx5_0"                    #   efa, slingshot: device, interface
-    interface = "ib0"
+    interface = "ib0"                 # every fabric may add link_gbit_s = 200 (the line rate per NIC,
+                                      #   for the plausibility verdict; default: probed)
+    # a multi-rail node lists its devices: hca = "mlx5_0,mlx5_1,mlx5_2,mlx5_3"
 
 Every error is a UsageError naming the file, the key and what was expected.
 """
@@ -62,6 +64,12 @@ class FabricSite:
     interface: Optional[str] = None   # IP interface (NCCL_SOCKET_IFNAME, btl_tcp_if_include, ...)
     device: Optional[str] = None      # hca (mlx5_0, hfi1_0), efa_0, cxi0
     host_paths: tuple[tuple[str, str], ...] = ()  # e.g. (("host_libfabric", "/opt/cray/libfabric/1.20/lib64"),)
+    link_gbit_s: Optional[float] = None  # line rate per NIC (launch.plausibility); None: probed
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """The device list (rails): "mlx5_0,mlx5_1" -> ("mlx5_0", "mlx5_1")."""
+        return tuple(d.strip() for d in (self.device or "").split(",") if d.strip())
 
 
 @dataclass(frozen=True)
@@ -147,11 +155,17 @@ def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
         check = _Checker(path, body, f"fabrics.{name}")
         device_key = DEVICE_KEY[name]
         path_keys = HOST_PATH_KEYS.get(name, ())
-        check.reject_unknown(("interface",) + ((device_key,) if device_key else ()) + path_keys)
+        check.reject_unknown(("interface",) + ((device_key,) if device_key else ()) + path_keys
+                             + ("link_gbit_s",))
         host_paths = tuple((key, check.string(key, pattern=r"/.*")) for key in path_keys if key in body)
+        link = body.get("link_gbit_s")
+        if link is not None and (isinstance(link, bool) or not isinstance(link, (int, float)) or link <= 0):
+            raise check.fail("link_gbit_s", "a line rate in Gbit/s > 0", link)
+        # one device, or a comma-separated list of rails (mlx5_0,mlx5_1)
         fabrics[name] = FabricSite(interface=check.string("interface", pattern=r"[\w.:-]+"),
-                                   device=check.string(device_key, pattern=r"[\w.:-]+")
-                                   if device_key else None, host_paths=host_paths)
+                                   device=check.string(device_key, pattern=r"[\w.:-]+(,[\w.:-]+)*")
+                                   if device_key else None, host_paths=host_paths,
+                                   link_gbit_s=float(link) if link is not None else None)
     return fabrics
 
 
@@ -224,6 +238,8 @@ def site_to_toml(site: Site, header: str = "") -> str:
             lines.append(f"{DEVICE_KEY[name]} = {_toml(fabric.device)}")
         for key, value in fabric.host_paths:
             lines.append(f"{key} = {_toml(value)}")
+        if fabric.link_gbit_s:
+            lines.append(f"link_gbit_s = {fabric.link_gbit_s:g}")
     return "\n".join(lines) + "\n"
 
 

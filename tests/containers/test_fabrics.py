@@ -27,8 +27,37 @@ def test_environment_selects_the_fabric(name):
 
 def test_infiniband_names_the_hca_for_ucx_and_nccl():
     env = PROFILES["infiniband"].environment(SITE)
-    assert env["UCX_NET_DEVICES"] == "mlx5_3:1" and env["NCCL_IB_HCA"] == "mlx5_3"
+    # "=" makes NCCL_IB_HCA exact: plain "mlx5_1" would also match mlx5_10, mlx5_11
+    assert env["UCX_NET_DEVICES"] == "mlx5_3:1" and env["NCCL_IB_HCA"] == "=mlx5_3"
     assert env["UCX_TLS"] == "rc,ud,sm,self" and env["NCCL_IB_DISABLE"] == "0"
+
+
+def test_rails_reach_ucx_and_nccl_as_lists():
+    env = PROFILES["infiniband"].environment({**SITE, "hca": "mlx5_0,mlx5_1,mlx5_10"})
+    assert env["UCX_NET_DEVICES"] == "mlx5_0:1,mlx5_1:1,mlx5_10:1"
+    assert env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1,mlx5_10"
+
+
+def test_gpudirect_off_turns_off_what_each_library_reads():
+    ib_off = PROFILES["infiniband"].environment(SITE, gpudirect=False)
+    assert ib_off["UCX_IB_GPU_DIRECT_RDMA"] == "no" and ib_off["NCCL_NET_GDR_LEVEL"] == "LOC"
+    assert PROFILES["infiniband"].environment(SITE, gpudirect=True)["UCX_IB_GPU_DIRECT_RDMA"] == "yes"
+    assert "gdr_copy" not in ib_off["UCX_TLS"]
+    binds = {b.host for b in PROFILES["infiniband"].bind_mounts(SITE, gpudirect=True)}
+    assert "/dev/gdrdrv" in binds and "/dev/gdrdrv" not in {b.host for b in PROFILES["infiniband"].bind_mounts(SITE)}
+
+
+def test_psm2_cuda_follows_gpus_not_nccl():
+    opa = PROFILES["omnipath"]
+    assert opa.environment(SITE, nccl=False, gpus=True)["PSM2_CUDA"] == "1"   # MPI carries GPU buffers
+    assert "PSM2_CUDA" not in opa.environment(SITE, nccl=True, gpus=False)
+
+
+def test_slingshot_nccl_carries_hpes_cxi_settings():
+    env = PROFILES["slingshot"].environment(SITE, nccl=True, gpudirect=True)
+    assert env["FI_CXI_RDZV_PROTO"] == "alt_read" and env["FI_CXI_RX_MATCH_MODE"] == "hybrid"
+    assert env["FI_CXI_DEFAULT_TX_SIZE"] == "2048" and env["FI_HMEM_CUDA_USE_GDRCOPY"] == "1"
+    assert "FI_CXI_RDZV_PROTO" not in PROFILES["slingshot"].environment(SITE, nccl=False)
 
 
 def test_ethernet_keeps_nccl_and_mpi_off_rdma():
@@ -40,9 +69,11 @@ def test_ethernet_keeps_nccl_and_mpi_off_rdma():
 def test_nccl_and_gpudirect_parts_are_optional():
     efa = PROFILES["efa"]
     assert "NCCL_NET" not in efa.environment(SITE, nccl=False)
-    assert efa.environment(SITE, gpudirect=True)["FI_EFA_USE_DEVICE_RDMA"] == "1"
-    assert efa.environment(SITE, gpudirect=False)["FI_EFA_USE_DEVICE_RDMA"] == "0"
-    assert "FI_EFA_USE_DEVICE_RDMA" not in efa.environment(SITE)
+    # FI_EFA_USE_DEVICE_RDMA is no GPUDirect switch (=0 still DMAs GPU memory, =1 aborts
+    # without RDMA read): GPUDirect is NCCL's NCCL_NET_GDR_LEVEL
+    assert efa.environment(SITE, gpudirect=False)["NCCL_NET_GDR_LEVEL"] == "LOC"
+    assert efa.environment(SITE, gpudirect=True)["NCCL_NET_GDR_LEVEL"] == "PHB"
+    assert not any("FI_EFA_USE_DEVICE_RDMA" in efa.environment(SITE, gpudirect=g) for g in (True, False, None))
 
 
 def test_missing_site_setting_is_named():

@@ -82,7 +82,7 @@ def test_snapshots_hold_the_fabric_selection(host_independent):
     ib = render(case("apptainer", "mpirun", "infiniband"))
     argv = ib["argv"]
     assert argv[:3] == ["mpirun", "-np", "4"] and "--nv" in argv
-    assert "--env" in argv and "NCCL_IB_HCA=mlx5_0" in argv and "OMPI_MCA_pml=ucx" in argv
+    assert "--env" in argv and "NCCL_IB_HCA==mlx5_0" in argv and "OMPI_MCA_pml=ucx" in argv
     assert "/dev/infiniband:/dev/infiniband" in argv and ib["env"]["NCCL_NET_GDR_LEVEL"] == "PHB"
     eth = render(case("host", "srun", "ethernet"))
     assert eth["argv"][:2] == ["srun", "--mpi=pmix"] and "NCCL_NET" not in eth["env"]  # CPU run: no NCCL

@@ -76,7 +76,7 @@ def test_time_limit_forms(tmp_path, limit, minutes, slurm):
     ("[env]\nOMP_NUM_THREADS = 4\n", "site.toml: [env].OMP_NUM_THREADS: expected a string value, got 4"),
     ('[fabrics.myrinet]\ninterface = "my0"\n', "site.toml: [fabrics].myrinet: unknown key"),
     ('[fabrics.infiniband]\ndevice = "mlx5_0"\n',
-     "site.toml: [fabrics.infiniband].device: unknown key (expected one of interface, hca)"),
+     "site.toml: [fabrics.infiniband].device: unknown key (expected one of interface, hca, link_gbit_s)"),
     ('[fabrics.ethernet]\ninterface = ["eth0"]\n', "site.toml: [fabrics.ethernet].interface: expected"),
     ("runtime = \n", "site.toml: not valid TOML"),
 ])
