@@ -53,6 +53,13 @@ flags.append("HOROVOD_WITH_TENSORFLOW=1" if importlib.util.find_spec("tensorflow
 print(" ".join(flags))
 PY
 )
+# Horovod's CMake passes the frameworks' include and link flags unquoted: a venv
+# path with spaces breaks them. Build through a space-free link to the venv.
+build_python=$python
+if [[ $python == *[[:space:]]* ]]; then
+  ln -s "$(dirname "$(dirname "$python")")" "$work/venv"
+  build_python="$work/venv/bin/$(basename "$python")"
+fi
 echo "building Horovod $version ($frameworks); takes ~7 min on 2 cores" >&2
 mkdir -p "$out.tmp"
 env $frameworks \
@@ -61,6 +68,6 @@ env $frameworks \
   CUDA_HOME="$cuda_home" CUDAToolkit_ROOT="$cuda_home" \
   HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-80,90} \
   MAKEFLAGS="-j$(nproc)" \
-  "$python" -m pip wheel --no-deps --no-build-isolation -w "$out.tmp" "$src" >&2
+  "$build_python" -m pip wheel --no-deps --no-build-isolation -w "$out.tmp" "$src" >&2
 mv "$out.tmp" "$out"   # only a finished build appears under the final name
 echo "$out"/horovod-$version-*.whl
