@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.placement import flags as placement_flags
 from bench.record import read_records
-from launch import slurm, store, transport
+from launch import plausibility, slurm, store, transport
 from launch.command import Command
 from launch import emulate
 from launch.errors import UsageError
@@ -115,6 +115,8 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     elif outcome.stalled:  # who stopped where, and what they finished before
         result.update(status="stalled", reason=reason, stall={**outcome.stalled, "progress": progress_of(records)})
     transport.apply(result, prepared.run_dir / "output.log")
+    # is the number normal for this link? (launch.plausibility: busbw / line rate, GPUDirect asked vs seen)
+    result["plausibility"] = plausibility.verdict(result, prepared.preset.link_gbit_s)
     store.index_quietly(write_result(prepared.run_dir, result), result)
     if outcome.interrupted:
         raise Interrupted(signal.Signals[outcome.signal])

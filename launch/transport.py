@@ -80,6 +80,12 @@ MAX_LINES = 12  # evidence lines kept verbatim in the result
 _NET_CHANNEL = re.compile(r"NET/(.+?)/(\d+)(\(\d+\))?(/|$)")  # network, device, proxy device
 
 
+def _nic_count(devices: str) -> int:
+    """'IB: [0]mlx5_8:1/IB [1]mlx5_9:1/IB ; OOB ...' -> 2; merged NICs '[0]={[0] a, [1] b} [1]={...}' -> 2."""
+    listed = re.sub(r"\{[^}]*\}", "", devices.split(";")[0])
+    return len(re.findall(r"\[\d+\]", listed))
+
+
 def nccl_network_kind(name: str) -> str:
     """'IBext_v8' -> 'IB', 'AWS Libfabric' -> 'OFI', 'Socket' -> 'Socket': the NCCL_NET value
     naming the same transport; an unknown name stays as it is."""
@@ -141,8 +147,14 @@ def observe(log: str) -> dict:
         net_channels = [c for c in channels if c.startswith("NET/")]
         # NCCL <= 2.5 prints no "Using network": the NET channels name it
         network = seen.get("nccl_network") or {_NET_CHANNEL.match(c).group(1) for c in net_channels}
+        offered = [_nic_count(d) for d in seen.get("nccl_net_devices", set())]
+        used = sorted({int(_NET_CHANNEL.match(c).group(2)) for c in net_channels})
         observed["nccl"] = {
             "network": sorted(network),
+            # NICs NCCL offered ("NET/IB : Using [0]... [1]...", the most any rank listed) and the
+            # NET devices its channels used (across the ranks whose channel lines were logged)
+            "nics_offered": max(offered) if offered else None,
+            "nics_used": used if net_channels else None,
             "devices": sorted(seen.get("nccl_net_devices", set())),
             "ofi_provider": sorted(seen.get("nccl_ofi_provider", set())),
             "channels": sorted(channels),
@@ -164,13 +176,14 @@ def asked_for(fabric: str | None, env: dict[str, str], nccl: bool) -> dict[str, 
         if nccl:
             asked |= profile(fabric).nccl_env
         # GPUDirect follows the run's own choice (the profile has on and off)
-        for name in ("NCCL_NET_GDR_LEVEL", "UCX_TLS"):
-            if name in env and name in {k for v in profile(fabric).gpudirect_env.values() for k in v}:
+        for name in {k for v in profile(fabric).gpudirect_env.values() for k in v}:
+            if name in env:
                 asked[name] = env[name]
     else:
         asked = dict(env)
     keys = ("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl", "OMPI_MCA_mtl_ofi_provider_include",
-            "UCX_TLS", "NCCL_NET", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL")
+            "UCX_TLS", "NCCL_NET", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL",
+            "UCX_IB_GPU_DIRECT_RDMA", "PSM2_GPUDIRECT", "FI_HMEM_CUDA_USE_GDRCOPY")
     return {k: asked[k] for k in keys if k in asked}
 
 
@@ -201,7 +214,7 @@ def gradient_path(result: dict) -> str | None:
 
 
 def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | None = None,
-          nccl: bool = False) -> dict:
+          nccl: bool = False, gpus_per_node: int = 0) -> dict:
     """Checks of asked against observed; verdict match | mismatch | unverified."""
     asked = asked_for(fabric, env, nccl)
     mpi, ucx, nccl_seen = observed.get("mpi", {}), observed.get("ucx"), observed.get("nccl")
@@ -235,6 +248,26 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
         want_on = asked["NCCL_NET_GDR_LEVEL"] != "LOC"
         check("nccl.gdr", "on" if want_on else "off", ["on" if nccl_seen["gdr"] else "off"],
               nccl_seen["gdr"] == want_on)
+    if nccl_seen and nccl_seen.get("nics_used") and gpus_per_node > 0:
+        # an 8-rail node where NCCL used one NIC still "matches" by network name: count them.
+        # The node's NICs: the site's rail list (NCCL_IB_HCA "=a,b,...") or what NCCL offered.
+        hca = env.get("NCCL_IB_HCA", "")
+        listed = len([h for h in hca.lstrip("=^").split(",") if h.strip()]) if hca and not hca.startswith("^") else 0
+        node_nics = listed or nccl_seen.get("nics_offered") or 0
+        expected = min(node_nics, gpus_per_node)
+        used = len(nccl_seen["nics_used"])
+        if expected:
+            check("nccl.nics", f"{expected} of {node_nics} NICs (one per GPU, {gpus_per_node} GPUs per node)",
+                  [f"{used} NIC{'s' if used != 1 else ''} (NET devices {', '.join(map(str, nccl_seen['nics_used']))})"],
+                  used >= expected)
+    if fabric == "universal" and nccl_seen and nccl_seen["network"]:
+        # the universal image bakes NCCL_NET_PLUGIN=ofi: on an InfiniBand host NCCL then runs
+        # over libfabric's verbs provider instead of its own IB transport. Say so.
+        providers = {p for chain in nccl_seen.get("ofi_provider", []) for p in chain.split(";")}
+        via_ofi = {nccl_network_kind(n) for n in nccl_seen["network"]} == {"OFI"}
+        if via_ofi and any(p.startswith("verbs") for p in providers):
+            check("nccl.network", "IB (NCCL's own verbs transport on an InfiniBand host)",
+                  [f"{', '.join(nccl_seen['network'])} over {', '.join(sorted(providers))}"], False)
     if path == "gloo" and (fabric and profile(fabric).name) not in SOCKET_FABRICS:  # emu-eth-*: ethernet
         check("gradients", fabric, ["gloo (TCP sockets)"], False)
     failed = [c for c in checks if not c["ok"]]
@@ -256,7 +289,8 @@ def evidence(result: dict, log_path: Path) -> dict:
     spec = result.get("spec") or {}
     observed = observe(log)
     path = gradient_path(result)
-    verdict = judge(spec.get("fabric"), result.get("env") or {}, observed, path, nccl=path == "nccl")
+    verdict = judge(spec.get("fabric"), result.get("env") or {}, observed, path, nccl=path == "nccl",
+                    gpus_per_node=spec.get("gpus_per_node") or 0)
     return {**verdict, "observed": observed}
 
 

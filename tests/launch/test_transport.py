@@ -240,3 +240,40 @@ def test_real_runs_record_the_transport_they_used(fabric, env, status, observed,
         assert result["transport"]["verdict"] == "match"
     else:
         assert "asked for ethernet but mpi.pml: asked ob1, ran over ucx" in result["reason"]
+
+
+# ------------------------------------------------------------ NICs used against the node's (issue 14)
+
+def _recorded(name):
+    return (Path(__file__).parents[1] / "data" / "nccl" / name / "nccl_info.log").read_text()
+
+
+def test_nics_offered_and_used_are_counted_on_recorded_logs():
+    a100 = transport.observe(_recorded("ib-gdrdma-a100"))["nccl"]
+    assert a100["nics_offered"] == 9 and a100["nics_used"] == [0, 2, 4, 5]
+    merged = transport.observe(_recorded("ibext-roce-sharp-plugin"))["nccl"]
+    assert merged["nics_offered"] == 2    # two merged virtual NICs of two ports each
+
+
+def test_four_gpus_over_four_nics_match_one_nic_for_eight_gpus_does_not():
+    observed = transport.observe(_recorded("ib-gdrdma-a100"))
+    ok = transport.judge("infiniband", {"NCCL_IB_HCA": "=mlx5_8,mlx5_9,mlx5_10,mlx5_11"}, observed,
+                         "nccl", nccl=True, gpus_per_node=4)
+    assert next(c for c in ok["checks"] if c["layer"] == "nccl.nics")["ok"]
+    # the same channels on an 8-GPU node whose site lists 8 rails: 4 of 8 NICs used
+    short = transport.judge("infiniband", {"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))},
+                            observed, "nccl", nccl=True, gpus_per_node=8)
+    assert short["verdict"] == "mismatch"
+    assert any(m.startswith("nccl.nics: asked 8 of 8 NICs") for m in short["mismatches"])
+
+
+def test_universal_over_libfabric_verbs_is_flagged():
+    log = ("h:1:1 [0] NCCL INFO NET/OFI Selected Provider is verbs;ofi_rxm (found 1 nics)\n"
+           "h:1:1 [0] NCCL INFO Using network AWS Libfabric\n")
+    verdict = transport.judge("universal", {}, transport.observe(log), "nccl", nccl=True)
+    assert verdict["verdict"] == "mismatch" and "verbs" in verdict["mismatches"][0]
+
+
+def test_gpudirect_variables_of_the_profile_are_asked_for():
+    asked = transport.asked_for("infiniband", {"UCX_IB_GPU_DIRECT_RDMA": "no", "NCCL_NET_GDR_LEVEL": "LOC"}, True)
+    assert asked["UCX_IB_GPU_DIRECT_RDMA"] == "no" and asked["NCCL_NET_GDR_LEVEL"] == "LOC"

@@ -1,0 +1,153 @@
+"""Is this number normal? An expected-performance verdict for every allreduce and training result.
+
+The question users keep asking (NVIDIA/nccl-tests#40, #293, #309, #389) has
+the maintainers' answer: compare the bus bandwidth at large messages with the
+hardware's peak (nccl-tests: busbw "reflects how optimally the hardware is
+used"); a healthy run gets close to the line rate, around 0.9 of it and above.
+GPUDirect RDMA silently off after an OS upgrade drops an allreduce from 180 to
+10 GB/s (NVIDIA/nccl#1676): asked vs observed GPUDirect is checked on NCCL runs.
+
+The line rate, in order: the emulated link's rate (`link_rate_gbit_s`), the site
+file's `link_gbit_s` for the fabric, the probe of the NIC the run's traffic used
+(RDMA port rate, or the interface's speed). None of them: `unknown`.
+
+Bands (busbw at the large messages / line rate):
+    >= HEALTHY        healthy
+    >= SUSPECT        below expectation
+    <  SUSPECT        suspect: check the transport
+    >  FASTER_THAN    suspect: faster than the line rate (wrong rate, or traffic not over this link)
+Calibration on this project's emulated fabrics (2 namespaced nodes, tc tbf, torch
+gloo allreduce up to 64 MiB, 2 shared cores): at 1 Gbit/s the busbw at 8-64 MiB was
+0.89-0.91 of the rate (tbf itself passes 0.93-0.95 of it to TCP): healthy, so the
+healthy band starts at 0.85, not 0.9, to keep a healthy link out of the noise; at
+5 Gbit/s the CPU-bound gloo reduction reached 0.54-0.67 (p2p 0.91): below expectation.
+
+A training run has no message sweep: its exposed communication (step time minus
+the same step without exchange) implies a bus bandwidth for its gradients.
+Overlap with the backward pass hides communication, so that figure is an upper
+bound: a low one is solid evidence of trouble; a high one is not proof of health.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+HEALTHY = 0.85  # 'about 0.9': a well-behaved shaped 1 Gbit/s link measured 0.89-0.91 here (noise margin)
+SUSPECT = 0.5
+FASTER_THAN = 1.05
+LARGE_MESSAGE_BYTES = 8 * 2**20   # "large messages": the sizes at and above 8 MiB (else the largest)
+BANDS = {"healthy": HEALTHY, "below expectation": SUSPECT, "suspect: check the transport": 0.0}
+
+
+def band(ratio: float) -> str:
+    if ratio > FASTER_THAN:
+        return "suspect: faster than the line rate"
+    if ratio >= HEALTHY:
+        return "healthy"
+    if ratio >= SUSPECT:
+        return "below expectation"
+    return "suspect: check the transport"
+
+
+def probed_line_rate(env: dict, root: Path = Path("/")) -> tuple[float | None, str | None]:
+    """The line rate of the NIC the run's selection variables name, from sysfs."""
+    from bench.placement import traffic_nic
+    from launch.probe import parse_ib_rate
+
+    name, variable = traffic_nic(env)
+    if not name:
+        return None, None
+    ports = sorted((root / "sys/class/infiniband" / name / "ports").glob("*"))
+    for port in ports:
+        try:
+            rate = parse_ib_rate((port / "rate").read_text())
+        except OSError:
+            continue
+        if rate:
+            return rate, f"probe: {name} port {port.name} rate ({variable})"
+    try:
+        speed = int((root / "sys/class/net" / name / "speed").read_text().strip())
+    except (OSError, ValueError):
+        return None, f"probe: {name} reports no speed ({variable})"
+    if speed <= 0:
+        return None, f"probe: {name} reports no speed ({variable})"
+    return speed / 1000.0, f"probe: {name} speed ({variable})"
+
+
+def line_rate(result: dict, site_link_gbit_s: float | None = None, root: Path = Path("/")) -> tuple[float | None, str]:
+    if result.get("link_rate_gbit_s"):
+        return float(result["link_rate_gbit_s"]), "emulated link rate"
+    if site_link_gbit_s:
+        return float(site_link_gbit_s), "site file link_gbit_s"
+    rate, source = probed_line_rate(result.get("env") or {}, root)
+    return rate, source or "no link rate: not emulated, none in the site file, no NIC named to probe"
+
+
+def large_message_busbw(sizes: list[dict]) -> tuple[float | None, list[int]]:
+    """Median busbw over the large messages (>= LARGE_MESSAGE_BYTES; else the largest size)."""
+    rows = [r for r in sizes if r.get("busbw_gbit_s") is not None]
+    if not rows:
+        return None, []
+    large = [r for r in rows if r["bytes"] >= LARGE_MESSAGE_BYTES] or [max(rows, key=lambda r: r["bytes"])]
+    return statistics.median(r["busbw_gbit_s"] for r in large), [r["bytes"] for r in large]
+
+
+def training_busbw(result: dict) -> float | None:
+    """Bus bandwidth implied by a training run's exposed communication (an upper bound: overlap hides some)."""
+    n = result.get("world_size") or 0
+    grad, throughput = result.get("gradient_bytes"), (result.get("throughput") or {}).get("total_img_per_s")
+    compute, batch = result.get("compute_img_per_s"), ((result.get("spec") or {}).get("batch_size"))
+    if n < 2 or not grad or not throughput or not compute or not batch:
+        return None
+    step_s, compute_s = batch * n / throughput, batch * n / compute
+    exposed = step_s - compute_s
+    if exposed <= 0:
+        return None  # fully hidden: nothing to say about the link
+    return grad * 8 / 1e9 * 2 * (n - 1) / n / exposed
+
+
+def gpudirect_check(result: dict) -> dict | None:
+    """NCCL runs: GPUDirect RDMA asked (--gpudirect) against what NCCL's channels show."""
+    spec = result.get("spec") or {}
+    nccl = ((result.get("transport") or {}).get("observed") or {}).get("nccl")
+    if not nccl or spec.get("gpudirect") is None:
+        return None
+    observed = nccl.get("gdr")
+    seen = None if observed is None else ("on" if observed else "off")
+    return {"asked": spec["gpudirect"], "observed": seen,
+            "ok": None if seen is None else seen == spec["gpudirect"]}
+
+
+def verdict(result: dict, site_link_gbit_s: float | None = None, root: Path = Path("/")) -> dict:
+    """The `plausibility` field of a result."""
+    if result.get("benchmark") not in ("allreduce", "train"):
+        return {"verdict": "not applicable", "why": f"benchmark {result.get('benchmark')}"}
+    hosts = result.get("hosts") or []
+    rate, source = line_rate(result, site_link_gbit_s, root)
+    out: dict = {"link_rate_gbit_s": rate, "link_rate_source": source,
+                 "bands": {"healthy": HEALTHY, "suspect_below": SUSPECT, "faster_than": FASTER_THAN}}
+    if result.get("status") not in ("ok", "transport_mismatch"):
+        return {**out, "verdict": "unknown", "why": f"run status {result.get('status')}"}
+    if len(hosts) < 2 and not result.get("link_rate_gbit_s"):
+        return {**out, "verdict": "not applicable", "why": "one host: the traffic did not cross the fabric"}
+    if result["benchmark"] == "allreduce":
+        busbw, sizes = large_message_busbw(result.get("sizes") or [])
+        out.update(measure="allreduce busbw at large messages", busbw_gbit_s=busbw, message_bytes=sizes)
+    else:
+        busbw = training_busbw(result)
+        out.update(measure="training: busbw implied by exposed communication (upper bound)", busbw_gbit_s=busbw)
+    gdr = gpudirect_check(result)
+    if gdr:
+        out["gpudirect"] = gdr
+    if rate is None or busbw is None:
+        out.update(verdict="unknown", why="no line rate" if rate is None else "no bandwidth figure")
+        return out
+    ratio = busbw / rate
+    out["ratio"] = ratio
+    out["verdict"] = band(ratio)
+    if result["benchmark"] == "train" and out["verdict"] in ("healthy", "suspect: faster than the line rate"):
+        out["verdict"] = "no sign of trouble"  # overlap: an upper bound proves nothing good
+    if gdr and gdr["ok"] is False:
+        out["verdict"] = "suspect: check the transport"
+        out["why"] = f"GPUDirect RDMA asked {gdr['asked']}, NCCL ran with it {gdr['observed']}"
+    return out

@@ -1,0 +1,83 @@
+"""Expected-performance verdict: bands, line rates, GPUDirect asked vs observed; calibrated
+on real emulated runs (README: Is my number normal?)."""
+from pathlib import Path
+
+import pytest
+
+from launch import plausibility, transport
+
+
+def allreduce(busbw_by_bytes, rate=1.0, **kw):
+    return {"benchmark": "allreduce", "status": "ok", "hosts": ["n0", "n1"], "world_size": 2,
+            "link_rate_gbit_s": rate, "env": {}, "spec": {},
+            "sizes": [{"bytes": b, "busbw_gbit_s": v} for b, v in busbw_by_bytes.items()], **kw}
+
+
+# measured here: fabric-bench run --launcher emulated --nodes 2 --link-rate R --benchmark allreduce
+#   --backend torch --max-bytes 67108864 (busbw Gbit/s at 8, 16, 32, 64 MiB)
+MEASURED_1G = {2**20: 1.053, 8 * 2**20: 0.901, 16 * 2**20: 0.908, 32 * 2**20: 0.890, 64 * 2**20: 0.910}
+MEASURED_5G = {2**20: 3.1, 8 * 2**20: 3.537, 16 * 2**20: 3.352, 32 * 2**20: 2.703, 64 * 2**20: 3.015}
+
+
+@pytest.mark.parametrize("ratio, band", [(0.95, "healthy"), (0.86, "healthy"), (0.7, "below expectation"),
+                                         (0.2, "suspect: check the transport"),
+                                         (1.3, "suspect: faster than the line rate")])
+def test_bands(ratio, band):
+    assert plausibility.band(ratio) == band
+
+
+def test_calibration_runs_fall_in_the_expected_bands():
+    healthy = plausibility.verdict(allreduce(MEASURED_1G, 1.0))
+    assert healthy["verdict"] == "healthy" and 0.89 <= healthy["ratio"] <= 0.91
+    assert healthy["message_bytes"] == [8 * 2**20, 16 * 2**20, 32 * 2**20, 64 * 2**20]
+    cpu_bound = plausibility.verdict(allreduce(MEASURED_5G, 5.0))
+    assert cpu_bound["verdict"] == "below expectation"
+
+
+def test_no_line_rate_is_unknown_never_healthy(tmp_path):
+    result = allreduce(MEASURED_1G, rate=None, env={"NCCL_SOCKET_IFNAME": "nosuch0"})
+    verdict = plausibility.verdict(result, root=tmp_path)
+    assert verdict["verdict"] == "unknown" and verdict["link_rate_gbit_s"] is None
+
+
+def test_line_rate_from_the_site_file_and_from_sysfs(tmp_path):
+    assert plausibility.line_rate(allreduce({}, rate=None), site_link_gbit_s=100)[0] == 100.0
+    port = tmp_path / "sys/class/infiniband/mlx5_0/ports/1"
+    port.mkdir(parents=True)
+    (port / "rate").write_text("200 Gb/sec (4X HDR)\n")
+    rate, source = plausibility.line_rate(allreduce({}, rate=None, env={"NCCL_IB_HCA": "=mlx5_0"}), root=tmp_path)
+    assert rate == 200.0 and "mlx5_0 port 1" in source
+
+
+def test_one_host_is_not_applicable():
+    result = allreduce(MEASURED_1G, rate=None, hosts=["vm"])
+    assert plausibility.verdict(result)["verdict"] == "not applicable"
+
+
+def test_gpudirect_asked_on_but_nccl_ran_without_it_is_suspect():
+    """NVIDIA/nccl#1676: GPUDirect RDMA silently off after an OS upgrade."""
+    log = ("g:1:1 [0] NCCL INFO Using network IB\n"
+           "g:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 4[0] [send] via NET/IB/0\n")
+    result = allreduce({64 * 2**20: 190.0}, rate=200.0, spec={"gpudirect": "on"},
+                       transport={"observed": transport.observe(log)})
+    verdict = plausibility.verdict(result)
+    assert verdict["gpudirect"] == {"asked": "on", "observed": "off", "ok": False}
+    assert verdict["verdict"] == "suspect: check the transport"
+
+
+def test_gpudirect_on_in_a_recorded_log_agrees():
+    log = (Path(__file__).parents[1] / "data" / "nccl" / "ib-gdrdma-a100" / "nccl_info.log").read_text()
+    result = allreduce({64 * 2**20: 180.0}, rate=200.0, spec={"gpudirect": "on"},
+                       transport={"observed": transport.observe(log)})
+    assert plausibility.verdict(result)["gpudirect"]["ok"] is True
+
+
+def test_training_estimate_is_an_upper_bound():
+    train = {"benchmark": "train", "status": "ok", "hosts": ["n0", "n1"], "world_size": 2, "link_rate_gbit_s": 1.0,
+             "env": {}, "spec": {"batch_size": 16}, "gradient_bytes": 46_000_000,
+             "throughput": {"total_img_per_s": 20.0}, "compute_img_per_s": 40.0}
+    verdict = plausibility.verdict(train)
+    # step 1.6 s, compute 0.8 s: 0.8 s exposed for 46 MB -> 0.46 Gbit/s busbw: below the band
+    assert verdict["verdict"] == "suspect: check the transport" and verdict["busbw_gbit_s"] == pytest.approx(0.46)
+    fast = {**train, "compute_img_per_s": 21.0}
+    assert plausibility.verdict(fast)["verdict"] == "no sign of trouble"
