@@ -367,7 +367,12 @@ def curves(points: list[Point], benchmark: str = "train") -> dict[str, list[Poin
 
 
 def point_of(points: list[Point], result: dict) -> Point | None:
+    """The point a result belongs to: the same object, else the same run_id (the result read again)."""
     for p in points:
         if any(r is result for r in p.runs):
+            return p
+    run_id = result.get("run_id")
+    for p in points:
+        if run_id is not None and any(r.get("run_id") == run_id for r in p.runs):
             return p
     return None

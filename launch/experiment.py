@@ -34,7 +34,9 @@ Expansion adds the 1-rank baseline every scaling-efficiency figure needs (a
 fabric: nothing crosses a network) and gives every point a
 stable key (hash of its spec and repetition) by which a rerun finds it.
 Single-node points under the emulated launcher run with the local launcher:
-one emulated host has no emulated link to cross.
+one emulated host has no emulated link to cross; they get one rank's share of
+this machine's cores in the largest emulated run (OMP_NUM_THREADS), as the
+emulated ranks do.
 
 Every problem is one UsageError line naming the file and the key.
 """
@@ -45,6 +47,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import re
 import types
 import typing
@@ -273,7 +276,13 @@ def _spec(experiment: Experiment, fields: dict, site: Site) -> RunSpec:
     spec = RunSpec(**fields, ranks=fields.get("nodes", 1) * ranks_per_node, extra_env=dict(experiment.env),
                    time_limit=time_limit)
     if spec.launcher == "emulated" and spec.nodes == 1:
-        spec = dataclasses.replace(spec, launcher="local", fabric=None, link_rate=None)
+        # the emulated nodes share this machine's cores: the 1-node point (the baseline) gets one
+        # rank's share of the largest emulated run, not the whole machine (and no oversubscription)
+        env = dict(spec.extra_env)
+        if "OMP_NUM_THREADS" not in env:
+            nodes = experiment.matrix.get("nodes") or (experiment.fixed.get("nodes", 1),)
+            env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (max(nodes) * ranks_per_node)))
+        spec = dataclasses.replace(spec, launcher="local", fabric=None, link_rate=None, extra_env=env)
     return spec
 
 

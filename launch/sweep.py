@@ -222,9 +222,10 @@ def orders(sweep: Sweep) -> dict[str, list[str]]:
     return out
 
 
-def judged(sweep: Sweep) -> tuple[list[dict], list[aggregate.Point], dict]:
+def judged(sweep: Sweep, latest: list[tuple[Point, dict | None]] | None = None
+           ) -> tuple[list[dict], list[aggregate.Point], dict]:
     """The latest results, their points (launch.aggregate) and verdicts (launch.verdict)."""
-    found = [r for _, r in latest_results(sweep) if r is not None]
+    found = [r for _, r in (latest if latest is not None else latest_results(sweep)) if r is not None]
     points = aggregate.aggregate(found)
     return found, points, verdict.all_verdicts(points, None, orders(sweep))
 
@@ -259,7 +260,7 @@ def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: boo
     `verdicts` and `points` are what the report shows for the same results (launch.aggregate,
     launch.verdict); each run's scaling_efficiency divides by its series' aggregated 1-rank baseline."""
     found = latest_results(sweep)
-    _, points, verdicts = judged(sweep)
+    _, points, verdicts = judged(sweep, found)
     benchmark_seconds = sum(r.get("wall_seconds") or 0.0 for r in ran)
     statuses = [sweep.state.status(p.key) for p in sweep.points]
     rows = []

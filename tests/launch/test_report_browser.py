@@ -1,5 +1,6 @@
 """report.html as a reader sees it: opened in a real headless browser (Debian's `chromium`),
 offline, driven over the DevTools protocol on a pipe (stdlib only)."""
+import fcntl
 import json
 import os
 import shutil
@@ -52,9 +53,11 @@ class Browser:
                 f"--window-size={width},{height}", "--proxy-server=http://127.0.0.1:9",  # offline
                 "about:blank"]
 
-        def fds():
-            os.dup2(to_browser_r, 3)
-            os.dup2(from_browser_w, 4)
+        def fds():  # out of the way first: a pipe may itself be fd 3 or 4 (and dup2 onto itself keeps CLOEXEC)
+            ends = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_browser_r, from_browser_w)]
+            for target, fd in zip((3, 4), ends):
+                os.dup2(fd, target)
+                os.close(fd)
 
         self.log = open(profile.parent / "chromium.log", "wb")
         # close_fds would close 3 and 4 after preexec_fn made them: keep the parent's fds instead
