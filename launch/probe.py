@@ -145,6 +145,8 @@ class HostFacts:
     slurm_version: Optional[str] = None
     slurm_mpi_plugins: list[str] = field(default_factory=list)
     runtimes: dict[str, Optional[str]] = field(default_factory=dict)  # name -> version (None: absent)
+    numa: dict[int, str] = field(default_factory=dict)   # NUMA node -> its CPU list (sysfs)
+    device_numa: dict[str, Optional[int]] = field(default_factory=dict)  # NIC / RDMA device -> NUMA node
     tools: dict[str, str] = field(default_factory=dict)  # command name -> ok | absent | why it failed
 
 
@@ -460,7 +462,21 @@ def collect(run: Runner = run_tool, root: Path = Path("/")) -> HostFacts:
     facts.slurm_mpi_plugins = parse_srun_mpi_list(text("srun_mpi_list"))
     for runtime in RUNTIMES:
         facts.runtimes[runtime] = _version(text(runtime)) if text(runtime) else None
+    facts.numa, facts.device_numa = read_topology(root)
     return facts
+
+
+def read_topology(root: Path) -> tuple[dict[int, str], dict[str, Optional[int]]]:
+    """NUMA nodes with their CPUs, and the NUMA node of every NIC and RDMA device (None: not reported,
+    e.g. a virtual NIC or a VM's PCI bus)."""
+    from bench.placement import _numa_of, cpu_list_text, numa_nodes
+
+    numa = {node: cpu_list_text(cpus) for node, cpus in numa_nodes(root).items()}
+    devices: dict[str, Optional[int]] = {}
+    for cls in ("net", "infiniband"):
+        for dev in sorted((root / "sys/class" / cls).glob("*")):
+            devices[dev.name] = _numa_of(dev / "device") if (dev / "device").exists() else None
+    return numa, devices
 
 
 # ---------------------------------------------------------------- verdicts

@@ -45,6 +45,25 @@ def facts_table(facts: HostFacts) -> Table:
     return table
 
 
+def topology_table(facts: HostFacts) -> Table:
+    """NUMA nodes, the NUMA node of each NIC, and nvidia-smi topo -m's GPU rows (nearest NICs)."""
+    table = Table(title="Topology")
+    for column in ("what", "NUMA node", "CPUs / nearest NICs"):
+        table.add_column(column)
+    for node, cpus in facts.numa.items():
+        table.add_row(f"node{node}", str(node), cpus)
+    for name, node in facts.device_numa.items():
+        table.add_row(name, "?" if node is None else str(node), "")
+    topo = facts.gpu_topology
+    for gpu in (topo.gpus if topo else []):
+        nearest = [topo.nics.get(n) or n for n in topo.nearest_nics(gpu.index)]
+        table.add_row(f"GPU{gpu.index}", "?" if gpu.numa_affinity is None else str(gpu.numa_affinity),
+                      f"CPUs {gpu.cpu_affinity or '?'}; NICs {', '.join(nearest) or '-'}")
+    if not topo:
+        table.caption = f"GPUs: nvidia-smi topo -m {facts.tools.get('nvidia_smi_topo', 'absent')}"
+    return table
+
+
 def verdict_table(facts: HostFacts) -> Table:
     table = Table(title="Fabrics")
     for column in ("fabric", "usable", "why"):
@@ -66,6 +85,7 @@ def probe(json_output: bool = typer.Option(False, "--json", help="machine-readab
         return
     console = Console()
     console.print(facts_table(facts))
+    console.print(topology_table(facts))
     console.print(verdict_table(facts))
 
 
