@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import psutil
@@ -39,7 +40,8 @@ SMALLER = {
     "fabric-bench run --site site.toml": TINY_TRAIN,
     ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --fabric": TINY_TRAIN,
     ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --link-rate 1gbit --benchmark halo": "--iters 3",
-    "benchmarks/gpu_check.sh --cpu": "",
+    # every step of the check runs in tests/benchmarks/test_gpu_check.py; here one run proves the line
+    "benchmarks/gpu_check.sh --cpu": "--only torch-ddp-resnet50-fp32",
 }
 EXIT_CODES = {  # lines whose documented outcome may be a non-zero exit
     "fabric-bench compare": {0, 1},  # 1: not within the tolerance (tiny runs on 2 shared cores are noisy)
@@ -101,12 +103,14 @@ def test_every_other_readme_line_runs(tmp_path, cpu_ethernet_image):
         if without_comment(line) in NOT_RUN:
             continue
         command = made_small(line)
+        started = time.monotonic()
         proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=work, env=env,
                               capture_output=True, text=True, timeout=900)
         allowed = next((codes for prefix, codes in EXIT_CODES.items() if command.startswith(prefix)), {0})
         assert proc.returncode in allowed, (f"README line failed (exit {proc.returncode}): {command}\n"
                                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         ran.append(command)
+        print(f"{time.monotonic() - started:7.1f} s  {command}", flush=True)
     assert len(ran) >= 20
     # every line's processes ended with it
     left = [p for p in psutil.process_iter(["pid", "cmdline"])
