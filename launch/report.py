@@ -307,6 +307,29 @@ def runs_table(results: list[dict], points: list[aggregate.Point]) -> tuple[list
     return header, rows
 
 
+def health_table(results: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """Per run, the fabric-truth verdicts beside the numbers: is the figure plausible for the
+    link, did the host and image fit, where the ranks sat, who lagged, who hung."""
+    header = ["run", "plausibility (busbw / line rate)", "preflight", "placement", "stragglers", "stall / stop"]
+    rows = []
+    for r in sorted(results, key=lambda x: x.get("run_id") or ""):
+        plaus = r.get("plausibility") or {}
+        ratio = plaus.get("ratio")
+        placement = r.get("placement") or {}
+        problems = "; ".join(f"rank {p.get('rank')}: {p.get('problem')}" for p in placement.get("problems") or [])
+        slow = (r.get("stragglers") or {}).get("ranks") or []
+        stall = r.get("stall") or {}
+        stopped = (f"hanging: rank {', '.join(map(str, stall['hanging_ranks']))}" if stall.get("hanging_ranks")
+                   else "stalled, culprit unknown" if stall else
+                   f"interrupted by {r['interruption']['signal']}" if r.get("interruption") else "-")
+        rows.append([r.get("run_id", "-"),
+                     (plaus.get("verdict") or "-") + (f" ({ratio:.2f})" if isinstance(ratio, float) else ""),
+                     (r.get("preflight") or {}).get("verdict", "-"),
+                     (placement.get("verdict") or "-") + (f": {problems}" if problems else ""),
+                     ", ".join(f"rank {x['rank']} +{x['excess']:.0%}" for x in slow) or "-", stopped])
+    return header, rows
+
+
 def points_table(points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
     """One row per point: repetitions aggregated (mean, CI across repetitions and iterations)."""
     header = ["series", "ranks", "metric", "mean", "95% CI", "repetitions", "samples", "scaling eff.",
@@ -348,10 +371,12 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
         raise UsageError(f"cannot write the report to {out}: {exc.strerror}") from None
     header, rows = runs_table(results, points)
     point_header, point_rows = points_table(points)
+    health_header, health_rows = health_table(results)
     data = {"schema_version": 2, "runs": len(results), "verdicts": judged,
             "points": [p.describe() for p in points], "ci_method": aggregate.CI_METHOD,
             "points_table": {"header": point_header, "rows": point_rows},
-            "table": {"header": header, "rows": rows}, "plots": {}}
+            "table": {"header": header, "rows": rows},
+            "health_table": {"header": health_header, "rows": health_rows}, "plots": {}}
     images = {}
     for name, fig in figures.items():
         for ax in fig.axes:
@@ -412,5 +437,7 @@ figure img{{max-width:100%;height:auto}}p.answer{{font-size:110%;max-width:60em}
 <div class="scroll">{_html_table(data['points_table']['header'], data['points_table']['rows'], 'points')}</div>
 <h2>Runs</h2>
 <div class="scroll">{_html_table(data['table']['header'], data['table']['rows'], 'runs')}</div>
+<h2>Run health: plausibility, preflight, placement, stragglers, stalls</h2>
+<div class="scroll">{_html_table(data['health_table']['header'], data['health_table']['rows'], 'health')}</div>
 </body></html>
 """

@@ -102,3 +102,18 @@ def test_pngs_and_a_self_contained_html_page(results_dir, tmp_path):
 def test_nothing_to_report_is_exit_2(tmp_path):
     proc = fabric_bench("report", str(tmp_path), "--output", str(tmp_path / "out"))
     assert proc.returncode == 2 and "no result.json" in proc.stderr
+
+
+def test_the_health_table_shows_each_runs_fabric_truth_verdicts(tmp_path):
+    from launch.report import health_table
+
+    runs = [{"run_id": "a", "plausibility": {"verdict": "healthy", "ratio": 0.93},
+             "preflight": {"verdict": "ok"}, "placement": {"verdict": "flagged",
+                                                          "problems": [{"rank": 1, "problem": "shared_cores"}]},
+             "stragglers": {"ranks": [{"rank": 1, "excess": 0.5}]}},
+            {"run_id": "b", "stall": {"hanging_ranks": [3]}},
+            {"run_id": "c", "interruption": {"signal": "SIGTERM"}}]
+    header, rows = health_table(runs)
+    assert rows[0] == ["a", "healthy (0.93)", "ok", "flagged: rank 1: shared_cores", "rank 1 +50%", "-"]
+    assert rows[1][-1] == "hanging: rank 3" and rows[2][-1] == "interrupted by SIGTERM"
+    assert len(header) == len(rows[0])
