@@ -124,7 +124,9 @@ def base_image(log: Path, progress: Progress = print) -> Path:
         raise BuildError("base image missing and debootstrap not installed (apt-get install debootstrap)")
     apptainer = runtime_binary("apptainer")
     final.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=final.parent, prefix="rootfs.") as work:
+    # debootstrap cannot chroot into a path with spaces: the root is made under the
+    # system's temporary directory, then packed into the cache
+    with tempfile.TemporaryDirectory(prefix="fabric-bench-rootfs.") as work:
         root = Path(work) / "rootfs"
         progress(f"base image: debootstrap {stack.DEBIAN_SUITE} minbase from {mirror} (~1 min)")
         _run_logged(["debootstrap", "--variant=minbase", stack.DEBIAN_SUITE, str(root), mirror],
