@@ -191,7 +191,7 @@ def test_nvidia_driver_without_nvidia_smi_is_unknown(monkeypatch):
 
 @pytest.mark.slow
 def test_real_apptainer_run_records_host_image_checks(cpu_ethernet_image, tmp_path):
-    out = fabric_bench("run", "--runtime", "apptainer", "--image", str(cpu_ethernet_image.path),
+    out = fabric_bench("run", "--runtime", "apptainer", "--image", str(cpu_ethernet_image.image),
                        "--launcher", "mpirun", "--fabric", "ethernet", "--benchmark", "allreduce",
                        "--backend", "mpi", "--max-bytes", "65536", "--results", str(tmp_path))
     assert out.returncode == 0, out.stdout + out.stderr
@@ -206,9 +206,9 @@ def test_real_apptainer_run_records_host_image_checks(cpu_ethernet_image, tmp_pa
 @pytest.mark.slow
 def test_a_failed_check_stops_the_run_and_force_runs_it(cpu_ethernet_image, tmp_path):
     """A real fail here: a GPU run asks for /dev/nvidia*, which this host lacks."""
-    args = ["run", "--runtime", "apptainer", "--image", str(cpu_ethernet_image.path), "--launcher", "mpirun",
+    args = ["run", "--runtime", "apptainer", "--image", str(cpu_ethernet_image.image), "--launcher", "mpirun",
             "--fabric", "ethernet", "--benchmark", "allreduce", "--backend", "mpi", "--max-bytes", "4096",
-            "--gpus-per-node", "1", "--allreduce", "mpi", "--results", str(tmp_path)]
+            "--gpus-per-node", "1", "--results", str(tmp_path)]
     need(not Path("/dev/nvidiactl").exists(), "this host has a GPU")
     stopped = fabric_bench(*args)
     assert stopped.returncode == 2 and "preflight failed" in stopped.stderr and "/dev/nvidiactl" in stopped.stderr
