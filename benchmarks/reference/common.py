@@ -27,6 +27,18 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def torch_step(torch, model, optimizer, args):
+    """The PyTorch loops' step on one synthetic batch (torch passed in: TF's loop imports no torch)."""
+    data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
+    target = torch.randint(0, 1000, (args.batch_size,))
+
+    def step():
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(data), target).backward()
+        optimizer.step()
+    return step
+
+
 def timed(step, args) -> list[float]:
     """img/s of each timed iteration on this rank."""
     for _ in range(args.warmup):

@@ -7,25 +7,15 @@ import sys
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import parser, report, timed  # noqa: E402
+from common import parser, report, timed, torch_step  # noqa: E402
 
 args = parser(__doc__).parse_args()
 dist.init_process_group("gloo")
 model = torch.nn.parallel.DistributedDataParallel(getattr(torchvision.models, args.model)())
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)  # as bench/torch_train.py
-data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
-target = torch.randint(0, 1000, (args.batch_size,))
-
-
-def step():
-    optimizer.zero_grad()
-    F.cross_entropy(model(data), target).backward()
-    optimizer.step()
-
-
+step = torch_step(torch, model, optimizer, args)
 report(dist.get_rank(), dist.get_world_size(), timed(step, args), threads=torch.get_num_threads())
 dist.destroy_process_group()

@@ -6,12 +6,11 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
 import torchvision
 import horovod.torch as hvd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import parser, report, timed  # noqa: E402
+from common import parser, report, timed, torch_step  # noqa: E402
 
 args = parser(__doc__).parse_args()
 hvd.init()
@@ -20,15 +19,6 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)  # as ben
 optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
-target = torch.randint(0, 1000, (args.batch_size,))
-
-
-def step():
-    optimizer.zero_grad()
-    F.cross_entropy(model(data), target).backward()
-    optimizer.step()
-
-
+step = torch_step(torch, model, optimizer, args)
 report(hvd.rank(), hvd.size(), timed(step, args), threads=torch.get_num_threads(),
        controller="mpi" if hvd.mpi_enabled() else "gloo")
