@@ -36,12 +36,19 @@ class Outcome:
     seconds: float
     log_tail: list[str]
     timed_out: bool = False
-    interrupted: bool = False
     first_output_seconds: float | None = None  # command start -> first line printed
     started_unix: float = 0.0
-    signal: str | None = None  # the stop signal's name when interrupted (SIGINT, SIGTERM, SIGHUP)
-    exit_on_stop: int | None = None  # 128 + that signal: fabric-bench's own exit code
+    stopped_by: interrupt.Interrupted | None = None  # the stop signal that ended the run (name, exit code)
     stalled: dict | None = None  # what the watch saw when it ended the run
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stopped_by is not None
+
+    @property
+    def ended_early(self) -> bool:
+        """Ended by fabric-bench (time limit, stop signal, stall), not by the command itself."""
+        return self.timed_out or self.interrupted or self.stalled is not None
 
 
 def stop_keeper(proc: subprocess.Popen) -> None:
@@ -142,6 +149,4 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
         reader.join(timeout=STOP_WAIT_SECONDS)
         console.close()
     return Outcome(proc.returncode if proc.returncode is not None else -9, time.monotonic() - started,
-                   list(tail), timed_out, stopped is not None, first_output[0] if first_output else None,
-                   started_unix, stopped.name if stopped else None, stopped.exit_code if stopped else None,
-                   stalled)
+                   list(tail), timed_out, first_output[0] if first_output else None, started_unix, stopped, stalled)

@@ -1,21 +1,17 @@
 """One run end to end: RunSpec -> Plan -> Command -> processes -> rank records -> result.json."""
 from __future__ import annotations
 
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.placement import flags as placement_flags
 from bench.record import read_records
-from launch import plausibility, slurm, store, transport
+from launch import emulate, interrupt, plausibility, slurm, store, transport
 from launch.command import Command
-from launch import emulate
 from launch.errors import UsageError
 from launch.execute import execute
 from launch.launchers import Plan, build_command, sbatch_script
-from launch import interrupt
 from launch.heartbeat import StallWatch, stall_reason
-from launch.interrupt import Interrupted
 from launch.results import assemble, new_run_id, progress_of, write_result
 from launch.runspec import RunSpec
 from launch.fabric_preset import Preset, resolve
@@ -81,11 +77,11 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     elif outcome.timed_out:
         reason = f"timed out after {timeout:g} s; all ranks killed"
     elif outcome.interrupted:
-        reason = f"interrupted by {outcome.signal}; all processes of the run ended"
+        reason = f"interrupted by {outcome.stopped_by.name}; all processes of the run ended"
     log_tail, scheduler = outcome.log_tail, None
     if spec.launcher in ("srun", "sbatch"):  # job id, nodes, version; sbatch: the ranks' log is the job's
         scheduler, job_log = slurm.after_run(spec.launcher, prepared.run_dir, prepared.plan.job_script,
-                                             stopped=outcome.timed_out or outcome.interrupted)
+                                             stopped=outcome.ended_early)
         log_tail = job_log or log_tail
     records = read_records(prepared.plan.record_dir)
     rank_starts = [r["program_start_unix"] for r in records if r.get("program_start_unix")]
@@ -111,7 +107,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     )
     if outcome.interrupted:  # what the ranks finished before the signal
         result.update(status="interrupted", reason=reason,
-                      interruption={"signal": outcome.signal, "progress": progress_of(records)})
+                      interruption={"signal": outcome.stopped_by.name, "progress": progress_of(records)})
     elif outcome.stalled:  # who stopped where, and what they finished before
         result.update(status="stalled", reason=reason, stall={**outcome.stalled, "progress": progress_of(records)})
     transport.apply(result, prepared.run_dir / "output.log")
@@ -119,6 +115,6 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     result["plausibility"] = plausibility.verdict(result, prepared.preset.link_gbit_s)
     store.index_quietly(write_result(prepared.run_dir, result), result)
     if outcome.interrupted:
-        raise Interrupted(signal.Signals[outcome.signal])
+        raise outcome.stopped_by
     interrupt.check()  # a stop asked as the run ended: its result is already written
     return result

@@ -188,10 +188,10 @@ def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
         finally:
             stop.set()
             follower.join()
-        if outcome.timed_out or outcome.interrupted:
+        if outcome.ended_early:
             slurm.cancel(slurm.jobs_running_script(script))
         if outcome.interrupted:
-            raise interrupt.Interrupted(outcome.exit_on_stop - 128)
+            raise outcome.stopped_by
     sweep.state = SweepState(sweep.directory, sweep.experiment.name)
     if outcome.exit_code != 0 and not any(len(sweep.state.point(p.key)["runs"]) > before[p.key] for p in todo):
         raise UsageError(f"the sweep job failed before any run: {' | '.join(outcome.log_tail[-3:])}")
