@@ -30,9 +30,10 @@ import time
 
 import psutil
 
+from launch.interrupt import STOP_SIGNALS
+
 GRACE_SECONDS = 3.0
 PR_SET_CHILD_SUBREAPER = 36
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Stop(Exception):

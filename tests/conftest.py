@@ -29,6 +29,18 @@ def need(ok: bool, why: str) -> None:
     pytest.skip(why)
 
 
+def alive(pids) -> set[int]:
+    """The pids among `pids` still running (a zombie has ended: only its parent's wait is left)."""
+    import psutil
+
+    def running(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+    return {pid for pid in pids if running(pid)}
+
+
 def fabric_bench(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
     """Run the installed `fabric-bench` command for real."""
     return subprocess.run([str(VENV_BIN / "fabric-bench"), *args], capture_output=True, text=True,

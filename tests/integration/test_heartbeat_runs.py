@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import time
 
-import psutil
 import pytest
 
 from bench.progress import FAULT_ENV
-from tests.conftest import fabric_bench
+from tests.conftest import alive, fabric_bench
 
 pytestmark = pytest.mark.slow
 TINY = ["--engine", "ddp", "--ranks", "2", "--model", "resnet18", "--image-size", "32", "--batch-size", "8",
@@ -28,7 +27,7 @@ def rank_pids(results_dir) -> set[int]:
 
 def none_alive(pids: set[int]) -> bool:
     time.sleep(0.5)
-    return not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+    return not alive(pids)
 
 
 def test_a_stuck_rank_ends_the_run_and_is_named_with_the_last_batch_each_rank_reached(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 
 from launch import emulate
 from launch.run import horovod_built_for
-from tests.conftest import REPO, VENV_BIN, fabric_bench, need
+from tests.conftest import REPO, VENV_BIN, alive, fabric_bench, need
 
 pytestmark = pytest.mark.slow
 LONG = ["--model", "resnet18", "--image-size", "32", "--batch-size", "8",
@@ -66,15 +66,6 @@ def tree(pid: int) -> set[int]:
         return {pid} | {p.pid for p in root.children(recursive=True)}
     except psutil.NoSuchProcess:
         return set()
-
-
-def alive(pids: set[int]) -> set[int]:
-    def running(pid):
-        try:
-            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-    return {pid for pid in pids if running(pid)}
 
 
 def seconds_until_gone(pids: set[int], since: float, limit: float = 30.0) -> float:

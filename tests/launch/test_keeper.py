@@ -9,9 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 from launch import keeper
+from tests.conftest import alive
 
 # A command that leaves a grandchild behind in a new session, writes its pid, then waits.
 ORPHAN_MAKER = """
@@ -39,10 +38,7 @@ def start(tmp_path: Path, wait_s: float, code: int) -> tuple[subprocess.Popen, i
 def gone(pid: int, within_s: float = 10.0) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
+        if not alive({pid}):
             return True
         time.sleep(0.05)
     os.kill(pid, signal.SIGKILL)
