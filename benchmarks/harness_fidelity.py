@@ -20,7 +20,6 @@ tf.keras with TF_USE_LEGACY_KERAS=1).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics

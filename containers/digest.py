@@ -8,18 +8,11 @@ re-hash.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
-
-def sha256_file(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+from containers.files import sha256_file, write_json_atomic
 
 
 def _identity(path: Path) -> str:
@@ -42,9 +35,7 @@ def remembered_sha256(path: str | os.PathLike, cache: Path) -> str:
     known[str(real)] = {"identity": identity, "sha256": value}
     try:
         cache.mkdir(parents=True, exist_ok=True)
-        tmp = store.with_suffix(f".json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
-        os.replace(tmp, store)
+        write_json_atomic(store, known, indent=1)
     except OSError:
         pass
     return value

@@ -10,8 +10,6 @@ wheelhouse bound at /wheelhouse during the build (no wheels in the image).
 """
 from __future__ import annotations
 
-import hashlib
-import subprocess
 from dataclasses import dataclass
 
 import hpccm
@@ -21,6 +19,7 @@ from hpccm.primitives import baseimage, comment, copy, environment, label, shell
 
 from containers import stack
 from containers.fabrics import FabricProfile, profile
+from containers.files import bundle_commit, sha256_bytes
 
 FABRIC_BEGIN, FABRIC_END = ">>> fabric layer", "<<< fabric layer"
 LABEL_PREFIX = "org.fabric-bench"
@@ -58,20 +57,11 @@ def render(fabric: str, flavour: str, *, base: str = "", commit: str = "") -> Re
             hpccm.config.set_container_format("docker")
     definition = texts["singularity"] + _setup(flavour) + _help(prof, flavour) + _test(prof, flavour)
     # The hash names the content, not the commit it was rendered at (builds are cached by it).
-    digest = hashlib.sha256(definition.encode()).hexdigest()
+    digest = sha256_bytes(definition.encode())
 
     def final(text: str) -> str:
         return text.replace(HASH_PLACEHOLDER, digest).replace(COMMIT_PLACEHOLDER, commit)
     return Recipe(fabric, flavour, final(definition), final(texts["docker"]), digest)
-
-
-def bundle_commit() -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(stack.REPO), "describe", "--always", "--dirty",
-                              "--abbrev=12"], capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
 
 
 def labels(prof: FabricProfile, flavour: str, commit: str) -> dict[str, str]:

@@ -18,7 +18,6 @@ right sha256) before anything is written; `extract` writes the files itself.
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import socket
@@ -29,35 +28,23 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from containers.files import REPO, git, sha256_bytes
 from launch.errors import UsageError
 from launch.runtimes import runtime_named
 
 ARCHIVE_SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
-REPO = Path(__file__).resolve().parents[1]
 RECIPE_INPUTS = ("containers/stack.py", "containers/fabrics.py", "containers/recipe.py", "containers/build.py",
                  "containers/image-test.sh", "requirements.txt", "requirements-nodeps.txt", "containers/horovod")
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _json(data) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True, default=str) + "\n").encode()
 
 
-def _git(*args: str) -> str:
-    try:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
-                              timeout=20).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-
-
 def bundle_state() -> dict:
-    return {"commit": _git("rev-parse", "HEAD") or "unknown", "describe": _git("describe", "--always", "--dirty"),
-            "dirty": bool(_git("status", "--porcelain")), "created_unix": time.time(),
+    return {"commit": git("rev-parse", "HEAD") or "unknown", "describe": git("describe", "--always", "--dirty"),
+            "dirty": bool(git("status", "--porcelain")), "created_unix": time.time(),
             "host": socket.gethostname()}
 
 
@@ -198,7 +185,7 @@ def write(members: dict[str, bytes], output: Path) -> dict:
     """Write the tar.gz (manifest first); returns the manifest."""
     manifest = {"schema_version": ARCHIVE_SCHEMA_VERSION, "created_unix": time.time(),
                 "bundle_commit": json.loads(members.get("bundle.json", b"{}")).get("commit"),
-                "members": {name: {"sha256": sha256(data), "bytes": len(data)} for name, data in sorted(members.items())}}
+                "members": {name: {"sha256": sha256_bytes(data), "bytes": len(data)} for name, data in sorted(members.items())}}
     output = Path(output)
     tmp = output.with_name(output.name + ".tmp")
     try:
@@ -270,7 +257,7 @@ def read(path: Path) -> Archive:
             raise UsageError(f"archive {path}: {name} is in the manifest but missing")
         if name not in listed:
             raise UsageError(f"archive {path}: {name} is not in the manifest")
-        if sha256(files[name]) != listed[name].get("sha256"):
+        if sha256_bytes(files[name]) != listed[name].get("sha256"):
             raise UsageError(f"archive {path}: checksum mismatch for {name}")
     return Archive(path, manifest, files)
 

@@ -43,7 +43,6 @@ Every problem is one UsageError line naming the file and the key.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import math
@@ -56,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import catalog
+from containers.files import sha256_bytes
 from launch.errors import UsageError
 from launch.toml_file import read_toml
 from launch.runspec import RunSpec
@@ -81,7 +81,7 @@ class Point:
     def key(self) -> str:
         described = {k: v for k, v in self.spec.as_dict().items() if k != "time_limit"}  # a guard, not a setting
         text = json.dumps({"spec": described, "repetition": self.repetition}, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        return sha256_bytes(text.encode())[:12]
 
     @property
     def label(self) -> str:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from containers.files import sha256_file
 from launch import archive as archives
 from launch.errors import UsageError
 from launch.runspec import RunSpec
@@ -79,7 +80,7 @@ def run_all(archive: archives.Archive, replays: list[Replay], results_dir: Path,
     from launch.run import execute_run, prepare
 
     outputs = []
-    archive_sha = archives.sha256(Path(archive.path).read_bytes())
+    archive_sha = sha256_file(archive.path)
     for replay in replays:
         prepared = prepare(replay.spec, results_dir, site or Site.default())
         original = replay.original

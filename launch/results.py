@@ -5,12 +5,12 @@ A result is written once, atomically, and never rewritten.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import time
 from pathlib import Path
 
 from bench.stats import summarize
+from containers.files import write_json_atomic
 from launch.comm_results import allreduce_metrics, halo_metrics
 from launch.errors import UsageError
 from launch.heartbeat import stragglers
@@ -134,10 +134,7 @@ def write_result(run_dir: Path, result: dict) -> Path:
     path = run_dir / "result.json"
     if path.exists():
         raise UsageError(f"{path} exists; results are never rewritten")
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_json_atomic(path, result)
 
 
 def load_result(path: Path) -> dict:

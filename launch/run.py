@@ -8,7 +8,6 @@ from bench.placement import flags as placement_flags
 from bench.record import read_records
 from launch import emulate, interrupt, plausibility, slurm, store, transport
 from launch.command import Command
-from launch.errors import UsageError
 from launch.execute import execute
 from launch.launchers import Plan, build_command, sbatch_script
 from launch.heartbeat import StallWatch, stall_reason

@@ -12,7 +12,6 @@ submits it, follows the index for progress and collects the results.
 """
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import threading
@@ -23,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from containers.files import write_json_atomic
 from launch import interrupt, slurm
 from launch.command import Command
 from launch.errors import UsageError
@@ -291,11 +291,7 @@ def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: boo
 
 
 def write_summary(sweep: Sweep, data: dict) -> Path:
-    path = sweep.directory / "summary.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_json_atomic(sweep.directory / "summary.json", data)
 
 
 def run_sweep(sweep: Sweep, console: Console, one_job: bool = False) -> dict:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
+from containers.files import write_json_atomic
 from launch.errors import UsageError
 
 INDEX_SCHEMA_VERSION = 1
@@ -68,9 +68,7 @@ class SweepState:
 
     def save(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_json_atomic(self.path, self.data)
 
 
 @contextmanager

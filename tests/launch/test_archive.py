@@ -8,6 +8,7 @@ import tarfile
 
 import pytest
 
+from containers.files import sha256_bytes
 from launch import archive as archives
 from launch import replay as replays
 from launch.errors import UsageError
@@ -157,7 +158,7 @@ def test_replay_refuses_an_image_with_another_digest_unless_allowed(tmp_path):
     with pytest.raises(UsageError, match="differs from the recorded"):
         replays.check_image(result, spec, allow_mismatch=False)
     assert "differs" in replays.check_image(result, spec, allow_mismatch=True)[0]
-    result["image"]["digest"] = "sha256:" + archives.sha256(b"image bytes")
+    result["image"]["digest"] = "sha256:" + sha256_bytes(b"image bytes")
     assert replays.check_image(result, spec, allow_mismatch=False) == []
 
 
@@ -190,7 +191,7 @@ def test_real_run_archive_replay_compare_round_trip(tmp_path, monkeypatch):
     replayed = json.loads((replay_dir / "result.json").read_text())
     link = replayed["replay_of"]
     assert link["run_id"] == original["run_id"] and link["argv_shape_same"] is True
-    assert link["archive_sha256"] == archives.sha256(out.read_bytes())
+    assert link["archive_sha256"] == sha256_bytes(out.read_bytes())
     assert replayed["spec"] == original["spec"] and replayed["run_id"] != original["run_id"]
     # two shared cores are noisy: gate on a loose tolerance; a tight one must be able to fail
     close = fabric_bench("compare", str(run_dir / "result.json"), str(replay_dir / "result.json"),

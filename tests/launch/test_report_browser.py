@@ -8,7 +8,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 
 from launch import report
 from tests.conftest import need
