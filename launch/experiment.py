@@ -45,7 +45,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
 import os
 import re
 import types
@@ -56,6 +55,7 @@ from typing import Any
 
 from bench import catalog
 from containers.files import sha256_bytes
+from launch import slurm
 from launch.errors import UsageError
 from launch.toml_file import read_toml
 from launch.runspec import RunSpec
@@ -255,10 +255,6 @@ def _dropped(experiment: Experiment, fields: dict) -> str | None:
     return None
 
 
-def _slurm_minutes(seconds: float) -> str:
-    return str(max(1, math.ceil(seconds / 60)))
-
-
 def _defaults(experiment: Experiment, site: Site) -> dict:
     defaults = {"launcher": site.launcher, "runtime": site.runtime, "partition": site.scheduler.partition,
                 "account": site.scheduler.account}
@@ -272,7 +268,7 @@ def _spec(experiment: Experiment, fields: dict, site: Site) -> RunSpec:
         fields["image"] = fields["image"].replace("{fabric}", fields["fabric"])
     time_limit = None
     if fields.get("launcher") in SLURM_LAUNCHERS:
-        time_limit = _slurm_minutes(experiment.time_limit_s) if experiment.time_limit_s else site.scheduler.slurm_time()
+        time_limit = str(slurm.minutes_for(experiment.time_limit_s)) if experiment.time_limit_s else site.scheduler.slurm_time()
     spec = RunSpec(**fields, ranks=fields.get("nodes", 1) * ranks_per_node, extra_env=dict(experiment.env),
                    time_limit=time_limit)
     if spec.launcher == "emulated" and spec.nodes == 1:

@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from launch import slurm
 from launch.command import Command
 from launch.runspec import RunSpec
 from launch.runtimes import Bind, Runtime
@@ -148,14 +149,10 @@ def srun(spec: RunSpec, plan: Plan) -> Command:
 def sbatch_script(spec: RunSpec, plan: Plan) -> str:
     """A job script in which every value is shell-quoted."""
     env = rank_env(spec, plan)
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote('fabric-bench-' + spec.model)}",
-             f"#SBATCH --nodes={spec.nodes}", f"#SBATCH --ntasks-per-node={spec.ranks_per_node}",
-             f"#SBATCH --output={shlex.quote(str(plan.record_dir.parent / 'slurm-%j.out'))}"]
-    for flag, value in (("--partition", spec.partition), ("--account", spec.account), ("--time", spec.time_limit)):
-        if value:
-            lines.append(f"#SBATCH {flag}={shlex.quote(value)}")
-    if spec.gpus_per_node:
-        lines.append(f"#SBATCH --gpus-per-node={spec.gpus_per_node}")
+    lines = slurm.job_header(name=f"fabric-bench-{spec.model}", nodes=spec.nodes,
+                             tasks_per_node=spec.ranks_per_node, output=plan.record_dir.parent / "slurm-%j.out",
+                             gpus_per_node=spec.gpus_per_node, partition=spec.partition,
+                             account=spec.account, time=spec.time_limit)
     lines += ["set -euo pipefail", 'echo "fabric-bench job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"']
     lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
     lines.append(shlex.join(srun_argv(spec, plan, env)))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from launch import slurm
 from launch.errors import UsageError
 from launch.toml_file import read_toml
 
@@ -52,11 +53,7 @@ class Scheduler:
 
     def slurm_time(self) -> Optional[str]:
         """The limit as Slurm's D-HH:MM:SS (None when unset)."""
-        if self.time_limit_min is None:
-            return None
-        days, minutes = divmod(self.time_limit_min, 24 * 60)
-        clock = f"{minutes // 60:02d}:{minutes % 60:02d}:00"
-        return f"{days}-{clock}" if days else clock
+        return None if self.time_limit_min is None else slurm.clock(self.time_limit_min)
 
 
 @dataclass(frozen=True)
@@ -131,20 +128,6 @@ class _Checker:
         return value
 
 
-def parse_time_limit(value: Any) -> Optional[int]:
-    """'HH:MM:SS', 'D-HH:MM:SS' or whole minutes -> minutes (None if malformed)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if value > 0 else None
-    if not isinstance(value, str):
-        return None
-    match = re.fullmatch(r"(?:(\d+)-)?(\d{1,2}):([0-5]\d):([0-5]\d)", value.strip())
-    if not match:
-        return None
-    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    total = days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
-    return total or None
-
-
 def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
     top = _Checker(path, table, "fabrics")
     top.reject_unknown(FABRICS)
@@ -188,7 +171,7 @@ def site_from_dict(data: dict, path: Path) -> Site:
     sched.reject_unknown(("partition", "account", "time_limit"))
     time_limit = None
     if "time_limit" in sched_table:
-        time_limit = parse_time_limit(sched_table["time_limit"])
+        time_limit = slurm.parse_time_limit(sched_table["time_limit"])
         if time_limit is None:
             raise sched.fail("time_limit", "'HH:MM:SS', 'D-HH:MM:SS' or minutes > 0",
                              sched_table["time_limit"])

@@ -5,17 +5,21 @@ sbatch argv (launch.launchers).
 - cancelling the job of a run that timed out or was interrupted (killing
   `sbatch --wait` does not end the job);
 - how many nodes a partition or allocation has, to refuse impossible sweeps;
-- the job script that runs a whole sweep inside one allocation.
+- the job script that runs a whole sweep inside one allocation, and the one
+  #SBATCH header every job script starts with;
+- time limits: Slurm's D-HH:MM:SS <-> whole minutes.
 
 Every value reaching a job script is shell-quoted.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any, Optional
 
 QUERY_TIMEOUT_S = 15
 
@@ -97,17 +101,53 @@ def nodes_available(launcher: str, partition: str | None) -> int | None:
     return sum(counts) if counts else None
 
 
-def sweep_job_script(*, name: str, nodes: int, tasks_per_node: int, gpus_per_node: int, minutes: int,
-                     output: Path, partition: str | None, account: str | None, argv: list[str]) -> str:
-    """One allocation for a whole sweep; inside it, `argv` (the sweep with --launcher srun) runs each point."""
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote('fabric-bench-sweep-' + name)}",
+def job_header(*, name: str, nodes: int, tasks_per_node: int, output: Path | str, gpus_per_node: int = 0,
+               partition: str | None = None, account: str | None = None, time: str | None = None) -> list[str]:
+    """The first lines of a job script: shebang and #SBATCH lines, every value quoted."""
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote(name)}",
              f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={tasks_per_node}",
-             f"#SBATCH --time={minutes}", f"#SBATCH --output={shlex.quote(str(output))}"]
-    for flag, value in (("--partition", partition), ("--account", account)):
+             f"#SBATCH --output={shlex.quote(str(output))}"]
+    for flag, value in (("--partition", partition), ("--account", account), ("--time", time)):
         if value:
             lines.append(f"#SBATCH {flag}={shlex.quote(value)}")
     if gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={gpus_per_node}")
+    return lines
+
+
+def sweep_job_script(*, name: str, nodes: int, tasks_per_node: int, gpus_per_node: int, minutes: int,
+                     output: Path, partition: str | None, account: str | None, argv: list[str]) -> str:
+    """One allocation for a whole sweep; inside it, `argv` (the sweep with --launcher srun) runs each point."""
+    lines = job_header(name=f"fabric-bench-sweep-{name}", nodes=nodes, tasks_per_node=tasks_per_node,
+                       output=output, gpus_per_node=gpus_per_node, partition=partition, account=account,
+                       time=str(minutes))
     lines += ["set -euo pipefail", 'echo "fabric-bench sweep job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
               "exec " + shlex.join(argv)]
     return "\n".join(lines) + "\n"
+
+
+# Time limits ----------------------------------------------------------------
+def minutes_for(seconds: float) -> int:
+    """Whole minutes covering `seconds` (Slurm's --time in its plain-minutes form), at least 1."""
+    return max(1, math.ceil(seconds / 60))
+
+
+def clock(minutes: int) -> str:
+    """Minutes as Slurm's [D-]HH:MM:SS."""
+    days, minutes = divmod(minutes, 24 * 60)
+    hours = f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+    return f"{days}-{hours}" if days else hours
+
+
+def parse_time_limit(value: Any) -> Optional[int]:
+    """'HH:MM:SS', 'D-HH:MM:SS' or whole minutes -> minutes (None if malformed)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value > 0 else None
+    if not isinstance(value, str):
+        return None
+    match = re.fullmatch(r"(?:(\d+)-)?(\d{1,2}):([0-5]\d):([0-5]\d)", value.strip())
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+    return total or None

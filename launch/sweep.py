@@ -12,7 +12,6 @@ submits it, follows the index for progress and collects the results.
 """
 from __future__ import annotations
 
-import math
 import shutil
 import threading
 import time
@@ -154,7 +153,7 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
     return slurm.sweep_job_script(
         name=sweep.experiment.name, nodes=max(s.nodes for s in specs),
         tasks_per_node=max(s.ranks_per_node for s in specs), gpus_per_node=max(s.gpus_per_node for s in specs),
-        minutes=max(1, math.ceil((limit * len(sweep.todo()) + JOB_MARGIN_S) / 60)),
+        minutes=slurm.minutes_for(limit * len(sweep.todo()) + JOB_MARGIN_S),
         output=sweep.directory.resolve() / "slurm-%j.out", partition=specs[0].partition,
         account=specs[0].account, argv=argv)
 

@@ -1,0 +1,33 @@
+"""Slurm helpers: one time-limit format both ways, one #SBATCH header for every job script."""
+import pytest
+
+from launch import slurm
+
+
+@pytest.mark.parametrize("minutes, text", [(1, "00:01:00"), (90, "01:30:00"), (1440, "1-00:00:00"),
+                                           (1530, "1-01:30:00")])
+def test_clock_and_parse_are_inverse(minutes, text):
+    assert slurm.clock(minutes) == text
+    assert slurm.parse_time_limit(text) == minutes
+
+
+@pytest.mark.parametrize("value", ["1:2", "00:61:00", "-5", 0, -3, True, None, 1.5, "abc"])
+def test_parse_time_limit_refuses_malformed_values(value):
+    assert slurm.parse_time_limit(value) is None
+
+
+@pytest.mark.parametrize("seconds, minutes", [(0, 1), (1, 1), (60, 1), (61, 2), (3600.5, 61)])
+def test_minutes_cover_the_seconds(seconds, minutes):
+    assert slurm.minutes_for(seconds) == minutes
+
+
+def test_job_header_quotes_values_and_omits_what_is_unset():
+    lines = slurm.job_header(name="fabric-bench-x y", nodes=2, tasks_per_node=4, output="/r s/slurm-%j.out",
+                             partition="gpu; rm -rf /", time="10")
+    assert lines[0] == "#!/bin/bash"
+    assert "#SBATCH --job-name='fabric-bench-x y'" in lines
+    assert "#SBATCH --partition='gpu; rm -rf /'" in lines
+    assert "#SBATCH --output='/r s/slurm-%j.out'" in lines and "#SBATCH --time=10" in lines
+    assert not any("--account" in line or "--gpus-per-node" in line for line in lines)
+    assert "#SBATCH --gpus-per-node=8" in slurm.job_header(name="n", nodes=1, tasks_per_node=8, output="o",
+                                                           gpus_per_node=8)
