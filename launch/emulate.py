@@ -283,7 +283,7 @@ def fabric_env(spec) -> dict[str, str]:
     from containers.fabrics import ETHERNET
 
     run_rate_bit_s(spec)  # an emu- fabric needs the emulated launcher and a known rate
-    env = ETHERNET.environment({"nic": IFNAME}, nccl=spec.gpus_per_node > 0 or spec.allreduce == "nccl")
+    env = ETHERNET.environment({"nic": IFNAME}, nccl=spec.uses_nccl)
     return {**env, "FABRIC_BENCH_MASTER_IFNAME": IFNAME,
             "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // spec.ranks))}
 

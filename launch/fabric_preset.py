@@ -77,10 +77,9 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     values = site_values(spec, site)
-    nccl = spec.allreduce == "nccl" or (spec.allreduce is None and spec.gpus_per_node > 0)
     gpudirect = None if spec.gpudirect is None else spec.gpudirect == "on"
     try:
-        env.update(fabric.environment(values, nccl=nccl, gpudirect=gpudirect, gpus=spec.gpus_per_node > 0))
+        env.update(fabric.environment(values, nccl=spec.uses_nccl, gpudirect=gpudirect, gpus=spec.gpus_per_node > 0))
         env.update(site.env)
         mounts = fabric.bind_mounts(values, gpudirect=gpudirect)
     except KeyError as exc:

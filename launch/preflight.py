@@ -47,7 +47,6 @@ from typing import Callable
 from containers.fabrics import profile
 from launch import emulate
 from launch.errors import UsageError
-from launch.transport import uses_nccl
 
 VERDICT_ORDER = ("ok", "unknown", "warn", "fail")  # worst last
 
@@ -253,7 +252,7 @@ def device_patterns(spec, fabric: str | None, site_device: str | None = None) ->
         "infiniband": [verbs, ("/dev/infiniband/rdma_cm", "RDMA connection manager (rdmacm)", "warn")],
         "omnipath": [("/dev/hfi1_*", "HFI device nodes (libpsm2)", "fail")]
                     + ([("/dev/infiniband/uverbs*", "hfi1 verbs (NCCL's IB transport)", "fail")]
-                       if uses_nccl(spec) else []),
+                       if spec.uses_nccl else []),
         "efa": [verbs],
         "slingshot": [("/dev/cxi*", "Cassini NIC device nodes (cxi provider)", "fail")],
     }.get(name, [])
@@ -460,7 +459,7 @@ def provider_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Che
 
 
 def nccl_checks(spec, image: SideFacts, env: dict[str, str]) -> list[Check]:
-    if not uses_nccl(spec) or spec.runtime == "host":
+    if not spec.uses_nccl or spec.runtime == "host":
         return []
     libs = image.libs or {}
     found = "libnccl.so.2" in libs

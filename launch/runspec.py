@@ -138,6 +138,12 @@ class RunSpec:
             raise UsageError("--link-rate applies to --launcher emulated only")
 
     @property
+    def uses_nccl(self) -> bool:
+        """Whether the run's collectives go through NCCL: asked for, or the engines' own
+        choice on GPUs (DDP's backend, Horovod's GPU operations, TF's collective)."""
+        return self.allreduce == "nccl" or (self.allreduce is None and self.gpus_per_node > 0)
+
+    @property
     def effective_image_size(self) -> int:
         return self.image_size or catalog.MODELS[self.framework][self.model]
 

@@ -93,15 +93,11 @@ def nccl_network_kind(name: str) -> str:
     return NCCL_NET_NAMES.get(key, name)
 
 
-def uses_nccl(spec) -> bool:
-    return spec.allreduce == "nccl" or (spec.allreduce is None and spec.gpus_per_node > 0)
-
-
 def reporting_env(spec) -> dict[str, str]:
     """Environment that makes MPI, UCX, libfabric (and NCCL, Horovod where the run
     uses them) name their transports."""
     env = dict(REPORTING_ENV)
-    if uses_nccl(spec):
+    if spec.uses_nccl:
         env |= NCCL_REPORTING_ENV
     if spec.engine == "horovod":
         env |= HOROVOD_REPORTING_ENV

@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,18 @@ def test_user_env_overrides_defaults_and_values_stay_single_arguments():
 def test_bad_specs_are_usage_errors(field, value):
     with pytest.raises(UsageError):
         RunSpec(**{field: value}).validated()
+
+
+@pytest.mark.parametrize("allreduce, gpus, nccl", [("nccl", 0, True), ("nccl", 4, True), (None, 4, True),
+                                                   (None, 0, False), ("gloo", 4, False), ("mpi", 4, False)])
+def test_one_rule_says_whether_a_run_uses_nccl_and_every_preset_follows_it(allreduce, gpus, nccl):
+    from launch.emulate import fabric_env
+    from launch.fabric_preset import resolve
+    from launch.site import FabricSite, Site
+
+    spec = RunSpec(fabric="ethernet", allreduce=allreduce, gpus_per_node=gpus, ranks=max(1, gpus),
+                   launcher="mpirun", runtime="host")
+    assert spec.uses_nccl is nccl
+    assert ("NCCL_SOCKET_IFNAME" in resolve(spec, Site(fabrics={"ethernet": FabricSite(interface="eth0")})).env) is nccl
+    emulated = dataclasses.replace(spec, fabric="emu-eth-1g", launcher="emulated", link_rate="1gbit")
+    assert ("NCCL_SOCKET_IFNAME" in fabric_env(emulated)) is nccl
