@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.console import Console
 
+from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.results import scaling_efficiency
 from launch.run import execute_run, prepare
@@ -39,7 +39,7 @@ def main() -> int:
     p.add_argument("--ranks", default="1,2", help="comma list of rank counts")
     p.add_argument("--results", type=Path, default=Path("results"))
     args = p.parse_args()
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = make_console()
     try:
         rank_counts = [int(n) for n in args.ranks.split(",")]
         frameworks = [f for f in args.frameworks.split(",") if f]

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
+from launch.console import console as make_console
 
 
 def archive(
@@ -27,7 +27,7 @@ def archive(
     """
     from launch import archive as archives
 
-    with Console(stderr=True).status("collecting results, stack and host facts"):
+    with make_console(stderr=True).status("collecting results, stack and host facts"):
         members = archives.collect(directory, site=site, experiment=experiment, system_name=system_name,
                                    submitter=submitter)
         manifest = archives.write(members, output)

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
+from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.interrupt import stoppable_command
 from launch.runspec import RunSpec
@@ -17,7 +17,7 @@ app = typer.Typer(
     help="Benchmark network fabrics for data-distributed deep-learning training.",
     add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
 )
-console = Console(width=None if sys.stdout.isatty() else 160)
+console = make_console()
 
 
 @app.callback()

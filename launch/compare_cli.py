@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from launch.console import console as make_console
 from launch import compare as cmp
 
 
@@ -52,7 +51,7 @@ def compare(
         for label, m in rows:
             table.add_row(label, m.name, f"{m.a:.4g}", f"{m.b:.4g}", f"{m.ratio:.3f}" if m.ratio else "-",
                           f"{m.noise:.3g}", f"{m.tolerance:.0%}", "[green]yes[/green]" if m.within else "[red]no[/red]")
-        Console(width=None if sys.stdout.isatty() else 200).print(table)
+        make_console().print(table)
         for failure in failures:
             print(f"not within: {failure}")
     raise typer.Exit(1 if failures else 0)

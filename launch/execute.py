@@ -64,7 +64,7 @@ def stop_keeper(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-class Console:
+class ProgressEcho:
     """Progress lines only: rewritten in place on a terminal, one per update elsewhere."""
 
     def __init__(self, enabled: bool):
@@ -96,7 +96,7 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
     env = {**os.environ, **command.env}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=tail_lines)
-    console = Console(echo)
+    progress_echo = ProgressEcho(echo)
     started = time.monotonic()
     started_unix = time.time()
     first_output: list[float] = []
@@ -118,7 +118,7 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
                 log.write(line)
                 log.flush()
                 tail.append(line.rstrip("\n"))
-                console.show(line)
+                progress_echo.show(line)
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
@@ -147,6 +147,6 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
             stop_keeper(proc)
         os.close(lifeline_end)
         reader.join(timeout=STOP_WAIT_SECONDS)
-        console.close()
+        progress_echo.close()
     return Outcome(proc.returncode if proc.returncode is not None else -9, time.monotonic() - started,
                    list(tail), timed_out, first_output[0] if first_output else None, started_unix, stopped, stalled)

@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from launch.console import console as make_console
 from launch.errors import UsageError
 
 image_app = typer.Typer(help="Render, build and inspect the per-fabric images (containers/).",
@@ -55,7 +55,7 @@ def build(
     Example: fabric-bench image build --fabric ethernet --flavour cpu --runtime apptainer
     """
     from containers import build as builder
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     try:
         with console.status("building image") as status:
             record = builder.build(fabric, flavour, runtime,
@@ -114,7 +114,7 @@ def list_images(as_json: bool = typer.Option(False, "--json", help="machine-read
     for e in entries:
         table.add_row(e["fabric"], e["flavour"], e["runtime"], f"{e['size_bytes'] / 2**20:.0f}",
                       e["sha256"][:12], e["built_at"][:19], e["image"])
-    Console().print(table)
+    make_console().print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from launch.console import console as make_console
 from launch.errors import UsageError
 
 
@@ -94,11 +94,10 @@ def predict(
 
 
 def print_table(data: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     w = data["workload"]
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = make_console()
     bucket = "bucket cap" if w["engine"] == "ddp" else "fusion threshold"
     console.print(f"workload: {w['engine']}, batch {w['batch_size']}/rank, compute step "
                   f"{w['compute_step_s'] * 1e3:.1f} ms (from {w['source']['run_id']}, measured with "

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from launch.console import console as make_console
 from launch.probe import HostFacts, collect, probe_report, verdicts
 
 
@@ -83,7 +83,7 @@ def probe(json_output: bool = typer.Option(False, "--json", help="machine-readab
     if json_output:
         print(json.dumps(probe_report(facts), indent=2))
         return
-    console = Console()
+    console = make_console()
     console.print(facts_table(facts))
     console.print(topology_table(facts))
     console.print(verdict_table(facts))

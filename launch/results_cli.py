@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from launch.console import console as make_console
 from launch import store
 
 results_app = typer.Typer(help="The results history: every result.json, indexed in SQLite.",
@@ -60,7 +60,7 @@ def list_results(benchmark: Optional[str] = BENCHMARK, engine: Optional[str] = E
         table.add_column(column)
     for row in rows:
         table.add_row(*(_cell(row[c]) for c in LIST_COLUMNS))
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    make_console().print(table)
 
 
 @results_app.command()

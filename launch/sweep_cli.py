@@ -1,13 +1,13 @@
 """`fabric-bench sweep EXPERIMENT`: run an experiment's matrix, resumably."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
 
+from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.interrupt import stoppable_command
 from launch.runspec import LAUNCHERS
@@ -48,7 +48,7 @@ def sweep(
     directory = directory or Path("results") / "sweeps" / loaded.name
     # one job: the ranks are started by srun inside the job's allocation
     swept = plan(loaded, directory, site_config, "srun" if one_job else launcher, retry_failed)
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = make_console()
     if dry_run:
         print_plan(swept, console, one_job)
         if placeholders:
