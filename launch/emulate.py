@@ -66,7 +66,8 @@ def fabric_rate_bit_s(fabric: str) -> int:
     """The link rate an emulated fabric name carries: emu-eth-10g -> 10e9."""
     match = _FABRIC.match(fabric)
     if not match:
-        raise UsageError(f"unknown emulated fabric {fabric!r}; write emu-eth-<rate>, e.g. emu-eth-1g, emu-eth-10g")
+        raise UsageError(f"unknown emulated fabric {fabric!r}; write emu-eth-<rate>, e.g. emu-eth-1g, emu-eth-10g",
+                         fields=("fabric",))
     return parse_rate(match.group(1))
 
 
@@ -75,13 +76,14 @@ def run_rate_bit_s(spec) -> int | None:
     rate = parse_rate(spec.link_rate) if spec.link_rate else None
     if is_emulated_fabric(spec.fabric):
         if spec.launcher != "emulated":
-            raise UsageError(f"fabric {spec.fabric} is emulated: use --launcher emulated")
+            raise UsageError(f"fabric {spec.fabric} is emulated: use --launcher emulated", fields=("fabric", "launcher"))
         named = fabric_rate_bit_s(spec.fabric)
         if rate is not None and rate != named:
-            raise UsageError(f"--link-rate {spec.link_rate} contradicts fabric {spec.fabric}")
+            raise UsageError(f"--link-rate {spec.link_rate} contradicts fabric {spec.fabric}",
+                             fields=("link_rate", "fabric"))
         rate = named
     elif spec.link_rate and spec.launcher != "emulated":
-        raise UsageError("--link-rate applies to --launcher emulated only")
+        raise UsageError("--link-rate applies to --launcher emulated only", fields=("link_rate", "launcher"))
     return rate
 
 
@@ -293,7 +295,7 @@ def plan_for(spec, plan):
     the namespaces, and the emulated ethernet environment under the preset's."""
     if spec.fabric and not is_emulated_fabric(spec.fabric):
         raise UsageError(f"the emulated launcher emulates ethernet links; use --fabric emu-eth-<rate> "
-                         f"or no --fabric, not {spec.fabric}")
+                         f"or no --fabric, not {spec.fabric}", fields=("fabric", "launcher"))
     cluster = cluster_for(spec)
     return dataclasses.replace(
         plan, emulated_cluster=cluster, fabric_env={**fabric_env(spec), **plan.fabric_env},

@@ -299,27 +299,26 @@ def measures_alone(candidate: RunSpec, spec: RunSpec) -> bool:
     return candidate.ranks == 1 and all(getattr(candidate, f) == getattr(spec, f) for f in SAME_AS_BASELINE)
 
 
-FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
 
 
-def blame(experiment: Experiment, message: str) -> UsageError:
+def blame(experiment: Experiment, error: UsageError) -> UsageError:
     """A RunSpec or site error, re-worded to name the experiment key it is about.
 
-    The key is the first one the message names (as --flag or as a word) that the
-    file sets, [matrix] keys first: a varying axis is the likelier culprit."""
-    named = [m.replace("-", "_") for m in FLAG.findall(message)] + re.findall(r"[a-z_]+", message)
-    named = [{"ranks": "ranks_per_node"}.get(n, n) for n in named]
+    The key is the first of the error's fields that the file sets, [matrix] keys
+    first: a varying axis is the likelier culprit. The file sets ranks_per_node,
+    where a RunSpec has ranks."""
+    named = [{"ranks": "ranks_per_node"}.get(n, n) for n in error.fields]
     keys = [n for n in named if n in experiment.matrix] + [n for n in named if n in experiment.fixed]
     if keys:
-        return experiment.error(keys[0], message)
-    return UsageError(f"{experiment.path.name}: [run]: {message}")
+        return experiment.error(keys[0], str(error))
+    return UsageError(f"{experiment.path.name}: [run]: {error}")
 
 
 def _validated(experiment: Experiment, spec: RunSpec) -> RunSpec:
     try:
         return spec.validated()
     except UsageError as exc:
-        raise blame(experiment, str(exc)) from None
+        raise blame(experiment, exc) from None
 
 
 def _check_nodes(experiment: Experiment, spec: RunSpec) -> None:

@@ -43,7 +43,8 @@ def site_values(spec: RunSpec, site: Site) -> dict[str, str]:
     fabric_site = site.fabrics.get(spec.fabric)
     if fabric_site is None:
         where = site.path or "the default site (ethernet only)"
-        raise UsageError(f"fabric {spec.fabric!r} is not present in {where}; add [fabrics.{spec.fabric}]")
+        raise UsageError(f"fabric {spec.fabric!r} is not present in {where}; add [fabrics.{spec.fabric}]",
+                         fields=("fabric",))
     values = {}
     nic = fabric_site.interface or (default_route_interface() if spec.fabric == "ethernet" else None)
     if nic:
@@ -75,7 +76,7 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
     try:
         fabric = profile(spec.fabric)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc), fields=("fabric",)) from None
     values = site_values(spec, site)
     gpudirect = None if spec.gpudirect is None else spec.gpudirect == "on"
     try:
@@ -83,7 +84,8 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
         env.update(site.env)
         mounts = fabric.bind_mounts(values, gpudirect=gpudirect)
     except KeyError as exc:
-        raise UsageError(f"{exc.args[0]} (set it under [fabrics.{spec.fabric}] in the site file)") from None
+        raise UsageError(f"{exc.args[0]} (set it under [fabrics.{spec.fabric}] in the site file)",
+                         fields=("fabric",)) from None
     missing = []
     for mount in mounts:
         found = sorted(glob.glob(mount.host))

@@ -96,7 +96,8 @@ def check_image_fabric(spec) -> str:
         raise UsageError(str(exc)) from None
     wanted = profile(spec.fabric).name if spec.fabric else None  # emu-eth-1g is ethernet
     if wanted and built_for not in (wanted, "universal"):
-        raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}")
+        raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}",
+                         fields=("image", "fabric"))
     return f"image built for fabric {built_for}"
 
 
@@ -112,16 +113,17 @@ def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[st
     runtime = prepared.plan.runtime
     if runtime.name != "host":
         if not runtime.available():
-            raise UsageError(f"runtime {runtime.name}: {runtime.binary} not found on PATH")
+            raise UsageError(f"runtime {runtime.name}: {runtime.binary} not found on PATH", fields=("runtime",))
         if runtime.name in ("apptainer", "singularity") and not Path(spec.image).is_file():
-            raise UsageError(f"image {spec.image} not found")
+            raise UsageError(f"image {spec.image} not found", fields=("image",))
         checked.append(f"image {spec.image} present")
         if runtime.name in ("apptainer", "singularity"):
             checked.append(check_image_fabric(spec))
     elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
         raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
     if prepared.preset.missing:
-        raise UsageError(f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)")
+        raise UsageError(f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)",
+                         fields=("fabric",))
     if spec.fabric:
         checked.append(f"host paths of fabric {spec.fabric} present")
     if prepared.plan.emulated_cluster is not None:

@@ -62,7 +62,7 @@ class RunSpec:
 
     def validated(self) -> "RunSpec":
         if self.benchmark not in BENCHMARKS:
-            raise UsageError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}")
+            raise UsageError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}", fields=('benchmark',))
         self.validate_placement()
         if self.benchmark == "train":
             self.validate_training()
@@ -72,70 +72,70 @@ class RunSpec:
 
     def validate_communication(self) -> None:
         if self.backend not in COMM_BACKENDS:
-            raise UsageError(f"unknown backend {self.backend!r}; choose from {', '.join(COMM_BACKENDS)}")
+            raise UsageError(f"unknown backend {self.backend!r}; choose from {', '.join(COMM_BACKENDS)}", fields=('backend',))
         if self.min_bytes < 4 or self.min_bytes % 4 or self.max_bytes < self.min_bytes:
             raise UsageError(f"--min-bytes must be a positive multiple of 4 (float32) and <= --max-bytes, "
-                             f"got {self.min_bytes} and {self.max_bytes}")
+                             f"got {self.min_bytes} and {self.max_bytes}", fields=('min_bytes', 'max_bytes'))
         if self.grid < 2:
-            raise UsageError(f"--grid must be >= 2, got {self.grid}")
+            raise UsageError(f"--grid must be >= 2, got {self.grid}", fields=('grid',))
         if self.ranks < 1 or self.iters < 1 or self.warmup < 0:
-            raise UsageError("--ranks and --iters must be >= 1, --warmup >= 0")
+            raise UsageError("--ranks and --iters must be >= 1, --warmup >= 0", fields=('ranks', 'iters', 'warmup'))
 
     def validate_training(self) -> None:
         if self.framework not in catalog.ENGINES:
-            raise UsageError(f"unknown framework {self.framework!r}; choose from {', '.join(catalog.ENGINES)}")
+            raise UsageError(f"unknown framework {self.framework!r}; choose from {', '.join(catalog.ENGINES)}", fields=('framework',))
         engines = catalog.ENGINES[self.framework]
         if self.engine not in engines:
-            raise UsageError(f"unknown engine {self.engine!r} for {self.framework}; choose from {', '.join(engines)}")
+            raise UsageError(f"unknown engine {self.engine!r} for {self.framework}; choose from {', '.join(engines)}", fields=('engine', 'framework'))
         models = catalog.MODELS[self.framework]
         if self.model not in models:
-            raise UsageError(f"unknown model {self.model!r} for {self.framework}; choose from {', '.join(models)}")
+            raise UsageError(f"unknown model {self.model!r} for {self.framework}; choose from {', '.join(models)}", fields=('model', 'framework'))
         precisions = catalog.PRECISIONS[self.framework]
         if self.precision not in precisions:
-            raise UsageError(f"unknown precision {self.precision!r}; choose from {', '.join(precisions)}")
+            raise UsageError(f"unknown precision {self.precision!r}; choose from {', '.join(precisions)}", fields=('precision',))
         if self.controller not in CONTROLLERS:
-            raise UsageError(f"unknown controller {self.controller!r}; choose from {', '.join(CONTROLLERS)}")
+            raise UsageError(f"unknown controller {self.controller!r}; choose from {', '.join(CONTROLLERS)}", fields=('controller',))
         for name in ("ranks", "batch_size", "iters", "batches_per_iter"):
             if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+                raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}", fields=(name,))
         if self.bucket_cap_mb is not None and self.engine != "ddp":
-            raise UsageError("--bucket-cap-mb applies to the ddp engine only")
+            raise UsageError("--bucket-cap-mb applies to the ddp engine only", fields=('bucket_cap_mb', 'engine'))
         if self.warmup < 0:
-            raise UsageError(f"--warmup must be >= 0, got {self.warmup}")
+            raise UsageError(f"--warmup must be >= 0, got {self.warmup}", fields=('warmup',))
         minimum = catalog.MIN_IMAGE_SIZE.get(self.model, 32)
         if self.image_size is not None and self.image_size < minimum:
-            raise UsageError(f"--image-size {self.image_size} is too small for {self.model} (minimum {minimum})")
+            raise UsageError(f"--image-size {self.image_size} is too small for {self.model} (minimum {minimum})", fields=('image_size', 'model'))
 
     def validate_placement(self) -> None:
         choices = {"launcher": LAUNCHERS, "mpi_plugin": MPI_PLUGINS}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise UsageError(f"unknown {name.replace('_', '-')} {getattr(self, name)!r}; choose from {', '.join(allowed)}")
+                raise UsageError(f"unknown {name.replace('_', '-')} {getattr(self, name)!r}; choose from {', '.join(allowed)}", fields=(name,))
         if self.allreduce is not None and self.allreduce not in ALLREDUCE:
-            raise UsageError(f"unknown allreduce {self.allreduce!r}; choose from {', '.join(ALLREDUCE)}")
+            raise UsageError(f"unknown allreduce {self.allreduce!r}; choose from {', '.join(ALLREDUCE)}", fields=('allreduce',))
         if self.gpudirect not in (None, "on", "off"):
-            raise UsageError(f"--gpudirect must be on or off, got {self.gpudirect!r}")
+            raise UsageError(f"--gpudirect must be on or off, got {self.gpudirect!r}", fields=('gpudirect',))
         if self.nodes < 1 or self.gpus_per_node < 0:
-            raise UsageError("--nodes must be >= 1 and --gpus-per-node >= 0")
+            raise UsageError("--nodes must be >= 1 and --gpus-per-node >= 0", fields=('nodes', 'gpus_per_node'))
         if self.ranks % self.nodes:
-            raise UsageError(f"{self.ranks} ranks do not divide evenly over {self.nodes} nodes")
+            raise UsageError(f"{self.ranks} ranks do not divide evenly over {self.nodes} nodes", fields=('ranks', 'nodes'))
         if self.launcher == "local" and self.nodes > 1:
-            raise UsageError("--launcher local runs on this host only; use mpirun, srun, sbatch or emulated for --nodes > 1")
+            raise UsageError("--launcher local runs on this host only; use mpirun, srun, sbatch or emulated for --nodes > 1", fields=('launcher', 'nodes'))
         if self.engine == "horovod" and self.controller == "gloo" and self.launcher != "local":
-            raise UsageError("Horovod's gloo controller is started by horovodrun: use --launcher local, or --controller mpi")
+            raise UsageError("Horovod's gloo controller is started by horovodrun: use --launcher local, or --controller mpi", fields=('controller', 'launcher'))
         if self.engine == "ddp" and self.allreduce == "mpi":
-            raise UsageError("DDP has no MPI backend in PyTorch's wheels; use --allreduce gloo or nccl")
+            raise UsageError("DDP has no MPI backend in PyTorch's wheels; use --allreduce gloo or nccl", fields=('allreduce', 'engine'))
         if self.allreduce == "nccl" and self.gpus_per_node == 0 and self.launcher != "local":
-            raise UsageError("--allreduce nccl needs GPUs: give --gpus-per-node")
+            raise UsageError("--allreduce nccl needs GPUs: give --gpus-per-node", fields=('allreduce', 'gpus_per_node'))
         if self.gpudirect == "on" and (self.allreduce == "gloo" or self.gpus_per_node == 0):
             raise UsageError("--gpudirect on needs GPUs (--gpus-per-node) and NCCL or CUDA-aware MPI "
-                             "(--allreduce nccl or mpi)")
+                             "(--allreduce nccl or mpi)", fields=('gpudirect', 'gpus_per_node', 'allreduce'))
         if self.runtime != "host" and not self.image:
-            raise UsageError(f"--runtime {self.runtime} needs --image")
+            raise UsageError(f"--runtime {self.runtime} needs --image", fields=('runtime', 'image'))
         if self.launcher == "emulated" and self.nodes < 2:
-            raise UsageError("the emulated launcher needs --nodes >= 2")
+            raise UsageError("the emulated launcher needs --nodes >= 2", fields=('launcher', 'nodes'))
         if self.link_rate and self.launcher != "emulated":
-            raise UsageError("--link-rate applies to --launcher emulated only")
+            raise UsageError("--link-rate applies to --launcher emulated only", fields=('link_rate', 'launcher'))
 
     @property
     def uses_nccl(self) -> bool:

@@ -25,7 +25,6 @@ class Bind:
 class Runtime:
     name = "abstract"
     binary: str | None = None
-    needs_image = True
 
     def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool,
              argv: list[str]) -> list[str]:
@@ -33,10 +32,6 @@ class Runtime:
 
     def available(self) -> bool:
         return self.binary is None or shutil.which(self.binary) is not None
-
-    def check_image(self, image: str | None) -> None:
-        if self.needs_image and not image:
-            raise UsageError(f"--runtime {self.name} needs --image")
 
     def digest(self, image: str) -> str | None:
         """sha256 of the image as this runtime identifies it (None if unknown)."""
@@ -47,7 +42,6 @@ class HostRuntime(Runtime):
     """No container: ranks run in this host's environment (env goes through the launcher)."""
 
     name = "host"
-    needs_image = False
 
     def wrap(self, image, binds, env, gpus, argv):
         return list(argv)

@@ -65,7 +65,7 @@ def plan(experiment: Experiment, directory: Path, site: Site, launcher: str | No
         try:  # fabric presets, images: what prepare resolves, without running anything
             prepare(point.spec, directory / "runs", site, run_id="check")
         except UsageError as exc:
-            raise blame(experiment, str(exc)) from None
+            raise blame(experiment, exc) from None
     check_node_counts(experiment, points)
     return Sweep(experiment, points, directory, site, launcher, retry_failed)
 

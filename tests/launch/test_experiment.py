@@ -176,3 +176,19 @@ def test_the_paper_file_marks_what_the_abstract_does_not_state():
         if key not in stated_or_guards:
             assert "ASSUMED" in line, f"{key}: not in the abstract, so it must say ASSUMED"
     assert "does not have a significant" in text and "Computational Fluid Dynamics" in text
+
+
+def test_blame_follows_the_error_fields_not_its_wording(tmp_path):
+    from launch.experiment import blame
+
+    path = tmp_path / "exp.toml"
+    path.write_text('[matrix]\nnodes = [1, 2]\nmodel = ["resnet18"]\n[run]\nengine = "ddp"\n')
+    experiment = load_experiment(path)
+    worded_about_nodes = "nodes nodes --nodes"
+    assert str(blame(experiment, UsageError(worded_about_nodes, fields=("model",)))).startswith(
+        "exp.toml: [matrix].model: ")
+    assert str(blame(experiment, UsageError(worded_about_nodes, fields=("engine", "nodes")))).startswith(
+        "exp.toml: [matrix].nodes: ")  # a varying axis first
+    assert str(blame(experiment, UsageError(worded_about_nodes, fields=("engine",)))).startswith(
+        "exp.toml: [run].engine: ")
+    assert str(blame(experiment, UsageError(worded_about_nodes))) == f"exp.toml: [run]: {worded_about_nodes}"
