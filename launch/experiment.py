@@ -57,7 +57,7 @@ from bench import catalog
 from containers.files import sha256_bytes
 from launch import slurm
 from launch.errors import UsageError
-from launch.toml_file import read_toml
+from launch.toml_file import TomlTable, expected, read_toml
 from launch.runspec import RunSpec
 from launch.site import Site
 
@@ -114,18 +114,6 @@ class Experiment:
 
 # ------------------------------------------------------------------ loading
 
-def _fail(path: Path, where: str, expected: str, got: Any = ...) -> UsageError:
-    shown = "" if got is ... else f", got {got!r}"
-    return UsageError(f"{path.name}: {where}: expected {expected}{shown}")
-
-
-def _reject_unknown(path: Path, table: dict, allowed, prefix: str = "") -> None:
-    for key in table:
-        if key not in allowed:
-            where = f"[{prefix}].{key}" if prefix else key
-            raise UsageError(f"{path.name}: {where}: unknown key (expected one of {', '.join(allowed)})")
-
-
 def _base_type(hint) -> type:
     if isinstance(hint, types.UnionType):
         return next(arg for arg in typing.get_args(hint) if arg is not type(None))
@@ -137,13 +125,13 @@ def _typed(path: Path, where: str, name: str, value: Any) -> Any:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if kind is int and isinstance(value, bool) or not isinstance(value, kind):
-        raise _fail(path, where, f"{'an' if kind is int else 'a'} {kind.__name__}", value)
+        raise expected(path, where, f"{'an' if kind is int else 'a'} {kind.__name__}", value)
     return value
 
 
 def _spec_table(path: Path, table: dict, prefix: str, lists: bool) -> dict:
     allowed = tuple(SPEC_TYPES) + (() if lists else ("env",))
-    _reject_unknown(path, table, allowed, prefix)
+    TomlTable(path, table, prefix).reject_unknown(allowed)
     values = {}
     for name, value in table.items():
         where = f"[{prefix}].{name}"
@@ -151,12 +139,12 @@ def _spec_table(path: Path, table: dict, prefix: str, lists: bool) -> dict:
             continue
         if lists:
             if not isinstance(value, list):
-                raise _fail(path, where, "a list of values (one run per value)", value)
+                raise expected(path, where, "a list of values (one run per value)", value)
             if not value:
                 raise UsageError(f"{path.name}: {where}: empty list: the matrix would have no runs")
             typed = tuple(_typed(path, where, name, v) for v in value)
             if len(set(typed)) != len(typed):
-                raise _fail(path, where, "distinct values", value)
+                raise expected(path, where, "distinct values", value)
             values[name] = typed
         else:
             values[name] = _typed(path, where, name, value)
@@ -165,32 +153,32 @@ def _spec_table(path: Path, table: dict, prefix: str, lists: bool) -> dict:
 
 def _env(path: Path, table: Any) -> dict[str, str]:
     if not isinstance(table, dict):
-        raise _fail(path, "[run].env", "a table of NAME = \"value\"", table)
+        raise expected(path, "[run].env", "a table of NAME = \"value\"", table)
     for name, value in table.items():
         if not re.fullmatch(r"[A-Za-z_]\w*", name) or not isinstance(value, str):
-            raise _fail(path, f"[run.env].{name}", "an environment variable name with a string value", value)
+            raise expected(path, f"[run.env].{name}", "an environment variable name with a string value", value)
     return dict(table)
 
 
 def experiment_from_dict(data: dict, path: Path) -> Experiment:
-    _reject_unknown(path, data, TOP_KEYS)
+    TomlTable(path, data).reject_unknown(TOP_KEYS)
     for name in TOP_KEYS:
         if not isinstance(data.get(name, {}), dict):
-            raise _fail(path, name, f"a table [{name}]", data[name])
+            raise expected(path, name, f"a table [{name}]", data[name])
     head = data.get("experiment", {})
-    _reject_unknown(path, head, EXPERIMENT_KEYS, "experiment")
+    TomlTable(path, head, "experiment").reject_unknown(EXPERIMENT_KEYS)
     name = head.get("name", path.stem)
     if not isinstance(name, str) or not re.fullmatch(r"[\w.+-]+", name):
-        raise _fail(path, "[experiment].name", "a name of letters, digits, '.', '+', '-', '_'", name)
+        raise expected(path, "[experiment].name", "a name of letters, digits, '.', '+', '-', '_'", name)
     description = head.get("description", "")
     if not isinstance(description, str):
-        raise _fail(path, "[experiment].description", "a string", description)
+        raise expected(path, "[experiment].description", "a string", description)
     repetitions = head.get("repetitions", 1)
     if not isinstance(repetitions, int) or isinstance(repetitions, bool) or repetitions < 1:
-        raise _fail(path, "[experiment].repetitions", "an integer >= 1", repetitions)
+        raise expected(path, "[experiment].repetitions", "an integer >= 1", repetitions)
     limit = head.get("time_limit_s")
     if limit is not None and (not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit <= 0):
-        raise _fail(path, "[experiment].time_limit_s", "seconds > 0", limit)
+        raise expected(path, "[experiment].time_limit_s", "seconds > 0", limit)
     if not data.get("matrix"):
         raise UsageError(f"{path.name}: [matrix]: missing or empty: the experiment would have no runs")
     matrix = _spec_table(path, data["matrix"], "matrix", lists=True)

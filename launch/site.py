@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from launch import slurm
-from launch.errors import UsageError
-from launch.toml_file import read_toml
+from launch.toml_file import TomlTable, read_toml
 
 FABRICS = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
 RUNTIMES = ("apptainer", "singularity", "podman", "charliecloud", "host")
@@ -86,56 +85,14 @@ class Site:
         return cls()
 
 
-class _Checker:
-    """Typed reads from one TOML table, with errors that name file and key."""
-
-    def __init__(self, path: Path, table: dict, prefix: str = ""):
-        self.path, self.table, self.prefix = path, table, prefix
-
-    def fail(self, key: str, expected: str, got: Any = ...) -> UsageError:
-        where = f"[{self.prefix}].{key}" if self.prefix else key
-        shown = "" if got is ... else f", got {got!r}"
-        return UsageError(f"{self.path.name}: {where}: expected {expected}{shown}")
-
-    def reject_unknown(self, allowed) -> None:
-        for key in self.table:
-            if key not in allowed:
-                where = f"[{self.prefix}].{key}" if self.prefix else key
-                raise UsageError(f"{self.path.name}: {where}: unknown key "
-                                 f"(expected one of {', '.join(allowed)})")
-
-    def string(self, key: str, choices=None, pattern: str = r".+") -> Optional[str]:
-        value = self.table.get(key)
-        if value is None:
-            return None
-        if choices and value not in choices:
-            raise self.fail(key, "one of " + " | ".join(choices), value)
-        if not isinstance(value, str) or not re.fullmatch(pattern, value):
-            raise self.fail(key, "a non-empty string" if pattern == r".+" else f"a name matching {pattern}",
-                            value)
-        return value
-
-    def strings(self, key: str) -> tuple[str, ...]:
-        value = self.table.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise self.fail(key, "a list of non-empty strings", value)
-        return tuple(value)
-
-    def subtable(self, key: str) -> dict:
-        value = self.table.get(key, {})
-        if not isinstance(value, dict):
-            raise self.fail(key, "a table", value)
-        return value
-
-
 def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
-    top = _Checker(path, table, "fabrics")
+    top = TomlTable(path, table, "fabrics")
     top.reject_unknown(FABRICS)
     fabrics = {}
     for name, body in table.items():
         if not isinstance(body, dict):
             raise top.fail(name, "a table such as [fabrics." + name + "]", body)
-        check = _Checker(path, body, f"fabrics.{name}")
+        check = TomlTable(path, body, f"fabrics.{name}")
         device_key = DEVICE_KEY[name]
         path_keys = HOST_PATH_KEYS.get(name, ())
         check.reject_unknown(("interface",) + ((device_key,) if device_key else ()) + path_keys
@@ -153,21 +110,21 @@ def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
 
 
 def site_from_dict(data: dict, path: Path) -> Site:
-    top = _Checker(path, data)
+    top = TomlTable(path, data)
     top.reject_unknown(("runtime", "launcher", "modules", "binds", "env", "scheduler", "fabrics"))
     binds = top.strings("binds")
     for bind in binds:
         if not bind.startswith("/") or bind.count(":") > 2:
             raise top.fail("binds", "entries SRC[:DST[:OPTS]] with an absolute SRC", bind)
     env = top.subtable("env")
-    env_check = _Checker(path, env, "env")
+    env_check = TomlTable(path, env, "env")
     for name, value in env.items():
         if not re.fullmatch(r"[A-Za-z_]\w*", name):
             raise env_check.fail(name, "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
         if not isinstance(value, str):
             raise env_check.fail(name, "a string value", value)
     sched_table = top.subtable("scheduler")
-    sched = _Checker(path, sched_table, "scheduler")
+    sched = TomlTable(path, sched_table, "scheduler")
     sched.reject_unknown(("partition", "account", "time_limit"))
     time_limit = None
     if "time_limit" in sched_table:
