@@ -55,6 +55,7 @@ class Plan:
     mpirun_args: tuple[str, ...] = ()  # e.g. MCA parameters selecting the fabric's transport
     job_script: Path | None = None  # sbatch only
     emulated_cluster: object | None = None  # emulated only: the launch.emulate.Cluster the ranks run in
+    modules: tuple[str, ...] = ()  # the site's environment modules, loaded by job scripts
 
 
 def starts_with_mpi(spec: RunSpec) -> bool:
@@ -153,6 +154,7 @@ def sbatch_script(spec: RunSpec, plan: Plan) -> str:
                              tasks_per_node=spec.ranks_per_node, output=plan.record_dir.parent / "slurm-%j.out",
                              gpus_per_node=spec.gpus_per_node, partition=spec.partition,
                              account=spec.account, time=spec.time_limit)
+    lines += slurm.module_loads(plan.modules)
     lines += ["set -euo pipefail", 'echo "fabric-bench job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"']
     lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
     lines.append(shlex.join(srun_argv(spec, plan, env)))

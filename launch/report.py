@@ -15,7 +15,7 @@ figures show), one series per fabric/engine/model, each series joined to its
 - communication share vs ranks (multi-rank points only);
 - allreduce bus bandwidth vs message size, with each link rate drawn;
 - predicted (alpha-beta model, launch.model) vs measured step time, where the
-  model ran: fitted on an allreduce run of the same fabric, or stored in the result.
+  model ran: fitted on an allreduce run of the same fabric.
 Then the points (repetitions aggregated) and every run.
 report_data.json holds the verdicts, the points and every drawn series as read
 back from the figures, so what a test (or a reader) checks is exactly what was
@@ -36,7 +36,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 
-from launch import aggregate, verdict  # noqa: E402
+from launch import aggregate, model, verdict  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
 
 
@@ -195,10 +195,6 @@ def plot_busbw(results: list[dict]) -> plt.Figure:
 
 def fitted_models(results: list[dict]) -> dict:
     """fabric -> alpha-beta model (launch.model) fitted on its allreduce run with the most ranks."""
-    try:
-        from launch import model
-    except ImportError:  # the model module is optional
-        return {}
     fits = {}
     for r in allreduce_results(results):
         fabric, ranks = (r.get("spec") or {}).get("fabric"), r.get("world_size") or 0
@@ -212,20 +208,15 @@ def fitted_models(results: list[dict]) -> dict:
 
 def predictions(results: list[dict]) -> dict[str, list[tuple[int, float, float]]]:
     """series -> [(ranks, measured step ms, predicted step ms)] wherever the model ran:
-    fitted here from an allreduce run of the same fabric, or stored with the result."""
-    try:
-        from launch import model
-    except ImportError:  # stored predictions only
-        model = None
+    fitted here from an allreduce run of the same fabric."""
     fits = fitted_models(results)
     out: dict[str, list] = defaultdict(list)
     for r in results:
         if r.get("status") != "ok" or (r.get("world_size") or 0) < 2 or r.get("benchmark") != "train":
             continue
-        stored = r.get("alpha_beta") or r.get("prediction")
         fabric = (r.get("spec") or {}).get("fabric")
         try:
-            p = stored if isinstance(stored, dict) else model.predict_training(fits[fabric], r)  # type: ignore
+            p = model.predict_training(fits[fabric], r)
             point = (r["world_size"], p["measured_step_s"] * 1e3, p["predicted_step_s"] * 1e3)
         except (KeyError, TypeError, ZeroDivisionError, AttributeError):
             continue  # no model for this fabric, or fields it needs are absent

@@ -76,11 +76,11 @@ def show(run_id: str = typer.Argument(..., help="run id (or a unique prefix)")):
 def export(benchmark: Optional[str] = BENCHMARK, engine: Optional[str] = ENGINE,
            model: Optional[str] = MODEL, fabric: Optional[str] = FABRIC, ranks: Optional[int] = RANKS,
            status: Optional[str] = STATUS, transport: Optional[str] = TRANSPORT,
-           as_csv: bool = typer.Option(True, "--csv", help="CSV (the only format)"),
+           _csv: bool = typer.Option(True, "--csv", hidden=True),  # accepted for old scripts; CSV is the only format
            output: Optional[Path] = typer.Option(None, help="file to write (default: stdout)")):
     """Export indexed results as CSV (one row per run, the indexed columns and path).
 
-    Example: fabric-bench results export --csv --engine horovod --output horovod.csv
+    Example: fabric-bench results export --engine horovod --output horovod.csv
     """
     rows = store.query(store.connect(), None, **_filters(benchmark, engine, model, fabric, ranks, status, transport))
     out = open(output, "w", newline="", encoding="utf-8") if output else sys.stdout

@@ -2,7 +2,7 @@
 
     runtime  = "apptainer"            # apptainer | singularity | podman | charliecloud | host
     launcher = "srun"                 # local | mpirun | srun | sbatch
-    modules  = ["openmpi/4.1.6"]      # loaded before a run (module load ...)
+    modules  = ["openmpi/4.1.6"]      # `module load`ed by job scripts (sbatch, one-job sweeps)
     binds    = ["/scratch", "/opt/cray:/opt/cray:ro"]   # SRC[:DST[:OPTS]], SRC absolute
 
     [scheduler]                       # defaults for srun / sbatch

@@ -115,12 +115,20 @@ def job_header(*, name: str, nodes: int, tasks_per_node: int, output: Path | str
     return lines
 
 
+def module_loads(modules: tuple[str, ...]) -> list[str]:
+    """The site's environment modules, loaded at the top of a job script (before `set -u`:
+    some module systems read unset variables)."""
+    return [f"module load {shlex.quote(name)}" for name in modules]
+
+
 def sweep_job_script(*, name: str, nodes: int, tasks_per_node: int, gpus_per_node: int, minutes: int,
-                     output: Path, partition: str | None, account: str | None, argv: list[str]) -> str:
+                     output: Path, partition: str | None, account: str | None, argv: list[str],
+                     modules: tuple[str, ...] = ()) -> str:
     """One allocation for a whole sweep; inside it, `argv` (the sweep with --launcher srun) runs each point."""
     lines = job_header(name=f"fabric-bench-sweep-{name}", nodes=nodes, tasks_per_node=tasks_per_node,
                        output=output, gpus_per_node=gpus_per_node, partition=partition, account=account,
                        time=str(minutes))
+    lines += module_loads(modules)
     lines += ["set -euo pipefail", 'echo "fabric-bench sweep job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
               "exec " + shlex.join(argv)]
     return "\n".join(lines) + "\n"

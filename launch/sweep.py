@@ -155,7 +155,7 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
         tasks_per_node=max(s.ranks_per_node for s in specs), gpus_per_node=max(s.gpus_per_node for s in specs),
         minutes=slurm.minutes_for(limit * len(sweep.todo()) + JOB_MARGIN_S),
         output=sweep.directory.resolve() / "slurm-%j.out", partition=specs[0].partition,
-        account=specs[0].account, argv=argv)
+        account=specs[0].account, argv=argv, modules=sweep.site.modules)
 
 
 def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:

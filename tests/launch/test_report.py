@@ -77,8 +77,9 @@ def test_report_plots_hold_exactly_the_stored_results(results_dir, tmp_path):
         "name": "measured ethernet/horovod/resnet50", "x": [2, 4], "y": [p["measured_step_s"] * 1e3 for p in expected]}
     assert series(pred, "predicted ethernet/horovod/resnet50")["y"] == pytest.approx(
         [p["predicted_step_s"] * 1e3 for p in expected])
-    assert series(pred, "measured omnipath/horovod/resnet50") == {  # stored with the result
-        "name": "measured omnipath/horovod/resnet50", "x": [2.0], "y": [600.0]}
+    # no omnipath allreduce to fit on: no prediction (an "alpha_beta" field in a result, which
+    # nothing writes, is not read)
+    assert "measured omnipath/horovod/resnet50" not in {s["name"] for s in pred["series"]}
     assert pred["ylabel"] == "step time (ms)"
     assert "predicted infiniband/horovod/resnet50" in {s["name"] for s in pred["series"]}
     # the sidecar is what was written

@@ -31,3 +31,19 @@ def test_job_header_quotes_values_and_omits_what_is_unset():
     assert not any("--account" in line or "--gpus-per-node" in line for line in lines)
     assert "#SBATCH --gpus-per-node=8" in slurm.job_header(name="n", nodes=1, tasks_per_node=8, output="o",
                                                            gpus_per_node=8)
+
+
+def test_site_modules_are_loaded_by_run_and_sweep_job_scripts(tmp_path):
+    from launch.run import prepare
+    from launch.runspec import RunSpec
+    from launch.site import Site
+
+    site = Site(modules=("openmpi/4.1.6", "cuda 12"))
+    spec = RunSpec(launcher="sbatch", ranks=2, nodes=1)
+    script = prepare(spec, tmp_path, site, run_id="r").job_script
+    assert "module load openmpi/4.1.6\nmodule load 'cuda 12'\nset -euo pipefail" in script
+    sweep_script = slurm.sweep_job_script(name="s", nodes=1, tasks_per_node=1, gpus_per_node=0, minutes=5,
+                                          output=tmp_path / "o", partition=None, account=None, argv=["x"],
+                                          modules=site.modules)
+    assert "module load 'cuda 12'\nset -euo pipefail" in sweep_script
+    assert "module load" not in prepare(spec, tmp_path, Site(), run_id="r2").job_script
