@@ -27,7 +27,7 @@ from pathlib import Path
 
 from launch import emulate
 from launch.errors import UsageError
-from launch.model import describe, fit, predict_training
+from launch.results.model import describe, fit, predict_training
 from launch.run import execute_run, prepare
 from launch.runspec import RunSpec
 

@@ -15,9 +15,9 @@ not ok, the reason:
    scipy missing), torch runs fall back to the bench program under torchrun and
    are summarised from their rank records;
 4. summary.json / summary.md: img/s, compute-only img/s, and the predictor's
-   compute step (launch.model: batch x ranks / compute-only img/s) per model.
+   compute step (launch.results.model: batch x ranks / compute-only img/s) per model.
 
-Only the standard library and launch.probe / launch.transport are imported here:
+Only the standard library and launch.probe / launch.results.transport are imported here:
 the check must report, not crash, whatever is missing.
 """
 from __future__ import annotations
@@ -39,7 +39,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from launch import probe, transport  # noqa: E402  (standard library only)
+from launch import probe  # noqa: E402  (standard library only)
+
+from launch.results import transport
 
 TORCH_MODELS = ("resnet50", "vgg16", "inception_v3")
 TORCH_PRECISIONS = ("fp32", "amp")
@@ -109,7 +111,7 @@ missing = [m for m in ("typer", "rich", "psutil", "scipy") if importlib.util.fin
 info["launch_cli_missing"] = missing
 if not missing and not os.environ.get("GPU_CHECK_FORCE_DIRECT"):
     try:
-        import launch.cli  # noqa: F401
+        import launch.cli.app  # noqa: F401
         info["launch_cli"] = True
     except Exception as exc:
         info["launch_cli"] = False
@@ -251,7 +253,7 @@ def sizes_for(run: Run, mode: str) -> dict:
 
 def fabric_bench_argv(run: Run, mode: str, info: dict, run_dir: Path, timeout_s: float) -> list[str]:
     sizes = sizes_for(run, mode)
-    argv = [sys.executable, "-c", "import sys; sys.argv[0] = 'fabric-bench'; from launch.cli import main; main()",
+    argv = [sys.executable, "-c", "import sys; sys.argv[0] = 'fabric-bench'; from launch.cli.app import main; main()",
             "run", "--benchmark", "train", "--framework", run.framework, "--engine", run.engine,
             "--model", run.model, "--precision", run.precision, "--ranks", "1", "--launcher", "local",
             "--runtime", "host", "--batch-size", str(sizes["batch_size"]), "--warmup", str(sizes["warmup"]),
@@ -326,7 +328,7 @@ def mean(values: list[float]) -> float | None:
 
 
 def from_result(result: dict, entry: dict) -> dict:
-    """The summary fields of one result.json (launch.results format)."""
+    """The summary fields of one result.json (launch.results.assemble format)."""
     throughput = result.get("throughput") or {}
     config = (result.get("spec") or {})
     compute = result.get("compute_img_per_s")
@@ -336,7 +338,7 @@ def from_result(result: dict, entry: dict) -> dict:
         status=result.get("status"), reason=result.get("reason"),
         img_per_s=throughput.get("total_img_per_s"), ci95_img_per_s=throughput.get("ci95_img_per_s"),
         n_samples=throughput.get("n_samples"), compute_img_per_s=compute,
-        # launch.model.predict_training: compute_step_s = batch x ranks / compute_img_per_s
+        # launch.results.model.predict_training: compute_step_s = batch x ranks / compute_img_per_s
         compute_step_s=(batch * ranks / compute) if compute and batch else None,
         step_time_s=result.get("step_time_s"), device=result.get("device"),
         engine_info=result.get("engine_info"), versions=result.get("versions"),
@@ -494,7 +496,7 @@ def write_summary(out: Path, mode: str, info: dict, captured: dict, entries: lis
               for name, c in captured["captures"].items()]
     nccl = [(e["label"], e["nccl"]) for e in entries if e.get("nccl")]
     if nccl:
-        lines += ["", "NCCL seen (launch.transport):"]
+        lines += ["", "NCCL seen (launch.results.transport):"]
         lines += [f"- {label}: network {', '.join(n['network']) or '-'}, version {n['version']}, "
                   f"channels {', '.join(n['channels']) or 'none (1 rank)'}" for label, n in nccl]
     (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

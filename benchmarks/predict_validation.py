@@ -1,4 +1,4 @@
-"""The scaling predictor (launch.predict) against measured runs on emulated fabrics.
+"""The scaling predictor (launch.results.predict) against measured runs on emulated fabrics.
 
 Root required (network namespaces + tc tbf, launch.emulate). For every link rate:
 - 2-node allreduce micro-benchmarks (backend `torch` = gloo for DDP, `horovod`
@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from launch import predict
+from launch.results import predict
 from launch.errors import UsageError
 from launch.run import execute_run, prepare
 from launch.runspec import RunSpec

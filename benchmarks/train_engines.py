@@ -17,10 +17,10 @@ from pathlib import Path
 
 from launch.console import console as make_console
 from launch.errors import UsageError
-from launch.results import scaling_efficiency
+from launch.results.assemble import scaling_efficiency
 from launch.run import execute_run, prepare
 from launch.runspec import RunSpec
-from launch.table import baseline_key, baselines, training_table
+from launch.results.table import baseline_key, baselines, training_table
 
 ENGINES = {"torch": ("horovod", "ddp"), "tf": ("horovod", "native")}
 DEFAULT_MODEL = {"torch": "resnet18", "tf": "SmallCNN"}

@@ -23,7 +23,7 @@ class Preset:
     env: dict[str, str] = field(default_factory=dict)
     binds: tuple[Bind, ...] = ()
     missing: tuple[str, ...] = ()  # required host paths absent here ("path: why")
-    link_gbit_s: float | None = None  # the site's line rate per NIC (launch.plausibility)
+    link_gbit_s: float | None = None  # the site's line rate per NIC (launch.results.plausibility)
 
 
 def default_route_interface(route_table: str = "/proc/net/route") -> str | None:

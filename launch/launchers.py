@@ -24,7 +24,7 @@ from launch import slurm
 from launch.command import Command
 from launch.runspec import RunSpec
 from launch.runtimes import Bind, Runtime
-from launch.transport import reporting_env
+from launch.results.transport import reporting_env
 
 BENCH_MODULES = {("train", "torch"): "bench.torch_train", ("train", "tf"): "bench.tf_train",
                  ("allreduce", "torch"): "bench.allreduce", ("allreduce", "tf"): "bench.allreduce",
@@ -80,7 +80,7 @@ def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
         # here: Horovod under mpirun at ~0.45 of the same run under gloo, which blocks in
         # recv). Yielding in the poll loop gives the core back.
         env["OMPI_MCA_mpi_yield_when_idle"] = "1"
-    env.update(reporting_env(spec))  # libraries name their transports (launch.transport)
+    env.update(reporting_env(spec))  # libraries name their transports (launch.results.transport)
     env.update(plan.fabric_env)
     env.update(spec.extra_env)
     return env

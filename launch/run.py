@@ -6,12 +6,13 @@ from pathlib import Path
 
 from bench.placement import flags as placement_flags
 from bench.record import read_records
-from launch import emulate, interrupt, plausibility, slurm, store, transport
+from launch import emulate, interrupt, slurm
+from launch.results import plausibility, store, transport
 from launch.command import Command
 from launch.execute import execute
 from launch.launchers import Plan, build_command, sbatch_script
 from launch.heartbeat import StallWatch, stall_reason
-from launch.results import assemble, new_run_id, progress_of, write_result
+from launch.results.assemble import assemble, new_run_id, progress_of, write_result
 from launch.runspec import RunSpec
 from launch.fabric_preset import Preset, resolve
 from launch.preflight import check_image_fabric, horovod_built_for, preflight, preflight_skipped  # noqa: F401
@@ -110,7 +111,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     elif outcome.stalled:  # who stopped where, and what they finished before
         result.update(status="stalled", reason=reason, stall={**outcome.stalled, "progress": progress_of(records)})
     transport.apply(result, prepared.run_dir / "output.log")
-    # is the number normal for this link? (launch.plausibility: busbw / line rate, GPUDirect asked vs seen)
+    # is the number normal for this link? (launch.results.plausibility: busbw / line rate, GPUDirect asked vs seen)
     result["plausibility"] = plausibility.verdict(result, prepared.preset.link_gbit_s)
     store.index_quietly(write_result(prepared.run_dir, result), result)
     if outcome.interrupted:

@@ -60,7 +60,7 @@ class FabricSite:
     interface: Optional[str] = None   # IP interface (NCCL_SOCKET_IFNAME, btl_tcp_if_include, ...)
     device: Optional[str] = None      # hca (mlx5_0, hfi1_0), efa_0, cxi0
     host_paths: tuple[tuple[str, str], ...] = ()  # e.g. (("host_libfabric", "/opt/cray/libfabric/1.20/lib64"),)
-    link_gbit_s: Optional[float] = None  # line rate per NIC (launch.plausibility); None: probed
+    link_gbit_s: Optional[float] = None  # line rate per NIC (launch.results.plausibility); None: probed
 
     @property
     def devices(self) -> tuple[str, ...]:

@@ -29,12 +29,12 @@ from launch.execute import execute
 from launch.interrupt import interrupted_by
 from launch.experiment import Experiment, Point, blame, expand
 from launch.launchers import tool_path
-from launch.results import load_result
+from launch.results.assemble import load_result
 from launch.run import execute_run, prepare
 from launch.site import Site
 from launch.sweep_state import SweepState, exclusive
-from launch import aggregate, verdict
-from launch.table import points_table, verdict_tables
+from launch.results import aggregate, verdict
+from launch.results.table import points_table, verdict_tables
 
 SUMMARY_SCHEMA_VERSION = 1
 JOB_MARGIN_S = 120  # one-job: start-up and collection on top of the runs' limits
@@ -223,7 +223,7 @@ def orders(sweep: Sweep) -> dict[str, list[str]]:
 
 def judged(sweep: Sweep, latest: list[tuple[Point, dict | None]] | None = None
            ) -> tuple[list[dict], list[aggregate.Point], dict]:
-    """The latest results, their points (launch.aggregate) and verdicts (launch.verdict)."""
+    """The latest results, their points (launch.results.aggregate) and verdicts (launch.results.verdict)."""
     found = [r for _, r in (latest if latest is not None else latest_results(sweep)) if r is not None]
     points = aggregate.aggregate(found)
     return found, points, verdict.all_verdicts(points, None, orders(sweep))
@@ -256,8 +256,8 @@ def tables(sweep: Sweep) -> list:
 def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: bool) -> dict:
     """The sweep's summary; overhead = (sweep wall time - the runs' own wall_seconds) / runs.
 
-    `verdicts` and `points` are what the report shows for the same results (launch.aggregate,
-    launch.verdict); each run's scaling_efficiency divides by its series' aggregated 1-rank baseline."""
+    `verdicts` and `points` are what the report shows for the same results (launch.results.aggregate,
+    launch.results.verdict); each run's scaling_efficiency divides by its series' aggregated 1-rank baseline."""
     found = latest_results(sweep)
     _, points, verdicts = judged(sweep, found)
     benchmark_seconds = sum(r.get("wall_seconds") or 0.0 for r in ran)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# Runs index their results (launch.store): keep tests out of the user's history.
+# Runs index their results (launch.results.store): keep tests out of the user's history.
 os.environ.setdefault("FABRIC_BENCH_STORE", str(Path(tempfile.mkdtemp(prefix="fabric-bench-store-")) / "results.sqlite"))
 VENV_BIN = Path(sys.executable).parent
 UNDER_CI = os.environ.get("CI", "").lower() == "true"

@@ -27,7 +27,7 @@ def test_bench_imports_nothing_from_launch():
 
 def test_launch_never_loads_a_framework():
     modules = sorted(p.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
-                     for p in (REPO / "launch").glob("*.py") if p.name != "__init__.py")
+                     for p in (REPO / "launch").rglob("*.py") if p.name != "__init__.py")
     code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'tensorflow', 'keras')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from launch.cli import app
+from launch.cli.app import app
 from launch.run import horovod_built_for
 from tests.conftest import REPO, need
 

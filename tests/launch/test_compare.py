@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from launch import compare as cmp
+from launch.results import compare as cmp
 from tests.conftest import fabric_bench
 
 

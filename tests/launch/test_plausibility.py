@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from launch import plausibility, transport
+from launch.results import plausibility, transport
 
 
 def allreduce(busbw_by_bytes, rate=1.0, **kw):

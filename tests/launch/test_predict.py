@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from launch import predict
+from launch.results import predict
 from launch.errors import UsageError
 from tests.conftest import fabric_bench
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from launch import model, report
+from launch.results import model, report
 from tests.conftest import fabric_bench
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -106,7 +106,7 @@ def test_nothing_to_report_is_exit_2(tmp_path):
 
 
 def test_the_health_table_shows_each_runs_fabric_truth_verdicts(tmp_path):
-    from launch.report import health_table
+    from launch.results.report import health_table
 
     runs = [{"run_id": "a", "plausibility": {"verdict": "healthy", "ratio": 0.93},
              "preflight": {"verdict": "ok"}, "placement": {"verdict": "flagged",

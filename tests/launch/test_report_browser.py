@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 
-from launch import report
+from launch.results import report
 from tests.conftest import need
 from tests.launch.test_verdict import emulated_sweep
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from launch.errors import UsageError
-from launch.results import assemble, load_result, scaling_efficiency, write_result
+from launch.results.assemble import assemble, load_result, scaling_efficiency, write_result
 from launch.runspec import RunSpec
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from launch import store
+from launch.results import store
 from launch.errors import UsageError
 from tests.conftest import fabric_bench
 

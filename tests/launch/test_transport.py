@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from launch import transport
+from launch.results import transport
 from launch.run import horovod_built_for
 from launch.runspec import RunSpec
 from tests.conftest import fabric_bench, need

@@ -6,7 +6,7 @@ import statistics
 import pytest
 from scipy import stats
 
-from launch import aggregate, report, verdict
+from launch.results import aggregate, report, verdict
 from launch.errors import UsageError
 
 

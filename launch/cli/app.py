@@ -89,8 +89,8 @@ def run(
     """
     from launch.run import execute_run, preflight_skipped, prepare
     from launch.site import Site, load_site
-    from launch.comm_results import comm_table
-    from launch.table import training_table
+    from launch.results.comm import comm_table
+    from launch.results.table import training_table
 
     for name, value in (("--timeout", timeout), ("--stall-timeout", stall_timeout)):
         if value is not None and value <= 0:
@@ -142,15 +142,15 @@ def resolve_ranks(ranks: int | None, nodes: int, ranks_per_node: int | None) -> 
 # exposes `register(app)`; add one line per module here.
 COMMAND_MODULES = (
     "launch.image_cli",
-    "launch.probe_cli",
-    "launch.site_cli",
-    "launch.emulate_cli",
-    "launch.sweep_cli",
-    "launch.results_cli",
-    "launch.report_cli",
-    "launch.archive_cli",
-    "launch.compare_cli",
-    "launch.predict_cli",
+    "launch.cli.probe",
+    "launch.cli.site",
+    "launch.cli.emulate",
+    "launch.cli.sweep",
+    "launch.cli.results",
+    "launch.cli.report",
+    "launch.cli.archive",
+    "launch.cli.compare",
+    "launch.cli.predict",
 )
 for _module in COMMAND_MODULES:
     __import__(_module, fromlist=["register"]).register(app)

@@ -2,19 +2,19 @@
 PNGs, one self-contained HTML page (the PNGs embedded as base64, nothing
 fetched) and report_data.json.
 
-The page opens with the verdict table (launch.verdict): per group of otherwise
+The page opens with the verdict table (launch.results.verdict): per group of otherwise
 identical configurations, each fabric's metric relative to a reference fabric
 with the ratio's 95 % CI and 'no significant difference' or 'N % slower/faster',
 and a paragraph in words; the same for NCCL vs MPI and GPUDirect on vs off
 where the results varied them. Then the plots (what the reference study's
 figures show), one series per fabric/engine/model, each series joined to its
-1-rank baseline (launch.aggregate: one aggregation, one baseline rule):
+1-rank baseline (launch.results.aggregate: one aggregation, one baseline rule):
 - throughput vs ranks, with the 95 % CI as error bars and the ideal-scaling line;
 - scaling efficiency, throughput(N) / (N x throughput(1)), with the ideal at 1;
 - the verdict ratios with their CIs;
 - communication share vs ranks (multi-rank points only);
 - allreduce bus bandwidth vs message size, with each link rate drawn;
-- predicted (alpha-beta model, launch.model) vs measured step time, where the
+- predicted (alpha-beta model, launch.results.model) vs measured step time, where the
   model ran: fitted on an allreduce run of the same fabric.
 Then the points (repetitions aggregated) and every run.
 report_data.json holds the verdicts, the points and every drawn series as read
@@ -36,7 +36,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 
-from launch import aggregate, model, verdict  # noqa: E402
+from launch.results import aggregate, model, verdict  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
 
 
@@ -63,7 +63,7 @@ series_name = aggregate.series_name
 
 
 def training_points(results: list[dict]) -> dict[str, dict[int, dict]]:
-    """series -> ranks -> the aggregated point (launch.aggregate), its 1-rank baseline joined."""
+    """series -> ranks -> the aggregated point (launch.results.aggregate), its 1-rank baseline joined."""
     return {name: {p.ranks: _point_dict(p) for p in points}
             for name, points in aggregate.curves(aggregate.aggregate(results)).items()}
 
@@ -194,7 +194,7 @@ def plot_busbw(results: list[dict]) -> plt.Figure:
 
 
 def fitted_models(results: list[dict]) -> dict:
-    """fabric -> alpha-beta model (launch.model) fitted on its allreduce run with the most ranks."""
+    """fabric -> alpha-beta model (launch.results.model) fitted on its allreduce run with the most ranks."""
     fits = {}
     for r in allreduce_results(results):
         fabric, ranks = (r.get("spec") or {}).get("fabric"), r.get("world_size") or 0

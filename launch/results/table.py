@@ -1,10 +1,10 @@
 """Rich tables of training results, with scaling efficiency against 1-rank runs
-(the baseline rule and the aggregation are launch.aggregate's), and of verdicts."""
+(the baseline rule and the aggregation are launch.results.aggregate's), and of verdicts."""
 from __future__ import annotations
 
 from rich.table import Table
 
-from launch import aggregate
+from launch.results import aggregate
 
 
 def baseline_key(result: dict) -> tuple:
@@ -59,10 +59,10 @@ def points_table(points: list[aggregate.Point], title: str) -> Table:
 
 
 def verdict_tables(judged: dict, title: str = "") -> list:
-    """A rich table and its paragraph per compared knob (launch.verdict)."""
+    """A rich table and its paragraph per compared knob (launch.results.verdict)."""
     from rich.text import Text
 
-    from launch.verdict import table_rows
+    from launch.results.verdict import table_rows
 
     out = []
     for data in judged.values():

@@ -1,4 +1,4 @@
-"""Emulated clusters: N nodes on one machine, joined by shaped links.
+"""Emulated clusters (their lifecycle): N nodes on one machine, joined by shaped links.
 
 Each node is a network namespace `fbemu-<cluster>-n<i>` with one interface,
 `fbemu0`, on 10.213.0.0/24. Its veth peer sits in a switch namespace
@@ -23,7 +23,6 @@ import dataclasses
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
 import subprocess
@@ -35,63 +34,33 @@ from pathlib import Path
 from launch.errors import UsageError
 
 PREFIX = "fbemu-"
+
+
 IFNAME = "fbemu0"  # every node's interface, inside its namespace
+
+
 SUBNET = "10.213.0"  # .0/24; node i is .i+1
+
+
 BURST_S = 0.003  # tbf burst = rate x 3 ms (below that, tbf undershoots the rate)
+
+
 QUEUE_S = 0.010  # tbf queue beyond the burst: 10 ms at the link rate
+
+
 MIN_BURST_BYTES = 128 * 1024  # at least two 64 KiB GSO packets
+
+
 DEFAULT_CLUSTER = "main"  # the name `emulate up` uses unless told otherwise
+
+
 STATE_DIR = Path("/run/fabric-bench/emulate")  # tmpfs: vanishes with the namespaces on reboot
+
+
 AGENT = Path(__file__).with_name("netns_rsh_agent.sh")
 
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt])(?:bit)?(?:/s)?\s*$", re.IGNORECASE)
-_UNIT = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_FABRIC = re.compile(r"^emu-eth-(\d+(?:\.\d+)?[kmgt](?:bit)?)$", re.IGNORECASE)
+
 _NAME = re.compile(r"^[a-z0-9]{1,16}$")
-
-
-def parse_rate(text: str) -> int:
-    """'1gbit', '1g', '500mbit', '2.5gbit/s' -> bits per second."""
-    match = _RATE.match(text or "")
-    if not match or float(match.group(1)) <= 0:
-        raise UsageError(f"unknown link rate {text!r}; write e.g. 1gbit, 500mbit, 2.5g")
-    return int(float(match.group(1)) * _UNIT[match.group(2).lower()])
-
-
-def is_emulated_fabric(fabric: str | None) -> bool:
-    return bool(fabric) and fabric.lower().startswith("emu-")
-
-
-def fabric_rate_bit_s(fabric: str) -> int:
-    """The link rate an emulated fabric name carries: emu-eth-10g -> 10e9."""
-    match = _FABRIC.match(fabric)
-    if not match:
-        raise UsageError(f"unknown emulated fabric {fabric!r}; write emu-eth-<rate>, e.g. emu-eth-1g, emu-eth-10g",
-                         fields=("fabric",))
-    return parse_rate(match.group(1))
-
-
-def run_rate_bit_s(spec) -> int | None:
-    """The shaped rate of an emulated run (None: unshaped veth) from --link-rate or the fabric name."""
-    rate = parse_rate(spec.link_rate) if spec.link_rate else None
-    if is_emulated_fabric(spec.fabric):
-        if spec.launcher != "emulated":
-            raise UsageError(f"fabric {spec.fabric} is emulated: use --launcher emulated", fields=("fabric", "launcher"))
-        named = fabric_rate_bit_s(spec.fabric)
-        if rate is not None and rate != named:
-            raise UsageError(f"--link-rate {spec.link_rate} contradicts fabric {spec.fabric}",
-                             fields=("link_rate", "fabric"))
-        rate = named
-    elif spec.link_rate and spec.launcher != "emulated":
-        raise UsageError("--link-rate applies to --launcher emulated only", fields=("link_rate", "launcher"))
-    return rate
-
-
-def link_rate_gbit_s(spec) -> float | None:
-    if spec.launcher != "emulated":
-        return None
-    rate = run_rate_bit_s(spec)
-    return None if rate is None else rate / 1e9
 
 
 @dataclass(frozen=True)
@@ -116,8 +85,6 @@ class Cluster:
     def address(i: int) -> str:
         return f"{SUBNET}.{i + 1}"
 
-
-# -- running ip and tc ------------------------------------------------------
 
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(list(argv), capture_output=True, text=True)
@@ -187,8 +154,6 @@ def down(name: str) -> list[str]:
         state_path(name).unlink()
     return removed
 
-
-# -- what exists --------------------------------------------------------------
 
 def namespaces() -> list[str]:
     """Names of this module's namespaces (`ip netns list`)."""
@@ -264,64 +229,6 @@ def refuse_leftovers() -> None:
     if left:
         raise UsageError(f"emulated cluster(s) {', '.join(left)} left by a crashed run "
                          f"(namespaces {PREFIX}{left[0]}-*); remove them with `fabric-bench emulate down --all`")
-
-
-# -- a run on an emulated cluster -----------------------------------------------
-
-def cluster_for(spec) -> Cluster:
-    """The cluster a run uses: the persistent one if it matches, else a fresh one of its own."""
-    rate = run_rate_bit_s(spec)
-    for found in status():
-        c = found.cluster
-        if c and c.persistent and c.nodes == spec.nodes and c.rate_bit_s == rate:
-            return c
-    return Cluster(f"r{secrets.token_hex(3)}", spec.nodes, rate)
-
-
-def fabric_env(spec) -> dict[str, str]:
-    """An emulated fabric's environment: the ethernet profile on every node's interface,
-    the address rank 0 advertises for DDP (bench.rendezvous), and a CPU share per rank
-    (all nodes share this machine's cores)."""
-    from containers.fabrics import ETHERNET
-
-    run_rate_bit_s(spec)  # an emu- fabric needs the emulated launcher and a known rate
-    env = ETHERNET.environment({"nic": IFNAME}, nccl=spec.uses_nccl)
-    return {**env, "FABRIC_BENCH_MASTER_IFNAME": IFNAME,
-            "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // spec.ranks))}
-
-
-def plan_for(spec, plan):
-    """The launcher plan of an emulated run: its cluster, the mpirun arguments reaching
-    the namespaces, and the emulated ethernet environment under the preset's."""
-    if spec.fabric and not is_emulated_fabric(spec.fabric):
-        raise UsageError(f"the emulated launcher emulates ethernet links; use --fabric emu-eth-<rate> "
-                         f"or no --fabric, not {spec.fabric}", fields=("fabric", "launcher"))
-    cluster = cluster_for(spec)
-    return dataclasses.replace(
-        plan, emulated_cluster=cluster, fabric_env={**fabric_env(spec), **plan.fabric_env},
-        mpirun_args=(*plan.mpirun_args, *mpirun_args(cluster, spec.ranks_per_node)))
-
-
-def preflight(cluster: Cluster) -> list[str]:
-    require_root()
-    refuse_leftovers()
-    return [f"root, ip, tc present; no leftover {PREFIX}* namespaces"]
-
-
-def session(plan):
-    """Context for running a plan: its emulated cluster up (a no-op for other launchers)."""
-    cluster = getattr(plan, "emulated_cluster", None)
-    return running(cluster) if cluster is not None else contextlib.nullcontext()
-
-
-def result_fields(spec, plan) -> dict:
-    cluster = getattr(plan, "emulated_cluster", None)
-    if cluster is None:
-        return {}
-    return {"link_rate_gbit_s": link_rate_gbit_s(spec),
-            "emulation": {"cluster": cluster.name, "nodes": cluster.nodes, "persistent": cluster.persistent,
-                          "interface": IFNAME, "shaping": "tbf" if cluster.rate_bit_s else None,
-                          "burst_s": BURST_S, "latency_emulated": False}}
 
 
 def mpirun_args(cluster: Cluster, ranks_per_node: int) -> list[str]:

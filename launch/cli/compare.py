@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from launch.console import console as make_console
-from launch import compare as cmp
+from launch.results import compare as cmp
 
 
 def compare(

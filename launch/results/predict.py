@@ -1,6 +1,6 @@
 """Scaling prediction: step time, throughput and scaling efficiency of data-parallel
 training at N = 1 ... 1024 ranks, from a measured compute step, the gradient
-size and an alpha-beta model of the fabric's allreduce (launch.model).
+size and an alpha-beta model of the fabric's allreduce (launch.results.model).
 
 The step, per rank (t_c: the compute-only step, forward + backward + update):
 
@@ -32,7 +32,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from launch.errors import UsageError
-from launch.model import AlphaBeta
+from launch.results.model import AlphaBeta
 
 MIB = 2 ** 20
 DDP_FIRST_BUCKET_BYTES = 1 * MIB   # torch.distributed's first bucket
@@ -227,7 +227,7 @@ def host_overhead_from(train: dict) -> tuple[float, int]:
 
 def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int = 8 * MIB) -> Fabric:
     """alpha-beta fitted on an allreduce result's rows of >= min_bytes (beyond a shaper's burst)."""
-    from launch.model import fit
+    from launch.results.model import fit
 
     if not isinstance(result.get("sizes"), list) or result.get("benchmark") not in (None, "allreduce"):
         raise UsageError(f"{result.get('run_id')}: not an allreduce result (no sizes)")

@@ -1,4 +1,4 @@
-"""`fabric-bench report DIR...`: the verdict, tables and plots of results (launch.report)."""
+"""`fabric-bench report DIR...`: the verdict, tables and plots of results (launch.results.report)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,7 +28,7 @@ def report(
 
     Example: fabric-bench report sweeps/resnet50-ib sweeps/resnet50-eth --output report/ --baseline-fabric ethernet
     """
-    from launch.report import build
+    from launch.results.report import build
 
     data = build(dirs, output, title, baseline_fabric)
     for axis, judged in data["verdicts"].items():

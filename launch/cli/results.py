@@ -1,4 +1,4 @@
-"""`fabric-bench results list|show|export|index`: the results history (launch.store)."""
+"""`fabric-bench results list|show|export|index`: the results history (launch.results.store)."""
 from __future__ import annotations
 
 import csv
@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from launch.console import console as make_console
-from launch import store
+from launch.results import store
 
 results_app = typer.Typer(help="The results history: every result.json, indexed in SQLite.",
                           no_args_is_help=True)

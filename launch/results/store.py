@@ -30,7 +30,7 @@ COLUMNS = {  # column -> how to read it from a result
     "status": lambda r: r.get("status"),
     "total_img_per_s": lambda r: (r.get("throughput") or {}).get("total_img_per_s"),
     "ci95_img_per_s": lambda r: (r.get("throughput") or {}).get("ci95_img_per_s"),
-    # one rank communicates nothing: no share (launch.aggregate's rule, as report and sweep summary show it)
+    # one rank communicates nothing: no share (launch.results.aggregate's rule, as report and sweep summary show it)
     "comm_fraction": lambda r: r.get("comm_fraction") if (r.get("world_size") or 0) > 1 else None,
     "transport": lambda r: (r.get("transport") or {}).get("verdict"),
     "image_digest": lambda r: (r.get("image") or {}).get("digest"),

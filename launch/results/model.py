@@ -12,7 +12,7 @@ exchange, measured by the training benchmark: `compute_img_per_s`) plus one
 allreduce of all gradients (`gradient_bytes`), i.e. with NO overlap of
 communication and backward pass: an upper bound for DDP/Horovod, which overlap.
 
-    python -m launch.model ALLREDUCE_RESULT TRAIN_RESULT [BASELINE_1_RANK_RESULT]
+    python -m launch.results.model ALLREDUCE_RESULT TRAIN_RESULT [BASELINE_1_RANK_RESULT]
 """
 from __future__ import annotations
 

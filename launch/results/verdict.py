@@ -19,7 +19,7 @@ from pathlib import Path
 
 from scipy import stats as scipy_stats
 
-from launch.aggregate import CI_METHOD, Point, spec_of, subject_of, what_of
+from launch.results.aggregate import CI_METHOD, Point, spec_of, subject_of, what_of
 from launch.errors import UsageError
 
 METHOD = ("ratio of geometric means; 95 % CI by Welch's t on log(metric) (Welch-Satterthwaite degrees "

@@ -1,4 +1,4 @@
-"""predict.json and predict.png of a prediction (launch.predict): the fabrics side by side."""
+"""predict.json and predict.png of a prediction (launch.results.predict): the fabrics side by side."""
 from __future__ import annotations
 
 import json

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bench.stats import summarize
 from containers.files import write_json_atomic
-from launch.comm_results import allreduce_metrics, halo_metrics
+from launch.results.comm import allreduce_metrics, halo_metrics
 from launch.errors import UsageError
 from launch.heartbeat import stragglers
 

@@ -1,4 +1,4 @@
-"""`fabric-bench predict`: scaling of a measured training step on fabrics (launch.predict)."""
+"""`fabric-bench predict`: scaling of a measured training step on fabrics (launch.results.predict)."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +13,7 @@ from launch.errors import UsageError
 
 
 def _read(path: Path, what: str) -> dict:
-    from launch.results import load_result
+    from launch.results.assemble import load_result
 
     if path.is_dir():
         path = path / "result.json"
@@ -59,7 +59,7 @@ def predict(
       fabric-bench predict --train results/RUN --allreduce results/AR --fabric emu-eth-1g --ranks 1,2,4,8
       fabric-bench predict --train results/RUN --link 10GbE=10,20 --link 100GbE=100,5
     """
-    from launch import predict as model
+    from launch.results import predict as model
 
     rank_counts = model.parse_ranks(ranks)
     workload = model.workload_from(_read(train, "--train"), engine, bucket_mb, cycle_ms, backward_share)
@@ -82,7 +82,7 @@ def predict(
         fabrics += list(model.NOMINAL.values())
     data = model.predict(workload, fabrics, rank_counts)
     if output is not None:
-        from launch.predict_plot import write
+        from launch.results.predict_plot import write
 
         write(data, output)
     if as_json:
