@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import socket
+import sys
 import subprocess
 import tarfile
 import time
@@ -30,6 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from containers.files import REPO, git, sha256_bytes
 from launch.errors import UsageError
+from launch.results.result import Result, ResultError, parse
 from launch.runtimes import runtime_named
 
 ARCHIVE_SCHEMA_VERSION = 1
@@ -58,16 +60,15 @@ def _tree(directory: Path, prefix: str) -> dict[str, bytes]:
     return members
 
 
-def _results(members: dict[str, bytes]) -> dict[str, dict]:
+def _results(members: dict[str, bytes]) -> dict[str, Result]:
+    """The members that are results; one that is not is named on stderr and left out."""
     found = {}
     for name, data in members.items():
         if name.startswith("results/") and name.endswith("/result.json") or name == "results/result.json":
             try:
-                result = json.loads(data)
-            except ValueError:
-                continue
-            if isinstance(result, dict) and "run_id" in result:
-                found[name] = result
+                found[name] = parse(data, name)
+            except ResultError as exc:
+                print(f"fabric-bench: warning: {exc}", file=sys.stderr)
     return found
 
 

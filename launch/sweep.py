@@ -29,7 +29,7 @@ from launch.execute import execute
 from launch.interrupt import interrupted_by
 from launch.experiment import Experiment, Point, blame, expand
 from launch.launchers import tool_path
-from launch.results.assemble import load_result
+from launch.results.result import read as load_result
 from launch.run import execute_run, prepare
 from launch.site import Site
 from launch.sweep_state import SweepState, exclusive

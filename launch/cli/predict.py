@@ -13,7 +13,7 @@ from launch.errors import UsageError
 
 
 def _read(path: Path, what: str) -> dict:
-    from launch.results.assemble import load_result
+    from launch.results.result import read as load_result
 
     if path.is_dir():
         path = path / "result.json"

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 from scipy import stats as scipy_stats
 
+from launch.results.result import number, scaling_efficiency
+
 CI_METHOD = ("95 % CI of the mean over repetitions and iterations: Student t with the larger of the "
              "within-run variance (iteration samples around their run's mean, / all samples) and the "
              "between-run variance (run means around the point's mean, / repetitions)")
@@ -46,12 +48,6 @@ METRICS = {
     "halo": Metric("time_per_iter_s", "time per iteration", "s", False),
     "allreduce": Metric("busbw_gbit_s", "bus bandwidth at the largest message", "Gbit/s", True),
 }
-
-
-def number(value) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
 
 
 def benchmark_of(result: dict) -> str | None:
@@ -262,7 +258,7 @@ class Point:
             return 1.0
         if self.baseline is None:
             return None
-        return self.mean / (self.ranks * self.baseline.mean / self.baseline.ranks)
+        return scaling_efficiency(self.mean, self.ranks, self.baseline.mean, self.baseline.ranks)
 
     def run_efficiency(self, result: dict) -> float | None:
         """One repetition's efficiency against the same (aggregated) baseline; 1 on one rank."""
@@ -270,7 +266,7 @@ class Point:
             return 1.0 if self.benchmark == "train" else None
         if self.baseline is None or run_value(result) is None:
             return None
-        return run_value(result) / (self.ranks * self.baseline.mean / self.baseline.ranks)
+        return scaling_efficiency(run_value(result), self.ranks, self.baseline.mean, self.baseline.ranks)
 
     def describe(self) -> dict:
         """Plain data (report_data.json, summary.json)."""

@@ -1,21 +1,20 @@
-"""Turn rank records into one Result (result.json), and read results back.
+"""Turn rank records into one result (result.json); launch.results.result reads it back.
 
 A result is written once, atomically, and never rewritten.
 """
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from pathlib import Path
 
 from bench.stats import summarize
 from containers.files import write_json_atomic
+from launch.results.result import SCHEMA_VERSION
 from launch.results.comm import allreduce_metrics, halo_metrics
 from launch.errors import UsageError
 from launch.heartbeat import stragglers
 
-RESULT_SCHEMA_VERSION = 1
 
 
 def new_run_id(*parts: object) -> str:
@@ -108,7 +107,7 @@ def assemble(*, run_id: str, spec: dict, argv: list[str], env: dict, records: li
     if exit_code != 0 and not problems:
         problems.append(f"launcher exited with code {exit_code}")
     result = {
-        "schema_version": RESULT_SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "benchmark": spec["benchmark"],
         "framework": spec["framework"],
@@ -137,19 +136,3 @@ def write_result(run_dir: Path, result: dict) -> Path:
     return write_json_atomic(path, result)
 
 
-def load_result(path: Path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read result {path}: {exc}") from None
-    if data.get("schema_version") != RESULT_SCHEMA_VERSION:
-        raise UsageError(f"{path}: unknown result schema_version {data.get('schema_version')!r}")
-    return data
-
-
-def scaling_efficiency(result: dict, baseline: dict | None) -> float | None:
-    """throughput(N) / (N x throughput(1)); None without a valid 1-rank baseline."""
-    if not baseline or baseline.get("status") != "ok" or result.get("status") != "ok":
-        return None
-    one = baseline["throughput"]["total_img_per_s"] / baseline["world_size"]
-    return result["throughput"]["total_img_per_s"] / (result["world_size"] * one)

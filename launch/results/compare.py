@@ -8,12 +8,12 @@ model, fabric, ranks, sizes); a run without a partner is reported, not compared.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from launch.errors import UsageError
+from launch.results.result import Result, busbw_ci95_gbit_s, files_under, read_tree
 
 DEFAULT_TOLERANCE = {"total_img_per_s": 0.10, "per_rank_img_per_s": 0.10, "step_time_s": 0.10,
                      "comm_fraction": 0.25, "busbw_gbit_s": 0.10}
@@ -41,21 +41,15 @@ class Metric:
         return abs(self.b - self.a) <= max(self.tolerance * abs(self.a), self.noise)
 
 
-def load(path: Path) -> list[dict]:
-    """Results from a result.json or a directory tree of them."""
+def load(path: Path) -> list[Result]:
+    """Results from a result.json or a directory tree of them; a file that is not a
+    result is refused (a comparison that silently lost runs would mislead)."""
     path = Path(path)
-    files = sorted(path.rglob("result.json")) if path.is_dir() else [path]
-    if not path.exists() or not files:
+    if not path.exists() or not files_under([path]):
         raise UsageError(f"{path}: no result.json found")
-    results = []
-    for file in files:
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"cannot read result {file}: {exc}") from None
-        if not isinstance(data, dict) or data.get("schema_version") != 1:
-            raise UsageError(f"{file}: not a result of a known schema_version")
-        results.append(data)
+    results, problems = read_tree([path])
+    if problems:
+        raise UsageError(problems[0])
     return results
 
 
@@ -81,7 +75,7 @@ def values(result: dict) -> dict[str, tuple[float, float | None]]:
             out[name] = (result[name], None)
     for row in result.get("sizes") or []:
         if isinstance(row.get("busbw_gbit_s"), (int, float)):
-            out[f"busbw_gbit_s@{row.get('bytes')}"] = (row["busbw_gbit_s"], row.get("busbw_ci95_gbit_s"))
+            out[f"busbw_gbit_s@{row.get('bytes')}"] = (row["busbw_gbit_s"], busbw_ci95_gbit_s(row))
     return out
 
 

@@ -27,6 +27,7 @@ import base64
 import html
 import json
 import math
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -38,20 +39,14 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 
 from launch.results import aggregate, model, verdict  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
+from launch.results.result import Result, read_tree  # noqa: E402
 
 
-def load_results(dirs: list[Path]) -> list[dict]:
-    results = []
-    for directory in dirs:
-        directory = Path(directory)
-        files = [directory] if directory.is_file() else sorted(directory.rglob("result.json"))
-        for path in files:
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(data, dict) and "run_id" in data:
-                results.append(data)
+def load_results(dirs: list[Path]) -> list[Result]:
+    """Every result under dirs; each file that is not one is named on stderr and left out."""
+    results, problems = read_tree(dirs)
+    for problem in problems:
+        print(f"fabric-bench: warning: left out of the report: {problem}", file=sys.stderr)
     if not results:
         raise UsageError(f"no result.json under {', '.join(map(str, dirs))}")
     return results

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from launch.errors import UsageError
+from launch.results.result import read_tree
 
 COLUMNS = {  # column -> how to read it from a result
     "run_id": lambda r: r.get("run_id"),
@@ -80,16 +81,9 @@ def index_tree(root: Path, db: sqlite3.Connection | None = None) -> tuple[int, l
     db = db or connect()
     count, problems = 0, []
     with db:
-        for path in sorted(Path(root).rglob("result.json")):
-            try:
-                result = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                problems.append(f"{path}: {exc}")
-                continue
-            if not isinstance(result, dict) or "run_id" not in result:
-                problems.append(f"{path}: not a result (no run_id)")
-                continue
-            index_result(db, path, result)
+        results, problems = read_tree([root])
+        for result in results:
+            index_result(db, result.path, result)
             count += 1
     return count, problems
 

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from launch.errors import UsageError
-from launch.results.assemble import assemble, load_result, scaling_efficiency, write_result
+from launch.results.assemble import assemble, write_result
+from launch.results.result import Result, read as load_result, scaling_efficiency
 from launch.runspec import RunSpec
 
 
@@ -53,8 +54,9 @@ def test_nonzero_exit_alone_fails_the_run():
 def test_scaling_efficiency_against_one_rank():
     one = result_of([train_record(0, [10, 10], [10, 10])], ranks=1)
     two = result_of([train_record(0, [8, 8], [10, 10]), train_record(1, [8, 8], [10, 10])])
-    assert scaling_efficiency(two, one) == pytest.approx(0.8)
-    assert scaling_efficiency(two, None) is None
+    one, two = Result(one), Result(two)
+    assert scaling_efficiency(two.total_img_per_s, two.world_size, one.total_img_per_s,
+                              one.world_size) == pytest.approx(0.8)
 
 
 def test_results_are_written_once_and_read_back(tmp_path):

@@ -1,0 +1,57 @@
+"""One reader of result.json: the same checks and the same words for every caller."""
+import json
+
+import pytest
+
+from launch.archive import _results
+from launch.results import compare, report, result, store
+from launch.results.result import ResultError
+
+
+def write(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+GOOD = {"schema_version": 1, "run_id": "r1", "status": "ok", "benchmark": "train", "world_size": 2,
+        "spec": {"fabric": "ethernet"}, "throughput": {"total_img_per_s": 80.0}}
+
+
+@pytest.mark.parametrize("text, why", [("{not json", "not JSON"), ("[1, 2]", "not a JSON object"),
+                                       ('{"schema_version": 7, "run_id": "x"}', "unknown schema_version 7"),
+                                       ('{"schema_version": 1}', "no run_id")])
+def test_every_reader_reports_a_bad_file_with_the_same_line(tmp_path, capsys, text, why):
+    write(tmp_path / "good" / "result.json", GOOD)
+    bad = write(tmp_path / "bad" / "result.json", text)
+    with pytest.raises(ResultError) as caught:
+        result.read(bad)
+    line = str(caught.value)
+    assert line.startswith(f"{bad}: not a result: {why}")
+    assert result.read_tree([tmp_path]) == ([GOOD], [line])
+    with pytest.raises(compare.UsageError) as refused:
+        compare.load(tmp_path)
+    assert str(refused.value) == line
+    assert [r.run_id for r in report.load_results([tmp_path])] == ["r1"]
+    assert line in capsys.readouterr().err
+    count, problems = store.index_tree(tmp_path, store.connect(tmp_path / "store.sqlite"))
+    assert (count, problems) == (1, [line])
+    members = {"results/good/result.json": json.dumps(GOOD).encode(), "results/bad/result.json": text.encode()}
+    assert list(_results(members)) == ["results/good/result.json"]
+    assert line.replace(str(bad), "results/bad/result.json") in capsys.readouterr().err
+
+
+def test_typed_views_and_derived_figures():
+    r = result.parse(json.dumps(GOOD), "x")
+    assert (r.run_id, r.ok, r.world_size, r.fabric, r.total_img_per_s) == ("r1", True, 2, "ethernet", 80.0)
+    assert r == GOOD and json.loads(json.dumps(r)) == GOOD  # still the JSON object it was
+    assert result.scaling_efficiency(80.0, 2, 50.0, 1) == pytest.approx(0.8)
+    row = {"busbw_gbit_s": 10.0, "time_us_mean": 200.0, "ci95_us": 10.0}
+    assert result.busbw_ci95_gbit_s(row) == pytest.approx(0.5)
+    assert result.busbw_ci95_gbit_s({**row, "ci95_us": None}) is None
+
+
+def test_compare_allows_for_the_bus_bandwidth_noise():
+    rows = [{"bytes": 1024, "busbw_gbit_s": 10.0, "time_us_mean": 200.0, "ci95_us": 10.0}]
+    values = compare.values({**GOOD, "benchmark": "allreduce", "sizes": rows})
+    assert values["busbw_gbit_s@1024"] == (10.0, pytest.approx(0.5))
