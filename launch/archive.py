@@ -83,9 +83,7 @@ def _images(results: list[dict]) -> tuple[dict, dict[str, bytes]]:
         runtime = runtime_named(runtime_name)
         entry = {"path": image, "runtime": runtime_name, "digest_recorded": r["image"].get("digest"),
                  "digest_now": runtime.digest(image), "inspect": None}
-        argv = {"apptainer": ["apptainer", "inspect", "--json", "--all", image],
-                "singularity": ["singularity", "inspect", "--json", "--all", image],
-                "podman": ["podman", "image", "inspect", image]}.get(runtime_name)
+        argv = runtime.inspect_argv(image)
         if argv and runtime.available():
             out = subprocess.run(argv, capture_output=True, text=True)
             entry["inspect"] = out.stdout if out.returncode == 0 else None

@@ -87,7 +87,7 @@ def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
 
 
 def bench_program(spec: RunSpec, plan: Plan) -> list[str]:
-    python = sys.executable if plan.runtime.name == "host" else PYTHON_IN_IMAGE
+    python = PYTHON_IN_IMAGE if plan.runtime.containerised else sys.executable
     module = BENCH_MODULES[(spec.benchmark, spec.framework)]
     return [python, "-m", module, *spec.bench_args(), "--record-dir", str(plan.record_dir)]
 
@@ -110,7 +110,7 @@ def mpirun_argv(spec: RunSpec, plan: Plan, env: dict[str, str], mpirun: str) -> 
 
 def local(spec: RunSpec, plan: Plan) -> Command:
     env = rank_env(spec, plan)
-    inside = plan.runtime.name != "host"
+    inside = plan.runtime.containerised
     tool = (lambda name: name) if inside else tool_path  # inside an image: the image's PATH
     program = bench_program(spec, plan)
     n = str(spec.ranks)

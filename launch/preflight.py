@@ -111,13 +111,13 @@ def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[st
         raise UsageError(f"{tool} not found: cannot start the ranks")
     checked.append(f"{tool} present")
     runtime = prepared.plan.runtime
-    if runtime.name != "host":
+    if runtime.containerised:
         if not runtime.available():
             raise UsageError(f"runtime {runtime.name}: {runtime.binary} not found on PATH", fields=("runtime",))
-        if runtime.name in ("apptainer", "singularity") and not Path(spec.image).is_file():
+        if runtime.image_is_file and not Path(spec.image).is_file():
             raise UsageError(f"image {spec.image} not found", fields=("image",))
         checked.append(f"image {spec.image} present")
-        if runtime.name in ("apptainer", "singularity"):
+        if runtime.image_is_file:
             checked.append(check_image_fabric(spec))
     elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
         raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
@@ -145,7 +145,7 @@ def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[st
 def preflight_skipped(spec, prepared) -> list[str]:
     """What a dry run did not check (it needs nothing present on this host)."""
     skipped = [f"{prepared.command.argv[0]} present"]
-    if spec.runtime != "host":
+    if spec.containerised:
         skipped += [f"{spec.runtime} present", f"image {spec.image} present and built for fabric {spec.fabric}",
                     "host <-> image libraries (libfabric, UCX, Open MPI, NCCL, providers)"]
     elif spec.engine == "horovod":
@@ -306,7 +306,7 @@ def _existing(binds) -> list:
 def image_side(spec, prepared, patterns: list[str], run: Runner = run_command) -> SideFacts:
     """The image's facts, from one shell inside the container with the run's binds and env."""
     runtime = prepared.plan.runtime
-    if runtime.name == "host":
+    if not runtime.containerised:
         argv = ["sh", "-c", IMAGE_SCRIPT, "preflight", *patterns]
     else:
         argv = runtime.wrap(spec.image, _existing(prepared.plan.binds), dict(prepared.plan.fabric_env),
@@ -348,7 +348,7 @@ def _major_minor(version: str | None) -> tuple[int, ...] | None:
 
 def version_checks(spec, host: SideFacts, image: SideFacts) -> list[Check]:
     checks = []
-    containerised = spec.runtime != "host"
+    containerised = spec.containerised
     for name, attr in (("libfabric", "libfabric"), ("UCX", "ucx")):
         h, i = getattr(host, attr), getattr(image, attr)
         if not containerised:
@@ -461,7 +461,7 @@ def provider_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Che
 
 
 def nccl_checks(spec, image: SideFacts, env: dict[str, str]) -> list[Check]:
-    if not spec.uses_nccl or spec.runtime == "host":
+    if not spec.uses_nccl or not spec.containerised:
         return []
     libs = image.libs or {}
     found = "libnccl.so.2" in libs
@@ -487,7 +487,7 @@ def nccl_checks(spec, image: SideFacts, env: dict[str, str]) -> list[Check]:
 
 def device_checks(spec, patterns, image: SideFacts, opener=None) -> list[Check]:
     checks = []
-    containerised = spec.runtime != "host"
+    containerised = spec.containerised
     for pattern, why, severity in patterns:
         found = sorted(glob.glob(pattern))
         if not found:
@@ -524,20 +524,20 @@ def device_checks(spec, patterns, image: SideFacts, opener=None) -> list[Check]:
 
 def fabric_checks(spec, prepared, run: Runner = run_command, opener=None, root: Path = Path("/")) -> list[Check]:
     """Host <-> image checks for the run's fabric (see the module docstring)."""
-    if prepared.plan.emulated_cluster is not None and spec.runtime == "host":
+    if prepared.plan.emulated_cluster is not None and not spec.containerised:
         return [Check("fabric", "ok", "emulated links on this host: no devices or host libraries involved")]
-    if spec.runtime == "host" and not spec.fabric and spec.gpus_per_node == 0:
+    if not spec.containerised and not spec.fabric and spec.gpus_per_node == 0:
         return [Check("fabric", "ok", "no fabric preset, no container, no GPU: nothing to check")]
     patterns = device_patterns(spec, spec.fabric)
     image = image_side(spec, prepared, [p for p, _, _ in patterns], run)
-    host = host_side(run) if spec.runtime != "host" else SideFacts()
+    host = host_side(run) if spec.containerised else SideFacts()
     checks: list[Check] = []
-    if spec.runtime != "host" and not image.reachable:
+    if spec.containerised and not image.reachable:
         checks.append(Check("image", "fail", f"the preflight shell did not run inside the image: {image.why_not}",
                             fix=f"check `{spec.runtime}` can run {spec.image} here"))
-    if spec.runtime != "host" and not image.reachable:
+    if spec.containerised and not image.reachable:
         return checks + device_checks(spec, patterns, image, opener)
-    if spec.runtime != "host":
+    if spec.containerised:
         checks += version_checks(spec, host, image)
     checks += provider_checks(spec, image, host_rdma_drivers(root))
     env = dict(prepared.command.env)
@@ -547,7 +547,7 @@ def fabric_checks(spec, prepared, run: Runner = run_command, opener=None, root: 
         host_libfabric = next((b.source for b in prepared.plan.binds if b.target == "/opt/host/libfabric"), None)
 
     def read_image_file(path: str) -> bytes | None:
-        if spec.runtime == "host":
+        if not spec.containerised:
             try:
                 return Path(path).read_bytes()
             except OSError:

@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-FABRICS = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
-RUNTIMES = ("apptainer", "singularity", "podman", "charliecloud")
+from containers.fabrics import FABRICS as PROFILED, UNIVERSAL
+from launch.runtimes import CONTAINER_RUNTIMES, RUNTIMES
+
+
+FABRICS = tuple(f for f in PROFILED if f != UNIVERSAL.name)  # a host has these; universal is an image
 
 # Every external command the probe runs, by name (recorded outputs use these names).
 NVIDIA_SMI_FIELDS = ("index", "name", "memory.total", "driver_version")
@@ -36,10 +39,7 @@ COMMANDS: dict[str, list[str]] = {
     "mpichversion": ["mpichversion"],
     "sinfo_version": ["sinfo", "--version"],
     "srun_mpi_list": ["srun", "--mpi=list"],
-    "apptainer": ["apptainer", "--version"],
-    "singularity": ["singularity", "--version"],
-    "podman": ["podman", "--version"],
-    "charliecloud": ["ch-run", "--version"],
+    **{name: RUNTIMES[name]().version_argv() for name in CONTAINER_RUNTIMES},
 }
 
 
@@ -460,7 +460,7 @@ def collect(run: Runner = run_tool, root: Path = Path("/")) -> HostFacts:
         facts.mpi = parse_mpichversion(text("mpichversion"))
     facts.slurm_version = _version(text("sinfo_version")) if text("sinfo_version") else None
     facts.slurm_mpi_plugins = parse_srun_mpi_list(text("srun_mpi_list"))
-    for runtime in RUNTIMES:
+    for runtime in CONTAINER_RUNTIMES:
         facts.runtimes[runtime] = _version(text(runtime)) if text(runtime) else None
     facts.numa, facts.device_numa = read_topology(root)
     return facts

@@ -35,7 +35,7 @@ def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
     runtime = runtime_named(spec.runtime)
     preset = resolve(spec, site)
     binds: tuple[Bind, ...] = ()
-    if runtime.name != "host":  # ranks write their records into the run directory
+    if runtime.containerised:  # ranks write their records into the run directory
         binds = (Bind(str(run_dir), str(run_dir)), *preset.binds)
     plan = Plan(record_dir=run_dir / "ranks", runtime=runtime, fabric_env=preset.env, binds=binds,
                 job_script=run_dir / "job.sbatch", modules=site.modules)

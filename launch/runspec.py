@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from bench import catalog
 from launch.errors import UsageError
+from launch.runtimes import HOST
 
 CONTROLLERS = ("mpi", "gloo")
 LAUNCHERS = ("local", "mpirun", "srun", "sbatch", "emulated")
@@ -37,7 +38,7 @@ class RunSpec:
     extra_env: dict[str, str] = field(default_factory=dict)
     # where and how the ranks run
     launcher: str = "local"
-    runtime: str = "host"
+    runtime: str = HOST
     image: str | None = None
     fabric: str | None = None  # None: no fabric preset, the libraries choose
     nodes: int = 1
@@ -130,12 +131,17 @@ class RunSpec:
         if self.gpudirect == "on" and (self.allreduce == "gloo" or self.gpus_per_node == 0):
             raise UsageError("--gpudirect on needs GPUs (--gpus-per-node) and NCCL or CUDA-aware MPI "
                              "(--allreduce nccl or mpi)", fields=('gpudirect', 'gpus_per_node', 'allreduce'))
-        if self.runtime != "host" and not self.image:
+        if self.containerised and not self.image:
             raise UsageError(f"--runtime {self.runtime} needs --image", fields=('runtime', 'image'))
         if self.launcher == "emulated" and self.nodes < 2:
             raise UsageError("the emulated launcher needs --nodes >= 2", fields=('launcher', 'nodes'))
         if self.link_rate and self.launcher != "emulated":
             raise UsageError("--link-rate applies to --launcher emulated only", fields=('link_rate', 'launcher'))
+
+    @property
+    def containerised(self) -> bool:
+        """Whether the ranks run inside an image (any runtime but the host's)."""
+        return self.runtime != HOST
 
     @property
     def uses_nccl(self) -> bool:

@@ -1,6 +1,9 @@
 """Container runtimes: each turns (image, binds, env, gpus, argv) into its own argv.
 
-A runtime's flags live only in its class. `host` runs without a container.
+The registry of runtimes: a runtime's name, flags, version command, how it
+inspects and digests an image, and whether its images are files live only in
+its class; `host` runs without a container. Other modules import the names
+(RUNTIMES, CONTAINER_RUNTIMES) instead of spelling them.
 """
 from __future__ import annotations
 
@@ -25,6 +28,19 @@ class Bind:
 class Runtime:
     name = "abstract"
     binary: str | None = None
+    image_is_file = False  # images are files (.sif) the host can check for
+
+    @property
+    def containerised(self) -> bool:
+        return self.binary is not None
+
+    def version_argv(self) -> list[str] | None:
+        """How the probe asks this runtime for its version (None: nothing to ask)."""
+        return [self.binary, "--version"] if self.binary else None
+
+    def inspect_argv(self, image: str) -> list[str] | None:
+        """How the archive records an image's metadata (None: this runtime cannot)."""
+        return None
 
     def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool,
              argv: list[str]) -> list[str]:
@@ -64,6 +80,7 @@ class ApptainerRuntime(Runtime):
 
     name = "apptainer"
     binary = "apptainer"
+    image_is_file = True
 
     def wrap(self, image, binds, env, gpus, argv):
         out = [self.binary, "exec", "--pwd", "/"]  # not $PWD: a checkout there would shadow the image's bench/
@@ -77,6 +94,9 @@ class ApptainerRuntime(Runtime):
 
     def digest(self, image):
         return file_sha256(image)
+
+    def inspect_argv(self, image):
+        return [self.binary, "inspect", "--json", "--all", image]
 
 
 class SingularityRuntime(ApptainerRuntime):
@@ -101,10 +121,12 @@ class PodmanRuntime(Runtime):
             out += ["--env", f"{name}={value}"]
         return out + [image, *argv]
 
+    def inspect_argv(self, image):
+        return [self.binary, "image", "inspect", image]
+
     def digest(self, image):
         try:
-            out = subprocess.run([self.binary, "image", "inspect", image], capture_output=True,
-                                 text=True, check=True)
+            out = subprocess.run(self.inspect_argv(image), capture_output=True, text=True, check=True)
             return json.loads(out.stdout)[0]["Digest"]
         except (OSError, subprocess.CalledProcessError, ValueError, LookupError):
             return None
@@ -127,6 +149,8 @@ class CharliecloudRuntime(Runtime):
 
 RUNTIMES = {cls.name: cls for cls in
             (HostRuntime, ApptainerRuntime, SingularityRuntime, PodmanRuntime, CharliecloudRuntime)}
+HOST = HostRuntime.name
+CONTAINER_RUNTIMES = tuple(name for name, cls in RUNTIMES.items() if cls.binary)  # in order of preference
 
 
 def runtime_named(name: str) -> Runtime:

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from launch import slurm
+from launch.runtimes import CONTAINER_RUNTIMES, HOST
 from launch.toml_file import TomlTable, read_toml
 
 FABRICS = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
-RUNTIMES = ("apptainer", "singularity", "podman", "charliecloud", "host")
 LAUNCHERS = ("local", "mpirun", "srun", "sbatch")
 # The TOML key naming each fabric's device, if it has one.
 DEVICE_KEY = {"ethernet": None, "infiniband": "hca", "omnipath": "hca", "efa": "device",
@@ -70,7 +70,7 @@ class FabricSite:
 
 @dataclass(frozen=True)
 class Site:
-    runtime: str = "host"
+    runtime: str = HOST
     launcher: str = "local"
     modules: tuple[str, ...] = ()
     binds: tuple[str, ...] = ()
@@ -135,7 +135,7 @@ def site_from_dict(data: dict, path: Path) -> Site:
     fabrics = _fabrics(path, top.subtable("fabrics")) if "fabrics" in data else \
         {"ethernet": FabricSite()}
     return Site(
-        runtime=top.string("runtime", RUNTIMES) or "host",
+        runtime=top.string("runtime", (*CONTAINER_RUNTIMES, HOST)) or HOST,
         launcher=top.string("launcher", LAUNCHERS) or "local",
         modules=top.strings("modules"), binds=binds, env=dict(env),
         scheduler=Scheduler(partition=sched.string("partition"), account=sched.string("account"),
@@ -187,8 +187,7 @@ def site_from_probe(facts) -> Site:
     """A starting site from host facts (launch.probe.HostFacts): what is present here."""
     from launch.probe import verdicts
 
-    runtime = next((r for r in ("apptainer", "singularity", "podman", "charliecloud")
-                    if facts.runtimes.get(r)), "host")
+    runtime = next((r for r in CONTAINER_RUNTIMES if facts.runtimes.get(r)), HOST)
     launcher = "srun" if "pmix" in facts.slurm_mpi_plugins else \
         "mpirun" if facts.mpi.version else "local"
     up = [n.name for n in facts.nics if n.name != "lo" and n.operstate == "up"]

@@ -66,7 +66,7 @@ def versions(answers: dict[str, dict]) -> dict[str, str]:
 
 def capture(runtime: Runtime | None = None, image: str | None = None, timeout: float = 180.0) -> dict:
     """Ask every tool, on the host (runtime None or host) or inside `image`."""
-    inside = runtime is not None and runtime.name != "host" and image
+    inside = runtime is not None and runtime.containerised and image
     python = "python3" if inside else sys.executable
     answers = {}
     for name, argv in commands(python).items():
