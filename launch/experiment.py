@@ -58,6 +58,7 @@ from containers.files import sha256_bytes
 from launch import slurm
 from launch.errors import UsageError
 from launch.toml_file import TomlTable, expected, read_toml
+from launch.launchers import LOCAL, MPIRUN, SLURM_LAUNCHERS, launcher_of
 from launch.runspec import RunSpec
 from launch.site import Site
 
@@ -66,7 +67,6 @@ EXPERIMENT_KEYS = ("name", "description", "repetitions", "time_limit_s")
 DERIVED = ("ranks", "extra_env", "time_limit")  # set from other keys, never directly
 SPEC_TYPES = {name: hint for name, hint in typing.get_type_hints(RunSpec).items() if name not in DERIVED}
 SPEC_TYPES["ranks_per_node"] = int
-SLURM_LAUNCHERS = ("srun", "sbatch")
 
 
 @dataclass(frozen=True)
@@ -259,14 +259,14 @@ def _spec(experiment: Experiment, fields: dict, site: Site) -> RunSpec:
         time_limit = str(slurm.minutes_for(experiment.time_limit_s)) if experiment.time_limit_s else site.scheduler.slurm_time()
     spec = RunSpec(**fields, ranks=fields.get("nodes", 1) * ranks_per_node, extra_env=dict(experiment.env),
                    time_limit=time_limit)
-    if spec.launcher == "emulated" and spec.nodes == 1:
+    if launcher_of(spec).emulated and spec.nodes == 1:
         # the emulated nodes share this machine's cores: the 1-node point (the baseline) gets one
         # rank's share of the largest emulated run, not the whole machine (and no oversubscription)
         env = dict(spec.extra_env)
         if "OMP_NUM_THREADS" not in env:
             nodes = experiment.matrix.get("nodes") or (experiment.fixed.get("nodes", 1),)
             env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (max(nodes) * ranks_per_node)))
-        spec = dataclasses.replace(spec, launcher="local", fabric=None, link_rate=None, extra_env=env)
+        spec = dataclasses.replace(spec, launcher=LOCAL.name, fabric=None, link_rate=None, extra_env=env)
     return spec
 
 
@@ -275,7 +275,7 @@ def baseline_of(spec: RunSpec) -> RunSpec:
     return dataclasses.replace(
         spec, nodes=1, ranks=1, fabric=None, allreduce=None, gpudirect=None, link_rate=None, hostfile=None,
         gpus_per_node=min(spec.gpus_per_node, 1), fp16_allreduce=False,
-        launcher="local" if spec.launcher == "emulated" else spec.launcher)
+        launcher=LOCAL.name if launcher_of(spec).emulated else spec.launcher)
 
 
 SAME_AS_BASELINE = ("benchmark", "framework", "engine", "model", "batch_size", "image_size", "warmup", "iters",
@@ -310,7 +310,7 @@ def _validated(experiment: Experiment, spec: RunSpec) -> RunSpec:
 
 
 def _check_nodes(experiment: Experiment, spec: RunSpec) -> None:
-    if spec.launcher == "mpirun" and spec.nodes > 1 and not spec.hostfile:
+    if launcher_of(spec) is MPIRUN and spec.nodes > 1 and not spec.hostfile:
         raise experiment.error("nodes", f"{spec.nodes} nodes under the mpirun launcher need [run].hostfile")
 
 

@@ -10,6 +10,11 @@ that starts every rank.
 - emulated: mpirun across network namespaces (launch.emulate).
 
 Ranks started by mpirun/srun find each other over MPI (bench.rendezvous).
+
+LAUNCHERS is the registry: each Launcher carries its name, how it builds the
+command, and the traits other modules ask about (Slurm or not, one host or
+many, a queued batch job, emulated nodes, mpirun on this host). Other modules
+import the names and traits instead of spelling launcher names.
 """
 from __future__ import annotations
 
@@ -19,10 +24,10 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from launch import slurm
 from launch.command import Command
-from launch.runspec import RunSpec
 from launch.runtimes import Bind, Runtime
 from launch.results.transport import reporting_env
 
@@ -30,6 +35,9 @@ BENCH_MODULES = {("train", "torch"): "bench.torch_train", ("train", "tf"): "benc
                  ("allreduce", "torch"): "bench.allreduce", ("allreduce", "tf"): "bench.allreduce",
                  ("halo", "torch"): "bench.halo", ("halo", "tf"): "bench.halo"}
 PYTHON_IN_IMAGE = "python3"
+
+if TYPE_CHECKING:  # launch.runspec validates against this registry
+    from launch.runspec import RunSpec
 
 
 def tool_path(name: str) -> str:
@@ -174,11 +182,34 @@ def emulated(spec: RunSpec, plan: Plan) -> Command:
     return Command(in_node(plan.emulated_cluster, 0, command.argv), command.env)
 
 
-LAUNCHERS = {"local": local, "mpirun": mpirun, "srun": srun, "sbatch": sbatch, "emulated": emulated}
+@dataclass(frozen=True)
+class Launcher:
+    name: str
+    build: Callable[[RunSpec, Plan], Command]
+    one_host: bool = False        # ranks on this host only
+    slurm: bool = False           # started through Slurm: job facts, --time, partition
+    batch: bool = False           # a queued batch job: its ranks start later, and print to the job's log
+    host_mpirun: bool = False     # mpirun on this host starts the ranks (image or host MPI must match)
+    emulated: bool = False        # the nodes are network namespaces on this machine (launch.emulate)
+    site_default: bool = True     # may be a site file's default launcher
+
+
+LOCAL = Launcher("local", local, one_host=True)
+MPIRUN = Launcher("mpirun", mpirun, host_mpirun=True)
+SRUN = Launcher("srun", srun, slurm=True)
+SBATCH = Launcher("sbatch", sbatch, slurm=True, batch=True)
+EMULATED = Launcher("emulated", emulated, host_mpirun=True, emulated=True, site_default=False)
+LAUNCHERS = {launcher.name: launcher for launcher in (LOCAL, MPIRUN, SRUN, SBATCH, EMULATED)}
+SLURM_LAUNCHERS = tuple(name for name, launcher in LAUNCHERS.items() if launcher.slurm)
+SITE_LAUNCHERS = tuple(name for name, launcher in LAUNCHERS.items() if launcher.site_default)
+
+
+def launcher_of(spec: RunSpec) -> Launcher:
+    return LAUNCHERS[spec.launcher]
 
 
 def build_command(spec: RunSpec, plan: Plan) -> Command:
-    return LAUNCHERS[spec.launcher](spec, plan)
+    return launcher_of(spec).build(spec, plan)
 
 
 def local_command(spec: RunSpec, record_dir: Path, python: str | None = None) -> Command:

@@ -47,6 +47,7 @@ from typing import Callable
 from containers.fabrics import profile
 from launch import emulate
 from launch.errors import UsageError
+from launch.launchers import launcher_of
 
 VERDICT_ORDER = ("ok", "unknown", "warn", "fail")  # worst last
 
@@ -358,7 +359,7 @@ def version_checks(spec, host: SideFacts, image: SideFacts) -> list[Check]:
         else:
             same = "same version" if h == i else "versions differ; the image's own is loaded (the host's is not bound in)"
             checks.append(Check(name, "ok", f"host {h or 'none'}, image {i}: {same}", host=h, image=i))
-    if spec.launcher in ("mpirun", "emulated") and containerised:
+    if launcher_of(spec).host_mpirun and containerised:
         h, i = host.openmpi, image.openmpi
         if h is None or i is None:
             checks.append(Check("Open MPI (host mpirun -> image)", "unknown" if i else "fail",

@@ -10,7 +10,7 @@ from launch import emulate, interrupt, slurm
 from launch.results import plausibility, store, transport
 from launch.command import Command
 from launch.execute import execute
-from launch.launchers import Plan, build_command, sbatch_script
+from launch.launchers import Plan, build_command, launcher_of, sbatch_script
 from launch.heartbeat import StallWatch, stall_reason
 from launch.results.assemble import assemble, new_run_id, progress_of, write_result
 from launch.runspec import RunSpec
@@ -39,7 +39,7 @@ def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
         binds = (Bind(str(run_dir), str(run_dir)), *preset.binds)
     plan = Plan(record_dir=run_dir / "ranks", runtime=runtime, fabric_env=preset.env, binds=binds,
                 job_script=run_dir / "job.sbatch", modules=site.modules)
-    if spec.launcher == "emulated":  # nodes are network namespaces (launch.emulate)
+    if launcher_of(spec).emulated:  # nodes are network namespaces (launch.emulate)
         plan = emulate.plan_for(spec, plan)
     return plan, preset
 
@@ -49,13 +49,13 @@ def prepare(spec: RunSpec, results_dir: Path, site: Site | None = None, run_id: 
     run_id = run_id or new_run_id(*spec.label_parts(), f"n{spec.ranks}")
     run_dir = results_dir.resolve() / run_id
     plan, preset = make_plan(spec, run_dir, site or Site.default())
-    script = sbatch_script(spec, plan) if spec.launcher == "sbatch" else None
+    script = sbatch_script(spec, plan) if launcher_of(spec).batch else None
     return Prepared(run_id, run_dir, plan, build_command(spec, plan), preset, script)
 
 
 def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
     """The heartbeat check of a run with a stall timeout (not for sbatch: a queued job does not beat)."""
-    if timeout is None or spec.launcher == "sbatch" or spec.benchmark != "train":
+    if timeout is None or launcher_of(spec).batch or spec.benchmark != "train":
         return None
     return StallWatch(prepared.plan.record_dir, spec.ranks, timeout).check
 
@@ -79,8 +79,8 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     elif outcome.interrupted:
         reason = f"interrupted by {outcome.stopped_by.name}; all processes of the run ended"
     log_tail, scheduler = outcome.log_tail, None
-    if spec.launcher in ("srun", "sbatch"):  # job id, nodes, version; sbatch: the ranks' log is the job's
-        scheduler, job_log = slurm.after_run(spec.launcher, prepared.run_dir, prepared.plan.job_script,
+    if launcher_of(spec).slurm:  # job id, nodes, version; a batch job: the ranks' log is the job's
+        scheduler, job_log = slurm.after_run(launcher_of(spec).batch, prepared.run_dir, prepared.plan.job_script,
                                              stopped=outcome.ended_early)
         log_tail = job_log or log_tail
     records = read_records(prepared.plan.record_dir)

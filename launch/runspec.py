@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from bench import catalog
 from launch.errors import UsageError
+from launch.launchers import LAUNCHERS, LOCAL
 from launch.runtimes import HOST
 
 CONTROLLERS = ("mpi", "gloo")
-LAUNCHERS = ("local", "mpirun", "srun", "sbatch", "emulated")
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
 COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.allreduce)
@@ -37,7 +37,7 @@ class RunSpec:
     benchmark: str = "train"
     extra_env: dict[str, str] = field(default_factory=dict)
     # where and how the ranks run
-    launcher: str = "local"
+    launcher: str = LOCAL.name
     runtime: str = HOST
     image: str | None = None
     fabric: str | None = None  # None: no fabric preset, the libraries choose
@@ -120,22 +120,23 @@ class RunSpec:
             raise UsageError("--nodes must be >= 1 and --gpus-per-node >= 0", fields=('nodes', 'gpus_per_node'))
         if self.ranks % self.nodes:
             raise UsageError(f"{self.ranks} ranks do not divide evenly over {self.nodes} nodes", fields=('ranks', 'nodes'))
-        if self.launcher == "local" and self.nodes > 1:
+        launcher = LAUNCHERS[self.launcher]
+        if launcher.one_host and self.nodes > 1:
             raise UsageError("--launcher local runs on this host only; use mpirun, srun, sbatch or emulated for --nodes > 1", fields=('launcher', 'nodes'))
-        if self.engine == "horovod" and self.controller == "gloo" and self.launcher != "local":
+        if self.engine == "horovod" and self.controller == "gloo" and launcher is not LOCAL:
             raise UsageError("Horovod's gloo controller is started by horovodrun: use --launcher local, or --controller mpi", fields=('controller', 'launcher'))
         if self.engine == "ddp" and self.allreduce == "mpi":
             raise UsageError("DDP has no MPI backend in PyTorch's wheels; use --allreduce gloo or nccl", fields=('allreduce', 'engine'))
-        if self.allreduce == "nccl" and self.gpus_per_node == 0 and self.launcher != "local":
+        if self.allreduce == "nccl" and self.gpus_per_node == 0 and launcher is not LOCAL:
             raise UsageError("--allreduce nccl needs GPUs: give --gpus-per-node", fields=('allreduce', 'gpus_per_node'))
         if self.gpudirect == "on" and (self.allreduce == "gloo" or self.gpus_per_node == 0):
             raise UsageError("--gpudirect on needs GPUs (--gpus-per-node) and NCCL or CUDA-aware MPI "
                              "(--allreduce nccl or mpi)", fields=('gpudirect', 'gpus_per_node', 'allreduce'))
         if self.containerised and not self.image:
             raise UsageError(f"--runtime {self.runtime} needs --image", fields=('runtime', 'image'))
-        if self.launcher == "emulated" and self.nodes < 2:
+        if launcher.emulated and self.nodes < 2:
             raise UsageError("the emulated launcher needs --nodes >= 2", fields=('launcher', 'nodes'))
-        if self.link_rate and self.launcher != "emulated":
+        if self.link_rate and not launcher.emulated:
             raise UsageError("--link-rate applies to --launcher emulated only", fields=('link_rate', 'launcher'))
 
     @property

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from launch import slurm
+from launch.launchers import LOCAL, MPIRUN, SITE_LAUNCHERS, SRUN
 from launch.runtimes import CONTAINER_RUNTIMES, HOST
 from launch.toml_file import TomlTable, read_toml
 
 FABRICS = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
-LAUNCHERS = ("local", "mpirun", "srun", "sbatch")
 # The TOML key naming each fabric's device, if it has one.
 DEVICE_KEY = {"ethernet": None, "infiniband": "hca", "omnipath": "hca", "efa": "device",
               "slingshot": "device"}
@@ -71,7 +71,7 @@ class FabricSite:
 @dataclass(frozen=True)
 class Site:
     runtime: str = HOST
-    launcher: str = "local"
+    launcher: str = LOCAL.name
     modules: tuple[str, ...] = ()
     binds: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
@@ -136,7 +136,7 @@ def site_from_dict(data: dict, path: Path) -> Site:
         {"ethernet": FabricSite()}
     return Site(
         runtime=top.string("runtime", (*CONTAINER_RUNTIMES, HOST)) or HOST,
-        launcher=top.string("launcher", LAUNCHERS) or "local",
+        launcher=top.string("launcher", SITE_LAUNCHERS) or LOCAL.name,
         modules=top.strings("modules"), binds=binds, env=dict(env),
         scheduler=Scheduler(partition=sched.string("partition"), account=sched.string("account"),
                             time_limit_min=time_limit),
@@ -188,8 +188,8 @@ def site_from_probe(facts) -> Site:
     from launch.probe import verdicts
 
     runtime = next((r for r in CONTAINER_RUNTIMES if facts.runtimes.get(r)), HOST)
-    launcher = "srun" if "pmix" in facts.slurm_mpi_plugins else \
-        "mpirun" if facts.mpi.version else "local"
+    launcher = SRUN.name if "pmix" in facts.slurm_mpi_plugins else \
+        MPIRUN.name if facts.mpi.version else LOCAL.name
     up = [n.name for n in facts.nics if n.name != "lo" and n.operstate == "up"]
     usable = {name for name, v in verdicts(facts).items() if v.usable}
     fabrics: dict[str, FabricSite] = {}

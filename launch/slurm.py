@@ -44,9 +44,9 @@ def job_fields(job_id: str) -> dict[str, str]:
     return dict(token.split("=", 1) for token in out.split() if "=" in token)
 
 
-def job_of_run(run_dir: Path, launcher: str) -> str | None:
-    """The job a run ran in: sbatch writes RUN_DIR/slurm-<id>.out; srun runs inside $SLURM_JOB_ID."""
-    if launcher == "sbatch":
+def job_of_run(run_dir: Path, batch: bool) -> str | None:
+    """The job a run ran in: a batch job writes RUN_DIR/slurm-<id>.out; srun runs inside $SLURM_JOB_ID."""
+    if batch:
         ids = [m.group(1) for p in run_dir.glob("slurm-*.out") if (m := re.fullmatch(r"slurm-(\d+)\.out", p.name))]
         return max(ids, key=int) if ids else None
     return os.environ.get("SLURM_JOB_ID")
@@ -72,14 +72,14 @@ def log_tail(run_dir: Path, job_id: str | None, lines: int = 30) -> list[str]:
         return []
 
 
-def after_run(launcher: str, run_dir: Path, job_script: Path | None, stopped: bool) -> tuple[dict, list[str]]:
-    """Facts of the job a run used, and the tail of its job log (sbatch: the ranks' output).
+def after_run(batch: bool, run_dir: Path, job_script: Path | None, stopped: bool) -> tuple[dict, list[str]]:
+    """Facts of the job a run used, and the tail of its job log (a batch job: the ranks' output).
 
-    `stopped`: the run timed out or was interrupted; its job (sbatch) is cancelled.
+    `stopped`: the run timed out or was interrupted; its batch job is cancelled.
     """
-    if stopped and launcher == "sbatch" and job_script is not None:
+    if stopped and batch and job_script is not None:
         cancel(jobs_running_script(job_script))
-    job_id = job_of_run(run_dir, launcher)
+    job_id = job_of_run(run_dir, batch)
     fields = job_fields(job_id) if job_id else {}
     facts = {
         "job_id": job_id,
@@ -88,12 +88,12 @@ def after_run(launcher: str, run_dir: Path, job_script: Path | None, stopped: bo
         "job_state": fields.get("JobState"),
         "version": version(),
     }
-    return facts, log_tail(run_dir, job_id) if launcher == "sbatch" else []
+    return facts, log_tail(run_dir, job_id) if batch else []
 
 
-def nodes_available(launcher: str, partition: str | None) -> int | None:
+def nodes_available(in_allocation: bool, partition: str | None) -> int | None:
     """Nodes a run can use: the allocation's (srun inside one), else the partition's (None: unknown)."""
-    if launcher == "srun" and os.environ.get("SLURM_JOB_NUM_NODES", "").isdigit():
+    if in_allocation and os.environ.get("SLURM_JOB_NUM_NODES", "").isdigit():
         return int(os.environ["SLURM_JOB_NUM_NODES"])
     argv = ["sinfo", "--noheader", "--format=%D"] + ([f"--partition={partition}"] if partition else [])
     out = _query(argv)

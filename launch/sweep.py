@@ -28,7 +28,7 @@ from launch.errors import UsageError
 from launch.execute import execute
 from launch.interrupt import interrupted_by
 from launch.experiment import Experiment, Point, blame, expand
-from launch.launchers import tool_path
+from launch.launchers import SRUN, launcher_of, tool_path
 from launch.results.result import read as load_result
 from launch.run import execute_run, prepare
 from launch.site import Site
@@ -75,13 +75,14 @@ def check_node_counts(experiment: Experiment, points: list[Point]) -> None:
     asked: dict[tuple, int] = {}
     for point in points:
         spec = point.spec
-        if spec.launcher in ("srun", "sbatch"):
-            where = (spec.launcher, spec.partition)
+        if launcher_of(spec).slurm:
+            where = (launcher_of(spec), spec.partition)
             asked[where] = max(asked.get(where, 0), spec.nodes)
     for (launcher, partition), nodes in asked.items():
-        available = slurm.nodes_available(launcher, partition)
+        in_allocation = not launcher.batch  # srun runs inside the allocation it was given
+        available = slurm.nodes_available(in_allocation, partition)
         if available is not None and nodes > available:
-            place = "this allocation" if launcher == "srun" and available else f"partition {partition or '(default)'}"
+            place = "this allocation" if in_allocation and available else f"partition {partition or '(default)'}"
             raise experiment.error("nodes", f"{nodes} nodes asked, but {place} has {available}")
 
 
@@ -145,7 +146,7 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
         raise sweep.experiment.error("time_limit_s", "a one-job sweep needs [experiment].time_limit_s "
                                                      "to size its allocation")
     argv = [fabric_bench, "sweep", str(sweep.experiment.path.resolve()), "--dir", str(sweep.directory.resolve()),
-            "--launcher", "srun"]
+            "--launcher", SRUN.name]
     if sweep.site.path:
         argv += ["--site", str(Path(sweep.site.path).resolve())]
     if sweep.retry_failed:

@@ -33,3 +33,32 @@ def test_launch_never_loads_a_framework():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_launcher_and_runtime_names_are_spelled_only_by_their_registries():
+    """`spec.launcher == "sbatch"` elsewhere would be a second owner of the name: modules ask
+    the registry (launch.launchers.LAUNCHERS traits, launch.runtimes.RUNTIMES) instead."""
+    from launch.launchers import LAUNCHERS
+    from launch.runtimes import RUNTIMES
+
+    names = set(LAUNCHERS) | set(RUNTIMES)
+    owners = {REPO / "launch" / "launchers.py", REPO / "launch" / "runtimes.py"}
+
+    def subject(node) -> str | None:
+        return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+    def constants(node) -> set[str]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+
+    offenders = []
+    for path in sorted((REPO / "launch").rglob("*.py")):
+        if path in owners:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if any(subject(s) in ("launcher", "runtime") for s in sides) and \
+                        any(constants(s) & names for s in sides):
+                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert offenders == []

@@ -10,7 +10,7 @@ from rich.console import Console
 from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.interrupt import stoppable_command
-from launch.runspec import LAUNCHERS
+from launch.launchers import LAUNCHERS, SBATCH, SRUN
 
 
 def sweep(
@@ -38,7 +38,7 @@ def sweep(
     if launcher is not None and launcher not in LAUNCHERS:
         raise UsageError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
     loaded = load_experiment(experiment)
-    if one_job and (launcher or loaded.fixed.get("launcher")) != "sbatch":
+    if one_job and (launcher or loaded.fixed.get("launcher")) != SBATCH.name:
         raise UsageError("--one-job needs --launcher sbatch (or launcher = \"sbatch\" in [run])")
     site_config, placeholders = (load_site(site), []) if site else (Site.default(), [])
     if dry_run and not site:  # prepare a cluster run on a laptop: site values as placeholders
@@ -47,7 +47,7 @@ def sweep(
         site_config, placeholders = placeholder_site(loaded, site_config)
     directory = directory or Path("results") / "sweeps" / loaded.name
     # one job: the ranks are started by srun inside the job's allocation
-    swept = plan(loaded, directory, site_config, "srun" if one_job else launcher, retry_failed)
+    swept = plan(loaded, directory, site_config, SRUN.name if one_job else launcher, retry_failed)
     console = make_console()
     if dry_run:
         print_plan(swept, console, one_job)

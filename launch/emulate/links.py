@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from launch.errors import UsageError
+from launch.launchers import LAUNCHERS
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt])(?:bit)?(?:/s)?\s*$", re.IGNORECASE)
 
@@ -40,20 +41,20 @@ def run_rate_bit_s(spec) -> int | None:
     """The shaped rate of an emulated run (None: unshaped veth) from --link-rate or the fabric name."""
     rate = parse_rate(spec.link_rate) if spec.link_rate else None
     if is_emulated_fabric(spec.fabric):
-        if spec.launcher != "emulated":
+        if not LAUNCHERS[spec.launcher].emulated:
             raise UsageError(f"fabric {spec.fabric} is emulated: use --launcher emulated", fields=("fabric", "launcher"))
         named = fabric_rate_bit_s(spec.fabric)
         if rate is not None and rate != named:
             raise UsageError(f"--link-rate {spec.link_rate} contradicts fabric {spec.fabric}",
                              fields=("link_rate", "fabric"))
         rate = named
-    elif spec.link_rate and spec.launcher != "emulated":
+    elif spec.link_rate and not LAUNCHERS[spec.launcher].emulated:
         raise UsageError("--link-rate applies to --launcher emulated only", fields=("link_rate", "launcher"))
     return rate
 
 
 def link_rate_gbit_s(spec) -> float | None:
-    if spec.launcher != "emulated":
+    if not LAUNCHERS[spec.launcher].emulated:
         return None
     rate = run_rate_bit_s(spec)
     return None if rate is None else rate / 1e9
