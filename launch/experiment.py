@@ -278,8 +278,7 @@ def baseline_of(spec: RunSpec) -> RunSpec:
         launcher=LOCAL.name if launcher_of(spec).emulated else spec.launcher)
 
 
-SAME_AS_BASELINE = ("benchmark", "framework", "engine", "model", "batch_size", "image_size", "warmup", "iters",
-                    "batches_per_iter", "precision", "seed", "controller", "runtime", "image")
+SAME_AS_BASELINE = RunSpec.fields_where("baseline")
 
 
 def measures_alone(candidate: RunSpec, spec: RunSpec) -> bool:

@@ -16,46 +16,72 @@ COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.
 BENCHMARKS = ("train", "allreduce", "halo")  # bench programs the launcher can start (see launch.launchers.BENCH_MODULES)
 
 
+# What a field is part of, and the roles the rest of the bundle asks about (one place, so
+# adding a setting is its field, its validation and, where the user sets it, its option):
+#   baseline: a 1-rank baseline must share it with the runs it serves (launch.experiment)
+#   workload: it defines the measured work; results compare only where it is equal
+#             (launch.results.compare)
+PARTS = ("workload", "communication", "placement", "start", "slurm", "emulation")
+
+
+def setting(default=dataclasses.MISSING, *, part: str, baseline: bool = False, workload: bool = False,
+            factory=None):
+    metadata = {"part": part, "baseline": baseline, "workload": workload}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
 @dataclass(frozen=True)
 class RunSpec:
-    framework: str = "torch"
-    engine: str = "ddp"
-    model: str = "resnet18"
-    ranks: int = 2
-    batch_size: int = 32
-    image_size: int | None = None
-    warmup: int = 5
-    iters: int = 10
-    batches_per_iter: int = 5
-    precision: str = "fp32"
-    controller: str = "mpi"  # how Horovod ranks are started and coordinated
-    fp16_allreduce: bool = False
-    fusion_threshold_mb: float | None = None
-    cycle_time_ms: float | None = None
-    bucket_cap_mb: float | None = None
-    seed: int = 1234
-    benchmark: str = "train"
-    extra_env: dict[str, str] = field(default_factory=dict)
+    # what to run: the training workload
+    framework: str = setting("torch", part="workload", baseline=True, workload=True)
+    engine: str = setting("ddp", part="workload", baseline=True, workload=True)
+    model: str = setting("resnet18", part="workload", baseline=True, workload=True)
+    ranks: int = setting(2, part="placement")
+    batch_size: int = setting(32, part="workload", baseline=True, workload=True)
+    image_size: int | None = setting(None, part="workload", baseline=True, workload=True)
+    warmup: int = setting(5, part="workload", baseline=True)
+    iters: int = setting(10, part="workload", baseline=True)
+    batches_per_iter: int = setting(5, part="workload", baseline=True)
+    precision: str = setting("fp32", part="workload", baseline=True, workload=True)
+    controller: str = setting("mpi", part="start", baseline=True)  # how Horovod ranks are started and coordinated
+    fp16_allreduce: bool = setting(False, part="workload")
+    fusion_threshold_mb: float | None = setting(None, part="workload")
+    cycle_time_ms: float | None = setting(None, part="workload")
+    bucket_cap_mb: float | None = setting(None, part="workload")
+    seed: int = setting(1234, part="workload", baseline=True)
+    benchmark: str = setting("train", part="workload", baseline=True, workload=True)
+    extra_env: dict[str, str] = setting(part="start", factory=dict)
     # where and how the ranks run
-    launcher: str = LOCAL.name
-    runtime: str = HOST
-    image: str | None = None
-    fabric: str | None = None  # None: no fabric preset, the libraries choose
-    nodes: int = 1
-    gpus_per_node: int = 0
-    hostfile: str | None = None
-    allreduce: str | None = None  # None: the engine's default for the device
-    gpudirect: str | None = None  # "on" | "off" | None (library default)
-    mpi_plugin: str = "pmix"  # srun --mpi=
-    partition: str | None = None
-    account: str | None = None
-    time_limit: str | None = None
-    link_rate: str | None = None  # emulated launcher: shaped link rate, e.g. "1gbit"
+    launcher: str = setting(LOCAL.name, part="start")
+    runtime: str = setting(HOST, part="start", baseline=True)
+    image: str | None = setting(None, part="start", baseline=True)
+    fabric: str | None = setting(None, part="placement")  # None: no fabric preset, the libraries choose
+    nodes: int = setting(1, part="placement")
+    gpus_per_node: int = setting(0, part="placement")
+    hostfile: str | None = setting(None, part="placement")
+    allreduce: str | None = setting(None, part="start")  # None: the engine's default for the device
+    gpudirect: str | None = setting(None, part="start")  # "on" | "off" | None (library default)
+    mpi_plugin: str = setting("pmix", part="slurm")  # srun --mpi=
+    partition: str | None = setting(None, part="slurm")
+    account: str | None = setting(None, part="slurm")
+    time_limit: str | None = setting(None, part="slurm")
+    link_rate: str | None = setting(None, part="emulation")  # emulated launcher: shaped link rate, e.g. "1gbit"
     # communication benchmarks: allreduce (bench.allreduce) and halo (bench.halo)
-    backend: str = "mpi"  # allreduce: mpi | torch | horovod
-    min_bytes: int = 8
-    max_bytes: int = 256 * 2**20
-    grid: int = 96  # halo: global grid points per edge
+    backend: str = setting("mpi", part="communication", workload=True)  # allreduce: mpi | torch | horovod
+    min_bytes: int = setting(8, part="communication", workload=True)
+    max_bytes: int = setting(256 * 2**20, part="communication", workload=True)
+    grid: int = setting(96, part="communication", workload=True)  # halo: global grid points per edge
+
+    @classmethod
+    def fields_where(cls, role: str) -> tuple[str, ...]:
+        """The fields with a role ("baseline", "workload"), in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(role))
+
+    @classmethod
+    def part(cls, name: str) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("part") == name)
 
     @property
     def ranks_per_node(self) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launch.errors import UsageError
+from launch.runspec import RunSpec
 from launch.results.result import Result, busbw_ci95_gbit_s, files_under, read_tree
 
 DEFAULT_TOLERANCE = {"total_img_per_s": 0.10, "per_rank_img_per_s": 0.10, "step_time_s": 0.10,
@@ -53,12 +54,15 @@ def load(path: Path) -> list[Result]:
     return results
 
 
+WORKLOAD = RunSpec.fields_where("workload")  # what the measured work is (launch.runspec)
+
+
 def key(result: dict) -> tuple:
+    """Results pair when they measured the same work on the same fabric and ranks."""
     spec = result.get("spec") or {}
     sizes = tuple(row.get("bytes") for row in result.get("sizes") or [])
-    return (result.get("benchmark"), result.get("framework"), result.get("engine"), result.get("model"),
-            spec.get("fabric"), result.get("world_size"), spec.get("batch_size"), spec.get("image_size"),
-            spec.get("precision"), result.get("backend"), sizes)
+    return (*(spec.get(name, result.get(name)) for name in WORKLOAD), spec.get("fabric"),
+            result.get("world_size"), sizes)
 
 
 def values(result: dict) -> dict[str, tuple[float, float | None]]:

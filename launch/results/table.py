@@ -7,16 +7,6 @@ from rich.table import Table
 from launch.results import aggregate
 
 
-def baseline_key(result: dict) -> tuple:
-    spec = result["spec"]
-    return (result["framework"], result["engine"], result["model"], spec["batch_size"],
-            spec["image_size"], spec["precision"])
-
-
-def baselines(results: list[dict]) -> dict[tuple, dict]:
-    return {baseline_key(r): r for r in results if r["world_size"] == 1 and r["status"] == "ok"}
-
-
 def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 

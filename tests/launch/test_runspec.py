@@ -1,0 +1,47 @@
+"""RunSpec: its parts and roles, its validation naming the fields at fault, its bench argv."""
+import dataclasses
+
+import pytest
+
+from launch.errors import UsageError
+from launch.results import compare
+from launch.runspec import PARTS, RunSpec
+
+
+def test_every_field_belongs_to_one_part_and_roles_are_declared_on_the_fields():
+    assert {f.metadata["part"] for f in dataclasses.fields(RunSpec)} <= set(PARTS)
+    assert set(RunSpec.part("slurm")) == {"mpi_plugin", "partition", "account", "time_limit"}
+    baseline = set(RunSpec.fields_where("baseline"))
+    assert {"model", "batch_size", "runtime", "image"} <= baseline and not {"fabric", "nodes"} & baseline
+    assert "image" not in RunSpec.fields_where("workload")  # sites compare across image paths
+
+
+def test_compare_pairs_the_same_work_across_image_paths_but_not_across_grids():
+    def result(**spec):
+        return {"benchmark": "halo", "world_size": 4, "spec": {**RunSpec(benchmark="halo", **spec).as_dict()}}
+    assert compare.key(result(image="/a.sif")) == compare.key(result(image="/site-b/b.sif"))
+    assert compare.key(result(grid=96)) != compare.key(result(grid=192))
+
+
+@pytest.mark.parametrize("changes, fields", [
+    ({"benchmark": "bogus"}, ("benchmark",)),
+    ({"nodes": 2, "ranks": 3, "launcher": "mpirun"}, ("ranks", "nodes")),
+    ({"nodes": 2, "ranks": 2}, ("launcher", "nodes")),
+    ({"engine": "ddp", "allreduce": "mpi"}, ("allreduce", "engine")),
+    ({"runtime": "apptainer"}, ("runtime", "image")),
+    ({"link_rate": "1gbit"}, ("link_rate", "launcher")),
+    ({"launcher": "emulated", "nodes": 1, "ranks": 1}, ("launcher", "nodes")),
+    ({"benchmark": "allreduce", "min_bytes": 6}, ("min_bytes", "max_bytes")),
+])
+def test_validation_names_the_fields_at_fault(changes, fields):
+    with pytest.raises(UsageError) as caught:
+        RunSpec(**changes).validated()
+    assert caught.value.fields == fields
+
+
+def test_communication_benchmarks_get_their_own_arguments():
+    assert RunSpec(benchmark="halo", grid=64, warmup=1, iters=3).bench_args() == [
+        "--grid", "64", "--warmup", "1", "--iters", "3"]
+    args = RunSpec(benchmark="allreduce", backend="torch", min_bytes=8, max_bytes=64).bench_args()
+    assert args[:6] == ["--backend", "torch", "--min-bytes", "8", "--max-bytes", "64"]
+    assert RunSpec(ranks=4, nodes=2).ranks_per_node == 2
