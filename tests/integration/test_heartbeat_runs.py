@@ -8,16 +8,12 @@ import time
 import pytest
 
 from bench.progress import FAULT_ENV
+from tests.results import only_result
 from tests.conftest import alive, fabric_bench
 
 pytestmark = pytest.mark.slow
 TINY = ["--engine", "ddp", "--ranks", "2", "--model", "resnet18", "--image-size", "32", "--batch-size", "8",
         "--warmup", "1", "--batches-per-iter", "2"]
-
-
-def only_result(results_dir):
-    (path,) = results_dir.glob("*/result.json")
-    return json.loads(path.read_text())
 
 
 def rank_pids(results_dir) -> set[int]:

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from tests import slurm_cluster
+from tests.results import only_result
 from tests.conftest import REPO, VENV_BIN, fabric_bench, need
 
 pytestmark = pytest.mark.slow
@@ -19,11 +20,6 @@ def cluster(tmp_path_factory):
     need(slurm_cluster.available(), "Slurm is not installed (apt-get install slurm-wlm; make setup-test)")
     with slurm_cluster.SlurmCluster(tmp_path_factory.mktemp("slurm")) as running:
         yield running
-
-
-def only_result(results_dir) -> dict:
-    (path,) = results_dir.glob("*/result.json")
-    return json.loads(path.read_text())
 
 
 def assert_valid_two_rank_result(r: dict, cluster) -> None:

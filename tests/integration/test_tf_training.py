@@ -1,21 +1,16 @@
 """Real multi-process TensorFlow training runs on this host's CPUs (Horovod and tf.distribute)."""
-import json
 import os
 import subprocess
 
 import pytest
 
 from launch.run import horovod_built_for
+from tests.results import only_result
 from tests.conftest import REPO, VENV_BIN, fabric_bench, need
 
 pytestmark = pytest.mark.slow
 TINY = ["--model", "SmallCNN", "--image-size", "32", "--batch-size", "8",
         "--warmup", "1", "--iters", "3", "--batches-per-iter", "2"]
-
-
-def only_result(results_dir):
-    (path,) = results_dir.glob("*/result.json")
-    return json.loads(path.read_text())
 
 
 def bench_tf_train(*args, env=None, cwd=REPO):

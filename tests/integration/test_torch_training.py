@@ -8,16 +8,12 @@ import time
 import pytest
 
 from launch.run import horovod_built_for
+from tests.results import only_result
 from tests.conftest import VENV_BIN, REPO, fabric_bench, need
 
 pytestmark = pytest.mark.slow
 TINY = ["--model", "resnet18", "--image-size", "32", "--batch-size", "8",
         "--warmup", "1", "--iters", "3", "--batches-per-iter", "2"]
-
-
-def only_result(results_dir):
-    (path,) = results_dir.glob("*/result.json")
-    return json.loads(path.read_text())
 
 
 @pytest.mark.parametrize("engine, controller", [("ddp", "mpi"), ("horovod", "mpi"), ("horovod", "gloo")])

@@ -3,16 +3,14 @@ import json
 
 import pytest
 
+from tests.results import train_result
 from launch.results import compare as cmp
 from tests.conftest import fabric_bench
 
 
 def result(img, ci=1.0, ranks=2, status="ok", fabric="ethernet", run_id="r"):
-    return {"schema_version": 1, "run_id": run_id, "benchmark": "train", "framework": "torch",
-            "engine": "ddp", "model": "resnet18", "world_size": ranks, "status": status,
-            "spec": {"fabric": fabric, "batch_size": 8, "image_size": 32, "precision": "fp32"},
-            "throughput": {"total_img_per_s": img, "per_rank_img_per_s": img / ranks, "ci95_img_per_s": ci},
-            "comm_fraction": 0.4}
+    return train_result(run_id, img=img, ci=ci, ranks=ranks, status=status, fabric=fabric, comm=0.4,
+                        spec={"batch_size": 8, "image_size": 32, "precision": "fp32"})
 
 
 def write(path, data):

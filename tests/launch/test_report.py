@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from tests.results import allreduce_result, train_result
 from launch.results import model, report
 from tests.conftest import fabric_bench
 
@@ -11,17 +12,15 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def train(run_id, fabric, ranks, img, ci=2.0, comm=0.2, **extra):
-    return {"schema_version": 1, "run_id": run_id, "benchmark": "train", "framework": "torch", "engine": "horovod",
-            "model": "resnet50", "world_size": ranks, "status": "ok", "spec": {"fabric": fabric, "batch_size": 32},
-            "throughput": {"total_img_per_s": img, "per_rank_img_per_s": img / ranks, "ci95_img_per_s": ci},
-            "comm_fraction": comm, "compute_img_per_s": img * 1.5, "gradient_bytes": 100 * 2**20, **extra}
+    return train_result(run_id, img=img, ranks=ranks, fabric=fabric, engine="horovod", model="resnet50", ci=ci,
+                        comm=comm, spec={"batch_size": 32}, compute_img_per_s=img * 1.5,
+                        gradient_bytes=100 * 2**20, **extra)
 
 
 def allreduce(run_id, fabric, link):
     sizes = [{"bytes": 2 ** k, "time_us": 10.0 + 2 ** k / 1e3, "algbw_gbit_s": k / 2, "busbw_gbit_s": float(k)}
              for k in (10, 16, 22)]
-    return {"schema_version": 1, "run_id": run_id, "benchmark": "allreduce", "world_size": 2, "status": "ok",
-            "spec": {"fabric": fabric}, "backend": "mpi", "sizes": sizes, "link_rate_gbit_s": link}
+    return allreduce_result(run_id, sizes=sizes, fabric=fabric, link_rate_gbit_s=link)
 
 
 @pytest.fixture

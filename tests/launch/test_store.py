@@ -9,14 +9,13 @@ import pytest
 from launch.results import store
 from launch.errors import UsageError
 from tests.conftest import fabric_bench
+from tests.results import train_result
 
 
 def result(run_id, fabric="ethernet", engine="horovod", ranks=2, status="ok", img=100.0):
-    return {"schema_version": 1, "run_id": run_id, "benchmark": "train", "framework": "torch", "engine": engine,
-            "model": "resnet18", "world_size": ranks, "status": status,
-            "spec": {"fabric": fabric, "nodes": 1, "gpus_per_node": 0},
-            "throughput": {"total_img_per_s": img, "ci95_img_per_s": 5.0}, "comm_fraction": 0.3,
-            "transport": {"verdict": "match"}, "launch": {"launcher": "local", "runtime": "host"}}
+    return train_result(run_id, img=img, ranks=ranks, fabric=fabric, engine=engine, status=status, ci=5.0,
+                        spec={"nodes": 1, "gpus_per_node": 0}, transport={"verdict": "match"},
+                        launch={"launcher": "local", "runtime": "host"})
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import statistics
 import pytest
 from scipy import stats
 
+from tests.results import train_result
 from launch.results import aggregate, report, verdict
 from launch.errors import UsageError
 
@@ -15,11 +16,8 @@ def train(run_id, fabric, ranks, samples, nodes=None, comm=0.3, engine="ddp", al
     spec = {"fabric": fabric, "batch_size": 8, "image_size": 32, "precision": "fp32", "nodes": nodes or ranks,
             "ranks": ranks, "allreduce": allreduce, "gpudirect": gpudirect, "launcher": "emulated" if fabric else "local"}
     mean = statistics.fmean(samples)
-    return {"schema_version": 1, "run_id": run_id, "benchmark": "train", "framework": "torch", "engine": engine,
-            "model": model, "world_size": ranks, "status": "ok", "spec": spec,
-            "throughput": {"total_img_per_s": mean, "per_rank_img_per_s": mean / ranks, "ci95_img_per_s": 1.0},
-            "samples": {"total_img_per_s": list(samples)}, "comm_fraction": comm,
-            "compute_img_per_s": mean * 1.2, "gradient_bytes": 46_000_000}
+    return train_result(run_id, img=mean, ranks=ranks, fabric=fabric, engine=engine, model=model, comm=comm,
+                        spec=spec, samples=samples, compute_img_per_s=mean * 1.2, gradient_bytes=46_000_000)
 
 
 FAST = [100.0, 104.0, 98.0, 101.0, 103.0]
