@@ -36,7 +36,8 @@ BENCH_MODULES = {("train", "torch"): "bench.torch_train", ("train", "tf"): "benc
                  ("halo", "torch"): "bench.halo", ("halo", "tf"): "bench.halo"}
 PYTHON_IN_IMAGE = "python3"
 
-if TYPE_CHECKING:  # launch.runspec validates against this registry
+if TYPE_CHECKING:  # launch.runspec validates against this registry; launch.emulate builds on it
+    from launch.emulate.cluster import Cluster
     from launch.runspec import RunSpec
 
 
@@ -62,7 +63,7 @@ class Plan:
     binds: tuple[Bind, ...] = ()
     mpirun_args: tuple[str, ...] = ()  # e.g. MCA parameters selecting the fabric's transport
     job_script: Path | None = None  # sbatch only
-    emulated_cluster: object | None = None  # emulated only: the launch.emulate.Cluster the ranks run in
+    emulated_cluster: Cluster | None = None  # emulated only: the cluster the ranks run in
     modules: tuple[str, ...] = ()  # the site's environment modules, loaded by job scripts
 
 

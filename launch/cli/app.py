@@ -11,7 +11,9 @@ import typer
 from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.interrupt import stoppable_command
+from launch.launchers import LAUNCHERS
 from launch.runspec import RunSpec
+from launch.runtimes import RUNTIMES
 
 app = typer.Typer(
     help="Benchmark network fabrics for data-distributed deep-learning training.",
@@ -54,8 +56,8 @@ def run(
     cycle_time_ms: Optional[float] = typer.Option(None, help="Horovod cycle time (ms)"),
     bucket_cap_mb: Optional[float] = typer.Option(None, help="DDP bucket size (MiB)"),
     seed: int = typer.Option(1234),
-    launcher: Optional[str] = typer.Option(None, help="local | mpirun | srun | sbatch | emulated (default: the site's)"),
-    runtime: Optional[str] = typer.Option(None, help="host | apptainer | singularity | podman | charliecloud (default: the site's)"),
+    launcher: Optional[str] = typer.Option(None, help=" | ".join(LAUNCHERS) + " (default: the site's)"),
+    runtime: Optional[str] = typer.Option(None, help=" | ".join(RUNTIMES) + " (default: the site's)"),
     image: Optional[str] = typer.Option(None, help="container image (SIF path, podman name, ch-run dir)"),
     fabric: Optional[str] = typer.Option(None, help="fabric preset: ethernet | infiniband | omnipath | efa | slingshot"),
     allreduce: Optional[str] = typer.Option(None, help="nccl | mpi | gloo (default: the engine's choice)"),

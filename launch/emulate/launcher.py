@@ -7,13 +7,18 @@ import contextlib
 import dataclasses
 import os
 import secrets
+from typing import TYPE_CHECKING
 
 from launch.emulate.cluster import BURST_S, IFNAME, PREFIX, Cluster, mpirun_args, refuse_leftovers, \
     require_root, running, status
 from launch.emulate.links import is_emulated_fabric, link_rate_gbit_s, run_rate_bit_s
 from launch.errors import UsageError
 
-def cluster_for(spec) -> Cluster:
+if TYPE_CHECKING:
+    from launch.launchers import Plan
+    from launch.runspec import RunSpec
+
+def cluster_for(spec: RunSpec) -> Cluster:
     """The cluster a run uses: the persistent one if it matches, else a fresh one of its own."""
     rate = run_rate_bit_s(spec)
     for found in status():
@@ -23,7 +28,7 @@ def cluster_for(spec) -> Cluster:
     return Cluster(f"r{secrets.token_hex(3)}", spec.nodes, rate)
 
 
-def fabric_env(spec) -> dict[str, str]:
+def fabric_env(spec: RunSpec) -> dict[str, str]:
     """An emulated fabric's environment: the ethernet profile on every node's interface,
     the address rank 0 advertises for DDP (bench.rendezvous), and a CPU share per rank
     (all nodes share this machine's cores)."""
@@ -35,7 +40,7 @@ def fabric_env(spec) -> dict[str, str]:
             "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // spec.ranks))}
 
 
-def plan_for(spec, plan):
+def plan_for(spec: RunSpec, plan: Plan) -> Plan:
     """The launcher plan of an emulated run: its cluster, the mpirun arguments reaching
     the namespaces, and the emulated ethernet environment under the preset's."""
     if spec.fabric and not is_emulated_fabric(spec.fabric):
@@ -53,14 +58,14 @@ def preflight(cluster: Cluster) -> list[str]:
     return [f"root, ip, tc present; no leftover {PREFIX}* namespaces"]
 
 
-def session(plan):
+def session(plan: Plan):
     """Context for running a plan: its emulated cluster up (a no-op for other launchers)."""
-    cluster = getattr(plan, "emulated_cluster", None)
+    cluster = plan.emulated_cluster
     return running(cluster) if cluster is not None else contextlib.nullcontext()
 
 
-def result_fields(spec, plan) -> dict:
-    cluster = getattr(plan, "emulated_cluster", None)
+def result_fields(spec: RunSpec, plan: Plan) -> dict:
+    cluster = plan.emulated_cluster
     if cluster is None:
         return {}
     return {"link_rate_gbit_s": link_rate_gbit_s(spec),
