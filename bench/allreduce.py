@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 
+from bench.progress import Progress
 from bench.record import errors_recorded, write_record
 from bench.stats import summarize
 from bench.train_args import fail
@@ -216,9 +217,12 @@ BACKEND_CLASSES = {"mpi": MPIBackend, "torch": TorchBackend, "horovod": HorovodB
 
 # -- measuring ------------------------------------------------------------------
 
-def timed(backend, step, reset, warmup: int, iters: int, budget_s: float) -> list[float]:
-    """Seconds of each timed iteration (slowest rank), after a warm-up; both cut to the budget."""
+def timed(backend, step, reset, warmup: int, iters: int, budget_s: float,
+          beat=lambda: None) -> list[float]:
+    """Seconds of each timed iteration (slowest rank), after a warm-up; both cut to the budget.
+    `beat` (bench.progress) is called before every operation, warm-up included."""
     def once() -> float:
+        beat()
         reset()
         backend.barrier()
         start = time.perf_counter()
@@ -233,7 +237,7 @@ def timed(backend, step, reset, warmup: int, iters: int, budget_s: float) -> lis
     return backend.slowest([once() for _ in range(n)])
 
 
-def allreduce_rows(backend, args) -> list[dict]:
+def allreduce_rows(backend, args, beat=lambda: None) -> list[dict]:
     sizes = message_sizes(args.min_bytes, args.max_bytes)
     pattern = backend.pattern(sizes[-1] // ITEM_BYTES)
     send, recv = backend.buffers(pattern)
@@ -243,7 +247,7 @@ def allreduce_rows(backend, args) -> list[dict]:
         count = nbytes // ITEM_BYTES
         s, r = send[:count], recv[:count]
         samples = timed(backend, lambda: backend.allreduce(s, r), lambda: backend.reset(s, r),
-                        args.warmup, args.iters, args.max_seconds_per_size)
+                        args.warmup, args.iters, args.max_seconds_per_size, beat)
         error = backend.max_error(r, pattern[:count])
         median = statistics.median(samples)
         summary = summarize(samples)
@@ -261,7 +265,7 @@ def allreduce_rows(backend, args) -> list[dict]:
     return rows
 
 
-def pingpong_rows(backend, args) -> list[dict]:
+def pingpong_rows(backend, args, beat=lambda: None) -> list[dict]:
     """Half round trips between rank 0 and the last rank, smallest and largest size."""
     if backend.send is None or backend.size < 2:
         return []
@@ -281,7 +285,7 @@ def pingpong_rows(backend, args) -> list[dict]:
                 backend.send(b, 0)
 
         samples = timed(backend, round_trip, lambda: None, args.warmup, max(args.iters, 20),
-                        args.max_seconds_per_size)
+                        args.max_seconds_per_size, beat)
         one_way = statistics.median(samples) / 2
         rows.append({"bytes": nbytes, "time_us": one_way * 1e6, "bandwidth_gbit_s": gbit_s(nbytes, one_way),
                      "n_samples": len(samples), "samples_us": [t / 2 * 1e6 for t in samples],
@@ -322,8 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     backend = BACKEND_CLASSES[args.backend]()
     with errors_recorded(args.record_dir, backend.rank):
         started = time.time()
-        rows = allreduce_rows(backend, args)
-        p2p = pingpong_rows(backend, args)
+        progress = Progress(args.record_dir, backend.rank, backend.size, "allreduce", args.iters)
+        rows = allreduce_rows(backend, args, progress.batch_starts)
+        progress = progress.next_phase("p2p")
+        p2p = pingpong_rows(backend, args, progress.batch_starts)
         correct = all(row["max_abs_error"] == 0 for row in rows)
         write_record(args.record_dir, backend.rank, "allreduce", benchmark="allreduce", backend=args.backend,
                      world_size=backend.size, config={k: v for k, v in vars(args).items() if k != "record_dir"},

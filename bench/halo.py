@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from bench.progress import Progress
 from bench.record import errors_recorded, write_record
 from bench.rendezvous import mpi_comm
 from bench.stats import summarize
@@ -99,7 +100,9 @@ def run(args) -> int:
     cart = comm.Create_cart(dims, periods=[False] * 3, reorder=False)
     block = Block(args.grid, dims, cart.Get_coords(cart.rank), cart)
     iteration_s, exchange_s = [], []
+    progress = Progress(args.record_dir, cart.rank, cart.size, "halo", args.iters)
     for step in range(args.warmup + args.iters):
+        progress.batch_starts()  # the heartbeat the launcher watches (bench.progress)
         cart.Barrier()
         start = time.perf_counter()
         block.exchange()

@@ -1,6 +1,7 @@
 """A rank's progress: a heartbeat per batch, a record per timed iteration.
 
-- Heartbeat: before every batch (warm-up included) each rank overwrites
+- Heartbeat: before every batch (warm-up included; for the communication
+  benchmarks, every allreduce or halo step) each rank overwrites
   `<record_dir>/heartbeat-<rank>.json` with how many batches it has started, the
   phase and the time. The launcher reads these while the run goes on: ranks that
   stop beating are a stall, and the rank that has started fewest batches while

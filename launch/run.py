@@ -54,8 +54,9 @@ def prepare(spec: RunSpec, results_dir: Path, site: Site | None = None, run_id: 
 
 
 def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
-    """The heartbeat check of a run with a stall timeout (not for sbatch: a queued job does not beat)."""
-    if timeout is None or launcher_of(spec).batch or spec.benchmark != "train":
+    """The heartbeat check of a run with a stall timeout. Every benchmark beats (bench.progress);
+    the clock starts at the first beat, so a batch job's time in the queue is not a stall."""
+    if timeout is None:
         return None
     return StallWatch(prepared.plan.record_dir, spec.ranks, timeout).check
 

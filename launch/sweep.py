@@ -48,6 +48,8 @@ class Sweep:
     site: Site
     launcher: str | None = None  # overrides the experiment's (srun inside one job)
     retry_failed: bool = False
+    force: bool = False                  # run points whose preflight fails (recorded in each result)
+    stall_timeout: float | None = None   # end a point whose ranks stop beating (launch.heartbeat)
     state: SweepState = field(init=False)
 
     def __post_init__(self):
@@ -58,7 +60,7 @@ class Sweep:
 
 
 def plan(experiment: Experiment, directory: Path, site: Site, launcher: str | None = None,
-         retry_failed: bool = False) -> Sweep:
+         retry_failed: bool = False, force: bool = False, stall_timeout: float | None = None) -> Sweep:
     """Expand and check against the site; raises UsageError before anything runs."""
     points = expand(experiment, site, launcher)
     for point in points:
@@ -67,7 +69,7 @@ def plan(experiment: Experiment, directory: Path, site: Site, launcher: str | No
         except UsageError as exc:
             raise blame(experiment, exc) from None
     check_node_counts(experiment, points)
-    return Sweep(experiment, points, directory, site, launcher, retry_failed)
+    return Sweep(experiment, points, directory, site, launcher, retry_failed, force, stall_timeout)
 
 
 def check_node_counts(experiment: Experiment, points: list[Point]) -> None:
@@ -95,7 +97,8 @@ def run_point(sweep: Sweep, point: Point) -> dict:
     try:
         prepared = prepare(point.spec, state.runs_dir, sweep.site, run_id=run_id)
         state.mark(point.key, point.label, "running", run_id=run_id)
-        result = execute_run(point.spec, prepared, timeout=sweep.experiment.time_limit_s, echo=False)
+        result = execute_run(point.spec, prepared, timeout=sweep.experiment.time_limit_s, echo=False,
+                             stall_timeout=sweep.stall_timeout, force=sweep.force)
     except KeyboardInterrupt as exc:
         stop = interrupted_by(exc)
         state.mark(point.key, point.label, "interrupted", f"interrupted by {stop.name}; all processes of the run ended")
@@ -151,6 +154,10 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
         argv += ["--site", str(Path(sweep.site.path).resolve())]
     if sweep.retry_failed:
         argv.append("--retry-failed")
+    if sweep.force:
+        argv.append("--force")
+    if sweep.stall_timeout is not None:
+        argv += ["--stall-timeout", f"{sweep.stall_timeout:g}"]
     return slurm.sweep_job_script(
         name=sweep.experiment.name, nodes=max(s.nodes for s in specs),
         tasks_per_node=max(s.ranks_per_node for s in specs), gpus_per_node=max(s.gpus_per_node for s in specs),

@@ -79,7 +79,7 @@ def run(
     env: list[str] = typer.Option([], help="extra NAME=VALUE for every rank, overriding presets (repeatable)"),
     results: Path = typer.Option(Path("results"), help="results directory"),
     timeout: Optional[float] = typer.Option(None, help="kill the run (all ranks) after this many seconds"),
-    stall_timeout: Optional[float] = typer.Option(None, help="end the run when a rank starts no batch for this many seconds; the result names who stopped where"),
+    stall_timeout: Optional[float] = typer.Option(None, help="end the run when a rank starts no step (batch, allreduce, halo step) for this many seconds; the result names who stopped where"),
     dry_run: bool = typer.Option(False, help="print the exact argv and env, run nothing"),
     force: bool = typer.Option(False, help="run even when a host <-> image preflight check fails (recorded in the result)"),
 ):

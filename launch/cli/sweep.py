@@ -20,6 +20,8 @@ def sweep(
     launcher: Optional[str] = typer.Option(None, help="override the experiment's launcher: " + " | ".join(LAUNCHERS)),
     one_job: bool = typer.Option(False, help="with --launcher sbatch: the whole sweep as one Slurm job"),
     retry_failed: bool = typer.Option(False, help="rerun points that failed (finished ones are always skipped)"),
+    force: bool = typer.Option(False, help="run points even when a host <-> image preflight check fails (recorded in each result)"),
+    stall_timeout: Optional[float] = typer.Option(None, help="end a point when a rank starts no step for this many seconds; its result names who stopped where"),
     dry_run: bool = typer.Option(False, help="list the runs and their count, run nothing"),
 ):
     """Run every point of EXPERIMENT; a rerun skips finished points.
@@ -35,6 +37,8 @@ def sweep(
     from launch.site import Site, load_site
     from launch.sweep import plan, run_sweep
 
+    if stall_timeout is not None and stall_timeout <= 0:
+        raise UsageError(f"--stall-timeout must be > 0, got {stall_timeout:g}")
     if launcher is not None and launcher not in LAUNCHERS:
         raise UsageError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
     loaded = load_experiment(experiment)
@@ -47,7 +51,8 @@ def sweep(
         site_config, placeholders = placeholder_site(loaded, site_config)
     directory = directory or Path("results") / "sweeps" / loaded.name
     # one job: the ranks are started by srun inside the job's allocation
-    swept = plan(loaded, directory, site_config, SRUN.name if one_job else launcher, retry_failed)
+    swept = plan(loaded, directory, site_config, SRUN.name if one_job else launcher, retry_failed, force,
+                 stall_timeout)
     console = make_console()
     if dry_run:
         print_plan(swept, console, one_job)

@@ -49,3 +49,22 @@ def test_a_slow_rank_is_named_a_straggler_and_the_others_are_not(tmp_path):
     found = r["stragglers"]
     assert [s["rank"] for s in found["ranks"]] == [1] and found["ranks"][0]["excess"] > found["share"]
     assert none_alive(rank_pids(tmp_path))
+
+
+def beat_pids(results_dir) -> set[int]:
+    return {json.loads(path.read_text().strip())["pid"] for path in results_dir.glob("*/ranks/heartbeat-*.json")}
+
+
+@pytest.mark.parametrize("benchmark", [["--benchmark", "halo", "--grid", "16"],
+                                       ["--benchmark", "allreduce", "--min-bytes", "1024", "--max-bytes", "4096"]])
+def test_the_communication_benchmarks_beat_too_and_a_stuck_rank_is_named(tmp_path, benchmark):
+    # rank 1 sleeps 600 s before its 4th step; rank 0 waits for it in the next collective
+    proc = fabric_bench("run", *benchmark, "--ranks", "2", "--warmup", "1", "--iters", "20",
+                        "--env", f"{FAULT_ENV}=1:600@4", "--stall-timeout", "8", "--results", str(tmp_path),
+                        timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    r = only_result(tmp_path)
+    assert r["status"] == "stalled" and "hanging: rank 1" in r["reason"], r.get("reason")
+    assert [(x["rank"], x["batches_started"]) for x in r["stall"]["ranks"]] == [(0, 4), (1, 3)]
+    pids = beat_pids(tmp_path)
+    assert len(pids) == 2 and none_alive(pids)

@@ -146,3 +146,16 @@ def test_runs_past_their_time_limit_are_killed_with_all_ranks_and_the_sweep_goes
     assert "0 to run" in retry.stdout
     retry = fabric_bench("sweep", path, "--dir", str(directory), "--dry-run", "--retry-failed")
     assert "2 to run" in retry.stdout
+
+
+def test_one_job_passes_force_and_stall_timeout_to_the_sweep_inside_the_job(tmp_path):
+    path = tmp_path / "exp.toml"
+    path.write_text('[experiment]\ntime_limit_s = 100\n[matrix]\nranks_per_node = [2]\n' + TINY.replace(
+        'launcher = "local"', 'launcher = "sbatch"'))
+    proc = fabric_bench("sweep", str(path), "--dir", str(tmp_path / "sweep"), "--one-job", "--dry-run",
+                        "--force", "--stall-timeout", "30")
+    assert proc.returncode == 0, proc.stderr
+    argv = shlex.split(proc.stdout.split("job script:\n", 1)[1].splitlines()[-1])
+    assert argv[-3:] == ["--force", "--stall-timeout", "30"]
+    bad = fabric_bench("sweep", str(path), "--stall-timeout", "0", "--dry-run")
+    assert bad.returncode == 2 and bad.stderr.strip() == "fabric-bench: error: --stall-timeout must be > 0, got 0"
