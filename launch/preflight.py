@@ -164,6 +164,7 @@ IMAGE_SCRIPT = r"""
 echo "== fi_info"; fi_info --version 2>/dev/null
 echo "== ucx_info"; ucx_info -v 2>/dev/null
 echo "== ompi_info"; ompi_info --version 2>/dev/null
+echo "== pmix"; python3 -c 'import ctypes; f = ctypes.CDLL("libpmix.so.2").PMIx_Get_version; f.restype = ctypes.c_char_p; print(f().decode())' 2>/dev/null
 echo "== libs"
 for d in /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib \
          /usr/local/*/lib /usr/local/*/lib64 /opt/*/lib /opt/*/lib64 /opt/host/*; do
@@ -198,6 +199,7 @@ class SideFacts:
     libfabric: str | None = None
     ucx: str | None = None
     openmpi: str | None = None
+    pmix: str | None = None           # the PMIx library's version (PMIx_Get_version)
     libs: dict | None = None          # basename -> resolved path
     providers: list | None = None     # provider file basenames: libmlx5-rdmav34.so
     devices: dict | None = None       # path -> (state, mode)
@@ -220,6 +222,8 @@ def parse_side(text: str) -> SideFacts:
             facts.ucx = m.group(1)
         elif section == "ompi_info" and (m := re.search(r"Open MPI v?(\d\S*)", line)):
             facts.openmpi = m.group(1)
+        elif section == "pmix" and (m := re.search(r"PMIx v?(\d+\.\d+\.\d+)", line)):
+            facts.pmix = m.group(1)
         elif section == "libs":
             kind, _, rest = line.partition(" ")
             if kind == "lib":
@@ -523,6 +527,50 @@ def device_checks(spec, patterns, image: SideFacts, opener=None) -> list[Check]:
     return checks
 
 
+# PMIx clients and servers of different releases interoperate from these releases on
+# (Open MPI's PMIx cross-version matrix: first cross-version compatible 1.2.5, 2.0.3,
+# 2.1.1, 3.0.0); before them, client and server must be the same series.
+PMIX_CROSS_VERSION_FROM = (2, 1, 1)
+
+
+def slurm_pmix_majors(srun_mpi_list: str) -> list[int]:
+    """`srun --mpi=list` -> the major versions of Slurm's pmix plugins ("pmix_v4" -> 4)."""
+    return sorted({int(m) for m in re.findall(r"\bpmix_v(\d+)\b", srun_mpi_list)})
+
+
+def pmix_checks(spec, image: SideFacts, srun_mpi_list: tuple[int, str] | None) -> list[Check]:
+    """srun --mpi=pmix: Slurm's PMIx server (on the host) meets the image's PMIx client.
+    `srun_mpi_list`: exit code and output of `srun --mpi=list` (None: no srun here)."""
+    name = "PMIx (Slurm srun --mpi=pmix -> image)"
+    if srun_mpi_list is None:
+        return [Check(name, "unknown", "srun not found here: Slurm's PMIx plugins unknown")]
+    code, srun_mpi_list = srun_mpi_list
+    if code != 0:
+        last = (srun_mpi_list.strip().splitlines() or ["no output"])[-1][:200]
+        return [Check(name, "unknown", f"`srun --mpi=list` failed (exit {code}): {last}")]
+    plugins = re.findall(r"^\s+(\S+)\s*$", srun_mpi_list, re.M)
+    majors = slurm_pmix_majors(srun_mpi_list)
+    host = ",".join(f"pmix_v{m}" for m in majors) or None
+    if "pmix" not in plugins:
+        return [Check(name, "fail", f"Slurm here has no pmix plugin (has {', '.join(plugins) or 'none'})",
+                      fix="use --mpi-plugin pmi2 with an image built with Slurm's PMI-2, or ask for Slurm's pmix plugin")]
+    if image.pmix is None:
+        return [Check(name, "unknown", f"host {host or 'pmix'}; the image's libpmix.so.2 was not found or not readable",
+                      host=host)]
+    client = tuple(int(n) for n in image.pmix.split("."))
+    if not majors:
+        return [Check(name, "unknown", f"Slurm's pmix plugin does not name its version; image PMIx {image.pmix}",
+                      image=image.pmix)]
+    if client[0] in majors:
+        return [Check(name, "ok", f"host {host}, image PMIx {image.pmix}: same series", host=host, image=image.pmix)]
+    if client >= PMIX_CROSS_VERSION_FROM and min(majors) >= 3:
+        return [Check(name, "ok", f"host {host}, image PMIx {image.pmix}: different series, cross-version "
+                                  f"compatible (both >= 2.1.1)", host=host, image=image.pmix)]
+    return [Check(name, "fail", f"host {host}, image PMIx {image.pmix}: these releases do not interoperate",
+                  fix="build the image with a PMIx >= 2.1.1 (cross-version compatible) or the host's series",
+                  host=host, image=image.pmix)]
+
+
 def fabric_checks(spec, prepared, run: Runner = run_command, opener=None, root: Path = Path("/")) -> list[Check]:
     """Host <-> image checks for the run's fabric (see the module docstring)."""
     if prepared.plan.emulated_cluster is not None and not spec.containerised:
@@ -540,6 +588,8 @@ def fabric_checks(spec, prepared, run: Runner = run_command, opener=None, root: 
         return checks + device_checks(spec, patterns, image, opener)
     if spec.containerised:
         checks += version_checks(spec, host, image)
+    if spec.containerised and launcher_of(spec).slurm and spec.mpi_plugin == "pmix":
+        checks += pmix_checks(spec, image, run(["srun", "--mpi=list"]) if shutil.which("srun") else None)
     checks += provider_checks(spec, image, host_rdma_drivers(root))
     env = dict(prepared.command.env)
     checks += nccl_checks(spec, image, {**prepared.plan.fabric_env, **env})

@@ -91,4 +91,7 @@ def test_inside_the_apptainer_cpu_image(cluster, cpu_ethernet_image, tmp_path):
                         "--timeout", "300",
                         env=cluster.env, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert_valid_two_rank_result(only_result(tmp_path), cluster)
+    result = only_result(tmp_path)
+    assert_valid_two_rank_result(result, cluster)
+    pmix = next(c for c in result["preflight"]["checks"] if c["check"].startswith("PMIx"))
+    assert pmix["verdict"] == "ok" and pmix["host"] == "pmix_v4" and pmix["image"].startswith("4."), pmix

@@ -213,3 +213,31 @@ def test_a_failed_check_stops_the_run_and_force_runs_it(cpu_ethernet_image, tmp_
     stopped = fabric_bench(*args)
     assert stopped.returncode == 2 and "preflight failed" in stopped.stderr and "/dev/nvidiactl" in stopped.stderr
     assert not list(tmp_path.glob("*/result.json"))
+
+
+# ------------------------------------------------------------ PMIx: Slurm's server, the image's client
+
+SRUN_MPI_LIST = (Path(__file__).parents[1] / "data" / "probe" / "this-host" / "srun_mpi_list.txt").read_text()
+
+
+@pytest.mark.parametrize("image_pmix, verdict", [("4.2.2", "ok"), ("3.2.3", "ok"), ("5.0.1", "ok"),
+                                                  ("2.0.1", "fail"), (None, "unknown")])
+def test_pmix_server_and_client_versions_on_a_recorded_slurm(image_pmix, verdict):
+    [check] = preflight.pmix_checks(spec(launcher="srun"), SideFacts(pmix=image_pmix), (0, SRUN_MPI_LIST))
+    assert check.verdict == verdict and (check.host is None or check.host == "pmix_v4"), check
+
+
+def test_pmix_without_the_plugin_or_without_srun():
+    no_pmix = "MPI plugin types are...\n\tnone\n\tpmi2\n"
+    [check] = preflight.pmix_checks(spec(launcher="srun"), SideFacts(pmix="4.2.2"), (0, no_pmix))
+    assert check.verdict == "fail" and "no pmix plugin (has none, pmi2)" in check.detail
+    [check] = preflight.pmix_checks(spec(launcher="srun"), SideFacts(pmix="4.2.2"), None)
+    assert check.verdict == "unknown"
+    failed = (1, "srun: fatal: Could not establish a configuration source\n")
+    [check] = preflight.pmix_checks(spec(launcher="srun"), SideFacts(pmix="4.2.2"), failed)
+    assert check.verdict == "unknown" and "Could not establish" in check.detail
+
+
+def test_the_image_script_reads_the_pmix_library_version():
+    facts = parse_side("== pmix\nOpenPMIx 4.2.2rc2 (PMIx Standard: 4.2, Stable ABI: 0.0, Provisional ABI: 0.0)\n")
+    assert facts.pmix == "4.2.2"
