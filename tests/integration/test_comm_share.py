@@ -1,16 +1,18 @@
 """The communication share means what it says: checked against an independent estimate
-on an emulated 1 Gbit link, where the exchange dominates the step.
+on an emulated 500 Mbit link, where the exchange dominates the step.
 
-Three runs: the same step on 1 rank (1 thread: what each of the 2 ranks gets on this
-host) gives the compute step Tc; Horovod's own allreduce at 64 MiB on the same link
-gives the bandwidth, and gradient bytes / bandwidth the exchange time Tcomm; the
-2-rank Horovod training run reports its communication share. A step lies between
-full overlap (max(Tc, Tcomm)) and none (Tc + Tcomm), so the share must lie in
+Two runs: Horovod's own allreduce at 64 MiB on the link gives the bandwidth, and
+gradient bytes / bandwidth the exchange time Tcomm (the link, not the host's load,
+sets it at 500 Mbit); the 2-rank Horovod training run reports its communication share
+and its exchange-free step Tc, measured in the same run under the same load (a
+separate 1-rank run drifted with the other work on a shared host). A step lies
+between full overlap (max(Tc, Tcomm)) and none (Tc + Tcomm), so the share must lie in
 
     [1 - Tc / max(Tc, Tcomm),  Tcomm / (Tc + Tcomm)]   +- TOLERANCE (0.06)
 
-The tolerance covers the run-to-run noise of Tc and the bandwidth on a shared 2-core
-host. A share measured while the engine's threads compete with the exchange-free step
+The tolerance covers the noise of Tc and the bandwidth on a shared 2-core host. An
+inflated Tc (the bug below) still fails: with Tcomm > 1.5 Tc the lower bound is
+well above 0. A share measured while the engine's threads compete with the exchange-free step
 (the old order: Horovod's background thread alive and spinning under MPI) read ~0.
 """
 import dataclasses
@@ -24,7 +26,7 @@ from tests.conftest import need
 pytestmark = pytest.mark.slow
 
 TOLERANCE = 0.06
-RATE = "1gbit"
+RATE = "500mbit"  # Tcomm ~0.8 s for resnet18: the link dominates even on a loaded host
 ALLREDUCE_BYTES = 64 * 2**20
 
 
@@ -42,13 +44,11 @@ def test_comm_share_matches_gradient_bytes_over_allreduce_bandwidth(tmp_path):
 
     train = RunSpec(engine="horovod", model="resnet18", image_size=32, batch_size=8, warmup=2, iters=3,
                     batches_per_iter=2, launcher="emulated", nodes=2, ranks=2, link_rate=RATE)
-    one = run(dataclasses.replace(train, launcher="local", nodes=1, ranks=1, link_rate=None,
-                                  extra_env={"OMP_NUM_THREADS": "1"}), tmp_path)
     allreduce = run(dataclasses.replace(train, benchmark="allreduce", backend="horovod", warmup=1, iters=3,
                                         min_bytes=ALLREDUCE_BYTES, max_bytes=ALLREDUCE_BYTES), tmp_path)
     two = run(train, tmp_path)
 
-    tc = train.batch_size / one["compute_img_per_s"]
+    tc = train.batch_size / (two["compute_img_per_s"] / two["world_size"])  # compute_img_per_s sums the ranks
     algbw_bytes_s = allreduce["sizes"][-1]["algbw_gbit_s"] * 1e9 / 8
     tcomm = two["gradient_bytes"] / algbw_bytes_s
     assert tcomm > 1.5 * tc, f"the link must dominate the step: Tcomm {tcomm:.3f} s, Tc {tc:.3f} s"
