@@ -29,8 +29,17 @@ test-fast: setup
 clean:
 	rm -rf results .pytest_cache
 
-# Render and build one image (cached by its inputs; see containers/build.py):
-#   make image FABRIC=infiniband FLAVOUR=cuda RUNTIME=apptainer
-.PHONY: image
+# Render and build one image (cached by its inputs; see containers/build.py); the flavour's
+# stack image is built first when missing, the fabric image FROM it:
+#   make image FABRIC=infiniband FLAVOUR=cuda RUNTIME=apptainer [BASE=local]
+BASE ?= site
+.PHONY: image image-rehearsal
 image: setup
-	"$(VENV)/bin/fabric-bench" image build --fabric $(FABRIC) --flavour $(FLAVOUR) --runtime $(RUNTIME)
+	"$(VENV)/bin/fabric-bench" image build --fabric $(FABRIC) --flavour $(FLAVOUR) --runtime $(RUNTIME) --base $(BASE)
+
+# Build the cuda stack and fabric images here on the local CUDA base and write their
+# records to containers/rehearsals/ (commit them; tests check they are current):
+#   make image-rehearsal [REHEARSAL_FABRICS="ethernet efa"]
+REHEARSAL_FABRICS ?=
+image-rehearsal: setup
+	"$(VENV)/bin/python" -m containers.rehearse $(REHEARSAL_FABRICS)

@@ -167,11 +167,8 @@ OMNIPATH = FabricProfile(
         "cpu": ("libpsm2-2", "libpsm2-2-compat", "ibverbs-providers", "ibverbs-utils"),
         "cuda": ("libnuma1", "ibverbs-utils"),
     }),
-    source_builds=("libpsm2", "libfabric"),
-    configure_flags=_frozen({
-        "libpsm2": ("PSM_CUDA=1",),   # make variable: GPU buffers through psm2
-        "libfabric": ("--enable-psm2=/usr/local/libpsm2", "--enable-psm3=no"),
-    }),
+    # cuda: libpsm2 and libfabric's psm2 provider are in the common stack (Open MPI's psm2
+    # MTL is built against libpsm2 there); nothing is built in this layer.
     env=_frozen({
         "OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "psm2", "FI_PROVIDER": "psm2",
         "PSM2_DEVICES": "self,shm,hfi", **_GLOO,
@@ -215,6 +212,8 @@ EFA = FabricProfile(
 SLINGSHOT = FabricProfile(
     name="slingshot",
     summary="HPE Slingshot 11: the host's libfabric (cxi provider) bound in; NCCL via aws-ofi-nccl",
+    # the host's cxi libfabric links libjson-c and libcurl
+    packages=_frozen({flavour: ("libjson-c5", "libcurl4") for flavour in ("cpu", "cuda")}),
     source_builds=("aws-ofi-nccl",),
     configure_flags=_frozen({"aws-ofi-nccl": ("--disable-platform-aws",)}),
     env=_frozen({
@@ -246,8 +245,8 @@ UNIVERSAL = FabricProfile(
     packages=_frozen({flavour: tuple(dict.fromkeys(
         pkg for profile in (INFINIBAND, OMNIPATH, EFA) for pkg in profile.packages.get(flavour, ())))
         for flavour in ("cpu", "cuda")}),
-    source_builds=("libpsm2", "libfabric", "aws-ofi-nccl"),
-    configure_flags=_frozen(OMNIPATH.configure_flags | {"aws-ofi-nccl": ()}),
+    source_builds=("aws-ofi-nccl",),
+    configure_flags=_frozen({"aws-ofi-nccl": ()}),
     env=_frozen(_GLOO),
     nccl_env=_frozen({"NCCL_SOCKET_IFNAME": "{nic}"}),
     binds=tuple(Bind(b.host, b.container, False, b.why) for b in

@@ -1,18 +1,100 @@
 #!/bin/sh
 # Proves an image's stack (its %test; also `podman run IMG fabric-bench-image-test`).
 #
-#   fabric-bench-image-test openmpi=4.1.4 torch=2.14.1 ... [fabric tool ...]
+#   fabric-bench-image-test openmpi=4.1.4 torch=2.14.1 ... [check ...] [fabric tool ...]
 #
-# NAME=VERSION pairs are checked against what the image reports; any other
-# argument names a command the fabric layer must provide. Exit 1 on a mismatch.
+# NAME=VERSION pairs are checked against what the image reports; ldd:DIR, ldd-python:PKG,
+# ompi-cuda, ompi:KIND:NAME, fi:PROVIDER, ucx:TRANSPORT, ucx-cuda, nccl-net:NAME,
+# horovod-nccl, torch-cuda are checks (below); any other argument names a
+# command the fabric layer must provide. Exit 1 on a mismatch.
 set -eu
 fail() { echo "image-test: FAIL: $*" >&2; exit 1; }
 ok() { echo "image-test: ok: $*"; }
 
 py=python3
 pyversion() { $py -c "import importlib.metadata as m; print(m.version('$1'))"; }
+# Libraries the host's GPU driver brings (apptainer --nv): absent from every image by design.
+driver_libs="libcuda.so.1 libnvidia-ml.so.1"
+ucx_modules() {   # UCX's module directory (next to libucs)
+  lib=$(ldd "$(command -v ucx_info)" | awk '/libucs\.so/ {print $3; exit}')
+  echo "$(dirname "$lib")/ucx"
+}
+check_ldd() {     # every shared library under $1 resolves (driver libraries excepted)
+  n=0 bad=""
+  for f in $(find "$@" -name '*.so*' -type f 2>/dev/null); do
+    file -b "$f" | grep -q 'ELF.*shared object' || continue
+    n=$((n + 1))
+    for lib in $(ldd "$f" 2>/dev/null | awk '/not found/ {print $1}'); do
+      case " $driver_libs " in *" $lib "*) ;; *) bad="$bad $f:$lib" ;; esac
+    done
+  done
+  [ -z "$bad" ] || fail "ldd: not found:$bad"
+  [ "$n" -gt 0 ] || fail "ldd: no shared libraries under $*"
+  ok "ldd: $n shared libraries under $* resolve (driver libraries from the host: $driver_libs)"
+}
+check_ldd_python() {  # a package under site-packages, with the frameworks' library folders
+  # on the path as when Python has imported them (torch/lib, tensorflow, nvidia/nccl/lib)
+  site=$($py -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+  frameworks="$site/torch/lib:$site/tensorflow:$site/tensorflow/python:$site/nvidia/nccl/lib"
+  LD_LIBRARY_PATH="$frameworks:${LD_LIBRARY_PATH:-}" check_ldd "$site/$1"
+}
+check_ucx_tl() {  # a UCX transport is built (a device for it may be absent here)
+  case $1 in
+    rc|ud|dc|rc_verbs|ud_verbs|rc_mlx5|ud_mlx5|dc_mlx5) module=libuct_ib.so ;;
+    cuda_copy|cuda_ipc) module=libuct_cuda.so ;;
+    gdr_copy) module=libuct_cuda_gdrcopy.so ;;
+    sm) ucx_info -d | grep -qE 'Transport: (posix|sysv)' || fail "ucx: sm (posix/sysv) missing"
+        ok "ucx: sm"; return ;;
+    self|tcp) ok "ucx: $1 (built into libuct)"; return ;;
+    *) fail "ucx: unknown transport $1" ;;
+  esac
+  ls "$(ucx_modules)"/$module* >/dev/null 2>&1 || fail "ucx: $1 needs $module, not in $(ucx_modules)"
+  ok "ucx: $1 ($module)"
+}
+check_nccl_net() {
+  case $1 in
+    Socket|IB) $py -c "import torch; assert torch.cuda.nccl.version()" || fail "nccl-net $1: no NCCL"
+               ok "nccl-net: $1 (built into NCCL)" ;;
+    *) found=""
+       for dir in $(echo "${LD_LIBRARY_PATH:-}" | tr : ' ') /usr/lib /usr/local/lib; do
+         ls "$dir"/libnccl-net*.so >/dev/null 2>&1 && found="$dir"
+       done
+       [ -n "$found" ] || fail "nccl-net $1: no libnccl-net*.so plugin on LD_LIBRARY_PATH"
+       ok "nccl-net: $1 (plugin in $found)" ;;
+  esac
+}
 for check in "$@"; do
   case $check in
+    ldd:*) check_ldd "${check#ldd:}"; continue ;;
+    ldd-python:*) check_ldd_python "${check#ldd-python:}"; continue ;;
+    ompi-cuda) ompi_info --parsable --all | grep -q 'mpi_built_with_cuda_support:value:true' ||
+                 fail "ompi_info: no CUDA support"; ok "ompi_info: CUDA support"; continue ;;
+    ompi:*:*) kind=${check#ompi:}; name=${kind#*:}; kind=${kind%%:*}
+              ompi_info | grep -qE "MCA $kind: $name \(" || fail "ompi_info: no MCA $kind $name"
+              ok "ompi_info: MCA $kind $name"; continue ;;
+    fi:*) p=${check#fi:}
+          if fi_info -l | grep -q "^$p:"; then ok "fi_info -l: $p"
+          # a provider without its device here (efa, verbs) is not listed, but its start-up logs
+          elif FI_LOG_LEVEL=info fi_info -l 2>&1 | grep -q "::$p:"; then
+            ok "fi_info -l: $p (built in; not listed without a $p device here)"
+          else fail "fi_info -l: no provider $p"; fi
+          continue ;;
+    ucx:*) check_ucx_tl "${check#ucx:}"; continue ;;
+    ucx-cuda) ucx_info -v | grep -q -- '--with-cuda=' && ls "$(ucx_modules)"/libuct_cuda.so* >/dev/null 2>&1 ||
+                fail "ucx_info -v: CUDA not built in"; ok "ucx: CUDA built in"; continue ;;
+    nccl-net:*) check_nccl_net "${check#nccl-net:}"; continue ;;
+    fi-abi) # the newest libfabric symbol version this image's libfabric users need: a host
+            # libfabric bound in (Slingshot's cxi) must export it. Reported; preflight decides.
+      need=$(find /usr/local/openmpi /usr/local/aws-ofi-nccl -name '*.so*' -type f 2>/dev/null |
+             while read -r f; do grep -ao 'FABRIC_[0-9]*\.[0-9]*' "$f"; done | sort -uV | tail -1)
+      echo "image-test: note: libfabric users in this image need up to ${need:-nothing}; a bound host" \
+           "libfabric must export it (1.20-1.22 export up to FABRIC_1.7)"; continue ;;
+    horovod-nccl) horovodrun --check-build | grep -q '\[X\] NCCL' ||
+                    fail "horovodrun --check-build: no NCCL operations"
+                  $py -c "import horovod.torch as hvd; assert hvd.nccl_built()" || fail "horovod: nccl_built() false"
+                  ok "horovod: NCCL GPU operations built"; continue ;;
+    torch-cuda) got=$($py -c "import torch; print('cuda', torch.version.cuda, 'nccl', '.'.join(map(str, torch.cuda.nccl.version())))") ||
+                  fail "torch: CUDA/NCCL versions"; ok "torch: $got"; continue ;;
     openmpi=*) got=$(ompi_info --version | sed -n 's/^Open MPI v//p' | head -1) ;;
     ucx=*) got=$(ucx_info -v | sed -n 's/^# Version \([0-9.]*\).*/\1/p' | head -1) ;;
     libfabric=*) got=$(fi_info --version | sed -n 's/^libfabric: *//p' | head -1) ;;

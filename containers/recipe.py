@@ -1,86 +1,178 @@
-"""One hpccm recipe: any (fabric, flavour) -> an Apptainer definition and a Dockerfile.
+"""One hpccm recipe: a stack image per flavour, and any (fabric, flavour) image FROM it.
 
-Layer order is the contract behind fair fabric comparisons: every image is
-the common stack first (identical text for every fabric), then the fabric
-layer, between `# >>> fabric layer` / `# <<< fabric layer` markers, then the
-environment and labels (last, so Docker-style layer caches share everything
-before them). `cuda` is two stages (a devel stage builds; the runtime stage
-copies what runs); `cpu` is one stage whose Python stack installs from a
-wheelhouse bound at /wheelhouse during the build (no wheels in the image).
+The stack image holds the common stack (communication libraries, Python
+stack, bench/): identical for every fabric, built once. A fabric image is the
+stack image plus its fabric layer only, between `# >>> fabric layer` /
+`# <<< fabric layer` markers (`Bootstrap: localimage` / `FROM` the stack), and
+carries the stack image's digest in its labels: "images differ only in
+fabric libraries" is an equality of digests.
+
+`cuda` builds in a devel stage and copies what runs into a runtime stage; for
+Apptainer the stack's devel stage is its own image (stack-devel.sif), so a
+fabric layer that builds something (aws-ofi-nccl) starts from it. `cpu` is
+one stage whose Python stack installs from a wheelhouse bound at /wheelhouse
+during the build (no wheels in the image).
+
+Bases: `base="site"` (the default) renders the site recipe: nvidia/cuda
+images for cuda. `base="local"` renders the rehearsal recipe, whose only
+difference is its base lines (containers/cudabase.py; a test shows the diff).
+Paths that depend on where a machine keeps its images (local bases, the
+stack image) are placeholders in the text the recipe hash names, filled in by
+`Recipe.filled()`: the hash is the same on every machine.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import subprocess
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping
 
 import hpccm
-from hpccm.building_blocks import (apt_get, gdrcopy, generic_autotools, generic_build,
-                                   nccl, openmpi, pmix, rdma_core, slurm_pmi2, ucx)
+from hpccm.building_blocks import (apt_get, gdrcopy, generic_autotools, generic_build, openmpi, pmix,
+                                   rdma_core, slurm_pmi2, ucx)
 from hpccm.primitives import baseimage, comment, copy, environment, label, shell
 
-from containers import stack
+from containers import sources, stack
 from containers.fabrics import FabricProfile, profile
-from containers.files import bundle_commit, sha256_bytes
 
 FABRIC_BEGIN, FABRIC_END = ">>> fabric layer", "<<< fabric layer"
 LABEL_PREFIX = "org.fabric-bench"
 HASH_PLACEHOLDER = "@RECIPE_HASH@"
 COMMIT_PLACEHOLDER = "@BUNDLE_COMMIT@"
+STACK_DIGEST = "@STACK_DIGEST@"                  # sha256 of the stack image, known once built
+STACK_IMAGE, STACK_DEVEL_IMAGE = "@STACK_IMAGE@", "@STACK_DEVEL_IMAGE@"
+LOCAL_DEVEL_BASE, LOCAL_RUNTIME_BASE = "@LOCAL_DEVEL_BASE@", "@LOCAL_RUNTIME_BASE@"
+BASES = ("site", "local")
 IMAGE_TEST = f"{stack.PREFIX}/bin/fabric-bench-image-test"
-SLURM_PMI2 = stack.SourceBuild("slurm-pmi2", "24.11.5")   # Slurm's libpmi2 for Open MPI
+SLURM_PMI2 = stack.SourceBuild("slurm-pmi2", sources.source("slurm-pmi2").version)
+# Shared libraries the host driver brings (apptainer --nv); absent from images by design.
+DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
 
 
 @dataclass(frozen=True)
 class Recipe:
-    fabric: str
+    fabric: str                  # "stack" for a stack image
     flavour: str
-    definition: str      # Apptainer .def
+    template: str                # Apptainer .def with path placeholders
     dockerfile: str
-    recipe_hash: str     # sha256 of the definition without this hash and the commit
+    recipe_hash: str             # sha256 of the template without this hash and the commit
+    devel_template: str = ""     # cuda stack, Apptainer: the devel stage as its own image
+    base: str = "site"
+    omitted: tuple[str, ...] = ()
+    paths: Mapping[str, str] = field(default_factory=dict)
+
+    def filled(self, **paths: str) -> "Recipe":
+        """The same recipe with placeholders (LOCAL_DEVEL_BASE=..., STACK_IMAGE=...) filled."""
+        return replace(self, paths={**self.paths, **{f"@{k}@": v for k, v in paths.items()}})
+
+    def _fill(self, text: str) -> str:
+        defaults = {STACK_IMAGE: f"fabric-bench-stack-{self.flavour}.sif",
+                    STACK_DEVEL_IMAGE: f"fabric-bench-stack-{self.flavour}-devel.sif",
+                    LOCAL_DEVEL_BASE: "cuda-devel.sif", LOCAL_RUNTIME_BASE: "cuda-runtime.sif",
+                    STACK_DIGEST: "unbuilt"}
+        for key, value in {**defaults, **self.paths}.items():
+            text = text.replace(key, value)
+        return text
+
+    @property
+    def definition(self) -> str:
+        return self._fill(self.template)
+
+    @property
+    def devel_definition(self) -> str:
+        return self._fill(self.devel_template)
 
 
-def render(fabric: str, flavour: str, *, base: str = "", commit: str = "") -> Recipe:
-    """Render (fabric, flavour). `base`: the cpu flavour's local base image
-    (a .sif path for Apptainer; the Dockerfile always names stack.BASE_IMAGE_TAG)."""
-    prof = profile(fabric)
+def _check(fabric: str, flavour: str, base: str) -> FabricProfile | None:
+    prof = profile(fabric) if fabric != "stack" else None
     if flavour not in stack.FLAVOURS:
         raise ValueError(f"unknown flavour {flavour!r}; choose from {', '.join(stack.FLAVOURS)}")
+    if base not in BASES:
+        raise ValueError(f"unknown base {base!r}; choose from {', '.join(BASES)}")
+    return prof
+
+
+def render(fabric: str, flavour: str, *, base: str = "site", cpu_base: str = "", commit: str = "",
+           omit: Iterable[str] = ()) -> Recipe:
+    """Render the image of (fabric, flavour) FROM its stack image, or the stack image
+    itself with fabric="stack". `cpu_base`: the cpu flavour's local base .sif (default
+    base.sif; the Dockerfile always names stack.BASE_IMAGE_TAG). `omit`: components a
+    rehearsal cannot fetch (sources.omitted()); the site recipe omits nothing."""
+    prof = _check(fabric, flavour, base)
+    omit = tuple(sorted(set(omit)))
     commit = commit or bundle_commit()
-    texts = {}
+    texts: dict[str, str] = {}
+    devel_text = ""
     for fmt in ("singularity", "docker"):
         # hpccm renders some pieces (block.runtime()) when they are made: set the format first
         hpccm.config.set_container_format(fmt)
         hpccm.config.set_singularity_version("3.5")   # multi-stage: %files from <stage>
         try:
-            stages = _cuda_stages(prof) if flavour == "cuda" else _cpu_stages(prof, base, fmt)
-            texts[fmt] = _to_text(stages, prof, flavour, COMMIT_PLACEHOLDER)
+            if prof is None:
+                stages = (_cuda_stack(base, omit, fmt) if flavour == "cuda"
+                          else [_cpu_stack(cpu_base, fmt)])
+            else:
+                stages = _fabric_stages(prof, flavour, omit, fmt)
+            if prof is None and flavour == "cuda" and fmt == "singularity":
+                # Apptainer: the devel stage is its own image; the stack copies from it
+                devel_text = _to_text([stages[0]], "stack", flavour, omit=omit, base=base)
+                stages[0] = [baseimage(image=STACK_DEVEL_IMAGE, _bootstrap="localimage",
+                                       _distro=stack.CUDA_DISTRO, _docker_env=False, _as="devel")]
+            texts[fmt] = _to_text(stages, fabric, flavour, omit=omit, base=base)
         finally:
             hpccm.config.set_container_format("docker")
-    definition = texts["singularity"] + _setup(flavour) + _help(prof, flavour) + _test(prof, flavour)
+    template = (texts["singularity"] + _setup(flavour, fabric) + _help(prof, flavour, base)
+                + _test(prof, flavour, omit, base))
+    devel_template = devel_text + (_setup(flavour, fabric) if devel_text else "")
     # The hash names the content, not the commit it was rendered at (builds are cached by it).
-    digest = sha256_bytes(definition.encode())
+    digest = hashlib.sha256((template + devel_template).encode()).hexdigest()
 
     def final(text: str) -> str:
         return text.replace(HASH_PLACEHOLDER, digest).replace(COMMIT_PLACEHOLDER, commit)
-    return Recipe(fabric, flavour, final(definition), final(texts["docker"]), digest)
+    return Recipe(fabric, flavour, final(template), final(texts["docker"]), digest,
+                  final(devel_template), base, omit)
 
 
-def labels(prof: FabricProfile, flavour: str, commit: str) -> dict[str, str]:
-    out = {f"{LABEL_PREFIX}.fabric": prof.name, f"{LABEL_PREFIX}.flavour": flavour,
+def render_stack(flavour: str, **kwargs) -> Recipe:
+    return render("stack", flavour, **kwargs)
+
+
+def bundle_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(stack.REPO), "describe", "--always", "--dirty",
+                              "--abbrev=12"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def stack_tag(flavour: str) -> str:
+    """podman/docker name of the stack image (the Dockerfile of a fabric image is FROM it)."""
+    return f"localhost/fabric-bench-stack:{flavour}"
+
+
+def labels(fabric: str, flavour: str, commit: str, omit: tuple[str, ...] = (),
+           base: str = "site") -> dict[str, str]:
+    out = {f"{LABEL_PREFIX}.fabric": fabric, f"{LABEL_PREFIX}.flavour": flavour,
            f"{LABEL_PREFIX}.bundle-commit": commit, f"{LABEL_PREFIX}.recipe-hash": HASH_PLACEHOLDER}
+    if fabric != "stack":
+        out[f"{LABEL_PREFIX}.stack-digest"] = STACK_DIGEST
+    if omit:
+        out[f"{LABEL_PREFIX}.omitted"] = ",".join(omit)
     out |= {f"{LABEL_PREFIX}.version.{name}": version
-            for name, version in stack.versions(flavour).items()}
+            for name, version in stack.versions(flavour, base).items() if name not in omit}
     return out
 
 
-# cpu: Debian bookworm base, Debian fabric packages, local wheels --------------
-def _cpu_stages(prof: FabricProfile, base: str, fmt: str) -> list[list]:
+# cpu: Debian bookworm base, Debian's communication stack, local wheels -------
+def _cpu_stack(base: str, fmt: str) -> list:
     if fmt == "singularity":
         start = baseimage(image=base or "base.sif", _bootstrap="localimage",
                           _distro="ubuntu22", _docker_env=False, _as="runtime")
     else:
         start = baseimage(image=stack.BASE_IMAGE_TAG, _distro="ubuntu22", _as="runtime")
     site = f"{stack.VENV}/lib/python{stack.DEBIAN_PYTHON}/site-packages"
-    common = [
+    return [
         start,
         comment("common stack: Debian's Open MPI (UCX, libfabric, PMIx inside), Python venv"),
         apt_get(ospackages=["python3", "python3-venv", "openmpi-bin", "ucx-utils",
@@ -99,18 +191,38 @@ def _cpu_stages(prof: FabricProfile, base: str, fmt: str) -> list[list]:
         ]),
         *_bundle_files(),
     ]
-    return [common + _fabric_layer(prof, "cpu", [], "")]
 
 
-# cuda: CUDA devel stage builds the communication stack; runtime stage copies --
-def _cuda_stages(prof: FabricProfile) -> list[list]:
-    devel = [baseimage(image=stack.CUDA_DEVEL_IMAGE, _distro=stack.CUDA_DISTRO, _as="devel"),
-             comment("common stack, built from source")]
-    devel.append(apt_get(ospackages=["python3", "python3-venv", "python3-dev", "git", "wget",
-                                     "bzip2", "make", "g++", "cmake", "patch", "pkg-config",
-                                     "libnuma-dev", "ca-certificates"]))
-    blocks = _cuda_common_blocks()
+# cuda: a devel stage builds the communication stack; the runtime stage copies --
+def _cuda_bases(base: str, fmt: str) -> tuple:
+    if base == "local":
+        if fmt == "singularity":
+            return (baseimage(image=LOCAL_DEVEL_BASE, _bootstrap="localimage", _distro=stack.CUDA_DISTRO,
+                              _docker_env=False, _as="devel"),
+                    baseimage(image=LOCAL_RUNTIME_BASE, _bootstrap="localimage", _distro=stack.CUDA_DISTRO,
+                              _docker_env=False, _as="runtime"))
+        return (baseimage(image=stack.LOCAL_CUDA_DEVEL_TAG, _distro=stack.CUDA_DISTRO, _as="devel"),
+                baseimage(image=stack.LOCAL_CUDA_RUNTIME_TAG, _distro=stack.CUDA_DISTRO, _as="runtime"))
+    return (baseimage(image=stack.CUDA_DEVEL_IMAGE, _distro=stack.CUDA_DISTRO, _as="devel"),
+            baseimage(image=stack.CUDA_RUNTIME_IMAGE, _distro=stack.CUDA_DISTRO, _as="runtime"))
+
+
+def _python_site() -> str:
+    return f"$({stack.VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')"
+
+
+def _cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
+    devel_base, runtime_base = _cuda_bases(base, fmt)
+    devel = [devel_base, comment("common stack, built from source")]
+    devel.append(apt_get(ospackages=[
+        "python3", "python3-venv", "python3-dev", "git", "wget", "bzip2", "make", "g++", "cmake",
+        "patch", "pkg-config", "file", "perl", "flex", "libnuma-dev", "uuid-dev", "ca-certificates",
+        # PMIx and Open MPI share one hwloc and one libevent (external PMIx requires it)
+        "libhwloc-dev", "libevent-dev"]))
+    blocks = _cuda_common_blocks(omit)
     devel += blocks
+    site = _python_site()
+    nccl = f"{site}/nvidia/nccl"
     venv_cmds = [
         f"python3 -m venv {stack.VENV}",
         f"sed 's/^tensorflow_cpu==/tensorflow==/' {stack.PREFIX}/src/requirements.txt "
@@ -118,9 +230,13 @@ def _cuda_stages(prof: FabricProfile) -> list[list]:
         f"{stack.VENV}/bin/pip install --no-cache-dir -r /tmp/requirements-gpu.txt",
         f"{stack.VENV}/bin/pip install --no-cache-dir --no-deps -r "
         f"{stack.PREFIX}/src/requirements-nodeps.txt",
+        # Horovod's --no-build-isolation build needs these in the venv (pinned as the host's)
+        f"{stack.VENV}/bin/pip install --no-cache-dir setuptools==84.2.1 wheel==0.48.0",
+        # NCCL: torch's own nvidia-nccl-cu13 wheel (containers/sources.py); Horovod links it too
+        f"ln -sf libnccl.so.2 {nccl}/lib/libnccl.so",
         # Horovod 0.28.1 with the project's patch and NCCL GPU operations
-        f"PATH=/usr/local/openmpi/bin:$PATH HOROVOD_GPU_OPERATIONS=NCCL "
-        f"HOROVOD_NCCL_HOME=/usr/local/nccl CUDA_HOME=/usr/local/cuda "
+        f"PATH=/usr/local/openmpi/bin:$PATH HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED "
+        f"HOROVOD_NCCL_HOME={nccl} CUDA_HOME=/usr/local/cuda "
         f"HOROVOD_BUILD_CUDA_CC_LIST={','.join(stack.CUDA_ARCHS)} "
         f"{stack.PREFIX}/src/horovod/build-wheel.sh {stack.VENV}/bin/python /tmp/horovod",
         f"{stack.VENV}/bin/pip install --no-cache-dir --no-deps /tmp/horovod/horovod-*/horovod-*.whl",
@@ -129,79 +245,121 @@ def _cuda_stages(prof: FabricProfile) -> list[list]:
     devel += [copy(src=["requirements.txt", "requirements-nodeps.txt"], dest=f"{stack.PREFIX}/src/"),
               copy(src="containers/horovod", dest=f"{stack.PREFIX}/src/horovod"),
               shell(commands=venv_cmds)]
-    fabric_blocks = _cuda_fabric_blocks(prof)
-    devel += _fabric_layer(prof, "cuda", fabric_blocks, "build", runtime=False)
 
-    site = f"{stack.VENV}/lib/python{stack.CUDA_PYTHON}/site-packages"
-    runtime = [baseimage(image=stack.CUDA_RUNTIME_IMAGE, _distro=stack.CUDA_DISTRO, _as="runtime"),
-               comment("common stack: what runs, copied from the devel stage"),
+    runtime = [runtime_base, comment("common stack: what runs, copied from the devel stage"),
                apt_get(ospackages=["python3", "python3-venv", "libnuma1", "openssh-client",
-                                   "ca-certificates"])]
+                                   "ca-certificates", "libhwloc15", "libevent-2.1-7",
+                                   "libevent-pthreads-2.1-7", "file"])]
     runtime += [block.runtime(_from="devel") for block in blocks]
-    runtime += [copy(_from="devel", src=stack.VENV, dest=stack.VENV),
+    runtime += [copy(_from="devel", src="/etc/libibverbs.d", dest="/etc/libibverbs.d"),
+                copy(_from="devel", src=stack.VENV, dest=stack.VENV),
                 shell(commands=[f"echo {stack.BENCH_PARENT} > {site}/fabric-bench.pth"]),
                 *_bundle_files()]
-    runtime += _fabric_layer(prof, "cuda", fabric_blocks, "runtime", runtime=True)
     return [devel, runtime]
 
 
-def _cuda_common_blocks() -> list:
+def _cuda_common_blocks(omit: tuple[str, ...]) -> list:
     cuda = "/usr/local/cuda"
-    libfabric_common = ["--enable-tcp", "--enable-shm", "--enable-rxm", "--enable-verbs=/usr/local/rdma-core",
-                        "--enable-efa=/usr/local/rdma-core", f"--with-cuda={cuda}",
-                        "--with-gdrcopy=/usr/local/gdrcopy", "--enable-psm3=no"]
-    return [
-        rdma_core(version=stack.RDMA_CORE.version, prefix="/usr/local/rdma-core"),
-        gdrcopy(version=stack.GDRCOPY.version, prefix="/usr/local/gdrcopy"),
+    gdr = "gdrcopy" not in omit
+    psm2 = sources.source("libpsm2")
+    libfabric = ["--enable-tcp", "--enable-shm", "--enable-rxm", "--enable-verbs=/usr/local/rdma-core",
+                 "--enable-efa=/usr/local/rdma-core", "--enable-psm2=/usr/local/libpsm2",
+                 "--enable-psm3=no", f"--with-cuda={cuda}"]
+    if gdr:
+        libfabric.append("--with-gdrcopy=/usr/local/gdrcopy")
+    blocks = [
+        # providers read /etc/libibverbs.d (the path the infiniband preset binds from the host)
+        rdma_core(version=stack.RDMA_CORE.version, prefix="/usr/local/rdma-core",
+                  cmake_opts=["-DCMAKE_INSTALL_SYSCONFDIR=/etc", "-DNO_MAN_PAGES=1"],
+                  ospackages=["libudev-dev", "libnl-3-dev", "libnl-route-3-dev", "make", "pkg-config",
+                              "wget"]),     # no pandoc/docutils: no man pages
+    ]
+    if gdr:
+        blocks.append(gdrcopy(version=stack.GDRCOPY.version, prefix="/usr/local/gdrcopy"))
+    blocks += [
+        # libpsm2 in the common stack: Open MPI's psm2 MTL (omnipath preset) is built against it.
+        # Without PSM_CUDA: a CUDA build needs the CUDA hfi1 driver headers (HFI1_CAP_GPUDIRECT_OT),
+        # which neither kernel headers nor the source carry.
+        generic_build(
+            url=psm2.site_url, directory=f"opa-psm2-PSM2_{psm2.version}", prefix="/usr/local/libpsm2",
+            build=["make -j$(nproc) WERROR="],   # gcc 12+ warnings (array-bounds) are errors otherwise
+            # the Makefile installs headers under $DESTDIR/usr/include: give --with-psm2 its include/
+            install=["make install DESTDIR=/usr/local/libpsm2 INSTALL_LIB_TARG=/lib WERROR=",
+                     "ln -sfn usr/include /usr/local/libpsm2/include"],
+            devel_environment={"LD_LIBRARY_PATH": "/usr/local/libpsm2/lib:$LD_LIBRARY_PATH"},
+            runtime_environment={"LD_LIBRARY_PATH": "/usr/local/libpsm2/lib:$LD_LIBRARY_PATH"}),
+        # --without-bfd: UCX 1.13's backtraces use binutils' PTR macro, gone from bfd.h since
+        # binutils 2.40 (bookworm, Ubuntu 24.04): debug.c stops at "'PTR' undeclared"
         ucx(version=stack.UCX.version, prefix="/usr/local/ucx", cuda=cuda,
-            gdrcopy="/usr/local/gdrcopy", ofed="/usr/local/rdma-core", knem=False, xpmem=False),
-        _libfabric(libfabric_common),
+            gdrcopy="/usr/local/gdrcopy" if gdr else False, ofed="/usr/local/rdma-core",
+            knem=False, xpmem=False, ospackages=["file", "libnuma-dev", "make", "wget"],
+            configure_opts=["--enable-optimizations", "--disable-logging", "--disable-debug",
+                            "--disable-assertions", "--disable-params-check", "--disable-doxygen-doc",
+                            "--without-bfd"],
+            # UCX 1.13's test programs (not installed) include test_cuda_hook.c, which calls the
+            # pre-CUDA-13 cuCtxCreate(ctx, flags, dev): their folder is not built
+            postconfigure=["printf 'all install check clean distclean:\\n\\t@true\\n' > test/apps/Makefile"]),
+        _libfabric(libfabric),
         slurm_pmi2(version=SLURM_PMI2.version, prefix="/usr/local/slurm-pmi2"),
-        pmix(version=stack.PMIX.version, prefix="/usr/local/pmix"),
+        pmix(version=stack.PMIX.version, prefix="/usr/local/pmix",
+             ospackages=["file", "libhwloc-dev", "libevent-dev", "make", "tar", "wget", "perl"]),
         openmpi(version=stack.OPENMPI.version, prefix="/usr/local/openmpi", cuda=True,
                 infiniband=False, ucx="/usr/local/ucx", pmix="/usr/local/pmix",
                 pmi="/usr/local/slurm-pmi2",
                 configure_opts=["--enable-mpi-cxx", "--enable-orterun-prefix-by-default",
-                                "--with-ofi=/usr/local/libfabric", "--with-slurm",
-                                "--with-libevent=internal", "--with-hwloc=internal"]),
-        nccl(version=stack.NCCL.version, build=True, cuda=True, prefix="/usr/local/nccl",
-             make_variables={"NVCC_GENCODE": " ".join(
-                 f"-gencode=arch=compute_{a},code=sm_{a}" for a in stack.CUDA_ARCHS)}),
+                                "--with-ofi=/usr/local/libfabric", "--with-psm2=/usr/local/libpsm2",
+                                "--with-slurm", "--with-libevent=/usr", "--with-hwloc=/usr"]),
     ]
+    return blocks
 
 
 def _libfabric(configure_opts: list[str]):
-    return generic_autotools(url=stack.LIBFABRIC.url, prefix="/usr/local/libfabric",
-                             configure_opts=configure_opts,
-                             devel_environment={"PATH": "/usr/local/libfabric/bin:$PATH",
-                                                "LD_LIBRARY_PATH": "/usr/local/libfabric/lib:$LD_LIBRARY_PATH"},
-                             runtime_environment={"PATH": "/usr/local/libfabric/bin:$PATH",
-                                                  "LD_LIBRARY_PATH": "/usr/local/libfabric/lib:$LD_LIBRARY_PATH"})
+    env = {"PATH": "/usr/local/libfabric/bin:$PATH",
+           "LD_LIBRARY_PATH": "/usr/local/libfabric/lib:$LD_LIBRARY_PATH"}
+    return generic_autotools(url=sources.source("libfabric").site_url, prefix="/usr/local/libfabric",
+                             configure_opts=configure_opts, devel_environment=env,
+                             runtime_environment=env)
 
 
-def _cuda_fabric_blocks(prof: FabricProfile) -> list:
+def _cuda_fabric_blocks(prof: FabricProfile, omit: tuple[str, ...]) -> list:
     flags = prof.configure_flags
     blocks = []
-    if "libpsm2" in prof.source_builds:
-        blocks.append(generic_build(
-            url=stack.LIBPSM2.url, prefix="/usr/local/libpsm2",
-            build=[f"make -j$(nproc) {' '.join(flags.get('libpsm2', ()))} "
-                   "CUDA_PATH=/usr/local/cuda"],
-            install=["make install DESTDIR=/usr/local/libpsm2 LIBDIR=/lib INSTALL_PREFIX=/"],
-            runtime_environment={"LD_LIBRARY_PATH": "/usr/local/libpsm2/lib:$LD_LIBRARY_PATH"}))
-    if "libfabric" in prof.source_builds:   # rebuilt over the common one, with this fabric's providers
-        blocks.append(_libfabric(["--enable-tcp", "--enable-shm", "--enable-rxm",
-                                  "--enable-verbs=/usr/local/rdma-core",
-                                  "--enable-efa=/usr/local/rdma-core", "--with-cuda=/usr/local/cuda",
-                                  "--with-gdrcopy=/usr/local/gdrcopy",
-                                  *flags.get("libfabric", ())]))
-    if "aws-ofi-nccl" in prof.source_builds:
+    if "aws-ofi-nccl" in prof.source_builds and "aws-ofi-nccl" not in omit:
         blocks.append(generic_autotools(
-            url=stack.AWS_OFI_NCCL.url, prefix="/usr/local/aws-ofi-nccl",
+            url=sources.source("aws-ofi-nccl").site_url, prefix="/usr/local/aws-ofi-nccl",
             configure_opts=["--with-libfabric=/usr/local/libfabric", "--with-cuda=/usr/local/cuda",
-                            "--disable-tests", *flags.get("aws-ofi-nccl", ())],
+                            "--with-hwloc=/usr", "--disable-tests", *flags.get("aws-ofi-nccl", ())],
             runtime_environment={"LD_LIBRARY_PATH": "/usr/local/aws-ofi-nccl/lib:$LD_LIBRARY_PATH"}))
     return blocks
+
+
+# fabric images: the stack image + the fabric layer -----------------------------
+def _fabric_stages(prof: FabricProfile, flavour: str, omit: tuple[str, ...], fmt: str) -> list[list]:
+    def start(image: str, tag: str, name: str):
+        if fmt == "singularity":
+            return baseimage(image=image, _bootstrap="localimage", _distro=stack.CUDA_DISTRO,
+                             _docker_env=False, _as=name)
+        return baseimage(image=tag, _distro=stack.CUDA_DISTRO, _as=name)
+    blocks = _cuda_fabric_blocks(prof, omit) if flavour == "cuda" else []
+    stages = []
+    if blocks:
+        stages.append([start(STACK_DEVEL_IMAGE, f"{stack_tag(flavour)}-devel", "devel"),
+                       comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour}, build)"), *blocks,
+                       comment(f"{FABRIC_END}: {prof.name}")])
+    runtime = [start(STACK_IMAGE, stack_tag(flavour), "runtime"),
+               comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour})")]
+    runtime += [block.runtime(_from="devel") for block in blocks]
+    packages = prof.packages.get(flavour, ())
+    if packages:
+        runtime.append(apt_get(ospackages=list(packages)))
+    if prof.library_path:        # bind targets for the host's libraries
+        runtime.append(shell(commands=[f"mkdir -p {' '.join(prof.library_path)}"]))
+    runtime.append(_fabric_environment(prof, flavour, omit))
+    runtime.append(comment(f"{FABRIC_END}: {prof.name}"))
+    # the image's own self-test (its %test below): the script as of this build, not the stack's
+    runtime.append(copy(src="containers/image-test.sh", dest=IMAGE_TEST))
+    stages.append(runtime)
+    return stages
 
 
 # shared pieces ------------------------------------------------------------
@@ -209,25 +367,6 @@ def _bundle_files() -> list:
     return [comment("the bundle: bench/ and the image self-test"),
             copy(src="bench", dest=f"{stack.BENCH_PARENT}/bench"),
             copy(src="containers/image-test.sh", dest=IMAGE_TEST)]
-
-
-def _fabric_layer(prof: FabricProfile, flavour: str, blocks: list, stage: str,
-                  runtime: bool = False) -> list:
-    """The only part of an image that differs between fabrics."""
-    layer = [comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour}{', ' + stage if stage else ''})")]
-    if runtime:
-        layer += [block.runtime(_from="devel") for block in blocks]
-    else:
-        layer += blocks
-    packages = prof.packages.get(flavour, ())
-    if packages and (runtime or flavour == "cpu"):
-        layer.append(apt_get(ospackages=list(packages)))
-    if runtime or flavour == "cpu":
-        if prof.library_path:        # bind targets for the host's libraries
-            layer.append(shell(commands=[f"mkdir -p {' '.join(prof.library_path)}"]))
-        layer.append(_fabric_environment(prof, flavour))
-    layer.append(comment(f"{FABRIC_END}: {prof.name}"))
-    return layer
 
 
 def _common_environment(flavour: str) -> environment:
@@ -238,40 +377,45 @@ def _common_environment(flavour: str) -> environment:
         "FABRIC_BENCH_FLAVOUR": flavour})
 
 
-def _fabric_environment(prof: FabricProfile, flavour: str) -> environment:
+def _fabric_environment(prof: FabricProfile, flavour: str, omit: tuple[str, ...]) -> environment:
     env = {"FABRIC_BENCH_FABRIC": prof.name}
     if prof.library_path:
         env["LD_LIBRARY_PATH"] = ":".join([*prof.library_path, "$LD_LIBRARY_PATH"])
-    if "aws-ofi-nccl" in prof.source_builds and flavour == "cuda":
+    if "aws-ofi-nccl" in prof.source_builds and flavour == "cuda" and "aws-ofi-nccl" not in omit:
         env["NCCL_NET_PLUGIN"] = "ofi"     # libnccl-net-ofi.so in /usr/local/aws-ofi-nccl/lib
     return environment(variables=env)
 
 
-def _to_text(stages: list[list], prof: FabricProfile, flavour: str, commit: str) -> str:
-    layer_end = max(i for i, item in enumerate(stages[-1])
-                    if isinstance(item, comment) and FABRIC_BEGIN in str(item))
-    stages[-1].insert(layer_end, _common_environment(flavour))
-    stages[-1].append(label(metadata=labels(prof, flavour, commit)))
+def _to_text(stages: list[list], fabric: str, flavour: str, *, last_labels: bool = True,
+             omit: tuple[str, ...] = (), base: str = "site") -> str:
+    if fabric == "stack":
+        stages[-1].append(_common_environment(flavour))
+    if last_labels:
+        stages[-1].append(label(metadata=labels(fabric, flavour, COMMIT_PLACEHOLDER, omit, base)))
     parts = []
-    for number, items in enumerate(stages):
+    for items in stages:
         stage = hpccm.Stage()
         for item in items:
             stage += item
         parts.append(str(stage))
-    header = (f"# fabric-bench image: fabric={prof.name} flavour={flavour} "
+    what = "stack image" if fabric == "stack" else f"fabric={fabric}"
+    header = (f"# fabric-bench image: {what} flavour={flavour} "
               f"(rendered by containers/recipe.py; do not edit)\n")
     return header + "\n\n".join(parts) + "\n"
 
 
-def _setup(flavour: str) -> str:
-    """cpu: the wheelhouse bind needs its mount point before %post runs."""
-    if flavour != "cpu":
+def _setup(flavour: str, fabric: str) -> str:
+    """cpu stack: the wheelhouse bind needs its mount point before %post runs."""
+    if flavour != "cpu" or fabric != "stack":
         return ""
     return f"\n%setup\n    mkdir -p ${{APPTAINER_ROOTFS}}{stack.WHEELHOUSE}\n"
 
 
-def _help(prof: FabricProfile, flavour: str) -> str:
-    versions = ", ".join(f"{k} {v}" for k, v in stack.versions(flavour).items() if k != "base")
+def _help(prof: FabricProfile | None, flavour: str, base: str) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in stack.versions(flavour, base).items() if k != "base")
+    if prof is None:
+        return (f"\n%help\n    fabric-bench {flavour} stack image: the common stack every fabric image of "
+                f"this flavour is built FROM.\n    Stack: {versions}.\n    Self-test: apptainer test IMAGE\n")
     binds = ", ".join(b.host for b in prof.binds) or "none"
     return (f"\n%help\n    fabric-bench {flavour} image for the {prof.name} fabric: {prof.summary}.\n"
             f"    Stack: {versions}.\n"
@@ -284,12 +428,52 @@ def _help(prof: FabricProfile, flavour: str) -> str:
             f"    Self-test: apptainer test IMAGE\n")
 
 
-def _test(prof: FabricProfile, flavour: str) -> str:
-    versions = stack.versions(flavour)
+def preset_checks(prof: FabricProfile, flavour: str, omit: tuple[str, ...] = ()) -> list[str]:
+    """image-test.sh arguments proving that every component the fabric's preset selects
+    exists in the image: Open MPI components, libfabric providers, UCX transports, NCCL net."""
+    envs = [prof.env, prof.nccl_env, prof.gpu_env, *prof.gpudirect_env.values()]
+    checks: list[str] = []
+
+    def add(check: str) -> None:
+        if check not in checks:
+            checks.append(check)
+    for env in envs:
+        for var, kind in (("OMPI_MCA_pml", "pml"), ("OMPI_MCA_mtl", "mtl"), ("OMPI_MCA_btl", "btl"),
+                          ("OMPI_MCA_osc", "osc")):
+            value = env.get(var, "")
+            if value.startswith("^"):          # "^openib,tcp" excludes both: nothing selected
+                continue
+            for name in value.split(","):
+                if name:
+                    add(f"ompi:{kind}:{name}")
+        providers = [*env.get("FI_PROVIDER", "").split(","),
+                     *env.get("OMPI_MCA_mtl_ofi_provider_include", "").split(",")]
+        for name in providers:
+            # cxi is the host's (Slingshot binds its libfabric): checked by preflight, not here
+            if name and name != "cxi":
+                add(f"fi:{name}")
+        for name in env.get("UCX_TLS", "").split(","):
+            if name and not (name == "gdr_copy" and "gdrcopy" in omit):
+                if flavour == "cpu" and name.startswith(("cuda", "gdr")):
+                    continue
+                add(f"ucx:{name}")
+        net = env.get("NCCL_NET", "")
+        if net and flavour == "cuda" and not (net == "OFI" and "aws-ofi-nccl" in omit):
+            add(f"nccl-net:{net}")
+    return checks
+
+
+def _test(prof: FabricProfile | None, flavour: str, omit: tuple[str, ...], base: str) -> str:
+    versions = stack.versions(flavour, base)
     checks = [f"{name}={versions[name]}" for name in
               ("openmpi", "ucx", "libfabric", "python", "torch", "torchvision", "tensorflow",
                "horovod", "numpy", "mpi4py")]
-    tools = {"infiniband": ["ibv_devinfo"], "omnipath": [], "efa": ["ibv_devinfo"]}.get(prof.name, [])
-    if prof.name == "universal":
-        tools = ["ibv_devinfo"]
-    return f"\n%test\n    {IMAGE_TEST} {' '.join(checks + tools)}\n"
+    if flavour == "cuda":
+        checks += ["ldd:/usr/local", "ldd-python:horovod", "ldd-python:nvidia/nccl",
+                   "ompi-cuda", "ompi:pml:ucx", "ompi:mtl:ofi", "ompi:pmix:ext3x", "ompi:mtl:psm2",
+                   "ucx-cuda", "horovod-nccl", "torch-cuda"]
+    if prof is not None:
+        tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"],
+                 "slingshot": ["fi-abi"] if flavour == "cuda" else []}.get(prof.name, [])
+        checks += tools + preset_checks(prof, flavour, omit)
+    return f"\n%test\n    {IMAGE_TEST} {' '.join(dict.fromkeys(checks))}\n"

@@ -3,8 +3,9 @@
 Two flavours share the Python stack (the repo's requirements files plus the
 Horovod 0.28.1 sdist with the project's patch, containers/horovod/):
 
-- `cuda`: the GPU images sites build. Base from NVIDIA's CUDA registry image;
-  the communication stack built from source at the versions below.
+- `cuda`: the GPU images sites build. Base from NVIDIA's CUDA registry image
+  (or, `--base local`, a Debian root plus NVIDIA's CUDA wheels: the rehearsal
+  here); the communication stack built from source at the versions below.
 - `cpu`:  CI and laptops. Base: a local Debian bookworm root filesystem made
   with debootstrap from the host's configured mirror; fabric libraries are
   Debian's packages (versions below are what bookworm ships, checked by the
@@ -41,22 +42,27 @@ CUDA_RUNTIME_IMAGE = f"nvidia/cuda:{CUDA_VERSION}-runtime-ubuntu24.04"
 CUDA_DISTRO = "ubuntu24"              # hpccm's name for the base distribution
 CUDA_PYTHON = "3.12"                  # Ubuntu 24.04's python3
 CUDA_ARCHS = ("80", "90")             # compute capabilities (CUDA 13 has no older ones)
+# `--base local`: the toolkit as NVIDIA's PyPI wheels lay it out (containers/cudabase.py)
+CUDA_WHEELS = ("nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-runtime==13.0.96", "nvidia-cuda-cccl==13.0.85",
+               "nvidia-cuda-crt==13.0.88", "nvidia-nvvm==13.0.88", "nvidia-cuda-cupti==13.0.85",
+               "nvidia-nvtx==13.0.85", "nvidia-cuda-culibos==13.0.85", "nvidia-nvml-dev==13.0.87")
 
-RDMA_CORE = SourceBuild("rdma-core", "55.0")
-GDRCOPY = SourceBuild("gdrcopy", "2.4.4")
-UCX = SourceBuild("ucx", "1.18.0")
-LIBFABRIC = SourceBuild(
-    "libfabric", "2.1.0",
-    "https://github.com/ofiwg/libfabric/releases/download/v2.1.0/libfabric-2.1.0.tar.bz2")
-PMIX = SourceBuild("pmix", "4.2.9")
-OPENMPI = SourceBuild("openmpi", "4.1.8")
-NCCL = SourceBuild("nccl", "2.30.7-1")   # same NCCL as torch's nvidia-nccl-cu13 wheel
-AWS_OFI_NCCL = SourceBuild(
-    "aws-ofi-nccl", "1.17.2",
-    "https://github.com/aws/aws-ofi-nccl/releases/download/v1.17.2/aws-ofi-nccl-1.17.2.tar.gz")
-LIBPSM2 = SourceBuild(
-    "libpsm2", "11.2.230",
-    "https://github.com/cornelisnetworks/opa-psm2/archive/refs/tags/PSM2_11.2.230.tar.gz")
+# Versions and canonical URLs: containers/sources.py (re-pins there say why)
+def _built(name: str) -> SourceBuild:
+    from containers.sources import source
+    src = source(name)
+    return SourceBuild(name, src.version, src.site_url)
+
+
+RDMA_CORE = _built("rdma-core")
+GDRCOPY = _built("gdrcopy")
+UCX = _built("ucx")
+LIBFABRIC = _built("libfabric")
+PMIX = _built("pmix")
+OPENMPI = _built("openmpi")
+NCCL = _built("nccl")                  # NVIDIA's binary NCCL: torch's nvidia-nccl-cu13 wheel
+AWS_OFI_NCCL = _built("aws-ofi-nccl")
+LIBPSM2 = _built("libpsm2")
 SOURCE_BUILDS = (RDMA_CORE, GDRCOPY, UCX, LIBFABRIC, PMIX, OPENMPI, NCCL, AWS_OFI_NCCL, LIBPSM2)
 
 # cpu flavour -------------------------------------------------------------
@@ -66,6 +72,9 @@ DEBIAN_PYTHON = "3.11"                # bookworm's python3, as the host venv
 DEBIAN_VERSIONS = {"openmpi": "4.1.4", "ucx": "1.13.1", "libfabric": "1.17.0",
                    "rdma-core": "44.0", "libpsm2": "11.2.185"}
 BASE_IMAGE_TAG = "localhost/fabric-bench-base:bookworm"   # podman's name for the base
+# podman's names for the local CUDA bases (`--base local`, containers/cudabase.py)
+LOCAL_CUDA_DEVEL_TAG = f"localhost/fabric-bench-cuda:{CUDA_VERSION}-devel-{DEBIAN_SUITE}"
+LOCAL_CUDA_RUNTIME_TAG = f"localhost/fabric-bench-cuda:{CUDA_VERSION}-runtime-{DEBIAN_SUITE}"
 
 # Python stack (both flavours) -------------------------------------------
 HOROVOD_VERSION = "0.28.1"
@@ -93,10 +102,14 @@ def python_versions() -> dict[str, str]:
             "numpy": pins["numpy"], "mpi4py": pins["mpi4py"]}
 
 
-def versions(flavour: str) -> dict[str, str]:
-    """Every pinned version of a flavour, as the image's labels carry them."""
+def versions(flavour: str, base: str = "site") -> dict[str, str]:
+    """Every pinned version of a flavour, as the image's labels carry them. The base
+    (site: NVIDIA's image; local: Debian + CUDA wheels) brings its own python."""
     if flavour == "cuda":
         stack = {"base": CUDA_DEVEL_IMAGE, "cuda": CUDA_VERSION, "python": CUDA_PYTHON}
+        if base == "local":
+            stack |= {"base": f"local/debian:{DEBIAN_SUITE}+cuda-wheels-{CUDA_VERSION}",
+                      "python": DEBIAN_PYTHON}
         stack |= {build.name: build.version for build in SOURCE_BUILDS}
     else:
         stack = {"base": f"local/debian:{DEBIAN_SUITE}-minbase", "python": DEBIAN_PYTHON}

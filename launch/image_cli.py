@@ -23,25 +23,33 @@ def _usage(exc: Exception) -> UsageError:
 def render(
     fabric: str = typer.Option(..., help=FABRIC_HELP),
     flavour: str = typer.Option(..., help="cuda | cpu"),
-    out: Path = typer.Option(..., help="directory for the .def and the Dockerfile"),
-    base: str = typer.Option("", help="cpu/Apptainer: the local base .sif (default: base.sif)"),
+    out: Path = typer.Option(..., help="directory for the .def files and the Dockerfiles"),
+    base: str = typer.Option("site", help="cuda: site (nvidia/cuda images) | local (this machine's rehearsal base)"),
+    cpu_base: str = typer.Option("", help="cpu/Apptainer: the local base .sif (default: base.sif)"),
 ):
-    """Write OUT/<fabric>-<flavour>.def (Apptainer) and OUT/Dockerfile.
+    """Write the stack image's recipe (OUT/stack-<flavour>[-devel].def, OUT/Dockerfile.stack)
+    and the fabric image's, built FROM it (OUT/<fabric>-<flavour>.def, OUT/Dockerfile).
 
     Example: fabric-bench image render --fabric infiniband --flavour cuda --out build/ib
     """
     from containers import recipe
     try:
         rendered = recipe.render(fabric, flavour, base=base)
+        stack_recipe = recipe.render_stack(flavour, base=base, cpu_base=cpu_base)
     except ValueError as exc:
         raise _usage(exc) from None
+    files = {f"stack-{flavour}.def": stack_recipe.definition, "Dockerfile.stack": stack_recipe.dockerfile,
+             f"{fabric}-{flavour}.def": rendered.definition, "Dockerfile": rendered.dockerfile}
+    if stack_recipe.devel_template:
+        files[f"stack-{flavour}-devel.def"] = stack_recipe.devel_definition
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / f"{fabric}-{flavour}.def").write_text(rendered.definition)
-        (out / "Dockerfile").write_text(rendered.dockerfile)
+        for name, text in files.items():
+            (out / name).write_text(text)
     except OSError as exc:
         raise UsageError(f"cannot write to {out}: {exc.strerror}") from None
-    print(f"{out / f'{fabric}-{flavour}.def'}\n{out / 'Dockerfile'}\nrecipe hash {rendered.recipe_hash}")
+    print("\n".join(str(out / name) for name in files))
+    print(f"recipe hash {rendered.recipe_hash} (stack {stack_recipe.recipe_hash})")
 
 
 @image_app.command()
@@ -49,8 +57,11 @@ def build(
     fabric: str = typer.Option("ethernet", help=FABRIC_HELP),
     flavour: str = typer.Option("cpu", help="cuda | cpu"),
     runtime: str = typer.Option("apptainer", help="apptainer | podman"),
+    base: str = typer.Option("site", help="cuda: site (nvidia/cuda images) | local (Debian + CUDA wheels, "
+                                          "the rehearsal here)"),
 ):
-    """Build (or reuse, when no input changed) the image; record digest and log.
+    """Build (or reuse, when no input changed) the flavour's stack image when missing, then
+    the fabric image FROM it; record digests and logs.
 
     Example: fabric-bench image build --fabric ethernet --flavour cpu --runtime apptainer
     """
@@ -58,12 +69,14 @@ def build(
     console = make_console(stderr=True)
     try:
         with console.status("building image") as status:
-            record = builder.build(fabric, flavour, runtime,
+            record = builder.build(fabric, flavour, runtime, base=base,
                                    progress=lambda line: status.update(line) or console.log(line))
     except builder.BuildError as exc:
         raise _usage(exc) from None
     print(json.dumps({"image": record.image, "sha256": record.sha256, "size_bytes": record.size_bytes,
-                      "build_seconds": record.build_seconds, "log": record.log}, indent=2))
+                      "stack_digest": record.stack_digest, "stack_image": record.stack_image,
+                      "build_seconds": record.build_seconds, "stages": record.stages, "log": record.log},
+                     indent=2))
 
 
 @image_app.command()
@@ -109,11 +122,11 @@ def list_images(as_json: bool = typer.Option(False, "--json", help="machine-read
         print(json.dumps(entries, indent=2))
         return
     table = Table(title=f"images ({builder.registry_path()})")
-    for column in ("fabric", "flavour", "runtime", "size_mb", "sha256", "built_at", "image"):
+    for column in ("fabric", "flavour", "runtime", "size_mb", "sha256", "stack", "built_at", "image"):
         table.add_column(column)
     for e in entries:
         table.add_row(e["fabric"], e["flavour"], e["runtime"], f"{e['size_bytes'] / 2**20:.0f}",
-                      e["sha256"][:12], e["built_at"][:19], e["image"])
+                      e["sha256"][:12], (e.get("stack_digest") or "")[:12], e["built_at"][:19], e["image"])
     make_console().print(table)
 
 

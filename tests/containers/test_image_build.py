@@ -32,11 +32,28 @@ def test_image_is_recorded_with_digest_labels_and_log(cpu_ethernet_image):
     assert any(e["sha256"] == cpu_ethernet_image.sha256 for e in build.registry())
 
 
+def test_fabric_images_share_the_stack_image_by_digest(cpu_ethernet_image):
+    """'Images differ only in fabric libraries' as an equality of digests: a second fabric
+    image of the flavour is built FROM the same stack image, which is not rebuilt."""
+    other = build.build("infiniband", "cpu", "apptainer", progress=lambda line: None)
+    stack_entry = next(e for e in build.registry() if e["fabric"] == "stack" and e["flavour"] == "cpu"
+                       and e["image"] == cpu_ethernet_image.stack_image)
+    digests = {record.fabric: build.inspect(record.image)["org.fabric-bench.stack-digest"]
+               for record in (cpu_ethernet_image, other)}
+    print(digests, "stack", stack_entry["sha256"])
+    assert set(digests.values()) == {stack_entry["sha256"]} == {build._sha256(Path(stack_entry["image"]))}
+    assert other.stack_digest == cpu_ethernet_image.stack_digest
+    assert build.inspect(other.image)["org.fabric-bench.fabric"] == "infiniband"
+
+
 def test_image_self_test_proves_the_stack(cpu_ethernet_image, tmp_path):
     done = apptainer("test", cpu_ethernet_image.image, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     for proof in ("ok: openmpi 4.1.4", "ok: torch 2.14.1", "ok: horovod 0.28.1",
-                  "horovodrun --check-build: PyTorch, MPI, Gloo", "horovod.torch init (MPI)"):
+                  "horovodrun --check-build: PyTorch, MPI, Gloo", "horovod.torch init (MPI)",
+                  # the ethernet preset's components exist in the image
+                  "ok: ompi_info: MCA pml ob1", "ok: ompi_info: MCA btl tcp", "ok: fi_info -l: tcp",
+                  "ok: ucx: sm"):
         assert proof in done.stdout
 
 

@@ -17,8 +17,11 @@ def test_render_writes_def_and_dockerfile(tmp_path):
     assert done.returncode == 0, done.stderr
     definition, dockerfile = (out / "infiniband-cuda.def").read_text(), (out / "Dockerfile").read_text()
     assert definition.startswith("# fabric-bench image: fabric=infiniband flavour=cuda")
-    assert "Stage: runtime" in definition and "FROM nvidia/cuda:" in dockerfile
+    assert "Stage: runtime" in definition and "FROM localhost/fabric-bench-stack:cuda" in dockerfile
     assert "org.fabric-bench.fabric=infiniband" in dockerfile
+    assert "FROM nvidia/cuda:" in (out / "Dockerfile.stack").read_text()
+    assert "From: nvidia/cuda:" in (out / "stack-cuda-devel.def").read_text()
+    assert "From: fabric-bench-stack-cuda-devel.sif" in (out / "stack-cuda.def").read_text()
 
 
 @pytest.mark.parametrize("args, cause", [
@@ -57,40 +60,64 @@ def fake_runtime(directory: Path, script: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
-def test_failed_build_names_the_log_and_leaves_no_image(tmp_path):
-    # An apptainer that writes half an image, then fails: the build must not keep it.
+def fake_build(tmp_path: Path, script: str, *args: str):
+    """`fabric-bench image build ARGS` with a stand-in apptainer; returns (result, cache, env)."""
     bin_dir, cache = tmp_path / "bin", tmp_path / "cache"
-    bin_dir.mkdir()
-    fake_runtime(bin_dir, 'for last; do :; done\necho "FATAL: no network" >&2\n'
-                          'for a; do case $a in *.partial) echo half > "$a";; esac; done\nexit 255\n')
+    bin_dir.mkdir(exist_ok=True)
+    fake_runtime(bin_dir, script)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FABRIC_BENCH_CACHE": str(cache)}
-    done = fabric_bench("image", "build", "--fabric", "efa", "--flavour", "cuda", env=env)
+    return fabric_bench("image", "build", *args, env=env), cache, env
+
+
+def assert_failed_and_recorded_nothing(done, cache: Path, stage: str, code: int, logged: str) -> None:
     assert done.returncode == 2
     error = error_line(done.stderr)      # progress lines may come before it
-    assert "apptainer build of efa-cuda-" in error and "failed (exit 255); log: " in error
+    assert stage in error and f"failed (exit {code}); log: " in error
     log = Path(error.split("log: ")[1])
-    assert log.is_file() and "FATAL: no network" in log.read_text()
+    assert log.is_file() and logged in log.read_text()
     images = cache / "images"
-    assert not list(images.glob("*.sif")) and not list(images.glob("*.partial"))
+    assert not list(images.glob("stack-cuda-*[0-9a-f].sif")) and not list(images.glob("*.partial"))
     assert not (images / "registry.json").exists()
+
+
+def test_failed_build_names_the_log_and_leaves_no_image(tmp_path):
+    # An apptainer that writes half an image, then fails: the build must not keep it.
+    done, cache, _ = fake_build(tmp_path, 'for last; do :; done\necho "FATAL: no network" >&2\n'
+                                'for a; do case $a in *.partial) echo half > "$a";; esac; done\nexit 255\n',
+                                "--fabric", "efa", "--flavour", "cuda")
+    # the stack comes first: its devel stage is the first thing built
+    assert_failed_and_recorded_nothing(done, cache, "apptainer build of stack-cuda-", 255, "FATAL: no network")
+    assert not list((cache / "images").glob("*.sif"))
 
 
 def test_build_records_and_reuses_an_image(tmp_path, monkeypatch):
     # The driver's bookkeeping with a stand-in runtime that "builds" a small file.
-    bin_dir, cache = tmp_path / "bin", tmp_path / "cache"
-    bin_dir.mkdir()
-    fake_runtime(bin_dir, 'for a; do case $a in *.partial) echo "image $$" > "$a";; esac; done\n')
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FABRIC_BENCH_CACHE": str(cache)}
-    first = fabric_bench("image", "build", "--fabric", "slingshot", "--flavour", "cuda", env=env)
+    first, cache, env = fake_build(tmp_path, 'for a; do case $a in *.partial) echo "image $$" > "$a";; esac; done\n',
+                                   "--fabric", "slingshot", "--flavour", "cuda")
     assert first.returncode == 0, first.stderr
     again = fabric_bench("image", "build", "--fabric", "slingshot", "--flavour", "cuda", env=env)
     assert again.returncode == 0 and "cached" in again.stderr
     listed = fabric_bench("image", "list", "--json", env=env)
     import json
     entries = json.loads(listed.stdout)
-    assert len(entries) == 1 and entries[0]["fabric"] == "slingshot"
-    image = Path(entries[0]["image"])
-    assert image.read_text().startswith("image ") and json.loads(first.stdout)["sha256"] == entries[0]["sha256"]
-    assert (cache / "images/recipes" / image.stem / "image.def").is_file()
+    # the stack image first (built once, with its devel stage), then the fabric image FROM it
+    assert [e["fabric"] for e in entries] == ["stack", "slingshot"]
+    stack_entry, entry = entries
+    assert Path(stack_entry["devel_image"]).is_file()
+    assert entry["stack_digest"] == stack_entry["sha256"] and entry["stack_image"] == stack_entry["image"]
+    image = Path(entry["image"])
+    assert image.read_text().startswith("image ") and json.loads(first.stdout)["sha256"] == entry["sha256"]
+    definition = (cache / "images/recipes" / image.stem / "image.def").read_text()
+    assert f"From: {stack_entry['image']}" in definition
+    assert f"org.fabric-bench.stack-digest {stack_entry['sha256']}" in definition
     monkeypatch.setenv("FABRIC_BENCH_CACHE", str(cache))
     assert build.find("slingshot", "cuda", "apptainer")["image"] == str(image)
+
+
+def test_failing_image_test_names_the_stage_and_records_nothing(tmp_path):
+    # A runtime whose builds succeed but whose `apptainer test` fails: no image, no record.
+    done, cache, _ = fake_build(tmp_path, 'if [ "$1" = test ]; then echo "image-test: FAIL: ompi_info: no MCA mtl '
+                                'psm2" >&2; exit 1; fi\nfor a; do case $a in *.partial) echo "image $$" > "$a";; '
+                                'esac; done\n', "--fabric", "omnipath", "--flavour", "cuda")
+    assert_failed_and_recorded_nothing(done, cache, "%test of stack-cuda-", 1,
+                                       "image-test: FAIL: ompi_info: no MCA mtl psm2")

@@ -1,6 +1,7 @@
 """The hpccm recipe: every (fabric, flavour) renders, parses, round-trips, carries its pins."""
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
@@ -8,16 +9,21 @@ import pytest
 from spython.main.parse.parsers import DockerParser, SingularityParser
 from spython.main.parse.writers import DockerWriter, SingularityWriter
 
-from containers import recipe, stack
-from containers.fabrics import FABRICS
+from containers import recipe, sources, stack
+from containers.fabrics import FABRICS, profile
 
 PAIRS = [(fabric, flavour) for fabric in FABRICS for flavour in stack.FLAVOURS]
+STACKS = [("stack", flavour) for flavour in stack.FLAVOURS]
 BASE = "/cache/base/bookworm/base.sif"
+
+
+def _render(fabric: str, flavour: str, **kwargs) -> recipe.Recipe:
+    return recipe.render(fabric, flavour, cpu_base=BASE, commit="abc123", **kwargs)
 
 
 @pytest.fixture(scope="module")
 def rendered():
-    return {pair: recipe.render(*pair, base=BASE, commit="abc123") for pair in PAIRS}
+    return {pair: _render(*pair) for pair in PAIRS + STACKS}
 
 
 def parse(parser, text: str, tmp_path: Path, name: str) -> dict:
@@ -55,40 +61,62 @@ def is_subsequence(needles: list, haystack: list) -> bool:
     return all(any(n == h for h in it) for n in needles)
 
 
-@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "-".join(p))
+def stages_of(pair) -> list[str]:
+    fabric, flavour = pair
+    if flavour == "cpu":
+        return ["runtime"]
+    if fabric == "stack":
+        return ["devel", "runtime"]
+    return ["devel", "runtime"] if "aws-ofi-nccl" in profile(fabric).source_builds else ["runtime"]
+
+
+@pytest.mark.parametrize("pair", PAIRS + STACKS, ids=lambda p: "-".join(p))
 def test_spython_parses_both_renderings(pair, rendered, tmp_path):
     r = rendered[pair]
-    stages = ["devel", "runtime"] if pair[1] == "cuda" else ["runtime"]
+    stages = stages_of(pair)
     docker = parse(DockerParser, r.dockerfile, tmp_path, "Dockerfile")
     apptainer = parse(SingularityParser, as_docker_bootstrap(r.definition), tmp_path, "image.def")
     assert list(docker) == stages and list(apptainer) == stages
     final = apptainer[stages[-1]]
     # spython turns %test into a /tests.sh written by install steps
     assert final.test == "/bin/bash /tests.sh" and any(recipe.IMAGE_TEST in s for s in final.install)
-    assert any(src == "bench" for src, *_ in (f.split() for f in final.files))
-    if pair[1] == "cuda":
-        assert docker["devel"].fromHeader.strip() == stack.CUDA_DEVEL_IMAGE
-        assert docker["runtime"].fromHeader.strip() == stack.CUDA_RUNTIME_IMAGE
-    else:
-        assert docker["runtime"].fromHeader.strip() == stack.BASE_IMAGE_TAG
-        assert f"BootStrap: localimage\nFrom: {BASE}" in r.definition
-    # the same build steps, whichever format: Dockerfile and .def agree
-    assert len(install_steps(docker)) > 10
-    assert is_subsequence(install_steps(docker), install_steps(apptainer))
+    fabric, flavour = pair
+    if fabric == "stack":
+        assert any(src == "bench" for src, *_ in (f.split() for f in final.files))
+        if flavour == "cuda":
+            assert docker["devel"].fromHeader.strip() == stack.CUDA_DEVEL_IMAGE
+            assert docker["runtime"].fromHeader.strip() == stack.CUDA_RUNTIME_IMAGE
+            # Apptainer: the devel stage is its own image, built from the devel base
+            assert f"From: {stack.CUDA_DEVEL_IMAGE}" in r.devel_definition
+            assert "BootStrap: localimage\nFrom: fabric-bench-stack-cuda-devel.sif" in r.definition
+        else:
+            assert docker["runtime"].fromHeader.strip() == stack.BASE_IMAGE_TAG
+            assert f"BootStrap: localimage\nFrom: {BASE}" in r.definition
+    else:   # a fabric image starts from its flavour's stack image
+        assert docker["runtime"].fromHeader.strip() == recipe.stack_tag(flavour)
+        assert f"BootStrap: localimage\nFrom: fabric-bench-stack-{flavour}.sif" in r.definition
+        assert not any(src == "bench" for src, *_ in (f.split() for f in final.files))
+    # the same build steps, whichever format: Dockerfile and .def(s) agree
+    steps = install_steps(apptainer)
+    if r.devel_definition:
+        steps = install_steps(parse(SingularityParser, as_docker_bootstrap(r.devel_definition), tmp_path,
+                                    "devel.def")) + steps
+    assert is_subsequence(install_steps(docker), steps)
+    if fabric == "stack":
+        assert len(install_steps(docker)) > 10
 
 
-@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "-".join(p))
+@pytest.mark.parametrize("pair", PAIRS + STACKS, ids=lambda p: "-".join(p))
 def test_dockerfile_to_def_to_dockerfile_keeps_every_install_step(pair, rendered, tmp_path):
     original = parse(DockerParser, rendered[pair].dockerfile, tmp_path, "Dockerfile")
     as_def = SingularityWriter(original).convert()
     back = parse(DockerParser, DockerWriter(parse(SingularityParser, as_def, tmp_path, "x.def")).convert(),
                  tmp_path, "Dockerfile.back")
     before, after = install_steps(original), install_steps(back)
-    assert len(before) > 10
     assert before == after, set(before) ^ set(after)
 
 
-@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "-".join(p))
+@pytest.mark.parametrize("pair", PAIRS + STACKS, ids=lambda p: "-".join(p))
 def test_pinned_versions_and_labels(pair, rendered):
     fabric, flavour = pair
     r = rendered[pair]
@@ -100,40 +128,49 @@ def test_pinned_versions_and_labels(pair, rendered):
         assert f"org.fabric-bench.flavour{sep}{flavour}" in text
         assert f"org.fabric-bench.bundle-commit{sep}abc123" in text
         assert f"org.fabric-bench.recipe-hash{sep}{r.recipe_hash}" in text
+        # a fabric image names the stack image it is built FROM by digest (filled in at build)
+        assert (f"org.fabric-bench.stack-digest{sep}" in text) == (fabric != "stack")
     assert "\n%help\n" in r.definition and "\n%environment\n" in r.definition
     test_line = r.definition.split("\n%test\n")[1]
     assert f"torch={stack.python_versions()['torch']}" in test_line
     assert f"horovod={stack.HOROVOD_VERSION}" in test_line
 
 
-def test_cuda_builds_the_pinned_stack_from_source(rendered):
-    text = rendered[("efa", "cuda")].dockerfile
-    for url_part in (f"openmpi-{stack.OPENMPI.version}.tar.bz2", f"ucx-{stack.UCX.version}",
-                     f"libfabric-{stack.LIBFABRIC.version}", f"pmix-{stack.PMIX.version}",
-                     f"nccl/archive/v{stack.NCCL.version}", f"aws-ofi-nccl-{stack.AWS_OFI_NCCL.version}",
-                     f"gdrcopy/archive/v{stack.GDRCOPY.version}", "rdma-core"):
-        assert url_part in text, url_part
+def test_stack_digest_label_is_filled_at_build():
+    r = recipe.render("efa", "cuda", commit="x").filled(STACK_DIGEST="f" * 64, STACK_IMAGE="/i/s.sif")
+    assert f"org.fabric-bench.stack-digest {'f' * 64}" in r.definition
+    assert "From: /i/s.sif" in r.definition and recipe.STACK_DIGEST not in r.definition
+    # the hash names the recipe, not where the stack lives or what it digests to
+    assert r.recipe_hash == recipe.render("efa", "cuda", commit="x").recipe_hash
+
+
+def test_cuda_stack_builds_the_pinned_stack_from_source(rendered):
+    text = rendered[("stack", "cuda")].dockerfile
+    for name in ("rdma-core", "gdrcopy", "ucx", "libfabric", "pmix", "openmpi", "libpsm2", "slurm-pmi2"):
+        assert sources.source(name).site_url in text, name      # canonical URLs, kept for sites
     configure = next(line for line in text.splitlines() if "openmpi" in line and "./configure" in line)
-    for flag in ("--with-ucx=", "--with-ofi=", "--with-pmix=", "--with-slurm", "--with-pmi=", "--with-cuda"):
-        assert flag in configure
-    assert "HOROVOD_GPU_OPERATIONS=NCCL" in text
+    for flag in ("--with-ucx=", "--with-ofi=", "--with-pmix=", "--with-slurm", "--with-pmi=", "--with-cuda",
+                 # psm2 MTL (omnipath preset) needs libpsm2 at Open MPI's configure: it is in the stack
+                 "--with-psm2=/usr/local/libpsm2",
+                 # external PMIx needs Open MPI on the same external hwloc and libevent
+                 "--with-hwloc=/usr", "--with-libevent=/usr"):
+        assert flag in configure, flag
+    assert text.index("opa-psm2") < text.index("openmpi-")
+    assert "libhwloc-dev" in text and "libevent-dev" in text
+    # rdma-core reads its providers from /etc/libibverbs.d (what the presets bind), shipped to runtime
+    assert "-DCMAKE_INSTALL_SYSCONFDIR=/etc" in text
+    assert "COPY --from=devel /etc/libibverbs.d /etc/libibverbs.d" in text
+    # libpsm2 without PSM_CUDA (needs CUDA hfi1 driver headers); headers where --with-psm2 looks
+    assert "PSM_CUDA" not in text and "ln -sfn usr/include /usr/local/libpsm2/include" in text
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in text and "nvidia/nccl" in text
     assert "COPY --from=devel /opt/fabric-bench/venv" in text
 
 
 def test_cpu_installs_only_from_the_local_wheelhouse(rendered):
-    text = rendered[("ethernet", "cpu")].dockerfile
+    text = rendered[("stack", "cpu")].dockerfile
     pip_lines = [line for line in text.splitlines() if "pip install" in line]
     assert len(pip_lines) == 3 and all("--no-index" in line for line in pip_lines)
     assert f"{stack.WHEELHOUSE}/horovod-{stack.HOROVOD_VERSION}-*.whl" in text
-
-
-def common_part(text: str) -> str:
-    """An image text without its fabric layers and the lines naming the fabric."""
-    text = re.sub(rf"# {re.escape(recipe.FABRIC_BEGIN)}.*?# {re.escape(recipe.FABRIC_END)}[^\n]*\n",
-                  "", text, flags=re.S)
-    text = text.split("\n%help\n")[0]
-    return "\n".join(line for line in text.splitlines()
-                     if not re.search(r"org\.fabric-bench\.(fabric|recipe-hash)\b|^# fabric-bench image:", line))
 
 
 def fabric_layers(text: str) -> list[str]:
@@ -141,34 +178,51 @@ def fabric_layers(text: str) -> list[str]:
                       text, flags=re.S)
 
 
+def outside_layers(text: str) -> str:
+    """A fabric image's text without its fabric layers, labels, %help, %test and header."""
+    text = re.sub(rf"# {re.escape(recipe.FABRIC_BEGIN)}.*?# {re.escape(recipe.FABRIC_END)}[^\n]*\n",
+                  "", text, flags=re.S)
+    text = text.split("\n%help\n")[0]
+    return "\n".join(line for line in text.splitlines()
+                     if not re.search(r"org\.fabric-bench\.|^# fabric-bench image:|^(%labels|LABEL)", line))
+
+
 @pytest.mark.parametrize("flavour", stack.FLAVOURS)
 @pytest.mark.parametrize("fabric", [f for f in FABRICS if f != "ethernet"])
-def test_fabric_images_differ_only_in_fabric_layers(fabric, flavour, rendered):
+def test_fabric_images_are_the_stack_plus_their_fabric_layer(fabric, flavour, rendered):
     ours, ethernet = rendered[(fabric, flavour)], rendered[("ethernet", flavour)]
     for a, b in ((ours.definition, ethernet.definition), (ours.dockerfile, ethernet.dockerfile)):
-        assert common_part(a) == common_part(b)
         assert fabric_layers(a) != fabric_layers(b)
-        assert len(fabric_layers(a)) == (2 if flavour == "cuda" else 1)
-    # the fabric layer comes after every common step of the final stage (shared Docker layers)
-    final_stage = ours.dockerfile.split("\nFROM ")[-1]
-    before_layer, layer_and_after = final_stage.split(f"# {recipe.FABRIC_BEGIN}")
-    assert "COPY bench" in before_layer and "RUN" not in layer_and_after.split(recipe.FABRIC_END)[1]
+    # nothing but base lines outside the fabric layer (a build stage is a layer too)
+    for text in (ours.definition, ours.dockerfile):
+        rest = [line.strip() for line in outside_layers(text).splitlines() if line.strip()]
+        # ... and the image's own copy of its self-test script
+        rest = [line for line in rest if not re.match(r"(%files|COPY )?\s*containers/image-test.sh ", line)
+                and line != "%files"]
+        assert all(re.match(r"(BootStrap:|From:|Stage:|FROM |# NOTE|# Singularity 3)", line) for line in rest), rest
+    # the stack's labels (versions) are the same for every fabric image of the flavour
+    versions = lambda text: sorted(l for l in text.splitlines() if "org.fabric-bench.version." in l)
+    assert versions(ours.definition) == versions(ethernet.definition)
 
 
 def test_fabric_layers_hold_the_fabric_packages(rendered):
     ib = fabric_layers(rendered[("infiniband", "cpu")].definition)[0]
     assert "ibverbs-providers" in ib and "perftest" in ib
-    omnipath = fabric_layers(rendered[("omnipath", "cuda")].dockerfile)
-    assert "opa-psm2" in omnipath[0] and "--enable-psm2=/usr/local/libpsm2" in omnipath[0]
-    assert "COPY --from=devel /usr/local/libpsm2" in omnipath[1]
+    efa = fabric_layers(rendered[("efa", "cuda")].dockerfile)
+    assert sources.source("aws-ofi-nccl").site_url in efa[0] and "--enable-platform-aws" in efa[0]
+    assert "COPY --from=devel /usr/local/aws-ofi-nccl" in efa[1]
     sling = fabric_layers(rendered[("slingshot", "cpu")].dockerfile)[0]
     assert "LD_LIBRARY_PATH=/opt/host/libfabric:/opt/host/libcxi:$LD_LIBRARY_PATH" in sling
+    # the host's cxi libfabric needs libjson-c and libcurl, which the stack lacks
+    sling_cuda = fabric_layers(rendered[("slingshot", "cuda")].dockerfile)[-1]
+    assert "libjson-c5" in sling_cuda and "libcurl4" in sling_cuda
 
 
 def test_recipe_hash_is_stable_and_names_the_content():
     a = recipe.render("efa", "cuda", commit="x")
     assert a.recipe_hash == recipe.render("efa", "cuda", commit="x").recipe_hash
     assert a.recipe_hash != recipe.render("infiniband", "cuda", commit="x").recipe_hash
+    assert a.recipe_hash != recipe.render("efa", "cuda", base="local", commit="x").recipe_hash
     assert len(a.recipe_hash) == 64 and recipe.HASH_PLACEHOLDER not in a.definition + a.dockerfile
 
 
@@ -177,8 +231,71 @@ def test_recipe_hash_is_stable_and_names_the_content():
 def test_bad_input(bad, message):
     with pytest.raises(ValueError, match=message):
         recipe.render(*bad)
+    with pytest.raises(ValueError, match="unknown base 'ngc'"):
+        recipe.render("efa", "cuda", base="ngc")
 
 
 def test_recipe_hash_ignores_the_commit_label():
     a, b = recipe.render("ethernet", "cpu", commit="aaa"), recipe.render("ethernet", "cpu", commit="bbb")
     assert a.recipe_hash == b.recipe_hash and a.definition != b.definition
+
+
+# The local base (rehearsals here) ---------------------------------------------
+# base lines: what hpccm's baseimage primitive renders (a docker bootstrap also sources the
+# image's Docker environment in a %post of its own)
+BASE_LINE = re.compile(r"^(BootStrap: |From: |FROM |%post$|    \. /\.singularity\.d/env/10-docker\*\.sh$)")
+# what the base brings with it: its name and its python (Ubuntu 24.04's 3.12, bookworm's 3.11)
+BASE_CARRIED = re.compile(r"org\.fabric-bench\.(version\.(base|python)|recipe-hash)[ =]|"
+                          r"fabric-bench-image-test .*python=|^    Stack: ")
+
+
+def changed_lines(a: str, b: str) -> list[str]:
+    diff = difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0)
+    return [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+@pytest.mark.parametrize("fabric", ["stack", *FABRICS])
+def test_local_recipe_differs_from_the_site_recipe_only_in_its_base_lines(fabric):
+    site = recipe.render(fabric, "cuda", commit="x")
+    local = recipe.render(fabric, "cuda", base="local", commit="x")
+    for a, b in ((site.definition, local.definition), (site.devel_definition, local.devel_definition),
+                 (site.dockerfile, local.dockerfile)):
+        changed = changed_lines(a, b)
+        others = [line for line in changed if not (BASE_LINE.match(line[1:]) or BASE_CARRIED.search(line[1:]))]
+        assert others == [], others
+    if fabric == "stack":
+        changed = changed_lines(site.definition, local.definition) + changed_lines(
+            site.devel_definition, local.devel_definition)
+        assert f"-From: {stack.CUDA_RUNTIME_IMAGE}" in changed and "+From: cuda-runtime.sif" in changed
+        assert f"-From: {stack.CUDA_DEVEL_IMAGE}" in changed and "+From: cuda-devel.sif" in changed
+        assert "-BootStrap: docker" in changed and "+BootStrap: localimage" in changed
+
+
+def test_rehearsal_omits_only_the_unreachable_components():
+    assert set(sources.omitted()) == {"gdrcopy", "aws-ofi-nccl"}
+    full = recipe.render("stack", "cuda", base="local", commit="x")
+    rehearsal = recipe.render("stack", "cuda", base="local", commit="x", omit=sources.omitted())
+    assert sources.source("gdrcopy").site_url in full.devel_definition
+    build_part = rehearsal.devel_definition.split("%labels")[0]
+    assert "gdrcopy" not in build_part.replace("--without-gdrcopy", "")
+    assert "org.fabric-bench.omitted aws-ofi-nccl,gdrcopy" in rehearsal.definition
+    efa = recipe.render("efa", "cuda", base="local", commit="x", omit=sources.omitted())
+    assert "aws-ofi-nccl" not in efa.definition.split("%help")[0].replace("omitted aws-ofi-nccl", "")
+    assert "nccl-net:OFI" not in efa.definition
+
+
+@pytest.mark.parametrize("fabric, wanted", [
+    ("ethernet", ["ompi:pml:ob1", "ompi:btl:self", "ompi:btl:vader", "ompi:btl:tcp", "fi:tcp",
+                  "ucx:tcp", "ucx:sm", "ucx:self", "nccl-net:Socket"]),
+    ("infiniband", ["ompi:pml:ucx", "ompi:osc:ucx", "ucx:rc", "ucx:ud", "ucx:cuda_copy", "ucx:gdr_copy",
+                    "nccl-net:IB"]),
+    ("omnipath", ["ompi:pml:cm", "ompi:mtl:psm2", "fi:psm2"]),
+    ("efa", ["ompi:pml:cm", "ompi:mtl:ofi", "fi:efa", "nccl-net:OFI"]),
+    ("slingshot", ["ompi:pml:cm", "ompi:mtl:ofi", "nccl-net:OFI"]),
+])
+def test_every_component_a_preset_selects_is_checked_by_its_image_test(fabric, wanted):
+    test_line = recipe.render(fabric, "cuda", commit="x").definition.split("\n%test\n")[1]
+    for check in wanted:
+        assert f" {check}" in test_line, check
+    assert "ompi:btl:" not in test_line or fabric == "ethernet"   # "^openib,tcp" selects nothing
+    assert "fi:cxi" not in test_line                    # the host's provider (Slingshot binds it)

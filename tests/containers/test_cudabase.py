@@ -1,0 +1,120 @@
+"""The local CUDA base's parts: link stubs from headers, the rehearsal wget, canonical
+tarballs from Debian's, and a broken base stopping the build at once."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from containers import build, cudabase, sources
+from tests.conftest import need
+
+HEADER = """
+typedef int CUresult;
+#define CUDAAPI
+#define cuCtxCreate cuCtxCreate_v4
+CUresult CUDAAPI cuInit(unsigned int flags);
+CUresult CUDAAPI cuCtxCreate(void **ctx, void *params, unsigned int flags, int dev);
+int helper(void);
+"""
+
+
+def test_stub_symbols_are_every_declared_function_under_both_names(tmp_path):
+    need(shutil.which("cc") is not None, "a C compiler (the stubs are compiled with cc)")
+    header = tmp_path / "cuda.h"
+    header.write_text(HEADER)
+    assert cudabase.stub_symbols(header) == ["cuCtxCreate", "cuCtxCreate_v4", "cuInit"]
+
+
+def test_link_stub_links_and_answers_stub_library(tmp_path):
+    need(shutil.which("cc") is not None, "a C compiler")
+    include, stubs = tmp_path / "include", tmp_path / "stubs"
+    include.mkdir(), stubs.mkdir()
+    many = "".join(f"CUresult CUDAAPI cuF{i}(void);\n" for i in range(60))
+    (include / "cuda.h").write_text(HEADER + many)
+    (include / "nvml.h").write_text("typedef int nvmlReturn_t;\n#define DECLDIR\n" + "".join(
+        f"nvmlReturn_t DECLDIR nvmlG{i}(void);\n" for i in range(60)))
+    cudabase._link_stubs(include, stubs, tmp_path / "log")
+    readelf = subprocess.run(["readelf", "-d", str(stubs / "libcuda.so")], capture_output=True, text=True)
+    assert "Library soname: [libcuda.so.1]" in readelf.stdout
+    # a program links against the stub and, at run time, the stub says what it is
+    program = tmp_path / "p.c"
+    program.write_text("int cuInit(unsigned);\nint main(void) { return cuInit(0); }\n")
+    subprocess.run(["cc", "-o", str(tmp_path / "p"), str(program), f"-L{stubs}", "-lcuda"], check=True)
+    needed = subprocess.run(["readelf", "-d", str(tmp_path / "p")], capture_output=True, text=True).stdout
+    assert "Shared library: [libcuda.so.1]" in needed   # the host driver's name, found at run time
+    # the stubs folder can never stand in for the driver: it has no libcuda.so.1
+    alone = subprocess.run([str(tmp_path / "p")], env={"LD_LIBRARY_PATH": str(stubs)}, capture_output=True,
+                           text=True)
+    assert alone.returncode == 127 and "libcuda.so.1" in alone.stderr
+    driver = tmp_path / "driver"          # where a host's driver would put libcuda.so.1
+    driver.mkdir()
+    shutil.copy(stubs / "libcuda.so", driver / "libcuda.so.1")
+    done = subprocess.run([str(tmp_path / "p")], env={"LD_LIBRARY_PATH": str(driver)})
+    assert done.returncode == cudabase.STUB_ERROR     # CUDA_ERROR_STUB_LIBRARY
+
+
+def shim(tmp_path: Path) -> tuple[Path, Path]:
+    """The rehearsal wget with its folder moved under tmp_path."""
+    root = tmp_path / "rehearsal"
+    (root / "sources").mkdir(parents=True)
+    script = tmp_path / "wget"
+    script.write_text(cudabase.WGET.replace(cudabase.REHEARSAL, str(root)))
+    script.chmod(0o755)
+    return script, root / "sources"
+
+
+def test_rehearsal_wget_serves_verified_sources_and_refuses_the_rest(tmp_path):
+    wget, folder = shim(tmp_path)
+    (folder / "x-1.0.tar.gz").write_bytes(b"tarball")
+    digest = hashlib.sha256(b"tarball").hexdigest()
+    url = "https://github.com/o/x/archive/x-1.0.tar.gz"
+    (folder / "urls.tsv").write_text(f"{url}\tx-1.0.tar.gz\t{digest}\n")
+    out = tmp_path / "var"
+    out.mkdir()
+    done = subprocess.run([str(wget), "-q", "-nc", "-P", str(out), url], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (out / "x-1.0.tar.gz").read_bytes() == b"tarball"
+    other = subprocess.run([str(wget), "-P", str(out), "https://example.org/y.tar.gz"], capture_output=True,
+                           text=True)
+    assert other.returncode == 8 and "no verified source for https://example.org/y.tar.gz" in other.stderr
+    (folder / "x-1.0.tar.gz").write_bytes(b"tampered")
+    tampered = subprocess.run([str(wget), "-P", str(tmp_path), url], capture_output=True, text=True)
+    assert tampered.returncode == 8 and not (tmp_path / "x-1.0.tar.gz").exists()
+
+
+def test_canonical_tarball_gets_the_canonical_name_top_directory_and_compression(tmp_path):
+    tree = tmp_path / "slurm-slurm-24-11-5-1"
+    tree.mkdir()
+    (tree / "configure").write_text("#!/bin/sh\n")
+    original = tmp_path / "slurm-wlm_24.11.5.orig.tar.gz"
+    with tarfile.open(original, "w:gz") as tar:
+        tar.add(tree, arcname=tree.name)
+    work = tmp_path / "work"
+    work.mkdir()
+    made = sources._canonical(sources.source("slurm-pmi2"), original, work, tmp_path / "log")
+    assert made.name == "slurm-24.11.5.tar.bz2"
+    with tarfile.open(made, "r:bz2") as tar:
+        assert "slurm-24.11.5/configure" in tar.getnames()
+
+
+def test_sources_registry_is_complete_and_checksummed():
+    for name in sources.WGET_FETCHED:
+        src = sources.source(name)
+        assert src.rehearsal and src.rehearsal.registry == "debian" and len(src.rehearsal.sha256) == 64
+    for name in sources.omitted():
+        assert "UNREACHABLE" in sources.source(name).note
+    # every re-pin says why
+    assert all(s.note for s in sources.SOURCES)
+
+
+def test_a_base_without_the_toolkit_stops_the_build_in_one_line(tmp_path, monkeypatch):
+    need(shutil.which("apptainer") is not None, "apptainer (CI: scripts/provision-apptainer.sh)")
+    need(shutil.which("debootstrap") is not None, "debootstrap (the cpu base image)")
+    plain = build.base_image(tmp_path / "log")          # a Debian root: no CUDA toolkit in it
+    with pytest.raises(build.BuildError, match=r"lacks the CUDA toolkit layout .*; log: "):
+        cudabase.check_layout(plain, tmp_path / "log")
