@@ -20,6 +20,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -372,8 +373,13 @@ def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
     else:
         (recipe_dir / "Dockerfile").write_text(rendered.dockerfile)
         started = time.monotonic()
-        image_name, digest, size = _build_podman(binary, recipe_dir / "Dockerfile", recipes.stack_tag(flavour),
-                                                 list(plan.binds), log, tag_as=recipes.stack_tag(flavour))
+        tag = recipes.stack_tag(flavour)
+        if len(rendered_stages := re.findall(r"^FROM .* AS (\S+)$", rendered.dockerfile, re.M)) > 1:
+            # the devel stage under its own name: fabric layers that build start FROM it
+            _build_podman(binary, recipe_dir / "Dockerfile", tag, list(plan.binds), log,
+                          tag_as=f"{tag}-{rendered_stages[0]}", target=rendered_stages[0])
+        image_name, digest, size = _build_podman(binary, recipe_dir / "Dockerfile", tag, list(plan.binds), log,
+                                                 tag_as=tag)
         stages["stack"] = round(time.monotonic() - started, 1)
         devel_image = ""
     entry = ImageRecord("stack", flavour, runtime, image_name, digest, size, key, rendered.recipe_hash,
@@ -486,10 +492,12 @@ def _podman_base(binary: str, log: Path, progress: Progress) -> str:
 
 
 def _build_podman(binary: str, dockerfile: Path, name: str, binds: list[str],
-                  log: Path, tag_as: str = "") -> tuple[str, str, int]:
+                  log: Path, tag_as: str = "", target: str = "") -> tuple[str, str, int]:
     env = _podman_env()
     tag = tag_as or f"localhost/fabric-bench:{name}"
     argv = [binary, "build", "--network=host", "-f", str(dockerfile), "-t", tag]
+    if target:
+        argv += ["--target", target]
     for bind in binds:
         argv += ["-v", f"{bind}:ro"]
     _run_logged([*argv, str(stack.REPO)], log, f"podman build of {tag}", env=env)

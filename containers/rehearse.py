@@ -53,19 +53,29 @@ def _segments(log: Path) -> list[list[tuple[float, str]]]:
     return segments
 
 
+# Where a build step starts in the log (apptainer echoes %post commands with `+ `)
+_MARKS = ((re.compile(r"^\+ python3 -m venv "), "python stack (pip)"),
+          (re.compile(r"^\+ .*build-wheel\.sh "), "horovod (build)"),
+          (re.compile(r"^INFO: +Creating SIF file"), "squashfs"))
+
+
 def component_seconds(log: Path) -> dict[str, float]:
-    """Seconds per source-built component: from its rehearsal-wget fetch to the next
-    component's (the last one to the end of its build)."""
+    """Seconds per build step of each `apptainer build` in the log: OS packages, each
+    source-built component (from its rehearsal-wget fetch to the next step), the Python
+    stack, Horovod, the squashfs."""
     by_url = {s.site_url: s.component for s in sources.SOURCES}
     out: dict[str, float] = {}
     for segment in _segments(log):
         if " build " not in segment[0][1]:
             continue
-        starts = [(t, by_url.get(m.group(1), m.group(1))) for t, text in segment
-                  if (m := re.match(r"rehearsal wget: (\S+) <-", text))]
+        starts: list[tuple[float, str]] = [(0.0, "os packages and copies")]
+        for t, text in segment:
+            if (m := re.match(r"rehearsal wget: (\S+) <-", text)):
+                starts.append((t, by_url.get(m.group(1), m.group(1))))
+            starts += [(t, name) for mark, name in _MARKS if mark.match(text)]
         end = segment[-1][0]
         for (t, name), nxt in zip(starts, [*starts[1:], (end, "")]):
-            out[name] = round(nxt[0] - t, 1)
+            out[name] = round(out.get(name, 0.0) + nxt[0] - t, 1)
     return out
 
 
