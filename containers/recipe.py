@@ -300,7 +300,9 @@ def _cuda_common_blocks(omit: tuple[str, ...]) -> list:
             # pre-CUDA-13 cuCtxCreate(ctx, flags, dev): their folder is not built
             postconfigure=["printf 'all install check clean distclean:\\n\\t@true\\n' > test/apps/Makefile"]),
         _libfabric(libfabric),
-        slurm_pmi2(version=SLURM_PMI2.version, prefix="/usr/local/slurm-pmi2"),
+        # Slurm >= 23.11's configure stops without munge; libpmi2 does not use it
+        slurm_pmi2(version=SLURM_PMI2.version, prefix="/usr/local/slurm-pmi2",
+                   configure_opts=["--without-munge"]),
         pmix(version=stack.PMIX.version, prefix="/usr/local/pmix",
              ospackages=["file", "libhwloc-dev", "libevent-dev", "make", "tar", "wget", "perl"]),
         openmpi(version=stack.OPENMPI.version, prefix="/usr/local/openmpi", cuda=True,
