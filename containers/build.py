@@ -33,6 +33,7 @@ from typing import Callable, Optional
 from containers import recipe as recipes
 from containers import stack
 from containers.digest import remembered_sha256
+from containers.files import sha256_bytes, write_json_atomic
 from containers.fabrics import FABRICS
 
 RUNTIMES = ("apptainer", "podman")
@@ -157,7 +158,7 @@ def debootstrap_root(root: Path, log: Path, progress: Progress = print) -> None:
 def base_image(log: Path, progress: Progress = print) -> Path:
     """The cpu flavour's base: debootstrap minbase bookworm -> base.sif, cached."""
     mirror = debian_mirror()
-    key = hashlib.sha256(f"{stack.DEBIAN_SUITE} minbase {mirror} v1".encode()).hexdigest()[:16]
+    key = sha256_bytes(f"{stack.DEBIAN_SUITE} minbase {mirror} v1".encode())[:16]
     final = cache_dir() / "base" / f"{stack.DEBIAN_SUITE}-{key}" / "base.sif"
     if final.exists():
         return final
@@ -192,8 +193,8 @@ def horovod_wheel(log: Path) -> Path:
 def wheelhouse(log: Path, progress: Progress = print) -> Path:
     """Local wheels of the Python stack (this host's pip), bound into cpu builds."""
     wheel = horovod_wheel(log)
-    key = hashlib.sha256((_hash_files([stack.REQUIREMENTS, stack.REQUIREMENTS_NODEPS])
-                          + wheel.name + sys.version).encode()).hexdigest()[:16]
+    key = sha256_bytes((_hash_files([stack.REQUIREMENTS, stack.REQUIREMENTS_NODEPS])
+                        + wheel.name + sys.version).encode())[:16]
     final = cache_dir() / f"wheelhouse-{key}"
     if final.exists():
         return final
@@ -238,9 +239,7 @@ def _record(entry: ImageRecord) -> None:
     entries.append(asdict(entry))
     path = registry_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(entries, indent=2) + "\n")
-    tmp.replace(path)
+    write_json_atomic(path, entries)
 
 
 def find(fabric: str, flavour: str, runtime: str = "apptainer") -> Optional[dict]:
@@ -314,8 +313,8 @@ def _new_log(name: str) -> Path:
 
 
 def _key(plan: Plan, recipe_hash: str, extra: str = "") -> str:
-    return hashlib.sha256(json.dumps({**plan.inputs, "recipe": recipe_hash, "extra": extra},
-                                     sort_keys=True).encode()).hexdigest()[:16]
+    return sha256_bytes(json.dumps({**plan.inputs, "recipe": recipe_hash, "extra": extra},
+                                   sort_keys=True).encode())[:16]
 
 
 def _cached(key: str, runtime: str) -> Optional[dict]:
