@@ -49,6 +49,9 @@ class Rehearsal:
     autogen: str = ""        # run in the unpacked tree to make a release-like tarball
     top: str = ""            # top-level directory inside the archive, when it differs
     drop_lines: tuple[str, str] = ("", "")   # (file, substring): lines removed before autogen
+    # Debian's packaging (file, sha256): its debian/patches series is applied before autogen,
+    # where the tarball does not build without it
+    debian: tuple[str, str] = ("", "")
 
 
 @dataclass(frozen=True)
@@ -89,9 +92,13 @@ SOURCES: tuple[Source, ...] = (
     Source("pmix", "4.2.2", f"{GITHUB}/openpmix/openpmix/releases/download/v4.2.2/pmix-4.2.2.tar.gz",
            Rehearsal("debian", "bookworm", "pmix", "pmix_4.2.2.orig.tar.xz",
                      "4a534a8f87220c6f0d1b4b3195820f585ffaf3ceb8e21e40460d58439b81d47b",
-                     autogen="./autogen.pl"),
+                     autogen="./autogen.pl",
+                     debian=("pmix_4.2.2-1+deb12u1.debian.tar.xz",
+                             "92a012d218f08c3e8868ec5c1d2e23f23051c7805f56dccf6d852df84569a1de")),
            "re-pinned from 4.2.9: 4.2.2 (bookworm) is the only reachable 4.2.x (trixie's 5.0.7 "
-           "file is absent); bookworm's own Open MPI 4.1.4 is built against it"),
+           "file is absent); bookworm's own Open MPI 4.1.4 is built against it. Debian's tarball "
+           "is cut from git and does not compile as is (pmix_mca_base_var.c lacks an include): "
+           "Debian's own patch series (bookworm's debian.tar.xz) is applied, as Debian builds it"),
     Source("openmpi", "4.1.4",
            "https://www.open-mpi.org/software/ompi/v4.1/downloads/openmpi-4.1.4.tar.bz2",
            Rehearsal("debian", "bookworm", "openmpi", "openmpi_4.1.4.orig.tar.xz",
@@ -208,6 +215,15 @@ def _canonical(src: Source, original: Path, work: Path, log: Path) -> Path:
     (top,) = list(tree.iterdir())
     if top.name != canonical_top:
         top = top.rename(tree / canonical_top)
+    if reh.debian[0]:
+        debian = original.parent / reh.debian[0]
+        with tarfile.open(debian) as tar:
+            tar.extractall(work / "packaging", filter="tar")
+        patches = work / "packaging" / "debian" / "patches"
+        for name in (patches / "series").read_text().split():
+            if not name.startswith("#"):
+                _run(["patch", "-p1", "-i", str(patches / name)], log, f"{src.component}: Debian's {name}",
+                     cwd=top)
     if reh.drop_lines[0]:
         path = top / reh.drop_lines[0]
         path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
@@ -262,6 +278,8 @@ def fetch(cache: Path, mirror: str, progress: Progress = print) -> Path:
         if sha256(original) != reh.sha256:
             original.unlink()
             raise FetchError(f"{name}: {reh.file} sha256 mismatch with the Sources index; log: {log}")
+        if reh.debian[0]:
+            _fetch_debian_file(reh, reh.debian, original.parent, apt_root or _apt_root(cache, mirror, log), log)
         if not served.exists():
             progress(f"sources: {name} -> {src.basename}")
             served.parent.mkdir(parents=True, exist_ok=True)
@@ -273,6 +291,20 @@ def fetch(cache: Path, mirror: str, progress: Progress = print) -> Path:
         table.append(f"{src.site_url}\t{served.name}\t{sha256(served)}\t{reh.file}\t{reh.sha256}\n")
     (folder / "served" / "urls.tsv").write_text("".join(table))
     return folder / "served"
+
+
+def _fetch_debian_file(reh: Rehearsal, wanted: tuple[str, str], folder: Path, apt_root: Path, log: Path) -> None:
+    """One more file of a Debian source package (its packaging), checked like the tarball."""
+    path = folder / wanted[0]
+    if path.exists() and sha256(path) == wanted[1]:
+        return
+    with tempfile.TemporaryDirectory(dir=folder) as work:
+        _run(["apt-get", *_apt_options(apt_root), "source", "--download-only", f"{reh.package}/{reh.suite}"],
+             log, f"{reh.package}: apt-get source", cwd=Path(work), check=False)
+        got = Path(work) / wanted[0]
+        if not got.exists() or sha256(got) != wanted[1]:
+            raise FetchError(f"{reh.package}: {wanted[0]} not fetched or sha256 mismatch; log: {log}")
+        shutil.move(str(got), path)
 
 
 def table_rows() -> list[tuple[str, str, str, str, str]]:

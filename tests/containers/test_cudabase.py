@@ -87,16 +87,23 @@ def test_rehearsal_wget_serves_verified_sources_and_refuses_the_rest(tmp_path):
     assert tampered.returncode == 8 and not (tmp_path / "x-1.0.tar.gz").exists()
 
 
-def test_canonical_tarball_gets_the_canonical_name_top_directory_and_compression(tmp_path):
-    tree = tmp_path / "slurm-slurm-24-11-5-1"
+def canonical(tmp_path: Path, src: sources.Source, top: str, orig: str, files: dict[str, str]) -> Path:
+    """sources._canonical of a Debian-style tarball holding `files` under `top`/."""
+    tree = tmp_path / top
     tree.mkdir()
-    (tree / "configure").write_text("#!/bin/sh\n")
-    original = tmp_path / "slurm-wlm_24.11.5.orig.tar.gz"
+    for name, text in files.items():
+        (tree / name).write_text(text)
+    original = tmp_path / orig
     with tarfile.open(original, "w:gz") as tar:
         tar.add(tree, arcname=tree.name)
     work = tmp_path / "work"
     work.mkdir()
-    made = sources._canonical(sources.source("slurm-pmi2"), original, work, tmp_path / "log")
+    return sources._canonical(src, original, work, tmp_path / "log")
+
+
+def test_canonical_tarball_gets_the_canonical_name_top_directory_and_compression(tmp_path):
+    made = canonical(tmp_path, sources.source("slurm-pmi2"), "slurm-slurm-24-11-5-1",
+                     "slurm-wlm_24.11.5.orig.tar.gz", {"configure": "#!/bin/sh\n"})
     assert made.name == "slurm-24.11.5.tar.bz2"
     with tarfile.open(made, "r:bz2") as tar:
         assert "slurm-24.11.5/configure" in tar.getnames()
@@ -118,3 +125,22 @@ def test_a_base_without_the_toolkit_stops_the_build_in_one_line(tmp_path, monkey
     plain = build.base_image(tmp_path / "log")          # a Debian root: no CUDA toolkit in it
     with pytest.raises(build.BuildError, match=r"lacks the CUDA toolkit layout .*; log: "):
         cudabase.check_layout(plain, tmp_path / "log")
+
+
+def test_debian_patch_series_is_applied_before_the_canonical_tarball_is_made(tmp_path):
+    """A Debian tarball cut from git that does not build as is (PMIx 4.2.2) gets Debian's
+    own patch series first."""
+    need(shutil.which("patch") is not None, "patch (applies Debian's series)")
+    packaging = tmp_path / "debian" / "patches"
+    packaging.mkdir(parents=True)
+    (packaging / "series").write_text("fix.patch\n")
+    (packaging / "fix.patch").write_text("--- a/a.c\n+++ b/a.c\n@@ -1 +1,2 @@\n int a;\n+int b;\n")
+    debian = tmp_path / "x_1.0-1.debian.tar.xz"
+    with tarfile.open(debian, "w:xz") as tar:
+        tar.add(tmp_path / "debian", arcname="debian")
+    src = sources.Source("x", "1.0", "https://example.org/x-1.0.tar.bz2",
+                         sources.Rehearsal("debian", "bookworm", "x", "x_1.0.orig.tar.gz", "",
+                                           debian=(debian.name, "")))
+    made = canonical(tmp_path, src, "x-1.0", "x_1.0.orig.tar.gz", {"a.c": "int a;\n"})
+    with tarfile.open(made, "r:bz2") as tar:
+        assert tar.extractfile("x-1.0/a.c").read() == b"int a;\nint b;\n"
