@@ -62,6 +62,10 @@ class FabricProfile:
     # Directories put first on the image's LD_LIBRARY_PATH (baked into the image,
     # empty unless bound at run time: the host-library route of Slingshot).
     library_path: tuple[str, ...] = ()
+    # The site file's keys under [fabrics.NAME]: the one naming the device (None: no device),
+    # and the host paths the presets bind (placeholders of the same names).
+    site_device_key: Optional[str] = None
+    site_path_keys: tuple[str, ...] = ()
 
     def placeholders(self) -> set[str]:
         """Site settings this profile needs (see the module docstring)."""
@@ -132,6 +136,7 @@ ETHERNET = FabricProfile(
 INFINIBAND = FabricProfile(
     name="infiniband",
     summary="InfiniBand / RoCE: rdma-core verbs, Open MPI over UCX (rc/ud), NCCL IB verbs",
+    site_device_key="hca",
     packages=_frozen({
         "cpu": ("ibverbs-providers", "librdmacm1", "ibverbs-utils", "rdmacm-utils",
                 "infiniband-diags", "perftest"),
@@ -163,6 +168,7 @@ INFINIBAND = FabricProfile(
 OMNIPATH = FabricProfile(
     name="omnipath",
     summary="Omni-Path: libpsm2, Open MPI cm + psm2 MTL, libfabric psm2; NCCL over hfi1 verbs",
+    site_device_key="hca",
     packages=_frozen({
         "cpu": ("libpsm2-2", "libpsm2-2-compat", "ibverbs-providers", "ibverbs-utils"),
         "cuda": ("libnuma1", "ibverbs-utils"),
@@ -191,6 +197,7 @@ OMNIPATH = FabricProfile(
 EFA = FabricProfile(
     name="efa",
     summary="AWS EFA: libfabric efa provider, Open MPI cm + ofi MTL, NCCL via aws-ofi-nccl",
+    site_device_key="device",
     packages=_frozen({"cpu": ("ibverbs-providers", "ibverbs-utils"), "cuda": ("ibverbs-utils",)}),
     source_builds=("aws-ofi-nccl",),
     configure_flags=_frozen({"aws-ofi-nccl": ("--enable-platform-aws",)}),
@@ -212,6 +219,7 @@ EFA = FabricProfile(
 SLINGSHOT = FabricProfile(
     name="slingshot",
     summary="HPE Slingshot 11: the host's libfabric (cxi provider) bound in; NCCL via aws-ofi-nccl",
+    site_device_key="device",
     # the host's cxi libfabric links libjson-c and libcurl
     packages=_frozen({flavour: ("libjson-c5", "libcurl4") for flavour in ("cpu", "cuda")}),
     source_builds=("aws-ofi-nccl",),
@@ -237,6 +245,7 @@ SLINGSHOT = FabricProfile(
            Bind("{host_libcxi}", "/opt/host/libcxi/libcxi.so.1", why="libcxi, used by the cxi provider"),
            Bind("/dev/cxi*", why="Cassini NIC device nodes")),
     library_path=("/opt/host/libfabric", "/opt/host/libcxi"),
+    site_path_keys=("host_libfabric", "host_libcxi"),
 )
 
 UNIVERSAL = FabricProfile(
@@ -256,11 +265,10 @@ UNIVERSAL = FabricProfile(
 PROFILES: Mapping[str, FabricProfile] = _frozen(
     {p.name: p for p in (ETHERNET, INFINIBAND, OMNIPATH, EFA, SLINGSHOT, UNIVERSAL)})
 FABRICS = tuple(PROFILES)
+HOST_FABRICS = tuple(name for name in FABRICS if name != UNIVERSAL.name)  # what a host has; universal is an image
 
 
 def profile(name: str) -> FabricProfile:
-    if name.lower().startswith("emu-eth-"):  # emulated fabrics (launch.emulate): ethernet on shaped links
-        return ETHERNET
     try:
         return PROFILES[name]
     except KeyError:

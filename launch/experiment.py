@@ -360,17 +360,17 @@ def placeholder_site(experiment: Experiment, site: Site | None = None) -> tuple[
     """A site that has every fabric the experiment names, with placeholders where a site file
     must give values; and the `[fabrics.X] key` list of what it must fill in. For dry runs
     without a site file: a cluster run prepared on a laptop."""
+    from containers.fabrics import HOST_FABRICS, profile
     from launch.emulate import is_emulated_fabric
-    from launch.site import DEVICE_KEY, HOST_PATH_KEYS, FabricSite
+    from launch.site import FabricSite
 
     site = site or Site.default()
     values = experiment.matrix.get("fabric") or ((experiment.fixed["fabric"],) if "fabric" in experiment.fixed else ())
     fabrics, missing = dict(site.fabrics), []
     for fabric in values:
-        if not isinstance(fabric, str) or is_emulated_fabric(fabric) or fabric in fabrics or fabric not in DEVICE_KEY:
+        if not isinstance(fabric, str) or is_emulated_fabric(fabric) or fabric in fabrics or fabric not in HOST_FABRICS:
             continue
-        device_key = DEVICE_KEY[fabric]
-        paths = HOST_PATH_KEYS.get(fabric, ())
+        device_key, paths = profile(fabric).site_device_key, profile(fabric).site_path_keys
         fabrics[fabric] = FabricSite(
             interface=f"<{fabric}.interface>", device=f"<{fabric}.{device_key}>" if device_key else None,
             host_paths=tuple((key, f"/<{fabric}.{key}>") for key in paths))

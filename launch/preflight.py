@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from containers.fabrics import profile
+from launch.emulate.links import fabric_profile as profile
 from launch import emulate
 from launch.errors import UsageError
 from launch.launchers import launcher_of

@@ -17,11 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from containers.fabrics import FABRICS as PROFILED, UNIVERSAL
 from launch.runtimes import CONTAINER_RUNTIMES, RUNTIMES
 
-
-FABRICS = tuple(f for f in PROFILED if f != UNIVERSAL.name)  # a host has these; universal is an image
 
 # Every external command the probe runs, by name (recorded outputs use these names).
 NVIDIA_SMI_FIELDS = ("index", "name", "memory.total", "driver_version")

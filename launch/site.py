@@ -31,17 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from containers.fabrics import HOST_FABRICS, profile
 from launch import slurm
 from launch.launchers import LOCAL, MPIRUN, SITE_LAUNCHERS, SRUN
 from launch.runtimes import CONTAINER_RUNTIMES, HOST
 from launch.toml_file import TomlTable, read_toml
 
-FABRICS = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
-# The TOML key naming each fabric's device, if it has one.
-DEVICE_KEY = {"ethernet": None, "infiniband": "hca", "omnipath": "hca", "efa": "device",
-              "slingshot": "device"}
-# host paths a fabric's image binds in (containers.fabrics placeholders of the same names)
-HOST_PATH_KEYS = {"slingshot": ("host_libfabric", "host_libcxi")}
 
 
 @dataclass(frozen=True)
@@ -87,14 +82,13 @@ class Site:
 
 def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
     top = TomlTable(path, table, "fabrics")
-    top.reject_unknown(FABRICS)
+    top.reject_unknown(HOST_FABRICS)
     fabrics = {}
     for name, body in table.items():
         if not isinstance(body, dict):
             raise top.fail(name, "a table such as [fabrics." + name + "]", body)
         check = TomlTable(path, body, f"fabrics.{name}")
-        device_key = DEVICE_KEY[name]
-        path_keys = HOST_PATH_KEYS.get(name, ())
+        device_key, path_keys = profile(name).site_device_key, profile(name).site_path_keys
         check.reject_unknown(("interface",) + ((device_key,) if device_key else ()) + path_keys
                              + ("link_gbit_s",))
         host_paths = tuple((key, check.string(key, pattern=r"/.*")) for key in path_keys if key in body)
@@ -174,8 +168,8 @@ def site_to_toml(site: Site, header: str = "") -> str:
         lines += ["", f"[fabrics.{name}]"]
         if fabric.interface:
             lines.append(f"interface = {_toml(fabric.interface)}")
-        if fabric.device and DEVICE_KEY[name]:
-            lines.append(f"{DEVICE_KEY[name]} = {_toml(fabric.device)}")
+        if fabric.device and profile(name).site_device_key:
+            lines.append(f"{profile(name).site_device_key} = {_toml(fabric.device)}")
         for key, value in fabric.host_paths:
             lines.append(f"{key} = {_toml(value)}")
         if fabric.link_gbit_s:

@@ -8,5 +8,5 @@ from launch.emulate.cluster import (DEFAULT_CLUSTER, IFNAME, PREFIX, SUBNET, Clu
                                     down, in_node, mpirun_args, namespaces, refuse_leftovers, require_root,
                                     running, status, tbf_args, up, validate_name)
 from launch.emulate.launcher import cluster_for, fabric_env, plan_for, preflight, result_fields, session  # noqa: F401
-from launch.emulate.links import (fabric_rate_bit_s, is_emulated_fabric, link_rate_gbit_s,  # noqa: F401
+from launch.emulate.links import (fabric_profile, fabric_rate_bit_s, is_emulated_fabric, link_rate_gbit_s,  # noqa: F401
                                   parse_rate, run_rate_bit_s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from launch.errors import UsageError
-from launch.launchers import LAUNCHERS
+from containers.fabrics import ETHERNET, FabricProfile, profile
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt])(?:bit)?(?:/s)?\s*$", re.IGNORECASE)
 
@@ -28,6 +28,17 @@ def is_emulated_fabric(fabric: str | None) -> bool:
     return bool(fabric) and fabric.lower().startswith("emu-")
 
 
+def fabric_profile(fabric: str) -> FabricProfile:
+    """The profile a run's fabric selects: an emulated fabric is ethernet on shaped links."""
+    return ETHERNET if is_emulated_fabric(fabric) else profile(fabric)
+
+
+def _emulated_launcher(spec) -> bool:
+    from launch.launchers import LAUNCHERS  # here, not at the top: launchers -> transport -> this module
+
+    return LAUNCHERS[spec.launcher].emulated
+
+
 def fabric_rate_bit_s(fabric: str) -> int:
     """The link rate an emulated fabric name carries: emu-eth-10g -> 10e9."""
     match = _FABRIC.match(fabric)
@@ -41,20 +52,20 @@ def run_rate_bit_s(spec) -> int | None:
     """The shaped rate of an emulated run (None: unshaped veth) from --link-rate or the fabric name."""
     rate = parse_rate(spec.link_rate) if spec.link_rate else None
     if is_emulated_fabric(spec.fabric):
-        if not LAUNCHERS[spec.launcher].emulated:
+        if not _emulated_launcher(spec):
             raise UsageError(f"fabric {spec.fabric} is emulated: use --launcher emulated", fields=("fabric", "launcher"))
         named = fabric_rate_bit_s(spec.fabric)
         if rate is not None and rate != named:
             raise UsageError(f"--link-rate {spec.link_rate} contradicts fabric {spec.fabric}",
                              fields=("link_rate", "fabric"))
         rate = named
-    elif spec.link_rate and not LAUNCHERS[spec.launcher].emulated:
+    elif spec.link_rate and not _emulated_launcher(spec):
         raise UsageError("--link-rate applies to --launcher emulated only", fields=("link_rate", "launcher"))
     return rate
 
 
 def link_rate_gbit_s(spec) -> float | None:
-    if not LAUNCHERS[spec.launcher].emulated:
+    if not _emulated_launcher(spec):
         return None
     rate = run_rate_bit_s(spec)
     return None if rate is None else rate / 1e9

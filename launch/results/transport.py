@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from containers.fabrics import profile
+from launch.emulate.links import fabric_profile as profile
 
 REPORTING_ENV = {
     "OMPI_MCA_pml_base_verbose": "10",

@@ -116,3 +116,13 @@ def test_importing_fabrics_pulls_in_no_hpccm():
     import sys
     code = "import sys, containers.fabrics; assert 'hpccm' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_site_path_keys_are_the_host_placeholders_of_the_presets():
+    from containers.fabrics import HOST_FABRICS, PROFILES
+
+    for name, prof in PROFILES.items():
+        assert set(prof.site_path_keys) == {p for p in prof.placeholders() if p.startswith("host_")}, name
+        assert prof.site_device_key in (None, "hca", "device")
+        assert (prof.site_device_key == "hca") == ("hca" in prof.placeholders()), name
+    assert "universal" not in HOST_FABRICS and len(HOST_FABRICS) == len(PROFILES) - 1
