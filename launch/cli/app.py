@@ -143,7 +143,7 @@ def resolve_ranks(ranks: int | None, nodes: int, ranks_per_node: int | None) -> 
 # Command groups and commands that live in their own modules. Each module
 # exposes `register(app)`; add one line per module here.
 COMMAND_MODULES = (
-    "launch.image_cli",
+    "launch.cli.image",
     "launch.cli.probe",
     "launch.cli.site",
     "launch.cli.emulate",
