@@ -25,6 +25,13 @@ def test_bench_imports_nothing_from_launch():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+def test_containers_imports_nothing_from_launch():
+    """launch/ builds on containers/ (recipes, profiles, builds); never the other way round."""
+    offenders = {str(p.relative_to(REPO)): sorted(m for m in imported_modules(p) if m.split(".")[0] == "launch")
+                 for p in (REPO / "containers").rglob("*.py")}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
 def test_launch_never_loads_a_framework():
     modules = sorted(p.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
                      for p in (REPO / "launch").rglob("*.py") if p.name != "__init__.py")
