@@ -82,6 +82,7 @@ def _images(results: list[dict]) -> tuple[dict, dict[str, bytes]]:
             continue
         runtime = runtime_named(runtime_name)
         entry = {"path": image, "runtime": runtime_name, "digest_recorded": r["image"].get("digest"),
+                 "stack_digest": r["image"].get("stack_digest"),
                  "digest_now": runtime.digest(image), "inspect": None}
         argv = runtime.inspect_argv(image)
         if argv and runtime.available():

@@ -61,11 +61,19 @@ def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
     return StallWatch(prepared.plan.record_dir, spec.ranks, timeout).check
 
 
+def image_record(runtime, image: str) -> dict:
+    """The image a run used: its digest, its fabric-bench labels and the stack image's digest
+    (every fabric image of a flavour is FROM one stack image: the same stack_digest)."""
+    labels = runtime.labels(image)
+    return {"path": image, "digest": runtime.digest(image), "labels": labels,
+            "stack_digest": labels.get("org.fabric-bench.stack-digest")}
+
+
 def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None, echo: bool = True,
                 annotations: dict | None = None, stall_timeout: float | None = None, force: bool = False) -> dict:
     checked = preflight(spec, prepared, force=force, echo=echo)
     runtime = prepared.plan.runtime
-    image = {"path": spec.image, "digest": runtime.digest(spec.image)} if spec.image else None  # before, not after
+    image = image_record(runtime, spec.image) if spec.image else None  # before the run, not after
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
     if prepared.job_script is not None:
         prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")

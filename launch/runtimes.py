@@ -53,6 +53,11 @@ class Runtime:
         """sha256 of the image as this runtime identifies it (None if unknown)."""
         return None
 
+    def labels(self, image: str) -> dict[str, str]:
+        """The image's fabric-bench labels (fabric, flavour, stack digest, recipe hash, ...);
+        {} where this runtime cannot read them or the image has none."""
+        return {}
+
 
 class HostRuntime(Runtime):
     """No container: ranks run in this host's environment (env goes through the launcher)."""
@@ -61,6 +66,13 @@ class HostRuntime(Runtime):
 
     def wrap(self, image, binds, env, gpus, argv):
         return list(argv)
+
+
+def ours(labels: dict) -> dict[str, str]:
+    """The fabric-bench labels among an image's labels (containers.recipe.LABEL_PREFIX)."""
+    from containers.recipe import LABEL_PREFIX
+
+    return {k: v for k, v in labels.items() if k.startswith(LABEL_PREFIX + ".")}
 
 
 def file_sha256(path: str) -> str | None:
@@ -98,6 +110,15 @@ class ApptainerRuntime(Runtime):
     def inspect_argv(self, image):
         return [self.binary, "inspect", "--json", "--all", image]
 
+    def labels(self, image):
+        try:
+            out = subprocess.run([self.binary, "inspect", "--json", "--labels", image], capture_output=True,
+                                 text=True, timeout=60, check=True)
+            found = json.loads(out.stdout)["data"]["attributes"]["labels"] or {}
+        except (OSError, subprocess.SubprocessError, ValueError, LookupError, TypeError):
+            return {}
+        return ours(found)
+
 
 class SingularityRuntime(ApptainerRuntime):
     name = "singularity"
@@ -123,6 +144,14 @@ class PodmanRuntime(Runtime):
 
     def inspect_argv(self, image):
         return [self.binary, "image", "inspect", image]
+
+    def labels(self, image):
+        try:
+            out = subprocess.run(self.inspect_argv(image), capture_output=True, text=True, timeout=60, check=True)
+            found = json.loads(out.stdout)[0].get("Labels") or {}
+        except (OSError, subprocess.SubprocessError, ValueError, LookupError, AttributeError):
+            return {}
+        return ours(found)
 
     def digest(self, image):
         try:

@@ -201,6 +201,9 @@ def test_real_apptainer_run_records_host_image_checks(cpu_ethernet_image, tmp_pa
     assert checks["Open MPI (host mpirun -> image)"]["verdict"] == "ok"
     assert checks["UCX"]["image"] == checks["UCX"]["host"]
     assert result["preflight"]["verdict"] == "ok" and result["preflight"]["forced"] is False
+    # the image's labels, and the digest of the stack image it was built FROM
+    assert result["image"]["stack_digest"] == cpu_ethernet_image.stack_digest != ""
+    assert result["image"]["labels"]["org.fabric-bench.fabric"] == "ethernet"
 
 
 @pytest.mark.slow
