@@ -262,11 +262,14 @@ def _cuda_common_blocks(omit: tuple[str, ...]) -> list:
     cuda = "/usr/local/cuda"
     gdr = "gdrcopy" not in omit
     psm2 = sources.source("libpsm2")
+    # CUDA (and gdrcopy) by dlopen: linked directly, libfabric.so needs the driver's libcuda.so.1,
+    # so Open MPI's configure cannot link fi_getinfo against it (the stub is libcuda.so) and no
+    # libfabric user would start on a node without a GPU driver
     libfabric = ["--enable-tcp", "--enable-shm", "--enable-rxm", "--enable-verbs=/usr/local/rdma-core",
                  "--enable-efa=/usr/local/rdma-core", "--enable-psm2=/usr/local/libpsm2",
-                 "--enable-psm3=no", f"--with-cuda={cuda}"]
+                 "--enable-psm3=no", f"--with-cuda={cuda}", "--enable-cuda-dlopen"]
     if gdr:
-        libfabric.append("--with-gdrcopy=/usr/local/gdrcopy")
+        libfabric += ["--with-gdrcopy=/usr/local/gdrcopy", "--enable-gdrcopy-dlopen"]
     blocks = [
         # providers read /etc/libibverbs.d (the path the infiniband preset binds from the host)
         rdma_core(version=stack.RDMA_CORE.version, prefix="/usr/local/rdma-core",
