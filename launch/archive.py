@@ -95,7 +95,8 @@ def _images(results: list[dict]) -> tuple[dict, dict[str, bytes]]:
 
 
 def _recipes(results: list[dict], images: dict) -> dict[str, bytes]:
-    """Rendered recipes of the images' (fabric, flavour), or of the runs' fabrics."""
+    """Rendered recipes of the images' (fabric, flavour), or of the runs' fabrics, and of their
+    flavours' stack images."""
     pairs = set()
     for entry in images.values():
         labels = _labels(entry.get("inspect"))
@@ -112,7 +113,9 @@ def _recipes(results: list[dict], images: dict) -> dict[str, bytes]:
     except Exception as exc:  # hpccm or the module absent: say so, carry the inputs anyway
         notes["render"] = f"unavailable: {exc}"
         recipe = None
-    for fabric, flavour in sorted(pairs):
+    # each flavour's stack image too: every fabric image of the flavour is built FROM it
+    stacks = {("stack", flavour) for _, flavour in pairs}
+    for fabric, flavour in sorted(stacks) + sorted(pairs):
         if recipe is None:
             break
         try:

@@ -199,3 +199,10 @@ def test_real_run_archive_replay_compare_round_trip(tmp_path, monkeypatch):
     assert close.returncode == 0, close.stdout
     listed = fabric_bench("results", "list", "--json", env=env)
     assert {r["run_id"] for r in json.loads(listed.stdout)} == {original["run_id"], replayed["run_id"]}
+
+
+def test_an_archive_renders_the_runs_fabric_recipe_and_the_stack_recipe_it_is_built_from():
+    members = archives._recipes([{"spec": {"fabric": "ethernet"}}], {})
+    assert {"stack/recipe/ethernet-cpu.def", "stack/recipe/stack-cpu.def"} <= set(members)
+    notes = json.loads(members["stack/recipe/recipes.json"])["notes"]
+    assert notes["stack-cpu"].startswith("recipe hash ") and notes["ethernet-cpu"].startswith("recipe hash ")
