@@ -17,10 +17,10 @@ from pathlib import Path
 
 from launch.console import console as make_console
 from launch.errors import UsageError
-from launch.results.assemble import scaling_efficiency
+from launch.results import aggregate
 from launch.run import execute_run, prepare
 from launch.runspec import RunSpec
-from launch.results.table import baseline_key, baselines, training_table
+from launch.results.table import training_table
 
 ENGINES = {"torch": ("horovod", "ddp"), "tf": ("horovod", "native")}
 DEFAULT_MODEL = {"torch": "resnet18", "tf": "SmallCNN"}
@@ -67,7 +67,7 @@ def main() -> int:
                     return 2
 
     console.print(training_table(results))
-    base = baselines(results)
+    points = aggregate.aggregate(results)  # the one baseline rule (launch.results.aggregate)
     for framework in frameworks:
         engines = ENGINES[framework]
         for ranks in rank_counts:
@@ -77,7 +77,8 @@ def main() -> int:
                 a, b = (row[e]["throughput"]["total_img_per_s"] for e in engines)
                 console.print(f"{framework} x{ranks}: {engines[0]}/{engines[1]} throughput ratio {a / b:.2f}")
         for r in results:
-            eff = scaling_efficiency(r, base.get(baseline_key(r)))
+            point = aggregate.point_of(points, r)
+            eff = point.run_efficiency(r) if point is not None else None
             if r["framework"] == framework and r["world_size"] > 1 and eff is not None:
                 console.print(f"{framework} {r['engine']} x{r['world_size']}: scaling efficiency {eff:.2f}")
     console.print(f"results under {args.results.resolve()}")

@@ -32,6 +32,9 @@ NOT_RUN = {
     "fabric-bench sweep experiments/hpec2020.experiment.toml --site site.toml --launcher sbatch --one-job":
         "needs a Slurm cluster at a site with the study's fabrics (the test Slurm cluster runs "
         "tests/integration/test_slurm.py)",
+    "make image FABRIC=efa FLAVOUR=cuda BASE=local":
+        "the cuda stack builds from source for hours on this 2-core machine (the rehearsal, "
+        "`make image-rehearsal`, records it); tests/containers render it and check the local base",
 }
 # Long jobs, made small: README line prefix -> arguments appended.
 SMALLER = {
