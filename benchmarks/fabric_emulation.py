@@ -3,7 +3,8 @@ against measured training steps (issue 6's figures). Root required.
 
 For each link rate (default 1 and 5 Gbit/s) on a 2-node emulated cluster:
 - the allreduce micro-benchmark per backend (8 B .. 64 MiB), busbw / link rate
-  at 64 MiB; `-tuned` backends run Open MPI with the settings in TUNED;
+  at 64 MiB; `-fixed` backends run Open MPI with its own fixed algorithm choice instead
+  of the ethernet preset's collective rules (containers.fabrics.ETHERNET), before/after;
 - 2-rank DDP training (gloo), its step time against the model fitted from the
   `torch` (gloo) allreduce rows of the same link.
 A 1-rank run gives the scaling-efficiency baseline. Results land in --results.
@@ -11,7 +12,7 @@ Beside each link rate the physical limit of the same emulated link: TCP goodput
 between the same two emulated nodes measured with iperf3 (Debian's `iperf3`;
 the row says so when it is not installed), and every backend as a share of it.
 
-    python benchmarks/fabric_emulation.py [--rates 1gbit,5gbit] [--backends mpi,mpi-tuned,torch,horovod,horovod-tuned]
+    python benchmarks/fabric_emulation.py [--rates 1gbit,5gbit] [--backends mpi,mpi-fixed,torch,horovod,horovod-fixed]
 """
 from __future__ import annotations
 
@@ -33,13 +34,10 @@ from launch.runspec import RunSpec
 
 LARGE_BYTES = 64 * 2**20
 FIT_MIN_BYTES = 8 * 2**20  # beyond tbf's burst (rate x 3 ms) at the rates measured here
-# Open MPI 4.1 tuned for two ranks on TCP: the ring algorithm (its default here is
-# recursive doubling) and four TCP connections per peer (one bidirectional
-# connection stalls ~300 ms in some iterations).
-TUNED = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_allreduce_algorithm": "4",
-         "OMPI_MCA_btl_tcp_links": "4"}
-BACKENDS = {"mpi": ("mpi", {}), "mpi-tuned": ("mpi", TUNED), "torch": ("torch", {}),
-            "horovod": ("horovod", {}), "horovod-tuned": ("horovod", TUNED)}
+# Open MPI's own fixed decision tree: an environment that steers coll/tuned gets no rules file
+FIXED = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "0"}
+BACKENDS = {"mpi": ("mpi", {}), "mpi-fixed": ("mpi", FIXED), "torch": ("torch", {}),
+            "horovod": ("horovod", {}), "horovod-fixed": ("horovod", FIXED)}
 
 
 def iperf3_goodput_gbit_s(rate: str, seconds: int = 5) -> float | None:
@@ -93,10 +91,12 @@ def main() -> int:
                                 batch_size=args.batch_size, iters=5, batches_per_iter=2, warmup=2)
     busbw_lines, model_lines = [], []
     try:
-        print("1-rank training baseline ...", flush=True)
-        # one thread per rank, as each emulated rank gets (2 threads on a busy 2-core host crawl)
-        baseline = run(dataclasses.replace(train, launcher="local", nodes=1, ranks=1,
-                                           extra_env={"OMP_NUM_THREADS": "1"}), args.results)
+        baseline = None
+        if not args.no_training:
+            print("1-rank training baseline ...", flush=True)
+            # one thread per rank, as each emulated rank gets (2 threads on a busy 2-core host crawl)
+            baseline = run(dataclasses.replace(train, launcher="local", nodes=1, ranks=1,
+                                               extra_env={"OMP_NUM_THREADS": "1"}), args.results)
         for rate in args.rates.split(","):
             fits = {}
             goodput = iperf3_goodput_gbit_s(rate)
@@ -116,6 +116,8 @@ def main() -> int:
                 busbw_lines.append(f"{rate:>7} {name:<13} {large['busbw_gbit_s']:8.3f} Gbit/s  "
                                    f"{large['busbw_gbit_s'] / link:5.3f} of link{beside}   fit: alpha "
                                    f"{model.alpha_s * 1e6:7.1f} us, {model.bandwidth_gbit_s:6.3f} Gbit/s")
+            if args.no_training:
+                continue
             print(f"{rate}: ddp training ...", flush=True)
             trained = run(dataclasses.replace(train, link_rate=rate), args.results)
             if trained["status"] == "ok" and "torch" in fits:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping, Optional
 
+from containers import ompi_rules
+
 _PLACEHOLDER = re.compile(r"{(\w+)}")
 
 
@@ -66,6 +68,8 @@ class FabricProfile:
     # and the host paths the presets bind (placeholders of the same names).
     site_device_key: Optional[str] = None
     site_path_keys: tuple[str, ...] = ()
+    # Open MPI coll/tuned rules for this fabric (containers.ompi_rules), written per run
+    ompi_coll_rules: tuple[ompi_rules.Rule, ...] = ()
 
     def placeholders(self) -> set[str]:
         """Site settings this profile needs (see the module docstring)."""
@@ -127,10 +131,20 @@ ETHERNET = FabricProfile(
     env=_frozen({
         "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader,tcp",
         "OMPI_MCA_btl_tcp_if_include": "{nic}", "OMPI_MCA_oob_tcp_if_include": "{nic}",
+        # Two TCP connections per peer: over one, one iteration in six of the segmented ring
+        # below stalled ~0.3 s on emulated 1 Gbit links (mpi and horovod; none seen over two)
+        "OMPI_MCA_btl_tcp_links": "2",
         "UCX_TLS": "tcp,sm,self", "UCX_NET_DEVICES": "{nic}",
         "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "{nic}", **_GLOO,
     }),
     nccl_env=_frozen({"NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "{nic}"}),
+    # Large allreduces as a segmented ring: the reduction of one segment overlaps the
+    # transfer of the next. Open MPI 4.1's fixed choice for 2 ranks (emulated 5 Gbit links,
+    # in place) reaches 0.87 of the link at 64 MiB, this 0.98. Segments of 1 MiB or more
+    # halved Horovod's rate on 1 Gbit links (0.51: every iteration stalled); 256 KiB
+    # reached 0.96 at 1 and 5 Gbit for mpi and horovod. Below 16 MiB the fixed choice was
+    # as fast or faster (benchmarks/fabric_emulation.py).
+    ompi_coll_rules=(ompi_rules.Rule("allreduce", 16 * 2**20, "segmented_ring", segment_bytes=256 * 2**10),),
 )
 
 INFINIBAND = FabricProfile(

@@ -9,9 +9,11 @@ import glob
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from containers.fabrics import profile
+from containers import ompi_rules
+from containers.fabrics import ETHERNET, profile
 from launch.emulate import fabric_env as emulated_fabric_env, is_emulated_fabric
 from launch.errors import UsageError
+from launch.launchers import launcher_of
 from launch.runspec import RunSpec
 from launch.runtimes import Bind
 from launch.site import Site
@@ -96,3 +98,17 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
             binds.append(Bind(path, target))
     link = site.fabrics[spec.fabric].link_gbit_s if spec.fabric in site.fabrics else None
     return Preset(spec.fabric, env, tuple(binds), tuple(missing), link)
+
+
+def ompi_coll_rules(spec: RunSpec, site: Site) -> str | None:
+    """The text of the run's Open MPI collective rules file (emulated links: ethernet's), or
+    None: the fabric has none, or the site's or the run's own environment steers coll/tuned."""
+    if ompi_rules.tuned_by_user({**site.env, **spec.extra_env}):
+        return None
+    if is_emulated_fabric(spec.fabric) or (spec.fabric is None and launcher_of(spec).emulated):
+        fabric = ETHERNET
+    elif spec.fabric is None:
+        return None
+    else:
+        fabric = profile(spec.fabric)
+    return ompi_rules.render(fabric.ompi_coll_rules) if fabric.ompi_coll_rules else None

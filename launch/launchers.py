@@ -65,6 +65,7 @@ class Plan:
     job_script: Path | None = None  # sbatch only
     emulated_cluster: Cluster | None = None  # emulated only: the cluster the ranks run in
     modules: tuple[str, ...] = ()  # the site's environment modules, loaded by job scripts
+    run_files: dict[Path, str] = field(default_factory=dict)  # written before launch (Open MPI rules)
 
 
 def starts_with_mpi(spec: RunSpec) -> bool:

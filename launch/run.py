@@ -6,6 +6,7 @@ from pathlib import Path
 
 from bench.placement import flags as placement_flags
 from bench.record import read_records
+from containers import ompi_rules
 from launch import emulate, interrupt, slurm
 from launch.results import plausibility, store, transport
 from launch.command import Command
@@ -14,7 +15,7 @@ from launch.launchers import Plan, build_command, launcher_of, sbatch_script
 from launch.heartbeat import StallWatch, stall_reason
 from launch.results.assemble import assemble, new_run_id, progress_of, write_result
 from launch.runspec import RunSpec
-from launch.fabric_preset import Preset, resolve
+from launch.fabric_preset import Preset, ompi_coll_rules, resolve
 from launch.preflight import check_image_fabric, horovod_built_for, preflight, preflight_skipped  # noqa: F401
 from launch.runtimes import Bind, runtime_named
 from launch.site import Site
@@ -37,8 +38,13 @@ def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
     binds: tuple[Bind, ...] = ()
     if runtime.containerised:  # ranks write their records into the run directory
         binds = (Bind(str(run_dir), str(run_dir)), *preset.binds)
-    plan = Plan(record_dir=run_dir / "ranks", runtime=runtime, fabric_env=preset.env, binds=binds,
-                job_script=run_dir / "job.sbatch", modules=site.modules)
+    fabric_env, run_files = preset.env, {}
+    rules = ompi_coll_rules(spec, site)
+    if rules:  # in the run directory: every rank reads it, in or out of a container
+        run_files[run_dir / ompi_rules.FILE_NAME] = rules
+        fabric_env = {**fabric_env, **ompi_rules.environment(str(run_dir / ompi_rules.FILE_NAME))}
+    plan = Plan(record_dir=run_dir / "ranks", runtime=runtime, fabric_env=fabric_env, binds=binds,
+                job_script=run_dir / "job.sbatch", modules=site.modules, run_files=run_files)
     if launcher_of(spec).emulated:  # nodes are network namespaces (launch.emulate)
         plan = emulate.plan_for(spec, plan)
     return plan, preset
@@ -77,6 +83,8 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
     if prepared.job_script is not None:
         prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")
+    for path, text in prepared.plan.run_files.items():
+        path.write_text(text, encoding="utf-8")
     with emulate.session(prepared.plan):  # the emulated launcher's cluster is up meanwhile
         outcome = execute(prepared.command, prepared.run_dir / "output.log", timeout=timeout, echo=echo,
                           watch=stall_watch(spec, prepared, stall_timeout))
