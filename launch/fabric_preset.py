@@ -11,7 +11,7 @@ from pathlib import Path
 
 from containers import ompi_rules
 from containers.fabrics import ETHERNET, profile
-from launch.emulate import fabric_env as emulated_fabric_env, is_emulated_fabric
+from launch.emulate import fabric_env as emulated_fabric_env, fabric_profile, is_emulated_fabric
 from launch.errors import UsageError
 from launch.launchers import launcher_of
 from launch.runspec import RunSpec
@@ -105,10 +105,7 @@ def ompi_coll_rules(spec: RunSpec, site: Site) -> str | None:
     None: the fabric has none, or the site's or the run's own environment steers coll/tuned."""
     if ompi_rules.tuned_by_user({**site.env, **spec.extra_env}):
         return None
-    if is_emulated_fabric(spec.fabric) or (spec.fabric is None and launcher_of(spec).emulated):
-        fabric = ETHERNET
-    elif spec.fabric is None:
+    if spec.fabric is None and not launcher_of(spec).emulated:
         return None
-    else:
-        fabric = profile(spec.fabric)
+    fabric = fabric_profile(spec.fabric) if spec.fabric else ETHERNET  # an emulated cluster's links are ethernet
     return ompi_rules.render(fabric.ompi_coll_rules) if fabric.ompi_coll_rules else None

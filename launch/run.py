@@ -41,8 +41,9 @@ def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
     fabric_env, run_files = preset.env, {}
     rules = ompi_coll_rules(spec, site)
     if rules:  # in the run directory: every rank reads it, in or out of a container
-        run_files[run_dir / ompi_rules.FILE_NAME] = rules
-        fabric_env = {**fabric_env, **ompi_rules.environment(str(run_dir / ompi_rules.FILE_NAME))}
+        rules_file = run_dir / ompi_rules.FILE_NAME
+        run_files[rules_file] = rules
+        fabric_env = {**fabric_env, **ompi_rules.environment(str(rules_file))}
     plan = Plan(record_dir=run_dir / "ranks", runtime=runtime, fabric_env=fabric_env, binds=binds,
                 job_script=run_dir / "job.sbatch", modules=site.modules, run_files=run_files)
     if launcher_of(spec).emulated:  # nodes are network namespaces (launch.emulate)
