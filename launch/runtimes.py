@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from launch.errors import UsageError
 
@@ -68,6 +69,15 @@ class HostRuntime(Runtime):
         return list(argv)
 
 
+def inspected(argv: list[str], pick: Callable[[Any], Any]) -> Any:
+    """`pick` of the JSON an inspect command prints; None where the command or the lookup fails."""
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+        return pick(json.loads(out.stdout))
+    except (OSError, subprocess.SubprocessError, ValueError, LookupError, TypeError, AttributeError):
+        return None
+
+
 def ours(labels: dict) -> dict[str, str]:
     """The fabric-bench labels among an image's labels (containers.recipe.LABEL_PREFIX)."""
     from containers.recipe import LABEL_PREFIX
@@ -111,13 +121,8 @@ class ApptainerRuntime(Runtime):
         return [self.binary, "inspect", "--json", "--all", image]
 
     def labels(self, image):
-        try:
-            out = subprocess.run([self.binary, "inspect", "--json", "--labels", image], capture_output=True,
-                                 text=True, timeout=60, check=True)
-            found = json.loads(out.stdout)["data"]["attributes"]["labels"] or {}
-        except (OSError, subprocess.SubprocessError, ValueError, LookupError, TypeError):
-            return {}
-        return ours(found)
+        return ours(inspected([self.binary, "inspect", "--json", "--labels", image],
+                              lambda out: out["data"]["attributes"]["labels"]) or {})
 
 
 class SingularityRuntime(ApptainerRuntime):
@@ -146,12 +151,7 @@ class PodmanRuntime(Runtime):
         return [self.binary, "image", "inspect", image]
 
     def labels(self, image):
-        try:
-            out = subprocess.run(self.inspect_argv(image), capture_output=True, text=True, timeout=60, check=True)
-            found = json.loads(out.stdout)[0].get("Labels") or {}
-        except (OSError, subprocess.SubprocessError, ValueError, LookupError, AttributeError):
-            return {}
-        return ours(found)
+        return ours(inspected(self.inspect_argv(image), lambda out: out[0].get("Labels")) or {})
 
     def digest(self, image):
         try:
