@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 
+from bench import horovod_settings
 from bench.progress import Progress
 from bench.record import errors_recorded, write_record
 from bench.stats import summarize
@@ -175,8 +176,9 @@ class TorchBackend:
 
 
 class HorovodBackend(TorchBackend):
-    """horovod.torch allreduce_ (in place; MPI or gloo CPU operations, NCCL on GPU).
-    Horovod has no point-to-point operations: no ping-pong."""
+    """horovod.torch allreduce_ (in place; MPI or gloo CPU operations, NCCL on GPU), waited
+    for as bench.horovod_settings.wait says. Horovod has no point-to-point operations: no
+    ping-pong."""
     name = "horovod"
 
     def __init__(self):
@@ -192,7 +194,7 @@ class HorovodBackend(TorchBackend):
         self.device = torch.device("cuda", hvd.local_rank()) if self.cuda else torch.device("cpu")
 
     def allreduce(self, send, recv):
-        self.hvd.allreduce_(recv, op=self.hvd.Sum, name="allreduce")
+        horovod_settings.wait(self.hvd, self.hvd.allreduce_async_(recv, op=self.hvd.Sum, name="allreduce"))
         self.sync()
 
     def barrier(self):
@@ -208,7 +210,8 @@ class HorovodBackend(TorchBackend):
         hvd = self.hvd
         return {"horovod": package_version("horovod"), "torch": self.torch.__version__,
                 "controller": "mpi" if hvd.mpi_enabled() else "gloo",
-                "cpu_operations": "mpi" if hvd.mpi_enabled() else "gloo", "nccl_built": bool(hvd.nccl_built())}
+                "cpu_operations": "mpi" if hvd.mpi_enabled() else "gloo", "nccl_built": bool(hvd.nccl_built()),
+                "wait": "poll" if horovod_settings.polls() else "synchronize"}
 
     def shutdown(self):
         self.hvd.shutdown()

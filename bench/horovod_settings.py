@@ -1,8 +1,19 @@
 """Horovod knobs shared by the torch and tf engines: tuning passed through the
-environment before hvd.init(), and what the engine reports about itself."""
+environment before hvd.init(), and what the engine reports about itself; and how
+the allreduce benchmark waits for a Horovod operation."""
 from __future__ import annotations
 
 import os
+import time
+
+# Horovod's synchronize() waits in a sched_yield loop that keeps a core busy. Where the
+# nodes share this host's cores (the emulated launcher sets this to "poll") that loop
+# starves the other ranks' Horovod threads, which do the exchange: there the allreduce
+# benchmark polls, spinning briefly as Horovod does, then sleeping a small share of the
+# time waited so far. (Training keeps Horovod's wait: polling there too gave no
+# consistent change in benchmarks/predict_validation.py's Horovod steps, 0.5-5 Gbit.)
+WAIT_ENV = "FABRIC_BENCH_HOROVOD_WAIT"
+SPIN_S, PAUSE_SHARE, MAX_PAUSE_S = 2e-4, 0.05, 1e-3
 
 
 def apply_tuning(args) -> None:
@@ -11,6 +22,26 @@ def apply_tuning(args) -> None:
         os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
     if args.cycle_time_ms is not None:
         os.environ["HOROVOD_CYCLE_TIME"] = str(args.cycle_time_ms)
+
+
+def polls() -> bool:
+    return os.environ.get(WAIT_ENV) == "poll"
+
+
+def settle(hvd, handle) -> None:
+    """Return once the operation behind `handle` is done (polling), leaving it to collect."""
+    start = time.perf_counter()
+    while not hvd.poll(handle):
+        waited = time.perf_counter() - start
+        if waited > SPIN_S:
+            time.sleep(min(MAX_PAUSE_S, waited * PAUSE_SHARE))
+
+
+def wait(hvd, handle):
+    """synchronize(handle), polling first where the nodes share cores."""
+    if polls():
+        settle(hvd, handle)
+    return hvd.synchronize(handle)
 
 
 def describe(hvd, fp16_allreduce: bool) -> dict:

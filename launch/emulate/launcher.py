@@ -9,6 +9,7 @@ import os
 import secrets
 from typing import TYPE_CHECKING
 
+from bench import horovod_settings
 from launch.emulate.cluster import BURST_S, IFNAME, PREFIX, Cluster, mpirun_args, refuse_leftovers, \
     require_root, running, status
 from launch.emulate.links import is_emulated_fabric, link_rate_gbit_s, run_rate_bit_s
@@ -30,14 +31,16 @@ def cluster_for(spec: RunSpec) -> Cluster:
 
 def fabric_env(spec: RunSpec) -> dict[str, str]:
     """An emulated fabric's environment: the ethernet profile on every node's interface,
-    the address rank 0 advertises for DDP (bench.rendezvous), and a CPU share per rank
-    (all nodes share this machine's cores)."""
+    the address rank 0 advertises for DDP (bench.rendezvous), and, because all nodes share
+    this machine's cores, a CPU share per rank and Horovod waits that poll instead of
+    holding a core (bench.horovod_settings)."""
     from containers.fabrics import ETHERNET
 
     run_rate_bit_s(spec)  # an emu- fabric needs the emulated launcher and a known rate
     env = ETHERNET.environment({"nic": IFNAME}, nccl=spec.uses_nccl)
     return {**env, "FABRIC_BENCH_MASTER_IFNAME": IFNAME,
-            "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // spec.ranks))}
+            "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // spec.ranks)),
+            horovod_settings.WAIT_ENV: "poll"}
 
 
 def plan_for(spec: RunSpec, plan: Plan) -> Plan:

@@ -56,6 +56,17 @@ def test_run_uses_namespaces_and_an_argv_without_user_shell_strings():
     assert os.access(args[args.index("plm_rsh_agent") + 1], os.X_OK)
 
 
+def test_emulated_ranks_poll_for_horovod_and_share_the_cores():
+    """All emulated nodes share this host's cores: a thread share per rank, and Horovod waits
+    that poll (bench.horovod_settings) instead of holding a core the other node's rank needs."""
+    from bench import horovod_settings
+    from launch.runspec import RunSpec
+
+    env = emulate.fabric_env(RunSpec(launcher="emulated", nodes=2, ranks=2, link_rate="1gbit"))
+    assert env[horovod_settings.WAIT_ENV] == "poll"
+    assert env["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
+
+
 def test_not_root_is_one_line(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(UsageError, match="need root"):
