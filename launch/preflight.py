@@ -24,7 +24,9 @@ What the checks look for, and why (the reports behind them):
   (charliecloud#1449) is exactly this route.
 - the host's RDMA drivers vs the image's rdma-core providers (libmlx5 for mlx5_core,
   libefa for efa, libhfi1verbs + libpsm2 for hfi1): without the provider verbs
-  sees no device.
+  sees no device; and the image's libibverbs opening the host's devices (`ibv_devinfo
+  -l` in the container): a provider for another kernel ABI than the host driver
+  speaks drops the device although its file is there (k8snetworkplumbingwg/sriov-cni#348).
 - aws-ofi-nccl on EFA needs libfabric >= 1.18 (aws/aws-ofi-nccl#333).
 - device nodes: /dev/infiniband/uverbs* (and rdma_cm), /dev/hfi1_*, /dev/cxi*,
   /dev/nvidia*, /dev/gdrdrv (GPUDirect on), present on the host, openable, and
@@ -86,20 +88,22 @@ def horovod_built_for(framework: str) -> bool:
     return any((package / folder).glob("mpi_lib*.so"))
 
 
-def check_image_fabric(spec) -> str:
-    """The image's fabric label must match the fabric asked for (universal serves any)."""
-    from containers.build import BuildError, inspect
+def check_image_fabric(spec, labels: dict[str, str], required: bool) -> str:
+    """The image's fabric label (`labels`: the runtime's reading of them) must match the
+    fabric asked for (universal serves any). `required`: an image without the label is
+    refused (a .sif: ours carry it); else it passes as unknown (a directory image, say)."""
     from containers.recipe import LABEL_PREFIX
 
-    try:
-        built_for = inspect(spec.image).get(f"{LABEL_PREFIX}.fabric")
-    except BuildError as exc:
-        raise UsageError(str(exc)) from None
+    built_for = labels.get(f"{LABEL_PREFIX}.fabric")
     wanted = profile(spec.fabric).name if spec.fabric else None  # emu-eth-1g is ethernet
-    if wanted and built_for not in (wanted, "universal"):
+    if wanted and built_for is None and required:
+        raise UsageError(f"image {spec.image} has no readable {LABEL_PREFIX}.fabric label (not built by "
+                         f"`fabric-bench image build`?): cannot tell whether it serves fabric {spec.fabric!r}",
+                         fields=("image", "fabric"))
+    if wanted and built_for is not None and built_for not in (wanted, "universal"):
         raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}",
                          fields=("image", "fabric"))
-    return f"image built for fabric {built_for}"
+    return f"image built for fabric {built_for or 'unknown (no fabric-bench labels)'}"
 
 
 def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[str]:
@@ -118,8 +122,8 @@ def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[st
         if runtime.image_is_file and not Path(spec.image).is_file():
             raise UsageError(f"image {spec.image} not found", fields=("image",))
         checked.append(f"image {spec.image} present")
-        if runtime.image_is_file:
-            checked.append(check_image_fabric(spec))
+        prepared.image_labels = runtime.labels(spec.image)  # read once: the result's image record reuses them
+        checked.append(check_image_fabric(spec, prepared.image_labels, required=runtime.image_is_file))
     elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
         raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
     if prepared.preset.missing:
@@ -179,6 +183,9 @@ for f in /opt/*/venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
          /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2; do  # torch's pip NCCL
   [ -e "$f" ] && echo "lib $f $f"
 done
+echo "== verbs"  # the image's libibverbs and providers meeting the host's kernel drivers
+t=$(command -v ibv_devinfo || ls /usr/local/rdma-core/bin/ibv_devinfo 2>/dev/null)
+if [ -n "$t" ]; then "$t" -l 2>&1; else echo "fabric-bench: ibv_devinfo absent"; fi
 echo "== ld_library_path $LD_LIBRARY_PATH"
 echo "== devices"
 for p in "$@"; do
@@ -203,6 +210,7 @@ class SideFacts:
     libs: dict | None = None          # basename -> resolved path
     providers: list | None = None     # provider file basenames: libmlx5-rdmav34.so
     devices: dict | None = None       # path -> (state, mode)
+    verbs: list | None = None         # `ibv_devinfo -l` lines (stdout and stderr); None: not run
     ld_library_path: str = ""
 
 
@@ -233,6 +241,8 @@ def parse_side(text: str) -> SideFacts:
                 name = Path(rest.strip()).name
                 if name not in facts.providers:
                     facts.providers.append(name)
+        elif section == "verbs" and line.strip() and "ibv_devinfo absent" not in line:
+            facts.verbs = [*(facts.verbs or []), line.strip()]
         elif section == "devices" and line.startswith("dev "):
             parts = line.split()
             if len(parts) >= 3:
@@ -465,6 +475,50 @@ def provider_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Che
     return checks
 
 
+# libibverbs' own words when a provider cannot drive a device (rdma-core's verbs/init.c)
+_KERNEL_ABI = re.compile(r"Driver (\S+) does not support the kernel ABI of (\d+) \(supports (\d+) to (\d+)\) "
+                         r"for device (\S+)")
+_NO_PROVIDER = re.compile(r"no userspace device-specific driver found for (\S+)")
+_HCAS = re.compile(r"^(\d+) HCAs? found")
+
+
+def verbs_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Check]:
+    """The image's libibverbs opening the host's devices (`ibv_devinfo -l` inside the
+    container): a provider built for another kernel ABI than the host driver speaks, or no
+    provider for a device, leaves verbs with no device (k8snetworkplumbingwg/sriov-cni#348,
+    ofiwg/libfabric#975); the provider files being present does not show it."""
+    name = profile(spec.fabric).name if spec.fabric else None
+    if name not in ("infiniband", "omnipath", "efa", "universal") or not drivers or not image.reachable:
+        return []
+    if image.verbs is None:
+        return [Check("verbs in the image", "unknown",
+                      "ibv_devinfo is not in the image: its libibverbs was not tried on the host's devices")]
+    lines = image.verbs
+    mismatched: dict[str, set] = {}
+    for m in filter(None, map(_KERNEL_ABI.search, lines)):
+        mismatched.setdefault(f"{m.group(1)} provider supports kernel ABI {m.group(3)} to {m.group(4)}, "
+                              f"the host's driver speaks {m.group(2)}", set()).add(Path(m.group(5)).name)
+    checks = [Check("verbs kernel ABI", "fail", f"the image's {what} ({', '.join(sorted(devices))})",
+                    fix="run an image whose rdma-core matches the host's kernel driver (rebuild it with the "
+                        "host's rdma-core version), or update the host's driver")
+              for what, devices in sorted(mismatched.items())]
+    orphans = sorted({Path(m.group(1)).name for m in filter(None, map(_NO_PROVIDER.search, lines))})
+    if orphans:
+        checks.append(Check("verbs provider", "fail", f"the image's libibverbs has no provider for "
+                            f"{', '.join(orphans)}", fix="install the NIC's rdma-core provider in the image"))
+    header = next((i for i, line in enumerate(lines) if _HCAS.match(line)), None)
+    found = int(_HCAS.match(lines[header]).group(1)) if header is not None else 0
+    if found and not checks:
+        names = lines[header + 1:header + 1 + found]  # ibv_devinfo -l: one name per line after the count
+        checks.append(Check("verbs in the image", "ok", f"the image's libibverbs opened {found} device"
+                            f"{'s' if found != 1 else ''}: {', '.join(names)}"))
+    elif not found:
+        checks.append(Check("verbs in the image", "fail", "the image's libibverbs sees no device "
+                            f"({'; '.join(lines[-1:])})", fix="bind /dev/infiniband and /sys/class/infiniband "
+                            "into the container, and check the messages above"))
+    return checks
+
+
 def nccl_checks(spec, image: SideFacts, env: dict[str, str]) -> list[Check]:
     if not spec.uses_nccl or not spec.containerised:
         return []
@@ -590,7 +644,9 @@ def fabric_checks(spec, prepared, run: Runner = run_command, opener=None, root: 
         checks += version_checks(spec, host, image)
     if spec.containerised and launcher_of(spec).slurm and spec.mpi_plugin == "pmix":
         checks += pmix_checks(spec, image, run(["srun", "--mpi=list"]) if shutil.which("srun") else None)
-    checks += provider_checks(spec, image, host_rdma_drivers(root))
+    drivers = host_rdma_drivers(root)
+    checks += provider_checks(spec, image, drivers)
+    checks += verbs_checks(spec, image, drivers)
     env = dict(prepared.command.env)
     checks += nccl_checks(spec, image, {**prepared.plan.fabric_env, **env})
     host_libfabric = None

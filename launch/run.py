@@ -30,6 +30,7 @@ class Prepared:
     preset: Preset
     job_script: str | None = None  # sbatch only: written into run_dir at execution
     fabric_checks: dict | None = None  # launch.preflight: host <-> image checks, filled before launch
+    image_labels: dict | None = None   # launch.preflight: the image's labels, read once before launch
 
 
 def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
@@ -68,10 +69,11 @@ def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
     return StallWatch(prepared.plan.record_dir, spec.ranks, timeout).check
 
 
-def image_record(runtime, image: str) -> dict:
-    """The image a run used: its digest, its fabric-bench labels and the stack image's digest
-    (every fabric image of a flavour is FROM one stack image: the same stack_digest)."""
-    labels = runtime.labels(image)
+def image_record(runtime, image: str, labels: dict | None = None) -> dict:
+    """The image a run used: its digest, its fabric-bench labels (those preflight read, else
+    read now) and the stack image's digest (every fabric image of a flavour is FROM one
+    stack image: the same stack_digest)."""
+    labels = runtime.labels(image) if labels is None else labels
     return {"path": image, "digest": runtime.digest(image), "labels": labels,
             "stack_digest": labels.get("org.fabric-bench.stack-digest")}
 
@@ -80,7 +82,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
                 annotations: dict | None = None, stall_timeout: float | None = None, force: bool = False) -> dict:
     checked = preflight(spec, prepared, force=force, echo=echo)
     runtime = prepared.plan.runtime
-    image = image_record(runtime, spec.image) if spec.image else None  # before the run, not after
+    image = image_record(runtime, spec.image, prepared.image_labels) if spec.image else None  # before the run
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
     if prepared.job_script is not None:
         prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")

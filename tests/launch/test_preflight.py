@@ -131,6 +131,41 @@ def test_omnipath_needs_libpsm2_in_the_image():
     assert [c.verdict for c in checks] == ["ok", "fail"]
 
 
+def image_verbs(text: str) -> SideFacts:
+    """The image side as parse_side reads the preflight shell's `== verbs` section."""
+    return parse_side("== verbs\n" + text)
+
+
+def test_verbs_check_names_a_provider_that_does_not_speak_the_host_drivers_kernel_abi():
+    """Recorded in a pod (sriov-cni#348): provider files present, device dropped."""
+    image = image_verbs((DATA / "sriov-cni-348-kernel-abi" / "ibv_devinfo.txt").read_text())
+    checks = preflight.verbs_checks(spec(fabric="infiniband"), image, {"bnxt_re2": "bnxt_en"})
+    assert [c.verdict for c in checks] == ["fail", "fail"]
+    assert checks[0].detail == ("the image's bnxt_re provider supports kernel ABI 1 to 1, the host's driver "
+                                "speaks 6 (bnxt_re2)") and "rdma-core" in checks[0].fix
+    assert "sees no device (No IB devices found)" in checks[1].detail
+
+
+def test_verbs_check_names_devices_without_a_provider():
+    """Recorded (libfabric#975): three uverbs devices, no provider library for them."""
+    image = image_verbs((DATA / "libfabric-975-no-provider" / "fi_info.txt").read_text())
+    checks = preflight.verbs_checks(spec(fabric="infiniband"), image, {"usnic_0": "usnic_verbs"})
+    assert checks[0].verdict == "fail" and checks[0].detail.endswith("no provider for uverbs0, uverbs1, uverbs2")
+
+
+def test_verbs_check_passes_opened_devices_and_is_unknown_without_the_tool():
+    # ibv_devinfo -l's format (rdma-core's devinfo.c): "%d HCA%s found:", then one name per line
+    opened = image_verbs("2 HCAs found:\n\tmlx5_0\n\tmlx5_1\n\n")
+    [check] = preflight.verbs_checks(spec(fabric="infiniband"), opened, {"mlx5_0": "mlx5_core"})
+    assert (check.verdict, check.detail) == ("ok", "the image's libibverbs opened 2 devices: mlx5_0, mlx5_1")
+    absent = image_verbs("fabric-bench: ibv_devinfo absent\n")
+    assert absent.verbs is None
+    [check] = preflight.verbs_checks(spec(fabric="efa"), absent, {"rdmap0s6": "efa"})
+    assert check.verdict == "unknown"
+    assert preflight.verbs_checks(spec(fabric="ethernet"), opened, {"mlx5_0": "mlx5_core"}) == []
+    assert preflight.verbs_checks(spec(fabric="infiniband"), opened, {}) == []  # provider_checks fails that
+
+
 # ------------------------------------------------------------ device nodes
 
 def test_device_that_exists_but_cannot_be_opened_fails_with_path_and_permission(tmp_path):
@@ -244,3 +279,25 @@ def test_pmix_without_the_plugin_or_without_srun():
 def test_the_image_script_reads_the_pmix_library_version():
     facts = parse_side("== pmix\nOpenPMIx 4.2.2rc2 (PMIx Standard: 4.2, Stable ABI: 0.0, Provisional ABI: 0.0)\n")
     assert facts.pmix == "4.2.2"
+
+
+@pytest.mark.parametrize("fabric, labels, required, outcome", [
+    ("ethernet", {"org.fabric-bench.fabric": "ethernet"}, True, "image built for fabric ethernet"),
+    ("emu-eth-1g", {"org.fabric-bench.fabric": "ethernet"}, True, "image built for fabric ethernet"),
+    ("infiniband", {"org.fabric-bench.fabric": "universal"}, True, "image built for fabric universal"),
+    (None, {}, True, "image built for fabric unknown (no fabric-bench labels)"),
+    ("efa", {}, False, "image built for fabric unknown (no fabric-bench labels)"),
+    ("infiniband", {"org.fabric-bench.fabric": "ethernet"}, True, "built for fabric 'ethernet', not 'infiniband'"),
+    ("efa", {}, True, "has no readable org.fabric-bench.fabric label"),
+])
+def test_image_fabric_check_reads_the_labels_it_is_given(fabric, labels, required, outcome):
+    """One reading of the labels serves the check and the result's image record; a .sif
+    (required) without them is refused, a directory image passes as unknown."""
+    from launch.errors import UsageError
+
+    spec = RunSpec(fabric=fabric, image="img.sif")
+    if outcome.startswith("image built"):
+        assert preflight.check_image_fabric(spec, labels, required) == outcome
+    else:
+        with pytest.raises(UsageError, match=outcome):
+            preflight.check_image_fabric(spec, labels, required)
