@@ -462,13 +462,19 @@ def _build_apptainer(binary: str, definition: Path, final: Path, binds: list[str
     return round(built - started, 1), round(tested - built, 1)
 
 
+# podman's own default rlimits (nofile, nproc) are above what a host without CAP_SYS_RESOURCE
+# lets runc set ("error setting rlimit type 6/7"): builds (containers.conf) and runs
+# (launch.runtimes, --ulimit) ask for these instead
+PODMAN_ULIMITS = ("nofile=16384:16384", "nproc=16384:16384")
+
+
 def _podman_env() -> dict[str, str]:
     """podman on these hosts: runc (crun refuses the hybrid cgroup host) and
     ulimits that need no CAP_SYS_RESOURCE (see ../shared/ENVIRONMENT.md)."""
     conf = cache_dir() / "podman-containers.conf"
     conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text('[engine]\nruntime = "runc"\n[containers]\n'
-                    'default_ulimits = ["nofile=16384:16384", "nproc=16384:16384"]\n')
+                    f'default_ulimits = {json.dumps(list(PODMAN_ULIMITS))}\n')
     return {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(conf))}
 
 
@@ -481,7 +487,9 @@ def _podman_base(binary: str, log: Path, progress: Progress) -> str:
         return found.stdout.strip()
     sif = base_image(log, progress)
     with tempfile.TemporaryDirectory() as work:
-        _run_logged(["unsquashfs", "-q", "-d", f"{work}/rootfs", str(sif)], log, "unpacking base.sif")
+        # a SIF is not a bare squashfs (its root filesystem sits at an offset): apptainer unpacks it
+        _run_logged([runtime_binary("apptainer"), "build", "--sandbox", f"{work}/rootfs", str(sif)], log,
+                    "unpacking base.sif")
         tar = subprocess.Popen(["tar", "-C", f"{work}/rootfs", "-c", "."], stdout=subprocess.PIPE)
         _run_logged([binary, "import", "-", stack.BASE_IMAGE_TAG], log, "podman import of the base",
                     stdin=tar.stdout, env=env)

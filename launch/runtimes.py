@@ -131,14 +131,25 @@ class SingularityRuntime(ApptainerRuntime):
 
 
 class PodmanRuntime(Runtime):
-    """`podman run` sharing the host's network, IPC and PIDs (MPI and RDMA need them)."""
+    """`podman run` sharing the host's network, IPC and PIDs (MPI and RDMA need them).
+    Of the host's environment it passes what launchers, fabrics and engines set (the
+    prefixes below, as podman's `--env PREFIX*`): all of it (`--env-host`) would replace
+    the image's PATH with the host's, and the ranks would run the host's python3."""
 
     name = "podman"
     binary = "podman"
+    HOST_ENV = ("OMPI_*", "OPAL_*", "PMIX_*", "PMI_*", "SLURM_*", "HOROVOD_*", "FABRIC_BENCH_*", "NCCL_*",
+                "UCX_*", "FI_*", "CUDA_*", "NVIDIA_*", "OMP_*", "GLOO_*", "MASTER_*", "RANK", "WORLD_SIZE",
+                "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 
     def wrap(self, image, binds, env, gpus, argv):
-        out = [self.binary, "run", "--rm", "--network=host", "--ipc=host", "--pid=host",
-               "--env-host", "--workdir", "/"]
+        from containers.build import PODMAN_ULIMITS
+
+        out = [self.binary, "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--workdir", "/"]
+        for name in self.HOST_ENV:
+            out += ["--env", name]
+        for limit in PODMAN_ULIMITS:
+            out += ["--ulimit", limit]
         if gpus:
             out += ["--device", "nvidia.com/gpu=all"]
         for bind in binds:

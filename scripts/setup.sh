@@ -57,7 +57,7 @@ writable_dir "venv directory" "$(dirname "$venv")" 7000 VENV
 writable_dir "cache directory" "$cache" "$($test_setup && echo 12000 || echo 500)" FABRIC_BENCH_CACHE
 
 packages=(openmpi-bin libopenmpi-dev ucx-utils libfabric-bin iproute2 cmake g++ make patch)
-$test_setup && packages+=(slurm-wlm debootstrap squashfs-tools libcap2-bin util-linux chromium iperf3)
+$test_setup && packages+=(slurm-wlm debootstrap squashfs-tools libcap2-bin util-linux chromium iperf3 podman runc)
 phase "system packages" "${#packages[@]} Debian packages"
 missing=()
 for pkg in "${packages[@]}"; do

@@ -2,7 +2,7 @@
 import pytest
 
 from launch.errors import UsageError
-from launch.runtimes import CONTAINER_RUNTIMES, HOST, RUNTIMES, Bind, runtime_named
+from launch.runtimes import CONTAINER_RUNTIMES, HOST, RUNTIMES, Bind, PodmanRuntime, runtime_named
 
 BINDS = [Bind("/data", "/data", readonly=True), Bind("/run dir", "/run dir")]
 ENV = {"B": "2", "A": "1 1"}
@@ -17,11 +17,15 @@ def test_host_runs_argv_as_it_is_and_is_not_a_container():
 @pytest.mark.parametrize("name, head, bind_flag, env_flag", [
     ("apptainer", ["apptainer", "exec", "--pwd", "/"], "--bind", "--env"),
     ("singularity", ["singularity", "exec", "--pwd", "/"], "--bind", "--env"),
-    ("podman", ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--env-host",
-                "--workdir", "/"], "--volume", "--env"),
+    ("podman", ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--workdir", "/",
+                *[item for name in PodmanRuntime.HOST_ENV for item in ("--env", name)],
+                "--ulimit", "nofile=16384:16384", "--ulimit", "nproc=16384:16384"], "--volume", "--env"),
 ])
 def test_container_runtimes_bind_set_env_in_order_and_keep_argv_last(name, head, bind_flag, env_flag):
+    """podman passes the launcher's and fabrics' variables by prefix, never the whole host
+    environment (--env-host would put the host's PATH, and python3, before the image's)."""
     argv = runtime_named(name).wrap("img", BINDS, ENV, False, ["python3", "-m", "x"])
+    assert "--env-host" not in argv
     assert argv[:len(head)] == head
     rest = argv[len(head):]
     assert rest[:4] == [bind_flag, "/data:/data:ro", bind_flag, "/run dir:/run dir"]
