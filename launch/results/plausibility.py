@@ -113,7 +113,7 @@ def gpudirect_check(result: dict) -> dict | None:
     if not nccl or spec.get("gpudirect") is None:
         return None
     observed = nccl.get("gdr")
-    seen = None if observed is None else ("on" if observed else "off")
+    seen = {True: "on", False: "off", "partial": "partial", None: None}[observed]  # transport._gdr_of
     return {"asked": spec["gpudirect"], "observed": seen,
             "ok": None if seen is None else seen == spec["gpudirect"]}
 

@@ -153,13 +153,20 @@ def observe(log: str) -> dict:
             "devices": sorted(seen.get("nccl_net_devices", set())),
             "ofi_provider": sorted(seen.get("nccl_ofi_provider", set())),
             "channels": sorted(channels),
-            "gdr": (any("/GDRDMA" in c for c in net_channels) if net_channels else None),
+            # GPUDirect RDMA per NET channel: True all, False none, "partial" some (one side only
+            # reads as "on" with any(), which is how a half-disabled GDR hid)
+            "gdr": _gdr_of(net_channels),
             # PXN: a NET channel through another GPU's NIC, "NET/IB/1(0)/..."
             "pxn": (any(_NET_CHANNEL.match(c).group(3) for c in net_channels) if net_channels else None),
             "version": min(seen.get("nccl_version", {None})),
         }
     observed["lines"] = lines
     return observed
+
+
+def _gdr_of(net_channels: list[str]) -> bool | str | None:
+    flags = {"/GDRDMA" in c for c in net_channels}
+    return None if not flags else ("partial" if len(flags) == 2 else flags.pop())
 
 
 def asked_for(fabric: str | None, env: dict[str, str], nccl: bool) -> dict[str, str]:
@@ -239,8 +246,8 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
             check("nccl.network", want, list(nccl_seen["network"]), got == {nccl_network_kind(want)})
     if nccl_seen and nccl_seen["gdr"] is not None and "NCCL_NET_GDR_LEVEL" in asked:
         want_on = asked["NCCL_NET_GDR_LEVEL"] != "LOC"
-        check("nccl.gdr", "on" if want_on else "off", ["on" if nccl_seen["gdr"] else "off"],
-              nccl_seen["gdr"] == want_on)
+        seen_gdr = {True: "on", False: "off"}.get(nccl_seen["gdr"], "on in only some NET channels")
+        check("nccl.gdr", "on" if want_on else "off", [seen_gdr], nccl_seen["gdr"] is want_on)
     if nccl_seen and nccl_seen.get("nics_used") and gpus_per_node > 0:
         # an 8-rail node where NCCL used one NIC still "matches" by network name: count them.
         # The node's NICs: the site's rail list (NCCL_IB_HCA "=a,b,...") or what NCCL offered.

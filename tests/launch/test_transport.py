@@ -179,6 +179,16 @@ def test_infiniband_that_ran_over_tcp_is_a_mismatch():
     assert "ucx.transports: asked rc,ud,sm,self, ran over tcp" in ucx["mismatches"]
 
 
+def test_gpudirect_on_one_side_only_is_partial_not_on():
+    """NCCL_IB_GDR's channel plus the reverse channel without /GDRDMA: GPUDirect asked on
+    must not read as on because one NET channel has it."""
+    half = NCCL_IB_GDR + "gpu1:100:200 [0] NCCL INFO Channel 00/0 : 4[0] -> 0[0] [receive] via NET/IB/0\n"
+    seen = transport.observe(half)
+    assert seen["nccl"]["gdr"] == "partial"
+    judged = transport.judge("infiniband", {"NCCL_NET_GDR_LEVEL": "PHB"}, seen, "nccl", gpus_per_node=0)
+    assert "nccl.gdr: asked on, ran over on in only some NET channels" in judged["mismatches"]
+
+
 def test_nccl_socket_instead_of_ib_and_gdr_off_are_mismatches():
     socket = transport.judge("infiniband", {}, transport.observe(NCCL_SOCKET), "nccl", nccl=True)
     assert "nccl.network: asked IB, ran over Socket" in socket["mismatches"]
