@@ -28,19 +28,14 @@ def polls() -> bool:
     return os.environ.get(WAIT_ENV) == "poll"
 
 
-def settle(hvd, handle) -> None:
-    """Return once the operation behind `handle` is done (polling), leaving it to collect."""
-    start = time.perf_counter()
-    while not hvd.poll(handle):
-        waited = time.perf_counter() - start
-        if waited > SPIN_S:
-            time.sleep(min(MAX_PAUSE_S, waited * PAUSE_SHARE))
-
-
 def wait(hvd, handle):
-    """synchronize(handle), polling first where the nodes share cores."""
+    """synchronize(handle), polling until it is done first where the nodes share cores."""
     if polls():
-        settle(hvd, handle)
+        start = time.perf_counter()
+        while not hvd.poll(handle):
+            waited = time.perf_counter() - start
+            if waited > SPIN_S:
+                time.sleep(min(MAX_PAUSE_S, waited * PAUSE_SHARE))
     return hvd.synchronize(handle)
 
 

@@ -440,10 +440,14 @@ def abi_checks(spec, prepared, image: SideFacts, read_image_file: Callable[[str]
     return checks
 
 
+# fabrics whose traffic goes through rdma-core's verbs providers on the host's RDMA devices
+VERBS_FABRICS = ("infiniband", "omnipath", "efa", "universal")
+
+
 def provider_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Check]:
     """The host's RDMA kernel drivers meet the image's rdma-core providers."""
     name = profile(spec.fabric).name if spec.fabric else None
-    if name not in ("infiniband", "omnipath", "efa", "universal"):
+    if name not in VERBS_FABRICS:
         return []
     if not drivers:
         return [Check("rdma-core provider", "unknown" if name == "universal" else "fail",
@@ -488,7 +492,7 @@ def verbs_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Check]
     provider for a device, leaves verbs with no device (k8snetworkplumbingwg/sriov-cni#348,
     ofiwg/libfabric#975); the provider files being present does not show it."""
     name = profile(spec.fabric).name if spec.fabric else None
-    if name not in ("infiniband", "omnipath", "efa", "universal") or not drivers or not image.reachable:
+    if name not in VERBS_FABRICS or not drivers or not image.reachable:
         return []
     if image.verbs is None:
         return [Check("verbs in the image", "unknown",
