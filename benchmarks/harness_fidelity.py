@@ -11,7 +11,12 @@ every run, ours/reference per round and the ratio of the means.
 
 Cases: torch-horovod (Horovod DistributedOptimizer), torch-ddp, tf-horovod
 (DistributedGradientTape; the reference runs Horovod's documented way, legacy
-tf.keras with TF_USE_LEGACY_KERAS=1).
+tf.keras with TF_USE_LEGACY_KERAS=1, while ours runs Keras 3) and
+tf-horovod-keras3 (the same reference loop on Keras 3: the model code is then
+the same on both sides, and only the harness differs).
+
+The ratio's 95 % CI is a paired Student-t interval on the per-round log ratios
+(each round runs both sides back to back, so a round's drift hits both).
 
     python benchmarks/harness_fidelity.py                       # the issue's settings (long: ~20 min on 2 cores)
     python benchmarks/harness_fidelity.py --cases torch-ddp --rounds 2 --image-size 64
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -31,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.stats import summarize  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
 from launch.launchers import Plan, mpirun_argv, tool_path  # noqa: E402
 from launch.run import execute_run, prepare  # noqa: E402
@@ -43,6 +50,8 @@ CASES = {  # name -> (framework, engine, reference script, reference env)
     "torch-horovod": ("torch", "horovod", "torch_horovod.py", {}),
     "torch-ddp": ("torch", "ddp", "torch_ddp.py", {}),
     "tf-horovod": ("tf", "horovod", "tf_horovod.py", {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "1"}),
+    # the same loop on Keras 3, as ours runs: the model code too is the same on both sides
+    "tf-horovod-keras3": ("tf", "horovod", "tf_horovod.py", {"TF_CPP_MIN_LOG_LEVEL": "1"}),
 }
 
 
@@ -87,6 +96,16 @@ def run_ours(spec: RunSpec, results: Path) -> float | None:
         print(f"  ours failed: {result.get('reason')}", flush=True)
         return None
     return result["throughput"]["total_img_per_s"]
+
+
+def paired_ci(ratios: list[float]) -> str:
+    """Geometric mean of the per-round ratios, its 95 % CI (Student t on the logs) and what it shows."""
+    if len(ratios) < 2:
+        return "(one round: no CI)"
+    logs = summarize([math.log(r) for r in ratios])
+    low, high = math.exp(logs.mean - logs.ci95), math.exp(logs.mean + logs.ci95)
+    shown = ("ours faster" if low > 1 else "ours slower" if high < 1 else "no significant difference")
+    return f"paired {math.exp(logs.mean):.3f}, 95 % CI [{low:.3f}, {high:.3f}]: {shown}"
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:
@@ -151,9 +170,9 @@ def main() -> int:
             continue
         rounds = " ".join(f"{a / b:.3f}" for a, b in pairs)
         ratio = statistics.mean(a for a, _ in pairs) / statistics.mean(b for _, b in pairs)
-        print(f"{case:<14} {spec.model} b{spec.batch_size} {spec.effective_image_size}px: ours "
+        print(f"{case:<17} {spec.model} b{spec.batch_size} {spec.effective_image_size}px: ours "
               f"{statistics.mean(a for a, _ in pairs):7.2f}  reference {statistics.mean(b for _, b in pairs):7.2f} "
-              f"img/s  ratio {ratio:.3f}  (rounds: {rounds})")
+              f"img/s  ratio {ratio:.3f}  (rounds: {rounds})  {paired_ci([a / b for a, b in pairs])}")
     return 0 if ok else 1
 
 

@@ -1,7 +1,13 @@
 """Reference: TensorFlow 2 + Horovod, the documented synthetic benchmark's loop
 (tf.keras.applications model, DistributedGradientTape, a tf.function step,
-variables broadcast after the first step). Horovod's Keras support needs the
-legacy Keras: run with TF_USE_LEGACY_KERAS=1 (tf_keras installed).
+variables broadcast after the first step).
+
+Horovod's documented way needs the legacy Keras: run with TF_USE_LEGACY_KERAS=1
+(tf_keras installed). Without it the same loop runs on Keras 3, as our
+bench/tf_train.py does: Horovod 0.28 cannot take Keras 3 variables, so the tape
+differentiates, and the broadcast sends, the tf.Variable behind each one (its
+`.value`), the one change Keras 3 forces. That variant is like-for-like with ours
+down to the model code; the legacy one is like-for-like with Horovod's script.
 
     TF_USE_LEGACY_KERAS=1 horovodrun -np 2 -H localhost:2 --gloo python benchmarks/reference/tf_horovod.py --model ResNet50
 """
@@ -19,11 +25,19 @@ hvd.init()
 threads = int(os.environ.get("OMP_NUM_THREADS", "0"))
 if threads > 0:  # the launcher's CPU share, as bench/tf_engines.py applies it
     tf.config.threading.set_intra_op_parallelism_threads(threads)
-model = getattr(tf.keras.applications, args.model)(weights=None, input_shape=(args.image_size, args.image_size, 3))
-optimizer = tf.keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+keras = tf.keras
+model = getattr(keras.applications, args.model)(weights=None, input_shape=(args.image_size, args.image_size, 3))
+optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
 data = tf.random.uniform([args.batch_size, args.image_size, args.image_size, 3])
 target = tf.random.uniform([args.batch_size], minval=0, maxval=999, dtype=tf.int64)
-loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
+loss_fn = keras.losses.SparseCategoricalCrossentropy()
+legacy = keras.__name__.startswith("tf_keras")
+if not legacy:
+    optimizer.build(model.trainable_variables)  # Keras 3: its slots exist before the step is traced
+
+
+def tf_variables(variables):
+    return list(variables) if legacy else [v.value for v in variables]
 
 
 @tf.function
@@ -31,14 +45,14 @@ def train_step(first_batch):
     with tf.GradientTape() as tape:
         loss = loss_fn(target, model(data, training=True))
     tape = hvd.DistributedGradientTape(tape)
-    gradients = tape.gradient(loss, model.trainable_variables)
+    gradients = tape.gradient(loss, tf_variables(model.trainable_variables))
     optimizer.apply_gradients(zip(gradients, model.trainable_variables))
     if first_batch:
-        hvd.broadcast_variables(model.variables, root_rank=0)
-        hvd.broadcast_variables(optimizer.variables(), root_rank=0)
+        hvd.broadcast_variables(tf_variables(model.variables), root_rank=0)
+        hvd.broadcast_variables(tf_variables(optimizer.variables() if legacy else optimizer.variables), root_rank=0)
     return loss
 
 
 train_step(True)
-report(hvd.rank(), hvd.size(), timed(lambda: train_step(False).numpy(), args), keras=tf.keras.__name__,
+report(hvd.rank(), hvd.size(), timed(lambda: train_step(False).numpy(), args), keras=keras.__name__,
        threads=tf.config.threading.get_intra_op_parallelism_threads())
