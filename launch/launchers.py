@@ -127,7 +127,9 @@ def local(spec: RunSpec, plan: Plan) -> Command:
     if spec.benchmark == "train" and spec.engine == "horovod" and spec.controller == "gloo":
         starter = [tool("horovodrun"), "-np", n, "-H", f"localhost:{n}", "--gloo"]
     elif spec.benchmark == "train" and spec.engine == "ddp":  # torchrun sets RANK/WORLD_SIZE/MASTER_*
-        starter = [tool("torchrun"), "--standalone", "--nnodes", "1", "--nproc-per-node", n, "--module"]
+        # --log-dir: torchrun's per-run folder goes with the records, not to a /tmp/torchelastic_* left behind
+        starter = [tool("torchrun"), "--standalone", "--nnodes", "1", "--nproc-per-node", n,
+                   "--log-dir", str(plan.record_dir / "torchrun"), "--module"]
         program = program[2:]
     else:  # Horovod's MPI controller; tf.distribute and the communication benchmarks bootstrap over MPI
         starter = mpirun_argv(spec, plan, env, tool("mpirun"))

@@ -5,6 +5,7 @@ under CI (CI=true) a missing component is a failure, because CI installs all.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -15,8 +16,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# Runs index their results (launch.results.store): keep tests out of the user's history.
-os.environ.setdefault("FABRIC_BENCH_STORE", str(Path(tempfile.mkdtemp(prefix="fabric-bench-store-")) / "results.sqlite"))
+# Runs index their results (launch.results.store): keep tests out of the user's history,
+# in a folder of this session's own that goes with it.
+if "FABRIC_BENCH_STORE" not in os.environ:
+    _STORE_DIR = tempfile.mkdtemp(prefix="fabric-bench-store-")
+    atexit.register(shutil.rmtree, _STORE_DIR, True)
+    os.environ["FABRIC_BENCH_STORE"] = str(Path(_STORE_DIR) / "results.sqlite")
 VENV_BIN = Path(sys.executable).parent
 UNDER_CI = os.environ.get("CI", "").lower() == "true"
 

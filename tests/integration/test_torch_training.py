@@ -3,7 +3,9 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,9 +22,11 @@ TINY = ["--model", "resnet18", "--image-size", "32", "--batch-size", "8",
 def test_two_ranks_train_to_identical_parameters(engine, controller, tmp_path):
     if engine == "horovod":
         need(horovod_built_for("torch"), "Horovod with PyTorch is not installed (make setup)")
+    scratch_before = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
     proc = fabric_bench("run", "--engine", engine, "--controller", controller, "--ranks", "2",
                         *TINY, "--results", str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= scratch_before  # torchrun's folder stays in the run
     r = only_result(tmp_path)
     assert r["status"] == "ok" and r["schema_version"] == 1
     assert r["world_size"] == 2 and r["engine"] == engine

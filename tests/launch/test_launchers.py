@@ -25,6 +25,7 @@ def test_horovod_gloo_uses_horovodrun_and_ddp_uses_torchrun():
     assert Path(ddp.argv[0]).name == "torchrun"
     assert ddp.argv[ddp.argv.index("--nproc-per-node") + 1] == "4"
     assert ddp.argv[ddp.argv.index("--bucket-cap-mb") + 1] == "50"
+    assert ddp.argv[ddp.argv.index("--log-dir") + 1] == "/r/torchrun"  # not a /tmp/torchelastic_* left behind
 
 
 def test_user_env_overrides_defaults_and_values_stay_single_arguments():
