@@ -129,6 +129,10 @@ def training_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple 
             "host_overhead_s": predicted["host_overhead_s"], "host_overhead_run": host[2] if host else None,
             "predicted_without_host_s": without_host["step_s"],
             "error_without_host": without_host["step_s"] / measured - 1,
+            # the alternative the predictor rejects: h hidden under the wire (max instead of sum)
+            "predicted_host_hidden_s": (hidden := max(without_host["step_s"], workload.compute_step_s
+                                                      + predicted["host_overhead_s"])),
+            "error_host_hidden": hidden / measured - 1,
             "error": predicted["step_s"] / measured - 1, "run_id": result["run_id"], "fabric": dataclasses.asdict(fabric),
             "host_load_1min": result["host_load_1min"],
             "workload": workload.as_dict()}
@@ -166,7 +170,9 @@ def report(points: list[dict], seconds: float, args) -> None:
             notes += (f"; compute {pt['compute_s'] * 1e3:.0f} ms, host exchange cost {pt['host_overhead_s'] * 1e3:.0f}"
                       f" ms, allreduce {pt['allreduce_s'] * 1e3:.0f} ms, no-overlap bound "
                       f"{pt['no_overlap_s'] * 1e3:.0f} ms; without the host cost "
-                      f"{pt['predicted_without_host_s'] * 1e3:.0f} ms ({pt['error_without_host'] * 100:+.1f}%)")
+                      f"{pt['predicted_without_host_s'] * 1e3:.0f} ms ({pt['error_without_host'] * 100:+.1f}%), "
+                      f"with it hidden under the wire {pt['predicted_host_hidden_s'] * 1e3:.0f} ms "
+                      f"({pt['error_host_hidden'] * 100:+.1f}%)")
         print(f"{pt['kind']:9} {pt['rate']:>8} {pt['what']:28} {pt['ranks']:5d} {pt['predicted_s'] * 1e3:9.1f} "
               f"{pt['measured_s'] * 1e3:9.1f} {pt['error'] * 100:+6.1f}%   {notes}")
     errors = [abs(pt["error"]) for pt in points]
@@ -175,6 +181,12 @@ def report(points: list[dict], seconds: float, args) -> None:
         print(f"\n{len(errors)} points: max |error| {worst * 100:.1f} % (goal {GOAL_MAX * 100:.0f} %: "
               f"{'met' if worst <= GOAL_MAX else 'NOT met'}), median {median * 100:.1f} % (goal "
               f"{GOAL_MEDIAN * 100:.0f} %: {'met' if median <= GOAL_MEDIAN else 'NOT met'})")
+    hidden = [abs(pt["error_host_hidden"]) for pt in points if "error_host_hidden" in pt]
+    ours = [abs(pt["error"]) for pt in points if "error_host_hidden" in pt]
+    if hidden:
+        print(f"training points: host cost in series (the predictor) max {max(ours) * 100:.1f} %, median "
+              f"{statistics.median(ours) * 100:.1f} %; hidden under the wire max {max(hidden) * 100:.1f} %, "
+              f"median {statistics.median(hidden) * 100:.1f} %")
     args.results.mkdir(parents=True, exist_ok=True)
     path = args.results / "validation.json"
     path.write_text(json.dumps({"arguments": {k: str(v) for k, v in vars(args).items()}, "seconds": seconds,

@@ -11,14 +11,19 @@ The step, per rank (t_c: the compute-only step, forward + backward + update):
       ddp      fixed buckets in backward order: first 1 MiB, then bucket_cap_mb (25 MiB)
       horovod  every cycle_time_ms (1 ms) the ready gradients, fused up to the
                fusion threshold (128 MiB), go out as one allreduce
-    step (overlapped) = max(forward + max(backward, end of the last allreduce), t_c + h)
+    step (overlapped) = forward + max(backward, end of the last allreduce) + h
     step (no overlap) = t_c + h + sum of the buckets' allreduce times   (an upper bound)
 
-h is the host's own cost of the exchange (copies, reductions, the TCP stack) taken
-from the compute where communication and compute share cores (CPU runs, small
-hosts): 0 unless measured, e.g. as the step of the same training on an unshaped
-link minus its compute step (`--host-overhead-from`); scaled by (p-1)/p like the
-ring's bytes per rank.
+h is the host's own cost of the exchange (copies into and out of buckets or the
+fusion buffer, reductions, the TCP stack, MPI's polling thread) where
+communication and compute share cores (CPU runs, small hosts): 0 unless
+measured, e.g. as the step of the same training on an unshaped link minus its
+compute step (`--host-overhead-from`); scaled by (p-1)/p like the ring's bytes
+per rank. It is added in series: with no core to spare it hides neither under
+the compute (the cores compute) nor under the wire (each copy or reduction
+comes before or after its transfer). Hiding it under the wire instead,
+max(overlapped step without h, t_c + h), was 2-4x further off on this 2-core
+host (see benchmarks/predict_validation.py).
 
 Throughput = N x batch / step; scaling efficiency = t_c(1 rank) / step(N).
 Every allreduce is a ring: its latency term 2(N-1)alpha grows with N, where
@@ -192,7 +197,7 @@ def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
     if ranks > 1 and w.host_overhead_s:
         m = max(2, w.host_overhead_ranks)
         host = w.host_overhead_s * ((ranks - 1) / ranks) / ((m - 1) / m)
-    step = max(forward + max(backward, end), w.compute_step_s + host)
+    step = forward + max(backward, end) + host
     no_overlap = w.compute_step_s + host + sum(times)
     return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
             "allreduce_s": sum(times), "allreduces": len(times), "host_overhead_s": host,

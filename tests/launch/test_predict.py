@@ -1,4 +1,5 @@
 """`fabric-bench predict`: the bucketed-overlap model and its command line."""
+import dataclasses
 import json
 
 import pytest
@@ -126,8 +127,21 @@ def test_host_cost_of_the_exchange_is_taken_from_the_compute_and_scales_like_the
     w = predict.Workload(engine="ddp", batch_size=8, compute_step_s=0.4, gradient_bytes=MIB, bucket_bytes=25 * MIB,
                          host_overhead_s=overhead, host_overhead_ranks=2)
     fabric = predict.Fabric("fast", 0.0, 1000.0, "nominal")
-    assert predict.predict_point(w, fabric, 2)["step_s"] == pytest.approx(8 / 15.0)
+    assert predict.predict_point(w, fabric, 2)["step_s"] == pytest.approx(8 / 15.0, rel=1e-3)
     assert predict.predict_point(w, fabric, 4)["host_overhead_s"] == pytest.approx(overhead * 0.75 / 0.5)
     assert predict.predict_point(w, fabric, 1)["step_s"] == pytest.approx(0.4)  # one rank exchanges nothing
     with pytest.raises(UsageError, match="multi-rank"):
         predict.host_overhead_from(train_result(ranks=1))
+
+
+def test_host_cost_adds_to_a_wire_bound_step_instead_of_hiding_under_the_wire():
+    """With no core to spare, the exchange's copies and reductions come before or after each
+    transfer: a slow link's step is the overlapped schedule plus h, not the larger of the two."""
+    w = predict.Workload(engine="ddp", batch_size=8, compute_step_s=0.3, gradient_bytes=50 * MIB,
+                         bucket_bytes=25 * MIB)
+    slow = predict.Fabric("0.5gbit", 0.0, 0.5, "nominal")
+    without = predict.predict_point(w, slow, 2)
+    assert without["step_s"] > 0.3 + 0.4  # the wire (50 MiB at 0.5 Gbit ~ 0.84 s) bounds the step
+    with_host = predict.predict_point(dataclasses.replace(w, host_overhead_s=0.4), slow, 2)
+    assert with_host["step_s"] == pytest.approx(without["step_s"] + 0.4)
+    assert with_host["exposed_comm_s"] == pytest.approx(with_host["step_s"] - 0.3)
