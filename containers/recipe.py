@@ -313,9 +313,20 @@ def _cuda_common_blocks(omit: tuple[str, ...]) -> list:
                 pmi="/usr/local/slurm-pmi2",
                 configure_opts=["--enable-mpi-cxx", "--enable-orterun-prefix-by-default",
                                 "--with-ofi=/usr/local/libfabric", "--with-psm2=/usr/local/libpsm2",
-                                "--with-slurm", "--with-libevent=/usr", "--with-hwloc=/usr"]),
+                                "--with-slurm", "--with-libevent=/usr", "--with-hwloc=/usr"],
+                # libfabric 2.0 took container_of out of its public headers; Open MPI 4.1.4's
+                # ofi MTL still uses it (later 4.1.x define it themselves): define it the same way
+                postconfigure=[_define_container_of("ompi/mca/mtl/ofi/mtl_ofi_request.h")]),
     ]
     return blocks
+
+
+def _define_container_of(header: str) -> str:
+    lines = ["#include <stddef.h>", "#ifndef container_of",
+             "#define container_of(ptr, type, member) ((type *) ((char *) (ptr) - offsetof(type, member)))",
+             "#endif"]
+    quoted = " ".join(f"'{line}'" for line in lines)
+    return f"printf '%s\\n' {quoted} | cat - {header} > {header}.new && mv {header}.new {header}"
 
 
 def _libfabric(configure_opts: list[str]):
