@@ -122,6 +122,10 @@ def training_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple 
     predicted = predict.predict_point(workload, fabric, result["world_size"])
     without_host = predict.predict_point(network_only, fabric, result["world_size"])
     measured = result["spec"]["batch_size"] / result["throughput"]["per_rank_img_per_s"]
+    # the measurement's own 95 % CI over its iterations, relative (a step is 1 / throughput)
+    throughput = result["throughput"]
+    noise = (throughput["ci95_img_per_s"] / throughput["total_img_per_s"]
+             if throughput.get("ci95_img_per_s") not in (None, float("inf")) else None)
     return {"kind": "train", "rate": rate, "what": f"{result['engine']} {result['model']}",
             "ranks": result["world_size"], "predicted_s": predicted["step_s"], "measured_s": measured,
             "no_overlap_s": predicted["step_no_overlap_s"], "compute_s": workload.compute_step_s,
@@ -134,6 +138,7 @@ def training_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple 
                                                       + predicted["host_overhead_s"])),
             "error_host_hidden": hidden / measured - 1,
             "error": predicted["step_s"] / measured - 1, "run_id": result["run_id"], "fabric": dataclasses.asdict(fabric),
+            "measured_ci95_rel": noise,
             "host_load_1min": result["host_load_1min"],
             "workload": workload.as_dict()}
 
@@ -167,6 +172,8 @@ def report(points: list[dict], seconds: float, args) -> None:
     for pt in points:
         notes = f"load {pt['host_load_1min']:.1f}"
         if pt["kind"] == "train":
+            if pt.get("measured_ci95_rel") is not None:
+                notes += f"; measured ±{pt['measured_ci95_rel'] * 100:.1f} %"
             notes += (f"; compute {pt['compute_s'] * 1e3:.0f} ms, host exchange cost {pt['host_overhead_s'] * 1e3:.0f}"
                       f" ms, allreduce {pt['allreduce_s'] * 1e3:.0f} ms, no-overlap bound "
                       f"{pt['no_overlap_s'] * 1e3:.0f} ms; without the host cost "
@@ -181,6 +188,11 @@ def report(points: list[dict], seconds: float, args) -> None:
         print(f"\n{len(errors)} points: max |error| {worst * 100:.1f} % (goal {GOAL_MAX * 100:.0f} %: "
               f"{'met' if worst <= GOAL_MAX else 'NOT met'}), median {median * 100:.1f} % (goal "
               f"{GOAL_MEDIAN * 100:.0f} %: {'met' if median <= GOAL_MEDIAN else 'NOT met'})")
+    noisy = [pt for pt in points if pt.get("measured_ci95_rel") is not None]
+    if noisy:
+        within = sum(abs(pt["error"]) <= pt["measured_ci95_rel"] for pt in noisy)
+        print(f"training points whose prediction lies within the measurement's own 95 % CI (over its "
+              f"iterations; sitting-to-sitting spread is larger): {within}/{len(noisy)}")
     hidden = [abs(pt["error_host_hidden"]) for pt in points if "error_host_hidden" in pt]
     ours = [abs(pt["error"]) for pt in points if "error_host_hidden" in pt]
     if hidden:
