@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -294,13 +295,27 @@ def _prepare(flavour: str, runtime: str, base: str, log: Path, progress: Progres
         inputs["sources"] = (served / "urls.tsv").read_text()
         paths = {"LOCAL_DEVEL_BASE": str(devel), "LOCAL_RUNTIME_BASE": str(runtime_base)}
         omit = sources.omitted()
-        binds = [f"{served}:{cudabase.REHEARSAL}/sources", f"/etc/ssl/certs:{cudabase.REHEARSAL}/certs"]
+        binds = [f"{served}:{cudabase.REHEARSAL}/sources", f"{_ca_bundle_dir()}:{cudabase.REHEARSAL}/certs"]
         wheels = cache_dir() / "rehearsal-wheels"
         if wheels.is_dir():      # local wheels first (pip.conf of the local base); PyPI for the rest
             binds.append(f"{wheels}:{cudabase.REHEARSAL}/wheels")
         if runtime != "apptainer":
             raise BuildError("--base local builds with apptainer only (podman: use the cpu flavour)")
     return Plan(runtime, flavour, base, tuple(binds), inputs, paths, omit, log)
+
+
+def _ca_bundle_dir() -> Path:
+    """A copy of this host's CA bundle in the cache, for pip inside a rehearsal build: a bind of
+    /etc/ssl/certs would give the build the bundle of whatever root apptainer runs from (a sid
+    root here, whose bundle lacks this machine's registry CA)."""
+    bundle = Path(os.environ.get("SSL_CERT_FILE") or ssl.get_default_verify_paths().cafile
+                  or "/etc/ssl/certs/ca-certificates.crt")
+    if not bundle.is_file():
+        raise BuildError(f"no CA bundle at {bundle} for pip inside the build (set SSL_CERT_FILE)")
+    folder = cache_dir() / "certs"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(bundle, folder / "ca-certificates.crt")
+    return folder
 
 
 def _new_log(name: str) -> Path:
