@@ -339,6 +339,36 @@ def _cached(key: str, runtime: str) -> Optional[dict]:
     return None
 
 
+def _runtime_binds(plan: Plan) -> list[str]:
+    """Binds of builds FROM a runtime base (the stack's runtime stage, fabric layers): none on
+    the local cuda base, which has no rehearsal mount points and whose builds fetch nothing
+    (apt from the mirror, copies from the devel stage); otherwise the plan's."""
+    return [] if plan.base == "local" else list(plan.binds)
+
+
+def _devel_stage(binary: str, rendered: recipes.Recipe, plan: Plan, recipe_dir: Path, devel_sif: Path,
+                 log: Path, progress: Progress) -> float:
+    """Build the cuda stack's devel stage, or reuse the one a build of the same key finished
+    (its name carries the key; it appears only when complete): its seconds and build log
+    travel with it (`.json` beside it), so a record made later still shows them."""
+    sidecar = devel_sif.with_suffix(".json")
+    if devel_sif.exists() and sidecar.exists():
+        earlier = json.loads(sidecar.read_text())
+        progress(f"reusing {devel_sif.name} (the devel stage, built in {earlier['seconds']:.0f} s)")
+        with log.open("a") as out:
+            out.write(f"\n# the devel stage was reused; its build log ({earlier['log']}) follows\n")
+            out.write(Path(earlier["log"]).read_text(errors="replace"))
+        return earlier["seconds"]
+    (recipe_dir / "stack-devel.def").write_text(_fill(rendered, plan).devel_definition)
+    progress(f"building {devel_sif.name} (the devel stage; log: {log})")
+    seconds, _ = _build_apptainer(binary, recipe_dir / "stack-devel.def", devel_sif, list(plan.binds), log,
+                                  test=False)
+    devel_log = devel_sif.with_suffix(".log")
+    shutil.copyfile(log, devel_log)
+    write_json_atomic(sidecar, {"seconds": seconds, "log": str(devel_log)})
+    return seconds
+
+
 def _fill(rendered: recipes.Recipe, plan: Plan, **more: str) -> recipes.Recipe:
     return rendered.filled(**{k: v for k, v in plan.paths.items() if k != "cpu_base"}, **more)
 
@@ -369,17 +399,14 @@ def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
         devel_image = ""
         if rendered.devel_template:
             devel_sif = images / f"{name}-devel.sif"
-            (recipe_dir / "stack-devel.def").write_text(_fill(rendered, plan).devel_definition)
-            progress(f"building {devel_sif.name} (the devel stage; log: {log})")
-            stages["stack-devel"], _ = _build_apptainer(binary, recipe_dir / "stack-devel.def", devel_sif,
-                                                        list(plan.binds), log, test=False)
+            stages["stack-devel"] = _devel_stage(binary, rendered, plan, recipe_dir, devel_sif, log, progress)
             devel_image = str(devel_sif)
         filled = _fill(rendered, plan, STACK_DEVEL_IMAGE=devel_image) if devel_image else rendered
         (recipe_dir / "image.def").write_text(filled.definition)
         (recipe_dir / "Dockerfile").write_text(rendered.dockerfile)
         progress(f"building {name}.sif (log: {log})")
         seconds, test_seconds = _build_apptainer(binary, recipe_dir / "image.def", images / f"{name}.sif",
-                                                 list(plan.binds), log)
+                                                 _runtime_binds(plan), log)
         stages["stack"], stages["stack-test"] = seconds, test_seconds
         image = images / f"{name}.sif"
         digest, size = _sha256(image), image.stat().st_size
@@ -437,7 +464,7 @@ def build(fabric: str, flavour: str, runtime: str = "apptainer", *, base: str = 
     if runtime == "apptainer":
         # the fabric layer binds nothing: it installs OS packages or builds from the stack's devel image
         seconds, test_seconds = _build_apptainer(binary, recipe_dir / "image.def", images / f"{name}.sif",
-                                                 list(plan.binds), log)
+                                                 _runtime_binds(plan), log)
         stages["fabric"], stages["fabric-test"] = seconds, test_seconds
         image = images / f"{name}.sif"
         image_name, digest, size = str(image), _sha256(image), image.stat().st_size
