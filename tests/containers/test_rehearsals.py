@@ -1,0 +1,51 @@
+"""Rehearsal records (containers/rehearsals/, written by `make image-rehearsal`): every
+current cuda recipe has one, and what the records say was proven holds together."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from containers import recipe, rehearse, sources
+from containers.fabrics import profile
+
+CURRENT = rehearse.current_hashes("cuda")
+
+
+def load(image: str) -> dict:
+    path = rehearse.record_path(image, "cuda", CURRENT[image])
+    assert path.is_file(), (f"no rehearsal record for the current cuda {image} recipe "
+                            f"({CURRENT[image][:16]}): run `make image-rehearsal` and commit "
+                            f"containers/rehearsals/")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("image", list(CURRENT))
+def test_every_current_cuda_recipe_has_a_rehearsal_record(image):
+    record = load(image)
+    assert record["recipe_hash"] == CURRENT[image] and record["base"] == "local"
+    assert record["omitted"] == list(sources.omitted())
+    assert record["size_bytes"] > 0 and len(record["sif_sha256"]) == 64
+    assert not [line for line in record["test_output"] if "FAIL" in line]
+
+
+def test_fabric_images_of_a_flavour_share_one_stack_digest():
+    """'Images differ only in fabric libraries' as an equality: every rehearsed fabric image
+    was built FROM the same stack image, whose sha256 the stack's record names."""
+    stack = load("stack")
+    digests = {fabric: load(fabric)["stack_digest"] for fabric in rehearse.REHEARSED}
+    print({fabric: digest[:16] for fabric, digest in digests.items()}, "stack", stack["sif_sha256"][:16])
+    assert set(digests.values()) == {stack["sif_sha256"]}
+
+
+@pytest.mark.parametrize("fabric", rehearse.REHEARSED)
+def test_each_image_test_proved_its_preset_components(fabric):
+    output = "\n".join(load(fabric)["test_output"])
+    for check in recipe.preset_checks(profile(fabric), "cuda", sources.omitted()):
+        kind, _, name = check.partition(":")
+        shown = {"ompi": f"ompi_info: MCA {name.replace(':', ' ')}", "fi": f"fi_info -l: {name}",
+                 "ucx": f"ucx: {name}", "nccl-net": f"nccl-net: {name}"}[kind]
+        assert f"ok: {shown}" in output, check
+    for proof in ("ompi_info: CUDA support", "ucx: CUDA built in", "horovod: NCCL GPU operations built",
+                  "torch: cuda", "ldd:"):
+        assert proof in output, proof
