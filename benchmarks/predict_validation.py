@@ -121,9 +121,9 @@ def training_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple 
         workload = dataclasses.replace(network_only, host_overhead_s=host[0], host_overhead_ranks=host[1])
     predicted = predict.predict_point(workload, fabric, result["world_size"])
     without_host = predict.predict_point(network_only, fabric, result["world_size"])
-    measured = result["spec"]["batch_size"] / result["throughput"]["per_rank_img_per_s"]
-    # the measurement's own 95 % CI over its iterations, relative (a step is 1 / throughput)
     throughput = result["throughput"]
+    measured = result["spec"]["batch_size"] / throughput["per_rank_img_per_s"]
+    # the measurement's own 95 % CI over its iterations, relative (a step is 1 / throughput)
     noise = (throughput["ci95_img_per_s"] / throughput["total_img_per_s"]
              if throughput.get("ci95_img_per_s") not in (None, float("inf")) else None)
     return {"kind": "train", "rate": rate, "what": f"{result['engine']} {result['model']}",

@@ -462,7 +462,7 @@ def build(fabric: str, flavour: str, runtime: str = "apptainer", *, base: str = 
     progress(f"building {name} with {runtime} FROM the stack {Path(stack_entry.image).name} (log: {log})")
     stages: dict[str, float] = {}
     if runtime == "apptainer":
-        # the fabric layer binds nothing: it installs OS packages or builds from the stack's devel image
+        # the fabric layer installs OS packages or builds from the stack's devel image (_runtime_binds)
         seconds, test_seconds = _build_apptainer(binary, recipe_dir / "image.def", images / f"{name}.sif",
                                                  _runtime_binds(plan), log)
         stages["fabric"], stages["fabric-test"] = seconds, test_seconds
