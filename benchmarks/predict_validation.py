@@ -9,19 +9,25 @@ Root required (network namespaces + tc tbf, launch.emulate). For every link rate
   contention is part of the compute step: shown, not fitted away), its
   gradient bytes and its engine's bucket settings, plus the fitted fabric;
   and the host's own cost of the exchange (copies, reductions, TCP over the
-  veths, all on the cores that compute): measured once per model and engine
-  as the step of the same training on an UNSHAPED link minus its compute
-  step, and printed beside every point with the prediction without it;
+  veths, all on the cores that compute): measured per model and engine as
+  the step of the same training on an UNSHAPED link minus its compute step,
+  and printed beside every point with the prediction without it;
 and, at the first rate, 3- and 4-node allreduces predicted from the 2-node fit
 (the ring formula's rank scaling). Nothing measured is fitted to the training
 runs: each prediction is made before it is compared.
+
+`--repeats N` runs every training point (and the unshaped runs) N times, in
+rounds whose order reverses each round, so a drift of the shared machine hits
+every point alike; a point then compares its median prediction with its median
+measured step, h is the median of the unshaped runs, and the CI printed is the
+one between the runs (the spread a single run cannot show).
 
 Prints predicted vs measured step (or allreduce) time and the error of every
 point; goal: |error| <= 10 % at every point, median <= 5 %. Writes
 RESULTS/validation.json with every point and input.
 
     python benchmarks/predict_validation.py [--rates 0.5gbit,1gbit,2.5gbit,5gbit]
-        [--models resnet18,mobilenet_v3_small] [--engines ddp,horovod] [--multi-nodes 3,4]
+        [--models resnet18,mobilenet_v3_small] [--engines ddp,horovod] [--multi-nodes 3,4] [--repeats 3]
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.stats import summarize
 from launch.results import predict
 from launch.errors import UsageError
 from launch.run import execute_run, prepare
@@ -62,6 +69,9 @@ def main() -> int:
     p.add_argument("--models", default="resnet18,mobilenet_v3_small")
     p.add_argument("--engines", default="ddp,horovod")
     p.add_argument("--multi-nodes", default="3,4", help="node counts of the allreduce check ('' for none)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="runs of every training point, in rounds whose order reverses each round; "
+                        "a point compares the medians of its runs")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--iters", type=int, default=4)
@@ -77,36 +87,40 @@ def main() -> int:
     if set(engines) - set(BACKEND_OF):
         print(f"error: engines must be among {', '.join(BACKEND_OF)}", file=sys.stderr)
         return 2
+    if args.repeats < 1:
+        print("error: --repeats must be at least 1", file=sys.stderr)
+        return 2
     comm = RunSpec(launcher="emulated", nodes=2, ranks=2, benchmark="allreduce", min_bytes=2**16,
                    max_bytes=args.max_bytes, iters=args.allreduce_iters, warmup=1)
     train = RunSpec(launcher="emulated", nodes=2, ranks=2, image_size=args.image_size, batch_size=args.batch_size,
                     iters=args.iters, batches_per_iter=args.batches_per_iter, warmup=2)
-    points, started, host = [], time.monotonic(), {}
+    points, started, fabrics = [], time.monotonic(), {}
     try:
-        for model in models:  # the host's cost of the exchange: the same training on an unshaped link
-            for engine in engines:
-                print(f"unshaped: 2-node {engine} {model} (host cost of the exchange) ...", flush=True)
-                fast = run(dataclasses.replace(train, engine=engine, model=model), args.results)
-                if fast:
-                    host[engine, model] = (*predict.host_overhead_from(fast), fast["run_id"])
-        for rate in rates:
-            fabrics = {}
+        for rate in rates:  # the fabrics: one allreduce fit per rate and backend
             for engine in engines:
                 backend = BACKEND_OF[engine]
                 print(f"{rate}: 2-node allreduce ({backend}) ...", flush=True)
                 result = run(dataclasses.replace(comm, link_rate=rate, backend=backend), args.results)
                 if result:
-                    fabrics[engine] = predict.fabric_from_allreduce(result, f"{rate} {backend}", FIT_MIN_BYTES)
+                    fabrics[rate, engine] = predict.fabric_from_allreduce(result, f"{rate} {backend}", FIT_MIN_BYTES)
                     if rate == rates[0] and engine == engines[0]:
-                        points += multi_node_points(result, fabrics[engine], comm, rate, backend, multi, args.results)
-            for model in models:
-                for engine in engines:
-                    if engine not in fabrics:
-                        continue
-                    print(f"{rate}: 2-node {engine} {model} ...", flush=True)
-                    trained = run(dataclasses.replace(train, link_rate=rate, engine=engine, model=model), args.results)
-                    if trained:
-                        points.append(training_point(trained, fabrics[engine], rate, host.get((engine, model))))
+                        points += multi_node_points(result, fabrics[rate, engine], comm, rate, backend, multi,
+                                                    args.results)
+        # training: rate None is the unshaped link, which measures the host's cost of the exchange
+        configs = [(rate, model, engine) for rate in (None, *rates) for model in models for engine in engines
+                   if rate is None or (rate, engine) in fabrics]
+        runs: dict[tuple, list[dict]] = {config: [] for config in configs}
+        for round_ in range(args.repeats):
+            for rate, model, engine in configs if round_ % 2 == 0 else configs[::-1]:
+                print(f"round {round_ + 1}/{args.repeats} {rate or 'unshaped'}: 2-node {engine} {model} ...",
+                      flush=True)
+                trained = run(dataclasses.replace(train, link_rate=rate, engine=engine, model=model), args.results)
+                if trained:
+                    runs[rate, model, engine].append(trained)
+        host = {(engine, model): host_cost(results) for (rate, model, engine), results in runs.items()
+                if rate is None and results}
+        points += [training_point(results, fabrics[rate, engine], rate, host.get((engine, model)))
+                   for (rate, model, engine), results in runs.items() if rate is not None and results]
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -114,7 +128,34 @@ def main() -> int:
     return 0 if points else 1
 
 
-def training_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple | None) -> dict:
+def host_cost(unshaped: list[dict]) -> tuple[float, int, list[str]]:
+    """h (the median over the unshaped runs), its rank count, and the runs it came from."""
+    costs = [predict.host_overhead_from(result) for result in unshaped]
+    return statistics.median(c[0] for c in costs), costs[0][1], [r["run_id"] for r in unshaped]
+
+
+def training_point(results: list[dict], fabric: predict.Fabric, rate: str, host: tuple | None) -> dict:
+    """One (rate, engine, model) point: each run predicted from its own compute step; the point
+    compares the median prediction with the median measured step."""
+    runs = [run_point(result, fabric, rate, host) for result in results]
+    if len(runs) == 1:
+        return {**runs[0], "repeats": 1}
+    med = {key: statistics.median(r[key] for r in runs)
+           for key in ("predicted_s", "measured_s", "no_overlap_s", "compute_s", "allreduce_s", "host_overhead_s",
+                       "predicted_without_host_s", "predicted_host_hidden_s")}
+    spread = summarize([r["measured_s"] for r in runs])
+    return {**runs[0], **med, "repeats": len(runs),
+            "error": med["predicted_s"] / med["measured_s"] - 1,
+            "error_without_host": med["predicted_without_host_s"] / med["measured_s"] - 1,
+            "error_host_hidden": med["predicted_host_hidden_s"] / med["measured_s"] - 1,
+            # between the runs now, not over one run's iterations
+            "measured_ci95_rel": spread.ci95 / spread.mean,
+            "measured_range_s": [min(r["measured_s"] for r in runs), max(r["measured_s"] for r in runs)],
+            "host_load_1min": max(r["host_load_1min"] for r in runs),
+            "run_id": [r["run_id"] for r in runs], "runs": runs}
+
+
+def run_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple | None) -> dict:
     network_only = predict.workload_from(result)
     workload = network_only
     if host is not None:
@@ -172,8 +213,12 @@ def report(points: list[dict], seconds: float, args) -> None:
     for pt in points:
         notes = f"load {pt['host_load_1min']:.1f}"
         if pt["kind"] == "train":
-            if pt.get("measured_ci95_rel") is not None:
-                notes += f"; measured ±{pt['measured_ci95_rel'] * 100:.1f} %"
+            if pt.get("repeats", 1) > 1:
+                low, high = pt["measured_range_s"]
+                notes += (f"; median of {pt['repeats']} runs ({low * 1e3:.0f}-{high * 1e3:.0f} ms), "
+                          f"±{pt['measured_ci95_rel'] * 100:.1f} % between runs")
+            elif pt.get("measured_ci95_rel") is not None:
+                notes += f"; measured ±{pt['measured_ci95_rel'] * 100:.1f} % over its iterations"
             notes += (f"; compute {pt['compute_s'] * 1e3:.0f} ms, host exchange cost {pt['host_overhead_s'] * 1e3:.0f}"
                       f" ms, allreduce {pt['allreduce_s'] * 1e3:.0f} ms, no-overlap bound "
                       f"{pt['no_overlap_s'] * 1e3:.0f} ms; without the host cost "
@@ -191,8 +236,9 @@ def report(points: list[dict], seconds: float, args) -> None:
     noisy = [pt for pt in points if pt.get("measured_ci95_rel") is not None]
     if noisy:
         within = sum(abs(pt["error"]) <= pt["measured_ci95_rel"] for pt in noisy)
-        print(f"training points whose prediction lies within the measurement's own 95 % CI (over its "
-              f"iterations; sitting-to-sitting spread is larger): {within}/{len(noisy)}")
+        over = ("its runs" if args.repeats > 1 else "its iterations; sitting-to-sitting spread is larger")
+        print(f"training points whose prediction lies within the measurement's own 95 % CI (over {over}): "
+              f"{within}/{len(noisy)}")
     hidden = [abs(pt["error_host_hidden"]) for pt in points if "error_host_hidden" in pt]
     ours = [abs(pt["error"]) for pt in points if "error_host_hidden" in pt]
     if hidden:

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -66,7 +67,7 @@ def test_predictor_validation_small(tmp_path):
     emulation_possible()
     proc = subprocess.run(
         [sys.executable, "benchmarks/predict_validation.py", "--rates", "1gbit", "--models", "mobilenet_v3_small",
-         "--engines", "ddp", "--multi-nodes", "3", "--iters", "3", "--allreduce-iters", "3",
+         "--engines", "ddp", "--multi-nodes", "3", "--iters", "3", "--allreduce-iters", "3", "--repeats", "2",
          "--max-bytes", str(16 * 2**20), "--results", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -79,3 +80,8 @@ def test_predictor_validation_small(tmp_path):
         if p["kind"] == "allreduce":  # the ring formula's scaling from 2 to 3 nodes
             assert abs(p["error"]) < 0.25, p
     assert "max |error|" in proc.stdout
+    (train,) = [p for p in points if p["kind"] == "train"]  # two runs, in rounds, compared by medians
+    assert train["repeats"] == 2 and len(train["runs"]) == 2 and len(set(train["run_id"])) == 2
+    assert train["measured_s"] == pytest.approx(statistics.median(r["measured_s"] for r in train["runs"]))
+    assert train["error"] == pytest.approx(train["predicted_s"] / train["measured_s"] - 1)
+    assert proc.stdout.count("round 2/2") == 2  # the unshaped run (host cost) and the shaped one
