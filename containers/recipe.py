@@ -211,15 +211,18 @@ def _python_site() -> str:
     return f"$({stack.VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')"
 
 
+# What the devel stage builds the communication stack with
+BUILD_PACKAGES = ("git", "wget", "bzip2", "make", "g++", "cmake", "patch", "pkg-config", "file", "perl", "flex",
+                  "libnuma-dev", "uuid-dev", "ca-certificates",
+                  # PMIx and Open MPI share one hwloc and one libevent (external PMIx requires it)
+                  "libhwloc-dev", "libevent-dev")
+
+
 def _cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
     devel_base, runtime_base = _cuda_bases(base, fmt)
     devel = [devel_base, comment("common stack, built from source")]
-    devel.append(apt_get(ospackages=[
-        "python3", "python3-venv", "python3-dev", "git", "wget", "bzip2", "make", "g++", "cmake",
-        "patch", "pkg-config", "file", "perl", "flex", "libnuma-dev", "uuid-dev", "ca-certificates",
-        # PMIx and Open MPI share one hwloc and one libevent (external PMIx requires it)
-        "libhwloc-dev", "libevent-dev"]))
-    blocks = _cuda_common_blocks(omit)
+    devel.append(apt_get(ospackages=["python3", "python3-venv", "python3-dev", *BUILD_PACKAGES]))
+    blocks = common_blocks(omit)
     devel += blocks
     site = _python_site()
     nccl = f"{site}/nvidia/nccl"
@@ -258,16 +261,18 @@ def _cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
     return [devel, runtime]
 
 
-def _cuda_common_blocks(omit: tuple[str, ...]) -> list:
-    cuda = "/usr/local/cuda"
-    gdr = "gdrcopy" not in omit
+def common_blocks(omit: tuple[str, ...], *, cuda: bool = True) -> list:
+    """The communication stack built from source; `cuda=False`: the same blocks and flags with
+    CUDA (and gdrcopy) off (benchmarks/cpu_stack_build.py measures that build)."""
+    cuda_home = "/usr/local/cuda" if cuda else False
+    gdr = cuda and "gdrcopy" not in omit
     psm2 = sources.source("libpsm2")
+    libfabric = ["--enable-tcp", "--enable-shm", "--enable-rxm", "--enable-verbs=/usr/local/rdma-core",
+                 "--enable-efa=/usr/local/rdma-core", "--enable-psm2=/usr/local/libpsm2", "--enable-psm3=no"]
     # CUDA (and gdrcopy) by dlopen: linked directly, libfabric.so needs the driver's libcuda.so.1,
     # so Open MPI's configure cannot link fi_getinfo against it (the stub is libcuda.so) and no
     # libfabric user would start on a node without a GPU driver
-    libfabric = ["--enable-tcp", "--enable-shm", "--enable-rxm", "--enable-verbs=/usr/local/rdma-core",
-                 "--enable-efa=/usr/local/rdma-core", "--enable-psm2=/usr/local/libpsm2",
-                 "--enable-psm3=no", f"--with-cuda={cuda}", "--enable-cuda-dlopen"]
+    libfabric += [f"--with-cuda={cuda_home}", "--enable-cuda-dlopen"] if cuda else ["--without-cuda"]
     if gdr:
         libfabric += ["--with-gdrcopy=/usr/local/gdrcopy", "--enable-gdrcopy-dlopen"]
     blocks = [
@@ -293,7 +298,7 @@ def _cuda_common_blocks(omit: tuple[str, ...]) -> list:
             runtime_environment={"LD_LIBRARY_PATH": "/usr/local/libpsm2/lib:$LD_LIBRARY_PATH"}),
         # --without-bfd: UCX 1.13's backtraces use binutils' PTR macro, gone from bfd.h since
         # binutils 2.40 (bookworm, Ubuntu 24.04): debug.c stops at "'PTR' undeclared"
-        ucx(version=stack.UCX.version, prefix="/usr/local/ucx", cuda=cuda,
+        ucx(version=stack.UCX.version, prefix="/usr/local/ucx", cuda=cuda_home,
             gdrcopy="/usr/local/gdrcopy" if gdr else False, ofed="/usr/local/rdma-core",
             knem=False, xpmem=False, ospackages=["file", "libnuma-dev", "make", "wget"],
             configure_opts=["--enable-optimizations", "--disable-logging", "--disable-debug",
@@ -308,7 +313,7 @@ def _cuda_common_blocks(omit: tuple[str, ...]) -> list:
                    configure_opts=["--without-munge"]),
         pmix(version=stack.PMIX.version, prefix="/usr/local/pmix",
              ospackages=["file", "libhwloc-dev", "libevent-dev", "make", "tar", "wget", "perl"]),
-        openmpi(version=stack.OPENMPI.version, prefix="/usr/local/openmpi", cuda=True,
+        openmpi(version=stack.OPENMPI.version, prefix="/usr/local/openmpi", cuda=cuda,
                 infiniband=False, ucx="/usr/local/ucx", pmix="/usr/local/pmix",
                 pmi="/usr/local/slurm-pmi2",
                 configure_opts=["--enable-mpi-cxx", "--enable-orterun-prefix-by-default",

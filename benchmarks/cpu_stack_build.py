@@ -1,0 +1,211 @@
+"""The cold build of the site images' communication stack with CUDA off, measured here.
+
+The cpu flavour installs Debian's communication stack; the cuda flavour builds
+its own from source (containers/recipe.py `common_blocks`). This script
+builds those same hpccm blocks at the same pinned versions and configure flags
+with CUDA (and gdrcopy) off, `common_blocks(cuda=False)`, as one Apptainer
+image on the local rehearsal base (containers/cudabase.py: its wget serves the
+verified sources; its CUDA toolkit goes unused, configure is told
+--without-cuda). It prints the build's seconds per component, and what would
+tell whether CI could afford the cpu flavour on this stack. It then proves the
+stack runs: the Open MPI components the presets select and the libfabric
+providers are present, and a 2-rank MPI_Allreduce (C, built in the image) gives
+the right sum over each path the presets use (pml ucx; pml cm + mtl ofi with
+libfabric's tcp provider; pml ob1 + btl tcp). Last, the same program under
+the host's Debian Open MPI and under the image's, in alternating rounds: the
+image/host time ratio of a 16 MiB allreduce.
+
+    sudo .venv/bin/python benchmarks/cpu_stack_build.py [--rounds 3] [--keep]
+
+Needs what a cuda rehearsal needs (apptainer, the local base, the sources:
+`make image-rehearsal` prepares them); ~20 min on 2 cores. The image is deleted
+unless --keep.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import hpccm
+from hpccm.building_blocks import apt_get
+from hpccm.primitives import baseimage, comment
+
+from containers import build, recipe, rehearse, stack
+
+PROGRAM = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int rank, size, n = 4 << 20, iters = 10;          /* 4 Mi floats: 16 MiB */
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    float *buf = malloc(sizeof(float) * n);
+    for (int i = 0; i < n; i++) buf[i] = rank + 1;
+    MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    int ok = buf[0] == size * (size + 1) / 2 && buf[n - 1] == buf[0];
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t = MPI_Wtime();
+    for (int k = 0; k < iters; k++) MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    t = (MPI_Wtime() - t) / iters;
+    if (rank == 0) printf("allreduce-check ranks=%d sum_ok=%d seconds_16MiB=%.6f\n", size, ok, t);
+    MPI_Finalize();
+    return ok ? 0 : 1;
+}
+"""
+# pml/mtl/btl selections of the presets, each run on its own (libfabric's tcp provider for ofi)
+PATHS = {
+    # Open MPI 4.1's pml ucx declines without an RDMA transport unless told any will do
+    "pml ucx": ["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any", "--mca", "pml_ucx_devices", "any",
+                "-x", "UCX_TLS=sm,self,tcp"],
+    # the ofi MTL leaves out tcp unless a provider list names it
+    "pml cm + mtl ofi (tcp)": ["--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include",
+                               "tcp", "-x", "FI_PROVIDER=tcp"],
+    "pml ob1 + btl tcp": ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp"],
+}
+COMPONENTS = ("pml: ucx", "mtl: ofi", "mtl: psm2", "pmix: ext3x", "btl: tcp", "btl: vader")
+PROVIDERS = ("tcp", "shm", "verbs", "efa", "psm2")
+ROOT = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+
+
+def definition(devel_base: str, omit: tuple[str, ...]) -> str:
+    hpccm.config.set_container_format("singularity")
+    try:
+        stage = hpccm.Stage()
+        stage += baseimage(image=devel_base, _bootstrap="localimage", _distro=stack.CUDA_DISTRO,
+                           _docker_env=False)
+        stage += comment("the cuda flavour's communication stack, the same blocks with CUDA off")
+        stage += apt_get(ospackages=["python3", *recipe.BUILD_PACKAGES])   # rdma-core's cmake runs python3
+        for block in recipe.common_blocks(omit, cuda=False):
+            stage += block
+        return str(stage) + "\n"
+    finally:
+        hpccm.config.set_container_format("docker")
+
+
+def in_image(sif: Path, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([build.runtime_binary("apptainer"), "exec", "--cleanenv", str(sif), *argv],
+                          capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def checks(sif: Path) -> bool:
+    good = True
+    ompi = in_image(sif, ["ompi_info"]).stdout
+    cuda = in_image(sif, ["ompi_info", "--parsable", "--all"]).stdout
+    for name in COMPONENTS:
+        kind, comp = name.split(": ")
+        found = re.search(rf"MCA {kind}: {comp} \(", ompi) is not None
+        good &= found
+        print(f"  ompi_info MCA {name}: {'ok' if found else 'MISSING'}")
+    no_cuda = "mpi_built_with_cuda_support:value:false" in cuda
+    good &= no_cuda
+    print(f"  ompi_info CUDA support: {'off, as asked' if no_cuda else 'UNEXPECTED'}")
+    listed = in_image(sif, ["sh", "-c", "FI_LOG_LEVEL=info fi_info -l 2>&1"]).stdout
+    for provider in PROVIDERS:
+        found = re.search(rf"^{provider}:|::{provider}:", listed, re.M) is not None
+        good &= found
+        print(f"  libfabric provider {provider}: {'ok' if found else 'MISSING'}")
+    ucx = in_image(sif, ["ucx_info", "-v"]).stdout
+    print(f"  ucx_info -v: {ucx.splitlines()[0] if ucx else 'FAILED'}")
+    return good
+
+
+def allreduce(mpirun: list[str], binary: str, extra: list[str]) -> float:
+    out = subprocess.run([*mpirun, "-np", "2", *ROOT, *extra, binary], capture_output=True, text=True,
+                         timeout=300)
+    match = re.search(r"sum_ok=(\d) seconds_16MiB=([0-9.]+)", out.stdout)
+    if out.returncode != 0 or not match or match.group(1) != "1":
+        raise RuntimeError(f"allreduce failed (exit {out.returncode}): {out.stdout[-500:]} {out.stderr[-1500:]}")
+    return float(match.group(2))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--keep", action="store_true", help="keep the image (CACHE/images/cpu-source-stack.sif)")
+    p.add_argument("--image", type=Path, help="check and run a kept image instead of building one")
+    args = p.parse_args()
+    if args.image:
+        if not args.image.is_file():
+            print(f"error: no image {args.image}", file=sys.stderr)
+            return 2
+        return prove(args.image, args.rounds)
+    log = build._new_log("cpu-source-stack")
+    try:
+        plan = build._prepare("cuda", "apptainer", "local", log, print)
+        images = build.cache_dir() / "images"
+        work = images / "recipes" / "cpu-source-stack"
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "image.def").write_text(definition(plan.paths["LOCAL_DEVEL_BASE"], plan.omit))
+        sif = images / "cpu-source-stack.sif"
+        print(f"building {sif} (log: {log})", flush=True)
+        seconds, _ = build._build_apptainer(build.runtime_binary("apptainer"), work / "image.def", sif,
+                                            list(plan.binds), log, test=False)
+    except build.BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    parts = rehearse.component_seconds(log)
+    print(f"\ncold build, CUDA off: {seconds:.0f} s ({seconds / 60:.1f} min), image "
+          f"{sif.stat().st_size / 2**30:.2f} GiB; seconds per component:")
+    for name, value in sorted(parts.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<24} {value:7.1f}")
+    try:
+        code = prove(sif, args.rounds)
+    except BaseException:
+        print(f"the image is kept for --image: {sif}", file=sys.stderr)
+        raise
+    if not args.keep and code == 0:
+        sif.unlink(missing_ok=True)
+    elif code:
+        print(f"the image is kept for --image: {sif}", file=sys.stderr)
+    return code
+
+
+def prove(sif: Path, rounds: int) -> int:
+    """The components the presets select, then 2-rank runs in the image and beside the host's."""
+    print("\nwhat the image holds:")
+    good = checks(sif)
+    try:
+        with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+            (Path(tmp) / "allreduce.c").write_text(PROGRAM)
+            image_bin, host_bin = f"{tmp}/allreduce-image", f"{tmp}/allreduce-host"
+            built = in_image(sif, ["/usr/local/openmpi/bin/mpicc", "-O2", "-o", image_bin, f"{tmp}/allreduce.c"])
+            if built.returncode != 0:
+                raise RuntimeError(f"mpicc in the image: {built.stderr[-800:]}")
+            apptainer = [build.runtime_binary("apptainer"), "exec", "--cleanenv", str(sif)]
+            image_mpirun = [*apptainer, "/usr/local/openmpi/bin/mpirun"]
+            print("\n2-rank MPI_Allreduce in the image, each path the presets use:")
+            for name, extra in PATHS.items():
+                print(f"  {name:<24} sum ok, 16 MiB in {allreduce(image_mpirun, image_bin, extra) * 1e3:.1f} ms")
+            host_mpicc, host_mpirun = shutil.which("mpicc"), shutil.which("mpirun")
+            if not (host_mpicc and host_mpirun):
+                print("host: no mpicc/mpirun (Debian's openmpi-bin, libopenmpi-dev): no comparison")
+                return 0 if good else 1
+            subprocess.run([host_mpicc, "-O2", "-o", host_bin, f"{tmp}/allreduce.c"], check=True)
+            vader = ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"]
+            host, image = [], []
+            for round_ in range(rounds):      # alternating: a shared host drifts
+                sides = [("host", lambda: host.append(allreduce([host_mpirun], host_bin, vader))),
+                         ("image", lambda: image.append(allreduce(image_mpirun, image_bin, vader)))]
+                for _, go in sides if round_ % 2 == 0 else sides[::-1]:
+                    go()
+            ratio = statistics.mean(image) / statistics.mean(host)
+            print(f"\n16 MiB allreduce, 2 ranks, shared memory (ob1/vader), {rounds} alternating rounds: "
+                  f"host (Debian Open MPI) {statistics.mean(host) * 1e3:.1f} ms, image (source-built) "
+                  f"{statistics.mean(image) * 1e3:.1f} ms: image/host time {ratio:.3f}")
+    except (RuntimeError, subprocess.SubprocessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0 if good else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
