@@ -91,9 +91,12 @@ def definition(devel_base: str, omit: tuple[str, ...]) -> str:
         hpccm.config.set_container_format("docker")
 
 
-def in_image(sif: Path, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([build.runtime_binary("apptainer"), "exec", "--cleanenv", str(sif), *argv],
-                          capture_output=True, text=True, timeout=300, **kwargs)
+def exec_argv(sif: Path) -> list[str]:
+    return [build.runtime_binary("apptainer"), "exec", "--cleanenv", str(sif)]
+
+
+def in_image(sif: Path, argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([*exec_argv(sif), *argv], capture_output=True, text=True, timeout=300)
 
 
 def checks(sif: Path) -> bool:
@@ -157,15 +160,14 @@ def main() -> int:
           f"{sif.stat().st_size / 2**30:.2f} GiB; seconds per component:")
     for name, value in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<24} {value:7.1f}")
+    code = 1                                    # an exception keeps the image too
     try:
         code = prove(sif, args.rounds)
-    except BaseException:
-        print(f"the image is kept for --image: {sif}", file=sys.stderr)
-        raise
-    if not args.keep and code == 0:
-        sif.unlink(missing_ok=True)
-    elif code:
-        print(f"the image is kept for --image: {sif}", file=sys.stderr)
+    finally:
+        if code:
+            print(f"the image is kept for --image: {sif}", file=sys.stderr)
+        elif not args.keep:
+            sif.unlink(missing_ok=True)
     return code
 
 
@@ -180,8 +182,7 @@ def prove(sif: Path, rounds: int) -> int:
             built = in_image(sif, ["/usr/local/openmpi/bin/mpicc", "-O2", "-o", image_bin, f"{tmp}/allreduce.c"])
             if built.returncode != 0:
                 raise RuntimeError(f"mpicc in the image: {built.stderr[-800:]}")
-            apptainer = [build.runtime_binary("apptainer"), "exec", "--cleanenv", str(sif)]
-            image_mpirun = [*apptainer, "/usr/local/openmpi/bin/mpirun"]
+            image_mpirun = [*exec_argv(sif), "/usr/local/openmpi/bin/mpirun"]
             print("\n2-rank MPI_Allreduce in the image, each path the presets use:")
             for name, extra in PATHS.items():
                 print(f"  {name:<24} sum ok, 16 MiB in {allreduce(image_mpirun, image_bin, extra) * 1e3:.1f} ms")
@@ -193,14 +194,14 @@ def prove(sif: Path, rounds: int) -> int:
             vader = ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"]
             host, image = [], []
             for round_ in range(rounds):      # alternating: a shared host drifts
-                sides = [("host", lambda: host.append(allreduce([host_mpirun], host_bin, vader))),
-                         ("image", lambda: image.append(allreduce(image_mpirun, image_bin, vader)))]
-                for _, go in sides if round_ % 2 == 0 else sides[::-1]:
+                sides = [lambda: host.append(allreduce([host_mpirun], host_bin, vader)),
+                         lambda: image.append(allreduce(image_mpirun, image_bin, vader))]
+                for go in sides if round_ % 2 == 0 else sides[::-1]:
                     go()
-            ratio = statistics.mean(image) / statistics.mean(host)
+            host_s, image_s = statistics.mean(host), statistics.mean(image)
             print(f"\n16 MiB allreduce, 2 ranks, shared memory (ob1/vader), {rounds} alternating rounds: "
-                  f"host (Debian Open MPI) {statistics.mean(host) * 1e3:.1f} ms, image (source-built) "
-                  f"{statistics.mean(image) * 1e3:.1f} ms: image/host time {ratio:.3f}")
+                  f"host (Debian Open MPI) {host_s * 1e3:.1f} ms, image (source-built) "
+                  f"{image_s * 1e3:.1f} ms: image/host time {image_s / host_s:.3f}")
     except (RuntimeError, subprocess.SubprocessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
