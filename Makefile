@@ -33,7 +33,7 @@ clean:
 # stack image is built first when missing, the fabric image FROM it:
 #   make image FABRIC=infiniband FLAVOUR=cuda RUNTIME=apptainer [BASE=local]
 BASE ?= site
-.PHONY: image image-rehearsal
+.PHONY: image image-rehearsal podman-rehearsal
 image: setup
 	"$(VENV)/bin/fabric-bench" image build --fabric $(FABRIC) --flavour $(FLAVOUR) --runtime $(RUNTIME) --base $(BASE)
 
@@ -43,3 +43,9 @@ image: setup
 REHEARSAL_FABRICS ?=
 image-rehearsal: setup
 	"$(VENV)/bin/python" -m containers.rehearse $(REHEARSAL_FABRICS)
+
+# Build the cpu stack and ethernet image with podman, run the self-test and a 2-rank
+# allreduce in them, and write their records (CI builds the cpu stack with Apptainer only):
+#   make podman-rehearsal
+podman-rehearsal: setup-test
+	"$(VENV)/bin/python" -m containers.rehearse --podman

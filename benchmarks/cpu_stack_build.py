@@ -1,25 +1,19 @@
-"""The cold build of the site images' communication stack with CUDA off, measured here.
+"""The cpu flavour's stack image: its cold build, and the MPI paths the presets use, measured here.
 
-The cpu flavour installs Debian's communication stack; the cuda flavour builds
-its own from source (containers/recipe.py `common_blocks`). This script
-builds those same hpccm blocks at the same pinned versions and configure flags
-with CUDA (and gdrcopy) off, `common_blocks(cuda=False)`, as one Apptainer
-image on the local rehearsal base (containers/cudabase.py: its wget serves the
-verified sources; its CUDA toolkit goes unused, configure is told
---without-cuda). It prints the build's seconds per component, and what would
-tell whether CI could afford the cpu flavour on this stack. It then proves the
-stack runs: the Open MPI components the presets select and the libfabric
-providers are present, and a 2-rank MPI_Allreduce (C, built in the image) gives
-the right sum over each path the presets use (pml ucx; pml cm + mtl ofi with
-libfabric's tcp provider; pml ob1 + btl tcp). Last, the same program under
-the host's Debian Open MPI and under the image's, in alternating rounds: the
-image/host time ratio of a 16 MiB allreduce.
+The cpu flavour builds the site images' communication stack with CUDA off
+(containers/recipe.py `common_blocks(cuda=False)`: the same blocks, versions
+and configure flags). This script builds the cpu stack image (or reuses the
+cached one, whose record keeps its build log) and prints its seconds per
+component. It then proves the stack runs: the Open MPI components the presets
+select and the libfabric providers are present, and a 2-rank MPI_Allreduce (C,
+built in the image) gives the right sum over each path the presets use (pml
+ucx; pml cm + mtl ofi with libfabric's tcp provider; pml ob1 + btl tcp).
+Last, the same program under the host's Debian Open MPI and under the image's,
+in alternating rounds: the image/host time ratio of a 16 MiB allreduce.
 
-    sudo .venv/bin/python benchmarks/cpu_stack_build.py [--rounds 3] [--keep]
+    .venv/bin/python benchmarks/cpu_stack_build.py [--rounds 3] [--image SIF]
 
-Needs what a cuda rehearsal needs (apptainer, the local base, the sources:
-`make image-rehearsal` prepares them); ~20 min on 2 cores. The image is deleted
-unless --keep.
+A cold build takes ~25 min on 2 cores (`make image` builds the same stack).
 """
 from __future__ import annotations
 
@@ -33,11 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import hpccm
-from hpccm.building_blocks import apt_get
-from hpccm.primitives import baseimage, comment
-
-from containers import build, recipe, rehearse, stack
+from containers import build, rehearse
 
 PROGRAM = r"""
 #include <mpi.h>
@@ -74,21 +64,6 @@ PATHS = {
 COMPONENTS = ("pml: ucx", "mtl: ofi", "mtl: psm2", "pmix: ext3x", "btl: tcp", "btl: vader")
 PROVIDERS = ("tcp", "shm", "verbs", "efa", "psm2")
 ROOT = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-
-
-def definition(devel_base: str, omit: tuple[str, ...]) -> str:
-    hpccm.config.set_container_format("singularity")
-    try:
-        stage = hpccm.Stage()
-        stage += baseimage(image=devel_base, _bootstrap="localimage", _distro=stack.CUDA_DISTRO,
-                           _docker_env=False)
-        stage += comment("the cuda flavour's communication stack, the same blocks with CUDA off")
-        stage += apt_get(ospackages=["python3", *recipe.BUILD_PACKAGES])   # rdma-core's cmake runs python3
-        for block in recipe.common_blocks(omit, cuda=False):
-            stage += block
-        return str(stage) + "\n"
-    finally:
-        hpccm.config.set_container_format("docker")
 
 
 def exec_argv(sif: Path) -> list[str]:
@@ -133,42 +108,26 @@ def allreduce(mpirun: list[str], binary: str, extra: list[str]) -> float:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--keep", action="store_true", help="keep the image (CACHE/images/cpu-source-stack.sif)")
-    p.add_argument("--image", type=Path, help="check and run a kept image instead of building one")
+    p.add_argument("--image", type=Path, help="check and run this image instead of the cpu stack image")
     args = p.parse_args()
     if args.image:
         if not args.image.is_file():
             print(f"error: no image {args.image}", file=sys.stderr)
             return 2
         return prove(args.image, args.rounds)
-    log = build._new_log("cpu-source-stack")
     try:
-        plan = build._prepare("cuda", "apptainer", "local", log, print)
-        images = build.cache_dir() / "images"
-        work = images / "recipes" / "cpu-source-stack"
-        work.mkdir(parents=True, exist_ok=True)
-        (work / "image.def").write_text(definition(plan.paths["LOCAL_DEVEL_BASE"], plan.omit))
-        sif = images / "cpu-source-stack.sif"
-        print(f"building {sif} (log: {log})", flush=True)
-        seconds, _ = build._build_apptainer(build.runtime_binary("apptainer"), work / "image.def", sif,
-                                            list(plan.binds), log, test=False)
+        entry = build.build_stack("cpu", "apptainer")
     except build.BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    parts = rehearse.component_seconds(log)
-    print(f"\ncold build, CUDA off: {seconds:.0f} s ({seconds / 60:.1f} min), image "
-          f"{sif.stat().st_size / 2**30:.2f} GiB; seconds per component:")
-    for name, value in sorted(parts.items(), key=lambda kv: -kv[1]):
-        print(f"  {name:<24} {value:7.1f}")
-    code = 1                                    # an exception keeps the image too
-    try:
-        code = prove(sif, args.rounds)
-    finally:
-        if code:
-            print(f"the image is kept for --image: {sif}", file=sys.stderr)
-        elif not args.keep:
-            sif.unlink(missing_ok=True)
-    return code
+    log = Path(entry.log)
+    print(f"\ncpu stack {entry.image}: built in {entry.build_seconds:.0f} s ({entry.build_seconds / 60:.1f} min; "
+          f"stages {entry.stages}), {entry.size_bytes / 2**30:.2f} GiB")
+    if log.is_file():
+        print("seconds per component:")
+        for name, value in sorted(rehearse.component_seconds(log).items(), key=lambda kv: -kv[1]):
+            print(f"  {name:<24} {value:7.1f}")
+    return prove(Path(entry.image), args.rounds)
 
 
 def prove(sif: Path, rounds: int) -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from containers import recipe as recipes
-from containers import stack
+from containers import sources, stack
 from containers.digest import remembered_sha256
 from containers.files import sha256_bytes, write_json_atomic
 from containers.fabrics import FABRICS
@@ -159,7 +159,7 @@ def debootstrap_root(root: Path, log: Path, progress: Progress = print) -> None:
 def base_image(log: Path, progress: Progress = print) -> Path:
     """The cpu flavour's base: debootstrap minbase bookworm -> base.sif, cached."""
     mirror = debian_mirror()
-    key = sha256_bytes(f"{stack.DEBIAN_SUITE} minbase {mirror} v1".encode())[:16]
+    key = sha256_bytes(f"{stack.DEBIAN_SUITE} minbase {mirror} {stack.BASE_VERSION}".encode())[:16]
     final = cache_dir() / "base" / f"{stack.DEBIAN_SUITE}-{key}" / "base.sif"
     if final.exists():
         return final
@@ -172,6 +172,7 @@ def base_image(log: Path, progress: Progress = print) -> Path:
     with tempfile.TemporaryDirectory(prefix="fabric-bench-rootfs.") as work:
         root = Path(work) / "rootfs"
         debootstrap_root(root, log, progress)
+        sources.install_wget(root)
         progress("base image: apptainer build base.sif")
         partial = final.with_suffix(".sif.partial")
         _run_logged([apptainer, "build", "--force", str(partial), str(root)], log,
@@ -282,26 +283,32 @@ def _prepare(flavour: str, runtime: str, base: str, log: Path, progress: Progres
         else:
             paths["cpu_base"], inputs["base"] = stack.BASE_IMAGE_TAG, _podman_base(binary, log, progress)
         wheels = wheelhouse(log, progress)
-        inputs["wheelhouse"] = wheels.name
-        binds = [f"{wheels}:{stack.WHEELHOUSE}"]
+        served = _verified_sources(progress)
+        inputs["wheelhouse"], inputs["sources"] = wheels.name, (served / "urls.tsv").read_text()
+        binds = [f"{wheels}:{stack.WHEELHOUSE}", f"{served}:{sources.REHEARSAL}/sources"]
     elif base == "local":
-        from containers import cudabase, sources
+        from containers import cudabase
         devel, runtime_base = cudabase.local_bases(log, progress)
-        try:
-            served = sources.fetch(cache_dir(), debian_mirror(), progress)
-        except sources.FetchError as exc:
-            raise BuildError(f"sources: {exc}") from None
+        served = _verified_sources(progress)
         inputs["base"] = [_sha256(devel), _sha256(runtime_base)]
         inputs["sources"] = (served / "urls.tsv").read_text()
         paths = {"LOCAL_DEVEL_BASE": str(devel), "LOCAL_RUNTIME_BASE": str(runtime_base)}
         omit = sources.omitted()
-        binds = [f"{served}:{cudabase.REHEARSAL}/sources", f"{_ca_bundle_dir()}:{cudabase.REHEARSAL}/certs"]
+        binds = [f"{served}:{sources.REHEARSAL}/sources", f"{_ca_bundle_dir()}:{sources.REHEARSAL}/certs"]
         wheels = cache_dir() / "rehearsal-wheels"
         if wheels.is_dir():      # local wheels first (pip.conf of the local base); PyPI for the rest
-            binds.append(f"{wheels}:{cudabase.REHEARSAL}/wheels")
+            binds.append(f"{wheels}:{sources.REHEARSAL}/wheels")
         if runtime != "apptainer":
             raise BuildError("--base local builds with apptainer only (podman: use the cpu flavour)")
     return Plan(runtime, flavour, base, tuple(binds), inputs, paths, omit, log)
+
+
+def _verified_sources(progress: Progress) -> Path:
+    """The folder the bases' wget serves the canonical source URLs from (containers/sources.py)."""
+    try:
+        return sources.fetch(cache_dir(), debian_mirror(), progress)
+    except sources.FetchError as exc:
+        raise BuildError(f"sources: {exc}") from None
 
 
 def _ca_bundle_dir() -> Path:
@@ -332,6 +339,13 @@ def _key(plan: Plan, recipe_hash: str, extra: str = "") -> str:
                                    sort_keys=True).encode())[:16]
 
 
+def _devel_key(plan: Plan, recipe_hash: str) -> str:
+    """The stack's devel stage is keyed without bench/ and the wheelhouse, which only its
+    runtime stage takes in: editing bench/ does not rebuild the communication stack."""
+    inputs = {k: v for k, v in plan.inputs.items() if k not in ("bundle", "wheelhouse")}
+    return sha256_bytes(json.dumps({**inputs, "recipe": recipe_hash}, sort_keys=True).encode())[:16]
+
+
 def _cached(key: str, runtime: str) -> Optional[dict]:
     entry = next((e for e in registry() if e["input_key"] == key and e["runtime"] == runtime), None)
     if entry and (runtime != "apptainer" or Path(entry["image"]).exists()):
@@ -348,7 +362,7 @@ def _runtime_binds(plan: Plan) -> list[str]:
 
 def _devel_stage(binary: str, rendered: recipes.Recipe, plan: Plan, recipe_dir: Path, devel_sif: Path,
                  log: Path, progress: Progress) -> float:
-    """Build the cuda stack's devel stage, or reuse the one a build of the same key finished
+    """Build the stack's devel stage, or reuse the one a build of the same key finished
     (its name carries the key; it appears only when complete): its seconds and build log
     travel with it (`.json` beside it), so a record made later still shows them."""
     sidecar = devel_sif.with_suffix(".json")
@@ -376,7 +390,7 @@ def _fill(rendered: recipes.Recipe, plan: Plan, **more: str) -> recipes.Recipe:
 def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
                 progress: Progress = print) -> ImageRecord:
     """Build (or reuse) the stack image of a flavour: the common stack every fabric image
-    of the flavour is built FROM (cuda/apptainer: stack-devel.sif too)."""
+    of the flavour is built FROM (apptainer: stack-devel.sif too)."""
     check_choice("flavour", flavour, stack.FLAVOURS)
     check_choice("base", base, recipes.BASES)
     binary = runtime_binary(runtime)
@@ -398,7 +412,7 @@ def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
     if runtime == "apptainer":
         devel_image = ""
         if rendered.devel_template:
-            devel_sif = images / f"{name}-devel.sif"
+            devel_sif = images / f"stack-{flavour}-devel-{_devel_key(plan, rendered.recipe_hash)}.sif"
             stages["stack-devel"] = _devel_stage(binary, rendered, plan, recipe_dir, devel_sif, log, progress)
             devel_image = str(devel_sif)
         filled = _fill(rendered, plan, STACK_DEVEL_IMAGE=devel_image) if devel_image else rendered

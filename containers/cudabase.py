@@ -43,31 +43,14 @@ import zipfile
 from pathlib import Path
 
 from containers import stack
+from containers.sources import REHEARSAL, WGET, install_wget
 from containers.build import (BuildError, Progress, _run_logged, cache_dir, debian_mirror,
                               debootstrap_root, runtime_binary)
 
-REHEARSAL = "/fabric-bench-rehearsal"     # bind targets inside the devel base
 CUDA_ROOT = "usr/local/cuda"
 STUB_ERROR = 34                           # CUDA_ERROR_STUB_LIBRARY in cuda.h
 VERSION = "v3"                            # bump when the layout below changes
 
-WGET = f"""#!/bin/sh
-# fabric-bench rehearsal wget: serves the canonical source URLs hpccm's blocks fetch
-# from the verified folder bound at {REHEARSAL}/sources (urls.tsv: url file sha256).
-dir=. out= url=
-while [ $# -gt 0 ]; do
-  case $1 in -P) dir=$2; shift ;; -O) out=$2; shift ;; -*) ;; *) url=$1 ;; esac
-  shift
-done
-table={REHEARSAL}/sources/urls.tsv
-[ -r "$table" ] || {{ echo "rehearsal wget: $table missing (sources not bound)" >&2; exit 8; }}
-line=$(awk -F '\\t' -v u="$url" '$1 == u {{print $2 " " $3}}' "$table")
-[ -n "$line" ] || {{ echo "rehearsal wget: no verified source for $url" >&2; exit 8; }}
-set -- $line
-echo "$2  {REHEARSAL}/sources/$1" | sha256sum -c --quiet - || exit 8
-cp "{REHEARSAL}/sources/$1" "${{out:-$dir/$1}}"
-echo "rehearsal wget: $url <- $1 (sha256 $2)"
-"""
 
 ENVIRONMENT = """export PATH=/usr/local/cuda/bin:$PATH
 export CUDA_HOME=/usr/local/cuda
@@ -208,10 +191,8 @@ def _install_cuda(cuda: Path, tree: Path, full: bool) -> None:
 
 
 def _install_rehearsal_tools(tree: Path) -> None:
-    wget = tree / "usr/local/bin/wget"
-    wget.write_text(WGET)
-    wget.chmod(0o755)
-    for sub in ("sources", "wheels", "certs"):
+    install_wget(tree)
+    for sub in ("wheels", "certs"):
         (tree / REHEARSAL.lstrip("/") / sub).mkdir(parents=True, exist_ok=True)
     # pip's TLS trust: the host's CA bundle, bound at certs/ (this machine's registries need it)
     (tree / "etc/pip.conf").write_text(f"[global]\nfind-links = {REHEARSAL}/wheels\n"

@@ -35,6 +35,11 @@ def _frozen(mapping: Mapping | None = None) -> Mapping:
     return MappingProxyType(dict(mapping or {}))
 
 
+def _both_flavours(*packages: str) -> Mapping:
+    """A fabric layer's apt packages: the same in both flavours (they share the stack)."""
+    return _frozen({"cpu": packages, "cuda": packages})
+
+
 @dataclass(frozen=True)
 class Bind:
     """A host path bound into the container (`host` may hold a * glob or placeholders)."""
@@ -151,11 +156,7 @@ INFINIBAND = FabricProfile(
     name="infiniband",
     summary="InfiniBand / RoCE: rdma-core verbs, Open MPI over UCX (rc/ud), NCCL IB verbs",
     site_device_key="hca",
-    packages=_frozen({
-        "cpu": ("ibverbs-providers", "librdmacm1", "ibverbs-utils", "rdmacm-utils",
-                "infiniband-diags", "perftest"),
-        "cuda": ("ibverbs-utils", "rdmacm-utils", "infiniband-diags", "perftest"),
-    }),
+    packages=_both_flavours("ibverbs-utils", "rdmacm-utils", "infiniband-diags", "perftest"),
     env=_frozen({
         "OMPI_MCA_pml": "ucx", "OMPI_MCA_osc": "ucx", "OMPI_MCA_btl": "^openib,tcp",
         # every rail as device:port (UCX_NET_DEVICES=mlx5_0:1 alone would pin UCX to one NIC)
@@ -183,11 +184,8 @@ OMNIPATH = FabricProfile(
     name="omnipath",
     summary="Omni-Path: libpsm2, Open MPI cm + psm2 MTL, libfabric psm2; NCCL over hfi1 verbs",
     site_device_key="hca",
-    packages=_frozen({
-        "cpu": ("libpsm2-2", "libpsm2-2-compat", "ibverbs-providers", "ibverbs-utils"),
-        "cuda": ("libnuma1", "ibverbs-utils"),
-    }),
-    # cuda: libpsm2 and libfabric's psm2 provider are in the common stack (Open MPI's psm2
+    packages=_both_flavours("libnuma1", "ibverbs-utils"),
+    # libpsm2 and libfabric's psm2 provider are in the common stack (Open MPI's psm2
     # MTL is built against libpsm2 there); nothing is built in this layer.
     env=_frozen({
         "OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "psm2", "FI_PROVIDER": "psm2",
@@ -212,7 +210,7 @@ EFA = FabricProfile(
     name="efa",
     summary="AWS EFA: libfabric efa provider, Open MPI cm + ofi MTL, NCCL via aws-ofi-nccl",
     site_device_key="device",
-    packages=_frozen({"cpu": ("ibverbs-providers", "ibverbs-utils"), "cuda": ("ibverbs-utils",)}),
+    packages=_both_flavours("ibverbs-utils"),
     source_builds=("aws-ofi-nccl",),
     configure_flags=_frozen({"aws-ofi-nccl": ("--enable-platform-aws",)}),
     env=_frozen({
@@ -235,7 +233,7 @@ SLINGSHOT = FabricProfile(
     summary="HPE Slingshot 11: the host's libfabric (cxi provider) bound in; NCCL via aws-ofi-nccl",
     site_device_key="device",
     # the host's cxi libfabric links libjson-c and libcurl
-    packages=_frozen({flavour: ("libjson-c5", "libcurl4") for flavour in ("cpu", "cuda")}),
+    packages=_both_flavours("libjson-c5", "libcurl4"),
     source_builds=("aws-ofi-nccl",),
     configure_flags=_frozen({"aws-ofi-nccl": ("--disable-platform-aws",)}),
     env=_frozen({

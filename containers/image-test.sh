@@ -33,9 +33,11 @@ check_ldd() {     # every shared library under $1 resolves (driver libraries exc
   ok "ldd: $n shared libraries under $* resolve (driver libraries from the host: $driver_libs)"
 }
 check_ldd_python() {  # a package under site-packages, with the frameworks' library folders
-  # on the path as when Python has imported them (torch/lib, tensorflow, nvidia/nccl/lib)
+  # on the path as when Python has imported them (torch/lib, tensorflow, and the nvidia/*/lib
+  # of the CUDA wheels torch loads first: libcudart where no /usr/local/cuda is, cpu images)
   site=$($py -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-  frameworks="$site/torch/lib:$site/tensorflow:$site/tensorflow/python:$site/nvidia/nccl/lib"
+  frameworks="$site/torch/lib:$site/tensorflow:$site/tensorflow/python"
+  for dir in "$site"/nvidia/*/lib; do [ -d "$dir" ] && frameworks="$frameworks:$dir"; done
   LD_LIBRARY_PATH="$frameworks:${LD_LIBRARY_PATH:-}" check_ldd "$site/$1"
 }
 check_ucx_tl() {  # a UCX transport is built (a device for it may be absent here)

@@ -7,11 +7,12 @@ stack image plus its fabric layer only, between `# >>> fabric layer` /
 carries the stack image's digest in its labels: "images differ only in
 fabric libraries" is an equality of digests.
 
-`cuda` builds in a devel stage and copies what runs into a runtime stage; for
+Both flavours build the same communication stack (`common_blocks`; `cpu` with
+CUDA off) in a devel stage and copy what runs into a runtime stage; for
 Apptainer the stack's devel stage is its own image (stack-devel.sif), so a
-fabric layer that builds something (aws-ofi-nccl) starts from it. `cpu` is
-one stage whose Python stack installs from a wheelhouse bound at /wheelhouse
-during the build (no wheels in the image).
+fabric layer that builds something (aws-ofi-nccl) starts from it, and a change
+to bench/ rebuilds only the runtime stage. `cpu`'s Python stack installs from
+a wheelhouse bound at /wheelhouse during the build (no wheels in the image).
 
 Bases: `base="site"` (the default) renders the site recipe: nvidia/cuda
 images for cuda. `base="local"` renders the rehearsal recipe, whose only
@@ -43,6 +44,7 @@ STACK_DIGEST = "@STACK_DIGEST@"                  # sha256 of the stack image, kn
 STACK_IMAGE, STACK_DEVEL_IMAGE = "@STACK_IMAGE@", "@STACK_DEVEL_IMAGE@"
 LOCAL_DEVEL_BASE, LOCAL_RUNTIME_BASE = "@LOCAL_DEVEL_BASE@", "@LOCAL_RUNTIME_BASE@"
 BASES = ("site", "local")
+CPU_DISTRO = "ubuntu22"       # hpccm's name for an apt distribution (the cpu base is Debian bookworm)
 IMAGE_TEST = f"{stack.PREFIX}/bin/fabric-bench-image-test"
 SLURM_PMI2 = stack.SourceBuild("slurm-pmi2", sources.source("slurm-pmi2").version)
 # Shared libraries the host driver brings (apptainer --nv); absent from images by design.
@@ -109,15 +111,15 @@ def render(fabric: str, flavour: str, *, base: str = "site", cpu_base: str = "",
         hpccm.config.set_singularity_version("3.5")   # multi-stage: %files from <stage>
         try:
             if prof is None:
-                stages = (_cuda_stack(base, omit, fmt) if flavour == "cuda"
-                          else [_cpu_stack(cpu_base, fmt)])
+                stages = _cuda_stack(base, omit, fmt) if flavour == "cuda" else _cpu_stack(cpu_base, fmt)
             else:
                 stages = _fabric_stages(prof, flavour, omit, fmt)
-            if prof is None and flavour == "cuda" and fmt == "singularity":
+            if prof is None and fmt == "singularity":
                 # Apptainer: the devel stage is its own image; the stack copies from it
                 devel_text = _to_text([stages[0]], "stack", flavour, omit=omit, base=base)
+                distro = stack.CUDA_DISTRO if flavour == "cuda" else CPU_DISTRO
                 stages[0] = [baseimage(image=STACK_DEVEL_IMAGE, _bootstrap="localimage",
-                                       _distro=stack.CUDA_DISTRO, _docker_env=False, _as="devel")]
+                                       _distro=distro, _docker_env=False, _as="devel")]
             texts[fmt] = _to_text(stages, fabric, flavour, omit=omit, base=base)
         finally:
             hpccm.config.set_container_format("docker")
@@ -164,19 +166,26 @@ def labels(fabric: str, flavour: str, commit: str, omit: tuple[str, ...] = (),
     return out
 
 
-# cpu: Debian bookworm base, Debian's communication stack, local wheels -------
-def _cpu_stack(base: str, fmt: str) -> list:
-    if fmt == "singularity":
-        start = baseimage(image=base or "base.sif", _bootstrap="localimage",
-                          _distro="ubuntu22", _docker_env=False, _as="runtime")
-    else:
-        start = baseimage(image=stack.BASE_IMAGE_TAG, _distro="ubuntu22", _as="runtime")
+# cpu: Debian bookworm base, the cuda flavour's communication stack with CUDA off ---
+def _cpu_stack(base: str, fmt: str) -> list[list]:
+    def start(name: str):
+        if fmt == "singularity":
+            return baseimage(image=base or "base.sif", _bootstrap="localimage", _distro=CPU_DISTRO,
+                             _docker_env=False, _as=name)
+        return baseimage(image=stack.BASE_IMAGE_TAG, _distro=CPU_DISTRO, _as=name)
+    blocks = common_blocks((), cuda=False)
+    devel = [start("devel"),
+             comment("common stack: the site images' communication stack (the same blocks, versions and "
+                     "flags), CUDA off"),
+             apt_get(ospackages=["python3", *BUILD_PACKAGES]),     # rdma-core's cmake runs python3
+             *blocks]
     site = f"{stack.VENV}/lib/python{stack.DEBIAN_PYTHON}/site-packages"
-    return [
-        start,
-        comment("common stack: Debian's Open MPI (UCX, libfabric, PMIx inside), Python venv"),
-        apt_get(ospackages=["python3", "python3-venv", "openmpi-bin", "ucx-utils",
-                            "libfabric-bin", "ca-certificates"]),
+    runtime = [
+        start("runtime"),
+        comment("common stack: what runs, copied from the devel stage; Python venv"),
+        apt_get(ospackages=list(RUNTIME_PACKAGES)),
+        *[block.runtime(_from="devel") for block in blocks],
+        copy(_from="devel", src="/etc/libibverbs.d", dest="/etc/libibverbs.d"),
         comment(f"Python stack from the wheelhouse bound at {stack.WHEELHOUSE} (apptainer build "
                 f"--bind DIR:{stack.WHEELHOUSE}; podman build -v DIR:{stack.WHEELHOUSE})"),
         shell(commands=[
@@ -191,6 +200,7 @@ def _cpu_stack(base: str, fmt: str) -> list:
         ]),
         *_bundle_files(),
     ]
+    return [devel, runtime]
 
 
 # cuda: a devel stage builds the communication stack; the runtime stage copies --
@@ -211,6 +221,9 @@ def _python_site() -> str:
     return f"$({stack.VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')"
 
 
+# What the runtime stage needs beside what it copies from the devel stage
+RUNTIME_PACKAGES = ("python3", "python3-venv", "libnuma1", "openssh-client", "ca-certificates", "libhwloc15",
+                    "libevent-2.1-7", "libevent-pthreads-2.1-7", "file")
 # What the devel stage builds the communication stack with
 BUILD_PACKAGES = ("git", "wget", "bzip2", "make", "g++", "cmake", "patch", "pkg-config", "file", "perl", "flex",
                   "libnuma-dev", "uuid-dev", "ca-certificates",
@@ -250,9 +263,7 @@ def _cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
               shell(commands=venv_cmds)]
 
     runtime = [runtime_base, comment("common stack: what runs, copied from the devel stage"),
-               apt_get(ospackages=["python3", "python3-venv", "libnuma1", "openssh-client",
-                                   "ca-certificates", "libhwloc15", "libevent-2.1-7",
-                                   "libevent-pthreads-2.1-7", "file"])]
+               apt_get(ospackages=list(RUNTIME_PACKAGES))]
     runtime += [block.runtime(_from="devel") for block in blocks]
     runtime += [copy(_from="devel", src="/etc/libibverbs.d", dest="/etc/libibverbs.d"),
                 copy(_from="devel", src=stack.VENV, dest=stack.VENV),
@@ -263,7 +274,7 @@ def _cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
 
 def common_blocks(omit: tuple[str, ...], *, cuda: bool = True) -> list:
     """The communication stack built from source; `cuda=False`: the same blocks and flags with
-    CUDA (and gdrcopy) off (benchmarks/cpu_stack_build.py measures that build)."""
+    CUDA (and gdrcopy) off, the cpu flavour's stack."""
     cuda_home = "/usr/local/cuda" if cuda else False
     gdr = cuda and "gdrcopy" not in omit
     psm2 = sources.source("libpsm2")
@@ -489,10 +500,14 @@ def _test(prof: FabricProfile | None, flavour: str, omit: tuple[str, ...], base:
     checks = [f"{name}={versions[name]}" for name in
               ("openmpi", "ucx", "libfabric", "python", "torch", "torchvision", "tensorflow",
                "horovod", "numpy", "mpi4py")]
+    # both flavours build the same communication stack: the same components checked
+    stack_checks = ["ldd:/usr/local", "ldd-python:horovod", "ompi:pml:ucx", "ompi:mtl:ofi",
+                    "ompi:pmix:ext3x", "ompi:mtl:psm2"]
     if flavour == "cuda":
-        checks += ["ldd:/usr/local", "ldd-python:horovod", "ldd-python:nvidia/nccl",
-                   "ompi-cuda", "ompi:pml:ucx", "ompi:mtl:ofi", "ompi:pmix:ext3x", "ompi:mtl:psm2",
+        checks += [*stack_checks[:2], "ldd-python:nvidia/nccl", "ompi-cuda", *stack_checks[2:],
                    "ucx-cuda", "horovod-nccl", "torch-cuda"]
+    else:
+        checks += stack_checks
     if prof is not None:
         tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"],
                  "slingshot": ["fi-abi"] if flavour == "cuda" else []}.get(prof.name, [])

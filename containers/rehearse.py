@@ -1,22 +1,33 @@
-"""Rehearsals: build the cuda stack and its fabric images here on the local base,
-and record what each build proved (`make image-rehearsal`).
+"""Rehearsals: build images here that CI cannot afford to, and record what each
+build proved (`make image-rehearsal`, `make podman-rehearsal`).
 
     python -m containers.rehearse [FABRIC ...]     (default: REHEARSED)
+    python -m containers.rehearse --podman
+
+- cuda: the stack and its fabric images on the local CUDA base.
+- podman (cpu): the stack and the ethernet image built with podman from their
+  Dockerfiles (CI builds the cpu stack with Apptainer only: a second ~25 min
+  source build would not fit its budget), the image's self-test run in a
+  container, and a 2-rank MPI allreduce over host mpirun, one container per
+  rank, with the check that no rank and no container outlived it.
 
 A successful build writes one record per image to containers/rehearsals/
-(tracked): recipe hash, stack digest, base, sif sha256 and size, seconds per
-stage (and per component, from the build log's timestamps), the %test output,
-what the rehearsal omitted. tests/containers/test_rehearsals.py fails when a
-current cuda recipe hash has no record, so a recipe change cannot land
-without a rebuild that proves it. A failed build records nothing: one line
-naming the stage and the log, exit 2.
+(tracked): recipe hash (podman: the Dockerfile's sha256), stack digest, base,
+image sha256 and size, seconds per stage (and per component, from the build
+log's timestamps), the self-test output, what the rehearsal omitted.
+tests/containers/test_rehearsals.py fails when a current cuda recipe or cpu
+Dockerfile has no record, so a recipe change cannot land without a rebuild
+that proves it. A failed build records nothing: one line naming the stage and
+the log, exit 2.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from containers import build, recipe, sources, stack
@@ -27,8 +38,22 @@ SCHEMA_VERSION = 1
 _STAMP = re.compile(r"^\[\s*([0-9.]+)s\] (.*)$")
 
 
-def record_path(image: str, flavour: str, recipe_hash: str) -> Path:
-    return RECORDS / f"{flavour}-{image}-{recipe_hash[:16]}.json"
+PODMAN_REHEARSED = ("stack", "ethernet")
+
+
+def record_path(image: str, flavour: str, recipe_hash: str, runtime: str = "apptainer") -> Path:
+    runtime_part = "" if runtime == "apptainer" else f"{runtime}-"
+    return RECORDS / f"{flavour}-{runtime_part}{image}-{recipe_hash[:16]}.json"
+
+
+def dockerfile_hash(image: str, flavour: str = "cpu") -> str:
+    """What a podman record names: the sha256 of the rendered Dockerfile (commit left out)."""
+    rendered = recipe.render(image, flavour, commit="x")
+    return hashlib.sha256(rendered.dockerfile.encode()).hexdigest()
+
+
+def podman_hashes() -> dict[str, str]:
+    return {image: dockerfile_hash(image) for image in PODMAN_REHEARSED}
 
 
 def current_hashes(flavour: str = "cuda") -> dict[str, str]:
@@ -89,9 +114,10 @@ def _apptainer_version() -> str:
     return done.stdout.strip()
 
 
-def write_record(entry: build.ImageRecord) -> Path:
+def write_record(entry: build.ImageRecord, **more) -> Path:
     image = "stack" if entry.fabric == "stack" else entry.fabric
     log = Path(entry.log)
+    podman = entry.runtime == "podman"
     record = {
         "schema_version": SCHEMA_VERSION, "image": image, "flavour": entry.flavour,
         "base": entry.base, "runtime": entry.runtime, "recipe_hash": entry.recipe_hash,
@@ -102,17 +128,88 @@ def write_record(entry: build.ImageRecord) -> Path:
         "bundle_commit": entry.bundle_commit, "built_at": entry.built_at,
         "apptainer": _apptainer_version(),
         "sources": (sources.sources_dir(build.cache_dir()) / "served" / "urls.tsv").read_text().splitlines()
-        if entry.base == "local" else [],
+        if entry.base == "local" or entry.flavour == "cpu" else [],
     }
-    path = record_path(image, entry.flavour, entry.recipe_hash)
+    if podman:
+        record |= {"dockerfile_hash": dockerfile_hash(image, entry.flavour), "podman": _podman_version()}
+    record |= more
+    name_hash = record["dockerfile_hash"] if podman else entry.recipe_hash
+    path = record_path(image, entry.flavour, name_hash, entry.runtime)
     RECORDS.mkdir(parents=True, exist_ok=True)
-    for old in RECORDS.glob(f"{entry.flavour}-{image}-*.json"):   # one record per image: the current one
+    # one record per image: the current one
+    for old in RECORDS.glob(record_path(image, entry.flavour, "*", entry.runtime).name):
         old.unlink()
     path.write_text(json.dumps(record, indent=2) + "\n")
     return path
 
 
+def _podman_version() -> str:
+    done = subprocess.run([build.runtime_binary("podman"), "--version"], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def _self_test_args(fabric: str, flavour: str) -> list[str]:
+    """The image's %test command line (the same checks, run in a podman container)."""
+    definition = recipe.render(fabric, flavour, commit="x").definition
+    return definition.split("\n%test\n", 1)[1].split()
+
+
+def podman_self_test(entry: build.ImageRecord) -> list[str]:
+    argv = [build.runtime_binary("podman"), "run", "--rm", "--network=host", entry.image,
+            *_self_test_args(entry.fabric, entry.flavour)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=build._podman_env(), timeout=900)
+    lines = (done.stdout + done.stderr).splitlines()
+    if done.returncode != 0:
+        raise build.BuildError(f"self-test of {entry.image} in podman failed: {lines[-1:]}")
+    return lines
+
+
+def podman_two_ranks(entry: build.ImageRecord) -> dict:
+    """A 2-rank MPI allreduce in the image, host mpirun, one container per rank; then no rank
+    pid alive and no container running."""
+    with tempfile.TemporaryDirectory(prefix="fabric-bench-podman.") as results:
+        argv = [str(Path(sys.executable).with_name("fabric-bench")), "run", "--runtime", "podman",
+                "--image", entry.image, "--launcher", "mpirun", "--fabric", entry.fabric,
+                "--benchmark", "allreduce", "--backend", "mpi", "--ranks", "2", "--min-bytes", "8",
+                "--max-bytes", str(2**20), "--iters", "3", "--warmup", "1", "--results", results,
+                "--timeout", "300"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        found = list(Path(results).glob("*/result.json"))
+        if done.returncode != 0 or len(found) != 1:
+            raise build.BuildError(f"2-rank run in {entry.image} failed (exit {done.returncode}): "
+                                   f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+        result = json.loads(found[0].read_text())
+        pids = sorted({json.loads(beat.read_text())["pid"]
+                       for beat in (found[0].parent / "ranks").glob("heartbeat-*.json")})
+    alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+    running = subprocess.run([build.runtime_binary("podman"), "ps", "-q"], capture_output=True, text=True,
+                             env=build._podman_env()).stdout.split()
+    return {"argv": argv[1:], "status": result["status"], "correct": result["correct"],
+            "world_size": result["world_size"], "launch_argv": result["argv"],
+            "image_labels": result["image"]["labels"], "image_stack_digest": result["image"]["stack_digest"],
+            "mpi": result["versions"].get("mpi", ""),
+            "rank_pids": pids, "ranks_alive_after": alive, "containers_running_after": running}
+
+
+def rehearse_podman() -> int:
+    try:
+        stack_entry = build.build_stack("cpu", "podman")
+        print(write_record(stack_entry), flush=True)
+        entry = build.build("ethernet", "cpu", "podman")
+        tested = podman_self_test(entry)
+        run = podman_two_ranks(entry)
+        if run["ranks_alive_after"] or run["containers_running_after"]:
+            raise build.BuildError(f"left running after the 2-rank run: {run}")
+        print(write_record(entry, test_output=tested, two_ranks=run), flush=True)
+    except build.BuildError as exc:
+        print(f"rehearsal: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--podman"]:
+        return rehearse_podman()
     fabrics = argv or list(REHEARSED)
     try:
         stack_entry = build.build_stack("cuda", base="local")

@@ -36,6 +36,39 @@ from pathlib import Path
 from typing import Callable, Optional
 
 Progress = Callable[[str], None]
+REHEARSAL = "/fabric-bench-rehearsal"     # bind targets inside a base that builds from source
+
+# The rehearsal's wget, in every base whose builds fetch sources (the local CUDA devel base,
+# the cpu base): hpccm's blocks `wget` each canonical URL; this one serves it from the
+# verified folder bound at REHEARSAL/sources and refuses any other URL.
+WGET = f"""#!/bin/sh
+# fabric-bench rehearsal wget: serves the canonical source URLs hpccm's blocks fetch
+# from the verified folder bound at {REHEARSAL}/sources (urls.tsv: url file sha256).
+dir=. out= url=
+while [ $# -gt 0 ]; do
+  case $1 in -P) dir=$2; shift ;; -O) out=$2; shift ;; -*) ;; *) url=$1 ;; esac
+  shift
+done
+table={REHEARSAL}/sources/urls.tsv
+[ -r "$table" ] || {{ echo "rehearsal wget: $table missing (sources not bound)" >&2; exit 8; }}
+line=$(awk -F '\\t' -v u="$url" '$1 == u {{print $2 " " $3}}' "$table")
+[ -n "$line" ] || {{ echo "rehearsal wget: no verified source for $url" >&2; exit 8; }}
+set -- $line
+echo "$2  {REHEARSAL}/sources/$1" | sha256sum -c --quiet - || exit 8
+cp "{REHEARSAL}/sources/$1" "${{out:-$dir/$1}}"
+echo "rehearsal wget: $url <- $1 (sha256 $2)"
+"""
+
+
+def install_wget(tree: Path) -> None:
+    """The rehearsal's wget into a root filesystem (before /usr/bin on PATH), with the
+    mount point of the sources folder it serves."""
+    wget = tree / "usr/local/bin/wget"
+    wget.parent.mkdir(parents=True, exist_ok=True)
+    wget.write_text(WGET)
+    wget.chmod(0o755)
+    (tree / REHEARSAL.lstrip("/") / "sources").mkdir(parents=True, exist_ok=True)
+
 
 
 @dataclass(frozen=True)

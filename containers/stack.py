@@ -1,16 +1,19 @@
 """The pinned software stack: every version an image is built from, in one place.
 
 Two flavours share the Python stack (the repo's requirements files plus the
-Horovod 0.28.1 sdist with the project's patch, containers/horovod/):
+Horovod 0.28.1 sdist with the project's patch, containers/horovod/) and the
+communication stack, built from source at the versions below with the same
+hpccm blocks and configure flags (containers/recipe.py `common_blocks`):
 
 - `cuda`: the GPU images sites build. Base from NVIDIA's CUDA registry image
   (or, `--base local`, a Debian root plus NVIDIA's CUDA wheels: the rehearsal
-  here); the communication stack built from source at the versions below.
+  here); the communication stack with CUDA (and gdrcopy, NCCL, aws-ofi-nccl).
 - `cpu`:  CI and laptops. Base: a local Debian bookworm root filesystem made
-  with debootstrap from the host's configured mirror; fabric libraries are
-  Debian's packages (versions below are what bookworm ships, checked by the
-  image's %test); the Horovod wheel is the one built on the host by
-  containers/horovod/build-wheel.sh, so host and image compare like for like.
+  with debootstrap from the host's configured mirror; the same communication
+  stack with CUDA off, so CI builds and runs what the site images carry; the
+  Horovod wheel is the one built on the host by containers/horovod/build-wheel.sh
+  (against the host's Debian Open MPI 4.1.4: the same version and ABI as the
+  image's), so host and image compare like for like.
 """
 from __future__ import annotations
 
@@ -68,10 +71,11 @@ SOURCE_BUILDS = (RDMA_CORE, GDRCOPY, UCX, LIBFABRIC, PMIX, OPENMPI, NCCL, AWS_OF
 # cpu flavour -------------------------------------------------------------
 DEBIAN_SUITE = "bookworm"
 DEBIAN_PYTHON = "3.11"                # bookworm's python3, as the host venv
-# What bookworm ships; each image's %test checks the MPI/UCX/libfabric ones.
-DEBIAN_VERSIONS = {"openmpi": "4.1.4", "ucx": "1.13.1", "libfabric": "1.17.0",
-                   "rdma-core": "44.0", "libpsm2": "11.2.185"}
-BASE_IMAGE_TAG = "localhost/fabric-bench-base:bookworm"   # podman's name for the base
+# The communication stack of the cpu flavour: the cuda flavour's, less what needs CUDA
+CPU_SOURCE_BUILDS = tuple(b for b in SOURCE_BUILDS if b.name not in ("gdrcopy", "nccl", "aws-ofi-nccl"))
+# v2: the base carries the rehearsal's wget (containers/sources.py); bump when the base changes
+BASE_VERSION = "v2"
+BASE_IMAGE_TAG = f"localhost/fabric-bench-base:{DEBIAN_SUITE}-{BASE_VERSION}"   # podman's name for the base
 # podman's names for the local CUDA bases (`--base local`, containers/cudabase.py)
 LOCAL_CUDA_DEVEL_TAG = f"localhost/fabric-bench-cuda:{CUDA_VERSION}-devel-{DEBIAN_SUITE}"
 LOCAL_CUDA_RUNTIME_TAG = f"localhost/fabric-bench-cuda:{CUDA_VERSION}-runtime-{DEBIAN_SUITE}"
@@ -113,5 +117,5 @@ def versions(flavour: str, base: str = "site") -> dict[str, str]:
         stack |= {build.name: build.version for build in SOURCE_BUILDS}
     else:
         stack = {"base": f"local/debian:{DEBIAN_SUITE}-minbase", "python": DEBIAN_PYTHON}
-        stack |= DEBIAN_VERSIONS
+        stack |= {build.name: build.version for build in CPU_SOURCE_BUILDS}
     return stack | python_versions()

@@ -56,7 +56,10 @@ writable_dir() {  # WHAT DIR MIN_MIB: DIR can be created, written, and has room
 writable_dir "venv directory" "$(dirname "$venv")" 7000 VENV
 writable_dir "cache directory" "$cache" "$($test_setup && echo 12000 || echo 500)" FABRIC_BENCH_CACHE
 
-packages=(openmpi-bin libopenmpi-dev ucx-utils libfabric-bin iproute2 cmake g++ make patch)
+# autotools: sources cut from git get the configure their release tarball carries before an
+# image build (containers/sources.py)
+packages=(openmpi-bin libopenmpi-dev ucx-utils libfabric-bin iproute2 cmake g++ make patch
+          autoconf automake libtool flex)
 $test_setup && packages+=(slurm-wlm debootstrap squashfs-tools libcap2-bin util-linux chromium iperf3 podman runc)
 phase "system packages" "${#packages[@]} Debian packages"
 missing=()

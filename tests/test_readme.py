@@ -27,7 +27,7 @@ TINY_TRAIN = "--image-size 32 --batch-size 4 --warmup 1 --iters 2 --batches-per-
 # What this machine cannot have: a Slurm allocation at a site, GPUs, cuda images
 # (hours to build; see the image rehearsals), or the suite itself.
 CANNOT_HAVE = re.compile(r"--launcher (sbatch|srun)|--one-job|--gpus-per-node [1-9]|FLAVOUR=cuda|^make test\b"
-                         r"|^make image-rehearsal\b")
+                         r"|^make (image|podman)-rehearsal\b")
 NOT_RUN = {
     "make test": "it is the command running this test",
     "fabric-bench sweep experiments/hpec2020.experiment.toml --site site.toml --launcher sbatch --one-job":
@@ -38,6 +38,8 @@ NOT_RUN = {
         "`make image-rehearsal`, records it); tests/containers render it and check the local base",
     "make image-rehearsal": "builds the cuda stack and five fabric images from source: hours on 2 cores, "
                             "longer than CI's whole budget; its records are checked instead",
+    "make podman-rehearsal": "a second ~25 min source build of the cpu stack (podman's), beyond CI's budget; "
+                             "its records are checked instead",
 }
 # Long jobs, made small: README line prefix -> arguments appended.
 SMALLER = {

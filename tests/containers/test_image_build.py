@@ -53,7 +53,11 @@ def test_image_self_test_proves_the_stack(cpu_ethernet_image, tmp_path):
                   "horovodrun --check-build: PyTorch, MPI, Gloo", "horovod.torch init (MPI)",
                   # the ethernet preset's components exist in the image
                   "ok: ompi_info: MCA pml ob1", "ok: ompi_info: MCA btl tcp", "ok: fi_info -l: tcp",
-                  "ok: ucx: sm"):
+                  "ok: ucx: sm",
+                  # the site images' communication stack, CUDA off: the same components
+                  f"ok: libfabric {stack.LIBFABRIC.version}", "ok: ompi_info: MCA pml ucx",
+                  "ok: ompi_info: MCA mtl ofi", "ok: ompi_info: MCA mtl psm2", "ok: ompi_info: MCA pmix ext3x",
+                  "ok: ldd: "):
         assert proof in done.stdout
 
 

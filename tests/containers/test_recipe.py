@@ -63,10 +63,10 @@ def is_subsequence(needles: list, haystack: list) -> bool:
 
 def stages_of(pair) -> list[str]:
     fabric, flavour = pair
-    if flavour == "cpu":
-        return ["runtime"]
     if fabric == "stack":
         return ["devel", "runtime"]
+    if flavour == "cpu":
+        return ["runtime"]
     return ["devel", "runtime"] if "aws-ofi-nccl" in profile(fabric).source_builds else ["runtime"]
 
 
@@ -166,6 +166,39 @@ def test_cuda_stack_builds_the_pinned_stack_from_source(rendered):
     assert "COPY --from=devel /opt/fabric-bench/venv" in text
 
 
+# the configure/cmake options that switch CUDA (and gdrcopy, which needs CUDA) on or off
+CUDA_OPTION = re.compile(r"^--(with|without|enable|disable)-(cuda|gdrcopy)(-dlopen)?(=.*)?$|^--with-cuda=")
+
+
+def build_steps(dockerfile: str) -> dict[str, list[str]]:
+    """Per source component (by its canonical URL): its configure/cmake/make command lines,
+    CUDA options left out, in order."""
+    steps: dict[str, list[str]] = {}
+    current = ""
+    for line in dockerfile.splitlines():
+        for src in sources.SOURCES:
+            if f"wget -q -nc -P /var/tmp {src.site_url}" in line:
+                current = src.component
+        if current and re.search(r"\./configure|cmake -D|make -j|make install|postconfigure|printf ", line):
+            words = [w for w in line.replace("&&", " ").split() if not CUDA_OPTION.match(w)]
+            steps.setdefault(current, []).append(" ".join(words))
+    return steps
+
+
+def test_cpu_stack_builds_the_cuda_stack_with_cuda_off(rendered):
+    """Item 3 of the site-images issue: the cpu flavour builds the same components at the
+    same versions with the same blocks and flags; only the CUDA options differ."""
+    cpu, cuda = (build_steps(rendered[("stack", flavour)].dockerfile) for flavour in ("cpu", "cuda"))
+    assert set(cpu) == set(cuda) - {"gdrcopy"} == {"rdma-core", "ucx", "libfabric", "pmix", "openmpi",
+                                                  "libpsm2", "slurm-pmi2"}
+    for component, lines in cpu.items():
+        assert lines == cuda[component], component
+    text = rendered[("stack", "cpu")].dockerfile
+    assert "--without-cuda" in text and "--with-cuda=" not in text
+    assert "--with-gdrcopy" not in text and sources.source("gdrcopy").site_url not in text
+    assert not re.search(r"openmpi-bin|libopenmpi|ucx-utils|libfabric-bin|libfabric1", text)
+
+
 def test_cpu_installs_only_from_the_local_wheelhouse(rendered):
     text = rendered[("stack", "cpu")].dockerfile
     pip_lines = [line for line in text.splitlines() if "pip install" in line]
@@ -207,7 +240,9 @@ def test_fabric_images_are_the_stack_plus_their_fabric_layer(fabric, flavour, re
 
 def test_fabric_layers_hold_the_fabric_packages(rendered):
     ib = fabric_layers(rendered[("infiniband", "cpu")].definition)[0]
-    assert "ibverbs-providers" in ib and "perftest" in ib
+    assert "ibverbs-utils" in ib and "perftest" in ib
+    # the providers are the stack's rdma-core (/usr/local/rdma-core), in both flavours
+    assert "ibverbs-providers" not in ib
     efa = fabric_layers(rendered[("efa", "cuda")].dockerfile)
     assert sources.source("aws-ofi-nccl").site_url in efa[0] and "--enable-platform-aws" in efa[0]
     assert "COPY --from=devel /usr/local/aws-ofi-nccl" in efa[1]

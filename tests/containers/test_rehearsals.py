@@ -49,3 +49,41 @@ def test_each_image_test_proved_its_preset_components(fabric):
     for proof in ("ompi_info: CUDA support", "ucx: CUDA built in", "horovod: NCCL GPU operations built",
                   "torch: cuda", "ldd:"):
         assert proof in output, proof
+
+
+# podman (cpu): CI builds the cpu stack with Apptainer only; `make podman-rehearsal` builds
+# the stack and the ethernet image from their Dockerfiles and runs them
+PODMAN = rehearse.podman_hashes()
+
+
+def load_podman(image: str) -> dict:
+    path = rehearse.record_path(image, "cpu", PODMAN[image], "podman")
+    assert path.is_file(), (f"no podman record for the current cpu {image} Dockerfile "
+                            f"({PODMAN[image][:16]}): run `make podman-rehearsal` and commit "
+                            f"containers/rehearsals/")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("image", rehearse.PODMAN_REHEARSED)
+def test_every_current_cpu_dockerfile_was_built_with_podman(image):
+    record = load_podman(image)
+    assert record["runtime"] == "podman" and record["dockerfile_hash"] == PODMAN[image]
+    assert record["size_bytes"] > 0 and record["sif_sha256"]
+    # the cpu stack built its communication stack from the verified sources
+    assert {line.split("\t")[0] for line in record["sources"]} == {
+        sources.source(name).site_url for name in sources.WGET_FETCHED}
+
+
+def test_the_podman_image_passed_its_self_test_and_two_ranks_left_nothing_running():
+    stack, ethernet = load_podman("stack"), load_podman("ethernet")
+    assert ethernet["stack_digest"] == stack["sif_sha256"] != ethernet["sif_sha256"]
+    output = "\n".join(ethernet["test_output"])
+    assert "FAIL" not in output and "python imports" in output
+    for check in recipe.preset_checks(profile("ethernet"), "cpu"):
+        assert check.split(":")[-1] in output, check
+    run = ethernet["two_ranks"]
+    assert run["status"] == "ok" and run["correct"] is True and run["world_size"] == 2
+    assert run["launch_argv"][0].endswith("mpirun") and run["launch_argv"].count("podman") == 1
+    assert run["image_labels"]["org.fabric-bench.fabric"] == "ethernet"
+    assert run["image_stack_digest"] == stack["sif_sha256"]
+    assert len(run["rank_pids"]) == 2 and run["ranks_alive_after"] == [] and run["containers_running_after"] == []
