@@ -148,20 +148,22 @@ def ddp_buckets(gradient_bytes: int, cap_bytes: float) -> list[float]:
     return sizes
 
 
-def _ddp_schedule(w: Workload, fabric: Fabric, ranks: int) -> tuple[float, list[float]]:
-    """End of the last allreduce (from the start of backward) and each bucket's allreduce time."""
+def _ddp_schedule(w: Workload, fabric: Fabric, ranks: int, host_per_byte: float = 0.0) -> tuple[float, list[float]]:
+    """End of the last allreduce (from the start of backward) and each bucket's allreduce time
+    (`host_per_byte`: a bucket takes at least its share of the host's cost, see predict_point)."""
     backward = w.backward_share * w.compute_step_s
     ready_bytes, end, times = 0.0, 0.0, []
     for size in ddp_buckets(w.gradient_bytes, w.bucket_bytes):
         ready_bytes += size
         ready = backward * ready_bytes / w.gradient_bytes
-        t = fabric.allreduce_s(size, ranks)
+        t = max(fabric.allreduce_s(size, ranks), host_per_byte * size)
         end = max(ready, end) + t
         times.append(t)
     return end, times
 
 
-def _horovod_schedule(w: Workload, fabric: Fabric, ranks: int) -> tuple[float, list[float]]:
+def _horovod_schedule(w: Workload, fabric: Fabric, ranks: int,
+                      host_per_byte: float = 0.0) -> tuple[float, list[float]]:
     """Cycle by cycle: what is ready when the stream is free goes out, fused up to the threshold."""
     backward = w.backward_share * w.compute_step_s
     rate = w.gradient_bytes / backward  # bytes produced per second of backward
@@ -176,29 +178,42 @@ def _horovod_schedule(w: Workload, fabric: Fabric, ranks: int) -> tuple[float, l
             t += cycle
             ready = min(w.gradient_bytes, rate * t)
         size = min(ready - sent, w.bucket_bytes) if w.bucket_bytes > 0 else ready - sent
-        duration = fabric.allreduce_s(size, ranks)
+        duration = max(fabric.allreduce_s(size, ranks), host_per_byte * size)
         times.append(duration)
         free = t + duration
         sent += size
     return free, times
 
 
-def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
+HOST_RULES = ("series", "shared")
+
+
+def predict_point(w: Workload, fabric: Fabric, ranks: int, host_rule: str = "series") -> dict:
+    """`host_rule` "series": h after the exchange (the module doc). "shared": two resources, the
+    cores and the wire: h takes the cores (never hidden under compute, step >= t_c + h) while
+    each bucket's exchange lasts max(its wire time, its share of h), so h hides under a slow
+    wire but not under a fast one (benchmarks/predict_validation.py compares the two)."""
     if ranks < 1:
         raise UsageError(f"ranks must be >= 1, got {ranks}")
+    if host_rule not in HOST_RULES:
+        raise UsageError(f"host rule {host_rule!r}: choose from {', '.join(HOST_RULES)}")
     forward = (1 - w.backward_share) * w.compute_step_s
     backward = w.backward_share * w.compute_step_s
-    if ranks == 1:
-        end, times = 0.0, []
-    elif w.engine == "ddp":
-        end, times = _ddp_schedule(w, fabric, ranks)
-    else:
-        end, times = _horovod_schedule(w, fabric, ranks)
     host = 0.0
     if ranks > 1 and w.host_overhead_s:
         m = max(2, w.host_overhead_ranks)
         host = w.host_overhead_s * ((ranks - 1) / ranks) / ((m - 1) / m)
-    step = forward + max(backward, end) + host
+    per_byte = host / w.gradient_bytes if host_rule == "shared" else 0.0
+    if ranks == 1:
+        end, times = 0.0, []
+    elif w.engine == "ddp":
+        end, times = _ddp_schedule(w, fabric, ranks, per_byte)
+    else:
+        end, times = _horovod_schedule(w, fabric, ranks, per_byte)
+    if host_rule == "shared":
+        step = max(w.compute_step_s + host, forward + max(backward, end))
+    else:
+        step = forward + max(backward, end) + host
     no_overlap = w.compute_step_s + host + sum(times)
     return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
             "allreduce_s": sum(times), "allreduces": len(times), "host_overhead_s": host,
