@@ -108,7 +108,7 @@ def allreduce(mpirun: list[str], binary: str, extra: list[str]) -> float:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--image", type=Path, help="check and run this image instead of the cpu stack image")
+    p.add_argument("--image", type=Path, help="check and run this image (with a compiler) instead of the cpu stack image")
     args = p.parse_args()
     if args.image:
         if not args.image.is_file():
@@ -127,10 +127,11 @@ def main() -> int:
         print("seconds per component:")
         for name, value in sorted(rehearse.component_seconds(log).items(), key=lambda kv: -kv[1]):
             print(f"  {name:<24} {value:7.1f}")
-    return prove(Path(entry.image), args.rounds)
+    # the runtime stage has no compiler: the program is built in the devel stage, against the same paths
+    return prove(Path(entry.image), args.rounds, Path(entry.devel_image) if entry.devel_image else None)
 
 
-def prove(sif: Path, rounds: int) -> int:
+def prove(sif: Path, rounds: int, compiler_image: Path | None = None) -> int:
     """The components the presets select, then 2-rank runs in the image and beside the host's."""
     print("\nwhat the image holds:")
     good = checks(sif)
@@ -138,7 +139,8 @@ def prove(sif: Path, rounds: int) -> int:
         with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
             (Path(tmp) / "allreduce.c").write_text(PROGRAM)
             image_bin, host_bin = f"{tmp}/allreduce-image", f"{tmp}/allreduce-host"
-            built = in_image(sif, ["/usr/local/openmpi/bin/mpicc", "-O2", "-o", image_bin, f"{tmp}/allreduce.c"])
+            built = in_image(compiler_image or sif,
+                             ["/usr/local/openmpi/bin/mpicc", "-O2", "-o", image_bin, f"{tmp}/allreduce.c"])
             if built.returncode != 0:
                 raise RuntimeError(f"mpicc in the image: {built.stderr[-800:]}")
             image_mpirun = [*exec_argv(sif), "/usr/local/openmpi/bin/mpirun"]
