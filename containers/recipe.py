@@ -173,8 +173,9 @@ def _cpu_stack(base: str, fmt: str) -> list[list]:
             return baseimage(image=base or "base.sif", _bootstrap="localimage", _distro=CPU_DISTRO,
                              _docker_env=False, _as=name)
         return baseimage(image=stack.BASE_IMAGE_TAG, _distro=CPU_DISTRO, _as=name)
+    devel_base = start("devel")     # first: hpccm's blocks render for the distribution it sets
     blocks = common_blocks((), cuda=False)
-    devel = [start("devel"),
+    devel = [devel_base,
              comment("common stack: the site images' communication stack (the same blocks, versions and "
                      "flags), CUDA off"),
              apt_get(ospackages=["python3", *BUILD_PACKAGES]),     # rdma-core's cmake runs python3
