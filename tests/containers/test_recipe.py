@@ -334,3 +334,20 @@ def test_every_component_a_preset_selects_is_checked_by_its_image_test(fabric, w
         assert f" {check}" in test_line, check
     assert "ompi:btl:" not in test_line or fabric == "ethernet"   # "^openib,tcp" selects nothing
     assert "fi:cxi" not in test_line                    # the host's provider (Slingshot binds it)
+
+
+def test_a_recipe_renders_the_same_whatever_was_rendered_before():
+    """hpccm's blocks render for the distribution of the last base image made: a stack whose
+    blocks came before its base once rendered differently after a cuda render (and missed
+    the build cache)."""
+    from hpccm.primitives import baseimage
+
+    hashes = []
+    for distro in ("ubuntu16", "rockylinux8", "ubuntu24"):     # what an earlier render may leave
+        rendered = {}
+        for flavour in stack.FLAVOURS:
+            for fabric in ("stack", "efa"):
+                baseimage(image="earlier", _distro=distro)
+                rendered[fabric, flavour] = recipe.render(fabric, flavour, commit="x").recipe_hash
+        hashes.append(rendered)
+    assert hashes[0] == hashes[1] == hashes[2]
