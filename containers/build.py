@@ -563,7 +563,7 @@ def _build_podman(binary: str, dockerfile: Path, name: str, binds: list[str],
         argv += ["--target", target]
     for bind in binds:
         argv += ["-v", f"{bind}:ro"]
-    _run_logged([*argv, str(stack.REPO)], log, f"podman build of {tag}", env=env)
+    _run_logged([*argv, str(stack.REPO)], log, f"podman build of {tag}", env=env, stamped=True)
     info = json.loads(subprocess.run([binary, "image", "inspect", tag], capture_output=True,
                                      text=True, env=env, check=True).stdout)[0]
     return tag, info["Id"], int(info.get("Size", 0))
