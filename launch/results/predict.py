@@ -25,6 +25,10 @@ comes before or after its transfer). Hiding it under the wire instead,
 max(overlapped step without h, t_c + h), was further off on this 2-core host:
 over three validation sittings (48 training points, benchmarks/predict_validation.py)
 median |error| 8.3 % against 4.2 %, 18 points beyond 10 % against 6.
+Two resources (h on the cores, never under compute, while each bucket's exchange
+lasts max(its wire time, its share of h)) came out identical to hiding it under
+the wire at all 16 training points of a later sitting: one bucket's share of h
+is below its wire time wherever the wire bounds the step.
 
 Throughput = N x batch / step; scaling efficiency = t_c(1 rank) / step(N).
 Every allreduce is a ring: its latency term 2(N-1)alpha grows with N, where
@@ -148,22 +152,20 @@ def ddp_buckets(gradient_bytes: int, cap_bytes: float) -> list[float]:
     return sizes
 
 
-def _ddp_schedule(w: Workload, fabric: Fabric, ranks: int, host_per_byte: float = 0.0) -> tuple[float, list[float]]:
-    """End of the last allreduce (from the start of backward) and each bucket's allreduce time
-    (`host_per_byte`: a bucket takes at least its share of the host's cost, see predict_point)."""
+def _ddp_schedule(w: Workload, fabric: Fabric, ranks: int) -> tuple[float, list[float]]:
+    """End of the last allreduce (from the start of backward) and each bucket's allreduce time."""
     backward = w.backward_share * w.compute_step_s
     ready_bytes, end, times = 0.0, 0.0, []
     for size in ddp_buckets(w.gradient_bytes, w.bucket_bytes):
         ready_bytes += size
         ready = backward * ready_bytes / w.gradient_bytes
-        t = max(fabric.allreduce_s(size, ranks), host_per_byte * size)
+        t = fabric.allreduce_s(size, ranks)
         end = max(ready, end) + t
         times.append(t)
     return end, times
 
 
-def _horovod_schedule(w: Workload, fabric: Fabric, ranks: int,
-                      host_per_byte: float = 0.0) -> tuple[float, list[float]]:
+def _horovod_schedule(w: Workload, fabric: Fabric, ranks: int) -> tuple[float, list[float]]:
     """Cycle by cycle: what is ready when the stream is free goes out, fused up to the threshold."""
     backward = w.backward_share * w.compute_step_s
     rate = w.gradient_bytes / backward  # bytes produced per second of backward
@@ -178,42 +180,29 @@ def _horovod_schedule(w: Workload, fabric: Fabric, ranks: int,
             t += cycle
             ready = min(w.gradient_bytes, rate * t)
         size = min(ready - sent, w.bucket_bytes) if w.bucket_bytes > 0 else ready - sent
-        duration = max(fabric.allreduce_s(size, ranks), host_per_byte * size)
+        duration = fabric.allreduce_s(size, ranks)
         times.append(duration)
         free = t + duration
         sent += size
     return free, times
 
 
-HOST_RULES = ("series", "shared")
-
-
-def predict_point(w: Workload, fabric: Fabric, ranks: int, host_rule: str = "series") -> dict:
-    """`host_rule` "series": h after the exchange (the module doc). "shared": two resources, the
-    cores and the wire: h takes the cores (never hidden under compute, step >= t_c + h) while
-    each bucket's exchange lasts max(its wire time, its share of h), so h hides under a slow
-    wire but not under a fast one (benchmarks/predict_validation.py compares the two)."""
+def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
     if ranks < 1:
         raise UsageError(f"ranks must be >= 1, got {ranks}")
-    if host_rule not in HOST_RULES:
-        raise UsageError(f"host rule {host_rule!r}: choose from {', '.join(HOST_RULES)}")
     forward = (1 - w.backward_share) * w.compute_step_s
     backward = w.backward_share * w.compute_step_s
+    if ranks == 1:
+        end, times = 0.0, []
+    elif w.engine == "ddp":
+        end, times = _ddp_schedule(w, fabric, ranks)
+    else:
+        end, times = _horovod_schedule(w, fabric, ranks)
     host = 0.0
     if ranks > 1 and w.host_overhead_s:
         m = max(2, w.host_overhead_ranks)
         host = w.host_overhead_s * ((ranks - 1) / ranks) / ((m - 1) / m)
-    per_byte = host / w.gradient_bytes if host_rule == "shared" else 0.0
-    if ranks == 1:
-        end, times = 0.0, []
-    elif w.engine == "ddp":
-        end, times = _ddp_schedule(w, fabric, ranks, per_byte)
-    else:
-        end, times = _horovod_schedule(w, fabric, ranks, per_byte)
-    if host_rule == "shared":
-        step = max(w.compute_step_s + host, forward + max(backward, end))
-    else:
-        step = forward + max(backward, end) + host
+    step = forward + max(backward, end) + host
     no_overlap = w.compute_step_s + host + sum(times)
     return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
             "allreduce_s": sum(times), "allreduces": len(times), "host_overhead_s": host,

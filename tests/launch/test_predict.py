@@ -145,20 +145,3 @@ def test_host_cost_adds_to_a_wire_bound_step_instead_of_hiding_under_the_wire():
     with_host = predict.predict_point(dataclasses.replace(w, host_overhead_s=0.4), slow, 2)
     assert with_host["step_s"] == pytest.approx(without["step_s"] + 0.4)
     assert with_host["exposed_comm_s"] == pytest.approx(with_host["step_s"] - 0.3)
-
-
-def test_shared_rule_hides_the_host_cost_under_a_slow_wire_but_not_under_compute():
-    """Two resources: h takes the cores (a fast link's step is t_c + h, as in series) while a
-    bucket's exchange lasts max(wire, its share of h): under a slow wire h is hidden."""
-    w = predict.Workload(engine="ddp", batch_size=8, compute_step_s=0.3, gradient_bytes=50 * MIB,
-                         bucket_bytes=25 * MIB, host_overhead_s=0.2)
-    fast = predict.Fabric("fast", 0.0, 1e4, "nominal")
-    shared = predict.predict_point(w, fast, 2, "shared")
-    assert shared["step_s"] == pytest.approx(0.3 + 0.2, rel=1e-3)
-    assert shared["step_s"] == pytest.approx(predict.predict_point(w, fast, 2)["step_s"], rel=1e-3)
-    slow = predict.Fabric("0.5gbit", 0.0, 0.5, "nominal")     # each bucket's wire time >> its h share
-    bare = predict.predict_point(dataclasses.replace(w, host_overhead_s=0.0), slow, 2)
-    assert predict.predict_point(w, slow, 2, "shared")["step_s"] == pytest.approx(bare["step_s"])
-    assert predict.predict_point(w, slow, 2)["step_s"] == pytest.approx(bare["step_s"] + 0.2)
-    with pytest.raises(UsageError, match="host rule"):
-        predict.predict_point(w, slow, 2, "parallel")
