@@ -186,7 +186,8 @@ def horovod_wheel(log: Path) -> Path:
     with log.open("a") as err:
         out = subprocess.run([str(stack.HOROVOD_DIR / "build-wheel.sh"), sys.executable,
                               str(cache_dir())], stdout=subprocess.PIPE, stderr=err, text=True)
-    wheel = Path(out.stdout.strip().split()[-1]) if out.stdout.strip() else Path()
+    # the script's last line is the wheel's path, which may hold spaces (a cache under "cold start é")
+    wheel = Path(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else Path()
     if out.returncode != 0 or not wheel.is_file():
         raise BuildError(f"Horovod wheel build failed; log: {log}")
     return wheel

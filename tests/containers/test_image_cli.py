@@ -123,3 +123,17 @@ def test_failing_image_test_names_the_stage_and_records_nothing(tmp_path):
                                 'esac; done\n', "--fabric", "omnipath", "--flavour", "cuda")
     assert_failed_and_recorded_nothing(done, cache, "%test of stack-cuda-", 1,
                                        "image-test: FAIL: ompi_info: no MCA mtl psm2")
+
+
+def test_the_horovod_wheel_is_found_under_a_cache_path_with_spaces(tmp_path, monkeypatch):
+    """build-wheel.sh prints the wheel's path as its last line; CI's cache is under "cold start é"."""
+    from containers import build, stack
+
+    wheel = tmp_path / "cold start é" / "horovod-0.28.1-cp311-cp311-linux_x86_64.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"wheel")
+    script = tmp_path / "build-wheel.sh"
+    script.write_text(f"#!/bin/sh\necho 'cached wheel:'\necho '{wheel}'\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(stack, "HOROVOD_DIR", tmp_path)
+    assert build.horovod_wheel(tmp_path / "log") == wheel
