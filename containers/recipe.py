@@ -185,8 +185,7 @@ def _cpu_stack(base: str, fmt: str) -> list[list]:
         start("runtime"),
         comment("common stack: what runs, copied from the devel stage; Python venv"),
         apt_get(ospackages=list(RUNTIME_PACKAGES)),
-        *[block.runtime(_from="devel") for block in blocks],
-        copy(_from="devel", src="/etc/libibverbs.d", dest="/etc/libibverbs.d"),
+        *_runtime_copies(blocks),
         comment(f"Python stack from the wheelhouse bound at {stack.WHEELHOUSE} (apptainer build "
                 f"--bind DIR:{stack.WHEELHOUSE}; podman build -v DIR:{stack.WHEELHOUSE})"),
         shell(commands=[
@@ -265,12 +264,18 @@ def _cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
 
     runtime = [runtime_base, comment("common stack: what runs, copied from the devel stage"),
                apt_get(ospackages=list(RUNTIME_PACKAGES))]
-    runtime += [block.runtime(_from="devel") for block in blocks]
-    runtime += [copy(_from="devel", src="/etc/libibverbs.d", dest="/etc/libibverbs.d"),
-                copy(_from="devel", src=stack.VENV, dest=stack.VENV),
+    runtime += _runtime_copies(blocks)
+    runtime += [copy(_from="devel", src=stack.VENV, dest=stack.VENV),
                 shell(commands=[f"echo {stack.BENCH_PARENT} > {site}/fabric-bench.pth"]),
                 *_bundle_files()]
     return [devel, runtime]
+
+
+def _runtime_copies(blocks: list) -> list:
+    """What a runtime stage copies of the communication stack from the devel stage: each
+    block's install tree, and rdma-core's provider list (/etc/libibverbs.d, what presets bind)."""
+    return [*(block.runtime(_from="devel") for block in blocks),
+            copy(_from="devel", src="/etc/libibverbs.d", dest="/etc/libibverbs.d")]
 
 
 def common_blocks(omit: tuple[str, ...], *, cuda: bool = True) -> list:
@@ -497,6 +502,12 @@ def preset_checks(prof: FabricProfile, flavour: str, omit: tuple[str, ...] = ())
 
 
 def _test(prof: FabricProfile | None, flavour: str, omit: tuple[str, ...], base: str) -> str:
+    return f"\n%test\n    {' '.join(self_test_argv(prof, flavour, omit, base))}\n"
+
+
+def self_test_argv(prof: FabricProfile | None, flavour: str, omit: tuple[str, ...] = (),
+                   base: str = "site") -> list[str]:
+    """The image's self-test command (its %test; also `podman run IMG <this>`)."""
     versions = stack.versions(flavour, base)
     checks = [f"{name}={versions[name]}" for name in
               ("openmpi", "ucx", "libfabric", "python", "torch", "torchvision", "tensorflow",
@@ -513,4 +524,4 @@ def _test(prof: FabricProfile | None, flavour: str, omit: tuple[str, ...], base:
         tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"],
                  "slingshot": ["fi-abi"] if flavour == "cuda" else []}.get(prof.name, [])
         checks += tools + preset_checks(prof, flavour, omit)
-    return f"\n%test\n    {IMAGE_TEST} {' '.join(dict.fromkeys(checks))}\n"
+    return [IMAGE_TEST, *dict.fromkeys(checks)]

@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 from containers import build, recipe, sources, stack
+from containers.fabrics import profile
 
 RECORDS = stack.REPO / "containers" / "rehearsals"
 REHEARSED = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
@@ -109,8 +110,8 @@ def test_output(log: Path) -> list[str]:
     return [text for _, text in tests[-1][1:]] if tests else []
 
 
-def _apptainer_version() -> str:
-    done = subprocess.run([build.runtime_binary("apptainer"), "--version"], capture_output=True, text=True)
+def _version(runtime: str) -> str:
+    done = subprocess.run([build.runtime_binary(runtime), "--version"], capture_output=True, text=True)
     return done.stdout.strip()
 
 
@@ -126,12 +127,12 @@ def write_record(entry: build.ImageRecord, **more) -> Path:
         "stack_stage_seconds": entry.stack_stages, "component_seconds": component_seconds(log),
         "test_output": test_output(log), "omitted": entry.omitted,
         "bundle_commit": entry.bundle_commit, "built_at": entry.built_at,
-        "apptainer": _apptainer_version(),
+        "apptainer": _version("apptainer"),
         "sources": (sources.sources_dir(build.cache_dir()) / "served" / "urls.tsv").read_text().splitlines()
         if entry.base == "local" or entry.flavour == "cpu" else [],
     }
     if podman:
-        record |= {"dockerfile_hash": dockerfile_hash(image, entry.flavour), "podman": _podman_version()}
+        record |= {"dockerfile_hash": dockerfile_hash(image, entry.flavour), "podman": _version("podman")}
     record |= more
     name_hash = record["dockerfile_hash"] if podman else entry.recipe_hash
     path = record_path(image, entry.flavour, name_hash, entry.runtime)
@@ -143,20 +144,9 @@ def write_record(entry: build.ImageRecord, **more) -> Path:
     return path
 
 
-def _podman_version() -> str:
-    done = subprocess.run([build.runtime_binary("podman"), "--version"], capture_output=True, text=True)
-    return done.stdout.strip()
-
-
-def _self_test_args(fabric: str, flavour: str) -> list[str]:
-    """The image's %test command line (the same checks, run in a podman container)."""
-    definition = recipe.render(fabric, flavour, commit="x").definition
-    return definition.split("\n%test\n", 1)[1].split()
-
-
 def podman_self_test(entry: build.ImageRecord) -> list[str]:
     argv = [build.runtime_binary("podman"), "run", "--rm", "--network=host", entry.image,
-            *_self_test_args(entry.fabric, entry.flavour)]
+            *recipe.self_test_argv(profile(entry.fabric), entry.flavour)]
     done = subprocess.run(argv, capture_output=True, text=True, env=build._podman_env(), timeout=900)
     lines = (done.stdout + done.stderr).splitlines()
     if done.returncode != 0:

@@ -70,7 +70,6 @@ def install_wget(tree: Path) -> None:
     (tree / REHEARSAL.lstrip("/") / "sources").mkdir(parents=True, exist_ok=True)
 
 
-
 @dataclass(frozen=True)
 class Rehearsal:
     """A reachable, checksummed copy of a component's source."""
