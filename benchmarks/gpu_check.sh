@@ -17,8 +17,9 @@
 # TensorFlow ResNet-50 fp32 and mixed where TensorFlow is. What is missing is
 # recorded as absent, with the reason; nothing is fetched from outside.
 #
-# Which Python: $GPU_CHECK_PYTHON if set, else the repository's .venv, else
-# python3 on PATH -- the first that imports torch (each is tried and reported).
+# Which Python: $GPU_CHECK_PYTHON if set, else $VENV (make's venv), else the
+# repository's .venv, else python3 on PATH -- the first that imports torch (each
+# is tried and reported).
 #
 # On a lent device machine (it returns at most 8 files from $OUT), e.g. with timeout_s 540:
 #   benchmarks/gpu_check.sh --out /tmp/gc --archive $OUT/gpu-check.tar.gz; cp /tmp/gc/summary.* $OUT/
@@ -32,6 +33,8 @@ fi
 
 candidates=()
 [[ -n ${GPU_CHECK_PYTHON:-} ]] && candidates+=("$GPU_CHECK_PYTHON")
+# $VENV as make (and .ci/run) set it, then the checkout's default venv
+[[ -n ${VENV:-} && -x $VENV/bin/python ]] && candidates+=("$VENV/bin/python")
 [[ -x $repo/.venv/bin/python ]] && candidates+=("$repo/.venv/bin/python")
 command -v python3 >/dev/null && candidates+=("$(command -v python3)")
 

@@ -91,9 +91,11 @@ def test_cpu_mode_end_to_end(tmp_path):
     out = tmp_path / "gpu-check"
     proc = subprocess.run([str(SCRIPT), "--cpu", "--out", str(out), "--archive", str(tmp_path / "check.tar.gz")],
                           capture_output=True, text=True, timeout=1500,
-                          env={**os.environ, "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")})
+                          env={**os.environ, "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite"),
+                               "VENV": sys.prefix})   # this test's venv, found as make's $VENV
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "gpu_check: using " in proc.stdout and "python " in proc.stdout   # the Pythons it tried
+    assert f"gpu_check: using {sys.prefix}/bin/python" in proc.stdout   # the Python it chose
+    assert "python " in proc.stdout   # the Pythons it tried
 
     summary = json.loads((out / "summary.json").read_text())
     environment = json.loads((out / "environment.json").read_text())
@@ -151,7 +153,7 @@ def test_without_the_launch_cli_torch_runs_go_straight_to_the_bench_program(tmp_
     proc = subprocess.run([str(SCRIPT), "--cpu", "--out", str(out), "--only",
                            "torch-ddp-resnet50-fp32,torch-horovod-resnet50-fp32"],
                           capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "GPU_CHECK_FORCE_DIRECT": "1"})
+                          env={**os.environ, "GPU_CHECK_FORCE_DIRECT": "1", "GPU_CHECK_PYTHON": sys.executable})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     direct, horovod = summary["runs"]

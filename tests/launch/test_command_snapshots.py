@@ -5,6 +5,7 @@ here as a diff. Regenerate deliberately with FABRIC_BENCH_UPDATE_SNAPSHOTS=1.
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -47,11 +48,15 @@ def case(runtime, launcher, fabric):
 def render(spec):
     plan, _ = make_plan(spec, RUN_DIR, SITE)
     command = build_command(spec, plan)
-    text = json.dumps({"argv": command.argv, "env": command.env}, sort_keys=True)
+    rendered = {"argv": command.argv, "env": command.env}
     if spec.launcher == "sbatch":
-        text = json.dumps({"argv": command.argv, "env": command.env, "script": sbatch_script(spec, plan)},
-                          sort_keys=True)
-    return json.loads(text.replace(sys.executable, "<python>"))
+        rendered["script"] = sbatch_script(spec, plan)
+    # ensure_ascii=False: escaped, a Python under a non-ASCII path would not match sys.executable;
+    # the job script shell-quotes it where the path holds a space
+    text = json.dumps(rendered, sort_keys=True, ensure_ascii=False)
+    for python in (shlex.quote(sys.executable), sys.executable):
+        text = text.replace(json.dumps(python, ensure_ascii=False)[1:-1], "<python>")
+    return json.loads(text)
 
 
 @pytest.fixture
