@@ -354,13 +354,6 @@ def _cached(key: str, runtime: str) -> Optional[dict]:
     return None
 
 
-def _runtime_binds(plan: Plan) -> list[str]:
-    """Binds of builds FROM a runtime base (the stack's runtime stage, fabric layers): none on
-    the local cuda base, which has no rehearsal mount points and whose builds fetch nothing
-    (apt from the mirror, copies from the devel stage); otherwise the plan's."""
-    return [] if plan.base == "local" else list(plan.binds)
-
-
 def _devel_stage(binary: str, rendered: recipes.Recipe, plan: Plan, recipe_dir: Path, devel_sif: Path,
                  log: Path, progress: Progress) -> float:
     """Build the stack's devel stage, or reuse the one a build of the same key finished
@@ -421,7 +414,7 @@ def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
         (recipe_dir / "Dockerfile").write_text(rendered.dockerfile)
         progress(f"building {name}.sif (log: {log})")
         seconds, test_seconds = _build_apptainer(binary, recipe_dir / "image.def", images / f"{name}.sif",
-                                                 _runtime_binds(plan), log)
+                                                 list(plan.binds), log)
         stages["stack"], stages["stack-test"] = seconds, test_seconds
         image = images / f"{name}.sif"
         digest, size = _sha256(image), image.stat().st_size
@@ -477,9 +470,10 @@ def build(fabric: str, flavour: str, runtime: str = "apptainer", *, base: str = 
     progress(f"building {name} with {runtime} FROM the stack {Path(stack_entry.image).name} (log: {log})")
     stages: dict[str, float] = {}
     if runtime == "apptainer":
-        # the fabric layer installs OS packages or builds from the stack's devel image (_runtime_binds)
+        # the fabric layer installs OS packages, or builds from the stack's devel image: the plan's
+        # binds (sources, wheels) in both stages, whose bases have their mount points
         seconds, test_seconds = _build_apptainer(binary, recipe_dir / "image.def", images / f"{name}.sif",
-                                                 _runtime_binds(plan), log)
+                                                 list(plan.binds), log)
         stages["fabric"], stages["fabric-test"] = seconds, test_seconds
         image = images / f"{name}.sif"
         image_name, digest, size = str(image), _sha256(image), image.stat().st_size

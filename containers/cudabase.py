@@ -49,7 +49,7 @@ from containers.build import (BuildError, Progress, _run_logged, cache_dir, debi
 
 CUDA_ROOT = "usr/local/cuda"
 STUB_ERROR = 34                           # CUDA_ERROR_STUB_LIBRARY in cuda.h
-VERSION = "v3"                            # bump when the layout below changes
+VERSION = "v4"                            # bump when the layout below changes
 
 
 ENVIRONMENT = """export PATH=/usr/local/cuda/bin:$PATH
@@ -90,6 +90,9 @@ def local_bases(log: Path, progress: Progress = print) -> tuple[Path, Path]:
             _install_cuda(cuda, tree, full)
             if full:
                 _install_rehearsal_tools(tree)
+            else:   # the rehearsal binds' mount points: a fabric layer's build binds them in both stages
+                for sub in REHEARSAL_BINDS:
+                    (tree / REHEARSAL.lstrip("/") / sub).mkdir(parents=True, exist_ok=True)
             raw, partial = work / f"{name}-raw.sif", folder / f"{name}.sif.partial"
             progress(f"cuda base: apptainer build {name}.sif")
             _run_logged([apptainer, "build", "--force", str(raw), str(tree)], log,
@@ -190,9 +193,12 @@ def _install_cuda(cuda: Path, tree: Path, full: bool) -> None:
     subprocess.run(["ldconfig", "-r", str(tree)], check=False)
 
 
+REHEARSAL_BINDS = ("sources", "wheels", "certs")
+
+
 def _install_rehearsal_tools(tree: Path) -> None:
     install_wget(tree)
-    for sub in ("wheels", "certs"):
+    for sub in REHEARSAL_BINDS:
         (tree / REHEARSAL.lstrip("/") / sub).mkdir(parents=True, exist_ok=True)
     # pip's TLS trust: the host's CA bundle, bound at certs/ (this machine's registries need it)
     (tree / "etc/pip.conf").write_text(f"[global]\nfind-links = {REHEARSAL}/wheels\n"

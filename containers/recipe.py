@@ -49,6 +49,14 @@ IMAGE_TEST = f"{stack.PREFIX}/bin/fabric-bench-image-test"
 SLURM_PMI2 = stack.SourceBuild("slurm-pmi2", sources.source("slurm-pmi2").version)
 # Shared libraries the host driver brings (apptainer --nv); absent from images by design.
 DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
+LIBFABRIC = "/usr/local/libfabric"
+# The oldest host libfabric ABI a fabric layer that binds the host's libfabric supports
+# (containers/sources.py libfabric-hostabi, 1.13.1): the newest symbol version node it defines
+LIBFABRIC_HOSTABI = "/usr/local/libfabric-hostabi"
+HOSTABI_FABRIC = "FABRIC_1.5"
+OFI_STAGE = "/usr/local/openmpi-ofi-hostabi"     # Open MPI's ofi components, devel -> runtime
+# What a fabric layer may build (FabricProfile.source_builds), per flavour
+FABRIC_LAYER_BUILDS = {"cuda": ("libfabric-hostabi", "aws-ofi-nccl"), "cpu": ("libfabric-hostabi",)}
 
 
 @dataclass(frozen=True)
@@ -161,8 +169,10 @@ def labels(fabric: str, flavour: str, commit: str, omit: tuple[str, ...] = (),
         out[f"{LABEL_PREFIX}.stack-digest"] = STACK_DIGEST
     if omit:
         out[f"{LABEL_PREFIX}.omitted"] = ",".join(omit)
-    out |= {f"{LABEL_PREFIX}.version.{name}": version
-            for name, version in stack.versions(flavour, base).items() if name not in omit}
+    versions = stack.versions(flavour, base)
+    if fabric != "stack":      # what the fabric layer builds beside the stack's components
+        versions |= {name: sources.source(name).version for name in layer_builds(profile(fabric), flavour)}
+    out |= {f"{LABEL_PREFIX}.version.{name}": version for name, version in versions.items() if name not in omit}
     return out
 
 
@@ -330,17 +340,22 @@ def common_blocks(omit: tuple[str, ...], *, cuda: bool = True) -> list:
                    configure_opts=["--without-munge"]),
         pmix(version=stack.PMIX.version, prefix="/usr/local/pmix",
              ospackages=["file", "libhwloc-dev", "libevent-dev", "make", "tar", "wget", "perl"]),
-        openmpi(version=stack.OPENMPI.version, prefix="/usr/local/openmpi", cuda=cuda,
-                infiniband=False, ucx="/usr/local/ucx", pmix="/usr/local/pmix",
-                pmi="/usr/local/slurm-pmi2",
-                configure_opts=["--enable-mpi-cxx", "--enable-orterun-prefix-by-default",
-                                "--with-ofi=/usr/local/libfabric", "--with-psm2=/usr/local/libpsm2",
-                                "--with-slurm", "--with-libevent=/usr", "--with-hwloc=/usr"],
-                # libfabric 2.0 took container_of out of its public headers; Open MPI 4.1.4's
-                # ofi MTL still uses it (later 4.1.x define it themselves): define it the same way
-                postconfigure=[_define_container_of("ompi/mca/mtl/ofi/mtl_ofi_request.h")]),
+        _openmpi(cuda, ofi=LIBFABRIC),
     ]
     return blocks
+
+
+def _openmpi(cuda: bool, ofi: str):
+    """The stack's Open MPI; `ofi`: the libfabric its ofi components are built against."""
+    return openmpi(version=stack.OPENMPI.version, prefix="/usr/local/openmpi", cuda=cuda,
+                   infiniband=False, ucx="/usr/local/ucx", pmix="/usr/local/pmix",
+                   pmi="/usr/local/slurm-pmi2",
+                   configure_opts=["--enable-mpi-cxx", "--enable-orterun-prefix-by-default",
+                                   f"--with-ofi={ofi}", "--with-psm2=/usr/local/libpsm2",
+                                   "--with-slurm", "--with-libevent=/usr", "--with-hwloc=/usr"],
+                   # libfabric 2.0 took container_of out of its public headers; Open MPI 4.1.4's
+                   # ofi MTL still uses it (later 4.1.x define it themselves): define it the same way
+                   postconfigure=[_define_container_of("ompi/mca/mtl/ofi/mtl_ofi_request.h")])
 
 
 def _define_container_of(header: str) -> str:
@@ -352,23 +367,51 @@ def _define_container_of(header: str) -> str:
 
 
 def _libfabric(configure_opts: list[str]):
-    env = {"PATH": "/usr/local/libfabric/bin:$PATH",
-           "LD_LIBRARY_PATH": "/usr/local/libfabric/lib:$LD_LIBRARY_PATH"}
-    return generic_autotools(url=sources.source("libfabric").site_url, prefix="/usr/local/libfabric",
+    env = {"PATH": f"{LIBFABRIC}/bin:$PATH", "LD_LIBRARY_PATH": f"{LIBFABRIC}/lib:$LD_LIBRARY_PATH"}
+    return generic_autotools(url=sources.source("libfabric").site_url, prefix=LIBFABRIC,
                              configure_opts=configure_opts, devel_environment=env,
                              runtime_environment=env)
 
 
-def _cuda_fabric_blocks(prof: FabricProfile, omit: tuple[str, ...]) -> list:
-    flags = prof.configure_flags
-    blocks = []
-    if "aws-ofi-nccl" in prof.source_builds and "aws-ofi-nccl" not in omit:
-        blocks.append(generic_autotools(
+def layer_builds(prof: FabricProfile, flavour: str, omit: Iterable[str] = ()) -> tuple[str, ...]:
+    """The components a fabric layer builds from source (its devel stage), in this flavour."""
+    return tuple(name for name in prof.source_builds if name in FABRIC_LAYER_BUILDS[flavour] and name not in omit)
+
+
+def _fabric_build(prof: FabricProfile, flavour: str, omit: tuple[str, ...]) -> tuple[list, list]:
+    """What a fabric layer builds in its devel stage (FROM the stack's devel image), and what
+    its runtime stage copies of it: (devel blocks, runtime items)."""
+    devel: list = []
+    runtime: list = []
+    libfabric = LIBFABRIC
+    builds = layer_builds(prof, flavour, omit)
+    if "libfabric-hostabi" in builds:
+        # A bound host libfabric (Slingshot's cxi) must export every symbol version the image's
+        # libfabric users were linked with: they are linked against the oldest ABI supported
+        # (HOSTABI_FABRIC), Open MPI's ofi components rebuilt with the stack's own flags
+        libfabric = LIBFABRIC_HOSTABI
+        hostabi = generic_autotools(
+            url=sources.source("libfabric-hostabi").site_url, prefix=LIBFABRIC_HOSTABI,
+            configure_opts=["--enable-tcp", "--enable-shm", "--enable-rxm", "--disable-verbs", "--disable-efa",
+                            "--disable-psm2", "--disable-psm3", "--disable-usnic"])
+        devel += [hostabi, _openmpi(flavour == "cuda", ofi=LIBFABRIC_HOSTABI),
+                  shell(commands=[f"mkdir -p {OFI_STAGE}",
+                                  f"cd / && cp -a --parents $(find usr/local/openmpi/lib -name '*ofi*.so*') "
+                                  f"{OFI_STAGE}/"])]
+        # the hostabi library itself stays off LD_LIBRARY_PATH: the %test loads against it
+        runtime += [hostabi.runtime(_from="devel"),
+                    copy(_from="devel", src=OFI_STAGE, dest=OFI_STAGE),
+                    shell(commands=[f"cp -a {OFI_STAGE}/. / && rm -rf {OFI_STAGE}"])]
+    if "aws-ofi-nccl" in builds:
+        plugin = generic_autotools(
             url=sources.source("aws-ofi-nccl").site_url, prefix="/usr/local/aws-ofi-nccl",
-            configure_opts=["--with-libfabric=/usr/local/libfabric", "--with-cuda=/usr/local/cuda",
-                            "--with-hwloc=/usr", "--disable-tests", *flags.get("aws-ofi-nccl", ())],
-            runtime_environment={"LD_LIBRARY_PATH": "/usr/local/aws-ofi-nccl/lib:$LD_LIBRARY_PATH"}))
-    return blocks
+            configure_opts=[f"--with-libfabric={libfabric}", "--with-cuda=/usr/local/cuda",
+                            "--with-hwloc=/usr", "--disable-tests",
+                            *prof.configure_flags.get("aws-ofi-nccl", ())],
+            runtime_environment={"LD_LIBRARY_PATH": "/usr/local/aws-ofi-nccl/lib:$LD_LIBRARY_PATH"})
+        devel.append(plugin)
+        runtime.append(plugin.runtime(_from="devel"))
+    return devel, runtime
 
 
 # fabric images: the stack image + the fabric layer -----------------------------
@@ -378,15 +421,14 @@ def _fabric_stages(prof: FabricProfile, flavour: str, omit: tuple[str, ...], fmt
             return baseimage(image=image, _bootstrap="localimage", _distro=stack.CUDA_DISTRO,
                              _docker_env=False, _as=name)
         return baseimage(image=tag, _distro=stack.CUDA_DISTRO, _as=name)
-    blocks = _cuda_fabric_blocks(prof, omit) if flavour == "cuda" else []
+    built, copied = _fabric_build(prof, flavour, omit)
     stages = []
-    if blocks:
+    if built:
         stages.append([start(STACK_DEVEL_IMAGE, f"{stack_tag(flavour)}-devel", "devel"),
-                       comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour}, build)"), *blocks,
+                       comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour}, build)"), *built,
                        comment(f"{FABRIC_END}: {prof.name}")])
     runtime = [start(STACK_IMAGE, stack_tag(flavour), "runtime"),
-               comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour})")]
-    runtime += [block.runtime(_from="devel") for block in blocks]
+               comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour})"), *copied]
     packages = prof.packages.get(flavour, ())
     if packages:
         runtime.append(apt_get(ospackages=list(packages)))
@@ -419,7 +461,7 @@ def _fabric_environment(prof: FabricProfile, flavour: str, omit: tuple[str, ...]
     env = {"FABRIC_BENCH_FABRIC": prof.name}
     if prof.library_path:
         env["LD_LIBRARY_PATH"] = ":".join([*prof.library_path, "$LD_LIBRARY_PATH"])
-    if "aws-ofi-nccl" in prof.source_builds and flavour == "cuda" and "aws-ofi-nccl" not in omit:
+    if "aws-ofi-nccl" in layer_builds(prof, flavour, omit):
         env["NCCL_NET_PLUGIN"] = "ofi"     # libnccl-net-ofi.so in /usr/local/aws-ofi-nccl/lib
     return environment(variables=env)
 
@@ -521,7 +563,9 @@ def self_test_argv(prof: FabricProfile | None, flavour: str, omit: tuple[str, ..
     else:
         checks += stack_checks
     if prof is not None:
-        tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"],
-                 "slingshot": ["fi-abi"] if flavour == "cuda" else []}.get(prof.name, [])
+        tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"]
+                 }.get(prof.name, [])
+        if "libfabric-hostabi" in layer_builds(prof, flavour, omit):
+            tools.append(f"fi-abi:{HOSTABI_FABRIC}:{LIBFABRIC_HOSTABI}/lib")
         checks += tools + preset_checks(prof, flavour, omit)
     return [IMAGE_TEST, *dict.fromkeys(checks)]
