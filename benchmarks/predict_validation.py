@@ -142,12 +142,13 @@ def training_point(results: list[dict], fabric: predict.Fabric, rate: str, host:
         return {**runs[0], "repeats": 1}
     med = {key: statistics.median(r[key] for r in runs)
            for key in ("predicted_s", "measured_s", "no_overlap_s", "compute_s", "allreduce_s", "host_overhead_s",
-                       "predicted_without_host_s", "predicted_host_hidden_s")}
+                       "predicted_without_host_s", "predicted_host_hidden_s", "predicted_host_spread_s")}
     spread = summarize([r["measured_s"] for r in runs])
     return {**runs[0], **med, "repeats": len(runs),
             "error": med["predicted_s"] / med["measured_s"] - 1,
             "error_without_host": med["predicted_without_host_s"] / med["measured_s"] - 1,
             "error_host_hidden": med["predicted_host_hidden_s"] / med["measured_s"] - 1,
+            "error_host_spread": med["predicted_host_spread_s"] / med["measured_s"] - 1,
             # between the runs now, not over one run's iterations
             "measured_ci95_rel": spread.ci95 / spread.mean,
             "measured_range_s": [min(r["measured_s"] for r in runs), max(r["measured_s"] for r in runs)],
@@ -178,6 +179,10 @@ def run_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple | Non
             "predicted_host_hidden_s": (hidden := max(without_host["step_s"], workload.compute_step_s
                                                       + predicted["host_overhead_s"])),
             "error_host_hidden": hidden / measured - 1,
+            # another: h spread over the wire time, its share during backward on the cores
+            "predicted_host_spread_s": predicted["step_host_spread_s"],
+            "error_host_spread": predicted["step_host_spread_s"] / measured - 1,
+            "wire_during_backward": predicted["wire_during_backward"],
             "error": predicted["step_s"] / measured - 1, "run_id": result["run_id"], "fabric": dataclasses.asdict(fabric),
             "measured_ci95_rel": noise,
             "host_load_1min": result["host_load_1min"],
@@ -224,7 +229,9 @@ def report(points: list[dict], seconds: float, args) -> None:
                       f"{pt['no_overlap_s'] * 1e3:.0f} ms; without the host cost "
                       f"{pt['predicted_without_host_s'] * 1e3:.0f} ms ({pt['error_without_host'] * 100:+.1f}%), "
                       f"with it hidden under the wire {pt['predicted_host_hidden_s'] * 1e3:.0f} ms "
-                      f"({pt['error_host_hidden'] * 100:+.1f}%)")
+                      f"({pt['error_host_hidden'] * 100:+.1f}%), spread over the wire "
+                      f"({pt['wire_during_backward'] * 100:.0f} % of it during backward) "
+                      f"{pt['predicted_host_spread_s'] * 1e3:.0f} ms ({pt['error_host_spread'] * 100:+.1f}%)")
         print(f"{pt['kind']:9} {pt['rate']:>8} {pt['what']:28} {pt['ranks']:5d} {pt['predicted_s'] * 1e3:9.1f} "
               f"{pt['measured_s'] * 1e3:9.1f} {pt['error'] * 100:+6.1f}%   {notes}")
     errors = [abs(pt["error"]) for pt in points]
@@ -242,7 +249,7 @@ def report(points: list[dict], seconds: float, args) -> None:
     trained = [pt for pt in points if pt["kind"] == "train"]
     if trained:
         rules = {"host cost in series (the predictor)": "error", "hidden under the wire": "error_host_hidden",
-                 "no host cost": "error_without_host"}
+                 "spread over the wire": "error_host_spread", "no host cost": "error_without_host"}
         print("training points, by rule for the host's cost: " + "; ".join(
             f"{name} max {max(abs(pt[key]) for pt in trained) * 100:.1f} %, median "
             f"{statistics.median(abs(pt[key]) for pt in trained) * 100:.1f} %, "

@@ -5,7 +5,7 @@
 #
 # NAME=VERSION pairs are checked against what the image reports; ldd:DIR, ldd-python:PKG,
 # ompi-cuda, ompi:KIND:NAME, fi:PROVIDER, ucx:TRANSPORT, ucx-cuda, nccl-net:NAME,
-# horovod-nccl, torch-cuda are checks (below); any other argument names a
+# horovod-nccl, torch-cuda, fi-abi:FABRIC_X.Y:DIR are checks (below); any other argument names a
 # command the fabric layer must provide. Exit 1 on a mismatch.
 set -eu
 fail() { echo "image-test: FAIL: $*" >&2; exit 1; }

@@ -152,25 +152,28 @@ def ddp_buckets(gradient_bytes: int, cap_bytes: float) -> list[float]:
     return sizes
 
 
-def _ddp_schedule(w: Workload, fabric: Fabric, ranks: int) -> tuple[float, list[float]]:
-    """End of the last allreduce (from the start of backward) and each bucket's allreduce time."""
+Wire = list[tuple[float, float]]   # (start from the start of backward, duration) of each allreduce
+
+
+def _ddp_schedule(w: Workload, fabric: Fabric, ranks: int) -> Wire:
+    """Each bucket's allreduce on the stream, in the order the buckets become ready."""
     backward = w.backward_share * w.compute_step_s
-    ready_bytes, end, times = 0.0, 0.0, []
+    ready_bytes, end, wire = 0.0, 0.0, []
     for size in ddp_buckets(w.gradient_bytes, w.bucket_bytes):
         ready_bytes += size
         ready = backward * ready_bytes / w.gradient_bytes
         t = fabric.allreduce_s(size, ranks)
+        wire.append((max(ready, end), t))
         end = max(ready, end) + t
-        times.append(t)
-    return end, times
+    return wire
 
 
-def _horovod_schedule(w: Workload, fabric: Fabric, ranks: int) -> tuple[float, list[float]]:
+def _horovod_schedule(w: Workload, fabric: Fabric, ranks: int) -> Wire:
     """Cycle by cycle: what is ready when the stream is free goes out, fused up to the threshold."""
     backward = w.backward_share * w.compute_step_s
     rate = w.gradient_bytes / backward  # bytes produced per second of backward
     cycle = max(w.cycle_s, 1e-6)
-    sent, free, times = 0.0, 0.0, []
+    sent, free, wire = 0.0, 0.0, []
     while sent < w.gradient_bytes - 0.5:
         # the first cycle boundary at which the stream is free and something is ready
         t = max(free, sent / rate)
@@ -181,10 +184,10 @@ def _horovod_schedule(w: Workload, fabric: Fabric, ranks: int) -> tuple[float, l
             ready = min(w.gradient_bytes, rate * t)
         size = min(ready - sent, w.bucket_bytes) if w.bucket_bytes > 0 else ready - sent
         duration = fabric.allreduce_s(size, ranks)
-        times.append(duration)
+        wire.append((t, duration))
         free = t + duration
         sent += size
-    return free, times
+    return wire
 
 
 def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
@@ -192,19 +195,24 @@ def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
         raise UsageError(f"ranks must be >= 1, got {ranks}")
     forward = (1 - w.backward_share) * w.compute_step_s
     backward = w.backward_share * w.compute_step_s
-    if ranks == 1:
-        end, times = 0.0, []
-    elif w.engine == "ddp":
-        end, times = _ddp_schedule(w, fabric, ranks)
-    else:
-        end, times = _horovod_schedule(w, fabric, ranks)
+    wire = [] if ranks == 1 else _ddp_schedule(w, fabric, ranks) if w.engine == "ddp" \
+        else _horovod_schedule(w, fabric, ranks)
+    end = max((start + t for start, t in wire), default=0.0)
+    times = [t for _, t in wire]
     host = 0.0
     if ranks > 1 and w.host_overhead_s:
         m = max(2, w.host_overhead_ranks)
         host = w.host_overhead_s * ((ranks - 1) / ranks) / ((m - 1) / m)
     step = forward + max(backward, end) + host
     no_overlap = w.compute_step_s + host + sum(times)
+    # An alternative rule, reported beside (benchmarks/predict_validation.py), not the prediction:
+    # h spread evenly over the wire time of the allreduces; its share while backward runs takes
+    # the cores from the compute, the rest runs beside the wire's tail
+    during = sum(max(0.0, min(start + t, backward) - start) for start, t in wire)
+    share = during / sum(times) if sum(times) > 0 else 1.0
+    spread = forward + backward + share * host + max(end - backward, (1 - share) * host, 0.0)
     return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
+            "step_host_spread_s": spread, "wire_during_backward": share,
             "allreduce_s": sum(times), "allreduces": len(times), "host_overhead_s": host,
             "exposed_comm_s": step - w.compute_step_s,
             "img_per_s": ranks * w.batch_size / step, "img_per_s_no_overlap": ranks * w.batch_size / no_overlap,

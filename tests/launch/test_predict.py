@@ -145,3 +145,24 @@ def test_host_cost_adds_to_a_wire_bound_step_instead_of_hiding_under_the_wire():
     with_host = predict.predict_point(dataclasses.replace(w, host_overhead_s=0.4), slow, 2)
     assert with_host["step_s"] == pytest.approx(without["step_s"] + 0.4)
     assert with_host["exposed_comm_s"] == pytest.approx(with_host["step_s"] - 0.3)
+
+
+@pytest.mark.parametrize("engine", ["ddp", "horovod"])
+def test_the_spread_rule_lies_between_hiding_the_host_cost_and_adding_it(engine):
+    """The alternative reported beside the prediction: h spread over the wire time, its share
+    while backward runs taken from the compute. On a wire far faster than the compute every
+    bucket but the last is sent during backward and it comes to the series rule; on a slow one
+    most of h hides under the wire's tail."""
+    w = predict.Workload(engine=engine, batch_size=8, compute_step_s=0.6, gradient_bytes=47 * MIB,
+                         bucket_bytes=25 * MIB if engine == "ddp" else 128 * MIB, host_overhead_s=0.15)
+    shares = []
+    for gbit in (0.5, 1, 2.5, 5, 1000):
+        p = predict.predict_point(w, predict.Fabric(f"{gbit}", 0.0, gbit, "nominal"), 2)
+        hidden = max(p["step_s"] - p["host_overhead_s"], w.compute_step_s + p["host_overhead_s"])
+        assert hidden - 1e-12 <= p["step_host_spread_s"] <= p["step_s"] + 1e-12
+        shares.append(p["wire_during_backward"])
+    # a faster wire sends more of the gradients during backward
+    assert all(b >= a - 1e-9 for a, b in zip(shares, shares[1:])) and 0 <= shares[0] < shares[-1] <= 1
+    fast = predict.predict_point(w, predict.Fabric("fast", 0.0, 1e6, "nominal"), 2)
+    assert fast["step_host_spread_s"] == pytest.approx(fast["step_s"], rel=1e-3)
+    assert predict.predict_point(w, predict.NOMINAL["25GbE"], 1)["step_host_spread_s"] == pytest.approx(0.6)
