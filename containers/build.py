@@ -495,7 +495,12 @@ def _build_apptainer(binary: str, definition: Path, final: Path, binds: list[str
     """Build to a partial name, run its %test, rename: (build seconds, test seconds).
     A failing %test is one BuildError line; nothing is left under the final name."""
     partial = final.with_name(final.name + ".partial")
-    argv = [binary, "build", "--fakeroot", "--force", "--notest", "--mksquashfs-args", SQUASHFS_ARGS]
+    # hpccm's blocks unpack and build under /var/tmp, which apptainer binds from the host: two
+    # builds at once (a cpu and a cuda stack) shared one /var/tmp/ucx-1.13.1 tree, and the cpu
+    # build installed the cuda build's configuration. Each build gets a /var/tmp of its own.
+    scratch = Path(tempfile.mkdtemp(prefix=f".{final.name}.var-tmp-", dir=final.parent))
+    argv = [binary, "build", "--fakeroot", "--force", "--notest", "--mksquashfs-args", SQUASHFS_ARGS,
+            "--bind", f"{scratch}:/var/tmp"]
     for bind in binds:
         argv += ["--bind", bind]
     try:
@@ -510,6 +515,7 @@ def _build_apptainer(binary: str, definition: Path, final: Path, binds: list[str
         partial.rename(final)
     finally:
         partial.unlink(missing_ok=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     return round(built - started, 1), round(tested - built, 1)
 
 
