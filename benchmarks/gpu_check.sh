@@ -44,7 +44,8 @@ for candidate in "${candidates[@]}"; do
   found=$(timeout 120 "$candidate" -c \
     'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' \
     2>/dev/null | tail -1)
-  line="python $candidate: ${found:+Python $found}${found:-no torch}"
+  line="python $candidate: ${found:+Python $found}"
+  [[ -n $found ]] || line+="no torch"
   echo "  $line"
   found_all+="$line"$'\n'
   [[ -n $found && -z $python ]] && python=$candidate
