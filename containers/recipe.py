@@ -50,13 +50,13 @@ SLURM_PMI2 = stack.SourceBuild("slurm-pmi2", sources.source("slurm-pmi2").versio
 # Shared libraries the host driver brings (apptainer --nv); absent from images by design.
 DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
 LIBFABRIC = "/usr/local/libfabric"
-# The oldest host libfabric ABI a fabric layer that binds the host's libfabric supports
-# (containers/sources.py libfabric-hostabi, 1.13.1): the newest symbol version node it defines
-LIBFABRIC_HOSTABI = "/usr/local/libfabric-hostabi"
-HOSTABI_FABRIC = "FABRIC_1.5"
+# A fabric layer that binds the host's libfabric (Slingshot's cxi) links its libfabric users
+# against the oldest ABI it supports: the distribution's libfabric-dev (1.17.0 in Debian
+# bookworm and Ubuntu 24.04), whose newest symbol version node is HOSTABI_FABRIC
+HOSTABI_PACKAGE, HOSTABI_FABRIC = "libfabric-dev", "FABRIC_1.6"
 OFI_STAGE = "/usr/local/openmpi-ofi-hostabi"     # Open MPI's ofi components, devel -> runtime
 # What a fabric layer may build (FabricProfile.source_builds), per flavour
-FABRIC_LAYER_BUILDS = {"cuda": ("libfabric-hostabi", "aws-ofi-nccl"), "cpu": ("libfabric-hostabi",)}
+FABRIC_LAYER_BUILDS = {"cuda": ("ofi-hostabi", "aws-ofi-nccl"), "cpu": ("ofi-hostabi",)}
 
 
 @dataclass(frozen=True)
@@ -169,10 +169,8 @@ def labels(fabric: str, flavour: str, commit: str, omit: tuple[str, ...] = (),
         out[f"{LABEL_PREFIX}.stack-digest"] = STACK_DIGEST
     if omit:
         out[f"{LABEL_PREFIX}.omitted"] = ",".join(omit)
-    versions = stack.versions(flavour, base)
-    if fabric != "stack":      # what the fabric layer builds beside the stack's components
-        versions |= {name: sources.source(name).version for name in layer_builds(profile(fabric), flavour)}
-    out |= {f"{LABEL_PREFIX}.version.{name}": version for name, version in versions.items() if name not in omit}
+    out |= {f"{LABEL_PREFIX}.version.{name}": version
+            for name, version in stack.versions(flavour, base).items() if name not in omit}
     return out
 
 
@@ -385,22 +383,16 @@ def _fabric_build(prof: FabricProfile, flavour: str, omit: tuple[str, ...]) -> t
     runtime: list = []
     libfabric = LIBFABRIC
     builds = layer_builds(prof, flavour, omit)
-    if "libfabric-hostabi" in builds:
+    if "ofi-hostabi" in builds:
         # A bound host libfabric (Slingshot's cxi) must export every symbol version the image's
-        # libfabric users were linked with: they are linked against the oldest ABI supported
-        # (HOSTABI_FABRIC), Open MPI's ofi components rebuilt with the stack's own flags
-        libfabric = LIBFABRIC_HOSTABI
-        hostabi = generic_autotools(
-            url=sources.source("libfabric-hostabi").site_url, prefix=LIBFABRIC_HOSTABI,
-            configure_opts=["--enable-tcp", "--enable-shm", "--enable-rxm", "--disable-verbs", "--disable-efa",
-                            "--disable-psm2", "--disable-psm3", "--disable-usnic"])
-        devel += [hostabi, _openmpi(flavour == "cuda", ofi=LIBFABRIC_HOSTABI),
+        # libfabric users were linked with: Open MPI, rebuilt with the stack's own block and
+        # flags against the oldest ABI supported; only its ofi components go to the runtime stage
+        libfabric = "/usr"
+        devel += [apt_get(ospackages=[HOSTABI_PACKAGE]), _openmpi(flavour == "cuda", ofi=libfabric),
                   shell(commands=[f"mkdir -p {OFI_STAGE}",
                                   f"cd / && cp -a --parents $(find usr/local/openmpi/lib -name '*ofi*.so*') "
                                   f"{OFI_STAGE}/"])]
-        # the hostabi library itself stays off LD_LIBRARY_PATH: the %test loads against it
-        runtime += [hostabi.runtime(_from="devel"),
-                    copy(_from="devel", src=OFI_STAGE, dest=OFI_STAGE),
+        runtime += [copy(_from="devel", src=OFI_STAGE, dest=OFI_STAGE),
                     shell(commands=[f"cp -a {OFI_STAGE}/. / && rm -rf {OFI_STAGE}"])]
     if "aws-ofi-nccl" in builds:
         plugin = generic_autotools(
@@ -565,7 +557,7 @@ def self_test_argv(prof: FabricProfile | None, flavour: str, omit: tuple[str, ..
     if prof is not None:
         tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"]
                  }.get(prof.name, [])
-        if "libfabric-hostabi" in layer_builds(prof, flavour, omit):
-            tools.append(f"fi-abi:{HOSTABI_FABRIC}:{LIBFABRIC_HOSTABI}/lib")
+        if "ofi-hostabi" in layer_builds(prof, flavour, omit):
+            tools.append(f"fi-abi:{HOSTABI_FABRIC}")
         checks += tools + preset_checks(prof, flavour, omit)
     return [IMAGE_TEST, *dict.fromkeys(checks)]

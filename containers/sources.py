@@ -84,7 +84,6 @@ class Rehearsal:
     # Debian's packaging (file, sha256): its debian/patches series is applied before autogen,
     # where the tarball does not build without it
     debian: tuple[str, str] = ("", "")
-    member: str = ""         # the component is this folder of another package's tarball
 
 
 @dataclass(frozen=True)
@@ -121,19 +120,9 @@ SOURCES: tuple[Source, ...] = (
                      "1a66369772d5bb151737214af1c478993e969cf298e8f9ed369e7a2ab8d8c6df",
                      autogen="./autogen.sh"),
            "as pinned; bookworm's 1.17.0 (the ABI a Slingshot host's 1.20 accepts) is listed but "
-           "its tarball is absent from the mirror"),
-    # What the slingshot layer links Open MPI's ofi components (and aws-ofi-nccl) against, so that
-    # they load the host's cxi libfabric: libfabric 2.x makes fi_getinfo@FABRIC_1.8 the default,
-    # which no 1.x host exports; 1.13.1 needs no version node above FABRIC_1.5 (any host >= 1.13)
-    Source("libfabric-hostabi", "1.13.1",
-           f"{GITHUB}/ofiwg/libfabric/releases/download/v1.13.1/libfabric-1.13.1.tar.bz2",
-           Rehearsal("debian", "bookworm", "mpich", "mpich_4.0.2.orig.tar.xz",
-                     "b27039f964afeb6b8a3e009c56b441cbe368c26d6d6476ad3bb7190996875860",
-                     member="modules/libfabric"),
-           "no libfabric 1.x tarball is reachable (bookworm's 1.17.0 and bullseye's 1.11.0 files are "
-           "absent from the mirror; trixie's mpich, which bundles a later 1.x, too): MPICH 4.0.2's "
-           "tarball (bookworm) bundles libfabric 1.13.1 as modules/libfabric, configure included; "
-           "its tree, not the release tarball, is what the rehearsal builds"),
+           "its tarball is absent from the mirror, and MPICH 4.0.2's bundled 1.13.1 (bookworm) has "
+           "its symbol versioning stripped for embedding: the slingshot layer links against the "
+           "distribution's libfabric-dev instead (containers/recipe.py HOSTABI_FABRIC)"),
     Source("pmix", "4.2.2", f"{GITHUB}/openpmix/openpmix/releases/download/v4.2.2/pmix-4.2.2.tar.gz",
            Rehearsal("debian", "bookworm", "pmix", "pmix_4.2.2.orig.tar.xz",
                      "4a534a8f87220c6f0d1b4b3195820f585ffaf3ceb8e21e40460d58439b81d47b",
@@ -179,7 +168,7 @@ SOURCES: tuple[Source, ...] = (
 )
 BY_NAME = {s.component: s for s in SOURCES}
 # Fetched by hpccm building blocks with wget (the rest come by pip or are unreachable).
-WGET_FETCHED = ("rdma-core", "ucx", "libfabric", "libfabric-hostabi", "pmix", "openmpi", "libpsm2", "slurm-pmi2")
+WGET_FETCHED = ("rdma-core", "ucx", "libfabric", "pmix", "openmpi", "libpsm2", "slurm-pmi2")
 
 
 def source(component: str) -> Source:
@@ -250,7 +239,7 @@ def _canonical(src: Source, original: Path, work: Path, log: Path) -> Path:
     out = work / src.basename
     canonical_top = _canonical_top(src)
     same_top = (reh.top or canonical_top) == canonical_top
-    if not (reh.autogen or reh.member) and same_top and _compression(reh.file) == _compression(src.basename):
+    if not reh.autogen and same_top and _compression(reh.file) == _compression(src.basename):
         shutil.copy2(original, out)
         return out
     tree = work / "tree"
@@ -258,8 +247,6 @@ def _canonical(src: Source, original: Path, work: Path, log: Path) -> Path:
     with tarfile.open(original) as tar:
         tar.extractall(tree, filter="tar")
     (top,) = list(tree.iterdir())
-    if reh.member:
-        top = top / reh.member
     if top.name != canonical_top:
         top = top.rename(tree / canonical_top)
     if reh.debian[0]:
