@@ -389,8 +389,9 @@ def _fabric_build(prof: FabricProfile, flavour: str, omit: tuple[str, ...]) -> t
         # flags against the oldest ABI supported; only its ofi components go to the runtime stage
         libfabric = "/usr"
         devel += [apt_get(ospackages=[HOSTABI_PACKAGE]), _openmpi(flavour == "cuda", ofi=libfabric),
+                  # every Open MPI library that links libfabric: the ofi mtl, btl and common, btl usnic
                   shell(commands=[f"mkdir -p {OFI_STAGE}",
-                                  f"cd / && cp -a --parents $(find usr/local/openmpi/lib -name '*ofi*.so*') "
+                                  f"cd / && cp -a --parents $(grep -rl 'libfabric\\.so' usr/local/openmpi/lib) "
                                   f"{OFI_STAGE}/"])]
         runtime += [copy(_from="devel", src=OFI_STAGE, dest=OFI_STAGE),
                     shell(commands=[f"cp -a {OFI_STAGE}/. / && rm -rf {OFI_STAGE}"])]
