@@ -58,7 +58,7 @@ class FabricProfile:
     name: str
     summary: str
     packages: Mapping[str, tuple[str, ...]] = field(default_factory=_frozen)   # flavour -> apt packages
-    source_builds: tuple[str, ...] = ()    # what the layer builds (recipe.FABRIC_LAYER_BUILDS; aws-ofi-nccl: cuda)
+    source_builds: tuple[str, ...] = ()                  # cuda flavour: stack.SourceBuild names
     configure_flags: Mapping[str, tuple[str, ...]] = field(default_factory=_frozen)
     env: Mapping[str, str] = field(default_factory=_frozen)          # MPI, UCX, libfabric, gloo
     nccl_env: Mapping[str, str] = field(default_factory=_frozen)     # when NCCL does the allreduce
@@ -234,9 +234,7 @@ SLINGSHOT = FabricProfile(
     site_device_key="device",
     # the host's cxi libfabric links libjson-c and libcurl
     packages=_both_flavours("libjson-c5", "libcurl4"),
-    # Open MPI's ofi components and aws-ofi-nccl linked against the oldest libfabric ABI
-    # supported (containers/recipe.py HOSTABI_FABRIC), so that they load the host's
-    source_builds=("ofi-hostabi", "aws-ofi-nccl"),
+    source_builds=("aws-ofi-nccl",),
     configure_flags=_frozen({"aws-ofi-nccl": ("--disable-platform-aws",)}),
     env=_frozen({
         "OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "ofi", "OMPI_MCA_mtl_ofi_provider_include": "cxi",

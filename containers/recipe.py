@@ -49,14 +49,6 @@ IMAGE_TEST = f"{stack.PREFIX}/bin/fabric-bench-image-test"
 SLURM_PMI2 = stack.SourceBuild("slurm-pmi2", sources.source("slurm-pmi2").version)
 # Shared libraries the host driver brings (apptainer --nv); absent from images by design.
 DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
-LIBFABRIC = "/usr/local/libfabric"
-# A fabric layer that binds the host's libfabric (Slingshot's cxi) links its libfabric users
-# against the oldest ABI it supports: the distribution's libfabric-dev (1.17.0 in Debian
-# bookworm and Ubuntu 24.04), whose newest symbol version node is HOSTABI_FABRIC
-HOSTABI_PACKAGE, HOSTABI_FABRIC = "libfabric-dev", "FABRIC_1.6"
-OFI_STAGE = "/usr/local/openmpi-ofi-hostabi"     # Open MPI's ofi components, devel -> runtime
-# What a fabric layer may build (FabricProfile.source_builds), per flavour
-FABRIC_LAYER_BUILDS = {"cuda": ("ofi-hostabi", "aws-ofi-nccl"), "cpu": ("ofi-hostabi",)}
 
 
 @dataclass(frozen=True)
@@ -338,22 +330,17 @@ def common_blocks(omit: tuple[str, ...], *, cuda: bool = True) -> list:
                    configure_opts=["--without-munge"]),
         pmix(version=stack.PMIX.version, prefix="/usr/local/pmix",
              ospackages=["file", "libhwloc-dev", "libevent-dev", "make", "tar", "wget", "perl"]),
-        _openmpi(cuda, ofi=LIBFABRIC),
+        openmpi(version=stack.OPENMPI.version, prefix="/usr/local/openmpi", cuda=cuda,
+                infiniband=False, ucx="/usr/local/ucx", pmix="/usr/local/pmix",
+                pmi="/usr/local/slurm-pmi2",
+                configure_opts=["--enable-mpi-cxx", "--enable-orterun-prefix-by-default",
+                                "--with-ofi=/usr/local/libfabric", "--with-psm2=/usr/local/libpsm2",
+                                "--with-slurm", "--with-libevent=/usr", "--with-hwloc=/usr"],
+                # libfabric 2.0 took container_of out of its public headers; Open MPI 4.1.4's
+                # ofi MTL still uses it (later 4.1.x define it themselves): define it the same way
+                postconfigure=[_define_container_of("ompi/mca/mtl/ofi/mtl_ofi_request.h")]),
     ]
     return blocks
-
-
-def _openmpi(cuda: bool, ofi: str):
-    """The stack's Open MPI; `ofi`: the libfabric its ofi components are built against."""
-    return openmpi(version=stack.OPENMPI.version, prefix="/usr/local/openmpi", cuda=cuda,
-                   infiniband=False, ucx="/usr/local/ucx", pmix="/usr/local/pmix",
-                   pmi="/usr/local/slurm-pmi2",
-                   configure_opts=["--enable-mpi-cxx", "--enable-orterun-prefix-by-default",
-                                   f"--with-ofi={ofi}", "--with-psm2=/usr/local/libpsm2",
-                                   "--with-slurm", "--with-libevent=/usr", "--with-hwloc=/usr"],
-                   # libfabric 2.0 took container_of out of its public headers; Open MPI 4.1.4's
-                   # ofi MTL still uses it (later 4.1.x define it themselves): define it the same way
-                   postconfigure=[_define_container_of("ompi/mca/mtl/ofi/mtl_ofi_request.h")])
 
 
 def _define_container_of(header: str) -> str:
@@ -365,46 +352,23 @@ def _define_container_of(header: str) -> str:
 
 
 def _libfabric(configure_opts: list[str]):
-    env = {"PATH": f"{LIBFABRIC}/bin:$PATH", "LD_LIBRARY_PATH": f"{LIBFABRIC}/lib:$LD_LIBRARY_PATH"}
-    return generic_autotools(url=sources.source("libfabric").site_url, prefix=LIBFABRIC,
+    env = {"PATH": "/usr/local/libfabric/bin:$PATH",
+           "LD_LIBRARY_PATH": "/usr/local/libfabric/lib:$LD_LIBRARY_PATH"}
+    return generic_autotools(url=sources.source("libfabric").site_url, prefix="/usr/local/libfabric",
                              configure_opts=configure_opts, devel_environment=env,
                              runtime_environment=env)
 
 
-def layer_builds(prof: FabricProfile, flavour: str, omit: Iterable[str] = ()) -> tuple[str, ...]:
-    """The components a fabric layer builds from source (its devel stage), in this flavour."""
-    return tuple(name for name in prof.source_builds if name in FABRIC_LAYER_BUILDS[flavour] and name not in omit)
-
-
-def _fabric_build(prof: FabricProfile, flavour: str, omit: tuple[str, ...]) -> tuple[list, list]:
-    """What a fabric layer builds in its devel stage (FROM the stack's devel image), and what
-    its runtime stage copies of it: (devel blocks, runtime items)."""
-    devel: list = []
-    runtime: list = []
-    libfabric = LIBFABRIC
-    builds = layer_builds(prof, flavour, omit)
-    if "ofi-hostabi" in builds:
-        # A bound host libfabric (Slingshot's cxi) must export every symbol version the image's
-        # libfabric users were linked with: Open MPI, rebuilt with the stack's own block and
-        # flags against the oldest ABI supported; only its ofi components go to the runtime stage
-        libfabric = "/usr"
-        devel += [apt_get(ospackages=[HOSTABI_PACKAGE]), _openmpi(flavour == "cuda", ofi=libfabric),
-                  # every Open MPI library that links libfabric: the ofi mtl, btl and common, btl usnic
-                  shell(commands=[f"mkdir -p {OFI_STAGE}",
-                                  f"cd / && cp -a --parents $(grep -rl 'libfabric\\.so' usr/local/openmpi/lib) "
-                                  f"{OFI_STAGE}/"])]
-        runtime += [copy(_from="devel", src=OFI_STAGE, dest=OFI_STAGE),
-                    shell(commands=[f"cp -a {OFI_STAGE}/. / && rm -rf {OFI_STAGE}"])]
-    if "aws-ofi-nccl" in builds:
-        plugin = generic_autotools(
+def _cuda_fabric_blocks(prof: FabricProfile, omit: tuple[str, ...]) -> list:
+    flags = prof.configure_flags
+    blocks = []
+    if "aws-ofi-nccl" in prof.source_builds and "aws-ofi-nccl" not in omit:
+        blocks.append(generic_autotools(
             url=sources.source("aws-ofi-nccl").site_url, prefix="/usr/local/aws-ofi-nccl",
-            configure_opts=[f"--with-libfabric={libfabric}", "--with-cuda=/usr/local/cuda",
-                            "--with-hwloc=/usr", "--disable-tests",
-                            *prof.configure_flags.get("aws-ofi-nccl", ())],
-            runtime_environment={"LD_LIBRARY_PATH": "/usr/local/aws-ofi-nccl/lib:$LD_LIBRARY_PATH"})
-        devel.append(plugin)
-        runtime.append(plugin.runtime(_from="devel"))
-    return devel, runtime
+            configure_opts=["--with-libfabric=/usr/local/libfabric", "--with-cuda=/usr/local/cuda",
+                            "--with-hwloc=/usr", "--disable-tests", *flags.get("aws-ofi-nccl", ())],
+            runtime_environment={"LD_LIBRARY_PATH": "/usr/local/aws-ofi-nccl/lib:$LD_LIBRARY_PATH"}))
+    return blocks
 
 
 # fabric images: the stack image + the fabric layer -----------------------------
@@ -414,14 +378,15 @@ def _fabric_stages(prof: FabricProfile, flavour: str, omit: tuple[str, ...], fmt
             return baseimage(image=image, _bootstrap="localimage", _distro=stack.CUDA_DISTRO,
                              _docker_env=False, _as=name)
         return baseimage(image=tag, _distro=stack.CUDA_DISTRO, _as=name)
-    built, copied = _fabric_build(prof, flavour, omit)
+    blocks = _cuda_fabric_blocks(prof, omit) if flavour == "cuda" else []
     stages = []
-    if built:
+    if blocks:
         stages.append([start(STACK_DEVEL_IMAGE, f"{stack_tag(flavour)}-devel", "devel"),
-                       comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour}, build)"), *built,
+                       comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour}, build)"), *blocks,
                        comment(f"{FABRIC_END}: {prof.name}")])
     runtime = [start(STACK_IMAGE, stack_tag(flavour), "runtime"),
-               comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour})"), *copied]
+               comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour})")]
+    runtime += [block.runtime(_from="devel") for block in blocks]
     packages = prof.packages.get(flavour, ())
     if packages:
         runtime.append(apt_get(ospackages=list(packages)))
@@ -454,7 +419,7 @@ def _fabric_environment(prof: FabricProfile, flavour: str, omit: tuple[str, ...]
     env = {"FABRIC_BENCH_FABRIC": prof.name}
     if prof.library_path:
         env["LD_LIBRARY_PATH"] = ":".join([*prof.library_path, "$LD_LIBRARY_PATH"])
-    if "aws-ofi-nccl" in layer_builds(prof, flavour, omit):
+    if "aws-ofi-nccl" in prof.source_builds and flavour == "cuda" and "aws-ofi-nccl" not in omit:
         env["NCCL_NET_PLUGIN"] = "ofi"     # libnccl-net-ofi.so in /usr/local/aws-ofi-nccl/lib
     return environment(variables=env)
 
@@ -556,9 +521,7 @@ def self_test_argv(prof: FabricProfile | None, flavour: str, omit: tuple[str, ..
     else:
         checks += stack_checks
     if prof is not None:
-        tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"]
-                 }.get(prof.name, [])
-        if "ofi-hostabi" in layer_builds(prof, flavour, omit):
-            tools.append(f"fi-abi:{HOSTABI_FABRIC}")
+        tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"],
+                 "slingshot": ["fi-abi"] if flavour == "cuda" else []}.get(prof.name, [])
         checks += tools + preset_checks(prof, flavour, omit)
     return [IMAGE_TEST, *dict.fromkeys(checks)]

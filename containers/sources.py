@@ -120,9 +120,7 @@ SOURCES: tuple[Source, ...] = (
                      "1a66369772d5bb151737214af1c478993e969cf298e8f9ed369e7a2ab8d8c6df",
                      autogen="./autogen.sh"),
            "as pinned; bookworm's 1.17.0 (the ABI a Slingshot host's 1.20 accepts) is listed but "
-           "its tarball is absent from the mirror, and MPICH 4.0.2's bundled 1.13.1 (bookworm) has "
-           "its symbol versioning stripped for embedding: the slingshot layer links against the "
-           "distribution's libfabric-dev instead (containers/recipe.py HOSTABI_FABRIC)"),
+           "its tarball is absent from the mirror"),
     Source("pmix", "4.2.2", f"{GITHUB}/openpmix/openpmix/releases/download/v4.2.2/pmix-4.2.2.tar.gz",
            Rehearsal("debian", "bookworm", "pmix", "pmix_4.2.2.orig.tar.xz",
                      "4a534a8f87220c6f0d1b4b3195820f585ffaf3ceb8e21e40460d58439b81d47b",

@@ -52,26 +52,16 @@ def fabric_bench(*args: str, timeout: float = 600, **kwargs) -> subprocess.Compl
                           timeout=timeout, cwd=kwargs.pop("cwd", REPO), **kwargs)
 
 
-def cpu_image(fabric: str):
-    """containers.build.ImageRecord of a cpu Apptainer image (a .sif); builds are cached by
-    their inputs in the fabric-bench cache dir."""
+@pytest.fixture(scope="session")
+def cpu_ethernet_image():
+    """containers.build.ImageRecord of the cpu/ethernet Apptainer image (a .sif), built
+    once per session (builds are cached by their inputs in the fabric-bench cache dir)."""
     from containers import build
 
     need(shutil.which("apptainer") is not None,
          "apptainer not installed (CI: scripts/provision-apptainer.sh)")
     need(shutil.which("debootstrap") is not None, "debootstrap not installed (the cpu base image)")
     try:
-        return build.build(fabric, "cpu", "apptainer", progress=lambda line: None)
+        return build.build("ethernet", "cpu", "apptainer", progress=lambda line: None)
     except build.BuildError as exc:
-        pytest.fail(f"building the cpu {fabric} image: {exc}")
-
-
-@pytest.fixture(scope="session")
-def cpu_ethernet_image():
-    return cpu_image("ethernet")
-
-
-@pytest.fixture(scope="session")
-def cpu_slingshot_image():
-    """The slingshot layer builds (Open MPI's ofi components against the oldest libfabric ABI)."""
-    return cpu_image("slingshot")
+        pytest.fail(f"building the cpu ethernet image: {exc}")
