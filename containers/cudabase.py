@@ -90,9 +90,8 @@ def local_bases(log: Path, progress: Progress = print) -> tuple[Path, Path]:
             _install_cuda(cuda, tree, full)
             if full:
                 _install_rehearsal_tools(tree)
-            else:   # the rehearsal binds' mount points: a fabric layer's build binds them in both stages
-                for sub in REHEARSAL_BINDS:
-                    (tree / REHEARSAL.lstrip("/") / sub).mkdir(parents=True, exist_ok=True)
+            else:   # builds FROM the runtime base (runtime stage, fabric layers) get the same binds
+                _rehearsal_mount_points(tree)
             raw, partial = work / f"{name}-raw.sif", folder / f"{name}.sif.partial"
             progress(f"cuda base: apptainer build {name}.sif")
             _run_logged([apptainer, "build", "--force", str(raw), str(tree)], log,
@@ -193,13 +192,15 @@ def _install_cuda(cuda: Path, tree: Path, full: bool) -> None:
     subprocess.run(["ldconfig", "-r", str(tree)], check=False)
 
 
-REHEARSAL_BINDS = ("sources", "wheels", "certs")
+def _rehearsal_mount_points(tree: Path) -> None:
+    """Where a rehearsal build binds the verified sources, local wheels and the CA bundle."""
+    for sub in ("sources", "wheels", "certs"):
+        (tree / REHEARSAL.lstrip("/") / sub).mkdir(parents=True, exist_ok=True)
 
 
 def _install_rehearsal_tools(tree: Path) -> None:
     install_wget(tree)
-    for sub in REHEARSAL_BINDS:
-        (tree / REHEARSAL.lstrip("/") / sub).mkdir(parents=True, exist_ok=True)
+    _rehearsal_mount_points(tree)
     # pip's TLS trust: the host's CA bundle, bound at certs/ (this machine's registries need it)
     (tree / "etc/pip.conf").write_text(f"[global]\nfind-links = {REHEARSAL}/wheels\n"
                                        f"cert = {REHEARSAL}/certs/ca-certificates.crt\n")

@@ -195,25 +195,29 @@ def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
         raise UsageError(f"ranks must be >= 1, got {ranks}")
     forward = (1 - w.backward_share) * w.compute_step_s
     backward = w.backward_share * w.compute_step_s
-    wire = [] if ranks == 1 else _ddp_schedule(w, fabric, ranks) if w.engine == "ddp" \
-        else _horovod_schedule(w, fabric, ranks)
+    if ranks == 1:
+        wire: Wire = []
+    elif w.engine == "ddp":
+        wire = _ddp_schedule(w, fabric, ranks)
+    else:
+        wire = _horovod_schedule(w, fabric, ranks)
     end = max((start + t for start, t in wire), default=0.0)
-    times = [t for _, t in wire]
+    allreduce = sum(t for _, t in wire)
     host = 0.0
     if ranks > 1 and w.host_overhead_s:
         m = max(2, w.host_overhead_ranks)
         host = w.host_overhead_s * ((ranks - 1) / ranks) / ((m - 1) / m)
     step = forward + max(backward, end) + host
-    no_overlap = w.compute_step_s + host + sum(times)
+    no_overlap = w.compute_step_s + host + allreduce
     # An alternative rule, reported beside (benchmarks/predict_validation.py), not the prediction:
     # h spread evenly over the wire time of the allreduces; its share while backward runs takes
     # the cores from the compute, the rest runs beside the wire's tail
     during = sum(max(0.0, min(start + t, backward) - start) for start, t in wire)
-    share = during / sum(times) if sum(times) > 0 else 1.0
+    share = during / allreduce if allreduce > 0 else 1.0
     spread = forward + backward + share * host + max(end - backward, (1 - share) * host, 0.0)
     return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
             "step_host_spread_s": spread, "wire_during_backward": share,
-            "allreduce_s": sum(times), "allreduces": len(times), "host_overhead_s": host,
+            "allreduce_s": allreduce, "allreduces": len(wire), "host_overhead_s": host,
             "exposed_comm_s": step - w.compute_step_s,
             "img_per_s": ranks * w.batch_size / step, "img_per_s_no_overlap": ranks * w.batch_size / no_overlap,
             "scaling_efficiency": w.compute_step_s / step,
