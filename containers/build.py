@@ -277,16 +277,19 @@ def _prepare(flavour: str, runtime: str, base: str, log: Path, progress: Progres
     binds: list[str] = []
     paths: dict = {}
     omit: tuple[str, ...] = ()
-    if flavour == "cpu":
+    if flavour in stack.CPU_FLAVOURS:
         if runtime == "apptainer":
             base_sif = base_image(log, progress)
             paths["cpu_base"], inputs["base"] = str(base_sif), _sha256(base_sif)
         else:
             paths["cpu_base"], inputs["base"] = stack.BASE_IMAGE_TAG, _podman_base(binary, log, progress)
         wheels = wheelhouse(log, progress)
-        served = _verified_sources(progress)
-        inputs["wheelhouse"], inputs["sources"] = wheels.name, (served / "urls.tsv").read_text()
-        binds = [f"{wheels}:{stack.WHEELHOUSE}", f"{served}:{sources.REHEARSAL}/sources"]
+        inputs["wheelhouse"] = wheels.name
+        binds = [f"{wheels}:{stack.WHEELHOUSE}"]
+        if flavour == "cpu":        # cpu-debian fetches no sources: its stack is Debian's packages
+            served = _verified_sources(progress)
+            inputs["sources"] = (served / "urls.tsv").read_text()
+            binds.append(f"{served}:{sources.REHEARSAL}/sources")
     elif base == "local":
         from containers import cudabase
         devel, runtime_base = cudabase.local_bases(log, progress)

@@ -35,9 +35,10 @@ def _frozen(mapping: Mapping | None = None) -> Mapping:
     return MappingProxyType(dict(mapping or {}))
 
 
-def _both_flavours(*packages: str) -> Mapping:
-    """A fabric layer's apt packages: the same in both flavours (they share the stack)."""
-    return _frozen({"cpu": packages, "cuda": packages})
+def _layer_packages(*packages: str, debian: tuple[str, ...] = ()) -> Mapping:
+    """A fabric layer's apt packages: the same in cuda and cpu (they share the stack); cpu-debian
+    adds `debian`, the providers Debian's packaged stack leaves out (rdma-core, libpsm2 there)."""
+    return _frozen({"cpu": packages, "cuda": packages, "cpu-debian": (*debian, *packages)})
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,8 @@ INFINIBAND = FabricProfile(
     name="infiniband",
     summary="InfiniBand / RoCE: rdma-core verbs, Open MPI over UCX (rc/ud), NCCL IB verbs",
     site_device_key="hca",
-    packages=_both_flavours("ibverbs-utils", "rdmacm-utils", "infiniband-diags", "perftest"),
+    packages=_layer_packages("ibverbs-utils", "rdmacm-utils", "infiniband-diags", "perftest",
+                             debian=("ibverbs-providers", "librdmacm1")),
     env=_frozen({
         "OMPI_MCA_pml": "ucx", "OMPI_MCA_osc": "ucx", "OMPI_MCA_btl": "^openib,tcp",
         # every rail as device:port (UCX_NET_DEVICES=mlx5_0:1 alone would pin UCX to one NIC)
@@ -184,7 +186,8 @@ OMNIPATH = FabricProfile(
     name="omnipath",
     summary="Omni-Path: libpsm2, Open MPI cm + psm2 MTL, libfabric psm2; NCCL over hfi1 verbs",
     site_device_key="hca",
-    packages=_both_flavours("libnuma1", "ibverbs-utils"),
+    packages=_layer_packages("libnuma1", "ibverbs-utils",
+                             debian=("libpsm2-2", "libpsm2-2-compat", "ibverbs-providers")),
     # libpsm2 and libfabric's psm2 provider are in the common stack (Open MPI's psm2
     # MTL is built against libpsm2 there); nothing is built in this layer.
     env=_frozen({
@@ -210,7 +213,7 @@ EFA = FabricProfile(
     name="efa",
     summary="AWS EFA: libfabric efa provider, Open MPI cm + ofi MTL, NCCL via aws-ofi-nccl",
     site_device_key="device",
-    packages=_both_flavours("ibverbs-utils"),
+    packages=_layer_packages("ibverbs-utils", debian=("ibverbs-providers",)),
     source_builds=("aws-ofi-nccl",),
     configure_flags=_frozen({"aws-ofi-nccl": ("--enable-platform-aws",)}),
     env=_frozen({
@@ -233,7 +236,7 @@ SLINGSHOT = FabricProfile(
     summary="HPE Slingshot 11: the host's libfabric (cxi provider) bound in; NCCL via aws-ofi-nccl",
     site_device_key="device",
     # the host's cxi libfabric links libjson-c and libcurl
-    packages=_both_flavours("libjson-c5", "libcurl4"),
+    packages=_layer_packages("libjson-c5", "libcurl4"),
     source_builds=("aws-ofi-nccl",),
     configure_flags=_frozen({"aws-ofi-nccl": ("--disable-platform-aws",)}),
     env=_frozen({
@@ -265,7 +268,7 @@ UNIVERSAL = FabricProfile(
     summary="control: every fabric's libraries in one image; transports left to auto-selection",
     packages=_frozen({flavour: tuple(dict.fromkeys(
         pkg for profile in (INFINIBAND, OMNIPATH, EFA) for pkg in profile.packages.get(flavour, ())))
-        for flavour in ("cpu", "cuda")}),
+        for flavour in INFINIBAND.packages}),
     source_builds=("aws-ofi-nccl",),
     configure_flags=_frozen({"aws-ofi-nccl": ()}),
     env=_frozen(_GLOO),

@@ -11,8 +11,10 @@ Both flavours build the same communication stack (`common_blocks`; `cpu` with
 CUDA off) in a devel stage and copy what runs into a runtime stage; for
 Apptainer the stack's devel stage is its own image (stack-devel.sif), so a
 fabric layer that builds something (aws-ofi-nccl) starts from it, and a change
-to bench/ rebuilds only the runtime stage. `cpu`'s Python stack installs from
-a wheelhouse bound at /wheelhouse during the build (no wheels in the image).
+to bench/ rebuilds only the runtime stage. `cpu-debian` is one stage with
+Debian's packaged communication stack (CI's cold path). The cpu flavours'
+Python stack installs from a wheelhouse bound at /wheelhouse during the build
+(no wheels in the image).
 
 Bases: `base="site"` (the default) renders the site recipe: nvidia/cuda
 images for cuda. `base="local"` renders the rehearsal recipe, whose only
@@ -111,10 +113,11 @@ def render(fabric: str, flavour: str, *, base: str = "site", cpu_base: str = "",
         hpccm.config.set_singularity_version("3.5")   # multi-stage: %files from <stage>
         try:
             if prof is None:
-                stages = _cuda_stack(base, omit, fmt) if flavour == "cuda" else _cpu_stack(cpu_base, fmt)
+                stages = {"cuda": lambda: _cuda_stack(base, omit, fmt), "cpu": lambda: _cpu_stack(cpu_base, fmt),
+                          "cpu-debian": lambda: _debian_stack(cpu_base, fmt)}[flavour]()
             else:
                 stages = _fabric_stages(prof, flavour, omit, fmt)
-            if prof is None and fmt == "singularity":
+            if prof is None and fmt == "singularity" and len(stages) > 1:
                 # Apptainer: the devel stage is its own image; the stack copies from it
                 devel_text = _to_text([stages[0]], "stack", flavour, omit=omit, base=base)
                 distro = stack.CUDA_DISTRO if flavour == "cuda" else CPU_DISTRO
@@ -167,25 +170,46 @@ def labels(fabric: str, flavour: str, commit: str, omit: tuple[str, ...] = (),
 
 
 # cpu: Debian bookworm base, the cuda flavour's communication stack with CUDA off ---
+def _cpu_start(base: str, fmt: str, name: str):
+    if fmt == "singularity":
+        return baseimage(image=base or "base.sif", _bootstrap="localimage", _distro=CPU_DISTRO,
+                         _docker_env=False, _as=name)
+    return baseimage(image=stack.BASE_IMAGE_TAG, _distro=CPU_DISTRO, _as=name)
+
+
 def _cpu_stack(base: str, fmt: str) -> list[list]:
-    def start(name: str):
-        if fmt == "singularity":
-            return baseimage(image=base or "base.sif", _bootstrap="localimage", _distro=CPU_DISTRO,
-                             _docker_env=False, _as=name)
-        return baseimage(image=stack.BASE_IMAGE_TAG, _distro=CPU_DISTRO, _as=name)
-    devel_base = start("devel")     # first: hpccm's blocks render for the distribution it sets
+    devel_base = _cpu_start(base, fmt, "devel")     # first: hpccm's blocks render for the distribution it sets
     blocks = common_blocks((), cuda=False)
     devel = [devel_base,
              comment("common stack: the site images' communication stack (the same blocks, versions and "
                      "flags), CUDA off"),
              apt_get(ospackages=["python3", *BUILD_PACKAGES]),     # rdma-core's cmake runs python3
              *blocks]
-    site = f"{stack.VENV}/lib/python{stack.DEBIAN_PYTHON}/site-packages"
     runtime = [
-        start("runtime"),
+        _cpu_start(base, fmt, "runtime"),
         comment("common stack: what runs, copied from the devel stage; Python venv"),
         apt_get(ospackages=list(RUNTIME_PACKAGES)),
         *_runtime_copies(blocks),
+        *_wheelhouse_venv(),
+        *_bundle_files(),
+    ]
+    return [devel, runtime]
+
+
+# cpu-debian: the same base, Debian's packaged communication stack, one stage ---
+def _debian_stack(base: str, fmt: str) -> list[list]:
+    return [[_cpu_start(base, fmt, "runtime"),
+             comment("common stack: Debian's Open MPI (UCX, libfabric, PMIx inside), Python venv"),
+             apt_get(ospackages=["python3", "python3-venv", "openmpi-bin", "ucx-utils", "libfabric-bin",
+                                 "ca-certificates", "file"]),
+             *_wheelhouse_venv(),
+             *_bundle_files()]]
+
+
+def _wheelhouse_venv() -> list:
+    """The cpu flavours' Python stack, installed from the wheelhouse bound at build time."""
+    site = f"{stack.VENV}/lib/python{stack.DEBIAN_PYTHON}/site-packages"
+    return [
         comment(f"Python stack from the wheelhouse bound at {stack.WHEELHOUSE} (apptainer build "
                 f"--bind DIR:{stack.WHEELHOUSE}; podman build -v DIR:{stack.WHEELHOUSE})"),
         shell(commands=[
@@ -197,10 +221,7 @@ def _cpu_stack(base: str, fmt: str) -> list[list]:
             f"{stack.VENV}/bin/pip install --no-index --no-cache-dir --no-deps "
             f"{stack.WHEELHOUSE}/horovod-{stack.HOROVOD_VERSION}-*.whl",
             f"echo {stack.BENCH_PARENT} > {site}/fabric-bench.pth",
-        ]),
-        *_bundle_files(),
-    ]
-    return [devel, runtime]
+        ])]
 
 
 # cuda: a devel stage builds the communication stack; the runtime stage copies --
@@ -444,7 +465,7 @@ def _to_text(stages: list[list], fabric: str, flavour: str, *, last_labels: bool
 
 def _setup(flavour: str, fabric: str) -> str:
     """cpu stack: the wheelhouse bind needs its mount point before %post runs."""
-    if flavour != "cpu" or fabric != "stack":
+    if flavour not in stack.CPU_FLAVOURS or fabric != "stack":
         return ""
     return f"\n%setup\n    mkdir -p ${{APPTAINER_ROOTFS}}{stack.WHEELHOUSE}\n"
 
@@ -492,7 +513,7 @@ def preset_checks(prof: FabricProfile, flavour: str, omit: tuple[str, ...] = ())
                 add(f"fi:{name}")
         for name in env.get("UCX_TLS", "").split(","):
             if name and not (name == "gdr_copy" and "gdrcopy" in omit):
-                if flavour == "cpu" and name.startswith(("cuda", "gdr")):
+                if flavour != "cuda" and name.startswith(("cuda", "gdr")):
                     continue
                 add(f"ucx:{name}")
         net = env.get("NCCL_NET", "")
@@ -512,14 +533,15 @@ def self_test_argv(prof: FabricProfile | None, flavour: str, omit: tuple[str, ..
     checks = [f"{name}={versions[name]}" for name in
               ("openmpi", "ucx", "libfabric", "python", "torch", "torchvision", "tensorflow",
                "horovod", "numpy", "mpi4py")]
-    # both flavours build the same communication stack: the same components checked
+    # cuda and cpu build the same communication stack: the same components checked (Debian's
+    # Open MPI has them too; nothing of it is under /usr/local)
     stack_checks = ["ldd:/usr/local", "ldd-python:horovod", "ompi:pml:ucx", "ompi:mtl:ofi",
                     "ompi:pmix:ext3x", "ompi:mtl:psm2"]
     if flavour == "cuda":
         checks += [*stack_checks[:2], "ldd-python:nvidia/nccl", "ompi-cuda", *stack_checks[2:],
                    "ucx-cuda", "horovod-nccl", "torch-cuda"]
     else:
-        checks += stack_checks
+        checks += stack_checks[1:] if flavour == "cpu-debian" else stack_checks
     if prof is not None:
         tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"],
                  "slingshot": ["fi-abi"] if flavour == "cuda" else []}.get(prof.name, [])

@@ -1,9 +1,10 @@
 """The pinned software stack: every version an image is built from, in one place.
 
-Two flavours share the Python stack (the repo's requirements files plus the
-Horovod 0.28.1 sdist with the project's patch, containers/horovod/) and the
-communication stack, built from source at the versions below with the same
-hpccm blocks and configure flags (containers/recipe.py `common_blocks`):
+Three flavours share the Python stack (the repo's requirements files plus the
+Horovod 0.28.1 sdist with the project's patch, containers/horovod/); `cuda` and
+`cpu` also share the communication stack, built from source at the versions
+below with the same hpccm blocks and configure flags (containers/recipe.py
+`common_blocks`):
 
 - `cuda`: the GPU images sites build. Base from NVIDIA's CUDA registry image
   (or, `--base local`, a Debian root plus NVIDIA's CUDA wheels: the rehearsal
@@ -13,7 +14,12 @@ hpccm blocks and configure flags (containers/recipe.py `common_blocks`):
   stack with CUDA off, so CI builds and runs what the site images carry; the
   Horovod wheel is the one built on the host by containers/horovod/build-wheel.sh
   (against the host's Debian Open MPI 4.1.4: the same version and ABI as the
-  image's), so host and image compare like for like.
+  image's), so host and image compare like for like. About 35 minutes cold on
+  2 cores: the podman rehearsal records it (containers/rehearsals/).
+- `cpu-debian`: CI's cold path and quick laptop runs. The same base and Python
+  stack, with Debian bookworm's packaged communication stack (the same Open MPI
+  and UCX releases as `cpu`'s source build; libfabric 1.17.0 and Debian's
+  PMIx): minutes to build, where `cpu` does not fit CI's budget beside the tests.
 """
 from __future__ import annotations
 
@@ -21,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FLAVOURS = ("cuda", "cpu")
+FLAVOURS = ("cuda", "cpu", "cpu-debian")
+CPU_FLAVOURS = ("cpu", "cpu-debian")        # a Debian bookworm base, local wheels, no CUDA
 
 # Where everything of ours lives inside an image.
 PREFIX = "/opt/fabric-bench"
@@ -73,6 +80,8 @@ DEBIAN_SUITE = "bookworm"
 DEBIAN_PYTHON = "3.11"                # bookworm's python3, as the host venv
 # The communication stack of the cpu flavour: the cuda flavour's, less what needs CUDA
 CPU_SOURCE_BUILDS = tuple(b for b in SOURCE_BUILDS if b.name not in ("gdrcopy", "nccl", "aws-ofi-nccl"))
+# cpu-debian: what bookworm ships; each image's %test checks the MPI/UCX/libfabric ones
+DEBIAN_VERSIONS = {"openmpi": "4.1.4", "ucx": "1.13.1", "libfabric": "1.17.0"}
 # v2: the base carries the rehearsal's wget (containers/sources.py); bump when the base changes
 BASE_VERSION = "v2"
 BASE_IMAGE_TAG = f"localhost/fabric-bench-base:{DEBIAN_SUITE}-{BASE_VERSION}"   # podman's name for the base
@@ -117,5 +126,6 @@ def versions(flavour: str, base: str = "site") -> dict[str, str]:
         stack |= {build.name: build.version for build in SOURCE_BUILDS}
     else:
         stack = {"base": f"local/debian:{DEBIAN_SUITE}-minbase", "python": DEBIAN_PYTHON}
-        stack |= {build.name: build.version for build in CPU_SOURCE_BUILDS}
+        stack |= (DEBIAN_VERSIONS if flavour == "cpu-debian"
+                  else {build.name: build.version for build in CPU_SOURCE_BUILDS})
     return stack | python_versions()

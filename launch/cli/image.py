@@ -13,6 +13,7 @@ from launch.errors import UsageError
 image_app = typer.Typer(help="Render, build and inspect the per-fabric images (containers/).",
                         no_args_is_help=True)
 FABRIC_HELP = "ethernet | infiniband | omnipath | efa | slingshot | universal"
+FLAVOUR_HELP = "cuda | cpu (the site stack, CUDA off; ~35 min cold) | cpu-debian (Debian's stack; minutes)"
 
 
 def _usage(exc: Exception) -> UsageError:
@@ -22,7 +23,7 @@ def _usage(exc: Exception) -> UsageError:
 @image_app.command()
 def render(
     fabric: str = typer.Option(..., help=FABRIC_HELP),
-    flavour: str = typer.Option(..., help="cuda | cpu"),
+    flavour: str = typer.Option(..., help=FLAVOUR_HELP),
     out: Path = typer.Option(..., help="directory for the .def files and the Dockerfiles"),
     base: str = typer.Option("site", help="cuda: site (nvidia/cuda images) | local (this machine's rehearsal base)"),
     cpu_base: str = typer.Option("", help="cpu/Apptainer: the local base .sif (default: base.sif)"),
@@ -55,7 +56,7 @@ def render(
 @image_app.command()
 def build(
     fabric: str = typer.Option("ethernet", help=FABRIC_HELP),
-    flavour: str = typer.Option("cpu", help="cuda | cpu"),
+    flavour: str = typer.Option("cpu", help=FLAVOUR_HELP),
     runtime: str = typer.Option("apptainer", help="apptainer | podman"),
     base: str = typer.Option("site", help="cuda: site (nvidia/cuda images) | local (Debian + CUDA wheels, "
                                           "the rehearsal here)"),
@@ -95,7 +96,7 @@ def inspect(image: Path = typer.Argument(..., help="a built .sif")):
 @image_app.command("path")
 def image_path(
     fabric: str = typer.Option("ethernet", help=FABRIC_HELP),
-    flavour: str = typer.Option("cpu", help="cuda | cpu"),
+    flavour: str = typer.Option("cpu", help=FLAVOUR_HELP),
     runtime: str = typer.Option("apptainer", help="apptainer | podman"),
 ):
     """Print the path (apptainer) or name (podman) of the built image of (fabric, flavour).

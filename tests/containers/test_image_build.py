@@ -1,5 +1,5 @@
-"""The real thing: build the cpu ethernet image with Apptainer, prove its stack
-(%test), and run the 2-rank PyTorch benchmark inside it (`apptainer exec`)."""
+"""The real thing: build the ethernet image of the tests' flavour (cpu-debian) with
+Apptainer, prove its stack (%test), and run the 2-rank PyTorch benchmark inside it."""
 from __future__ import annotations
 
 import shutil
@@ -10,6 +10,7 @@ import pytest
 
 from bench.record import read_records
 from containers import build, stack
+from tests.conftest import IMAGE_FLAVOUR
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +27,7 @@ def test_image_is_recorded_with_digest_labels_and_log(cpu_ethernet_image):
     assert Path(cpu_ethernet_image.log).is_file() or cpu_ethernet_image.build_seconds >= 0
     labels = build.inspect(str(image))
     assert labels["org.fabric-bench.fabric"] == "ethernet"
-    assert labels["org.fabric-bench.flavour"] == "cpu"
+    assert labels["org.fabric-bench.flavour"] == IMAGE_FLAVOUR
     assert labels["org.fabric-bench.recipe-hash"] == cpu_ethernet_image.recipe_hash
     assert labels["org.fabric-bench.version.torch"] == stack.python_versions()["torch"]
     assert any(e["sha256"] == cpu_ethernet_image.sha256 for e in build.registry())
@@ -35,8 +36,8 @@ def test_image_is_recorded_with_digest_labels_and_log(cpu_ethernet_image):
 def test_fabric_images_share_the_stack_image_by_digest(cpu_ethernet_image):
     """'Images differ only in fabric libraries' as an equality of digests: a second fabric
     image of the flavour is built FROM the same stack image, which is not rebuilt."""
-    other = build.build("infiniband", "cpu", "apptainer", progress=lambda line: None)
-    stack_entry = next(e for e in build.registry() if e["fabric"] == "stack" and e["flavour"] == "cpu"
+    other = build.build("infiniband", IMAGE_FLAVOUR, "apptainer", progress=lambda line: None)
+    stack_entry = next(e for e in build.registry() if e["fabric"] == "stack" and e["flavour"] == IMAGE_FLAVOUR
                        and e["image"] == cpu_ethernet_image.stack_image)
     digests = {record.fabric: build.inspect(record.image)["org.fabric-bench.stack-digest"]
                for record in (cpu_ethernet_image, other)}
@@ -54,8 +55,8 @@ def test_image_self_test_proves_the_stack(cpu_ethernet_image, tmp_path):
                   # the ethernet preset's components exist in the image
                   "ok: ompi_info: MCA pml ob1", "ok: ompi_info: MCA btl tcp", "ok: fi_info -l: tcp",
                   "ok: ucx: sm",
-                  # the site images' communication stack, CUDA off: the same components
-                  f"ok: libfabric {stack.LIBFABRIC.version}", "ok: ompi_info: MCA pml ucx",
+                  # the components the site images' stack has too
+                  f"ok: libfabric {stack.versions(IMAGE_FLAVOUR)['libfabric']}", "ok: ompi_info: MCA pml ucx",
                   "ok: ompi_info: MCA mtl ofi", "ok: ompi_info: MCA mtl psm2", "ok: ompi_info: MCA pmix ext3x",
                   "ok: ldd: "):
         assert proof in done.stdout

@@ -63,6 +63,8 @@ def is_subsequence(needles: list, haystack: list) -> bool:
 
 def stages_of(pair) -> list[str]:
     fabric, flavour = pair
+    if flavour == "cpu-debian":     # Debian's packaged stack: nothing to build
+        return ["runtime"]
     if fabric == "stack":
         return ["devel", "runtime"]
     if flavour == "cpu":
