@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.record import read_records
-from containers import build, stack
+from containers import build, rehearse, stack
 from tests.conftest import IMAGE_FLAVOUR
 
 pytestmark = pytest.mark.slow
@@ -47,9 +47,11 @@ def test_fabric_images_share_the_stack_image_by_digest(cpu_ethernet_image):
     assert build.inspect(other.image)["org.fabric-bench.fabric"] == "infiniband"
 
 
-def test_image_self_test_proves_the_stack(cpu_ethernet_image, tmp_path):
-    done = apptainer("test", cpu_ethernet_image.image, cwd=tmp_path)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+def test_image_self_test_proves_the_stack(cpu_ethernet_image):
+    """What the build's own `apptainer test` printed (after --notest; an image whose %test
+    fails is not recorded), read from its log: running it again would repeat its 75 s."""
+    output = "\n".join(rehearse.test_output(Path(cpu_ethernet_image.log)))
+    assert "FAIL" not in output
     for proof in ("ok: openmpi 4.1.4", "ok: torch 2.14.1", "ok: horovod 0.28.1",
                   "horovodrun --check-build: PyTorch, MPI, Gloo", "horovod.torch init (MPI)",
                   # the ethernet preset's components exist in the image
@@ -59,7 +61,7 @@ def test_image_self_test_proves_the_stack(cpu_ethernet_image, tmp_path):
                   f"ok: libfabric {stack.versions(IMAGE_FLAVOUR)['libfabric']}", "ok: ompi_info: MCA pml ucx",
                   "ok: ompi_info: MCA mtl ofi", "ok: ompi_info: MCA mtl psm2", "ok: ompi_info: MCA pmix ext3x",
                   "ok: ldd: "):
-        assert proof in done.stdout
+        assert proof in output, output[-3000:]
 
 
 def test_two_rank_ddp_inside_the_image(cpu_ethernet_image, tmp_path):
