@@ -112,9 +112,12 @@ def render(fabric: str, flavour: str, *, base: str = "site", cpu_base: str = "",
         hpccm.config.set_container_format(fmt)
         hpccm.config.set_singularity_version("3.5")   # multi-stage: %files from <stage>
         try:
-            if prof is None:
-                stages = {"cuda": lambda: _cuda_stack(base, omit, fmt), "cpu": lambda: _cpu_stack(cpu_base, fmt),
-                          "cpu-debian": lambda: _debian_stack(cpu_base, fmt)}[flavour]()
+            if prof is None and flavour == "cuda":
+                stages = _cuda_stack(base, omit, fmt)
+            elif prof is None and flavour == "cpu":
+                stages = _cpu_stack(cpu_base, fmt)
+            elif prof is None:
+                stages = _debian_stack(cpu_base, fmt)
             else:
                 stages = _fabric_stages(prof, flavour, omit, fmt)
             if prof is None and fmt == "singularity" and len(stages) > 1:
