@@ -113,6 +113,10 @@ def _run_logged(argv: list[str], log: Path, what: str, stamped: bool = False, **
         except OSError as exc:
             raise BuildError(f"{what} failed ({exc}); log: {log}") from None
     if code != 0:
+        with log.open("a") as out:  # a full disk is a common cause, and the log should say so
+            for where in sorted({log.parent, Path(tempfile.gettempdir())}):
+                out.write(f"free space after the failure: {shutil.disk_usage(where).free / 2**30:.1f} GiB "
+                          f"under {where}\n")
         raise BuildError(f"{what} failed (exit {code}); log: {log}")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -71,3 +72,18 @@ def cpu_ethernet_image():
         return build.build("ethernet", IMAGE_FLAVOUR, "apptainer", progress=lambda line: None)
     except build.BuildError as exc:
         pytest.fail(f"building the {IMAGE_FLAVOUR} ethernet image: {exc}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed image build names its log, which CI's clean machine throws away: the log's
+    last lines go into the failure report, so CI's output says why the build failed."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is None or call.excinfo.typename != "BuildError":
+        return
+    match = re.search(r"log: (.+)$", str(call.excinfo.value))
+    log = Path(match.group(1)) if match else None
+    if log and log.is_file():
+        tail = log.read_text(errors="replace").splitlines()[-60:]
+        report.sections.append(("build log, last 60 lines", "\n".join(tail)))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -75,6 +76,9 @@ def assert_failed_and_recorded_nothing(done, cache: Path, stage: str, code: int,
     assert stage in error and f"failed (exit {code}); log: " in error
     log = Path(error.split("log: ")[1])
     assert log.is_file() and logged in log.read_text()
+    # a full disk is a common cause: the log ends with the free space where the build wrote
+    assert re.search(rf"free space after the failure: [0-9.]+ GiB under {re.escape(str(log.parent))}\n",
+                     log.read_text())
     images = cache / "images"
     # a finished devel stage may stay (it is reused), a stack image may not
     assert not [p for p in images.glob("stack-cuda-*.sif") if not p.name.startswith("stack-cuda-devel-")]
