@@ -11,7 +11,8 @@ Root required (network namespaces + tc tbf, launch.emulate). For every link rate
   and the host's own cost of the exchange (copies, reductions, TCP over the
   veths, all on the cores that compute): measured per model and engine as
   the step of the same training on an UNSHAPED link minus its compute step,
-  and printed beside every point with the prediction without it;
+  met by the engine's rule (launch.results.predict.HOST_RULE), and printed
+  beside every point with the predictions of the other rules and without it;
 and, at the first rate, 3- and 4-node allreduces predicted from the 2-node fit
 (the ring formula's rank scaling). Nothing measured is fitted to the training
 runs: each prediction is made before it is compared.
@@ -142,12 +143,14 @@ def training_point(results: list[dict], fabric: predict.Fabric, rate: str, host:
         return {**runs[0], "repeats": 1}
     med = {key: statistics.median(r[key] for r in runs)
            for key in ("predicted_s", "measured_s", "no_overlap_s", "compute_s", "allreduce_s", "host_overhead_s",
-                       "predicted_without_host_s", "predicted_host_hidden_s", "predicted_host_spread_s")}
+                       "predicted_without_host_s", "predicted_host_hidden_s", "predicted_host_series_s",
+                       "predicted_host_spread_s")}
     spread = summarize([r["measured_s"] for r in runs])
     return {**runs[0], **med, "repeats": len(runs),
             "error": med["predicted_s"] / med["measured_s"] - 1,
             "error_without_host": med["predicted_without_host_s"] / med["measured_s"] - 1,
             "error_host_hidden": med["predicted_host_hidden_s"] / med["measured_s"] - 1,
+            "error_host_series": med["predicted_host_series_s"] / med["measured_s"] - 1,
             "error_host_spread": med["predicted_host_spread_s"] / med["measured_s"] - 1,
             # between the runs now, not over one run's iterations
             "measured_ci95_rel": spread.ci95 / spread.mean,
@@ -175,11 +178,14 @@ def run_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple | Non
             "host_overhead_s": predicted["host_overhead_s"], "host_overhead_run": host[2] if host else None,
             "predicted_without_host_s": without_host["step_s"],
             "error_without_host": without_host["step_s"] / measured - 1,
-            # the alternative the predictor rejects: h hidden under the wire (max instead of sum)
+            # the rules the predictor does not use for this engine, scored beside it (predict.HOST_RULE);
+            # h hidden under the wire (max instead of sum) it uses for neither
             "predicted_host_hidden_s": (hidden := max(without_host["step_s"], workload.compute_step_s
                                                       + predicted["host_overhead_s"])),
             "error_host_hidden": hidden / measured - 1,
-            # another: h spread over the wire time, its share during backward on the cores
+            "host_rule": predicted["host_rule"],
+            "predicted_host_series_s": predicted["step_host_series_s"],
+            "error_host_series": predicted["step_host_series_s"] / measured - 1,
             "predicted_host_spread_s": predicted["step_host_spread_s"],
             "error_host_spread": predicted["step_host_spread_s"] / measured - 1,
             "wire_during_backward": predicted["wire_during_backward"],
@@ -225,10 +231,11 @@ def report(points: list[dict], seconds: float, args) -> None:
             elif pt.get("measured_ci95_rel") is not None:
                 notes += f"; measured ±{pt['measured_ci95_rel'] * 100:.1f} % over its iterations"
             notes += (f"; compute {pt['compute_s'] * 1e3:.0f} ms, host exchange cost {pt['host_overhead_s'] * 1e3:.0f}"
-                      f" ms, allreduce {pt['allreduce_s'] * 1e3:.0f} ms, no-overlap bound "
+                      f" ms ({pt['host_rule']}), allreduce {pt['allreduce_s'] * 1e3:.0f} ms, no-overlap bound "
                       f"{pt['no_overlap_s'] * 1e3:.0f} ms; without the host cost "
                       f"{pt['predicted_without_host_s'] * 1e3:.0f} ms ({pt['error_without_host'] * 100:+.1f}%), "
-                      f"with it hidden under the wire {pt['predicted_host_hidden_s'] * 1e3:.0f} ms "
+                      f"in series {pt['predicted_host_series_s'] * 1e3:.0f} ms ({pt['error_host_series'] * 100:+.1f}%), "
+                      f"hidden under the wire {pt['predicted_host_hidden_s'] * 1e3:.0f} ms "
                       f"({pt['error_host_hidden'] * 100:+.1f}%), spread over the wire "
                       f"({pt['wire_during_backward'] * 100:.0f} % of it during backward) "
                       f"{pt['predicted_host_spread_s'] * 1e3:.0f} ms ({pt['error_host_spread'] * 100:+.1f}%)")
@@ -248,8 +255,9 @@ def report(points: list[dict], seconds: float, args) -> None:
               f"{within}/{len(noisy)}")
     trained = [pt for pt in points if pt["kind"] == "train"]
     if trained:
-        rules = {"host cost in series (the predictor)": "error", "hidden under the wire": "error_host_hidden",
-                 "spread over the wire": "error_host_spread", "no host cost": "error_without_host"}
+        rules = {"the predictor (host cost by engine: " + ", ".join(f"{e} {r}" for e, r in predict.HOST_RULE.items())
+                 + ")": "error", "in series": "error_host_series", "spread over the wire": "error_host_spread",
+                 "hidden under the wire": "error_host_hidden", "no host cost": "error_without_host"}
         print("training points, by rule for the host's cost: " + "; ".join(
             f"{name} max {max(abs(pt[key]) for pt in trained) * 100:.1f} %, median "
             f"{statistics.median(abs(pt[key]) for pt in trained) * 100:.1f} %, "

@@ -39,7 +39,8 @@ def predict(
                                                       "(an assumption; gradients overlap with it)"),
     host_overhead_from: Optional[Path] = typer.Option(
         None, help="a multi-rank train result on a fast (e.g. unshaped) link: its step minus its compute step is "
-                   "the host's own cost of the exchange, taken from the compute where they share cores"),
+                   "the host's own cost of the exchange, taken from the compute where they share cores; "
+                   "DDP adds it in series, Horovod spreads it over the wire time (launch.results.predict)"),
     host_overhead_ms: float = typer.Option(0.0, help="the host's cost of the exchange per step at 2 ranks, "
                                                      "if known otherwise (ms)"),
     fit_min_bytes: int = typer.Option(8 * 2**20, help="fit the alpha-beta on allreduce rows of at least this size"),
@@ -105,8 +106,9 @@ def print_table(data: dict) -> None:
                   f"{bucket} {w['bucket_bytes'] / 2**20:g} MiB"
                   + (f", cycle {w['cycle_s'] * 1e3:g} ms" if w["engine"] == "horovod" else "")
                   + f", backward share {w['backward_share']:.2f} (assumed)"
-                  + (f", host exchange cost {w['host_overhead_s'] * 1e3:.1f} ms at {w['host_overhead_ranks']} ranks"
-                     if w["host_overhead_s"] else ""), highlight=False)
+                  + (f", host exchange cost {w['host_overhead_s'] * 1e3:.1f} ms at {w['host_overhead_ranks']} ranks "
+                     f"({data['points'][0]['host_rule']}, see `predict --help`)" if w["host_overhead_s"] else ""),
+                  highlight=False)
     for f in data["fabrics"]:
         console.print(f"fabric {f['name']}: alpha {f['alpha_s'] * 1e6:.1f} us, {f['bandwidth_gbit_s']:g} Gbit/s "
                       f"({f['source']})", highlight=False)

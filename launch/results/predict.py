@@ -11,7 +11,7 @@ The step, per rank (t_c: the compute-only step, forward + backward + update):
       ddp      fixed buckets in backward order: first 1 MiB, then bucket_cap_mb (25 MiB)
       horovod  every cycle_time_ms (1 ms) the ready gradients, fused up to the
                fusion threshold (128 MiB), go out as one allreduce
-    step (overlapped) = forward + max(backward, end of the last allreduce) + h
+    step (overlapped) = forward + max(backward, end of the last allreduce), plus h by its rule
     step (no overlap) = t_c + h + sum of the buckets' allreduce times   (an upper bound)
 
 h is the host's own cost of the exchange (copies into and out of buckets or the
@@ -19,16 +19,28 @@ fusion buffer, reductions, the TCP stack, MPI's polling thread) where
 communication and compute share cores (CPU runs, small hosts): 0 unless
 measured, e.g. as the step of the same training on an unshaped link minus its
 compute step (`--host-overhead-from`); scaled by (p-1)/p like the ring's bytes
-per rank. It is added in series: with no core to spare it hides neither under
-the compute (the cores compute) nor under the wire (each copy or reduction
-comes before or after its transfer). Hiding it under the wire instead,
-max(overlapped step without h, t_c + h), was further off on this 2-core host:
-over three validation sittings (48 training points, benchmarks/predict_validation.py)
-median |error| 8.3 % against 4.2 %, 18 points beyond 10 % against 6.
-Two resources (h on the cores, never under compute, while each bucket's exchange
-lasts max(its wire time, its share of h)) came out identical to hiding it under
-the wire at all 16 training points of a later sitting: one bucket's share of h
-is below its wire time wherever the wire bounds the step.
+per rank. How it meets the step depends on the engine (HOST_RULE):
+
+    ddp      in series: step = forward + max(backward, end) + h. Each bucket is
+             copied in on the cores that compute and averaged and copied out
+             after its transfer, so with no core to spare h hides neither under
+             the compute nor under the wire.
+    horovod  spread over the wire: h is spread evenly over the allreduces' wire
+             time; the share that falls while backward runs takes the cores
+             from the compute, the rest runs beside the wire's tail:
+             step = forward + backward + s*h + max(end - backward, (1-s)*h).
+             Horovod's background thread copies, reduces and sends each fused
+             buffer segment by segment while the transfer proceeds.
+
+Provenance: the rules were chosen by measurement on this 2-core host
+(benchmarks/predict_validation.py, 2-node training at 0.5-5 Gbit). Over three
+earlier sittings, series for both engines beat hiding h under the wire, the
+larger of the overlapped step without h and t_c + h (median |error| 4.2 % vs
+8.3 %; 6 vs 18 of 48 points beyond 10 %). In the sitting of 2026-12-02 the
+spread rule held every Horovod point within 10 % (series: 6/8, off by up to
+31 % on a slow link, where Horovod's h largely hides); for DDP, series held 7/8
+(spread: 4/8). The per-engine choice was then checked on a fresh sitting (the
+README's figures).
 
 Throughput = N x batch / step; scaling efficiency = t_c(1 rank) / step(N).
 Every allreduce is a ring: its latency term 2(N-1)alpha grows with N, where
@@ -50,6 +62,8 @@ DDP_BUCKET_CAP_MB = 25.0           # DistributedDataParallel(bucket_cap_mb=25) d
 HOROVOD_FUSION_BYTES = 128 * MIB   # Horovod >= 0.21 defaults
 HOROVOD_CYCLE_MS = 1.0
 BACKWARD_SHARE = 2 / 3             # backward ~ 2x forward: an assumption, printed with every prediction
+# How the host's cost of the exchange (h, module doc) meets the step, per engine
+HOST_RULE = {"ddp": "series", "horovod": "spread"}
 DEFAULT_RANKS = tuple(2 ** k for k in range(11))  # 1 .. 1024
 
 
@@ -207,15 +221,17 @@ def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
     if ranks > 1 and w.host_overhead_s:
         m = max(2, w.host_overhead_ranks)
         host = w.host_overhead_s * ((ranks - 1) / ranks) / ((m - 1) / m)
-    step = forward + max(backward, end) + host
+    series = forward + max(backward, end) + host
     no_overlap = w.compute_step_s + host + allreduce
-    # An alternative rule, reported beside (benchmarks/predict_validation.py), not the prediction:
-    # h spread evenly over the wire time of the allreduces; its share while backward runs takes
+    # h spread evenly over the wire time of the allreduces: its share while backward runs takes
     # the cores from the compute, the rest runs beside the wire's tail
     during = sum(max(0.0, min(start + t, backward) - start) for start, t in wire)
     share = during / allreduce if allreduce > 0 else 1.0
     spread = forward + backward + share * host + max(end - backward, (1 - share) * host, 0.0)
+    rule = HOST_RULE[w.engine]
+    step = spread if rule == "spread" else series
     return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
+            "host_rule": rule, "step_host_series_s": series,
             "step_host_spread_s": spread, "wire_during_backward": share,
             "allreduce_s": allreduce, "allreduces": len(wire), "host_overhead_s": host,
             "exposed_comm_s": step - w.compute_step_s,

@@ -149,7 +149,7 @@ def test_host_cost_adds_to_a_wire_bound_step_instead_of_hiding_under_the_wire():
 
 @pytest.mark.parametrize("engine", ["ddp", "horovod"])
 def test_the_spread_rule_lies_between_hiding_the_host_cost_and_adding_it(engine):
-    """The alternative reported beside the prediction: h spread over the wire time, its share
+    """Horovod's rule (DDP's alternative): h spread over the wire time, its share
     while backward runs taken from the compute. On a wire far faster than the compute every
     bucket but the last is sent during backward and it comes to the series rule; on a slow one
     most of h hides under the wire's tail."""
@@ -158,11 +158,37 @@ def test_the_spread_rule_lies_between_hiding_the_host_cost_and_adding_it(engine)
     shares = []
     for gbit in (0.5, 1, 2.5, 5, 1000):
         p = predict.predict_point(w, predict.Fabric(f"{gbit}", 0.0, gbit, "nominal"), 2)
-        hidden = max(p["step_s"] - p["host_overhead_s"], w.compute_step_s + p["host_overhead_s"])
-        assert hidden - 1e-12 <= p["step_host_spread_s"] <= p["step_s"] + 1e-12
+        hidden = max(p["step_host_series_s"] - p["host_overhead_s"], w.compute_step_s + p["host_overhead_s"])
+        assert hidden - 1e-12 <= p["step_host_spread_s"] <= p["step_host_series_s"] + 1e-12
         shares.append(p["wire_during_backward"])
     # a faster wire sends more of the gradients during backward
     assert all(b >= a - 1e-9 for a, b in zip(shares, shares[1:])) and 0 <= shares[0] < shares[-1] <= 1
     fast = predict.predict_point(w, predict.Fabric("fast", 0.0, 1e6, "nominal"), 2)
-    assert fast["step_host_spread_s"] == pytest.approx(fast["step_s"], rel=1e-3)
+    assert fast["step_host_spread_s"] == pytest.approx(fast["step_host_series_s"], rel=1e-3)
     assert predict.predict_point(w, predict.NOMINAL["25GbE"], 1)["step_host_spread_s"] == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("engine, rule", list(predict.HOST_RULE.items()))
+def test_each_engine_meets_the_host_cost_by_its_own_rule(engine, rule):
+    """DDP adds h in series; Horovod spreads it over the wire, so on a slow link most of it
+    hides beside the wire's tail: the two rules part where the wire bounds the step."""
+    w = predict.Workload(engine=engine, batch_size=8, compute_step_s=0.6, gradient_bytes=47 * MIB,
+                         bucket_bytes=25 * MIB if engine == "ddp" else 128 * MIB, host_overhead_s=0.3)
+    p = predict.predict_point(w, predict.Fabric("0.5gbit", 0.0, 0.5, "nominal"), 2)
+    assert p["host_rule"] == rule
+    assert p["step_host_spread_s"] < p["step_host_series_s"] - 0.1   # they differ here
+    assert p["step_s"] == p[f"step_host_{rule}_s"]
+    assert p["exposed_comm_s"] == pytest.approx(p["step_s"] - 0.6)
+    assert p["scaling_efficiency"] == pytest.approx(0.6 / p["step_s"])
+
+
+def test_cli_names_the_host_cost_rule_of_the_engine(tmp_path):
+    train = write(tmp_path, "train", train_result(engine="horovod"))
+    ar = write(tmp_path, "ar", allreduce_result(gbit=0.5))
+    proc = fabric_bench("predict", "--train", train, "--allreduce", ar, "--ranks", "1,2", "--host-overhead-ms", "300",
+                        "--output", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    assert "host exchange cost 300.0 ms at 2 ranks (spread" in " ".join(proc.stdout.split())
+    points = json.loads((tmp_path / "out" / "predict.json").read_text())["points"]
+    two = next(p for p in points if p["ranks"] == 2)
+    assert two["host_rule"] == "spread" and two["step_s"] == two["step_host_spread_s"] < two["step_host_series_s"]
