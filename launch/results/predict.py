@@ -39,8 +39,10 @@ larger of the overlapped step without h and t_c + h (median |error| 4.2 % vs
 8.3 %; 6 vs 18 of 48 points beyond 10 %). In the sitting of 2026-12-02 the
 spread rule held every Horovod point within 10 % (series: 6/8, off by up to
 31 % on a slow link, where Horovod's h largely hides); for DDP, series held 7/8
-(spread: 4/8). The per-engine choice was then checked on a fresh sitting (the
-README's figures).
+(spread: 4/8). The per-engine choice, fixed before it, was then checked on a
+fresh sitting the same day. All 16 training points but one came within 10 %
+(the one: +10.4 %), median 4.4 %; in series for both engines, 2/16 missed, by up
+to 20.3 %.
 
 Throughput = N x batch / step; scaling efficiency = t_c(1 rank) / step(N).
 Every allreduce is a ring: its latency term 2(N-1)alpha grows with N, where
