@@ -120,6 +120,40 @@ def test_build_records_and_reuses_an_image(tmp_path, monkeypatch):
     assert build.find("slingshot", "cuda", "apptainer")["image"] == str(image)
 
 
+# A stand-in apptainer whose builds print apptainer's packing line, then fail (exit 255) until
+# COUNT (a file of one line per build) reaches $1; tests, and every other command, pass.
+FLAKY_PACKING = """case $1 in build) ;; *) exit 0;; esac
+echo x >> "{count}"
+echo "{packing}"
+if [ "$(wc -l < "{count}")" -le {failures} ]; then echo "FATAL:   While performing build: packer failed" >&2; exit 255; fi
+for a; do case $a in *.partial) echo "image $$" > "$a";; esac; done
+"""
+
+
+@pytest.mark.parametrize("failures, builds, ok", [(1, 4, True), (2, 2, False)])
+def test_a_build_that_failed_while_packing_runs_once_more(tmp_path, failures, builds, ok):
+    count = tmp_path / "builds"
+    script = FLAKY_PACKING.format(count=count, packing=build.PACKING, failures=failures)
+    done, cache, _ = fake_build(tmp_path, script, "--fabric", "ethernet", "--flavour", "cuda")
+    # the cuda stack's devel stage (failed, then once more), its runtime stage, the fabric layer
+    assert len(count.read_text().splitlines()) == builds, done.stderr
+    if ok:
+        assert done.returncode == 0, done.stderr
+        logs = "".join(p.read_text() for p in (cache / "images/logs").glob("stack-*.log"))
+        assert logs.count("failed while packing the SIF") == 1
+    else:   # failed twice while packing: one error line, nothing recorded
+        assert_failed_and_recorded_nothing(done, cache, "apptainer build of stack-cuda-", 255,
+                                           "failed while packing the SIF")
+
+
+def test_a_build_that_failed_before_packing_is_not_run_again(tmp_path):
+    count = tmp_path / "builds"
+    done, cache, _ = fake_build(tmp_path, f'echo x >> "{count}"\necho "FATAL:   exit status 100" >&2\nexit 255\n',
+                                "--fabric", "ethernet", "--flavour", "cuda")
+    assert_failed_and_recorded_nothing(done, cache, "apptainer build of stack-cuda-", 255, "exit status 100")
+    assert len(count.read_text().splitlines()) == 1
+
+
 def test_failing_image_test_names_the_stage_and_records_nothing(tmp_path):
     # A runtime whose builds succeed but whose `apptainer test` fails: no image, no record.
     done, cache, _ = fake_build(tmp_path, 'if [ "$1" = test ]; then echo "image-test: FAIL: ompi_info: no MCA mtl '
