@@ -28,6 +28,8 @@ mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 
 [[ -n $mirror ]] || mirror=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
 [[ -n $mirror ]] || { echo "provision-apptainer: no Debian mirror in /etc/apt" >&2; exit 2; }
 
+squashfs_tools=1:4.5.1-1  # the host's (Debian 12) release; see build_rootfs
+
 build_rootfs() {  # ROOT MIRROR LOG
   local root=$1 mirror=$2 log=$3
   local packages=(apptainer squashfs-tools squashfuse fuse2fs e2fsprogs ca-certificates)
@@ -37,6 +39,14 @@ build_rootfs() {  # ROOT MIRROR LOG
     chroot "$root" env DEBIAN_FRONTEND=noninteractive \
       apt-get install -y -qq --no-install-recommends "${packages[@]}" >>"$log" 2>&1 &&
     chroot "$root" apt-get clean || { umount "$root/proc"; return 1; }
+  # mksquashfs (which packs every SIF): bookworm's 4.5.1 in place of sid's 4.7.5, which is
+  # reported to segfault now and then while packing (apptainer/apptainer#3577, whose workaround
+  # is 4.5.1); twice in CI here a fabric layer's build died while packing its SIF (exit 255)
+  (cd "$root/tmp" && apt-get download -qq "squashfs-tools=$squashfs_tools" &&
+     mv squashfs-tools_*.deb squashfs-tools.deb) >>"$log" 2>&1 &&
+    chroot "$root" dpkg -i /tmp/squashfs-tools.deb >>"$log" 2>&1 &&
+    chroot "$root" apt-mark hold squashfs-tools >>"$log" 2>&1 || { umount "$root/proc"; return 1; }
+  rm -f "$root/tmp/squashfs-tools.deb"
   umount "$root/proc"
   # Device nodes of a debootstrap rootfs get in apptainer's way; /dev is bound at entry.
   find "$root/dev" -mindepth 1 -delete
@@ -49,7 +59,7 @@ build_rootfs() {  # ROOT MIRROR LOG
   echo "root:100000:65536" > "$root/etc/subgid"
 }
 
-key=$( { declare -f build_rootfs; echo "$mirror"; } | sha256sum | cut -c1-16)
+key=$( { declare -f build_rootfs; echo "$mirror $squashfs_tools"; } | sha256sum | cut -c1-16)
 root="$home/$key/rootfs"
 tarball="$cache/apptainer-rootfs-$key.tar.gz"
 
@@ -117,4 +127,5 @@ if ! grep -q CAP_ "$root/etc/apptainer/capability.json" 2>/dev/null; then
   caps=$(capsh --decode="$(awk '/^CapBnd/ {print $2}' /proc/self/status)" | cut -d= -f2 | tr '[:lower:]' '[:upper:]')
   "$wrapper" capability add --user root "$caps" >/dev/null 2>&1
 fi
-echo "provision-apptainer: ready: $("$wrapper" --version) ($wrapper -> $root)"
+squashfs=$(chroot "$root" mksquashfs -version 2>/dev/null | head -n 1 || true)
+echo "provision-apptainer: ready: $("$wrapper" --version), ${squashfs:-no mksquashfs} ($wrapper -> $root)"
