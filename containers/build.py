@@ -527,8 +527,9 @@ def _build_apptainer(binary: str, definition: Path, final: Path, binds: list[str
 
 # Twice in CI (fabric layers FROM the stack, each near the end of its build) and never on a
 # development machine, apptainer exited 255 after every step of the recipe had passed, while
-# packing the SIF; the cause is not known (the logs went with CI's machines). Such a build,
-# and only such a one, is run once more, and its log says so.
+# packing the SIF; the logs went with CI's machines (suspected: sid's mksquashfs 4.7.5, now
+# replaced, see scripts/provision-apptainer.sh). Such a build, and only such a one, is run
+# once more, and its log says so.
 PACKING = "INFO:    Creating SIF file..."
 
 
