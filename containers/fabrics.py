@@ -77,6 +77,11 @@ class FabricProfile:
     # Open MPI coll/tuned rules for this fabric (containers.ompi_rules), written per run
     ompi_coll_rules: tuple[ompi_rules.Rule, ...] = ()
 
+    @property
+    def binds_host_libfabric(self) -> bool:
+        """The host's libfabric replaces the image's at run time (Slingshot's cxi)."""
+        return "host_libfabric" in self.site_path_keys
+
     def placeholders(self) -> set[str]:
         """Site settings this profile needs (see the module docstring)."""
         texts = [*self.env.values(), *self.nccl_env.values(), *self.gpu_env.values(),

@@ -5,7 +5,7 @@
 #
 # NAME=VERSION pairs are checked against what the image reports; ldd:DIR, ldd-python:PKG,
 # ompi-cuda, ompi:KIND:NAME, fi:PROVIDER, ucx:TRANSPORT, ucx-cuda, nccl-net:NAME,
-# horovod-nccl, torch-cuda are checks (below); any other argument names a
+# horovod-nccl, torch-cuda, fi-abi:FABRIC_X.Y are checks (below); any other argument names a
 # command the fabric layer must provide. Exit 1 on a mismatch.
 set -eu
 fail() { echo "image-test: FAIL: $*" >&2; exit 1; }
@@ -85,12 +85,24 @@ for check in "$@"; do
     ucx-cuda) ucx_info -v | grep -q -- '--with-cuda=' && ls "$(ucx_modules)"/libuct_cuda.so* >/dev/null 2>&1 ||
                 fail "ucx_info -v: CUDA not built in"; ok "ucx: CUDA built in"; continue ;;
     nccl-net:*) check_nccl_net "${check#nccl-net:}"; continue ;;
-    fi-abi) # the newest libfabric symbol version this image's libfabric users need: a host
-            # libfabric bound in (Slingshot's cxi) must export it. Reported; preflight decides.
-      need=$(find /usr/local/openmpi /usr/local/aws-ofi-nccl -name '*.so*' -type f 2>/dev/null |
-             while read -r f; do grep -ao 'FABRIC_[0-9]*\.[0-9]*' "$f"; done | sort -uV | tail -1)
-      echo "image-test: note: libfabric users in this image need up to ${need:-nothing}; a bound host" \
-           "libfabric must export it (1.20-1.22 export up to FABRIC_1.7)"; continue ;;
+    fi-abi:*) # fi-abi:FABRIC_X.Y -- the host's libfabric replaces the image's (Slingshot's cxi) and
+              # the loader refuses it if it lacks a symbol version a libfabric user here needs:
+              # none may need one above FABRIC_X.Y, the newest of the oldest host ABI supported
+      max=${check#fi-abi:} users=0 over=""
+      libdir=$(ompi_info --path libdir --parsable | sed -n 's/^path:libdir://p')
+      # -L: Debian keeps libmca_common_ofi beside libmpi, a link under libdir points at it
+      # (set -e: a folder find lacks must not end the list)
+      files=$( { find -L "$libdir" /usr/local/aws-ofi-nccl -type f -name '*.so*' 2>/dev/null || true
+                 command -v fi_info || true; } | xargs -r readlink -f | sort -u)
+      for f in $files; do
+        grep -qa 'libfabric[.]so[.]1' "$f" || continue
+        users=$((users + 1))
+        need=$(grep -ao 'FABRIC_[0-9]*[.][0-9]*' "$f" | sort -uV | tail -1)
+        [ "$(printf '%s\n%s\n' "$need" "$max" | sort -V | tail -1)" = "$max" ] || over="$over ${f##*/}:$need"
+      done
+      [ "$users" -gt 1 ] || fail "fi-abi: no libfabric user under $libdir"
+      [ -z "$over" ] || fail "fi-abi: libfabric users need more than $max, which a host libfabric of that ABI lacks:$over"
+      ok "fi-abi: $users libfabric users (fi_info, under $libdir) need at most $max"; continue ;;
     horovod-nccl) horovodrun --check-build | grep -q '\[X\] NCCL' ||
                     fail "horovodrun --check-build: no NCCL operations"
                   $py -c "import horovod.torch as hvd; assert hvd.nccl_built()" || fail "horovod: nccl_built() false"

@@ -51,6 +51,14 @@ IMAGE_TEST = f"{stack.PREFIX}/bin/fabric-bench-image-test"
 SLURM_PMI2 = stack.SourceBuild("slurm-pmi2", sources.source("slurm-pmi2").version)
 # Shared libraries the host driver brings (apptainer --nv); absent from images by design.
 DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
+SOURCE_STACKS = ("cuda", "cpu")      # the flavours whose communication stack is built here
+# A fabric whose host libfabric replaces the image's (Slingshot's cxi) gets the stack's libfabric
+# users linked again against the oldest host ABI supported: the distribution's libfabric-dev
+# (1.17.0 in Debian 12; ABI FABRIC_1.6, as every release from 1.14 to 1.19), where the stack's
+# libfabric 2.1 makes them need FABRIC_1.8, which the 1.20-1.22 of SHS 12 hosts lack; its
+# libfabric-bin brings an fi_info of that ABI (preflight and the probe run fi_info inside)
+HOST_ABI_PACKAGES, HOST_ABI_NODE = ("libfabric-dev", "libfabric-bin"), "FABRIC_1.6"
+HOST_ABI_STAGE = "/usr/local/openmpi-host-abi"      # the relinked libfabric users, devel -> runtime
 
 
 @dataclass(frozen=True)
@@ -354,17 +362,23 @@ def common_blocks(omit: tuple[str, ...], *, cuda: bool = True) -> list:
                    configure_opts=["--without-munge"]),
         pmix(version=stack.PMIX.version, prefix="/usr/local/pmix",
              ospackages=["file", "libhwloc-dev", "libevent-dev", "make", "tar", "wget", "perl"]),
-        openmpi(version=stack.OPENMPI.version, prefix="/usr/local/openmpi", cuda=cuda,
-                infiniband=False, ucx="/usr/local/ucx", pmix="/usr/local/pmix",
-                pmi="/usr/local/slurm-pmi2",
-                configure_opts=["--enable-mpi-cxx", "--enable-orterun-prefix-by-default",
-                                "--with-ofi=/usr/local/libfabric", "--with-psm2=/usr/local/libpsm2",
-                                "--with-slurm", "--with-libevent=/usr", "--with-hwloc=/usr"],
-                # libfabric 2.0 took container_of out of its public headers; Open MPI 4.1.4's
-                # ofi MTL still uses it (later 4.1.x define it themselves): define it the same way
-                postconfigure=[_define_container_of("ompi/mca/mtl/ofi/mtl_ofi_request.h")]),
+        _openmpi(cuda, ofi="/usr/local/libfabric"),
     ]
     return blocks
+
+
+def _openmpi(cuda: bool, ofi: str):
+    """The stack's Open MPI; `ofi`: the libfabric its ofi components link ("": the default paths)."""
+    return openmpi(version=stack.OPENMPI.version, prefix="/usr/local/openmpi", cuda=cuda,
+                   infiniband=False, ucx="/usr/local/ucx", pmix="/usr/local/pmix",
+                   pmi="/usr/local/slurm-pmi2",
+                   configure_opts=["--enable-mpi-cxx", "--enable-orterun-prefix-by-default",
+                                   f"--with-ofi={ofi}" if ofi else "--with-ofi",
+                                   "--with-psm2=/usr/local/libpsm2", "--with-slurm",
+                                   "--with-libevent=/usr", "--with-hwloc=/usr"],
+                   # libfabric 2.0 took container_of out of its public headers; Open MPI 4.1.4's
+                   # ofi MTL still uses it (later 4.1.x define it themselves): define it the same way
+                   postconfigure=[_define_container_of("ompi/mca/mtl/ofi/mtl_ofi_request.h")])
 
 
 def _define_container_of(header: str) -> str:
@@ -383,16 +397,44 @@ def _libfabric(configure_opts: list[str]):
                              runtime_environment=env)
 
 
-def _cuda_fabric_blocks(prof: FabricProfile, omit: tuple[str, ...]) -> list:
-    flags = prof.configure_flags
-    blocks = []
-    if "aws-ofi-nccl" in prof.source_builds and "aws-ofi-nccl" not in omit:
-        blocks.append(generic_autotools(
+def _fabric_build(prof: FabricProfile, flavour: str, omit: tuple[str, ...]) -> tuple[list, list]:
+    """What a fabric layer builds in its devel stage (FROM the stack's devel image) and what
+    its runtime stage takes of it: (devel items, runtime items)."""
+    devel: list = []
+    runtime: list = []
+    libfabric = ["--with-libfabric=/usr/local/libfabric"]
+    if prof.binds_host_libfabric and flavour in SOURCE_STACKS:
+        # The host's libfabric replaces the stack's 2.1 at run time, and the loader refuses a
+        # library lacking a symbol version its users need: the stack's Open MPI, rebuilt with its
+        # own block and flags against the oldest host ABI supported (HOST_ABI_PACKAGES); every
+        # file of it that links libfabric replaces the stack's (those the rebuild lacks go),
+        # and the distribution's fi_info replaces the stack's
+        libfabric = []            # aws-ofi-nccl finds it on the default paths too
+        devel += [apt_get(ospackages=list(HOST_ABI_PACKAGES)), shell(commands=["rm -rf /usr/local/openmpi"]),
+                  _openmpi(flavour == "cuda", ofi=""),
+                  shell(commands=[f"mkdir -p {HOST_ABI_STAGE}/usr/local/libfabric/bin",
+                                  f"cp /usr/bin/fi_info {HOST_ABI_STAGE}/usr/local/libfabric/bin/",
+                                  _libfabric_users(f"cp -a --parents {{}} {HOST_ABI_STAGE}/")])]
+        runtime += [copy(_from="devel", src=HOST_ABI_STAGE, dest=HOST_ABI_STAGE),
+                    shell(commands=[_libfabric_users("rm -f {}"),
+                                    f"cp -a {HOST_ABI_STAGE}/. / && rm -rf {HOST_ABI_STAGE}"])]
+    if "aws-ofi-nccl" in prof.source_builds and flavour == "cuda" and "aws-ofi-nccl" not in omit:
+        plugin = generic_autotools(
             url=sources.source("aws-ofi-nccl").site_url, prefix="/usr/local/aws-ofi-nccl",
-            configure_opts=["--with-libfabric=/usr/local/libfabric", "--with-cuda=/usr/local/cuda",
-                            "--with-hwloc=/usr", "--disable-tests", *flags.get("aws-ofi-nccl", ())],
-            runtime_environment={"LD_LIBRARY_PATH": "/usr/local/aws-ofi-nccl/lib:$LD_LIBRARY_PATH"}))
-    return blocks
+            configure_opts=[*libfabric, "--with-cuda=/usr/local/cuda", "--with-hwloc=/usr",
+                            "--disable-tests", *prof.configure_flags.get("aws-ofi-nccl", ())],
+            runtime_environment={"LD_LIBRARY_PATH": "/usr/local/aws-ofi-nccl/lib:$LD_LIBRARY_PATH"})
+        devel.append(plugin)
+        runtime.append(plugin.runtime(_from="devel"))
+    return devel, runtime
+
+
+def _libfabric_users(action: str) -> str:
+    """A shell command running `action` ({} = the path, relative to /) on every file of the
+    image's Open MPI that links libfabric."""
+    path = '"$f"'
+    return ("cd / && for f in $(find usr/local/openmpi -type f -name '*.so*'); do "
+            f"if grep -qa 'libfabric[.]so[.]1' {path}; then {action.format(path)}; fi; done")
 
 
 # fabric images: the stack image + the fabric layer -----------------------------
@@ -402,15 +444,14 @@ def _fabric_stages(prof: FabricProfile, flavour: str, omit: tuple[str, ...], fmt
             return baseimage(image=image, _bootstrap="localimage", _distro=stack.CUDA_DISTRO,
                              _docker_env=False, _as=name)
         return baseimage(image=tag, _distro=stack.CUDA_DISTRO, _as=name)
-    blocks = _cuda_fabric_blocks(prof, omit) if flavour == "cuda" else []
+    built, taken = _fabric_build(prof, flavour, omit)
     stages = []
-    if blocks:
+    if built:
         stages.append([start(STACK_DEVEL_IMAGE, f"{stack_tag(flavour)}-devel", "devel"),
-                       comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour}, build)"), *blocks,
+                       comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour}, build)"), *built,
                        comment(f"{FABRIC_END}: {prof.name}")])
     runtime = [start(STACK_IMAGE, stack_tag(flavour), "runtime"),
-               comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour})")]
-    runtime += [block.runtime(_from="devel") for block in blocks]
+               comment(f"{FABRIC_BEGIN}: {prof.name} ({flavour})"), *taken]
     packages = prof.packages.get(flavour, ())
     if packages:
         runtime.append(apt_get(ospackages=list(packages)))
@@ -546,7 +587,9 @@ def self_test_argv(prof: FabricProfile | None, flavour: str, omit: tuple[str, ..
     else:
         checks += stack_checks[1:] if flavour == "cpu-debian" else stack_checks
     if prof is not None:
-        tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"],
-                 "slingshot": ["fi-abi"] if flavour == "cuda" else []}.get(prof.name, [])
+        tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"]
+                 }.get(prof.name, [])
+        if prof.binds_host_libfabric:        # every flavour: cpu-debian's is Debian's Open MPI
+            tools.append(f"fi-abi:{HOST_ABI_NODE}")
         checks += tools + preset_checks(prof, flavour, omit)
     return [IMAGE_TEST, *dict.fromkeys(checks)]

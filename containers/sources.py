@@ -119,8 +119,10 @@ SOURCES: tuple[Source, ...] = (
            Rehearsal("debian", "trixie", "libfabric", "libfabric_2.1.0.orig.tar.xz",
                      "1a66369772d5bb151737214af1c478993e969cf298e8f9ed369e7a2ab8d8c6df",
                      autogen="./autogen.sh"),
-           "as pinned; bookworm's 1.17.0 (the ABI a Slingshot host's 1.20 accepts) is listed but "
-           "its tarball is absent from the mirror"),
+           "as pinned. The slingshot layer links the stack's libfabric users against the "
+           "distribution's binary libfabric-dev instead (1.17.0: an ABI SHS 12 hosts accept; "
+           "containers/recipe.py HOST_ABI_PACKAGE): bookworm's 1.17.0 source is listed, but its "
+           "tarball is absent from the mirror"),
     Source("pmix", "4.2.2", f"{GITHUB}/openpmix/openpmix/releases/download/v4.2.2/pmix-4.2.2.tar.gz",
            Rehearsal("debian", "bookworm", "pmix", "pmix_4.2.2.orig.tar.xz",
                      "4a534a8f87220c6f0d1b4b3195820f585ffaf3ceb8e21e40460d58439b81d47b",

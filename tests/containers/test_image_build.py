@@ -2,6 +2,7 @@
 Apptainer, prove its stack (%test), and run the 2-rank PyTorch benchmark inside it."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.record import read_records
-from containers import build, rehearse, stack
+from containers import build, recipe, rehearse, stack
 from tests.conftest import IMAGE_FLAVOUR
 
 pytestmark = pytest.mark.slow
@@ -34,17 +35,23 @@ def test_image_is_recorded_with_digest_labels_and_log(cpu_ethernet_image):
 
 
 def test_fabric_images_share_the_stack_image_by_digest(cpu_ethernet_image):
-    """'Images differ only in fabric libraries' as an equality of digests: a second fabric
-    image of the flavour is built FROM the same stack image, which is not rebuilt."""
-    other = build.build("infiniband", IMAGE_FLAVOUR, "apptainer", progress=lambda line: None)
+    """'Images differ only in fabric libraries' as an equality of digests: two more fabric
+    images of the flavour are built FROM the same stack image, which is not rebuilt. The
+    slingshot one's %test also proves its Open MPI loads over a host libfabric 1.x."""
+    others = [build.build(fabric, IMAGE_FLAVOUR, "apptainer", progress=lambda line: None)
+              for fabric in ("infiniband", "slingshot")]
     stack_entry = next(e for e in build.registry() if e["fabric"] == "stack" and e["flavour"] == IMAGE_FLAVOUR
                        and e["image"] == cpu_ethernet_image.stack_image)
     digests = {record.fabric: build.inspect(record.image)["org.fabric-bench.stack-digest"]
-               for record in (cpu_ethernet_image, other)}
+               for record in (cpu_ethernet_image, *others)}
     print(digests, "stack", stack_entry["sha256"])
     assert set(digests.values()) == {stack_entry["sha256"]} == {build._sha256(Path(stack_entry["image"]))}
-    assert other.stack_digest == cpu_ethernet_image.stack_digest
-    assert build.inspect(other.image)["org.fabric-bench.fabric"] == "infiniband"
+    for other, fabric in zip(others, ("infiniband", "slingshot")):
+        assert other.stack_digest == cpu_ethernet_image.stack_digest
+        assert build.inspect(other.image)["org.fabric-bench.fabric"] == fabric
+    sling = "\n".join(rehearse.test_output(Path(others[1].log)))
+    assert re.search(rf"ok: fi-abi: \d+ libfabric users \(fi_info, under \S+/openmpi/lib\) need at most "
+                     rf"{recipe.HOST_ABI_NODE}", sling), sling[-2000:]
 
 
 def test_image_self_test_proves_the_stack(cpu_ethernet_image):

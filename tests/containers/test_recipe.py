@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import difflib
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from spython.main.parse.writers import DockerWriter, SingularityWriter
 
 from containers import recipe, sources, stack
 from containers.fabrics import FABRICS, profile
+from launch import elf_versions
 
 PAIRS = [(fabric, flavour) for fabric in FABRICS for flavour in stack.FLAVOURS]
 STACKS = [("stack", flavour) for flavour in stack.FLAVOURS]
@@ -67,9 +70,9 @@ def stages_of(pair) -> list[str]:
         return ["runtime"]
     if fabric == "stack":
         return ["devel", "runtime"]
-    if flavour == "cpu":
-        return ["runtime"]
-    return ["devel", "runtime"] if "aws-ofi-nccl" in profile(fabric).source_builds else ["runtime"]
+    prof = profile(fabric)
+    builds = prof.binds_host_libfabric or (flavour == "cuda" and "aws-ofi-nccl" in prof.source_builds)
+    return ["devel", "runtime"] if builds else ["runtime"]
 
 
 @pytest.mark.parametrize("pair", PAIRS + STACKS, ids=lambda p: "-".join(p))
@@ -248,11 +251,70 @@ def test_fabric_layers_hold_the_fabric_packages(rendered):
     efa = fabric_layers(rendered[("efa", "cuda")].dockerfile)
     assert sources.source("aws-ofi-nccl").site_url in efa[0] and "--enable-platform-aws" in efa[0]
     assert "COPY --from=devel /usr/local/aws-ofi-nccl" in efa[1]
-    sling = fabric_layers(rendered[("slingshot", "cpu")].dockerfile)[0]
+    sling = fabric_layers(rendered[("slingshot", "cpu")].dockerfile)[-1]
     assert "LD_LIBRARY_PATH=/opt/host/libfabric:/opt/host/libcxi:$LD_LIBRARY_PATH" in sling
     # the host's cxi libfabric needs libjson-c and libcurl, which the stack lacks
     sling_cuda = fabric_layers(rendered[("slingshot", "cuda")].dockerfile)[-1]
     assert "libjson-c5" in sling_cuda and "libcurl4" in sling_cuda
+
+
+@pytest.mark.parametrize("flavour", recipe.SOURCE_STACKS)
+def test_slingshot_links_the_stack_libfabric_users_against_the_oldest_host_abi(flavour, rendered):
+    """The host's libfabric (SHS 12: 1.20-1.22, up to FABRIC_1.7) replaces the stack's 2.1, whose
+    users need FABRIC_1.8: the layer rebuilds Open MPI against the distribution's libfabric-dev."""
+    build, run = fabric_layers(rendered[("slingshot", flavour)].dockerfile)
+    ompi = build_steps(rendered[("stack", flavour)].dockerfile)["openmpi"]
+    rebuild = build_steps(build)["openmpi"]
+    # the stack's own block and flags, --with-ofi found on the default paths (libfabric-dev's)
+    assert "--with-ofi=/usr/local/libfabric" in ompi[0] and "--with-ofi " in rebuild[0]
+    assert [step.replace("--with-ofi ", "--with-ofi=/usr/local/libfabric ") for step in rebuild] == ompi
+    assert (build.index(recipe.HOST_ABI_PACKAGES[0]) < build.index("rm -rf /usr/local/openmpi")
+            < build.index("openmpi-4.1.4.tar.bz2") < build.index(f"mkdir -p {recipe.HOST_ABI_STAGE}"))
+    # every libfabric user of the stack's Open MPI goes; the rebuilt ones come
+    assert f"COPY --from=devel {recipe.HOST_ABI_STAGE} {recipe.HOST_ABI_STAGE}" in run
+    assert run.index("rm -f") < run.index(f"cp -a {recipe.HOST_ABI_STAGE}/. /")
+    assert f"fi-abi:{recipe.HOST_ABI_NODE}" in rendered[("slingshot", flavour)].definition
+    assert "cp /usr/bin/fi_info" in build      # the distribution's fi_info, of the same ABI
+    if flavour == "cuda":
+        assert "--with-libfabric" not in build and "--disable-platform-aws" in build
+    for other in ("ethernet", "infiniband", "omnipath", "efa", "universal"):
+        text = rendered[(other, flavour)].definition
+        assert recipe.HOST_ABI_PACKAGES[0] not in text and "fi-abi" not in text
+
+
+def test_cpu_debian_slingshot_checks_the_abi_of_debians_open_mpi(rendered):
+    text = rendered[("slingshot", "cpu-debian")].definition
+    assert f"fi-abi:{recipe.HOST_ABI_NODE}" in text and recipe.HOST_ABI_STAGE not in text
+
+
+def test_the_host_abi_node_is_the_newest_of_the_distribution_libfabric():
+    """HOST_ABI_NODE names what Debian 12's libfabric1 (1.17.0, the libfabric-dev the layer
+    links against) defines: read from the library itself."""
+    library = Path("/usr/lib/x86_64-linux-gnu/libfabric.so.1")
+    if not library.exists():
+        pytest.skip("Debian's libfabric1 is not installed (make setup-test installs it)")
+    nodes = sorted((v for v in elf_versions.defined(library.read_bytes()) if v.startswith("FABRIC_")),
+                   key=elf_versions.version_key)
+    assert nodes[-1] == recipe.HOST_ABI_NODE
+
+
+@pytest.mark.parametrize("newest, passes", [("FABRIC_1.6", True), ("FABRIC_1.2", False)])
+def test_image_test_fi_abi_reads_what_open_mpis_libfabric_users_need(newest, passes):
+    """The %test check on the host's Debian Open MPI (linked against libfabric 1.17: mtl/btl ofi
+    need FABRIC_1.3, libmca_common_ofi FABRIC_1.5). A version check that must fail follows it,
+    so the script stops there either way."""
+    if shutil.which("ompi_info") is None:
+        pytest.skip("Debian's Open MPI is not installed (make setup-test installs it)")
+    script = stack.REPO / "containers" / "image-test.sh"
+    done = subprocess.run(["sh", str(script), f"fi-abi:{newest}", "openmpi=0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    if passes:
+        assert re.search(rf"ok: fi-abi: [1-9]\d* libfabric users \(fi_info, under \S+\) need at most {newest}", done.stdout)
+        assert "FAIL: openmpi: want 0" in done.stderr
+    else:
+        assert f"more than {newest}" in done.stderr and "mca_mtl_ofi.so:FABRIC_1.3" in done.stderr
+        assert "ok: fi-abi" not in done.stdout
 
 
 def test_recipe_hash_is_stable_and_names_the_content():

@@ -49,6 +49,8 @@ def test_each_image_test_proved_its_preset_components(fabric):
     for proof in ("ompi_info: CUDA support", "ucx: CUDA built in", "horovod: NCCL GPU operations built",
                   "torch: cuda", "ldd:"):
         assert proof in output, proof
+    if profile(fabric).binds_host_libfabric:      # the host ABI its libfabric users were linked for
+        assert f"need at most {recipe.HOST_ABI_NODE}" in output
 
 
 # podman (cpu): CI builds the cpu stack with Apptainer only; `make podman-rehearsal` builds
