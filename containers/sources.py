@@ -121,7 +121,7 @@ SOURCES: tuple[Source, ...] = (
                      autogen="./autogen.sh"),
            "as pinned. The slingshot layer links the stack's libfabric users against the "
            "distribution's binary libfabric-dev instead (1.17.0: an ABI SHS 12 hosts accept; "
-           "containers/recipe.py HOST_ABI_PACKAGE): bookworm's 1.17.0 source is listed, but its "
+           "containers/recipe.py HOST_ABI_PACKAGES): bookworm's 1.17.0 source is listed, but its "
            "tarball is absent from the mirror"),
     Source("pmix", "4.2.2", f"{GITHUB}/openpmix/openpmix/releases/download/v4.2.2/pmix-4.2.2.tar.gz",
            Rehearsal("debian", "bookworm", "pmix", "pmix_4.2.2.orig.tar.xz",

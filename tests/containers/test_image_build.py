@@ -38,15 +38,15 @@ def test_fabric_images_share_the_stack_image_by_digest(cpu_ethernet_image):
     """'Images differ only in fabric libraries' as an equality of digests: two more fabric
     images of the flavour are built FROM the same stack image, which is not rebuilt. The
     slingshot one's %test also proves its Open MPI loads over a host libfabric 1.x."""
-    others = [build.build(fabric, IMAGE_FLAVOUR, "apptainer", progress=lambda line: None)
-              for fabric in ("infiniband", "slingshot")]
+    fabrics = ("infiniband", "slingshot")
+    others = [build.build(fabric, IMAGE_FLAVOUR, "apptainer", progress=lambda line: None) for fabric in fabrics]
     stack_entry = next(e for e in build.registry() if e["fabric"] == "stack" and e["flavour"] == IMAGE_FLAVOUR
                        and e["image"] == cpu_ethernet_image.stack_image)
     digests = {record.fabric: build.inspect(record.image)["org.fabric-bench.stack-digest"]
                for record in (cpu_ethernet_image, *others)}
     print(digests, "stack", stack_entry["sha256"])
     assert set(digests.values()) == {stack_entry["sha256"]} == {build._sha256(Path(stack_entry["image"]))}
-    for other, fabric in zip(others, ("infiniband", "slingshot")):
+    for other, fabric in zip(others, fabrics):
         assert other.stack_digest == cpu_ethernet_image.stack_digest
         assert build.inspect(other.image)["org.fabric-bench.fabric"] == fabric
     sling = "\n".join(rehearse.test_output(Path(others[1].log)))

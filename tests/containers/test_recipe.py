@@ -277,7 +277,7 @@ def test_slingshot_links_the_stack_libfabric_users_against_the_oldest_host_abi(f
     assert "cp /usr/bin/fi_info" in build      # the distribution's fi_info, of the same ABI
     if flavour == "cuda":
         assert "--with-libfabric" not in build and "--disable-platform-aws" in build
-    for other in ("ethernet", "infiniband", "omnipath", "efa", "universal"):
+    for other in (f for f in FABRICS if not profile(f).binds_host_libfabric):
         text = rendered[(other, flavour)].definition
         assert recipe.HOST_ABI_PACKAGES[0] not in text and "fi-abi" not in text
 
