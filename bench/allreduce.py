@@ -118,14 +118,13 @@ class TorchBackend:
         import torch.distributed as dist
 
         from bench.rendezvous import discover, export_for_torch
+        from bench.torch_device import rank_device
 
         self.torch, self.dist = torch, dist
         peers = discover()
         export_for_torch(peers)
-        self.cuda = torch.cuda.is_available()
-        if self.cuda:
-            torch.cuda.set_device(peers.local_rank)
-        self.device = torch.device("cuda", peers.local_rank) if self.cuda else torch.device("cpu")
+        self.device = rank_device(peers.local_rank)
+        self.cuda = self.device.type == "cuda"
         self.process_group_backend = "nccl" if self.cuda else "gloo"
         dist.init_process_group(self.process_group_backend)
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
@@ -185,13 +184,13 @@ class HorovodBackend(TorchBackend):
         import horovod.torch as hvd
         import torch
 
+        from bench.torch_device import rank_device
+
         self.torch, self.hvd = torch, hvd
         hvd.init()
         self.rank, self.size = hvd.rank(), hvd.size()
-        self.cuda = torch.cuda.is_available()
-        if self.cuda:
-            torch.cuda.set_device(hvd.local_rank())
-        self.device = torch.device("cuda", hvd.local_rank()) if self.cuda else torch.device("cpu")
+        self.device = rank_device(hvd.local_rank())
+        self.cuda = self.device.type == "cuda"
 
     def allreduce(self, send, recv):
         horovod_settings.wait(self.hvd, self.hvd.allreduce_async_(recv, op=self.hvd.Sum, name="allreduce"))

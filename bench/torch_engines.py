@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from bench.rendezvous import discover, export_for_torch
 from bench import horovod_settings
+from bench.torch_device import collective_device, name_rank_a_host_for_nccl, rank_device
 from bench.train_args import fail
 
 
@@ -82,7 +83,9 @@ class DDPEngine:
     name = "ddp"
 
     def __init__(self, args):
-        export_for_torch(discover())  # torchrun's variables, or found over MPI
+        peers = discover()
+        export_for_torch(peers)  # torchrun's variables, or found over MPI
+        name_rank_a_host_for_nccl(peers.rank)
         self.backend = args.backend or ("nccl" if torch.cuda.is_available() else "gloo")
         if self.backend == "nccl" and not torch.cuda.is_available():
             fail("the nccl backend needs a GPU; use --backend gloo on CPUs")
@@ -91,9 +94,11 @@ class DDPEngine:
         self.stopped = False
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.collective_device = collective_device(dist.group.WORLD, self.local_rank)
 
     def wrap(self, model, optimizer):
-        device_ids = [self.local_rank] if torch.cuda.is_available() else None
+        device = rank_device(self.local_rank)
+        device_ids = [device.index] if device.type == "cuda" else None
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=device_ids, bucket_cap_mb=self.bucket_cap_mb
         )  # DDP broadcasts rank 0's parameters and buffers at construction
@@ -115,8 +120,11 @@ class DDPEngine:
         self.stopped = True
 
     def broadcast(self, tensor):
-        dist.broadcast(tensor, src=0)
-        return tensor
+        """Rank 0's `tensor`, on the tensor's own device: the collective itself runs on a
+        device the group has a backend for (NCCL registers cuda only: a CPU tensor fails)."""
+        on_wire = tensor.to(self.collective_device)
+        dist.broadcast(on_wire, src=0)
+        return on_wire.to(tensor.device)
 
     def describe(self) -> dict:
         return {"backend": self.backend, "bucket_cap_mb": self.bucket_cap_mb}

@@ -17,7 +17,7 @@ import hashlib
 import sys
 import time
 
-from bench import train_args
+from bench import numerics, train_args
 from bench.record import errors_recorded
 from bench.progress import Progress
 from bench.timing import timed_iterations
@@ -85,6 +85,20 @@ class Trainer:
         return timed_iterations(self.batch, self.sync, warmup, iters, batches_per_iter, batch_size, progress)
 
 
+def apply_numerics(torch, args, device) -> dict:
+    """TF32, cuDNN autotuning and the memory layout as asked (bench.numerics); what was used."""
+    gpu = device.type == "cuda"
+    if gpu:
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32 == "on"
+        torch.backends.cudnn.allow_tf32 = args.tf32 == "on"
+        torch.backends.cudnn.benchmark = args.cudnn_benchmark == "on"
+    return numerics.record(args, "torch", gpu, compiled="eager")
+
+
+def torch_memory_format(torch, used: dict):
+    return torch.channels_last if used["memory_format"] == "channels_last" else torch.contiguous_format
+
+
 def parameter_check(torch, model, engine) -> tuple[float, str]:
     """Max |p - p_rank0| over all parameters, and a digest of this rank's parameters."""
     flat = torch.cat([p.detach().reshape(-1).float().cpu() for p in model.parameters()])
@@ -116,19 +130,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def train(torch, torchvision, engine, args) -> int:
-    cuda = torch.cuda.is_available()
-    if cuda:
-        torch.cuda.set_device(engine.local_rank)
-    device = torch.device("cuda", engine.local_rank) if cuda else torch.device("cpu")
+    from bench.torch_device import rank_device
+
+    device = rank_device(engine.local_rank)
     torch.manual_seed(args.seed + engine.rank)  # ranks start apart; the engine must make them equal
 
-    model = make_model(torchvision, args.model).to(device).train()
+    used = apply_numerics(torch, args, device)
+    layout = torch_memory_format(torch, used)
+    model = make_model(torchvision, args.model).to(device, memory_format=layout).train()
     compute_model = copy.deepcopy(model)  # the same step without any gradient exchange
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     model, optimizer = engine.wrap(model, optimizer)
 
     size = args.image_size
-    images = torch.randn(args.batch_size, 3, size, size, device=device)
+    images = torch.randn(args.batch_size, 3, size, size, device=device).to(memory_format=layout)
     labels = torch.randint(0, 1000, (args.batch_size,), device=device)
     run = (args.warmup, args.iters, args.batches_per_iter, args.batch_size)
 
@@ -156,7 +171,7 @@ def train(torch, torchvision, engine, args) -> int:
     compute_samples = compute.run(*run, progress.next_phase("compute"))
     return finish(
         args, engine, framework="torch", device=str(device), threads=torch.get_num_threads(),
-        versions=torch_versions(torch, torchvision),
+        versions=torch_versions(torch, torchvision), numerics_used=used,
         parameters=sum(p.numel() for p in trainer.model.parameters()),
         samples=samples, compute_samples=compute_samples, train_seconds=train_seconds,
         params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256,

@@ -1,0 +1,47 @@
+"""Which CUDA device a torch rank uses, and which device its collectives run on.
+
+Sites hand GPUs to ranks two ways: every rank sees the node's GPUs and picks its
+local rank's (mpirun, torchrun, srun --gpus-per-node), or each rank sees one GPU
+only (srun --gpus-per-task, --gpu-bind): there, local rank 3 must take device 0.
+"""
+from __future__ import annotations
+
+import torch
+
+from bench.placement import SHARED_GPU_ENV
+
+
+def gpu_index(local_rank: int, visible_gpus: int) -> int:
+    """This rank's device among the `visible_gpus` it can see."""
+    return local_rank % max(1, visible_gpus)
+
+
+def rank_device(local_rank: int) -> torch.device:
+    """The device this rank computes on (made current), or the CPU where no GPU is visible."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    index = gpu_index(local_rank, torch.cuda.device_count())
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def collective_device(group, local_rank: int) -> torch.device:
+    """The device a tensor must be on for `group`'s collectives: the CPU where the group has a
+    backend for it (gloo), else this rank's GPU (NCCL registers for cuda only; a CPU tensor
+    there fails with "No backend type associated with device type cpu")."""
+    if "cpu" in {torch.device(t).type for t in group._device_types}:
+        return torch.device("cpu")
+    return torch.device("cuda", gpu_index(local_rank, torch.cuda.device_count()))
+
+
+
+def name_rank_a_host_for_nccl(rank: int, env=None) -> None:
+    """With FABRIC_BENCH_SHARED_GPU=1 (the GPU check's 2-rank run on a one-GPU machine), each rank
+    tells NCCL it is a host of its own (NCCL_HOSTID): NCCL refuses two ranks of one host on one
+    device ("Duplicate GPU detected"), and as separate hosts their traffic takes NCCL's network
+    transport, the path a multi-node run uses."""
+    import os
+
+    env = os.environ if env is None else env
+    if env.get(SHARED_GPU_ENV) == "1":
+        env["NCCL_HOSTID"] = f"fabric-bench-shared-gpu-rank{rank}"
