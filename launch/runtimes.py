@@ -96,9 +96,17 @@ def file_sha256(path: str) -> str | None:
         return None
 
 
+def env_command(env: dict[str, str]) -> list[str]:
+    """`env NAME=VALUE ... ` run inside the image, in front of the program: each value reaches the
+    program whole, after everything the image's own start-up sets. Apptainer's `--env` is a
+    key=value map that splits a value holding two `=` at its commas (NCCL_IB_HCA==mlx5_0,mlx5_1
+    fails to start), and older Singularity cut any value at its first comma (UCX_TLS=rc,sm)."""
+    return ["env", *(f"{name}={value}" for name, value in sorted(env.items()))] if env else []
+
+
 class ApptainerRuntime(Runtime):
     """`apptainer exec`: the host environment passes through (MPI's variables must);
-    the fabric's variables are set explicitly with --env so they win inside."""
+    the fabric's variables are set by `env` inside the image (env_command), so they win there."""
 
     name = "apptainer"
     binary = "apptainer"
@@ -110,9 +118,7 @@ class ApptainerRuntime(Runtime):
             out.append("--nv")
         for bind in binds:
             out += ["--bind", bind.spec()]
-        for name, value in sorted(env.items()):
-            out += ["--env", f"{name}={value}"]
-        return out + [image, *argv]
+        return out + [image, *env_command(env), *argv]
 
     def digest(self, image):
         return file_sha256(image)

@@ -36,3 +36,21 @@ def test_an_image_built_for_another_fabric_is_refused(cpu_ethernet_image, tmp_pa
                         "--launcher", "mpirun", "--fabric", "infiniband", "--results", str(tmp_path / "r"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "built for fabric 'ethernet', not 'infiniband'" in proc.stderr
+
+
+def test_multi_rail_values_arrive_whole_inside_apptainer(cpu_ethernet_image):
+    """The argv the apptainer runtime builds, run by the real apptainer: a two-rail NCCL_IB_HCA
+    (which `--env` refused: 'mlx5_1 must be formatted as key=value') and a comma list reach the
+    program as written, and win over a value the launcher's own environment holds."""
+    import os
+    import subprocess
+
+    from launch.runtimes import runtime_named
+
+    env = {"NCCL_IB_HCA": "=mlx5_0,mlx5_1", "UCX_TLS": "rc,ud,sm,self", "FB_SPACED": "a b=c,d"}
+    argv = runtime_named("apptainer").wrap(cpu_ethernet_image.image, [], env, False,
+                                           ["printenv", "NCCL_IB_HCA", "UCX_TLS", "FB_SPACED"])
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "UCX_TLS": "tcp"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["=mlx5_0,mlx5_1", "rc,ud,sm,self", "a b=c,d"]

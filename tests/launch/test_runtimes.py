@@ -15,8 +15,6 @@ def test_host_runs_argv_as_it_is_and_is_not_a_container():
 
 
 @pytest.mark.parametrize("name, head, bind_flag, env_flag", [
-    ("apptainer", ["apptainer", "exec", "--pwd", "/"], "--bind", "--env"),
-    ("singularity", ["singularity", "exec", "--pwd", "/"], "--bind", "--env"),
     ("podman", ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--workdir", "/",
                 *[item for name in PodmanRuntime.HOST_ENV for item in ("--env", name)],
                 "--ulimit", "nofile=16384:16384", "--ulimit", "nproc=16384:16384"], "--volume", "--env"),
@@ -31,6 +29,54 @@ def test_container_runtimes_bind_set_env_in_order_and_keep_argv_last(name, head,
     assert rest[:4] == [bind_flag, "/data:/data:ro", bind_flag, "/run dir:/run dir"]
     assert rest[4:8] == [env_flag, "A=1 1", env_flag, "B=2"]  # sorted, one argv item each: no shell
     assert rest[8:] == ["img", "python3", "-m", "x"]
+
+
+@pytest.mark.parametrize("name", ["apptainer", "singularity"])
+def test_apptainer_sets_the_environment_with_env_inside_the_image(name):
+    argv = runtime_named(name).wrap("img", BINDS, ENV, False, ["python3", "-m", "x"])
+    assert argv[:4] == [name, "exec", "--pwd", "/"]
+    assert argv[4:8] == ["--bind", "/data:/data:ro", "--bind", "/run dir:/run dir"]
+    assert argv[8:] == ["img", "env", "A=1 1", "B=2", "python3", "-m", "x"]  # sorted, one item each
+
+
+def apptainer_env_flag_values(argv: list[str]) -> dict[str, str]:
+    """What Apptainer's --env (pflag StringToString) makes of each value: a value with exactly one
+    '=' is kept whole; one with two or more is read as CSV and split at its commas, each piece
+    needing its own '=' (../shared/ENVIRONMENT.md, measured with apptainer 1.4.5)."""
+    parsed: dict[str, str] = {}
+    for flag, value in zip(argv, argv[1:]):
+        if flag != "--env":
+            continue
+        pieces = [value] if value.count("=") == 1 else value.split(",")
+        for piece in pieces:
+            if "=" not in piece:
+                raise ValueError(f"{piece} must be formatted as key=value")
+            name, _, rest = piece.partition("=")
+            parsed[name] = rest
+    return parsed
+
+
+@pytest.mark.parametrize("name", ["apptainer", "singularity"])
+def test_a_multi_rail_value_reaches_the_program_whole(name):
+    """NCCL_IB_HCA==mlx5_0,mlx5_1 as --env stopped the run before it started (issue 29)."""
+    env = {"NCCL_IB_HCA": "=mlx5_0,mlx5_1", "UCX_NET_DEVICES": "mlx5_0:1,mlx5_1:1", "UCX_TLS": "rc,sm,self"}
+    argv = runtime_named(name).wrap("img", [], env, True, ["python3"])
+    apptainer_env_flag_values(argv)  # nothing the runtime's own parser could split or refuse
+    assert "--env" not in argv
+    inside = argv[argv.index("img") + 1:]
+    assert inside[0] == "env" and inside[-1] == "python3"
+    assert dict(item.split("=", 1) for item in inside[1:-1]) == env
+
+
+def test_the_multi_rail_value_as_apptainer_env_flag_would_be_refused():
+    """The check above can fail: the old argv shape is refused the way Apptainer refuses it."""
+    with pytest.raises(ValueError, match="mlx5_1 must be formatted as key=value"):
+        apptainer_env_flag_values(["--env", "NCCL_IB_HCA==mlx5_0,mlx5_1"])
+
+
+def test_podman_keeps_a_multi_rail_value_whole():
+    argv = runtime_named("podman").wrap("img", [], {"NCCL_IB_HCA": "=mlx5_0,mlx5_1"}, True, ["x"])
+    assert argv[argv.index("NCCL_IB_HCA==mlx5_0,mlx5_1") - 1] == "--env"  # podman splits at the first '=' only
 
 
 def test_gpus_reach_the_container():
