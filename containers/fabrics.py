@@ -64,7 +64,6 @@ class FabricProfile:
     env: Mapping[str, str] = field(default_factory=_frozen)          # MPI, UCX, libfabric, gloo
     nccl_env: Mapping[str, str] = field(default_factory=_frozen)     # when NCCL does the allreduce
     gpudirect_env: Mapping[str, Mapping[str, str]] = field(default_factory=_frozen)  # "on"/"off"
-    gpu_env: Mapping[str, str] = field(default_factory=_frozen)      # when the run has GPUs (any allreduce)
     binds: tuple[Bind, ...] = ()
     gpudirect_binds: tuple[Bind, ...] = ()               # bound when GPUDirect is on
     # Directories put first on the image's LD_LIBRARY_PATH (baked into the image,
@@ -84,7 +83,7 @@ class FabricProfile:
 
     def placeholders(self) -> set[str]:
         """Site settings this profile needs (see the module docstring)."""
-        texts = [*self.env.values(), *self.nccl_env.values(), *self.gpu_env.values(),
+        texts = [*self.env.values(), *self.nccl_env.values(),
                  *(v for env in self.gpudirect_env.values() for v in env.values()),
                  *(b.host for b in (*self.binds, *self.gpudirect_binds)),
                  *(b.container for b in (*self.binds, *self.gpudirect_binds))]
@@ -92,11 +91,9 @@ class FabricProfile:
         return {"hca" if name == "hca_ports" else name for text in texts for name in _PLACEHOLDER.findall(text)}
 
     def environment(self, site: Mapping[str, str], *, nccl: bool = True,
-                    gpudirect: Optional[bool] = None, gpus: bool = False) -> dict[str, str]:
+                    gpudirect: Optional[bool] = None) -> dict[str, str]:
         """The environment selecting this fabric, placeholders filled from `site`."""
         env = dict(self.env)
-        if gpus:
-            env |= self.gpu_env
         if nccl:
             env |= self.nccl_env
         if gpudirect is not None:
@@ -174,11 +171,14 @@ INFINIBAND = FabricProfile(
     nccl_env=_frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "={hca}",
                       "NCCL_SOCKET_IFNAME": "{nic}"}),
     # GPUDirect RDMA for MPI over UCX is the HCA reading GPU memory: UCX_IB_GPU_DIRECT_RDMA
-    # (`ucx_info -f`: "Use GPU Direct RDMA for HCA to access GPU pages directly",
-    # yes|no|try, default try). Dropping gdr_copy/cuda_ipc from UCX_TLS alone leaves it on.
-    # "on" says yes: UCX fails loudly rather than silently falling back.
+    # (`ucx_info -f`: yes|no|try, default try). "yes" fails the device, and MPI_Init with it,
+    # wherever UCX finds no peer-memory driver file (UCX 1.13's ib_md.c looks for
+    # /sys/kernel/mm/memory_peers/nv_mem/version only; DMA-BUF-only hosts have none), while
+    # NCCL's own GPUDirect works there. MPI carries no GPU buffers in these benchmarks (NCCL
+    # does), so "on" asks UCX to try; whether GPUDirect ran is read from NCCL's log.
+    # Dropping gdr_copy/cuda_ipc from UCX_TLS alone leaves it on: "off" says no.
     gpudirect_env=_frozen({
-        "on": _frozen({"NCCL_NET_GDR_LEVEL": "PHB", "UCX_IB_GPU_DIRECT_RDMA": "yes",
+        "on": _frozen({"NCCL_NET_GDR_LEVEL": "PHB", "UCX_IB_GPU_DIRECT_RDMA": "try",
                        "UCX_TLS": "rc,ud,sm,self,cuda_copy,cuda_ipc,gdr_copy"}),
         "off": _frozen({"NCCL_NET_GDR_LEVEL": "LOC", "UCX_IB_GPU_DIRECT_RDMA": "no",
                         "UCX_TLS": "rc,ud,sm,self,cuda_copy"}),
@@ -201,12 +201,12 @@ OMNIPATH = FabricProfile(
     }),
     nccl_env=_frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "={hca}",
                       "NCCL_SOCKET_IFNAME": "{nic}"}),
-    # PSM2_CUDA=1 lets libpsm2 take GPU buffers: it matters when MPI (psm2 MTL) carries
-    # them, i.e. on every GPU run, not only when NCCL does the allreduce (then MPI carries none).
-    gpu_env=_frozen({"PSM2_CUDA": "1"}),
+    # No PSM2_CUDA / PSM2_GPUDIRECT: the stack's libpsm2 is built without PSM_CUDA (it needs
+    # the CUDA hfi1 driver's headers; containers.recipe), and such a libpsm2 ignores both, so
+    # MPI over psm2 carries host buffers only. GPUDirect here is NCCL's, over hfi1 verbs.
     gpudirect_env=_frozen({
-        "on": _frozen({"PSM2_GPUDIRECT": "1", "NCCL_NET_GDR_LEVEL": "PHB"}),
-        "off": _frozen({"PSM2_GPUDIRECT": "0", "NCCL_NET_GDR_LEVEL": "LOC"}),
+        "on": _frozen({"NCCL_NET_GDR_LEVEL": "PHB"}),
+        "off": _frozen({"NCCL_NET_GDR_LEVEL": "LOC"}),
     }),
     gpudirect_binds=(_GDRDRV,),
     binds=(Bind("/dev/hfi1_*", why="HFI device nodes used by libpsm2"),
@@ -253,8 +253,10 @@ SLINGSHOT = FabricProfile(
     # quoted by Sigma2's "NCCL on Olivia" page, documentation.sigma2.no/hpc_machines/olivia/nccl.html;
     # the same set in Isambard-AI's env_vars.sh, docs.isambard.ac.uk): rendezvous by
     # alt_read with no eager data, hybrid receive matching, a larger TX queue.
+    # NCCL_NET_GDR_LEVEL=PHB is part of that set on every run (NCCL's default is stricter
+    # and leaves GPUDirect off where the NIC and GPU are not under one PCIe switch).
     nccl_env=_frozen({"NCCL_NET": "OFI", "NCCL_SOCKET_IFNAME": "{nic}", "NCCL_CROSS_NIC": "1",
-                      "FI_CXI_RDZV_PROTO": "alt_read", "FI_CXI_RDZV_EAGER_SIZE": "0",
+                      "NCCL_NET_GDR_LEVEL": "PHB", "FI_CXI_RDZV_PROTO": "alt_read", "FI_CXI_RDZV_EAGER_SIZE": "0",
                       "FI_CXI_RDZV_THRESHOLD": "0", "FI_CXI_RDZV_GET_MIN": "0",
                       "FI_CXI_DEFAULT_TX_SIZE": "2048", "FI_CXI_RX_MATCH_MODE": "hybrid"}),
     # gdrcopy for libfabric's CUDA copies (Isambard-AI env_vars.sh: FI_HMEM_CUDA_USE_GDRCOPY=1)

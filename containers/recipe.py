@@ -534,7 +534,7 @@ def _help(prof: FabricProfile | None, flavour: str, base: str) -> str:
 def preset_checks(prof: FabricProfile, flavour: str, omit: tuple[str, ...] = ()) -> list[str]:
     """image-test.sh arguments proving that every component the fabric's preset selects
     exists in the image: Open MPI components, libfabric providers, UCX transports, NCCL net."""
-    envs = [prof.env, prof.nccl_env, prof.gpu_env, *prof.gpudirect_env.values()]
+    envs = [prof.env, prof.nccl_env, *prof.gpudirect_env.values()]
     checks: list[str] = []
 
     def add(check: str) -> None:

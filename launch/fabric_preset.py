@@ -82,7 +82,7 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
     values = site_values(spec, site)
     gpudirect = None if spec.gpudirect is None else spec.gpudirect == "on"
     try:
-        env.update(fabric.environment(values, nccl=spec.uses_nccl, gpudirect=gpudirect, gpus=spec.gpus_per_node > 0))
+        env.update(fabric.environment(values, nccl=spec.uses_nccl, gpudirect=gpudirect))
         env.update(site.env)
         mounts = fabric.bind_mounts(values, gpudirect=gpudirect)
     except KeyError as exc:

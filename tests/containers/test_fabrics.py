@@ -41,16 +41,30 @@ def test_rails_reach_ucx_and_nccl_as_lists():
 def test_gpudirect_off_turns_off_what_each_library_reads():
     ib_off = PROFILES["infiniband"].environment(SITE, gpudirect=False)
     assert ib_off["UCX_IB_GPU_DIRECT_RDMA"] == "no" and ib_off["NCCL_NET_GDR_LEVEL"] == "LOC"
-    assert PROFILES["infiniband"].environment(SITE, gpudirect=True)["UCX_IB_GPU_DIRECT_RDMA"] == "yes"
+    # "on" asks UCX to try: "yes" fails MPI_Init on hosts without nvidia-peermem's sysfs file
+    assert PROFILES["infiniband"].environment(SITE, gpudirect=True)["UCX_IB_GPU_DIRECT_RDMA"] == "try"
     assert "gdr_copy" not in ib_off["UCX_TLS"]
     binds = {b.host for b in PROFILES["infiniband"].bind_mounts(SITE, gpudirect=True)}
     assert "/dev/gdrdrv" in binds and "/dev/gdrdrv" not in {b.host for b in PROFILES["infiniband"].bind_mounts(SITE)}
 
 
-def test_psm2_cuda_follows_gpus_not_nccl():
+def test_omnipath_asks_nothing_of_libpsm2_that_its_build_ignores():
+    """The stack's libpsm2 is built without PSM_CUDA: PSM2_CUDA/PSM2_GPUDIRECT would do nothing."""
+    from containers import recipe
+
+    stack = recipe.render("stack", "cuda")
+    assert "opa-psm2" in stack.dockerfile and "PSM_CUDA" not in stack.dockerfile + stack.devel_template
     opa = PROFILES["omnipath"]
-    assert opa.environment(SITE, nccl=False, gpus=True)["PSM2_CUDA"] == "1"   # MPI carries GPU buffers
-    assert "PSM2_CUDA" not in opa.environment(SITE, nccl=True, gpus=False)
+    for nccl in (True, False):
+        for gpudirect in (True, False, None):
+            assert not {"PSM2_CUDA", "PSM2_GPUDIRECT"} & set(opa.environment(SITE, nccl=nccl, gpudirect=gpudirect))
+
+
+def test_slingshot_asks_nccl_for_gpudirect_on_every_nccl_run():
+    """HPE's published cxi settings set NCCL_NET_GDR_LEVEL=PHB always; --gpudirect off still turns it off."""
+    sling = PROFILES["slingshot"]
+    assert sling.environment(SITE, nccl=True)["NCCL_NET_GDR_LEVEL"] == "PHB"
+    assert sling.environment(SITE, nccl=True, gpudirect=False)["NCCL_NET_GDR_LEVEL"] == "LOC"
 
 
 def test_slingshot_nccl_carries_hpes_cxi_settings():
