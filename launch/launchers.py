@@ -75,21 +75,37 @@ def starts_with_mpi(spec: RunSpec) -> bool:
     return not (spec.engine == "ddp" or (spec.engine == "horovod" and spec.controller == "gloo"))
 
 
+def cpus_per_rank(spec: RunSpec) -> int:
+    """Each rank's share of a node's CPUs: the allocation's on a Slurm node (SLURM_CPUS_ON_NODE,
+    where srun runs inside one), else this host's. Batch jobs count theirs on the node
+    (slurm.cpus_per_rank_lines)."""
+    on_node = os.environ.get("SLURM_CPUS_ON_NODE", "") if launcher_of(spec).slurm else ""
+    cpus = int(on_node) if on_node.isdigit() else (os.cpu_count() or 1)
+    return max(1, cpus // spec.ranks_per_node)
+
+
 def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
     """Environment of every rank: a CPU share each, the fabric preset, then the user's overrides."""
-    cpus_per_rank = max(1, (os.cpu_count() or 1) // spec.ranks_per_node)
-    env = {"OMP_NUM_THREADS": str(cpus_per_rank), "PYTHONUNBUFFERED": "1"}
+    # a batch job counts its node's CPUs in its script (slurm.cpus_per_rank_lines), where the
+    # image takes OMP_NUM_THREADS from the job's environment; set here, it would be the submitter's
+    env = {} if launcher_of(spec).batch else {"OMP_NUM_THREADS": str(cpus_per_rank(spec))}
+    env["PYTHONUNBUFFERED"] = "1"
     if os.geteuid() == 0:  # Open MPI refuses root without both
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if spec.engine == "horovod" and spec.allreduce in ("mpi", "gloo"):
         env["HOROVOD_CPU_OPERATIONS"] = spec.allreduce
-    if spec.engine == "horovod" and starts_with_mpi(spec) and cpus_per_rank == 1:
+    if spec.engine == "horovod" and starts_with_mpi(spec) and cpus_per_rank(spec) == 1:
         # Horovod's MPI controller negotiates every cycle from a background thread, and
         # Open MPI busy-polls while it waits for the other ranks. With one core per rank
         # that spinning thread takes the core from the rank's own compute thread (measured
         # here: Horovod under mpirun at ~0.45 of the same run under gloo, which blocks in
         # recv). Yielding in the poll loop gives the core back.
         env["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    if launcher_of(spec).slurm and plan.runtime.containerised:
+        # the image's PMIx client beside the host's PMIx server (srun --mpi=pmix): the shared-memory
+        # data store (gds ds12/ds21) must match on both sides, a known cause of failed starts;
+        # the hash store needs nothing shared
+        env["PMIX_MCA_gds"] = "hash"
     env.update(reporting_env(spec))  # libraries name their transports (launch.results.transport)
     env.update(plan.fabric_env)
     env.update(spec.extra_env)
@@ -146,6 +162,8 @@ def mpirun(spec: RunSpec, plan: Plan) -> Command:
 def srun_argv(spec: RunSpec, plan: Plan, env: dict[str, str]) -> list[str]:
     argv = ["srun", f"--mpi={spec.mpi_plugin}", f"--nodes={spec.nodes}", f"--ntasks={spec.ranks}",
             f"--ntasks-per-node={spec.ranks_per_node}", "--kill-on-bad-exit=1"]
+    if not launcher_of(spec).batch:  # a batch job counts the node's CPUs in its script (SRUN_CPUS_PER_TASK)
+        argv.append(f"--cpus-per-task={cpus_per_rank(spec)}")
     if spec.gpus_per_node:
         argv.append(f"--gpus-per-node={spec.gpus_per_node}")
     for flag, value in (("--partition", spec.partition), ("--account", spec.account), ("--time", spec.time_limit)):
@@ -169,6 +187,7 @@ def sbatch_script(spec: RunSpec, plan: Plan) -> str:
     lines += slurm.module_loads(plan.modules)
     lines += ["set -euo pipefail", 'echo "fabric-bench job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"']
     lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
+    lines += slurm.cpus_per_rank_lines(spec.ranks_per_node, omp_threads_given="OMP_NUM_THREADS" in spec.extra_env)
     lines.append(shlex.join(srun_argv(spec, plan, env)))
     return "\n".join(lines) + "\n"
 

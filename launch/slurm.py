@@ -104,14 +104,28 @@ def nodes_available(in_allocation: bool, partition: str | None) -> int | None:
 def job_header(*, name: str, nodes: int, tasks_per_node: int, output: Path | str, gpus_per_node: int = 0,
                partition: str | None = None, account: str | None = None, time: str | None = None) -> list[str]:
     """The first lines of a job script: shebang and #SBATCH lines, every value quoted."""
+    # --exclusive: whole nodes, so the ranks share every core of a node between them (without
+    # it, Slurm's default gives each task one CPU, shared by its NCCL proxy, DDP reducer and Python)
     lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote(name)}",
-             f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={tasks_per_node}",
+             f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={tasks_per_node}", "#SBATCH --exclusive",
              f"#SBATCH --output={shlex.quote(str(output))}"]
     for flag, value in (("--partition", partition), ("--account", account), ("--time", time)):
         if value:
             lines.append(f"#SBATCH {flag}={shlex.quote(value)}")
     if gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={gpus_per_node}")
+    return lines
+
+
+def cpus_per_rank_lines(tasks_per_node: int, omp_threads_given: bool) -> list[str]:
+    """Job-script lines giving each rank its share of the node's CPUs, counted on the node the job
+    runs on (SLURM_CPUS_ON_NODE), not on the host that submitted it: srun reads
+    SRUN_CPUS_PER_TASK as its --cpus-per-task; OMP_NUM_THREADS follows unless the user set it."""
+    lines = [f"cpus_per_rank=$(( ${{SLURM_CPUS_ON_NODE:-{tasks_per_node}}} / {tasks_per_node} ))",
+             "(( cpus_per_rank >= 1 )) || cpus_per_rank=1",
+             "export SRUN_CPUS_PER_TASK=$cpus_per_rank"]
+    if not omp_threads_given:
+        lines.append("export OMP_NUM_THREADS=$cpus_per_rank")
     return lines
 
 
