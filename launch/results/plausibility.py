@@ -9,7 +9,10 @@ GPUDirect RDMA silently off after an OS upgrade drops an allreduce from 180 to
 
 The line rate, in order: the emulated link's rate (`link_rate_gbit_s`), the site
 file's `link_gbit_s` for the fabric, the probe of the NIC the run's traffic used
-(RDMA port rate, or the interface's speed). None of them: `unknown`.
+(RDMA port rate, or the interface's speed). None of them: `unknown`. That rate is
+one NIC's; a node drives several rails at once (nccl-tests: 2 nodes x 8 GPUs x 8 NICs
+reach a busbw near 8 x one NIC's), so the ceiling is the line rate times the rails
+the run's ranks can use on a node (`rails_in_use`).
 
 Bands (busbw at the large messages / line rate):
     >= HEALTHY        healthy
@@ -83,6 +86,30 @@ def line_rate(result: dict, site_link_gbit_s: float | None = None, root: Path = 
     return rate, source or "no link rate: not emulated, none in the site file, no NIC named to probe"
 
 
+RAIL_VARIABLES = ("NCCL_IB_HCA", "UCX_NET_DEVICES")  # device lists: one entry per rail
+
+
+def rails_in_use(result: dict) -> tuple[int, str]:
+    """NICs per node the run's traffic can cross at once, and how that was known: the NICs NCCL's
+    log says it used; else the rails the run's selection variables list, one per rank on a node
+    at most; else one."""
+    if result.get("link_rate_gbit_s"):
+        return 1, "emulated link"
+    nccl = ((result.get("transport") or {}).get("observed") or {}).get("nccl") or {}
+    if nccl.get("nics_used"):
+        return len(nccl["nics_used"]), "NICs NCCL used (its log)"
+    env = result.get("env") or {}
+    per_node = ((result.get("spec") or {}).get("ranks_per_node")) or 1
+    for variable in RAIL_VARIABLES:
+        value = str(env.get(variable, "")).strip()
+        if value and not value.startswith("^"):
+            listed = len([d for d in value.lstrip("=").split(",") if d.strip()])
+            if listed > 1:
+                used = min(listed, per_node)
+                return used, f"{variable} lists {listed}, {per_node} rank{'s' if per_node != 1 else ''} per node"
+    return 1, "one NIC (none listed)"
+
+
 def large_message_busbw(sizes: list[dict]) -> tuple[float | None, list[int]]:
     """Median busbw over the large messages (>= LARGE_MESSAGE_BYTES; else the largest size)."""
     rows = [r for r in sizes if r.get("busbw_gbit_s") is not None]
@@ -124,7 +151,9 @@ def verdict(result: dict, site_link_gbit_s: float | None = None, root: Path = Pa
         return {"verdict": "not applicable", "why": f"benchmark {result.get('benchmark')}"}
     hosts = result.get("hosts") or []
     rate, source = line_rate(result, site_link_gbit_s, root)
-    out: dict = {"link_rate_gbit_s": rate, "link_rate_source": source,
+    rails, rails_source = rails_in_use(result)
+    out: dict = {"link_rate_gbit_s": rate, "link_rate_source": source, "rails": rails, "rails_source": rails_source,
+                 "node_rate_gbit_s": None if rate is None else rate * rails,
                  "bands": {"healthy": HEALTHY, "suspect_below": SUSPECT, "faster_than": FASTER_THAN}}
     if result.get("status") not in ("ok", "transport_mismatch"):
         return {**out, "verdict": "unknown", "why": f"run status {result.get('status')}"}
@@ -142,7 +171,7 @@ def verdict(result: dict, site_link_gbit_s: float | None = None, root: Path = Pa
     if rate is None or busbw is None:
         out.update(verdict="unknown", why="no line rate" if rate is None else "no bandwidth figure")
         return out
-    ratio = busbw / rate
+    ratio = busbw / (rate * rails)
     out["ratio"] = ratio
     out["verdict"] = band(ratio)
     if result["benchmark"] == "train" and out["verdict"] in ("healthy", "suspect: faster than the line rate"):

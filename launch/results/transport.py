@@ -214,7 +214,7 @@ def gradient_path(result: dict) -> str | None:
 
 
 def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | None = None,
-          nccl: bool = False, gpus_per_node: int = 0) -> dict:
+          nccl: bool = False, gpus_per_node: int = 0, ranks_per_node: int | None = None) -> dict:
     """Checks of asked against observed; verdict match | mismatch | unverified."""
     asked = asked_for(fabric, env, nccl)
     mpi, ucx, nccl_seen = observed.get("mpi", {}), observed.get("ucx"), observed.get("nccl")
@@ -254,10 +254,12 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
         hca = env.get("NCCL_IB_HCA", "")
         listed = len([h for h in hca.lstrip("=^").split(",") if h.strip()]) if hca and not hca.startswith("^") else 0
         node_nics = listed or nccl_seen.get("nics_offered") or 0
-        expected = min(node_nics, gpus_per_node)
+        # one NIC per GPU that runs a rank: a node of 8 GPUs running 4 ranks drives 4 NICs
+        gpus_in_use = min(gpus_per_node, ranks_per_node or gpus_per_node)
+        expected = min(node_nics, gpus_in_use)
         used = len(nccl_seen["nics_used"])
         if expected:
-            check("nccl.nics", f"{expected} of {node_nics} NICs (one per GPU, {gpus_per_node} GPUs per node)",
+            check("nccl.nics", f"{expected} of {node_nics} NICs (one per GPU in use, {gpus_in_use} per node)",
                   [f"{used} NIC{'s' if used != 1 else ''} (NET devices {', '.join(map(str, nccl_seen['nics_used']))})"],
                   used >= expected)
     if fabric == "universal" and nccl_seen and nccl_seen["network"]:
@@ -290,7 +292,7 @@ def evidence(result: dict, log_path: Path) -> dict:
     observed = observe(log)
     path = gradient_path(result)
     verdict = judge(spec.get("fabric"), result.get("env") or {}, observed, path, nccl=path == "nccl",
-                    gpus_per_node=spec.get("gpus_per_node") or 0)
+                    gpus_per_node=spec.get("gpus_per_node") or 0, ranks_per_node=spec.get("ranks_per_node"))
     return {**verdict, "observed": observed}
 
 

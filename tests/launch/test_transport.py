@@ -277,6 +277,18 @@ def test_four_gpus_over_four_nics_match_one_nic_for_eight_gpus_does_not():
     assert any(m.startswith("nccl.nics: asked 8 of 8 NICs") for m in short["mismatches"])
 
 
+def test_a_partial_node_expects_one_nic_per_rank_not_per_gpu():
+    """8 GPUs and 8 rails per node, 4 ranks on it: NCCL driving 4 NICs is right (issue 29, item 8)."""
+    observed = transport.observe(_recorded("ib-gdrdma-a100"))  # NET devices 0, 2, 4, 5 used
+    eight_rails = {"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))}
+    partial = transport.judge("infiniband", eight_rails, observed, "nccl", nccl=True, gpus_per_node=8,
+                              ranks_per_node=4)
+    assert next(c for c in partial["checks"] if c["layer"] == "nccl.nics")["ok"], partial["mismatches"]
+    full = transport.judge("infiniband", eight_rails, observed, "nccl", nccl=True, gpus_per_node=8,
+                           ranks_per_node=8)
+    assert any(m.startswith("nccl.nics: asked 8 of 8 NICs") for m in full["mismatches"])
+
+
 def test_universal_over_libfabric_verbs_is_flagged():
     log = ("h:1:1 [0] NCCL INFO NET/OFI Selected Provider is verbs;ofi_rxm (found 1 nics)\n"
            "h:1:1 [0] NCCL INFO Using network AWS Libfabric\n")
