@@ -117,6 +117,19 @@ def nic_placement(name: str | None, source: str | None, root: Path = Path("/")) 
     return {"name": name, "source": source, "numa_node": None, "unknown": f"{name} not found in /sys here"}
 
 
+# Set to 1 where ranks share one GPU on purpose (the GPU check on a one-GPU machine; bench.torch_device)
+SHARED_GPU_ENV = "FABRIC_BENCH_SHARED_GPU"
+
+
+def nvidia_gpus_visible(env=os.environ, root: Path = Path("/")) -> bool:
+    """Whether this process can use an NVIDIA GPU: a device node exists and CUDA_VISIBLE_DEVICES
+    (when set) leaves at least one device ("" and "-1" hide them all)."""
+    if not any((root / "dev").glob("nvidia[0-9]*")):
+        return False
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    return visible is None or visible.strip() not in ("", "-1")
+
+
 def gpu_placement(local_rank: int, env=os.environ, root: Path = Path("/"), run=None) -> dict:
     """The rank's GPU (CUDA_VISIBLE_DEVICES and the local rank), its PCI bus and NUMA node."""
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]

@@ -25,16 +25,21 @@ import numpy as np
 import tensorflow as tf
 
 from bench.rendezvous import free_port, interface_address, mpi_comm
-from bench import horovod_settings
+from bench import horovod_settings, numerics, placement
 from bench.train_args import fail
 
 
-def configure_runtime(local_rank: int) -> bool:
-    """One GPU per rank (by local rank) and the launcher's CPU share; True on GPU.
+def configure_runtime(local_rank: int, args) -> tuple[bool, dict]:
+    """One GPU per rank (by local rank), the launcher's CPU share, and the numerics asked
+    (bench.numerics); whether it runs on a GPU, and the numerics used.
 
     Must run before TensorFlow initialises its runtime.
     """
     gpus = tf.config.list_physical_devices("GPU")
+    if not gpus and placement.nvidia_gpus_visible():
+        cuda = tf.sysconfig.get_build_info().get("cuda_version") or "none (a CPU build)"
+        fail(f"this process has an NVIDIA GPU but TensorFlow {tf.__version__} registers none (built for "
+             f"CUDA {cuda}): it would train on the CPU; use an image whose TensorFlow matches its CUDA")
     if gpus:
         gpu = gpus[local_rank % len(gpus)]
         tf.config.set_visible_devices(gpu, "GPU")
@@ -42,7 +47,13 @@ def configure_runtime(local_rank: int) -> bool:
     threads = int(os.environ.get("OMP_NUM_THREADS", "0"))
     if threads > 0:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
-    return bool(gpus)
+    used = numerics.record(args, "tf", bool(gpus), compiled="tf.function (graph, autograph off, no XLA)")
+    if gpus:
+        tf.config.experimental.enable_tensor_float_32_execution(args.tf32 == "on")
+        os.environ["TF_CUDNN_USE_AUTOTUNE"] = "1" if args.cudnn_benchmark == "on" else "0"
+    elif used["memory_format"] != "channels_last":
+        fail("TensorFlow's CPU convolutions take channels_last (NHWC) only; drop --memory-format channels_first")
+    return bool(gpus), used
 
 
 class Local:
@@ -82,7 +93,7 @@ class HorovodEngine(Local):
         self.info = None  # set when stopped
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
-        self.gpu = configure_runtime(self.local_rank)
+        self.gpu, self.numerics = configure_runtime(self.local_rank, args)
 
     def wrap_tape(self, tape):
         compression = self.hvd.Compression.fp16 if self.fp16_allreduce else self.hvd.Compression.none
@@ -138,7 +149,7 @@ class NativeEngine(Local):
         self.local_rank = hosts[: self.rank].count(hosts[self.rank])
         os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": list(workers)},
                                               "task": {"type": "worker", "index": self.rank}})
-        self.gpu = configure_runtime(self.local_rank)
+        self.gpu, self.numerics = configure_runtime(self.local_rank, args)
         implementation = tf.distribute.experimental.CommunicationImplementation
         self.collectives = implementation.NCCL if self.gpu else implementation.RING
         self.strategy = tf.distribute.MultiWorkerMirroredStrategy(

@@ -30,11 +30,16 @@ def build_parser():
     return train_args.parser("tf")
 
 
+def input_shape(keras, size: int) -> tuple[int, int, int]:
+    """One image's shape in the layout Keras is set to (bench.numerics memory format)."""
+    return (3, size, size) if keras.backend.image_data_format() == "channels_first" else (size, size, 3)
+
+
 def small_cnn(keras, size: int):
     """A CNN small enough to train on a couple of CPU cores (~90 k parameters)."""
     layers = keras.layers
     return keras.Sequential([
-        keras.Input((size, size, 3)),
+        keras.Input(input_shape(keras, size)),
         layers.Conv2D(16, 3, padding="same", activation="relu"),
         layers.MaxPooling2D(),
         layers.Conv2D(32, 3, padding="same", activation="relu"),
@@ -49,7 +54,7 @@ def make_model(keras, name: str, size: int):
     if name == "SmallCNN":
         return small_cnn(keras, size)
     constructor = getattr(keras.applications, name)
-    return constructor(weights=None, input_shape=(size, size, 3), classes=CLASSES, classifier_activation=None)
+    return constructor(weights=None, input_shape=input_shape(keras, size), classes=CLASSES, classifier_activation=None)
 
 
 def make_optimizer(keras, mixed_float16: bool):
@@ -141,6 +146,7 @@ def train(tf, keras, engine, args) -> int:
     mixed_float16 = args.precision == "mixed" and engine.gpu
     if args.precision == "mixed":
         keras.mixed_precision.set_global_policy("mixed_float16" if engine.gpu else "mixed_bfloat16")
+    keras.backend.set_image_data_format(engine.numerics["memory_format"])
     keras.utils.set_random_seed(args.seed + engine.rank)  # ranks start apart; the engine must make them equal
 
     with engine.scope():
@@ -152,7 +158,7 @@ def train(tf, keras, engine, args) -> int:
     compute_optimizer.build(compute_model.trainable_variables)
 
     size = args.image_size
-    images = tf.random.normal((args.batch_size, size, size, 3))
+    images = tf.random.normal((args.batch_size, *input_shape(keras, size)))
     labels = tf.random.uniform((args.batch_size,), 0, CLASSES, dtype=tf.int32)
     run = (args.warmup, args.iters, args.batches_per_iter, args.batch_size)
 
@@ -171,7 +177,7 @@ def train(tf, keras, engine, args) -> int:
     return finish(
         args, engine, framework="tf", device=device,
         threads=tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count(),
-        versions=tf_versions(tf, keras),
+        versions=tf_versions(tf, keras), numerics_used=engine.numerics,
         parameters=sum(int(np.prod(v.shape)) for v in trainer.model.trainable_variables),
         samples=samples, compute_samples=compute_samples, train_seconds=train_seconds,
         params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import catalog
+from bench import catalog, numerics
 
 
 def parser(framework: str) -> argparse.ArgumentParser:
@@ -26,6 +26,7 @@ def parser(framework: str) -> argparse.ArgumentParser:
     p.add_argument("--fp16-allreduce", action="store_true", help="Horovod fp16 gradient compression")
     p.add_argument("--fusion-threshold-mb", type=float, default=None, help="Horovod tensor fusion buffer")
     p.add_argument("--cycle-time-ms", type=float, default=None, help="Horovod cycle time")
+    numerics.add_arguments(p)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--param-tolerance", type=float, default=1e-6,
                    help="largest parameter difference between ranks still counted as identical")

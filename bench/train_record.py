@@ -2,11 +2,12 @@
 rank's `train` record, print rank 0's summary (shared by torch and tf)."""
 from __future__ import annotations
 
-from bench import placement, train_args
+from bench import numerics, placement, train_args
 from bench.record import write_record
 
 
 def finish(args, engine, *, framework: str, device: str, threads: int, versions: dict, parameters: int,
+           numerics_used: dict,
            samples: list[float], compute_samples: list[float], train_seconds: float,
            params_max_abs_diff: float, params_sha256: str) -> int:
     """Write the record and shut the engine down; the exit code says whether ranks agreed."""
@@ -20,7 +21,8 @@ def finish(args, engine, *, framework: str, device: str, threads: int, versions:
         benchmark="train", framework=framework, engine=args.engine, model=args.model,
         world_size=engine.size, local_rank=engine.local_rank, device=device, threads=threads,
         config=train_args.config_of(args), engine_info=engine.describe(), versions=versions,
-        gradient_bytes=4 * parameters, parameters=parameters,
+        gradient_bytes=numerics.WIRE_BYTES[numerics_used["gradient_wire_dtype"]] * parameters,
+        parameters=parameters, numerics=numerics_used,
         samples_img_per_s=samples, compute_samples_img_per_s=compute_samples, train_seconds=train_seconds,
         params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256, status=status,
         placement=where,

@@ -52,6 +52,12 @@ CUDA_RUNTIME_IMAGE = f"nvidia/cuda:{CUDA_VERSION}-runtime-ubuntu24.04"
 CUDA_DISTRO = "ubuntu24"              # hpccm's name for the base distribution
 CUDA_PYTHON = "3.12"                  # Ubuntu 24.04's python3
 CUDA_ARCHS = ("80", "90")             # compute capabilities (CUDA 13 has no older ones)
+# TensorFlow's Linux wheels (2.21 included) are built against CUDA 12 and take their GPU
+# libraries from nvidia-*-cu12 wheels; this base and its wheels are CUDA 13 only, so the
+# cuda image's TensorFlow registers no GPU and would train on the CPU. TensorFlow GPU runs
+# are refused in such images (launch.preflight) and by the benchmark itself (bench.tf_engines).
+TF_CUDA_MAJOR = 12
+TF_SEES_GPU = CUDA_VERSION.split(".")[0] == str(TF_CUDA_MAJOR)
 # `--base local`: the toolkit as NVIDIA's PyPI wheels lay it out (containers/cudabase.py)
 CUDA_WHEELS = ("nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-runtime==13.0.96", "nvidia-cuda-cccl==13.0.85",
                "nvidia-cuda-crt==13.0.88", "nvidia-nvvm==13.0.88", "nvidia-cuda-cupti==13.0.85",

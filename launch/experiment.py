@@ -217,7 +217,8 @@ NOT_APPLICABLE = (
 # reset to RunSpec's defaults for it and the duplicates this makes are dropped
 # (the halo proxy is not run once per CNN, nor per allreduce library).
 _TRAINING_ONLY = ("framework", "engine", "model", "batch_size", "image_size", "precision", "controller",
-                  "fp16_allreduce", "fusion_threshold_mb", "cycle_time_ms", "bucket_cap_mb", "batches_per_iter")
+                  "fp16_allreduce", "fusion_threshold_mb", "cycle_time_ms", "bucket_cap_mb", "batches_per_iter",
+                  "tf32", "memory_format", "cudnn_benchmark")
 NOT_READ = {
     "train": ("grid", "backend", "min_bytes", "max_bytes"),
     "halo": _TRAINING_ONLY + ("allreduce", "gpudirect", "backend", "min_bytes", "max_bytes"),

@@ -106,6 +106,20 @@ def check_image_fabric(spec, labels: dict[str, str], required: bool) -> str:
     return f"image built for fabric {built_for or 'unknown (no fabric-bench labels)'}"
 
 
+def check_image_gpu_framework(spec, labels: dict[str, str]) -> None:
+    """A TensorFlow GPU run in an image whose TensorFlow cannot see a GPU is refused: it would
+    train on the CPU and be reported as a GPU result (containers.stack.TF_SEES_GPU)."""
+    from containers import stack
+    from containers.recipe import LABEL_PREFIX
+
+    if (spec.framework == "tf" and spec.gpus_per_node > 0 and not stack.TF_SEES_GPU
+            and labels.get(f"{LABEL_PREFIX}.flavour") == "cuda"):
+        raise UsageError(f"image {spec.image}: its TensorFlow is built for CUDA {stack.TF_CUDA_MAJOR} and "
+                         f"finds no GPU on the image's CUDA {stack.CUDA_VERSION}; run TensorFlow on CPUs "
+                         f"(--gpus-per-node 0) or benchmark GPUs with --framework torch",
+                         fields=("framework", "image"))
+
+
 def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[str]:
     """Checks before a real run; raises on the first failure of the basics, or on a
     failed fabric check unless `force`. Returns what it checked (one line each);
@@ -124,6 +138,7 @@ def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[st
         checked.append(f"image {spec.image} present")
         prepared.image_labels = runtime.labels(spec.image)  # read once: the result's image record reuses them
         checked.append(check_image_fabric(spec, prepared.image_labels, required=runtime.image_is_file))
+        check_image_gpu_framework(spec, prepared.image_labels)
     elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
         raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
     if prepared.preset.missing:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from bench import catalog
+from bench import catalog, numerics
 from launch.errors import UsageError
 from launch.launchers import LAUNCHERS, LOCAL
 from launch.runtimes import HOST
@@ -50,6 +50,10 @@ class RunSpec:
     fusion_threshold_mb: float | None = setting(None, part="workload")
     cycle_time_ms: float | None = setting(None, part="workload")
     bucket_cap_mb: float | None = setting(None, part="workload")
+    # GPU numerics (bench.numerics): the same defaults for torch and TF, recorded in every result
+    tf32: str = setting("on", part="workload", baseline=True)
+    memory_format: str | None = setting(None, part="workload", baseline=True)  # None: channels_last on GPUs
+    cudnn_benchmark: str = setting("on", part="workload", baseline=True)
     seed: int = setting(1234, part="workload", baseline=True)
     benchmark: str = setting("train", part="workload", baseline=True, workload=True)
     extra_env: dict[str, str] = setting(part="start", factory=dict)
@@ -125,6 +129,11 @@ class RunSpec:
         for name in ("ranks", "batch_size", "iters", "batches_per_iter"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}", fields=(name,))
+        for name, allowed in (("tf32", numerics.SWITCH), ("cudnn_benchmark", numerics.SWITCH),
+                              ("memory_format", (None, *numerics.MEMORY_FORMATS))):
+            if getattr(self, name) not in allowed:
+                raise UsageError(f"--{name.replace('_', '-')} must be one of "
+                                 f"{', '.join(a for a in allowed if a)}, got {getattr(self, name)!r}", fields=(name,))
         if self.bucket_cap_mb is not None and self.engine != "ddp":
             raise UsageError("--bucket-cap-mb applies to the ddp engine only", fields=('bucket_cap_mb', 'engine'))
         if self.warmup < 0:
@@ -193,6 +202,7 @@ class RunSpec:
             "--warmup", str(self.warmup), "--iters", str(self.iters),
             "--batches-per-iter", str(self.batches_per_iter),
             "--precision", self.precision, "--seed", str(self.seed),
+            "--tf32", self.tf32, "--cudnn-benchmark", self.cudnn_benchmark,
         ]
         if self.fp16_allreduce:
             args.append("--fp16-allreduce")
@@ -202,6 +212,7 @@ class RunSpec:
             "--fusion-threshold-mb": self.fusion_threshold_mb,
             "--cycle-time-ms": self.cycle_time_ms,
             "--bucket-cap-mb": self.bucket_cap_mb,
+            "--memory-format": self.memory_format,
         }
         for flag, value in optional.items():
             if value is not None:

@@ -67,6 +67,7 @@ def train_metrics(records: list[dict], world_size: int, tolerance: float) -> tup
         "params_max_abs_diff": diff,
         "params_sha256": sorted({r["params_sha256"] for r in ranks}),
         "gradient_bytes": ranks[0].get("gradient_bytes"),
+        "numerics": ranks[0].get("numerics"),  # bench.numerics; None in results from before it
         "versions": ranks[0].get("versions", {}),
         "engine_info": ranks[0].get("engine_info", {}),
         "device": ranks[0].get("device"),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from containers import stack
+from launch.errors import UsageError
 from launch import elf_versions, preflight
 from launch.preflight import Check, SideFacts, device_checks, parse_side, worst
 from launch.runspec import RunSpec
@@ -304,3 +305,23 @@ def test_image_fabric_check_reads_the_labels_it_is_given(fabric, labels, require
     else:
         with pytest.raises(UsageError, match=outcome):
             preflight.check_image_fabric(spec, labels, required)
+
+
+def test_a_tensorflow_gpu_run_in_the_cuda_image_is_refused_in_one_line():
+    """The cuda image's TensorFlow is a CUDA 12 build on a CUDA 13 base: it registers no GPU and
+    would train on the CPU under a GPU result's name (issue 29, item 3)."""
+    from containers import stack
+    from containers.recipe import LABEL_PREFIX
+
+    assert stack.CUDA_VERSION.split(".")[0] != str(stack.TF_CUDA_MAJOR) and not stack.TF_SEES_GPU
+    cuda = {f"{LABEL_PREFIX}.flavour": "cuda"}
+    tf_gpu = RunSpec(framework="tf", engine="native", model="ResNet50", gpus_per_node=1, image="c.sif",
+                     runtime="apptainer")
+    with pytest.raises(UsageError, match=r"built for CUDA 12 and finds no GPU on the image's CUDA 13\.0\.2") as err:
+        preflight.check_image_gpu_framework(tf_gpu, cuda)
+    assert "\n" not in str(err.value)
+    # what still runs: TF on CPUs, torch on the GPU, TF on a CPU image
+    preflight.check_image_gpu_framework(RunSpec(framework="tf", engine="native", model="ResNet50",
+                                                image="c.sif", runtime="apptainer"), cuda)
+    preflight.check_image_gpu_framework(RunSpec(gpus_per_node=1, image="c.sif", runtime="apptainer"), cuda)
+    preflight.check_image_gpu_framework(tf_gpu, {f"{LABEL_PREFIX}.flavour": "cpu"})
