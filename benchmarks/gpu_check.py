@@ -8,14 +8,25 @@ not ok, the reason:
    torchvision, TensorFlow, Horovod, torchrun/mpirun/horovodrun, nvidia-smi);
 2. captures: `nvidia-smi -q`, `nvidia-smi topo -m` and `nvidia-smi --query-gpu=...`
    (absent with --cpu, or where nvidia-smi is missing), parsed by launch.probe;
-3. runs: `fabric-bench run --ranks 1 --launcher local` for torch DDP (NCCL on a
-   GPU) x ResNet-50, VGG-16, Inception-v3 x fp32, AMP; a Horovod run; TF
-   ResNet-50 fp32 and mixed. Each writes result.json in the bundle's format under
+3. probes (benchmarks/gpu_probes.py), each under a hard deadline: a one-rank NCCL
+   all_reduce (gloo with --cpu; ~10 s, its NCCL log kept in nccl/probe-collective.log),
+   then ResNet-50's compute-only img/s with no process group at all (~30 s), so a
+   failed NCCL still leaves a figure;
+4. runs: `fabric-bench run --launcher local` for torch DDP (NCCL on a GPU) x
+   ResNet-50, VGG-16, Inception-v3 x fp32, AMP, one rank each; two DDP ranks sharing
+   the one GPU (NCCL_HOSTID per rank: NCCL's network transport carries their
+   exchange for real); a Horovod run; TF ResNet-50 fp32 and mixed. Each writes
+   result.json in the bundle's format under
    runs/<label>/. Where the launch CLI cannot be imported (typer, rich, psutil or
    scipy missing), torch runs fall back to the bench program under torchrun and
    are summarised from their rank records;
-4. summary.json / summary.md: img/s, compute-only img/s, and the predictor's
+5. summary.json / summary.md: img/s, compute-only img/s, and the predictor's
    compute step (launch.results.model: batch x ranks / compute-only img/s) per model.
+
+A hard deadline (--deadline-s; 470 s on a GPU) ends whatever step is running, silent
+or not, marks the steps not reached as skipped and still writes the summary.
+Expected on one H200 with 16 cores: environment ~20 s, captures ~5 s, probes ~40 s,
+each 1-rank run 30-50 s, the 2-rank run ~60 s, each TF run ~60 s.
 
 Only the standard library and launch.probe / launch.results.transport are imported here:
 the check must report, not crash, whatever is missing.
@@ -32,6 +43,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +54,7 @@ if str(REPO) not in sys.path:
 from launch import probe  # noqa: E402  (standard library only)
 
 from launch.results import transport
+from bench.placement import SHARED_GPU_ENV  # noqa: E402  (standard library only)
 
 TORCH_MODELS = ("resnet50", "vgg16", "inception_v3")
 TORCH_PRECISIONS = ("fp32", "amp")
@@ -63,6 +76,10 @@ CPU_SKIPPED = {"torch-ddp-vgg16-amp": "AMP runs on ResNet-50 only (bf16 autocast
                "tf-native-ResNet50-mixed": "TensorFlow runs in fp32 only (~40 s of start-up per TF run)"}
 DEFAULT_BUDGET_S = {"gpu": 360, "cpu": 900}  # GPU: the last run ends by ~7.5 min
 DEFAULT_RUN_TIMEOUT_S = {"gpu": 150, "cpu": 300}
+DEFAULT_DEADLINE_S = {"gpu": 470, "cpu": 1500}   # the whole check, hard: a lent machine gives 8 minutes
+PROBE_TIMEOUT_S = {"collective": 60, "compute": 120}
+# the compute probe's batch, image size, warm-up and timed iterations
+PROBE_SIZES = {"gpu": ("64", "224", "5", "10"), "cpu": ("2", "32", "0", "2")}
 QUERY_FIELDS = ("index", "name", "pci.bus_id", "driver_version", "memory.total", "clocks.max.sm",
                 "clocks.max.memory", "power.limit", "pcie.link.gen.max", "pcie.link.width.max")
 CAPTURES = {  # file name -> argv
@@ -208,12 +225,17 @@ class Run:
     model: str
     precision: str
     needs: str  # what must be present: torch | tf | horovod
+    ranks: int = 1  # 2: two ranks share the one GPU (bench.torch_device.SHARED_GPU_ENV)
+
+
+SHARED_GPU_RUN = "torch-ddp-resnet50-fp32-2ranks"
 
 
 def planned_runs() -> list[Run]:
     """In order of importance: the DDP/NCCL run first, the budget may cut the tail."""
     runs = [Run(f"torch-ddp-{m}-{p}", "torch", "ddp", m, p, "torch") for m in TORCH_MODELS for p in TORCH_PRECISIONS]
-    runs.insert(2, Run("torch-horovod-resnet50-fp32", "torch", "horovod", "resnet50", "fp32", "horovod"))
+    runs.insert(1, Run(SHARED_GPU_RUN, "torch", "ddp", "resnet50", "fp32", "torch", ranks=2))
+    runs.insert(3, Run("torch-horovod-resnet50-fp32", "torch", "horovod", "resnet50", "fp32", "horovod"))
     runs += [Run(f"tf-native-{TF_MODEL}-{p}", "tf", "native", TF_MODEL, p, "tf") for p in TF_PRECISIONS]
     return runs
 
@@ -255,7 +277,7 @@ def fabric_bench_argv(run: Run, mode: str, info: dict, run_dir: Path, timeout_s:
     sizes = sizes_for(run, mode)
     argv = [sys.executable, "-c", "import sys; sys.argv[0] = 'fabric-bench'; from launch.cli.app import main; main()",
             "run", "--benchmark", "train", "--framework", run.framework, "--engine", run.engine,
-            "--model", run.model, "--precision", run.precision, "--ranks", "1", "--launcher", "local",
+            "--model", run.model, "--precision", run.precision, "--ranks", str(run.ranks), "--launcher", "local",
             "--runtime", "host", "--batch-size", str(sizes["batch_size"]), "--warmup", str(sizes["warmup"]),
             "--iters", str(sizes["iters"]), "--batches-per-iter", str(sizes["batches_per_iter"]),
             "--results", str(run_dir), "--timeout", str(timeout_s)]
@@ -267,6 +289,8 @@ def fabric_bench_argv(run: Run, mode: str, info: dict, run_dir: Path, timeout_s:
         argv += ["--gpus-per-node", "1"]
         if run.engine == "ddp":
             argv += ["--allreduce", "nccl"]
+        if run.ranks > 1:
+            argv += ["--env", f"{SHARED_GPU_ENV}=1"]
     else:
         argv += ["--env", "CUDA_VISIBLE_DEVICES="]  # a CPU run even where a GPU is present
     return argv
@@ -277,7 +301,7 @@ def direct_argv(run: Run, mode: str, info: dict, run_dir: Path) -> list[str]:
     sizes = sizes_for(run, mode)
     starter = ([info["tools"]["torchrun"]] if info["tools"].get("torchrun")
                else [sys.executable, "-m", "torch.distributed.run"])
-    argv = starter + ["--standalone", "--nnodes", "1", "--nproc-per-node", "1", "--module", "bench.torch_train",
+    argv = starter + ["--standalone", "--nnodes", "1", "--nproc-per-node", str(run.ranks), "--module", "bench.torch_train",
                       "--engine", run.engine, "--model", run.model, "--precision", run.precision,
                       "--batch-size", str(sizes["batch_size"]), "--warmup", str(sizes["warmup"]),
                       "--iters", str(sizes["iters"]), "--batches-per-iter", str(sizes["batches_per_iter"]),
@@ -291,21 +315,24 @@ def direct_argv(run: Run, mode: str, info: dict, run_dir: Path) -> list[str]:
 
 def execute(argv: list[str], log_path: Path, env: dict, timeout_s: float, log: Log) -> int:
     """Run one command in its own session, its output to the console, the check's log and log_path;
-    past the timeout: SIGTERM to the whole session (fabric-bench ends its ranks), then SIGKILL."""
+    past the timeout, output or none: SIGTERM to the whole session (fabric-bench ends its ranks),
+    then SIGKILL. A reader thread copies the output, so a silent hang still meets the deadline."""
     with open(log_path, "w", encoding="utf-8") as out:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=REPO, start_new_session=True, errors="replace")
-        deadline = time.monotonic() + timeout_s
-        try:
+
+        def copy_output() -> None:
             for line in proc.stdout:
                 out.write(line)
                 log.file.write(line)
                 print(line, end="", flush=True)
-                if time.monotonic() > deadline:
-                    raise subprocess.TimeoutExpired(argv, timeout_s)
-            return proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        reader = threading.Thread(target=copy_output, daemon=True)
+        reader.start()
+        try:
+            code = proc.wait(timeout=max(1.0, timeout_s))
         except subprocess.TimeoutExpired:
             log(f"  ... no end after {timeout_s:.0f} s: stopping it")
+            code = 124
             for signum, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
                 try:
                     os.killpg(proc.pid, signum)
@@ -316,11 +343,50 @@ def execute(argv: list[str], log_path: Path, env: dict, timeout_s: float, log: L
                     break
                 except subprocess.TimeoutExpired:
                     continue
-            return 124
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            reader.join(timeout=10)
+        return code
+
+
+def run_probes(mode: str, info: dict, out: Path, env: dict, deadline: float, log: Log) -> dict:
+    """The collective and compute probes (benchmarks/gpu_probes.py), each under its own timeout
+    and the check's deadline; their output kept under probes/."""
+    folder = out / "probes"
+    folder.mkdir(parents=True, exist_ok=True)
+    probes: dict[str, dict] = {}
+    for name, extra in (("collective", ()), ("compute", PROBE_SIZES[mode])):
+        if not info.get("torch"):
+            probes[name] = {"status": "absent", "reason": f"torch is not importable by {info.get('python')}"}
+            log(f"probe {name}: absent")
+            continue
+        left = deadline - time.monotonic()
+        if left < 10:
+            probes[name] = {"status": "skipped", "reason": "the check's deadline was reached"}
+            log(f"probe {name}: skipped (deadline)")
+            continue
+        timeout_s = min(PROBE_TIMEOUT_S[name], left)
+        log(f"probe {name}: (at most {timeout_s:.0f} s)")
+        console = folder / f"{name}.log"
+        probe_env = {**env, **(transport.NCCL_REPORTING_ENV if mode == "gpu" else {})}
+        code = execute([sys.executable, str(REPO / "benchmarks" / "gpu_probes.py"), name, *extra],
+                       console, probe_env, timeout_s, log)
+        text = console.read_text(errors="replace")
+        line = next((l for l in text.splitlines() if l.startswith("GPU_PROBE ")), None)
+        entry: dict = json.loads(line.split(" ", 1)[1]) if line else {}
+        ok = code == 0 and entry.get("ok", True) and bool(line)
+        entry.update(status="ok" if ok else "failed", log=f"probes/{name}.log",
+                     reason=None if ok else ("timed out" if code == 124 else f"exit code {code}, no result line"
+                                             if not line else f"exit code {code}"))
+        if not ok:
+            entry["errors"] = [l.strip()[:300] for l in text.splitlines() if re.search(r"\w(Error|Exception|WARN)", l)][-3:]
+        keep_nccl_lines(console, out / "nccl" / f"probe-{name}.log", entry)
+        probes[name] = entry
+        log(f"probe {name}: {entry['status']}" + (f" ({entry['reason']})" if entry.get("reason") else "")
+            + (f", {entry['img_per_s']:.1f} img/s compute-only" if entry.get("img_per_s") else ""))
+    return probes
 
 
 def mean(values: list[float]) -> float | None:
@@ -375,19 +441,25 @@ def from_records(records: list[dict], entry: dict, exit_code: int) -> dict:
     return entry
 
 
-def run_all(mode: str, info: dict, out: Path, budget_s: float, run_timeout_s: float, log: Log,
-            started: float, full: bool = False, only: set[str] | None = None) -> list[dict]:
+def check_env(mode: str, out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
            "FABRIC_BENCH_STORE": str(out / "results.sqlite"), "PYTHONUNBUFFERED": "1",
            "KERAS_HOME": str(out / "tmp" / "keras"), "MPLCONFIGDIR": str(out / "tmp" / "matplotlib")}
     if mode == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def run_all(mode: str, info: dict, out: Path, budget_s: float, run_timeout_s: float, log: Log,
+            started: float, full: bool = False, only: set[str] | None = None,
+            deadline: float = float("inf")) -> list[dict]:
+    env = check_env(mode, out)
     entries = []
     for run in planned_runs():
         if only and run.label not in only:
             continue
         entry = {"label": run.label, "framework": run.framework, "engine": run.engine, "model": run.model,
-                 "precision": run.precision}
+                 "precision": run.precision, "ranks": run.ranks}
         entries.append(entry)
         why = unavailable(run, info)
         elapsed = time.monotonic() - started
@@ -400,14 +472,14 @@ def run_all(mode: str, info: dict, out: Path, budget_s: float, run_timeout_s: fl
             entry.update(status="absent", reason=why)
             log(f"run {run.label}: absent ({why})")
             continue
-        if elapsed > budget_s:
-            entry.update(status="skipped", reason=f"the check's budget of {budget_s:.0f} s was spent "
-                                                  f"({elapsed:.0f} s elapsed)")
+        if elapsed > budget_s or deadline - time.monotonic() < 30:
+            entry.update(status="skipped", reason=f"the check's budget of {budget_s:.0f} s (or its hard deadline) "
+                                                  f"was spent ({elapsed:.0f} s elapsed)")
             log(f"run {run.label}: skipped ({entry['reason']})")
             continue
         run_dir = out / "runs" / run.label
         run_dir.mkdir(parents=True, exist_ok=True)
-        timeout_s = min(run_timeout_s, max(30.0, budget_s + 60 - elapsed))
+        timeout_s = min(run_timeout_s, max(30.0, budget_s + 60 - elapsed), deadline - time.monotonic() - 25)
         if info.get("launch_cli"):
             argv, run_env = fabric_bench_argv(run, mode, info, run_dir, timeout_s), env
             console = run_dir / "fabric-bench.out"
@@ -419,7 +491,7 @@ def run_all(mode: str, info: dict, out: Path, budget_s: float, run_timeout_s: fl
             log(f"run {run.label}: {' '.join(argv)}")
         t0 = time.monotonic()
         before = set(run_dir.glob("*/result.json"))  # an --out used before keeps its earlier runs
-        code = execute(argv, console, run_env, timeout_s + 60, log)
+        code = execute(argv, console, run_env, min(timeout_s + 60, deadline - time.monotonic()), log)
         results = sorted(set(run_dir.glob("*/result.json")) - before)
         if info.get("launch_cli") and results:
             from_result(json.loads(results[-1].read_text()), entry)
@@ -463,15 +535,18 @@ def fmt(value, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) else "-"
 
 
-def write_summary(out: Path, mode: str, info: dict, captured: dict, entries: list[dict], seconds: float) -> dict:
+def write_summary(out: Path, mode: str, info: dict, captured: dict, entries: list[dict], seconds: float,
+                  probes: dict | None = None) -> dict:
     compute_steps = {f"{e['model']} {e['precision']} ({e['framework']})": e["compute_step_s"]
-                     for e in entries if e.get("compute_step_s") and e["engine"] != "horovod"}
+                     for e in entries if e.get("compute_step_s") and e["engine"] != "horovod"
+                     and e.get("ranks", 1) == 1}  # the predictor's step: one rank alone on its GPU
     failed = [e["label"] for e in entries if e.get("status") not in ("ok", "absent", "skipped")]
+    failed += [f"probe-{name}" for name, p in (probes or {}).items() if p.get("status") == "failed"]
     summary = {
         "schema_version": 1, "mode": mode, "seconds": seconds, "host": info.get("host"),
         "python": info.get("python"), "environment": "environment.json",
         "captures": captured["captures"], **captured["parsed"],
-        "runs": entries, "compute_step_s": compute_steps,
+        "probes": probes or {}, "runs": entries, "compute_step_s": compute_steps,
         "counts": {s: sum(1 for e in entries if e.get("status") == s)
                    for s in ("ok", "failed", "transport_mismatch", "absent", "skipped")},
         "failed": failed,
@@ -491,6 +566,11 @@ def write_summary(out: Path, mode: str, info: dict, captured: dict, entries: lis
                      f"{e.get('batch_size') or '-'} x {e.get('image_size') or '-'} | {e.get('device') or '-'} |")
     reasons = [f"- {e['label']}: {e['reason']}" + (f" (log: `{e['errors'][-1]}`)" if e.get("errors") else "")
                for e in entries if e.get("reason")]
+    lines += ["", "Probes:"]
+    lines += [f"- {name}: {p.get('status')}" + (f" ({p['reason']})" if p.get("reason") else "")
+              + (f", {p['img_per_s']:.1f} img/s compute-only on {p.get('device')}" if p.get("img_per_s") else "")
+              + (f", {p.get('backend')} on {p.get('device')} in {p['seconds']} s" if p.get("seconds") is not None else "")
+              for name, p in (probes or {}).items()]
     lines += ["", "Not run, or not ok:" if reasons else "All runs ok.", *reasons, "", "Captures:"]
     lines += [f"- {name}: {c['status']}" + (f" ({c['reason']})" if c.get("reason") else "")
               for name, c in captured["captures"].items()]
@@ -512,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="start no run after this many seconds (default 360 on a GPU, 900 with --cpu)")
     p.add_argument("--run-timeout-s", type=float, default=None, help="kill one run after this (150 / 300)")
     p.add_argument("--archive", type=Path, default=None, help="also write the output folder as this .tar.gz")
+    p.add_argument("--deadline-s", type=float, default=None,
+                   help="end the whole check after this many seconds, writing the summary (470 / 1500)")
     p.add_argument("--full", action="store_true", help="with --cpu: every model in both precisions")
     p.add_argument("--only", default=None, help="comma list of run labels to run (see summary.md), e.g. "
                                                 "torch-ddp-resnet50-fp32")
@@ -534,10 +616,12 @@ def main(argv: list[str] | None = None) -> int:
     (out / "environment.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if mode == "gpu" and info.get("torch") and not info.get("cuda_available"):
         log("gpu_check: torch sees no CUDA device here; the runs go ahead on what there is (try --cpu)")
+    deadline = started + (args.deadline_s or DEFAULT_DEADLINE_S[mode])
     captured = capture(mode, out, log)
+    probes = run_probes(mode, info, out, check_env(mode, out), deadline, log)
     entries = run_all(mode, info, out, args.budget_s or DEFAULT_BUDGET_S[mode],
-                      args.run_timeout_s or DEFAULT_RUN_TIMEOUT_S[mode], log, started, args.full, only)
-    summary = write_summary(out, mode, info, captured, entries, time.monotonic() - started)
+                      args.run_timeout_s or DEFAULT_RUN_TIMEOUT_S[mode], log, started, args.full, only, deadline)
+    summary = write_summary(out, mode, info, captured, entries, time.monotonic() - started, probes)
     shutil.rmtree(out / "tmp", ignore_errors=True)
     log((out / "summary.md").read_text())
     if args.archive:

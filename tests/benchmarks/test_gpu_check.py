@@ -31,6 +31,7 @@ GPU_HOST = {"python": "/opt/torch/.venv/bin/python3", "torch": "2.11.0", "torchv
 def test_the_plan_covers_three_models_two_precisions_horovod_and_tf():
     labels = [run.label for run in gpu_check.planned_runs()]
     assert labels[0] == "torch-ddp-resnet50-fp32"      # the DDP/NCCL run comes first
+    assert labels[1] == gpu_check.SHARED_GPU_RUN       # then two ranks exchanging over NCCL on the one GPU
     assert {f"torch-ddp-{m}-{p}" for m in ("resnet50", "vgg16", "inception_v3") for p in ("fp32", "amp")} < set(labels)
     assert {"torch-horovod-resnet50-fp32", "tf-native-ResNet50-fp32", "tf-native-ResNet50-mixed"} < set(labels)
 
@@ -48,6 +49,8 @@ def test_every_gpu_run_is_a_valid_fabric_bench_command(tmp_path):
             assert '"--backend", "nccl"' in result.output and '"NCCL_DEBUG": "INFO"' in result.output
         if run.engine == "horovod":
             assert "--controller" in argv   # no mpirun on that host: horovodrun --gloo
+        if run.ranks == 2:   # each rank a host of its own to NCCL (bench.torch_device)
+            assert '"FABRIC_BENCH_SHARED_GPU": "1"' in result.output and '"--nproc-per-node", "2"' in result.output
 
 
 def test_what_a_bare_gpu_host_lacks_is_named():
@@ -64,6 +67,32 @@ def test_help_and_a_bad_label():
     bad = subprocess.run([str(SCRIPT), "--cpu", "--only", "nope", "--out", "/dev/null/x"], capture_output=True,
                          text=True, timeout=300)
     assert bad.returncode == 2 and "unknown run label(s) nope" in bad.stderr
+
+
+def test_a_silent_hang_meets_its_deadline(tmp_path):
+    """A step that prints nothing was waited for until a line came (forever); now the deadline
+    ends it and its whole session, and the check goes on (issue 29, item 12)."""
+    log = gpu_check.Log(tmp_path / "check.log")
+    marker = f"silent-hang-{os.getpid()}"
+    started = time.monotonic()
+    code = gpu_check.execute([sys.executable, "-c", "import time, sys; time.sleep(120)", marker],
+                             tmp_path / "hang.log", dict(os.environ), 3, log)
+    assert code == 124 and time.monotonic() - started < 30
+    assert "no end after 3 s" in (tmp_path / "check.log").read_text()
+    assert [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])] == []
+
+
+def test_steps_past_the_whole_check_s_deadline_are_skipped_and_the_summary_still_written(tmp_path):
+    log = gpu_check.Log(tmp_path / "check.log")
+    info = {**GPU_HOST, "launch_cli": True}
+    started = time.monotonic()
+    probes = gpu_check.run_probes("gpu", info, tmp_path, dict(os.environ), deadline=started, log=log)
+    entries = gpu_check.run_all("gpu", info, tmp_path, 360, 150, log, started, deadline=started)
+    assert {p["status"] for p in probes.values()} == {"skipped"}
+    assert {e["status"] for e in entries} <= {"skipped", "absent"} and not (tmp_path / "runs").exists()
+    captured = {"captures": {}, "parsed": {}}
+    summary = gpu_check.write_summary(tmp_path, "gpu", info, captured, entries, 1.0, probes)
+    assert summary["failed"] == [] and "- collective: skipped" in (tmp_path / "summary.md").read_text()
 
 
 def rank_pids(out: Path) -> set[int]:
@@ -102,7 +131,7 @@ def test_cpu_mode_end_to_end(tmp_path):
     assert summary["mode"] == "cpu" and environment["torch"] and environment["cuda_available"] is False
     runs = {r["label"]: r for r in summary["runs"]}
     expected_ok = {"torch-ddp-resnet50-fp32", "torch-ddp-resnet50-amp", "torch-ddp-vgg16-fp32",
-                   "torch-ddp-inception_v3-fp32"}
+                   "torch-ddp-inception_v3-fp32", gpu_check.SHARED_GPU_RUN}
     if horovod_built_for("torch"):
         expected_ok.add("torch-horovod-resnet50-fp32")
     else:
@@ -115,10 +144,13 @@ def test_cpu_mode_end_to_end(tmp_path):
         entry = runs[label]
         assert entry["status"] == "ok", (label, entry.get("reason"))
         result = json.loads((out / entry["result"]).read_text())
-        assert result["status"] == "ok" and result["schema_version"] == 1 and result["world_size"] == 1
+        ranks = 2 if label == gpu_check.SHARED_GPU_RUN else 1
+        assert result["status"] == "ok" and result["schema_version"] == 1 and result["world_size"] == ranks
+        assert result["numerics"]["memory_format"] and result["numerics"]["gradient_wire_dtype"] == "float32"
         assert result["throughput"]["total_img_per_s"] > 0 and result["compute_img_per_s"] > 0
         assert result["spec"]["precision"] == entry["precision"] and result["device"] == "cpu"
-        assert entry["compute_step_s"] == pytest.approx(result["spec"]["batch_size"] / result["compute_img_per_s"])
+        assert entry["compute_step_s"] == pytest.approx(
+            result["spec"]["batch_size"] * ranks / result["compute_img_per_s"])
         assert (out / entry["result"]).parent.joinpath("output.log").exists()
     assert runs["torch-ddp-resnet50-fp32"]["engine_info"]["backend"] == "gloo"
     for label in ("torch-ddp-vgg16-amp", "torch-ddp-inception_v3-amp", "tf-native-ResNet50-mixed"):
@@ -127,6 +159,11 @@ def test_cpu_mode_end_to_end(tmp_path):
         else:
             assert runs[label]["status"] == "skipped" and "--full" in runs[label]["reason"]
     assert summary["failed"] == [] and len(summary["compute_step_s"]) >= 4
+    # the probes: a one-rank collective (gloo here, NCCL on a GPU) and compute-only img/s without any group
+    probes = summary["probes"]
+    assert probes["collective"]["status"] == "ok" and probes["collective"]["backend"] == "gloo"
+    assert probes["compute"]["status"] == "ok" and probes["compute"]["img_per_s"] > 0
+    assert (out / probes["compute"]["log"]).exists()
 
     # nvidia-smi captures: absent, with the reason, in CPU mode
     assert set(summary["captures"]) == {"nvidia_smi.txt", "nvidia_smi_query.csv", "nvidia_smi_topo.txt",

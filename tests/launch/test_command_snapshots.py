@@ -87,7 +87,8 @@ def test_snapshots_hold_the_fabric_selection(host_independent):
     ib = render(case("apptainer", "mpirun", "infiniband"))
     argv = ib["argv"]
     assert argv[:3] == ["mpirun", "-np", "4"] and "--nv" in argv
-    assert "--env" in argv and "NCCL_IB_HCA==mlx5_0" in argv and "OMPI_MCA_pml=ucx" in argv
+    inside = argv[argv.index("env", argv.index("--nv")):]   # set by `env` in the image, never --env
+    assert "--env" not in argv and "NCCL_IB_HCA==mlx5_0" in inside and "OMPI_MCA_pml=ucx" in inside
     assert "/dev/infiniband:/dev/infiniband" in argv and ib["env"]["NCCL_NET_GDR_LEVEL"] == "PHB"
     eth = render(case("host", "srun", "ethernet"))
     assert eth["argv"][:2] == ["srun", "--mpi=pmix"] and "NCCL_NET" not in eth["env"]  # CPU run: no NCCL
@@ -95,6 +96,11 @@ def test_snapshots_hold_the_fabric_selection(host_independent):
     sling = render(case("podman", "sbatch", "slingshot"))
     assert "/opt/cray/libfabric/1.15.2.0/lib64:/opt/host/libfabric" in sling["script"]
     assert "export FI_PROVIDER=cxi" in sling["script"]
+    # each rank's CPU share is counted on the node the job runs on, over whole nodes
+    assert "#SBATCH --exclusive" in sling["script"] and "export SRUN_CPUS_PER_TASK=$cpus_per_rank" in sling["script"]
+    assert "--cpus-per-task" not in sling["script"] and "OMP_NUM_THREADS=4" not in sling["script"]
+    assert any(a.startswith("--cpus-per-task=") for a in eth["argv"])
+    assert "export PMIX_MCA_gds=hash" in sling["script"] and "PMIX_MCA_gds" not in eth["env"]  # containers only
 
 
 def test_every_job_script_is_valid_bash(host_independent, tmp_path):
