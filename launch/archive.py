@@ -14,28 +14,36 @@ repeat and compare it, and a manifest (schema version, sha256 of every member).
 
 Reading never trusts the file: every member is checked (a regular file or a
 directory, a relative path that stays inside, listed in the manifest with the
-right sha256) before anything is written; `extract` writes the files itself.
+right sha256, within launch.trust.ArchiveLimits) before anything is written;
+`extract` writes the files itself. An archive may carry `manifest.sig`, an OpenSSH
+signature of the manifest (launch.signing): readers show who signed and refuse a
+signature that does not verify.
 """
 from __future__ import annotations
 
 import io
 import json
+import os
 import socket
 import sys
 import subprocess
 import tarfile
+import tempfile
 import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from containers.files import REPO, git, sha256_bytes
+from launch import signing
 from launch.errors import UsageError
+from launch.trust import ArchiveLimits
 from launch.results.result import Result, ResultError, parse
 from launch.runtimes import runtime_named
 
 ARCHIVE_SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"     # signs the manifest's bytes as stored; not listed in it
 RECIPE_INPUTS = ("containers/stack.py", "containers/fabrics.py", "containers/recipe.py", "containers/build.py",
                  "containers/image-test.sh", "requirements.txt", "requirements-nodeps.txt", "containers/horovod")
 
@@ -184,22 +192,33 @@ def collect(directory: Path, *, site: Path | None = None, experiment: Path | Non
     return members
 
 
-def write(members: dict[str, bytes], output: Path) -> dict:
-    """Write the tar.gz (manifest first); returns the manifest."""
+def write(members: dict[str, bytes], output: Path, sign_key: Path | None = None) -> dict:
+    """Write the tar.gz (manifest first, then its signature with `sign_key`); returns the manifest.
+    It is written under a unique temporary name beside `output`, removed on any failure."""
     manifest = {"schema_version": ARCHIVE_SCHEMA_VERSION, "created_unix": time.time(),
                 "bundle_commit": json.loads(members.get("bundle.json", b"{}")).get("commit"),
                 "members": {name: {"sha256": sha256_bytes(data), "bytes": len(data)} for name, data in sorted(members.items())}}
+    manifest_bytes = _json(manifest)
+    head = [(MANIFEST, manifest_bytes)]
+    if sign_key is not None:
+        head.append((SIGNATURE, signing.sign(manifest_bytes, sign_key)))
     output = Path(output)
-    tmp = output.with_name(output.name + ".tmp")
     try:
-        with tarfile.open(tmp, "w:gz") as tar:
-            for name, data in [(MANIFEST, _json(manifest)), *sorted(members.items())]:
+        fd, tmp_name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+            for name, data in [*head, *sorted(members.items())]:
                 info = tarfile.TarInfo(name)
                 info.size, info.mode, info.mtime = len(data), 0o644, int(manifest["created_unix"])
                 tar.addfile(info, io.BytesIO(data))
         tmp.replace(output)
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
     return manifest
 
 
@@ -209,10 +228,17 @@ def write(members: dict[str, bytes], output: Path) -> dict:
 class Archive:
     path: Path
     manifest: dict
-    members: dict[str, bytes]  # every regular file but the manifest, verified
+    members: dict[str, bytes]  # every regular file but the manifest and its signature, verified
+    manifest_bytes: bytes = b""
+    signature: bytes | None = None
 
     def results(self) -> dict[str, dict]:
         return _results(self.members)
+
+    def provenance(self, allowed_signers: Path | None = None, require_signed: bool = False) -> signing.Provenance:
+        """Who signed this archive (launch.signing.check: a broken signature is always refused)."""
+        return signing.check(self.manifest_bytes, self.signature, allowed_signers, require_signed,
+                             where=f"archive {self.path}")
 
 
 def safe_name(name: str) -> str:
@@ -225,15 +251,19 @@ def safe_name(name: str) -> str:
     return str(PurePosixPath(*[p for p in parts if p != "."]))
 
 
-def read(path: Path) -> Archive:
-    """Open and verify an archive completely; any flaw is a UsageError (one line)."""
+def read(path: Path, limits: ArchiveLimits = ArchiveLimits()) -> Archive:
+    """Open and verify an archive completely, streaming and within `limits`; any flaw is a
+    UsageError (one line)."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"archive {path} not found")
     files: dict[str, bytes] = {}
+    total = 0
     try:
-        with tarfile.open(path, "r:gz") as tar:
-            for member in tar:
+        with tarfile.open(path, "r|gz") as tar:  # a stream: members one at a time, never the whole index
+            for count, member in enumerate(tar, 1):
+                if count > limits.members:
+                    raise UsageError(f"archive {path} has more than {limits.members} members; refused")
                 name = safe_name(member.name)
                 if member.isdir():
                     continue
@@ -242,27 +272,38 @@ def read(path: Path) -> Archive:
                     raise UsageError(f"archive member {member.name!r} is a {kind}; refused")
                 if name in files:
                     raise UsageError(f"archive member {name!r} appears twice")
-                files[name] = tar.extractfile(member).read()
+                if member.size > limits.member_bytes:
+                    raise UsageError(f"archive member {name!r} unpacks to {member.size} bytes, over the "
+                                     f"{limits.member_bytes // 2**20} MiB limit; refused")
+                total += member.size
+                if total > limits.total_bytes:
+                    raise UsageError(f"archive {path} unpacks to more than {limits.total_bytes // 2**20} MiB; refused")
+                files[name] = tar.extractfile(member).read(limits.member_bytes + 1)
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise UsageError(f"archive {path} is corrupt or truncated: {exc}") from None
     if MANIFEST not in files:
         raise UsageError(f"archive {path} has no {MANIFEST}")
+    manifest_bytes, signature = files.pop(MANIFEST), files.pop(SIGNATURE, None)
     try:
-        manifest = json.loads(files.pop(MANIFEST))
+        manifest = json.loads(manifest_bytes)
     except ValueError:
         raise UsageError(f"archive {path}: {MANIFEST} is not JSON") from None
     if not isinstance(manifest, dict) or manifest.get("schema_version") != ARCHIVE_SCHEMA_VERSION:
         version = manifest.get("schema_version") if isinstance(manifest, dict) else None
         raise UsageError(f"archive {path}: unknown archive schema_version {version!r}")
     listed = manifest.get("members") or {}
+    if not isinstance(listed, dict):
+        raise UsageError(f"archive {path}: {MANIFEST} members is not an object")
     for name in sorted(set(files) | set(listed)):
         if name not in files:
-            raise UsageError(f"archive {path}: {name} is in the manifest but missing")
+            raise UsageError(f"archive {path}: {name!r} is in the manifest but missing")
         if name not in listed:
-            raise UsageError(f"archive {path}: {name} is not in the manifest")
+            raise UsageError(f"archive {path}: {name!r} is not in the manifest")
+        if not isinstance(listed[name], dict):
+            raise UsageError(f"archive {path}: manifest entry {name!r} is not an object")
         if sha256_bytes(files[name]) != listed[name].get("sha256"):
             raise UsageError(f"archive {path}: checksum mismatch for {name}")
-    return Archive(path, manifest, files)
+    return Archive(path, manifest, files, manifest_bytes, signature)
 
 
 def extract(archive: Archive, target: Path) -> list[Path]:
@@ -272,7 +313,9 @@ def extract(archive: Archive, target: Path) -> list[Path]:
         raise UsageError(f"{target} is not empty; extract into a new directory")
     root = target.resolve()
     written = []
-    for name, data in sorted({MANIFEST: _json(archive.manifest), **archive.members}.items()):
+    signature = {SIGNATURE: archive.signature} if archive.signature is not None else {}
+    for name, data in sorted({MANIFEST: archive.manifest_bytes or _json(archive.manifest), **signature,
+                              **archive.members}.items()):
         destination = (root / safe_name(name)).resolve()
         if root not in destination.parents:
             raise UsageError(f"archive member {name!r} escapes the target directory")

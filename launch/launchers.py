@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from launch import slurm
+from launch import slurm, trust
 from launch.command import Command
 from launch.runtimes import Bind, Runtime
 from launch.results.transport import reporting_env
@@ -186,6 +186,7 @@ def sbatch_script(spec: RunSpec, plan: Plan) -> str:
                              account=spec.account, time=spec.time_limit)
     lines += slurm.module_loads(plan.modules)
     lines += ["set -euo pipefail", 'echo "fabric-bench job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"']
+    trust.check_env(env, "job script: ")  # names are identifiers, values one line: then quoting holds
     lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
     lines += slurm.cpus_per_rank_lines(spec.ranks_per_node, omp_threads_given="OMP_NUM_THREADS" in spec.extra_env)
     lines.append(shlex.join(srun_argv(spec, plan, env)))

@@ -1,24 +1,29 @@
 """Replay: re-run an archive's runs here with the same parameters, argv shape and
 image, producing new results that name their original (`replay_of`).
 
-The RunSpec is rebuilt from result["spec"]; the image must have the digest the
-original recorded (a mismatch is refused unless allowed, then warned about).
+The RunSpec is rebuilt from result["spec"] through the trust boundary (launch.trust):
+fields of their declared types, no control characters, and only the environment
+families a run may carry from another site (others only where this site accepts them
+by name). The image must have the digest the original recorded (a mismatch is refused
+unless allowed, then warned about).
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from containers.files import sha256_file
 from launch import archive as archives
+from launch import trust
 from launch.errors import UsageError
 from launch.runspec import RunSpec
 from launch.runtimes import runtime_named
 from launch.site import Site
 
-SPEC_FIELDS = {f.name for f in dataclasses.fields(RunSpec)}
+# What a replayed run takes from the archive and may reach a process, a shell line or a job script
+FROM_ARCHIVE = ("extra_env", "hostfile", "partition", "account", "time_limit", "image", "launcher", "runtime",
+                "fabric", "nodes", "ranks", "gpus_per_node")
 
 
 @dataclass
@@ -28,14 +33,25 @@ class Replay:
     warnings: list[str]
 
 
-def spec_of(result: dict) -> RunSpec:
-    data = result.get("spec")
-    if not isinstance(data, dict):
-        raise UsageError(f"result {result.get('run_id')} has no spec to replay")
-    unknown = set(data) - SPEC_FIELDS
-    if unknown:
-        raise UsageError(f"result {result.get('run_id')}: spec fields unknown here: {', '.join(sorted(unknown))}")
-    return RunSpec(**data).validated()
+def spec_of(result: dict, accepted_env: tuple[str, ...] = ()) -> RunSpec:
+    where = f"result {result.get('run_id')}"
+    if not isinstance(result.get("spec"), dict):
+        raise UsageError(f"{where} has no spec to replay")
+    spec = RunSpec.from_dict(result["spec"], where)
+    trust.check_foreign_env(spec.extra_env, accepted_env, where=f"{where}: ")
+    return spec
+
+
+def shown(spec: RunSpec) -> list[str]:
+    """Every value a replayed run takes from the archive, one line each (replay --dry-run)."""
+    lines = []
+    for name in FROM_ARCHIVE:
+        value = getattr(spec, name)
+        if name == "extra_env":
+            lines += [f"from the archive: env {key}={item}" for key, item in sorted(value.items())]
+        elif value not in (None, ""):
+            lines.append(f"from the archive: {name.replace('_', '-')} = {value}")
+    return lines
 
 
 def argv_shape(argv: list[str], run_id: str | None) -> list[str]:
@@ -51,9 +67,10 @@ def argv_shape(argv: list[str], run_id: str | None) -> list[str]:
 
 
 def check_image(result: dict, spec: RunSpec, allow_mismatch: bool) -> list[str]:
-    recorded = (result.get("image") or {}).get("digest")
+    image = result.get("image")
+    recorded = image.get("digest") if isinstance(image, dict) else None
     if not spec.image:
-        return []
+        return ["no image: the run uses this host's software, which no digest checks"]
     current = runtime_named(spec.runtime).digest(spec.image)
     if recorded and current == recorded:
         return []
@@ -64,13 +81,14 @@ def check_image(result: dict, spec: RunSpec, allow_mismatch: bool) -> list[str]:
     return [problem]
 
 
-def plan(archive: archives.Archive, allow_image_mismatch: bool = False) -> list[Replay]:
+def plan(archive: archives.Archive, allow_image_mismatch: bool = False,
+         accepted_env: tuple[str, ...] = ()) -> list[Replay]:
     results = archive.results()
     if not results:
         raise UsageError(f"archive {archive.path} holds no results")
     replays = []
     for _, result in sorted(results.items(), key=lambda item: item[1]["run_id"]):
-        spec = spec_of(result)
+        spec = spec_of(result, accepted_env)
         replays.append(Replay(result, spec, check_image(result, spec, allow_image_mismatch)))
     return replays
 
@@ -85,10 +103,13 @@ def run_all(archive: archives.Archive, replays: list[Replay], results_dir: Path,
         prepared = prepare(replay.spec, results_dir, site or Site.default())
         original = replay.original
         same_shape = argv_shape(prepared.command.argv, prepared.run_id) == \
-            argv_shape(original.get("argv") or [], original["run_id"])
+            argv_shape([a for a in original.get("argv") or [] if isinstance(a, str)]
+                       if isinstance(original.get("argv"), list) else [], original["run_id"])
+        recorded_image = original.get("image") if isinstance(original.get("image"), dict) else {}
         link = {"run_id": original["run_id"], "archive": str(Path(archive.path).resolve()),
                 "archive_sha256": archive_sha, "argv_shape_same": same_shape,
-                "image_digest": (original.get("image") or {}).get("digest"), "warnings": replay.warnings}
+                "image_digest": recorded_image.get("digest"), "warnings": replay.warnings,
+                "signed_by": archive.provenance().line()}
         outputs.append(execute_run(replay.spec, prepared, timeout=timeout, echo=echo,
                                    annotations={"replay_of": link}))
     return outputs

@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import types
+import typing
 from dataclasses import dataclass, field
 
 from bench import catalog, numerics
+from launch import trust
 from launch.errors import UsageError
 from launch.launchers import LAUNCHERS, LOCAL
 from launch.runtimes import HOST
@@ -14,6 +18,31 @@ ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
 COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.allreduce)
 BENCHMARKS = ("train", "allreduce", "halo")  # bench programs the launcher can start (see launch.launchers.BENCH_MODULES)
+
+
+def _of_type(value: object, hint: object) -> bool:
+    """Whether a JSON value fits a RunSpec annotation (int, float, str, bool, X | None, dict[str, str])."""
+    if hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_of_type(value, arm) for arm in typing.get_args(hint))
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, hint)  # str
+
+
+def _type_name(hint: object) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(arm) for arm in typing.get_args(hint))
+    return {type(None): "null", dict: "an object of strings"}.get(typing.get_origin(hint) or hint,
+                                                                  getattr(hint, "__name__", str(hint)))
 
 
 # What a field is part of, and the roles the rest of the bundle asks about (one place, so
@@ -91,7 +120,26 @@ class RunSpec:
     def ranks_per_node(self) -> int:
         return self.ranks // self.nodes
 
+    @classmethod
+    def from_dict(cls, data: object, where: str) -> "RunSpec":
+        """A spec read from a file (a result, an archive): fields known here, of their declared
+        types, before any value is used; each flaw is one UsageError naming `where` and the field."""
+        if not isinstance(data, dict):
+            raise UsageError(f"{where}: spec is not an object")
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise UsageError(f"{where}: spec fields unknown here: {', '.join(sorted(map(str, unknown)))}")
+        hints = typing.get_type_hints(cls)
+        for name, value in data.items():
+            if not _of_type(value, hints[name]):
+                raise UsageError(f"{where}: spec field {name} must be {_type_name(hints[name])}, got {value!r}"[:300],
+                                 fields=(name,))
+        return cls(**data).validated()
+
     def validated(self) -> "RunSpec":
+        for f in dataclasses.fields(self):  # whatever may reach a shell line or a job script
+            trust.check_text(f"--{f.name.replace('_', '-')}", getattr(self, f.name))
+        trust.check_env(self.extra_env)
         if self.benchmark not in BENCHMARKS:
             raise UsageError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}", fields=('benchmark',))
         self.validate_placement()

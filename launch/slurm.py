@@ -21,6 +21,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Optional
 
+from launch import trust
+
 QUERY_TIMEOUT_S = 15
 
 
@@ -103,7 +105,11 @@ def nodes_available(in_allocation: bool, partition: str | None) -> int | None:
 
 def job_header(*, name: str, nodes: int, tasks_per_node: int, output: Path | str, gpus_per_node: int = 0,
                partition: str | None = None, account: str | None = None, time: str | None = None) -> list[str]:
-    """The first lines of a job script: shebang and #SBATCH lines, every value quoted."""
+    """The first lines of a job script: shebang and #SBATCH lines, every value one line (a newline
+    would end its #SBATCH line and run the rest as shell code) and quoted."""
+    for field, value in (("job name", name), ("output", str(output)), ("partition", partition),
+                         ("account", account), ("time", time)):
+        trust.check_text(field, value, "job script: ")
     # --exclusive: whole nodes, so the ranks share every core of a node between them (without
     # it, Slurm's default gives each task one CPU, shared by its NCCL proxy, DDP reducer and Python)
     lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote(name)}",

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 from launch.console import console as make_console
+from launch.trust import ArchiveLimits
 
 
 def archive(
@@ -16,6 +17,8 @@ def archive(
     experiment: Optional[Path] = typer.Option(None, help="experiment file of the sweep (carried in config/)"),
     system_name: Optional[str] = typer.Option(None, help="name of the system description (default: host name)"),
     submitter: str = typer.Option("", help="submitter field of the system description"),
+    sign_key: Optional[Path] = typer.Option(None, help="sign the manifest with this OpenSSH private key "
+                                                      "(make one: ssh-keygen -t ed25519 -f site.key -N '')"),
 ):
     """Archive a run or sweep with its stack into one tar.gz with a manifest.
 
@@ -23,15 +26,16 @@ def archive(
     inputs, pip freeze and MPI/UCX/libfabric/NCCL versions, the host probe, site and
     experiment files, an MLPerf-style system description, and the sha256 of every member.
 
-    Example: fabric-bench archive sweeps/resnet50-ib --output resnet50-ib.tar.gz --site site.toml
+    Example: fabric-bench archive sweeps/resnet50-ib --output resnet50-ib.tar.gz --site site.toml --sign-key site.key
     """
     from launch import archive as archives
 
     with make_console(stderr=True).status("collecting results, stack and host facts"):
         members = archives.collect(directory, site=site, experiment=experiment, system_name=system_name,
                                    submitter=submitter)
-        manifest = archives.write(members, output)
-    print(f"{output}: {len(manifest['members'])} members, {output.stat().st_size} bytes")
+        manifest = archives.write(members, output, sign_key)
+    print(f"{output}: {len(manifest['members'])} members, {output.stat().st_size} bytes"
+          + (f", signed with {sign_key}" if sign_key else ", unsigned"))
 
 
 def replay(
@@ -40,26 +44,37 @@ def replay(
     site: Optional[Path] = typer.Option(None, help="this site's config (TOML)"),
     allow_image_mismatch: bool = typer.Option(False, help="replay even if an image's digest differs (warns)"),
     timeout: Optional[float] = typer.Option(None, help="kill a run after this many seconds"),
-    dry_run: bool = typer.Option(False, help="verify the archive and list what would run; run nothing"),
+    dry_run: bool = typer.Option(False, help="verify the archive, show every value it brings to the run; run nothing"),
+    accept_env: list[str] = typer.Option([], help="a variable outside the allowed families the archive may set "
+                                                  "(repeatable; it can run code here)"),
+    allowed_signers: Optional[Path] = typer.Option(None, help="OpenSSH allowed-signers file: the keys this site trusts"),
+    require_signed: bool = typer.Option(False, help="refuse an archive not signed by a key in --allowed-signers"),
 ):
     """Re-run an archive's runs here; new results name their original (replay_of).
 
-    Same parameters, argv shape and image (verified by digest). --dry-run verifies the
-    archive and lists what would run.
+    Same parameters, argv shape and image (verified by digest). An archive is another
+    site's data, never its code: its variables are limited to the families the bundle
+    sets (NCCL_, UCX_, FI_, OMPI_MCA_, ...; others only with --accept-env NAME), its
+    fields are type-checked, and a signature that does not verify is refused. Read
+    limits: {limits}. --dry-run verifies the archive and shows every value it brings.
 
-    Example: fabric-bench replay site-a.tar.gz --results replays/ && fabric-bench compare site-a/ replays/
+    Example: fabric-bench replay site-a.tar.gz --allowed-signers trusted --require-signed --results replays/
     """
     from launch import archive as archives
     from launch import replay as replays
     from launch.site import Site, load_site
 
     verified = archives.read(archive_file)
-    planned = replays.plan(verified, allow_image_mismatch)
+    print(f"archive {archive_file}: {verified.provenance(allowed_signers, require_signed).line()}")
+    planned = replays.plan(verified, allow_image_mismatch, tuple(accept_env))
     for item in planned:
         spec = item.spec
         print(f"{item.original['run_id']}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
               f"fabric={spec.fabric or '-'} launcher={spec.launcher} runtime={spec.runtime}"
               f"{' image=' + spec.image if spec.image else ''}")
+        if dry_run:
+            for line in replays.shown(spec):
+                print(f"  {line}")
         for warning in item.warnings:
             print(f"  warning: {warning}", file=sys.stderr)
     if dry_run:
@@ -74,6 +89,9 @@ def replay(
         print(f"{result['run_id']} (replay of {result['replay_of']['run_id']}): {result['status']}")
     if any(r["status"] != "ok" for r in outputs):
         raise typer.Exit(1)
+
+
+replay.__doc__ = replay.__doc__.format(limits=ArchiveLimits().describe())
 
 
 def register(app: typer.Typer) -> None:
