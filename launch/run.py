@@ -1,6 +1,8 @@
 """One run end to end: RunSpec -> Plan -> Command -> processes -> rank records -> result.json."""
 from __future__ import annotations
 
+import socket
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +71,13 @@ def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
     return StallWatch(prepared.plan.record_dir, spec.ranks, timeout).check
 
 
+def result_origin() -> dict:
+    """The host that launched the run and the bundle's commit."""
+    from containers.files import git
+
+    return {"host": socket.gethostname(), "bundle_commit": git("rev-parse", "HEAD") or "unknown"}
+
+
 def image_record(runtime, image: str, labels: dict | None = None) -> dict:
     """The image a run used: its digest, its fabric-bench labels (those preflight read, else
     read now) and the stack image's digest (every fabric image of a flavour is FROM one
@@ -121,6 +130,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
             # where each rank sat, and a GPU/NIC on different NUMA nodes or shared cores (bench.placement)
             "placement": placement_flags(records) if spec.benchmark == "train" else None,
             "slurm": scheduler,
+            "origin": result_origin(),  # which site and bundle wrote it (launch.results.store keys by it)
             **emulate.result_fields(spec, prepared.plan),
             **(annotations or {}),  # e.g. replay_of
         },

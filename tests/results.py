@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+
+from scipy import stats as scipy_stats
 
 
 def train_result(run_id: str, *, img: float | None, ranks: int = 2, fabric: str | None = "ethernet",
                  engine: str = "ddp", model: str = "resnet18", status: str = "ok", ci: float = 1.0,
                  comm: float | None = 0.3, spec: dict | None = None, samples: list[float] | None = None,
                  **extra) -> dict:
-    """A training result: `img` is the total img/s (None: a run that measured nothing)."""
+    """A training result: `img` is the total img/s (None: a run that measured nothing). Like a
+    result assemble writes, it carries the samples its mean and interval come from (three,
+    spread to give `ci`), unless `samples` are given."""
     throughput = {"total_img_per_s": img, "ci95_img_per_s": ci}
+    if samples is None and img is not None and ci is not None:
+        spread = ci / (scipy_stats.t.ppf(0.975, 2) / math.sqrt(3))   # 3 samples img -/0/+ spread
+        samples = [img - spread, img, img + spread]
     if img is not None:
         throughput["per_rank_img_per_s"] = img / ranks
     result = {"schema_version": 1, "run_id": run_id, "benchmark": "train", "framework": "torch",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -18,17 +19,35 @@ def compare(
     tolerance: list[str] = typer.Option([], help="METRIC=FRACTION, e.g. total_img_per_s=0.05 (repeatable)"),
     default_tolerance: Optional[float] = typer.Option(None, help="for metrics without --tolerance"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable JSON"),
+    allowed_signers: Optional[Path] = typer.Option(None, help="OpenSSH allowed-signers file for archive inputs"),
+    require_signed: bool = typer.Option(False, help="refuse an archive input not signed by an allowed signer"),
 ):
     """Compare B with A: ratio per metric and whether B is within tolerance (noise-aware).
 
+    A and B may be archives (.tar.gz from `fabric-bench archive`): they are verified and
+    their signer shown. Values and intervals are recomputed from each result's samples;
+    a result whose stored figures its samples do not give is flagged and fails the gate.
+
     Exit code 0: every metric within tolerance; 1: something is not (or a run
-    failed, or has no partner); 2: bad input.
+    failed, has no partner, or disagrees with its own samples); 2: bad input.
 
     Example: fabric-bench compare site-a/results site-b/results --tolerance total_img_per_s=0.05
     """
-    pairs, unpaired = cmp.pair(cmp.load(a), cmp.load(b))
+    from launch.results.result import disagreements
+
+    sides = []
+    for side, path in (("A", a), ("B", b)):
+        if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
+            results, provenance = cmp.load_archive(path, allowed_signers, require_signed)
+            print(f"{side}: archive {path}: {provenance.line()}", file=sys.stderr)
+        else:
+            results = cmp.load(path)
+        sides.append(results)
+    pairs, unpaired = cmp.pair(*sides)
     tolerances = cmp.parse_tolerances(tolerance)
     rows, failures = [], list(unpaired)
+    for side, results in zip("AB", sides):
+        failures += [f"{side} {r.run_id}: {problem}" for r in results for problem in disagreements(r)]
     for ra, rb in pairs:
         label = f"{ra.get('engine') or ra.get('backend')}/{ra.get('model') or '-'} x{ra.get('world_size')}"
         if rb.get("status") != "ok":

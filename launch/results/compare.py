@@ -3,6 +3,9 @@
 B is within tolerance of A when |B - A| <= tolerance x |A|, or when the
 difference is inside the runs' combined noise (sqrt(ciA^2 + ciB^2) from the
 95 % CIs): a difference the measurement cannot resolve is not a regression.
+Values and intervals are recomputed from each result's own samples (a result
+from another site is data to check, not figures to believe); a stored figure
+its samples do not give is reported (`disagreements`).
 Runs in two directories are paired by what defines them (benchmark, engine,
 model, fabric, ranks, sizes); a run without a partner is reported, not compared.
 """
@@ -14,7 +17,8 @@ from pathlib import Path
 
 from launch.errors import UsageError
 from launch.runspec import RunSpec
-from launch.results.result import Result, busbw_ci95_gbit_s, files_under, read_tree
+from launch.results.result import (Result, busbw_recomputed, files_under, malformed, number, read_tree,
+                                   throughput_recomputed)
 
 DEFAULT_TOLERANCE = {"total_img_per_s": 0.10, "per_rank_img_per_s": 0.10, "step_time_s": 0.10,
                      "comm_fraction": 0.25, "busbw_gbit_s": 0.10}
@@ -43,15 +47,35 @@ class Metric:
 
 
 def load(path: Path) -> list[Result]:
-    """Results from a result.json or a directory tree of them; a file that is not a
-    result is refused (a comparison that silently lost runs would mislead)."""
+    """Results from a result.json, a directory tree of them, or a verified archive (read with
+    load_archive first); a file that is not a result is refused (a comparison that silently lost
+    runs would mislead)."""
     path = Path(path)
+    if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
+        return load_archive(path)[0]
     if not path.exists() or not files_under([path]):
         raise UsageError(f"{path}: no result.json found")
     results, problems = read_tree([path])
+    problems += [f"{r.path}: malformed: {why}" for r in results if (why := malformed(r))]
     if problems:
         raise UsageError(problems[0])
     return results
+
+
+def load_archive(path: Path, allowed_signers: Path | None = None, require_signed: bool = False):
+    """(results, provenance) of an archive: verified member by member, its signature checked."""
+    from launch import archive as archives
+
+    verified = archives.read(path)
+    provenance = verified.provenance(allowed_signers, require_signed)
+    results = list(verified.results().values())
+    problems = [f"archive {path}: {name}: malformed: {why}" for name, r in verified.results().items()
+                if (why := malformed(r))]
+    if problems:
+        raise UsageError(problems[0])
+    if not results:
+        raise UsageError(f"archive {path} holds no results")
+    return results, provenance
 
 
 WORKLOAD = RunSpec.fields_where("workload")  # what the measured work is (launch.runspec)
@@ -65,21 +89,28 @@ def key(result: dict) -> tuple:
             result.get("world_size"), sizes)
 
 
-def values(result: dict) -> dict[str, tuple[float, float | None]]:
-    """metric -> (value, 95 % CI half-width or None)."""
+def values(result: Result) -> dict[str, tuple[float, float | None]]:
+    """metric -> (value, 95 % CI half-width or None), from the samples where the result has them;
+    a figure without samples is taken only if it is a finite number, and without an interval."""
     out = {}
-    tp = result.get("throughput") or {}
-    ci = tp.get("ci95_img_per_s")
-    for name in ("total_img_per_s", "per_rank_img_per_s"):
-        if isinstance(tp.get(name), (int, float)):
-            scale = 1.0 if name == "total_img_per_s" else 1.0 / max(1, result.get("world_size") or 1)
-            out[name] = (tp[name], ci * scale if ci is not None else None)
+    ranks = max(1, result.world_size or 1)
+    recomputed = throughput_recomputed(result)
+    if recomputed is not None:
+        total, ci = recomputed
+        out["total_img_per_s"] = (total, ci)
+        out["per_rank_img_per_s"] = (total / ranks, ci / ranks if ci is not None else None)
+    elif result.total_img_per_s is not None:
+        out["total_img_per_s"] = (result.total_img_per_s, None)
+        out["per_rank_img_per_s"] = (result.total_img_per_s / ranks, None)
     for name in ("comm_fraction", "step_time_s"):
-        if isinstance(result.get(name), (int, float)):
-            out[name] = (result[name], None)
-    for row in result.get("sizes") or []:
-        if isinstance(row.get("busbw_gbit_s"), (int, float)):
-            out[f"busbw_gbit_s@{row.get('bytes')}"] = (row["busbw_gbit_s"], busbw_ci95_gbit_s(row))
+        if number(result.get(name)) is not None:
+            out[name] = (number(result.get(name)), None)
+    for row in result.sizes:
+        again = busbw_recomputed(row, result.world_size)
+        if again is not None:
+            out[f"busbw_gbit_s@{row.get('bytes')}"] = again
+        elif number(row.get("busbw_gbit_s")) is not None:
+            out[f"busbw_gbit_s@{row.get('bytes')}"] = (number(row.get("busbw_gbit_s")), None)
     return out
 
 

@@ -34,17 +34,26 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["text.parse_math"] = False  # names from other sites are text: "$x$" is not math
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 
 from launch.results import aggregate, model, verdict  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
-from launch.results.result import Result, read_tree  # noqa: E402
+from launch.results.result import Result, malformed, read_tree  # noqa: E402
 
 
 def load_results(dirs: list[Path]) -> list[Result]:
-    """Every result under dirs; each file that is not one is named on stderr and left out."""
-    results, problems = read_tree(dirs)
+    """Every result under dirs; each file that is not one, or whose fields are malformed, is
+    named on stderr in one line and left out."""
+    found, problems = read_tree(dirs)
+    results = []
+    for result in found:
+        why = malformed(result)
+        if why:
+            problems.append(f"{result.path or result.run_id}: malformed: {why}")
+        else:
+            results.append(result)
     for problem in problems:
         print(f"fabric-bench: warning: left out of the report: {problem}", file=sys.stderr)
     if not results:

@@ -135,12 +135,112 @@ def scaling_efficiency(total_img_per_s: float, ranks: int, baseline_total_img_pe
     return total_img_per_s / (ranks * baseline_total_img_per_s / baseline_ranks)
 
 
-def busbw_ci95_gbit_s(row: dict) -> Optional[float]:
-    """95 % CI half-width of an allreduce row's bus bandwidth, from its time's CI.
+# ------------------------------------------------ figures recomputed from the samples
 
-    busbw is proportional to 1/t, so to first order its relative half-width is the
-    time's: busbw x ci95(t) / mean(t). None where the row has no time CI."""
-    busbw, ci_us, mean_us = (number(row.get(k)) for k in ("busbw_gbit_s", "ci95_us", "time_us_mean"))
-    if busbw is None or ci_us is None or not mean_us:
+AGREE = 1e-6  # relative: a stored figure this close to its recomputation agrees with it
+
+
+def finite_samples(values: Any) -> Optional[list[float]]:
+    """A list of finite numbers, or None: samples from a file are checked before use."""
+    if not isinstance(values, list) or not values:
         return None
-    return busbw * ci_us / mean_us
+    numbers = [number(v) for v in values]
+    return None if any(v is None for v in numbers) else numbers
+
+
+def throughput_recomputed(result: dict) -> Optional[tuple[float, Optional[float]]]:
+    """(mean, 95 % CI half-width) of total img/s from the result's own per-iteration samples;
+    None where it carries none. The figures stored beside them are never trusted for this."""
+    from bench.stats import summarize
+
+    samples = finite_samples((result.get("samples") or {}).get("total_img_per_s")
+                             if isinstance(result.get("samples"), dict) else None)
+    if samples is None:
+        return None
+    summary = summarize(samples)
+    return summary.mean, summary.ci95 if math.isfinite(summary.ci95) else None
+
+
+def busbw_recomputed(row: dict, world_size: Optional[int]) -> Optional[tuple[float, Optional[float]]]:
+    """(busbw Gbit/s at the median time, its 95 % CI half-width) of an allreduce row, from its
+    per-iteration times (nccl-tests: busbw = bytes / t x 2(n-1)/n)."""
+    from bench.stats import summarize
+
+    samples = finite_samples(row.get("samples_us"))
+    nbytes = number(row.get("bytes"))
+    if samples is None or not nbytes or not world_size or any(t <= 0 for t in samples):
+        return None
+    summary = summarize(samples)
+    median_us = summary.median
+    busbw = nbytes * 8 / (median_us * 1e-6) / 1e9 * (2 * (world_size - 1) / world_size if world_size > 1 else 1.0)
+    ci = busbw * summary.ci95 / summary.mean if math.isfinite(summary.ci95) and summary.mean else None
+    return busbw, ci
+
+
+def disagreements(result: dict) -> list[str]:
+    """Stored figures that their own samples do not give (a result edited after it was written)."""
+    found = []
+    recomputed = throughput_recomputed(result)
+    throughput = result.get("throughput") if isinstance(result.get("throughput"), dict) else {}
+    if recomputed is not None:
+        for name, value in (("total_img_per_s", recomputed[0]), ("ci95_img_per_s", recomputed[1])):
+            stored = throughput.get(name)
+            if value is not None and (number(stored) is None or abs(number(stored) - value) > AGREE * abs(value)):
+                found.append(f"throughput.{name} {stored!r} is not what its samples give ({value:.6g})")
+    rows = result.get("sizes") if isinstance(result.get("sizes"), list) else []
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        again = busbw_recomputed(row, result.get("world_size") if isinstance(result.get("world_size"), int) else None)
+        stored = number(row.get("busbw_gbit_s"))
+        if again is not None and (stored is None or abs(stored - again[0]) > 1e-3 * again[0]):
+            found.append(f"busbw_gbit_s at {row.get('bytes')} B {row.get('busbw_gbit_s')!r} is not what its "
+                         f"times give ({again[0]:.6g})")
+    return found
+
+
+# ------------------------------------------------ the shapes readers rely on
+
+_TEXT_FIELDS = ("benchmark", "framework", "engine", "model", "status", "reason", "backend", "device")
+_NUMBER_FIELDS = ("comm_fraction", "step_time_s", "compute_img_per_s", "gradient_bytes", "link_rate_gbit_s",
+                  "wall_seconds")
+
+
+def malformed(result: dict) -> Optional[str]:
+    """Why a result's shared fields are not of the shapes every reader assumes (None: they are).
+    Results from another site pass through this before a report or a comparison uses them."""
+    for name in _TEXT_FIELDS:
+        if result.get(name) is not None and not isinstance(result[name], str):
+            return f"{name} is not text ({result[name]!r:.60})"
+    for name in _NUMBER_FIELDS:
+        if result.get(name) is not None and number(result[name]) is None:
+            return f"{name} is not a finite number ({result[name]!r:.60})"
+    if result.get("world_size") is not None and (Result(result).world_size or 0) < 1:
+        return f"world_size is not a positive integer ({result['world_size']!r:.60})"
+    for name in ("spec", "throughput", "samples", "engine_info", "versions", "transport", "image"):
+        if result.get(name) is not None and not isinstance(result[name], dict):
+            return f"{name} is not an object"
+    spec = result.get("spec") or {}
+    for name in ("fabric", "engine", "model", "launcher", "runtime", "precision"):
+        if spec.get(name) is not None and not isinstance(spec[name], str):
+            return f"spec.{name} is not text ({spec[name]!r:.60})"
+    for name, value in (result.get("throughput") or {}).items():
+        if name != "rank_img_per_s" and value is not None and number(value) is None:
+            return f"throughput.{name} is not a finite number ({value!r:.60})"
+    for name, value in (result.get("samples") or {}).items():
+        flat = value if name == "total_img_per_s" else [v for rank in value for v in rank] \
+            if isinstance(value, list) and all(isinstance(rank, list) for rank in value) else None
+        if flat is None or finite_samples(flat) is None:
+            return f"samples.{name} is not a non-empty list of finite numbers"
+    hosts = result.get("hosts")
+    if hosts is not None and not (isinstance(hosts, list) and all(isinstance(h, str) for h in hosts)):
+        return "hosts is not a list of names"
+    sizes = result.get("sizes")
+    if sizes is not None:
+        if not isinstance(sizes, list) or not all(isinstance(row, dict) for row in sizes):
+            return "sizes is not a list of rows"
+        for row in sizes:
+            for name in ("bytes", "busbw_gbit_s", "algbw_gbit_s", "time_us"):
+                if row.get(name) is not None and number(row[name]) is None:
+                    return f"sizes: {name} is not a finite number ({row[name]!r:.60})"
+    return None

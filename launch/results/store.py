@@ -2,6 +2,9 @@
 
 The JSON files stay the truth; the index holds the fields people filter and
 sort on plus the whole result, and can be rebuilt from a tree at any time.
+A row is keyed by run id AND origin (the host and bundle commit that wrote it,
+`origin_of`): another site's result that reuses a local run id is kept beside the
+local one, never in its place, and the collision is reported.
 Its path: $FABRIC_BENCH_STORE, else ~/.cache/fabric-bench/results.sqlite.
 """
 from __future__ import annotations
@@ -37,6 +40,16 @@ COLUMNS = {  # column -> how to read it from a result
     "image_digest": lambda r: (r.get("image") or {}).get("digest"),
     "replay_of": lambda r: (r.get("replay_of") or {}).get("run_id"),
 }
+def origin_of(result: dict) -> str:
+    """'host@commit' of the result's `origin` field; results from before it: their ranks' hosts."""
+    origin = result.get("origin")
+    if isinstance(origin, dict) and isinstance(origin.get("host"), str):
+        return f"{origin['host']}@{origin.get('bundle_commit')}"
+    hosts = result.get("hosts")
+    names = sorted(h for h in hosts if isinstance(h, str)) if isinstance(hosts, list) else []
+    return ",".join(names) + "@unknown" if names else "unknown"
+
+
 FILTERS = ("benchmark", "framework", "engine", "model", "fabric", "world_size", "status", "transport")
 
 
@@ -49,27 +62,50 @@ def connect(path: Path | None = None) -> sqlite3.Connection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=30)
-        columns = ", ".join(f"{c} {'TEXT PRIMARY KEY' if c == 'run_id' else ''}" for c in COLUMNS)
-        db.execute(f"CREATE TABLE IF NOT EXISTS results ({columns}, path TEXT, indexed_unix REAL, result TEXT)")
+        db.row_factory = sqlite3.Row
+        old = [row[1] for row in db.execute("PRAGMA table_info(results)")]
+        if old and "origin" not in old:  # a store from before origins: rebuilt from its own rows
+            with db:
+                db.execute("ALTER TABLE results RENAME TO results_before_origin")
+                _create(db)
+                for row in db.execute("SELECT path, result FROM results_before_origin").fetchall():
+                    index_result(db, Path(row["path"]), json.loads(row["result"]))
+                db.execute("DROP TABLE results_before_origin")
+        _create(db)
     except sqlite3.Error as exc:
         raise UsageError(f"results store {path}: {exc}") from None
-    db.row_factory = sqlite3.Row
     return db
 
 
-def index_result(db: sqlite3.Connection, path: Path, result: dict) -> None:
+def _create(db: sqlite3.Connection) -> None:
+    columns = ", ".join(f"{c} TEXT" if c == "run_id" else c for c in COLUMNS)
+    db.execute(f"CREATE TABLE IF NOT EXISTS results ({columns}, origin TEXT, path TEXT, indexed_unix REAL, "
+               f"result TEXT, PRIMARY KEY (run_id, origin))")
+
+
+def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None:
+    """Index (or re-index) one result; a line when its run id is already held by another origin's."""
+    origin = origin_of(result)
     values = [read(result) for read in COLUMNS.values()]
-    values += [str(Path(path).resolve()), time.time(), json.dumps(result, sort_keys=True)]
+    values += [origin, str(Path(path).resolve()), time.time(), json.dumps(result, sort_keys=True)]
     marks = ", ".join("?" * len(values))
-    db.execute(f"INSERT OR REPLACE INTO results ({', '.join(COLUMNS)}, path, indexed_unix, result) "
+    others = [row[0] for row in db.execute("SELECT origin FROM results WHERE run_id = ? AND origin != ?",
+                                           (result.get("run_id"), origin))]
+    db.execute(f"INSERT OR REPLACE INTO results ({', '.join(COLUMNS)}, origin, path, indexed_unix, result) "
                f"VALUES ({marks})", values)
+    if others:
+        return (f"run id {result.get('run_id')} from {origin} is also held from {', '.join(others)}: "
+                f"both are kept")
+    return None
 
 
 def index_quietly(path: Path, result: dict) -> None:
     """Index a result as it is written; a broken store warns, never fails the run."""
     try:
         with connect() as db:
-            index_result(db, path, result)
+            collision = index_result(db, path, result)
+        if collision:
+            print(f"fabric-bench: warning: {collision}", file=sys.stderr)
     except (UsageError, sqlite3.Error, OSError) as exc:
         print(f"fabric-bench: warning: result not indexed: {exc}", file=sys.stderr)
 
@@ -83,7 +119,9 @@ def index_tree(root: Path, db: sqlite3.Connection | None = None) -> tuple[int, l
     with db:
         results, problems = read_tree([root])
         for result in results:
-            index_result(db, result.path, result)
+            collision = index_result(db, result.path, result)
+            if collision:
+                problems.append(collision)
             count += 1
     return count, problems
 
@@ -107,6 +145,9 @@ def get(db: sqlite3.Connection, run_id: str) -> dict:
     rows = db.execute("SELECT result FROM results WHERE run_id LIKE ? ORDER BY run_id",
                       (run_id.replace("%", r"\%") + "%",)).fetchall()
     exact = [r for r in rows if json.loads(r["result"])["run_id"] == run_id]
+    if len(exact) > 1:
+        raise UsageError(f"run id {run_id!r} is held from {len(exact)} origins "
+                         f"({', '.join(sorted(r['origin'] for r in exact))}); its result files tell them apart")
     if exact:
         return json.loads(exact[0]["result"])
     if len(rows) != 1:

@@ -46,12 +46,19 @@ def test_typed_views_and_derived_figures():
     assert (r.run_id, r.ok, r.world_size, r.fabric, r.total_img_per_s) == ("r1", True, 2, "ethernet", 80.0)
     assert r == GOOD and json.loads(json.dumps(r)) == GOOD  # still the JSON object it was
     assert result.scaling_efficiency(80.0, 2, 50.0, 1) == pytest.approx(0.8)
-    row = {"busbw_gbit_s": 10.0, "time_us_mean": 200.0, "ci95_us": 10.0}
-    assert result.busbw_ci95_gbit_s(row) == pytest.approx(0.5)
-    assert result.busbw_ci95_gbit_s({**row, "ci95_us": None}) is None
+    # busbw from the row's own times: 1 MiB in 800 us on 2 ranks (factor 1), spread ±5 %
+    row = {"bytes": 2**20, "busbw_gbit_s": 2**20 * 8 / 800e-6 / 1e9, "samples_us": [760.0, 800.0, 840.0]}
+    busbw, ci = result.busbw_recomputed(row, 2)
+    assert busbw == pytest.approx(row["busbw_gbit_s"]) and ci == pytest.approx(busbw * 4.303 * 40 / 3**0.5 / 800,
+                                                                                rel=1e-3)
+    assert result.busbw_recomputed({**row, "samples_us": ["x"]}, 2) is None
+    assert result.disagreements({**GOOD, "benchmark": "allreduce", "sizes": [row]}) == []
+    assert "is not what its times give" in result.disagreements(
+        {**GOOD, "benchmark": "allreduce", "sizes": [{**row, "busbw_gbit_s": 99.0}]})[0]
 
 
 def test_compare_allows_for_the_bus_bandwidth_noise():
-    rows = [{"bytes": 1024, "busbw_gbit_s": 10.0, "time_us_mean": 200.0, "ci95_us": 10.0}]
-    values = compare.values({**GOOD, "benchmark": "allreduce", "sizes": rows})
-    assert values["busbw_gbit_s@1024"] == (10.0, pytest.approx(0.5))
+    rows = [{"bytes": 1024, "busbw_gbit_s": 10.0, "samples_us": [0.78, 0.82, 0.8, 0.79, 0.81]}]
+    values = compare.values(result.parse(json.dumps({**GOOD, "benchmark": "allreduce", "sizes": rows}), "x"))
+    busbw, ci = values["busbw_gbit_s@1024"]
+    assert busbw == pytest.approx(1024 * 8 / 0.8e-6 / 1e9) and ci > 0
