@@ -12,6 +12,7 @@ submits it, follows the index for progress and collects the results.
 """
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import time
@@ -128,7 +129,7 @@ def outcome_line(point: Point, result: dict) -> str:
 
 def run_here(sweep: Sweep, console: Console, results: list[dict]) -> None:
     """Run the points still to run with the points' own launcher, appending to `results`."""
-    with exclusive(sweep.directory), progress_bar(console) as progress:
+    with progress_bar(console) as progress:  # run_sweep holds the directory
         sweep.state.save()
         todo = sweep.todo()
         task = progress.add_task(sweep.experiment.name, total=len(todo))
@@ -302,18 +303,32 @@ def write_summary(sweep: Sweep, data: dict) -> Path:
 
 
 def run_sweep(sweep: Sweep, console: Console, one_job: bool = False) -> dict:
-    """Run what is left, then print the tables and write summary.json (also when interrupted)."""
+    """Run what is left, then print the tables and write summary.json (also when interrupted).
+
+    The directory is held (sweep_state.exclusive) before its index is read again and until the
+    summary is written: a second sweep on it is refused before it reads or writes anything. With
+    one job, the job's own sweep holds it while it runs, and this process only to sum up."""
+    if one_job:
+        return _run_and_sum_up(sweep, console, run_one_job, hold_to_sum_up=True)
+    with exclusive(sweep.directory):
+        sweep.state.reload()
+        return _run_and_sum_up(sweep, console, run_here, hold_to_sum_up=False)
+
+
+def _run_and_sum_up(sweep: Sweep, console: Console, run, hold_to_sum_up: bool) -> dict:
     started = time.monotonic()
     ran: list[dict] = []
     interrupted = False
     try:
-        (run_one_job if one_job else run_here)(sweep, console, ran)
+        run(sweep, console, ran)
     except KeyboardInterrupt:
         interrupted = True
         raise
     finally:
-        data = summary(sweep, ran, time.monotonic() - started, interrupted)
-        path = write_summary(sweep, data)
+        with exclusive(sweep.directory) if hold_to_sum_up else contextlib.nullcontext():
+            sweep.state.reload()
+            data = summary(sweep, ran, time.monotonic() - started, interrupted)
+            path = write_summary(sweep, data)
         if not interrupted:
             for table in tables(sweep):
                 console.print(table)

@@ -27,6 +27,12 @@ class SweepState:
     def __init__(self, directory: Path, experiment: str):
         self.directory = directory
         self.path = directory / "index.json"
+        self.experiment = experiment
+        self.reload()
+
+    def reload(self) -> None:
+        """The index as it is on disk now (another process may have written it since)."""
+        directory, experiment = self.directory, self.experiment
         self.data = {"schema_version": INDEX_SCHEMA_VERSION, "experiment": experiment, "points": {}}
         if self.path.exists():
             try:
