@@ -278,7 +278,7 @@ def read(path: Path, limits: ArchiveLimits = ArchiveLimits()) -> Archive:
                 total += member.size
                 if total > limits.total_bytes:
                     raise UsageError(f"archive {path} unpacks to more than {limits.total_bytes // 2**20} MiB; refused")
-                files[name] = tar.extractfile(member).read(limits.member_bytes + 1)
+                files[name] = tar.extractfile(member).read()  # member.size bytes, checked above
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise UsageError(f"archive {path} is corrupt or truncated: {exc}") from None
     if MANIFEST not in files:

@@ -79,8 +79,8 @@ def check_foreign_env(env: Mapping[str, str], accepted: Iterable[str] = (), wher
 class ArchiveLimits:
     """Bounds on reading an archive, far above any real one (a sweep archive is a few MB)."""
     members: int = 20_000
-    member_bytes: int = 256 * 2**20
-    total_bytes: int = 1024 * 2**20
+    member_bytes: int = 128 * 2**20
+    total_bytes: int = 512 * 2**20
 
     def describe(self) -> str:
         return (f"at most {self.members} members, {self.member_bytes // 2**20} MiB each, "

@@ -224,9 +224,10 @@ def malformed(result: dict) -> Optional[str]:
     for name in ("fabric", "engine", "model", "launcher", "runtime", "precision"):
         if spec.get(name) is not None and not isinstance(spec[name], str):
             return f"spec.{name} is not text ({spec[name]!r:.60})"
-    for name, value in (result.get("throughput") or {}).items():
-        if name != "rank_img_per_s" and value is not None and number(value) is None:
-            return f"throughput.{name} is not a finite number ({value!r:.60})"
+    for name, value in (result.get("throughput") or {}).items():  # a 1-sample run's interval is Infinity
+        if name != "rank_img_per_s" and value is not None and (isinstance(value, bool)
+                                                              or not isinstance(value, (int, float))):
+            return f"throughput.{name} is not a number ({value!r:.60})"
     for name, value in (result.get("samples") or {}).items():
         flat = value if name == "total_img_per_s" else [v for rank in value for v in rank] \
             if isinstance(value, list) and all(isinstance(rank, list) for rank in value) else None

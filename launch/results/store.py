@@ -142,7 +142,7 @@ def query(db: sqlite3.Connection, limit: int | None = None, **filters) -> list[s
 
 def get(db: sqlite3.Connection, run_id: str) -> dict:
     """One result by run id, or by a unique prefix of it."""
-    rows = db.execute("SELECT result FROM results WHERE run_id LIKE ? ORDER BY run_id",
+    rows = db.execute("SELECT result, origin FROM results WHERE run_id LIKE ? ORDER BY run_id",
                       (run_id.replace("%", r"\%") + "%",)).fetchall()
     exact = [r for r in rows if json.loads(r["result"])["run_id"] == run_id]
     if len(exact) > 1:

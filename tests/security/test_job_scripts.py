@@ -1,0 +1,66 @@
+"""Job scripts cannot be broken out of: whatever an experiment or archive puts in a field, the
+rendered script holds only the intended commands (issue 28)."""
+import shlex
+import subprocess
+
+import pytest
+
+from launch import slurm
+from launch.errors import UsageError
+from launch.launchers import sbatch_script
+from launch.run import make_plan
+from launch.runspec import RunSpec
+from launch.site import FabricSite, Site
+from tests.conftest import fabric_bench
+
+# printable but shell-active: each must arrive as data
+NASTY = "x'\"$(touch /tmp/pwned)`id`;|&<>*?{a,b}\\ #"
+
+
+def commands_of(script: str) -> list[str]:
+    """The script's commands as bash itself sees them: comments and #SBATCH lines dropped,
+    each line split into words by shlex (the script is one command per line by construction)."""
+    return [line for line in script.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_hostile_printable_values_of_every_field_stay_data(tmp_path):
+    spec = RunSpec(launcher="sbatch", runtime="apptainer", image=f"/images/{NASTY}.sif", partition=NASTY,
+                   account=NASTY, time_limit="10", hostfile=f"/h/{NASTY}", fabric="ethernet", nodes=2, ranks=4,
+                   extra_env={"NCCL_DEBUG": NASTY, "UCX_TLS": NASTY}, benchmark="halo",
+                   model=NASTY).validated()
+    site = Site(fabrics={"ethernet": FabricSite(interface="eth0")}, modules=(NASTY,))
+    plan, _ = make_plan(spec, tmp_path / "RUN", site)
+    script = sbatch_script(spec, plan)
+    path = tmp_path / "job.sbatch"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    allowed_heads = {"module", "set", "echo", "export", "cpus_per_rank=$((", "((", "srun"}
+    for line in commands_of(script):
+        words = shlex.split(line)
+        assert words[0] in allowed_heads or words[0].startswith("cpus_per_rank="), line
+        if words[0] == "export":   # one assignment, a valid name
+            assert len(words) == 2 and words[1].split("=", 1)[0].isidentifier(), line
+    # every #SBATCH line is one option whose value is quoted whole
+    for line in script.splitlines():
+        if line.startswith("#SBATCH"):
+            assert len(shlex.split(line[len("#SBATCH"):])) == 1, line
+    # run the exports alone: the values arrive verbatim, and nothing ran
+    exports = "\n".join(l for l in script.splitlines() if l.startswith("export NCCL_DEBUG="))
+    out = subprocess.run(["bash", "-c", exports + '\nprintf %s "$NCCL_DEBUG"'], capture_output=True, text=True)
+    assert out.stdout == NASTY
+
+
+@pytest.mark.parametrize("field", ["partition", "account", "time", "name", "output"])
+def test_the_job_header_refuses_a_line_break_in_any_value(field):
+    values = {"name": "n", "nodes": 1, "tasks_per_node": 1, "output": "o", field: "a\nrm -rf ~"}
+    with pytest.raises(UsageError, match="holds a control character"):
+        slurm.job_header(**values)
+
+
+def test_an_experiment_file_cannot_inject_through_run_fields(tmp_path):
+    experiment = tmp_path / "e.experiment.toml"
+    experiment.write_text('[experiment]\nname = "x"\n[matrix]\nnodes = [1]\n[run]\nlauncher = "sbatch"\n'
+                          'partition = "gpu\\ntouch /tmp/pwned"\n')
+    proc = fabric_bench("sweep", str(experiment), "--dry-run", "--dir", str(tmp_path / "s"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "partition" in proc.stderr and "control character" in proc.stderr
