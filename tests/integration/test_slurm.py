@@ -41,6 +41,8 @@ def test_sbatch_job_runs_two_ranks_through_srun_pmix(cluster, tmp_path):
     assert r["argv"][:3] == ["sbatch", "--wait", "--parsable"]
     script = (tmp_path / r["run_id"] / "job.sbatch").read_text()
     assert "srun --mpi=pmix --nodes=1 --ntasks=2" in script
+    # whole nodes, each rank's CPU share counted on the node the job ran on (issue 29, item 6)
+    assert "#SBATCH --exclusive" in script and "export SRUN_CPUS_PER_TASK=$cpus_per_rank" in script
 
 
 def test_srun_inside_an_allocation(cluster, tmp_path):
