@@ -9,7 +9,7 @@ BENCH_ARGS ?=
 PYTEST_ARGS ?=
 export PYTHON VENV
 
-.PHONY: setup setup-test bench test test-fast clean
+.PHONY: setup setup-test bench test test-fast clean lint
 
 setup:
 	scripts/setup.sh
@@ -28,6 +28,12 @@ test-fast: setup
 
 clean:
 	rm -rf results .pytest_cache
+
+# Lint (ruff; its rule set and the rules left out are in pyproject.toml). CI runs it first.
+LINT_PATHS = bench launch containers benchmarks tests scripts
+lint: setup
+	"$(VENV)/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	"$(VENV)/bin/ruff" check $(LINT_PATHS)
 
 # Render and build one image (cached by its inputs; see containers/build.py); the flavour's
 # stack image is built first when missing, the fabric image FROM it:

@@ -64,7 +64,7 @@ def numa_nodes(root: Path = Path("/")) -> dict[int, list[int]]:
     return nodes
 
 
-def _numa_of(device: Path) -> int | None:
+def numa_node_of(device: Path) -> int | None:
     """The NUMA node of a device, from it or its nearest ancestor that says (virtio -> its PCI device)."""
     try:
         path = device.resolve()
@@ -111,7 +111,7 @@ def nic_placement(name: str | None, source: str | None, root: Path = Path("/")) 
             if not device.exists():
                 return {"name": name, "kind": kind, "source": source, "numa_node": None,
                         "unknown": f"{name} has no PCI device (virtual interface): NUMA node unknown"}
-            numa = _numa_of(device)
+            numa = numa_node_of(device)
             return {"name": name, "kind": kind, "source": source, "numa_node": numa,
                     **({} if numa is not None else {"unknown": f"{name}: the kernel reports no NUMA node"})}
     return {"name": name, "source": source, "numa_node": None, "unknown": f"{name} not found in /sys here"}
@@ -146,7 +146,7 @@ def gpu_placement(local_rank: int, env=os.environ, root: Path = Path("/"), run=N
         return {"index": index, "pci_bus": None, "numa_node": None, "unknown": "nvidia-smi gave no PCI bus"}
     bus = match.group(2).lower()
     bus = bus[-12:] if len(bus) > 12 else bus   # 00000000:07:00.0 -> 0000:07:00.0
-    numa = _numa_of(root / "sys/bus/pci/devices" / bus)
+    numa = numa_node_of(root / "sys/bus/pci/devices" / bus)
     return {"index": int(match.group(1)), "pci_bus": bus, "numa_node": numa,
             **({} if numa is not None else {"unknown": f"no numa_node for {bus} in sysfs"})}
 

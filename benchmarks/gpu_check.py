@@ -53,7 +53,8 @@ if str(REPO) not in sys.path:
 
 from launch import probe  # noqa: E402  (standard library only)
 
-from launch.results import transport
+from launch.reporting import NCCL_REPORTING_ENV  # noqa: E402  (standard library only)
+from launch.results import transport  # noqa: E402
 from bench.placement import SHARED_GPU_ENV  # noqa: E402  (standard library only)
 
 TORCH_MODELS = ("resnet50", "vgg16", "inception_v3")
@@ -370,7 +371,7 @@ def run_probes(mode: str, info: dict, out: Path, env: dict, deadline: float, log
         timeout_s = min(PROBE_TIMEOUT_S[name], left)
         log(f"probe {name}: (at most {timeout_s:.0f} s)")
         console = folder / f"{name}.log"
-        probe_env = {**env, **(transport.NCCL_REPORTING_ENV if mode == "gpu" else {})}
+        probe_env = {**env, **(NCCL_REPORTING_ENV if mode == "gpu" else {})}
         code = execute([sys.executable, str(REPO / "benchmarks" / "gpu_probes.py"), name, *extra],
                        console, probe_env, timeout_s, log)
         text = console.read_text(errors="replace")
@@ -487,7 +488,7 @@ def run_all(mode: str, info: dict, out: Path, budget_s: float, run_timeout_s: fl
         else:  # launch's own reporting variables, as fabric-bench would set them
             shutil.rmtree(run_dir / "ranks", ignore_errors=True)  # records append: none from an earlier check
             argv, console = direct_argv(run, mode, info, run_dir), run_dir / "output.log"
-            run_env = {**env, **(transport.NCCL_REPORTING_ENV if mode == "gpu" else {})}
+            run_env = {**env, **(NCCL_REPORTING_ENV if mode == "gpu" else {})}
             log(f"run {run.label}: {' '.join(argv)}")
         t0 = time.monotonic()
         before = set(run_dir.glob("*/result.json"))  # an --out used before keeps its earlier runs

@@ -29,30 +29,18 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from containers import recipe as recipes
 from containers import sources, stack
 from containers.digest import remembered_sha256
 from containers.files import sha256_bytes, write_json_atomic
 from containers.fabrics import FABRICS
+from containers.host import (RUNTIMES, BuildError, Progress, cache_dir, debian_mirror, debootstrap_root,  # noqa: F401
+                             run_logged, runtime_binary)  # BuildError, cache_dir, debian_mirror: the driver's API too
 
-RUNTIMES = ("apptainer", "podman")
 # Fast compression keeps a multi-GB image build short on 2 cores (~2x bigger than gzip's).
 SQUASHFS_ARGS = os.environ.get("FABRIC_BENCH_SQUASHFS_ARGS", "-comp lz4")
-
-Progress = Callable[[str], None]
-
-
-class BuildError(Exception):
-    """One line: the cause and the log path (the CLI turns it into exit 2)."""
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("FABRIC_BENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fabric-bench")
-    return Path(root)
-
 
 @dataclass(frozen=True)
 class ImageRecord:
@@ -82,44 +70,6 @@ def check_choice(kind: str, value: str, choices: tuple[str, ...]) -> None:
         raise BuildError(f"unknown {kind} {value!r}; choose from {', '.join(choices)}")
 
 
-def runtime_binary(runtime: str) -> str:
-    check_choice("runtime", runtime, RUNTIMES)
-    path = shutil.which(runtime)
-    if not path:
-        raise BuildError(f"container runtime {runtime!r} not found on PATH "
-                         f"(CI/dev hosts: scripts/provision-apptainer.sh)")
-    return path
-
-
-def _run_logged(argv: list[str], log: Path, what: str, stamped: bool = False, **kwargs) -> None:
-    """Run argv, appending its output to log (each line prefixed with the seconds since
-    it started when `stamped`); a failure is one BuildError line."""
-    with log.open("a") as out:
-        out.write(f"\n$ {' '.join(argv)}\n")
-        out.flush()
-        try:
-            if not stamped:
-                code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, **kwargs).returncode
-            else:
-                started = time.monotonic()
-                with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      **kwargs) as proc:
-                    assert proc.stdout is not None
-                    for raw in proc.stdout:
-                        out.write(f"[{time.monotonic() - started:8.1f}s] "
-                                  f"{raw.decode(errors='replace')}")
-                        out.flush()
-                code = proc.returncode
-        except OSError as exc:
-            raise BuildError(f"{what} failed ({exc}); log: {log}") from None
-    if code != 0:
-        with log.open("a") as out:  # a full disk is a common cause, and the log should say so
-            for where in sorted({log.parent, Path(tempfile.gettempdir())}):
-                out.write(f"free space after the failure: {shutil.disk_usage(where).free / 2**30:.1f} GiB "
-                          f"under {where}\n")
-        raise BuildError(f"{what} failed (exit {code}); log: {log}")
-
-
 def _hash_files(paths: list[Path], root: Path = stack.REPO) -> str:
     digest = hashlib.sha256()
     for path in sorted(paths):
@@ -129,35 +79,6 @@ def _hash_files(paths: list[Path], root: Path = stack.REPO) -> str:
 
 def _sha256(path: Path) -> str:
     return remembered_sha256(path, cache_dir())  # the runs that use the image will ask again
-
-
-# Inputs -------------------------------------------------------------------
-def debian_mirror() -> str:
-    """The Debian mirror this host is configured with (never hard-coded)."""
-    sources = Path("/etc/apt/sources.list.d/debian.sources")
-    if sources.exists():
-        for line in sources.read_text().splitlines():
-            if line.startswith("URIs:"):
-                return line.split()[1]
-    legacy = Path("/etc/apt/sources.list")
-    if legacy.exists():
-        for line in legacy.read_text().splitlines():
-            if line.startswith("deb "):
-                return line.split()[1]
-    raise BuildError("no Debian mirror configured in /etc/apt (needed for the cpu base image)")
-
-
-def debootstrap_root(root: Path, log: Path, progress: Progress = print) -> None:
-    """A minbase Debian root (stack.DEBIAN_SUITE) from the configured mirror, ready to pack."""
-    mirror = debian_mirror()
-    if not shutil.which("debootstrap"):
-        raise BuildError("base image missing and debootstrap not installed (apt-get install debootstrap)")
-    progress(f"base image: debootstrap {stack.DEBIAN_SUITE} minbase from {mirror} (~1 min)")
-    _run_logged(["debootstrap", "--variant=minbase", stack.DEBIAN_SUITE, str(root), mirror],
-                log, "debootstrap of the base image")
-    for node in (root / "dev").iterdir():     # apptainer binds /dev itself
-        subprocess.run(["rm", "-rf", str(node)], check=True)
-    (root / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
 
 
 def base_image(log: Path, progress: Progress = print) -> Path:
@@ -175,11 +96,11 @@ def base_image(log: Path, progress: Progress = print) -> Path:
     # system's temporary directory, then packed into the cache
     with tempfile.TemporaryDirectory(prefix="fabric-bench-rootfs.") as work:
         root = Path(work) / "rootfs"
-        debootstrap_root(root, log, progress)
+        debootstrap_root(root, log, stack.DEBIAN_SUITE, progress)
         sources.install_wget(root)
         progress("base image: apptainer build base.sif")
         partial = final.with_suffix(".sif.partial")
-        _run_logged([apptainer, "build", "--force", str(partial), str(root)], log,
+        run_logged([apptainer, "build", "--force", str(partial), str(root)], log,
                     "building base.sif")
         partial.rename(final)
     return final
@@ -209,8 +130,8 @@ def wheelhouse(log: Path, progress: Progress = print) -> Path:
     partial = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=f"wheelhouse-{key}."))
     try:
         pip = [sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:", "-d", str(partial)]
-        _run_logged([*pip, "-r", str(stack.REQUIREMENTS)], log, "pip download")
-        _run_logged([*pip, "--no-deps", "-r", str(stack.REQUIREMENTS_NODEPS)], log, "pip download")
+        run_logged([*pip, "-r", str(stack.REQUIREMENTS)], log, "pip download")
+        run_logged([*pip, "--no-deps", "-r", str(stack.REQUIREMENTS_NODEPS)], log, "pip download")
         for path in (stack.REQUIREMENTS, stack.REQUIREMENTS_NODEPS, wheel):
             shutil.copy2(path, partial / path.name)
         partial.rename(final)
@@ -515,7 +436,7 @@ def _build_apptainer(binary: str, definition: Path, final: Path, binds: list[str
         _build_sif([*argv, str(partial), str(definition)], log, f"apptainer build of {final.name}")
         built = time.monotonic()
         if test:
-            _run_logged([binary, "test", str(partial)], log, f"%test of {final.name}", cwd=stack.REPO,
+            run_logged([binary, "test", str(partial)], log, f"%test of {final.name}", cwd=stack.REPO,
                         stamped=True)
         tested = time.monotonic()
         partial.rename(final)
@@ -537,7 +458,7 @@ def _build_sif(argv: list[str], log: Path, what: str) -> None:
     """`apptainer build ARGV`, once more when it failed while packing the SIF."""
     start = log.stat().st_size if log.exists() else 0
     try:
-        _run_logged(argv, log, what, cwd=stack.REPO, stamped=True)  # %files paths: relative to the bundle
+        run_logged(argv, log, what, cwd=stack.REPO, stamped=True)  # %files paths: relative to the bundle
     except BuildError:
         with log.open("rb") as attempt:
             attempt.seek(start)
@@ -546,7 +467,7 @@ def _build_sif(argv: list[str], log: Path, what: str) -> None:
         with log.open("a") as out:
             out.write("fabric-bench: the build failed while packing the SIF, after every step of the "
                       "recipe had passed: building once more\n")
-        _run_logged(argv, log, what, cwd=stack.REPO, stamped=True)
+        run_logged(argv, log, what, cwd=stack.REPO, stamped=True)
 
 
 # podman's own default rlimits (nofile, nproc) are above what a host without CAP_SYS_RESOURCE
@@ -575,10 +496,10 @@ def _podman_base(binary: str, log: Path, progress: Progress) -> str:
     sif = base_image(log, progress)
     with tempfile.TemporaryDirectory() as work:
         # a SIF is not a bare squashfs (its root filesystem sits at an offset): apptainer unpacks it
-        _run_logged([runtime_binary("apptainer"), "build", "--sandbox", f"{work}/rootfs", str(sif)], log,
+        run_logged([runtime_binary("apptainer"), "build", "--sandbox", f"{work}/rootfs", str(sif)], log,
                     "unpacking base.sif")
         tar = subprocess.Popen(["tar", "-C", f"{work}/rootfs", "-c", "."], stdout=subprocess.PIPE)
-        _run_logged([binary, "import", "-", stack.BASE_IMAGE_TAG], log, "podman import of the base",
+        run_logged([binary, "import", "-", stack.BASE_IMAGE_TAG], log, "podman import of the base",
                     stdin=tar.stdout, env=env)
         tar.wait()
     return subprocess.run([binary, "image", "inspect", "--format", "{{.Id}}", stack.BASE_IMAGE_TAG],
@@ -594,7 +515,7 @@ def _build_podman(binary: str, dockerfile: Path, name: str, binds: list[str],
         argv += ["--target", target]
     for bind in binds:
         argv += ["-v", f"{bind}:ro"]
-    _run_logged([*argv, str(stack.REPO)], log, f"podman build of {tag}", env=env, stamped=True)
+    run_logged([*argv, str(stack.REPO)], log, f"podman build of {tag}", env=env, stamped=True)
     info = json.loads(subprocess.run([binary, "image", "inspect", tag], capture_output=True,
                                      text=True, env=env, check=True).stdout)[0]
     return tag, info["Id"], int(info.get("Size", 0))

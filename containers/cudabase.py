@@ -44,8 +44,8 @@ from pathlib import Path
 
 from containers import stack
 from containers.sources import REHEARSAL, WGET, install_wget
-from containers.build import (BuildError, Progress, _run_logged, cache_dir, debian_mirror,
-                              debootstrap_root, runtime_binary)
+from containers.host import (BuildError, Progress, cache_dir, debian_mirror, debootstrap_root, run_logged,
+                             runtime_binary)
 
 CUDA_ROOT = "usr/local/cuda"
 STUB_ERROR = 34                           # CUDA_ERROR_STUB_LIBRARY in cuda.h
@@ -81,12 +81,12 @@ def local_bases(log: Path, progress: Progress = print) -> tuple[Path, Path]:
         work = Path(work)
         wheels = _cuda_wheels(work / "wheels", log, progress)
         root = work / "rootfs"
-        debootstrap_root(root, log, progress)
+        debootstrap_root(root, log, stack.DEBIAN_SUITE, progress)
         progress("cuda base: /usr/local/cuda from NVIDIA's wheels, libcuda link stub")
         cuda = _lay_out_toolkit(wheels, work / "cuda", log)
         for name, full in (("runtime", False), ("devel", True)):
             tree = work / name
-            _run_logged(["cp", "-a", str(root), str(tree)], log, f"copying the {name} root")
+            run_logged(["cp", "-a", str(root), str(tree)], log, f"copying the {name} root")
             _install_cuda(cuda, tree, full)
             if full:
                 _install_rehearsal_tools(tree)
@@ -94,14 +94,14 @@ def local_bases(log: Path, progress: Progress = print) -> tuple[Path, Path]:
                 _rehearsal_mount_points(tree)
             raw, partial = work / f"{name}-raw.sif", folder / f"{name}.sif.partial"
             progress(f"cuda base: apptainer build {name}.sif")
-            _run_logged([apptainer, "build", "--force", str(raw), str(tree)], log,
+            run_logged([apptainer, "build", "--force", str(raw), str(tree)], log,
                         f"building the local cuda {name} base")
             # the environment through a definition: apptainer keeps it across localimage builds
             definition = work / f"{name}.def"
             definition.write_text(f"Bootstrap: localimage\nFrom: {raw}\n\n%environment\n"
                                   + "".join(f"    {line}\n" for line in
                                             (ENVIRONMENT if full else RUNTIME_ENVIRONMENT).splitlines()))
-            _run_logged([apptainer, "build", "--force", str(partial), str(definition)], log,
+            run_logged([apptainer, "build", "--force", str(partial), str(definition)], log,
                         f"adding the environment to the local cuda {name} base")
             raw.unlink()
             partial.rename(folder / f"{name}.sif")
@@ -112,7 +112,7 @@ def local_bases(log: Path, progress: Progress = print) -> tuple[Path, Path]:
 def _cuda_wheels(folder: Path, log: Path, progress: Progress) -> Path:
     progress(f"cuda base: pip download {len(stack.CUDA_WHEELS)} CUDA {stack.CUDA_VERSION} wheels")
     folder.mkdir(parents=True)
-    _run_logged([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
+    run_logged([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
                  "-d", str(folder), *stack.CUDA_WHEELS], log, "pip download of the CUDA wheels")
     return folder
 
@@ -174,7 +174,7 @@ def _link_stubs(include: Path, stubs: Path, log: Path) -> None:
         source = target.with_suffix(".c")
         source.write_text(f"/* link stub generated from {header} by containers/cudabase.py */\n" + "".join(
             f"int {name}(void) {{ return {code}; }}\n" for name in names))
-        _run_logged(["cc", "-shared", "-fPIC", "-nostdlib", "-O1", f"-Wl,-soname,{soname}",
+        run_logged(["cc", "-shared", "-fPIC", "-nostdlib", "-O1", f"-Wl,-soname,{soname}",
                      "-o", str(target), str(source)], log, f"compiling the {soname} link stub")
         source.unlink()
 
@@ -218,7 +218,7 @@ def check_layout(devel: Path, log: Path) -> None:
              "test -e /usr/local/cuda/lib64/libcudart.so && test -f /usr/local/cuda/include/nvml.h && "
              "/usr/local/cuda/bin/nvcc --version")
     try:
-        _run_logged([apptainer, "exec", "--containall", str(devel), "sh", "-c", probe], log,
+        run_logged([apptainer, "exec", "--containall", str(devel), "sh", "-c", probe], log,
                     f"local cuda base check ({devel})")
     except BuildError:
         raise BuildError(f"local cuda base {devel} lacks the CUDA toolkit layout "

@@ -356,7 +356,7 @@ def table_rows() -> list[tuple[str, str, str, str, str]]:
 
 if __name__ == "__main__":     # python -m containers.sources: fetch into the cache
     import sys
-    from containers.build import cache_dir, debian_mirror
+    from containers.host import cache_dir, debian_mirror
     try:
         print(fetch(cache_dir(), debian_mirror()))
     except FetchError as exc:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Callable
 from launch import slurm, trust
 from launch.command import Command
 from launch.runtimes import Bind, Runtime
-from launch.results.transport import reporting_env
+from launch.reporting import reporting_env
 
 BENCH_MODULES = {("train", "torch"): "bench.torch_train", ("train", "tf"): "bench.tf_train",
                  ("allreduce", "torch"): "bench.allreduce", ("allreduce", "tf"): "bench.allreduce",
@@ -106,7 +106,7 @@ def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
         # data store (gds ds12/ds21) must match on both sides, a known cause of failed starts;
         # the hash store needs nothing shared
         env["PMIX_MCA_gds"] = "hash"
-    env.update(reporting_env(spec))  # libraries name their transports (launch.results.transport)
+    env.update(reporting_env(spec))  # libraries name their transports (launch.reporting)
     env.update(plan.fabric_env)
     env.update(spec.extra_env)
     return env

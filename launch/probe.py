@@ -466,13 +466,13 @@ def collect(run: Runner = run_tool, root: Path = Path("/")) -> HostFacts:
 def read_topology(root: Path) -> tuple[dict[int, str], dict[str, Optional[int]]]:
     """NUMA nodes with their CPUs, and the NUMA node of every NIC and RDMA device (None: not reported,
     e.g. a virtual NIC or a VM's PCI bus)."""
-    from bench.placement import _numa_of, cpu_list_text, numa_nodes
+    from bench.placement import numa_node_of, cpu_list_text, numa_nodes
 
     numa = {node: cpu_list_text(cpus) for node, cpus in numa_nodes(root).items()}
     devices: dict[str, Optional[int]] = {}
     for cls in ("net", "infiniband"):
         for dev in sorted((root / "sys/class" / cls).glob("*")):
-            devices[dev.name] = _numa_of(dev / "device") if (dev / "device").exists() else None
+            devices[dev.name] = numa_node_of(dev / "device") if (dev / "device").exists() else None
     return numa, devices
 
 

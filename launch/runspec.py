@@ -223,6 +223,11 @@ class RunSpec:
             raise UsageError("--link-rate applies to --launcher emulated only", fields=('link_rate', 'launcher'))
 
     @property
+    def emulated(self) -> bool:
+        """Whether the ranks run on emulated nodes (the launcher registry's trait)."""
+        return LAUNCHERS[self.launcher].emulated
+
+    @property
     def containerised(self) -> bool:
         """Whether the ranks run inside an image (any runtime but the host's)."""
         return self.runtime != HOST

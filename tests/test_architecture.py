@@ -1,5 +1,6 @@
 """The rooms stay apart: bench/ imports nothing from launch/; launch/ never
-imports a framework (the host that launches may have none)."""
+imports a framework (the host that launches may have none); no two modules import
+each other, however indirectly; no module imports another module's private name."""
 import ast
 import subprocess
 import sys
@@ -69,3 +70,78 @@ def test_launcher_and_runtime_names_are_spelled_only_by_their_registries():
                         any(constants(s) & names for s in sides):
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert offenders == []
+
+
+ROOMS = ("bench", "launch", "containers")
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for room in ROOMS:
+        for path in (REPO / room).rglob("*.py"):
+            name = path.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
+            names[name.removesuffix(".__init__")] = path
+    return names
+
+
+def runtime_imports(path: Path, modules: dict[str, Path]) -> tuple[set[str], list[tuple[str, str]]]:
+    """(the project modules `path` imports when it runs, at the top or inside a function;
+    the (module, name) pairs of private names it imports from another module). Imports under
+    `if TYPE_CHECKING:` do not run and are left out."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+                   for n in ast.walk(node)}
+    found, private = set(), []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in modules}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                if submodule in modules:
+                    found.add(submodule)
+                elif node.module in modules:
+                    found.add(node.module)
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        private.append((node.module, alias.name))
+    return found, private
+
+
+def test_no_import_cycles_and_no_private_names_across_modules():
+    """containers.build <-> cudabase (through a private helper) and launchers -> results.transport
+    -> emulate.links -> launchers were cycles no test caught (issue 33)."""
+    modules = module_names()
+    graph, privates = {}, []
+    for name, path in modules.items():
+        imports, private = runtime_imports(path, modules)
+        graph[name] = imports - {name}
+        privates += [f"{name} imports {module}.{item}" for module, item in private]
+    assert privates == []
+
+    cycles, state = [], {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for target in sorted(graph[node]):
+            if state.get(target) == "open":
+                cycles.append(" -> ".join(trail[trail.index(target):] + [target]))
+            elif target not in state:
+                visit(target, trail + [target])
+        state[node] = "done"
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path):
+    """The check above can fail: two modules importing each other are found."""
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("import b\n")
+    b.write_text("def f():\n    from a import _x\n")
+    modules = {"a": a, "b": b}
+    assert runtime_imports(a, modules)[0] == {"b"}
+    assert runtime_imports(b, modules) == ({"a"}, [("a", "_x")])

@@ -22,8 +22,28 @@ app = typer.Typer(
 console = make_console()
 
 
+def version_line() -> str:
+    """The installed package's version and the checkout's commit."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from containers.files import bundle_commit
+
+    try:
+        installed = version("fabric-bench")
+    except PackageNotFoundError:
+        installed = "not installed"
+    return f"fabric-bench {installed} ({bundle_commit() or 'no git checkout'})"
+
+
+def show_version(value: bool) -> None:
+    if value:
+        print(version_line())
+        raise typer.Exit(0)
+
+
 @app.callback()
-def root() -> None:
+def root(version: bool = typer.Option(False, "--version", callback=show_version, is_eager=True,
+                                      help="print the version and the bundle's commit, then exit")) -> None:
     """fabric-bench: run the same training and communication benchmarks on any fabric."""
 
 

@@ -31,9 +31,9 @@ def report(
     from launch.results.report import build
 
     data = build(dirs, output, title, baseline_fabric)
-    for axis, judged in data["verdicts"].items():
+    for judged in data["verdicts"].values():
         print(f"verdict ({judged['title']}): {judged['paragraph']}")
-    for name, plot in data["plots"].items():
+    for plot in data["plots"].values():
         print(f"{output / plot['png']}: {plot['title']} ({len(plot['series'])} series)")
     print(f"{output / 'report.html'} ({data['runs']} runs)")
 

@@ -33,12 +33,6 @@ def fabric_profile(fabric: str) -> FabricProfile:
     return ETHERNET if is_emulated_fabric(fabric) else profile(fabric)
 
 
-def _emulated_launcher(spec) -> bool:
-    from launch.launchers import LAUNCHERS  # here, not at the top: launchers -> transport -> this module
-
-    return LAUNCHERS[spec.launcher].emulated
-
-
 def fabric_rate_bit_s(fabric: str) -> int:
     """The link rate an emulated fabric name carries: emu-eth-10g -> 10e9."""
     match = _FABRIC.match(fabric)
@@ -52,20 +46,20 @@ def run_rate_bit_s(spec) -> int | None:
     """The shaped rate of an emulated run (None: unshaped veth) from --link-rate or the fabric name."""
     rate = parse_rate(spec.link_rate) if spec.link_rate else None
     if is_emulated_fabric(spec.fabric):
-        if not _emulated_launcher(spec):
+        if not spec.emulated:
             raise UsageError(f"fabric {spec.fabric} is emulated: use --launcher emulated", fields=("fabric", "launcher"))
         named = fabric_rate_bit_s(spec.fabric)
         if rate is not None and rate != named:
             raise UsageError(f"--link-rate {spec.link_rate} contradicts fabric {spec.fabric}",
                              fields=("link_rate", "fabric"))
         rate = named
-    elif spec.link_rate and not _emulated_launcher(spec):
+    elif spec.link_rate and not spec.emulated:
         raise UsageError("--link-rate applies to --launcher emulated only", fields=("link_rate", "launcher"))
     return rate
 
 
 def link_rate_gbit_s(spec) -> float | None:
-    if not _emulated_launcher(spec):
+    if not spec.emulated:
         return None
     rate = run_rate_bit_s(spec)
     return None if rate is None else rate / 1e9

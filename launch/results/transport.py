@@ -1,7 +1,7 @@
 """Transport evidence: which transport actually carried a run's traffic.
 
 Three steps, each a plain function:
-- `REPORTING_ENV`: the libraries' own reporting, turned on in every rank's
+- launch.reporting: the libraries' own reporting, turned on in every rank's
   environment at a level that names the selected component and little else;
 - `observe(log)`: the run's output.log in, what the libraries said out;
 - `judge(fabric, env, observed, ...)`: what the run asked for (its fabric
@@ -25,19 +25,6 @@ import re
 from pathlib import Path
 
 from launch.emulate.links import fabric_profile as profile
-
-REPORTING_ENV = {
-    "OMPI_MCA_pml_base_verbose": "10",
-    "OMPI_MCA_btl_base_verbose": "1",
-    "OMPI_MCA_mtl_base_verbose": "10",
-    "OMPI_MCA_mtl_ofi_verbose": "1",
-    "UCX_LOG_LEVEL": "info",
-    "FI_LOG_LEVEL": "warn",
-}
-NCCL_REPORTING_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
-# Not HOROVOD_LOG_LEVEL=info: it cost torch+Horovod ~4 % of its throughput (benchmarks/
-# harness_fidelity.py, 224 px: ours/reference 0.963 with it, 1.006 without), and the
-# rank records already name Horovod's controller and operations (engine_info).
 
 # UCX_TLS aliases -> the transport names UCX prints in ep_cfg lanes
 UCX_ALIASES = {
@@ -92,15 +79,6 @@ def nccl_network_kind(name: str) -> str:
     naming the same transport; an unknown name stays as it is."""
     key = re.sub(r"_v\d+$", "", name.strip().lower())
     return NCCL_NET_NAMES.get(key, name)
-
-
-def reporting_env(spec) -> dict[str, str]:
-    """Environment that makes MPI, UCX, libfabric (and NCCL where the run uses it)
-    name their transports."""
-    env = dict(REPORTING_ENV)
-    if spec.uses_nccl:
-        env |= NCCL_REPORTING_ENV
-    return env
 
 
 def _ucx_transports(lanes: str) -> set[str]:

@@ -239,7 +239,8 @@ def test_fabric_images_are_the_stack_plus_their_fabric_layer(fabric, flavour, re
                 and line != "%files"]
         assert all(re.match(r"(BootStrap:|From:|Stage:|FROM |# NOTE|# Singularity 3)", line) for line in rest), rest
     # the stack's labels (versions) are the same for every fabric image of the flavour
-    versions = lambda text: sorted(l for l in text.splitlines() if "org.fabric-bench.version." in l)
+    def versions(text: str) -> list[str]:
+        return sorted(line for line in text.splitlines() if "org.fabric-bench.version." in line)
     assert versions(ours.definition) == versions(ethernet.definition)
 
 

@@ -54,3 +54,11 @@ def test_a_fabric_whose_devices_are_missing_is_refused_before_launch(tmp_path):
     assert real.returncode == 2 and real.stderr.count("\n") == 1
     assert "needs /dev/infiniband" in real.stderr
     assert not results.exists()
+
+
+def test_version_names_the_package_and_the_commit():
+    from containers.files import bundle_commit
+
+    proc = fabric_bench("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("fabric-bench 0.1.0 (")
+    assert bundle_commit().split("-")[0] in proc.stdout

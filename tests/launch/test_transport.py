@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from launch.reporting import reporting_env
 from launch.results import transport
 from launch.run import horovod_built_for
 from launch.runspec import RunSpec
@@ -214,8 +215,8 @@ def test_apply_turns_an_ok_run_into_transport_mismatch(tmp_path):
 
 
 def test_nccl_reporting_only_where_nccl_runs():
-    assert "NCCL_DEBUG" not in transport.reporting_env(RunSpec())
-    assert transport.reporting_env(RunSpec(gpus_per_node=4))["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert "NCCL_DEBUG" not in reporting_env(RunSpec())
+    assert reporting_env(RunSpec(gpus_per_node=4))["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
 
 
 TINY = ["--engine", "horovod", "--ranks", "2", "--model", "resnet18", "--image-size", "32", "--batch-size", "8",

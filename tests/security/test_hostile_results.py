@@ -78,7 +78,7 @@ def test_a_store_from_before_origins_is_migrated_with_its_rows(tmp_path):
     columns = ", ".join(f"{c} {'TEXT PRIMARY KEY' if c == 'run_id' else ''}" for c in store.COLUMNS)
     old.execute(f"CREATE TABLE results ({columns}, path TEXT, indexed_unix REAL, result TEXT)")
     result = train_result("old-run", img=7.0)
-    old.execute(f"INSERT INTO results (run_id, path, result) VALUES (?, ?, ?)", ("old-run", "/x", json.dumps(result)))
+    old.execute("INSERT INTO results (run_id, path, result) VALUES (?, ?, ?)", ("old-run", "/x", json.dumps(result)))
     old.commit()
     old.close()
     db = store.connect(path)
