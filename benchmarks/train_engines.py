@@ -18,6 +18,7 @@ from pathlib import Path
 from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.results import aggregate
+from launch.results.aggregate import run_value
 from launch.run import execute_run, prepare
 from launch.runspec import RunSpec
 from launch.results.table import training_table
@@ -80,7 +81,14 @@ def main() -> int:
             point = aggregate.point_of(points, r)
             eff = point.run_efficiency(r) if point is not None else None
             if r["framework"] == framework and r["world_size"] > 1 and eff is not None:
-                console.print(f"{framework} {r['engine']} x{r['world_size']}: scaling efficiency {eff:.2f}")
+                same = point.same_cores_efficiency(r)
+                if same is None:
+                    console.print(f"{framework} {r['engine']} x{r['world_size']}: scaling efficiency {eff:.2f}")
+                    continue
+                console.print(f"{framework} {r['engine']} x{r['world_size']}: the ranks share this host's cores; "
+                              f"total throughput {run_value(r):.1f} vs {point.baseline.mean:.1f} img/s at 1 rank: "
+                              f"same-cores efficiency {same:.2f} (per-rank scaling efficiency {eff:.2f}, which counts "
+                              f"each rank as if it had the 1-rank run's cores: ~{1 / r['world_size']:.2f} by construction)")
     console.print(f"results under {args.results.resolve()}")
     return 0 if all(r["status"] == "ok" for r in results) else 1
 

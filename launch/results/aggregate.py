@@ -268,6 +268,19 @@ class Point:
             return None
         return scaling_efficiency(run_value(result), self.ranks, self.baseline.mean, self.baseline.ranks)
 
+    @property
+    def shares_cores(self) -> bool:
+        """CPU ranks on one host: they share the cores the 1-rank baseline had to itself."""
+        spec = spec_of(self.first)
+        return self.benchmark == "train" and self.nodes == 1 and self.ranks > 1 and not spec.get("gpus_per_node")
+
+    def same_cores_efficiency(self, result: dict) -> float | None:
+        """Where ranks share the host's cores: total throughput at N ranks / at 1 rank (1.0: the
+        same cores do the same work; the per-rank efficiency then reads ~1/N by construction)."""
+        if not self.shares_cores or self.baseline is None or run_value(result) is None:
+            return None
+        return run_value(result) / self.baseline.mean
+
     def describe(self) -> dict:
         """Plain data (report_data.json, summary.json)."""
         spec = spec_of(self.first)

@@ -72,3 +72,20 @@ def test_unknown_schema_is_refused(tmp_path):
     (tmp_path / "result.json").write_text(json.dumps({"schema_version": 42}))
     with pytest.raises(UsageError, match="schema_version"):
         load_result(tmp_path / "result.json")
+
+
+def test_ranks_that_share_one_host_s_cores_are_judged_against_the_same_cores():
+    """make bench on 2 cores: 2 ranks gave 111.6 img/s in all against 110.6 at 1 rank. The per-rank
+    efficiency (0.50) read as poor scaling; against the same cores it is 1.01 (issue 33, item 8)."""
+    from launch.results import aggregate
+    from tests.results import train_result
+
+    one = train_result("one", img=110.6, ranks=1, spec={"nodes": 1, "gpus_per_node": 0})
+    two = train_result("two", img=111.6, ranks=2, spec={"nodes": 1, "gpus_per_node": 0})
+    point = aggregate.point_of(aggregate.aggregate([one, two]), two)
+    assert point.shares_cores and point.run_efficiency(two) == pytest.approx(0.5045, abs=1e-3)
+    assert point.same_cores_efficiency(two) == pytest.approx(111.6 / 110.6)
+    gpu = train_result("gpu", img=200.0, ranks=2, spec={"nodes": 1, "gpus_per_node": 2})
+    gpu_one = train_result("gpu1", img=100.0, ranks=1, spec={"nodes": 1, "gpus_per_node": 2})
+    gpu_point = aggregate.point_of(aggregate.aggregate([gpu_one, gpu]), gpu)
+    assert not gpu_point.shares_cores and gpu_point.same_cores_efficiency(gpu) is None
