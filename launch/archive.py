@@ -45,7 +45,7 @@ ARCHIVE_SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"     # signs the manifest's bytes as stored; not listed in it
 RECIPE_INPUTS = ("containers/stack.py", "containers/fabrics.py", "containers/recipe.py", "containers/build.py",
-                 "containers/image-test.sh", "requirements.txt", "requirements-nodeps.txt", "containers/horovod")
+                 "containers/host.py", "containers/image-test.sh", "requirements.txt", "requirements-nodeps.txt", "containers/horovod")
 
 
 def _json(data) -> bytes:
