@@ -283,7 +283,8 @@ def _cell(value, fmt: str = ".1f") -> str:
 
 
 def runs_table(results: list[dict], points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
-    """Every run (repetitions kept), efficiency against the aggregated baseline of its series."""
+    """Every run (repetitions kept), efficiency against the aggregated baseline of its series; where
+    the ranks shared one host's cores, also against the same cores (total at N / total at 1)."""
     header = ["run", "fabric", "engine", "model", "ranks", "img/s total", "95% CI", "scaling eff.",
               "comm share", "transport", "status"]
     rows = []
@@ -291,12 +292,14 @@ def runs_table(results: list[dict], points: list[aggregate.Point]) -> tuple[list
         tp = r.get("throughput") or {}
         point = aggregate.point_of(points, r)
         eff = point.run_efficiency(r) if point is not None else None
+        same = point.same_cores_efficiency(r) if point is not None else None
         comm = _number(r.get("comm_fraction")) if (r.get("world_size") or 0) > 1 else None
         rows.append([r.get("run_id", "-"), fabric_label(r),
                      r.get("engine") or r.get("backend") or "-", r.get("model") or r.get("benchmark") or "-",
                      _cell(r.get("world_size")), _cell(_number(tp.get("total_img_per_s"))),
                      _cell(_number(tp.get("ci95_img_per_s"))),
-                     "1 (baseline)" if eff == 1.0 and (r.get("world_size") == 1) else _cell(eff, ".2f"),
+                     "1 (baseline)" if eff == 1.0 and (r.get("world_size") == 1) else _cell(eff, ".2f")
+                     + (f" (shared cores: {same:.2f} of the 1-rank total)" if same is not None else ""),
                      _cell(comm, ".0%"), (r.get("transport") or {}).get("verdict", "-"),
                      r.get("status", "-") + (f": {r['reason']}" if r.get("reason") else "")])
     return header, rows

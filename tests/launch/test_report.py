@@ -117,3 +117,15 @@ def test_the_health_table_shows_each_runs_fabric_truth_verdicts(tmp_path):
     assert rows[0] == ["a", "healthy (0.93)", "ok", "flagged: rank 1: shared_cores", "rank 1 +50%", "-"]
     assert rows[1][-1] == "hanging: rank 3" and rows[2][-1] == "interrupted by SIGTERM"
     assert len(header) == len(rows[0])
+
+
+def test_runs_that_share_one_host_s_cores_are_read_against_the_same_cores():
+    from launch.results import aggregate
+    from launch.results.report import runs_table
+    from tests.results import train_result
+
+    runs = [train_result("one", img=110.6, ranks=1, spec={"nodes": 1}),
+            train_result("two", img=111.6, ranks=2, spec={"nodes": 1})]
+    header, rows = runs_table(runs, aggregate.aggregate(runs))
+    cell = {row[0]: row[header.index("scaling eff.")] for row in rows}
+    assert cell["one"] == "1 (baseline)" and cell["two"] == "0.50 (shared cores: 1.01 of the 1-rank total)"
