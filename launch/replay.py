@@ -99,6 +99,7 @@ def run_all(archive: archives.Archive, replays: list[Replay], results_dir: Path,
 
     outputs = []
     archive_sha = sha256_file(archive.path)
+    signed_by = archive.provenance().line()
     for replay in replays:
         prepared = prepare(replay.spec, results_dir, site or Site.default())
         original = replay.original
@@ -109,7 +110,7 @@ def run_all(archive: archives.Archive, replays: list[Replay], results_dir: Path,
         link = {"run_id": original["run_id"], "archive": str(Path(archive.path).resolve()),
                 "archive_sha256": archive_sha, "argv_shape_same": same_shape,
                 "image_digest": recorded_image.get("digest"), "warnings": replay.warnings,
-                "signed_by": archive.provenance().line()}
+                "signed_by": signed_by}
         outputs.append(execute_run(replay.spec, prepared, timeout=timeout, echo=echo,
                                    annotations={"replay_of": link}))
     return outputs

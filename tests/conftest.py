@@ -74,6 +74,19 @@ def cpu_ethernet_image():
         pytest.fail(f"building the {IMAGE_FLAVOUR} ethernet image: {exc}")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Markers from what a test uses, so a subset can be chosen (`-m "not image"`, `-m slurm`):
+    integration by its folder, image by the image fixture, slurm by the Slurm cluster module."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if "integration" in path.parts:
+            item.add_marker(pytest.mark.integration)
+        if "cpu_ethernet_image" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.image)
+        if path.name == "test_slurm.py" and "integration" in path.parts:
+            item.add_marker(pytest.mark.slurm)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A failed image build names its log, which CI's clean machine throws away: the log's

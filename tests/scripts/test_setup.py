@@ -21,6 +21,9 @@ def setup(cwd: Path, **env) -> subprocess.CompletedProcess:
                           timeout=300, env={**os.environ, **env})
 
 
+pytestmark = pytest.mark.slow  # each test re-runs set-up (~75 s together): make test-fast leaves them out
+
+
 def test_relative_venv_and_cache_from_another_directory_find_what_is_built(tmp_path):
     cache = Path(os.environ.get("FABRIC_BENCH_CACHE", Path.home() / ".cache/fabric-bench")).resolve()
     need(any(cache.glob("horovod-*/horovod-*.whl")), f"no Horovod wheel cached in {cache} (make setup)")
