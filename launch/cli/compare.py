@@ -37,11 +37,9 @@ def compare(
 
     sides = []
     for side, path in (("A", a), ("B", b)):
-        if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
-            results, provenance = cmp.load_archive(path, allowed_signers, require_signed)
+        results, provenance = cmp.load(path, allowed_signers, require_signed)
+        if provenance is not None:
             print(f"{side}: archive {path}: {provenance.line()}", file=sys.stderr)
-        else:
-            results = cmp.load(path)
         sides.append(results)
     pairs, unpaired = cmp.pair(*sides)
     tolerances = cmp.parse_tolerances(tolerance)

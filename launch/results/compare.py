@@ -46,20 +46,20 @@ class Metric:
         return abs(self.b - self.a) <= max(self.tolerance * abs(self.a), self.noise)
 
 
-def load(path: Path) -> list[Result]:
-    """Results from a result.json, a directory tree of them, or a verified archive (read with
-    load_archive first); a file that is not a result is refused (a comparison that silently lost
-    runs would mislead)."""
+def load(path: Path, allowed_signers: Path | None = None, require_signed: bool = False):
+    """(results, provenance) from a result.json, a directory tree of them, or an archive
+    (verified, its signature checked; provenance None for the others); a file that is not a
+    result is refused (a comparison that silently lost runs would mislead)."""
     path = Path(path)
     if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
-        return load_archive(path)[0]
+        return load_archive(path, allowed_signers, require_signed)
     if not path.exists() or not files_under([path]):
         raise UsageError(f"{path}: no result.json found")
     results, problems = read_tree([path])
     problems += [f"{r.path}: malformed: {why}" for r in results if (why := malformed(r))]
     if problems:
         raise UsageError(problems[0])
-    return results
+    return results, None
 
 
 def load_archive(path: Path, allowed_signers: Path | None = None, require_signed: bool = False):
@@ -68,9 +68,9 @@ def load_archive(path: Path, allowed_signers: Path | None = None, require_signed
 
     verified = archives.read(path)
     provenance = verified.provenance(allowed_signers, require_signed)
-    results = list(verified.results().values())
-    problems = [f"archive {path}: {name}: malformed: {why}" for name, r in verified.results().items()
-                if (why := malformed(r))]
+    found = verified.results()
+    results = list(found.values())
+    problems = [f"archive {path}: {name}: malformed: {why}" for name, r in found.items() if (why := malformed(r))]
     if problems:
         raise UsageError(problems[0])
     if not results:

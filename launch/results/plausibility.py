@@ -93,6 +93,8 @@ def rails_in_use(result: dict) -> tuple[int, str]:
     """NICs per node the run's traffic can cross at once, and how that was known: the NICs NCCL's
     log says it used; else the rails the run's selection variables list, one per rank on a node
     at most; else one."""
+    from launch.results.transport import listed_devices
+
     if result.get("link_rate_gbit_s"):
         return 1, "emulated link"
     nccl = ((result.get("transport") or {}).get("observed") or {}).get("nccl") or {}
@@ -101,12 +103,10 @@ def rails_in_use(result: dict) -> tuple[int, str]:
     env = result.get("env") or {}
     per_node = ((result.get("spec") or {}).get("ranks_per_node")) or 1
     for variable in RAIL_VARIABLES:
-        value = str(env.get(variable, "")).strip()
-        if value and not value.startswith("^"):
-            listed = len([d for d in value.lstrip("=").split(",") if d.strip()])
-            if listed > 1:
-                used = min(listed, per_node)
-                return used, f"{variable} lists {listed}, {per_node} rank{'s' if per_node != 1 else ''} per node"
+        listed = len(listed_devices(env.get(variable, "")))
+        if listed > 1:
+            used = min(listed, per_node)
+            return used, f"{variable} lists {listed}, {per_node} rank{'s' if per_node != 1 else ''} per node"
     return 1, "one NIC (none listed)"
 
 

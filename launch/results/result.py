@@ -163,7 +163,8 @@ def throughput_recomputed(result: dict) -> Optional[tuple[float, Optional[float]
 
 def busbw_recomputed(row: dict, world_size: Optional[int]) -> Optional[tuple[float, Optional[float]]]:
     """(busbw Gbit/s at the median time, its 95 % CI half-width) of an allreduce row, from its
-    per-iteration times (nccl-tests: busbw = bytes / t x 2(n-1)/n)."""
+    per-iteration times, by the benchmark's own formula (bench.allreduce: nccl-tests' busbw)."""
+    from bench.allreduce import busbw_factor, gbit_s
     from bench.stats import summarize
 
     samples = finite_samples(row.get("samples_us"))
@@ -171,8 +172,7 @@ def busbw_recomputed(row: dict, world_size: Optional[int]) -> Optional[tuple[flo
     if samples is None or not nbytes or not world_size or any(t <= 0 for t in samples):
         return None
     summary = summarize(samples)
-    median_us = summary.median
-    busbw = nbytes * 8 / (median_us * 1e-6) / 1e9 * (2 * (world_size - 1) / world_size if world_size > 1 else 1.0)
+    busbw = gbit_s(nbytes, summary.median * 1e-6) * busbw_factor(world_size)
     ci = busbw * summary.ci95 / summary.mean if math.isfinite(summary.ci95) and summary.mean else None
     return busbw, ci
 
@@ -191,9 +191,9 @@ def disagreements(result: dict) -> list[str]:
     for row in rows:
         if not isinstance(row, dict):
             continue
-        again = busbw_recomputed(row, result.get("world_size") if isinstance(result.get("world_size"), int) else None)
+        again = busbw_recomputed(row, Result(result).world_size)
         stored = number(row.get("busbw_gbit_s"))
-        if again is not None and (stored is None or abs(stored - again[0]) > 1e-3 * again[0]):
+        if again is not None and (stored is None or abs(stored - again[0]) > 1e-3 * abs(again[0])):
             found.append(f"busbw_gbit_s at {row.get('bytes')} B {row.get('busbw_gbit_s')!r} is not what its "
                          f"times give ({again[0]:.6g})")
     return found

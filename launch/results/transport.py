@@ -191,6 +191,15 @@ def gradient_path(result: dict) -> str | None:
     return None
 
 
+def listed_devices(value: str) -> list[str]:
+    """The devices a selection list names ("=mlx5_0,mlx5_1", "mlx5_0:1,mlx5_1:1"); [] for none
+    or an exclusion list ("^mlx5_2")."""
+    value = str(value or "").strip()
+    if not value or value.startswith("^"):
+        return []
+    return [d.strip() for d in value.lstrip("=").split(",") if d.strip()]
+
+
 def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | None = None,
           nccl: bool = False, gpus_per_node: int = 0, ranks_per_node: int | None = None) -> dict:
     """Checks of asked against observed; verdict match | mismatch | unverified."""
@@ -229,8 +238,7 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
     if nccl_seen and nccl_seen.get("nics_used") and gpus_per_node > 0:
         # an 8-rail node where NCCL used one NIC still "matches" by network name: count them.
         # The node's NICs: the site's rail list (NCCL_IB_HCA "=a,b,...") or what NCCL offered.
-        hca = env.get("NCCL_IB_HCA", "")
-        listed = len([h for h in hca.lstrip("=^").split(",") if h.strip()]) if hca and not hca.startswith("^") else 0
+        listed = len(listed_devices(env.get("NCCL_IB_HCA", "")))
         node_nics = listed or nccl_seen.get("nics_offered") or 0
         # one NIC per GPU that runs a rank: a node of 8 GPUs running 4 ranks drives 4 NICs
         gpus_in_use = min(gpus_per_node, ranks_per_node or gpus_per_node)
