@@ -382,7 +382,7 @@ def run_probes(mode: str, info: dict, out: Path, env: dict, deadline: float, log
                      reason=None if ok else ("timed out" if code == 124 else f"exit code {code}, no result line"
                                              if not line else f"exit code {code}"))
         if not ok:
-            entry["errors"] = [l.strip()[:300] for l in text.splitlines() if re.search(r"\w(Error|Exception|WARN)", l)][-3:]
+            entry["errors"] = why_lines(text, nccl_warnings=True)
         keep_nccl_lines(console, out / "nccl" / f"probe-{name}.log", entry)
         probes[name] = entry
         log(f"probe {name}: {entry['status']}" + (f" ({entry['reason']})" if entry.get("reason") else "")
@@ -509,17 +509,24 @@ def run_all(mode: str, info: dict, out: Path, budget_s: float, run_timeout_s: fl
             nccl_seen = transport.observe(run_log.read_text(errors="replace")).get("nccl")
             entry["nccl"] = nccl_seen
         entry.setdefault("wall_seconds", time.monotonic() - t0)
-        if entry.get("status") != "ok" and run_log.exists():  # the lines that say why
-            lines = run_log.read_text(errors="replace").splitlines()
-            own = [line for line in lines if re.match(r"(\[[^\]]*\]\s*)?error: ", line)]  # bench's fail()
-            raised = [line for line in lines if re.search(r"\w(Error|Exception): ", line)
-                      and "torch.distributed.elastic" not in line]
-            entry["errors"] = [line.strip()[:300] for line in (raised + own)[-3:]]
+        if entry.get("status") != "ok" and run_log.exists():
+            entry["errors"] = why_lines(run_log.read_text(errors="replace"))
         keep_nccl_lines(run_log, out / "nccl" / f"{run.label}.log", entry)
         log(f"run {run.label}: {entry['status']}" + (f" ({entry['reason']})" if entry.get("reason") else "")
             + (f", {entry['img_per_s']:.1f} img/s, compute-only {entry['compute_img_per_s']:.1f} img/s"
                if entry.get("img_per_s") and entry.get("compute_img_per_s") else ""))
     return entries
+
+
+def why_lines(text: str, nccl_warnings: bool = False) -> list[str]:
+    """The last three lines of a step's output that say why it failed: exceptions raised, the
+    bench programs' own `error:` lines (bench.train_args.fail), and NCCL's WARN lines if asked."""
+    lines = text.splitlines()
+    own = [line for line in lines if re.match(r"(\[[^\]]*\]\s*)?error: ", line)]
+    raised = [line for line in lines if re.search(r"\w(Error|Exception): ", line)
+              and "torch.distributed.elastic" not in line]
+    warned = [line for line in lines if nccl_warnings and "NCCL WARN" in line]
+    return [line.strip()[:300] for line in (raised + own + warned)[-3:]]
 
 
 def keep_nccl_lines(log_path: Path, target: Path, entry: dict) -> None:

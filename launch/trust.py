@@ -41,9 +41,9 @@ FOREIGN_ENV_REFUSED = ("NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PL
 
 def check_text(field: str, value: object, where: str = "") -> None:
     """A string that may reach a shell line or a job script: printable, one line."""
-    if isinstance(value, str) and CONTROL.search(value):
-        raise UsageError(f"{where}{field} holds a control character ({CONTROL.search(value).group()!r}): "
-                         f"refused", fields=(field,))
+    found = CONTROL.search(value) if isinstance(value, str) else None
+    if found:
+        raise UsageError(f"{where}{field} holds a control character ({found.group()!r}): refused", fields=(field,))
 
 
 def check_env(env: Mapping[str, str], where: str = "") -> None:
