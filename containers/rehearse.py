@@ -134,7 +134,7 @@ def write_record(entry: build.ImageRecord, **more) -> Path:
     if podman:
         record |= {"dockerfile_hash": dockerfile_hash(image, entry.flavour), "podman": _version("podman")}
     record |= more
-    name_hash = record["dockerfile_hash"] if podman else entry.recipe_hash
+    name_hash = str(record["dockerfile_hash"]) if podman else entry.recipe_hash
     path = record_path(image, entry.flavour, name_hash, entry.runtime)
     RECORDS.mkdir(parents=True, exist_ok=True)
     # one record per image: the current one

@@ -42,7 +42,7 @@ def default_route_interface(route_table: str = "/proc/net/route") -> str | None:
 
 
 def site_values(spec: RunSpec, site: Site) -> dict[str, str]:
-    fabric_site = site.fabrics.get(spec.fabric)
+    fabric_site = site.fabrics.get(spec.fabric) if spec.fabric else None
     if fabric_site is None:
         where = site.path or "the default site (ethernet only)"
         raise UsageError(f"fabric {spec.fabric!r} is not present in {where}; add [fabrics.{spec.fabric}]",

@@ -231,7 +231,10 @@ class SideFacts:
 
 def parse_side(text: str) -> SideFacts:
     """IMAGE_SCRIPT's output -> facts."""
-    facts = SideFacts(libs={}, providers=[], devices={})
+    libs: dict = {}
+    providers: list = []
+    devices: dict = {}
+    facts = SideFacts(libs=libs, providers=providers, devices=devices)
     section = None
     for line in text.splitlines():
         if line.startswith("== "):
@@ -251,17 +254,17 @@ def parse_side(text: str) -> SideFacts:
             kind, _, rest = line.partition(" ")
             if kind == "lib":
                 path, _, resolved = rest.partition(" ")
-                facts.libs.setdefault(Path(path).name, resolved or path)
+                libs.setdefault(Path(path).name, resolved or path)
             elif kind == "provider":
                 name = Path(rest.strip()).name
-                if name not in facts.providers:
-                    facts.providers.append(name)
+                if name not in providers:
+                    providers.append(name)
         elif section == "verbs" and line.strip() and "ibv_devinfo absent" not in line:
             facts.verbs = [*(facts.verbs or []), line.strip()]
         elif section == "devices" and line.startswith("dev "):
             parts = line.split()
             if len(parts) >= 3:
-                facts.devices[parts[1]] = (parts[2], parts[3] if len(parts) > 3 else "-")
+                devices[parts[1]] = (parts[2], parts[3] if len(parts) > 3 else "-")
     return facts
 
 
@@ -287,7 +290,7 @@ def device_patterns(spec, fabric: str | None, site_device: str | None = None) ->
                        if spec.uses_nccl else []),
         "efa": [verbs],
         "slingshot": [("/dev/cxi*", "Cassini NIC device nodes (cxi provider)", "fail")],
-    }.get(name, [])
+    }.get(name or "", [])
     if spec.gpus_per_node > 0:
         needed += [("/dev/nvidiactl", "NVIDIA driver control node", "fail"),
                    ("/dev/nvidia-uvm", "CUDA unified memory", "fail"),
@@ -395,9 +398,12 @@ def version_checks(spec, host: SideFacts, image: SideFacts) -> list[Check]:
                                 f"host {h or 'none'}, image {i or 'none'}",
                                 fix="" if i else "build the image with Open MPI (the hybrid model runs the image's MPI)",
                                 host=h, image=i))
-        elif _major_minor(h) == _major_minor(i):
+        elif (host_mm := _major_minor(h)) is None or (image_mm := _major_minor(i)) is None:
+            checks.append(Check("Open MPI (host mpirun -> image)", "unknown", f"host {h}, image {i}: unreadable "
+                                "version", host=h, image=i))
+        elif host_mm == image_mm:
             checks.append(Check("Open MPI (host mpirun -> image)", "ok", f"host {h}, image {i}", host=h, image=i))
-        elif _major_minor(h)[:1] == _major_minor(i)[:1]:
+        elif host_mm[:1] == image_mm[:1]:
             checks.append(Check("Open MPI (host mpirun -> image)", "warn",
                                 f"host {h}, image {i}: same major, different minor",
                                 fix="use the same Open MPI series on the host as in the image", host=h, image=i))
@@ -526,8 +532,9 @@ def verbs_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Check]
         checks.append(Check("verbs provider", "fail", f"the image's libibverbs has no provider for "
                             f"{', '.join(orphans)}", fix="install the NIC's rdma-core provider in the image"))
     header = next((i for i, line in enumerate(lines) if _HCAS.match(line)), None)
-    found = int(_HCAS.match(lines[header]).group(1)) if header is not None else 0
-    if found and not checks:
+    count = _HCAS.match(lines[header]) if header is not None else None
+    found = int(count.group(1)) if count else 0
+    if header is not None and found and not checks:
         names = lines[header + 1:header + 1 + found]  # ibv_devinfo -l: one name per line after the count
         checks.append(Check("verbs in the image", "ok", f"the image's libibverbs opened {found} device"
                             f"{'s' if found != 1 else ''}: {', '.join(names)}"))
@@ -553,7 +560,8 @@ def nccl_checks(spec, image: SideFacts, env: dict[str, str]) -> list[Check]:
                             fix="" if plugin else "build aws-ofi-nccl into the image (cuda flavour)"))
         if profile(spec.fabric).name == "efa" and plugin:
             version = image.libfabric
-            old = _major_minor(version) is not None and _major_minor(version) < (1, 18)
+            found_mm = _major_minor(version)
+            old = found_mm is not None and found_mm < (1, 18)
             checks.append(Check("libfabric for aws-ofi-nccl on EFA", "fail" if old else ("ok" if version else "unknown"),
                                 f"image libfabric {version or 'unknown'} (aws-ofi-nccl needs >= 1.18 on EFA)",
                                 fix="rebuild the image with libfabric >= 1.18" if old else ""))
@@ -617,12 +625,12 @@ def pmix_checks(spec, image: SideFacts, srun_mpi_list: tuple[int, str] | None) -
     name = "PMIx (Slurm srun --mpi=pmix -> image)"
     if srun_mpi_list is None:
         return [Check(name, "unknown", "srun not found here: Slurm's PMIx plugins unknown")]
-    code, srun_mpi_list = srun_mpi_list
+    code, listing = srun_mpi_list
     if code != 0:
-        last = (srun_mpi_list.strip().splitlines() or ["no output"])[-1][:200]
+        last = (listing.strip().splitlines() or ["no output"])[-1][:200]
         return [Check(name, "unknown", f"`srun --mpi=list` failed (exit {code}): {last}")]
-    plugins = re.findall(r"^\s+(\S+)\s*$", srun_mpi_list, re.M)
-    majors = slurm_pmix_majors(srun_mpi_list)
+    plugins = re.findall(r"^\s+(\S+)\s*$", listing, re.M)
+    majors = slurm_pmix_majors(listing)
     host = ",".join(f"pmix_v{m}" for m in majors) or None
     if "pmix" not in plugins:
         return [Check(name, "fail", f"Slurm here has no pmix plugin (has {', '.join(plugins) or 'none'})",

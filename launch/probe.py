@@ -36,7 +36,7 @@ COMMANDS: dict[str, list[str]] = {
     "mpichversion": ["mpichversion"],
     "sinfo_version": ["sinfo", "--version"],
     "srun_mpi_list": ["srun", "--mpi=list"],
-    **{name: RUNTIMES[name]().version_argv() for name in CONTAINER_RUNTIMES},
+    **{name: argv for name in CONTAINER_RUNTIMES if (argv := RUNTIMES[name]().version_argv())},
 }
 
 
@@ -260,7 +260,8 @@ def parse_ibv_devinfo(text: str) -> list[RdmaPort]:
         elif key == "link_layer":
             port.link_layer = value
         elif key == "active_width":
-            port.rate_gbps = float(re.match(r"\d+", value).group(0))
+            width = re.match(r"\d+", value)
+            port.rate_gbps = float(width.group(0)) if width else None
         elif key == "active_speed" and port.rate_gbps:
             port.rate_gbps *= parse_ib_rate(value) or 0.0
     return ports

@@ -91,7 +91,7 @@ def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
         device_key, path_keys = profile(name).site_device_key, profile(name).site_path_keys
         check.reject_unknown(("interface",) + ((device_key,) if device_key else ()) + path_keys
                              + ("link_gbit_s",))
-        host_paths = tuple((key, check.string(key, pattern=r"/.*")) for key in path_keys if key in body)
+        host_paths = tuple((key, str(check.string(key, pattern=r"/.*"))) for key in path_keys if key in body)
         link = body.get("link_gbit_s")
         if link is not None and (isinstance(link, bool) or not isinstance(link, (int, float)) or link <= 0):
             raise check.fail("link_gbit_s", "a line rate in Gbit/s > 0", link)

@@ -70,8 +70,10 @@ def build(
     console = make_console(stderr=True)
     try:
         with console.status("building image") as status:
-            record = builder.build(fabric, flavour, runtime, base=base,
-                                   progress=lambda line: status.update(line) or console.log(line))
+            def progress(line: str) -> None:
+                status.update(line)
+                console.log(line)
+            record = builder.build(fabric, flavour, runtime, base=base, progress=progress)
     except builder.BuildError as exc:
         raise _usage(exc) from None
     print(json.dumps({"image": record.image, "sha256": record.sha256, "size_bytes": record.size_bytes,

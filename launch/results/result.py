@@ -145,7 +145,7 @@ def finite_samples(values: Any) -> Optional[list[float]]:
     if not isinstance(values, list) or not values:
         return None
     numbers = [number(v) for v in values]
-    return None if any(v is None for v in numbers) else numbers
+    return [v for v in numbers if v is not None] if all(v is not None for v in numbers) else None
 
 
 def throughput_recomputed(result: dict) -> Optional[tuple[float, Optional[float]]]:
@@ -181,13 +181,14 @@ def disagreements(result: dict) -> list[str]:
     """Stored figures that their own samples do not give (a result edited after it was written)."""
     found = []
     recomputed = throughput_recomputed(result)
-    throughput = result.get("throughput") if isinstance(result.get("throughput"), dict) else {}
+    throughput = result["throughput"] if isinstance(result.get("throughput"), dict) else {}
     if recomputed is not None:
         for name, value in (("total_img_per_s", recomputed[0]), ("ci95_img_per_s", recomputed[1])):
             stored = throughput.get(name)
-            if value is not None and (number(stored) is None or abs(number(stored) - value) > AGREE * abs(value)):
+            as_stored = number(stored)
+            if value is not None and (as_stored is None or abs(as_stored - value) > AGREE * abs(value)):
                 found.append(f"throughput.{name} {stored!r} is not what its samples give ({value:.6g})")
-    rows = result.get("sizes") if isinstance(result.get("sizes"), list) else []
+    rows = result["sizes"] if isinstance(result.get("sizes"), list) else []
     for row in rows:
         if not isinstance(row, dict):
             continue

@@ -115,10 +115,11 @@ def index_tree(root: Path, db: sqlite3.Connection | None = None) -> tuple[int, l
     if not Path(root).is_dir():
         raise UsageError(f"{root} is not a directory")
     db = db or connect()
-    count, problems = 0, []
+    count = 0
     with db:
         results, problems = read_tree([root])
         for result in results:
+            assert result.path is not None, "read_tree's results carry their path"
             collision = index_result(db, result.path, result)
             if collision:
                 problems.append(collision)
