@@ -31,10 +31,10 @@ import tempfile
 from pathlib import Path
 
 from containers import build, recipe, sources, stack
-from containers.fabrics import profile
+from containers.fabrics import HOST_FABRICS, profile
 
 RECORDS = stack.REPO / "containers" / "rehearsals"
-REHEARSED = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
+REHEARSED = HOST_FABRICS  # every fabric a host can have: a new profile needs its rehearsal records
 SCHEMA_VERSION = 1
 _STAMP = re.compile(r"^\[\s*([0-9.]+)s\] (.*)$")
 

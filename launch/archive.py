@@ -44,7 +44,7 @@ from launch.runtimes import runtime_named
 ARCHIVE_SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"     # signs the manifest's bytes as stored; not listed in it
-RECIPE_INPUTS = ("containers/stack.py", "containers/fabrics.py", "containers/recipe.py", "containers/build.py",
+RECIPE_INPUTS = ("containers/stack.py", "containers/fabrics", "containers/recipe.py", "containers/build.py",
                  "containers/host.py", "containers/image-test.sh", "requirements.txt", "requirements-nodeps.txt", "containers/horovod")
 
 

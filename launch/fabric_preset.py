@@ -48,7 +48,9 @@ def site_values(spec: RunSpec, site: Site) -> dict[str, str]:
         raise UsageError(f"fabric {spec.fabric!r} is not present in {where}; add [fabrics.{spec.fabric}]",
                          fields=("fabric",))
     values = {}
-    nic = fabric_site.interface or (default_route_interface() if spec.fabric == "ethernet" else None)
+    # an IP-interface fabric (ethernet) without one named takes the default route's
+    by_interface = bool(spec.fabric) and profile(str(spec.fabric)).detect.kind == "interface"
+    nic = fabric_site.interface or (default_route_interface() if by_interface else None)
     if nic:
         values["nic"] = nic
     if fabric_site.device:  # one device or rails: NCCL_IB_HCA="={hca}" matches exactly these

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from containers.fabrics import PROFILES
 from launch.emulate.links import fabric_profile as profile
 from launch import emulate
 from launch.errors import UsageError
@@ -100,7 +101,8 @@ def check_image_fabric(spec, labels: dict[str, str], required: bool) -> str:
         raise UsageError(f"image {spec.image} has no readable {LABEL_PREFIX}.fabric label (not built by "
                          f"`fabric-bench image build`?): cannot tell whether it serves fabric {spec.fabric!r}",
                          fields=("image", "fabric"))
-    if wanted and built_for is not None and built_for not in (wanted, "universal"):
+    if wanted and built_for is not None and built_for != wanted and not (built_for in PROFILES
+                                                                        and PROFILES[built_for].control):
         raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}",
                          fields=("image", "fabric"))
     return f"image built for fabric {built_for or 'unknown (no fabric-bench labels)'}"
@@ -281,16 +283,8 @@ def run_command(argv: list[str], timeout_s: float = 60.0) -> tuple[int, str]:
 
 def device_patterns(spec, fabric: str | None, site_device: str | None = None) -> list[tuple[str, str, str]]:
     """(glob, why, severity when absent on the host) of the device nodes this run needs."""
-    name = profile(fabric).name if fabric else None
-    verbs = ("/dev/infiniband/uverbs*", "verbs device nodes (rdma-core)", "fail")
-    needed = {
-        "infiniband": [verbs, ("/dev/infiniband/rdma_cm", "RDMA connection manager (rdmacm)", "warn")],
-        "omnipath": [("/dev/hfi1_*", "HFI device nodes (libpsm2)", "fail")]
-                    + ([("/dev/infiniband/uverbs*", "hfi1 verbs (NCCL's IB transport)", "fail")]
-                       if spec.uses_nccl else []),
-        "efa": [verbs],
-        "slingshot": [("/dev/cxi*", "Cassini NIC device nodes (cxi provider)", "fail")],
-    }.get(name or "", [])
+    needed = [(node.glob, node.why, str(node.severity))
+              for node in (profile(fabric).needed_device_nodes(spec.uses_nccl) if fabric else [])]
     if spec.gpus_per_node > 0:
         needed += [("/dev/nvidiactl", "NVIDIA driver control node", "fail"),
                    ("/dev/nvidia-uvm", "CUDA unified memory", "fail"),
@@ -462,18 +456,15 @@ def abi_checks(spec, prepared, image: SideFacts, read_image_file: Callable[[str]
 
 
 # fabrics whose traffic goes through rdma-core's verbs providers on the host's RDMA devices
-VERBS_FABRICS = ("infiniband", "omnipath", "efa", "universal")
-
-
 def provider_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Check]:
     """The host's RDMA kernel drivers meet the image's rdma-core providers."""
-    name = profile(spec.fabric).name if spec.fabric else None
-    if name not in VERBS_FABRICS:
+    fabric = profile(spec.fabric) if spec.fabric else None
+    if fabric is None or not fabric.verbs:
         return []
     if not drivers:
-        return [Check("rdma-core provider", "unknown" if name == "universal" else "fail",
+        return [Check("rdma-core provider", "unknown" if fabric.control else "fail",
                       "no RDMA device in /sys/class/infiniband on this host",
-                      fix="" if name == "universal" else "load the NIC's driver (or run on a node that has one)")]
+                      fix="" if fabric.control else "load the NIC's driver (or run on a node that has one)")]
     if image.providers is None or not image.reachable:
         return [Check("rdma-core provider", "unknown", "the image's providers could not be listed")]
     checks = []
@@ -492,7 +483,7 @@ def provider_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Che
                                 f"{devices}: the image has no {wanted} provider "
                                 f"({', '.join(image.providers) or 'no providers'}); verbs will see no device",
                                 fix=f"install {wanted} (rdma-core / ibverbs-providers) in the image"))
-    if "hfi1" in drivers.values() and name in ("omnipath", "universal"):
+    if "hfi1" in drivers.values() and fabric.psm2:
         ok = "libpsm2.so.2" in (image.libs or {})
         checks.append(Check("libpsm2 for hfi1", "ok" if ok else "fail",
                             "image has libpsm2.so.2" if ok else "the image has no libpsm2.so.2",
@@ -512,8 +503,7 @@ def verbs_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Check]
     container): a provider built for another kernel ABI than the host driver speaks, or no
     provider for a device, leaves verbs with no device (k8snetworkplumbingwg/sriov-cni#348,
     ofiwg/libfabric#975); the provider files being present does not show it."""
-    name = profile(spec.fabric).name if spec.fabric else None
-    if name not in VERBS_FABRICS or not drivers or not image.reachable:
+    if not (spec.fabric and profile(spec.fabric).verbs) or not drivers or not image.reachable:
         return []
     if image.verbs is None:
         return [Check("verbs in the image", "unknown",
@@ -558,13 +548,17 @@ def nccl_checks(spec, image: SideFacts, env: dict[str, str]) -> list[Check]:
         checks.append(Check("NCCL net plugin", "ok" if plugin else "fail",
                             f"{', '.join(plugin)} present" if plugin else "NCCL_NET=OFI but no libnccl-net*.so in the image",
                             fix="" if plugin else "build aws-ofi-nccl into the image (cuda flavour)"))
-        if profile(spec.fabric).name == "efa" and plugin:
-            version = image.libfabric
+        fabric = profile(spec.fabric)
+        floor = fabric.nccl_plugin_min_libfabric
+        if floor and plugin:
+            version, wanted = image.libfabric, ".".join(map(str, floor))
             found_mm = _major_minor(version)
-            old = found_mm is not None and found_mm < (1, 18)
-            checks.append(Check("libfabric for aws-ofi-nccl on EFA", "fail" if old else ("ok" if version else "unknown"),
-                                f"image libfabric {version or 'unknown'} (aws-ofi-nccl needs >= 1.18 on EFA)",
-                                fix="rebuild the image with libfabric >= 1.18" if old else ""))
+            old = found_mm is not None and found_mm < floor
+            checks.append(Check(f"libfabric for aws-ofi-nccl on {fabric.name.upper()}",
+                                "fail" if old else ("ok" if version else "unknown"),
+                                f"image libfabric {version or 'unknown'} (aws-ofi-nccl needs >= {wanted} on "
+                                f"{fabric.name.upper()})",
+                                fix=f"rebuild the image with libfabric >= {wanted}" if old else ""))
     elif plugin and env.get("NCCL_NET") in ("IB", "Socket"):
         checks.append(Check("NCCL net plugin", "ok", f"{', '.join(plugin)} present but NCCL_NET={env['NCCL_NET']} "
                                                      "keeps NCCL on its own transport"))

@@ -7,12 +7,13 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from containers.fabrics import FABRICS
 from launch.console import console as make_console
 from launch.errors import UsageError
 
 image_app = typer.Typer(help="Render, build and inspect the per-fabric images (containers/).",
                         no_args_is_help=True)
-FABRIC_HELP = "ethernet | infiniband | omnipath | efa | slingshot | universal"
+FABRIC_HELP = " | ".join(FABRICS)
 FLAVOUR_HELP = "cuda | cpu (the site stack, CUDA off; ~35 min cold) | cpu-debian (Debian's stack; minutes)"
 
 

@@ -40,8 +40,6 @@ UCX_ALIASES = {
 # "IBext_v<N>"; aws-ofi-nccl says "AWS Libfabric" (older) or "Libfabric" (newer).
 NCCL_NET_NAMES = {"socket": "Socket", "ib": "IB", "ibext": "IB", "aws libfabric": "OFI", "libfabric": "OFI",
                   "ofi": "OFI"}
-# What carries a run's gradients when no MPI/NCCL is involved
-SOCKET_FABRICS = (None, "ethernet", "universal")
 
 _PREFIX = r"^\[[^\]]*\]\s*"  # "[host:pid] " of Open MPI's verbose output
 PATTERNS = {
@@ -253,7 +251,7 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
             check("nccl.nics", f"{expected} of {node_nics} NICs (one per GPU in use, {gpus_in_use} per node)",
                   [f"{used} NIC{'s' if used != 1 else ''} (NET devices {', '.join(map(str, nccl_seen['nics_used']))})"],
                   used >= expected)
-    if fabric == "universal" and nccl_seen and nccl_seen["network"]:
+    if fabric and profile(fabric).control and nccl_seen and nccl_seen["network"]:
         # the universal image bakes NCCL_NET_PLUGIN=ofi: on an InfiniBand host NCCL then runs
         # over libfabric's verbs provider instead of its own IB transport. Say so.
         providers = {p for chain in nccl_seen.get("ofi_provider", []) for p in chain.split(";")}
@@ -261,7 +259,7 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
         if via_ofi and any(p.startswith("verbs") for p in providers):
             check("nccl.network", "IB (NCCL's own verbs transport on an InfiniBand host)",
                   [f"{', '.join(nccl_seen['network'])} over {', '.join(sorted(providers))}"], False)
-    if path == "gloo" and (fabric and profile(fabric).name) not in SOCKET_FABRICS:  # emu-eth-*: ethernet
+    if path == "gloo" and fabric and not profile(fabric).sockets:  # emu-eth-*: ethernet
         check("gradients", str(fabric), ["gloo (TCP sockets)"], False)
     failed = [c for c in checks if not c["ok"]]
     verdict = "mismatch" if failed else ("match" if checks else "unverified")
