@@ -20,7 +20,9 @@ PROFILES: Mapping[str, FabricProfile] = frozen(
 FABRICS = tuple(PROFILES)
 HOST_FABRICS = tuple(name for name, p in PROFILES.items() if not p.control)  # what a host has; universal is an image
 
-ETHERNET, INFINIBAND, OMNIPATH, EFA, SLINGSHOT, UNIVERSAL = (PROFILES[m] for m in _MODULES)
+# the profiles by name, for modules that mean one of them
+ETHERNET, INFINIBAND, OMNIPATH, EFA, SLINGSHOT, UNIVERSAL = (
+    PROFILES[n] for n in ("ethernet", "infiniband", "omnipath", "efa", "slingshot", "universal"))
 
 __all__ = ["Bind", "DeviceNode", "Detection", "FabricProfile", "PROFILES", "FABRICS", "HOST_FABRICS",
            "hca_ports", "profile", "ETHERNET", "INFINIBAND", "OMNIPATH", "EFA", "SLINGSHOT", "UNIVERSAL"]
