@@ -76,7 +76,10 @@ def cpu_ethernet_image():
 
 def pytest_collection_modifyitems(config, items):
     """Markers from what a test uses, so a subset can be chosen (`-m "not image"`, `-m slurm`):
-    integration by its folder, image by the image fixture, slurm by the Slurm cluster module."""
+    integration by its folder, image by the image fixture, slurm by the Slurm cluster module,
+    root by what needs it (namespaces, daemons, image builds: a test that asks for euid 0)."""
+    import inspect
+
     for item in items:
         path = Path(str(item.fspath))
         if "integration" in path.parts:
@@ -85,6 +88,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.image)
         if path.name == "test_slurm.py" and "integration" in path.parts:
             item.add_marker(pytest.mark.slurm)
+        function = getattr(item, "function", None)
+        try:
+            asks_root = function is not None and "geteuid() == 0" in inspect.getsource(function)
+        except (OSError, TypeError):
+            asks_root = False
+        if asks_root or any(item.get_closest_marker(m) for m in ("slurm", "image")):
+            item.add_marker(pytest.mark.root)
 
 
 @pytest.hookimpl(hookwrapper=True)
