@@ -11,6 +11,7 @@ from bench import catalog, numerics
 from containers.fabrics import HOST_FABRICS
 from launch import trust
 from launch.errors import UsageError
+from launch.kinds import BENCHMARKS, trains
 from launch.launchers import LAUNCHERS, LOCAL
 from launch.runtimes import HOST
 
@@ -18,7 +19,6 @@ CONTROLLERS = ("mpi", "gloo")
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
 COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.allreduce)
-BENCHMARKS = ("train", "allreduce", "halo")  # bench programs the launcher can start (see launch.launchers.BENCH_MODULES)
 
 
 def _of_type(value: object, hint: object) -> bool:
@@ -166,7 +166,7 @@ class RunSpec:
         if self.benchmark not in BENCHMARKS:
             raise UsageError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}", fields=('benchmark',))
         self.validate_placement()
-        if self.benchmark == "train":
+        if trains(self.benchmark):
             self.validate_training()
         else:
             self.validate_communication()

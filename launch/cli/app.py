@@ -15,6 +15,7 @@ import typer
 from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.interrupt import stoppable_command
+from launch.kinds import trains
 from launch.launchers import LAUNCHERS
 from launch.runspec import RunSpec
 from launch.runtimes import RUNTIMES
@@ -135,7 +136,7 @@ def run(**options: Any) -> None:
         return
     with stoppable_command():  # Ctrl-C, kill, hang-up: every process of the run ends, the result says so
         result = execute_run(spec, prepared, timeout=timeout, stall_timeout=stall_timeout, force=force)
-    console.print(training_table([result]) if spec.benchmark == "train" else comm_table(result))
+    console.print(training_table([result]) if trains(spec.benchmark) else comm_table(result))
     console.print(f"result: {prepared.run_dir / 'result.json'}")
     if result["status"] != "ok":
         raise typer.Exit(1)
