@@ -15,7 +15,7 @@ expanded into RunSpecs.
     ranks_per_node = [2]
     allreduce = ["nccl", "mpi"]     # combinations an engine cannot run are dropped (ddp x mpi)
     gpudirect = ["on", "off"]       # GPUDirect RDMA for NCCL and CUDA-aware MPI (dropped beside gloo, and without GPUs)
-    benchmark = ["train", "halo"]   # fields a benchmark does not read are not crossed with it (NOT_READ)
+    benchmark = ["train", "halo"]   # fields a benchmark does not read are not crossed with it (launch.kinds)
 
     [run]                           # one value for every run
     image_size = 32
@@ -57,6 +57,7 @@ from bench import catalog
 from containers.files import sha256_bytes
 from launch import slurm
 from launch.errors import UsageError
+from launch.kinds import KINDS, TRAIN, trains
 from launch.toml_file import TomlTable, expected, read_toml
 from launch.launchers import LOCAL, MPIRUN, SLURM_LAUNCHERS, launcher_of
 from launch.runspec import RunSpec
@@ -88,7 +89,7 @@ class Point:
         s = self.spec
         parts = [*s.label_parts(), s.fabric or "nofabric", s.allreduce,
                  s.gpudirect and f"gdr{s.gpudirect}", f"n{s.nodes}x{s.ranks_per_node}",
-                 s.benchmark == "train" and f"b{s.batch_size}",
+                 trains(s.benchmark) and f"b{s.batch_size}",
                  f"r{self.repetition}"]
         return re.sub(r"[^\w.+-]", "_", "-".join(p for p in parts if p))
 
@@ -213,23 +214,14 @@ NOT_APPLICABLE = (
      lambda f: f["gpudirect"] == "on" and not f["gpus_per_node"]),
 )
 
-# Fields a benchmark does not read: where [matrix] varies `benchmark`, they are
-# reset to RunSpec's defaults for it and the duplicates this makes are dropped
-# (the halo proxy is not run once per CNN, nor per allreduce library).
-_TRAINING_ONLY = ("framework", "engine", "model", "batch_size", "image_size", "precision", "controller",
-                  "fp16_allreduce", "fusion_threshold_mb", "cycle_time_ms", "bucket_cap_mb", "batches_per_iter",
-                  "tf32", "memory_format", "cudnn_benchmark")
-NOT_READ = {
-    "train": ("grid", "backend", "min_bytes", "max_bytes"),
-    "halo": _TRAINING_ONLY + ("allreduce", "gpudirect", "backend", "min_bytes", "max_bytes"),
-    "allreduce": _TRAINING_ONLY + ("allreduce", "grid"),
-}
 
 
 def _read_fields(experiment: Experiment, fields: dict) -> dict:
     if "benchmark" not in experiment.matrix:
         return fields
-    ignored = NOT_READ.get(fields.get("benchmark", "train"), ())
+    # a kind's unread fields (launch.kinds): the halo proxy is not run once per CNN, nor per allreduce library
+    name = fields.get("benchmark", TRAIN.name)
+    ignored = KINDS[name].not_read if name in KINDS else ()
     return {name: value for name, value in fields.items() if name not in ignored}
 
 

@@ -28,12 +28,10 @@ from typing import TYPE_CHECKING, Callable
 
 from launch import slurm, trust
 from launch.command import Command
+from launch.kinds import kind, trains
 from launch.runtimes import Bind, Runtime
 from launch.reporting import reporting_env
 
-BENCH_MODULES = {("train", "torch"): "bench.torch_train", ("train", "tf"): "bench.tf_train",
-                 ("allreduce", "torch"): "bench.allreduce", ("allreduce", "tf"): "bench.allreduce",
-                 ("halo", "torch"): "bench.halo", ("halo", "tf"): "bench.halo"}
 PYTHON_IN_IMAGE = "python3"
 
 if TYPE_CHECKING:  # launch.runspec validates against this registry; launch.emulate builds on it
@@ -70,7 +68,7 @@ class Plan:
 
 def starts_with_mpi(spec: RunSpec) -> bool:
     """Whether the ranks run under MPI (mpirun/srun/emulated), not horovodrun --gloo or torchrun."""
-    if spec.launcher != "local" or spec.benchmark != "train":
+    if spec.launcher != "local" or not trains(spec.benchmark):
         return True
     return not (spec.engine == "ddp" or (spec.engine == "horovod" and spec.controller == "gloo"))
 
@@ -114,7 +112,7 @@ def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
 
 def bench_program(spec: RunSpec, plan: Plan) -> list[str]:
     python = PYTHON_IN_IMAGE if plan.runtime.containerised else sys.executable
-    module = BENCH_MODULES[(spec.benchmark, spec.framework)]
+    module = kind(spec.benchmark).programs[spec.framework]
     return [python, "-m", module, *spec.bench_args(), "--record-dir", str(plan.record_dir)]
 
 
@@ -140,9 +138,9 @@ def local(spec: RunSpec, plan: Plan) -> Command:
     tool = (lambda name: name) if inside else tool_path  # inside an image: the image's PATH
     program = bench_program(spec, plan)
     n = str(spec.ranks)
-    if spec.benchmark == "train" and spec.engine == "horovod" and spec.controller == "gloo":
+    if trains(spec.benchmark) and spec.engine == "horovod" and spec.controller == "gloo":
         starter = [tool("horovodrun"), "-np", n, "-H", f"localhost:{n}", "--gloo"]
-    elif spec.benchmark == "train" and spec.engine == "ddp":  # torchrun sets RANK/WORLD_SIZE/MASTER_*
+    elif trains(spec.benchmark) and spec.engine == "ddp":  # torchrun sets RANK/WORLD_SIZE/MASTER_*
         # --log-dir: torchrun's per-run folder goes with the records, not to a /tmp/torchelastic_* left behind
         starter = [tool("torchrun"), "--standalone", "--nnodes", "1", "--nproc-per-node", n,
                    "--log-dir", str(plan.record_dir / "torchrun"), "--module"]

@@ -12,6 +12,7 @@ from containers import ompi_rules
 from launch import emulate, interrupt, slurm
 from launch.results import plausibility, store, transport
 from launch.command import Command
+from launch.kinds import trains
 from launch.execute import execute
 from launch.launchers import Plan, build_command, launcher_of, sbatch_script
 from launch.heartbeat import StallWatch, stall_reason
@@ -128,7 +129,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
             "image": image,
             "preflight": prepared.fabric_checks,
             # where each rank sat, and a GPU/NIC on different NUMA nodes or shared cores (bench.placement)
-            "placement": placement_flags(records) if spec.benchmark == "train" else None,
+            "placement": placement_flags(records) if trains(spec.benchmark) else None,
             "slurm": scheduler,
             "origin": result_origin(),  # which site and bundle wrote it (launch.results.store keys by it)
             **emulate.result_fields(spec, prepared.plan),

@@ -8,8 +8,10 @@ import typing
 from dataclasses import dataclass, field
 
 from bench import catalog, numerics
+from containers.fabrics import HOST_FABRICS
 from launch import trust
 from launch.errors import UsageError
+from launch.kinds import BENCHMARKS, trains
 from launch.launchers import LAUNCHERS, LOCAL
 from launch.runtimes import HOST
 
@@ -17,7 +19,6 @@ CONTROLLERS = ("mpi", "gloo")
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
 COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.allreduce)
-BENCHMARKS = ("train", "allreduce", "halo")  # bench programs the launcher can start (see launch.launchers.BENCH_MODULES)
 
 
 def _of_type(value: object, hint: object) -> bool:
@@ -54,8 +55,11 @@ PARTS = ("workload", "communication", "placement", "start", "slurm", "emulation"
 
 
 def setting(default=dataclasses.MISSING, *, part: str, baseline: bool = False, workload: bool = False,
-            factory=None):
-    metadata = {"part": part, "baseline": baseline, "workload": workload}
+            factory=None, help: str = "", cli: bool = True):
+    """A RunSpec field: its part of the run, its roles, and its `fabric-bench run` option (`help`;
+    `cli=False`: the command sets it from other options). The run command is generated from these
+    (launch.cli.app), so an option's default is the field's."""
+    metadata = {"part": part, "baseline": baseline, "workload": workload, "help": help, "cli": cli}
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -64,48 +68,67 @@ def setting(default=dataclasses.MISSING, *, part: str, baseline: bool = False, w
 @dataclass(frozen=True)
 class RunSpec:
     # what to run: the training workload
-    framework: str = setting("torch", part="workload", baseline=True, workload=True)
-    engine: str = setting("ddp", part="workload", baseline=True, workload=True)
-    model: str = setting("resnet18", part="workload", baseline=True, workload=True)
-    ranks: int = setting(2, part="placement")
-    batch_size: int = setting(32, part="workload", baseline=True, workload=True)
-    image_size: int | None = setting(None, part="workload", baseline=True, workload=True)
-    warmup: int = setting(5, part="workload", baseline=True)
-    iters: int = setting(10, part="workload", baseline=True)
-    batches_per_iter: int = setting(5, part="workload", baseline=True)
-    precision: str = setting("fp32", part="workload", baseline=True, workload=True)
-    controller: str = setting("mpi", part="start", baseline=True)  # how Horovod ranks are started and coordinated
-    fp16_allreduce: bool = setting(False, part="workload")
-    fusion_threshold_mb: float | None = setting(None, part="workload")
-    cycle_time_ms: float | None = setting(None, part="workload")
-    bucket_cap_mb: float | None = setting(None, part="workload")
+    framework: str = setting("torch", part="workload", baseline=True, workload=True,
+        help="torch | tf")
+    engine: str = setting("ddp", part="workload", baseline=True, workload=True,
+        help="torch: horovod | ddp; tf: horovod | native")
+    model: str = setting("resnet18", part="workload", baseline=True, workload=True,
+        help="torchvision / keras.applications model name")
+    ranks: int = setting(2, part="placement", cli=False)
+    batch_size: int = setting(32, part="workload", baseline=True, workload=True,
+        help="images per rank per batch")
+    image_size: int | None = setting(None, part="workload", baseline=True, workload=True,
+        help="square input size (default: the model's)")
+    warmup: int = setting(5, part="workload", baseline=True, help="untimed warm-up batches")
+    iters: int = setting(10, part="workload", baseline=True, help="timed iterations")
+    batches_per_iter: int = setting(5, part="workload", baseline=True, help="batches per timed iteration")
+    precision: str = setting("fp32", part="workload", baseline=True, workload=True,
+        help="torch: fp32 | amp; tf: fp32 | mixed")
+    controller: str = setting("mpi", part="start", baseline=True,
+        help="Horovod controller: mpi (mpirun) | gloo (horovodrun)")  # how Horovod ranks are started and coordinated
+    fp16_allreduce: bool = setting(False, part="workload", help="Horovod fp16 gradient compression")
+    fusion_threshold_mb: float | None = setting(None, part="workload", help="Horovod fusion buffer (MiB)")
+    cycle_time_ms: float | None = setting(None, part="workload", help="Horovod cycle time (ms)")
+    bucket_cap_mb: float | None = setting(None, part="workload", help="DDP bucket size (MiB)")
     # GPU numerics (bench.numerics): the same defaults for torch and TF, recorded in every result
-    tf32: str = setting("on", part="workload", baseline=True)
-    memory_format: str | None = setting(None, part="workload", baseline=True)  # None: channels_last on GPUs
-    cudnn_benchmark: str = setting("on", part="workload", baseline=True)
-    seed: int = setting(1234, part="workload", baseline=True)
-    benchmark: str = setting("train", part="workload", baseline=True, workload=True)
-    extra_env: dict[str, str] = setting(part="start", factory=dict)
+    tf32: str = setting("on", part="workload", baseline=True,
+        help="on | off: TF32 math for float32 convolutions and matmuls on GPUs")
+    memory_format: str | None = setting(None, part="workload", baseline=True,
+        help="channels_last | channels_first (default: channels_last on GPUs)")  # None: channels_last on GPUs
+    cudnn_benchmark: str = setting("on", part="workload", baseline=True,
+        help="on | off: cuDNN autotuning of convolutions")
+    seed: int = setting(1234, part="workload", baseline=True,
+        help="random seed; rank r uses seed + r (the engine must make the weights equal)")
+    benchmark: str = setting("train", part="workload", baseline=True, workload=True,
+        help="train (data-parallel training) | allreduce (micro-benchmark) | halo (3-D stencil)")
+    extra_env: dict[str, str] = setting(part="start", factory=dict, cli=False)
     # where and how the ranks run
-    launcher: str = setting(LOCAL.name, part="start")
-    runtime: str = setting(HOST, part="start", baseline=True)
-    image: str | None = setting(None, part="start", baseline=True)
-    fabric: str | None = setting(None, part="placement")  # None: no fabric preset, the libraries choose
-    nodes: int = setting(1, part="placement")
-    gpus_per_node: int = setting(0, part="placement")
-    hostfile: str | None = setting(None, part="placement")
-    allreduce: str | None = setting(None, part="start")  # None: the engine's default for the device
-    gpudirect: str | None = setting(None, part="start")  # "on" | "off" | None (library default)
-    mpi_plugin: str = setting("pmix", part="slurm")  # srun --mpi=
-    partition: str | None = setting(None, part="slurm")
-    account: str | None = setting(None, part="slurm")
-    time_limit: str | None = setting(None, part="slurm")
-    link_rate: str | None = setting(None, part="emulation")  # emulated launcher: shaped link rate, e.g. "1gbit"
+    launcher: str = setting(LOCAL.name, part="start", cli=False)
+    runtime: str = setting(HOST, part="start", baseline=True, cli=False)
+    image: str | None = setting(None, part="start", baseline=True,
+        help="container image (SIF path, podman name, ch-run dir)")
+    fabric: str | None = setting(None, part="placement",
+        help="fabric preset: " + " | ".join(HOST_FABRICS))  # None: no fabric preset, the libraries choose
+    nodes: int = setting(1, part="placement", help="nodes")
+    gpus_per_node: int = setting(0, part="placement", help="GPUs on each node (0: CPU run)")
+    hostfile: str | None = setting(None, part="placement", help="mpirun hostfile")
+    allreduce: str | None = setting(None, part="start",
+        help="nccl | mpi | gloo (default: the engine's choice)")  # None: the engine's default for the device
+    gpudirect: str | None = setting(None, part="start", help="on | off (GPUDirect RDMA for NCCL/UCX)")  # "on" | "off" | None (library default)
+    mpi_plugin: str = setting("pmix", part="slurm", help="srun --mpi= plugin: pmix | pmi2")  # srun --mpi=
+    partition: str | None = setting(None, part="slurm", help="Slurm partition (default: the site's)")
+    account: str | None = setting(None, part="slurm", help="Slurm account (default: the site's)")
+    time_limit: str | None = setting(None, part="slurm", help="Slurm time limit (default: the site's)")
+    link_rate: str | None = setting(None, part="emulation", help="emulated launcher: link rate, e.g. 1gbit")  # emulated launcher: shaped link rate, e.g. "1gbit"
     # communication benchmarks: allreduce (bench.allreduce) and halo (bench.halo)
-    backend: str = setting("mpi", part="communication", workload=True)  # allreduce: mpi | torch | horovod
-    min_bytes: int = setting(8, part="communication", workload=True)
-    max_bytes: int = setting(256 * 2**20, part="communication", workload=True)
-    grid: int = setting(96, part="communication", workload=True)  # halo: global grid points per edge
+    backend: str = setting("mpi", part="communication", workload=True,
+        help="allreduce: mpi | torch | horovod")  # allreduce: mpi | torch | horovod
+    min_bytes: int = setting(8, part="communication", workload=True,
+        help="allreduce: smallest message (bytes)")
+    max_bytes: int = setting(256 * 2**20, part="communication", workload=True,
+        help="allreduce: largest message (bytes)")
+    grid: int = setting(96, part="communication", workload=True,
+        help="halo: global grid points per edge")  # halo: global grid points per edge
 
     @classmethod
     def fields_where(cls, role: str) -> tuple[str, ...]:
@@ -143,7 +166,7 @@ class RunSpec:
         if self.benchmark not in BENCHMARKS:
             raise UsageError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}", fields=('benchmark',))
         self.validate_placement()
-        if self.benchmark == "train":
+        if trains(self.benchmark):
             self.validate_training()
         else:
             self.validate_communication()

@@ -171,3 +171,21 @@ def test_fabric_names_are_spelled_only_by_their_profiles():
                                                                    if isinstance(k, ast.Constant)}) >= 2:
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: a table keyed by fabric names")
     assert offenders == []
+
+
+def test_every_benchmark_kind_is_whole():
+    """A kind (launch.kinds) has a bench program per framework that exists, an assembler for its
+    rank records, and a metric its results carry; nothing else names the kinds' set."""
+    import importlib.util
+
+    from bench import catalog
+    from launch.kinds import KINDS
+    from launch.results.assemble import ASSEMBLERS
+    from launch.runspec import RunSpec
+
+    assert set(ASSEMBLERS) == set(KINDS)
+    fields = {f.name for f in __import__("dataclasses").fields(RunSpec)}
+    for kind in KINDS.values():
+        assert set(kind.programs) == set(catalog.ENGINES), kind.name  # every framework
+        assert all(importlib.util.find_spec(module) for module in kind.programs.values()), kind.name
+        assert set(kind.not_read) <= fields, kind.name

@@ -1,17 +1,21 @@
 """The `fabric-bench` command line (typer)."""
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import sys
+import types
+import typing
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from containers.fabrics import HOST_FABRICS
 from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.interrupt import stoppable_command
+from launch.kinds import trains
 from launch.launchers import LAUNCHERS
 from launch.runspec import RunSpec
 from launch.runtimes import RUNTIMES
@@ -58,55 +62,43 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-@app.command()
-def run(
-    benchmark: str = typer.Option("train", help="train (data-parallel training) | allreduce (micro-benchmark) | halo (3-D stencil)"),
-    framework: str = typer.Option("torch", help="torch | tf"),
-    engine: str = typer.Option("ddp", help="torch: horovod | ddp; tf: horovod | native"),
-    model: str = typer.Option("resnet18", help="torchvision / keras.applications model name"),
-    ranks: Optional[int] = typer.Option(None, help="total ranks (default 2, or nodes x ranks-per-node)"),
-    batch_size: int = typer.Option(32, help="images per rank per batch"),
-    image_size: Optional[int] = typer.Option(None, help="square input size (default: the model's)"),
-    warmup: int = typer.Option(5, help="untimed warm-up batches"),
-    iters: int = typer.Option(10, help="timed iterations"),
-    batches_per_iter: int = typer.Option(5, help="batches per timed iteration"),
-    precision: str = typer.Option("fp32", help="torch: fp32 | amp; tf: fp32 | mixed"),
-    controller: str = typer.Option("mpi", help="Horovod controller: mpi (mpirun) | gloo (horovodrun)"),
-    fp16_allreduce: bool = typer.Option(False, help="Horovod fp16 gradient compression"),
-    fusion_threshold_mb: Optional[float] = typer.Option(None, help="Horovod fusion buffer (MiB)"),
-    cycle_time_ms: Optional[float] = typer.Option(None, help="Horovod cycle time (ms)"),
-    bucket_cap_mb: Optional[float] = typer.Option(None, help="DDP bucket size (MiB)"),
-    tf32: str = typer.Option("on", help="on | off: TF32 math for float32 convolutions and matmuls on GPUs"),
-    memory_format: Optional[str] = typer.Option(None, help="channels_last | channels_first (default: channels_last on GPUs)"),
-    cudnn_benchmark: str = typer.Option("on", help="on | off: cuDNN autotuning of convolutions"),
-    seed: int = typer.Option(1234),
-    launcher: Optional[str] = typer.Option(None, help=" | ".join(LAUNCHERS) + " (default: the site's)"),
-    runtime: Optional[str] = typer.Option(None, help=" | ".join(RUNTIMES) + " (default: the site's)"),
-    image: Optional[str] = typer.Option(None, help="container image (SIF path, podman name, ch-run dir)"),
-    fabric: Optional[str] = typer.Option(None, help="fabric preset: " + " | ".join(HOST_FABRICS)),
-    allreduce: Optional[str] = typer.Option(None, help="nccl | mpi | gloo (default: the engine's choice)"),
-    gpudirect: Optional[str] = typer.Option(None, help="on | off (GPUDirect RDMA for NCCL/UCX)"),
-    nodes: int = typer.Option(1, help="nodes"),
-    ranks_per_node: Optional[int] = typer.Option(None, help="ranks on each node"),
-    gpus_per_node: int = typer.Option(0, help="GPUs on each node (0: CPU run)"),
-    hostfile: Optional[Path] = typer.Option(None, help="mpirun hostfile"),
-    mpi_plugin: str = typer.Option("pmix", help="srun --mpi= plugin: pmix | pmi2"),
-    partition: Optional[str] = typer.Option(None, help="Slurm partition"),
-    account: Optional[str] = typer.Option(None, help="Slurm account"),
-    time_limit: Optional[str] = typer.Option(None, help="Slurm time limit"),
-    link_rate: Optional[str] = typer.Option(None, help="emulated launcher: link rate, e.g. 1gbit"),
-    backend: str = typer.Option("mpi", help="allreduce: mpi | torch | horovod"),
-    min_bytes: int = typer.Option(8, help="allreduce: smallest message (bytes)"),
-    max_bytes: int = typer.Option(256 * 2**20, help="allreduce: largest message (bytes)"),
-    grid: int = typer.Option(96, help="halo: global grid points per edge"),
-    site: Optional[Path] = typer.Option(None, help="site config (TOML)"),
-    env: list[str] = typer.Option([], help="extra NAME=VALUE for every rank, overriding presets (repeatable)"),
-    results: Path = typer.Option(Path("results"), help="results directory"),
-    timeout: Optional[float] = typer.Option(None, help="kill the run (all ranks) after this many seconds"),
-    stall_timeout: Optional[float] = typer.Option(None, help="end the run when a rank starts no step (batch, allreduce, halo step) for this many seconds; the result names who stopped where"),
-    dry_run: bool = typer.Option(False, help="print the exact argv and env, run nothing"),
-    force: bool = typer.Option(False, help="run even when a host <-> image preflight check fails (recorded in the result)"),
-):
+# Options of `run` beyond the RunSpec's fields (those are generated from the fields: spec_options)
+RUN_OPTIONS: list[tuple[str, Any, Any]] = [  # (name, annotation, typer.Option)
+    ("ranks", Optional[int], typer.Option(None, help="total ranks (default 2, or nodes x ranks-per-node)")),
+    ("ranks_per_node", Optional[int], typer.Option(None, help="ranks on each node")),
+    ("launcher", Optional[str], typer.Option(None, help=" | ".join(LAUNCHERS) + " (default: the site's)")),
+    ("runtime", Optional[str], typer.Option(None, help=" | ".join(RUNTIMES) + " (default: the site's)")),
+    ("site", Optional[Path], typer.Option(None, help="site config (TOML)")),
+    ("env", list[str], typer.Option([], help="extra NAME=VALUE for every rank, overriding presets (repeatable)")),
+    ("results", Path, typer.Option(Path("results"), help="results directory")),
+    ("timeout", Optional[float], typer.Option(None, help="kill the run (all ranks) after this many seconds")),
+    ("stall_timeout", Optional[float], typer.Option(None, help="end the run when a rank starts no step (batch, "
+                                                              "allreduce, halo step) for this many seconds; the "
+                                                              "result names who stopped where")),
+    ("dry_run", bool, typer.Option(False, help="print the exact argv and env, run nothing")),
+    ("force", bool, typer.Option(False, help="run even when a host <-> image preflight check fails (recorded in "
+                                             "the result)")),
+]
+
+
+def spec_options() -> list[inspect.Parameter]:
+    """One `run` option per RunSpec field that has one: its type, default and help are the
+    field's (launch.runspec.setting), so the command and the spec cannot drift apart."""
+    hints = typing.get_type_hints(RunSpec)
+    return [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=_optional(hints[f.name]),
+                              default=typer.Option(f.default, help=f.metadata["help"] or None))
+            for f in dataclasses.fields(RunSpec) if f.metadata.get("cli")]
+
+
+def _optional(hint: Any) -> Any:
+    """`int | None` as typer reads it (Optional[int])."""
+    arms = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) and type(None) in arms:
+        return Optional[next(a for a in arms if a is not type(None))]
+    return hint
+
+
+def run(**options: Any) -> None:
     """Run one benchmark and write RESULTS/<run_id>/result.json.
 
     Examples:
@@ -118,26 +110,21 @@ def run(
     from launch.results.comm import comm_table
     from launch.results.table import training_table
 
+    fields = {name: options.pop(name) for name in [p.name for p in spec_options()]}
+    ranks, ranks_per_node, launcher, runtime, site, env, results, timeout, stall_timeout, dry_run, force = (
+        options.pop(name) for name, _, _ in RUN_OPTIONS)
     for name, value in (("--timeout", timeout), ("--stall-timeout", stall_timeout)):
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be > 0, got {value}")
-    total = resolve_ranks(ranks, nodes, ranks_per_node)
     site_config = load_site(site) if site else Site.default()
     scheduler = site_config.scheduler
-    spec = RunSpec(
-        benchmark=benchmark, framework=framework, engine=engine, model=model, ranks=total, batch_size=batch_size,
-        image_size=image_size, warmup=warmup, iters=iters, batches_per_iter=batches_per_iter,
-        precision=precision, controller=controller, fp16_allreduce=fp16_allreduce,
-        fusion_threshold_mb=fusion_threshold_mb, cycle_time_ms=cycle_time_ms,
-        bucket_cap_mb=bucket_cap_mb, tf32=tf32, memory_format=memory_format,
-        cudnn_benchmark=cudnn_benchmark, seed=seed, extra_env=parse_env(env),
-        launcher=launcher or site_config.launcher, runtime=runtime or site_config.runtime, image=image, fabric=fabric, nodes=nodes,
-        gpus_per_node=gpus_per_node, hostfile=str(hostfile) if hostfile else None,
-        allreduce=allreduce, gpudirect=gpudirect, mpi_plugin=mpi_plugin,
-        partition=partition or scheduler.partition, account=account or scheduler.account,
-        time_limit=time_limit or scheduler.slurm_time(), link_rate=link_rate,
-        backend=backend, min_bytes=min_bytes, max_bytes=max_bytes, grid=grid,
-    )
+    spec = RunSpec(**{
+        **fields, "ranks": resolve_ranks(ranks, fields["nodes"], ranks_per_node), "extra_env": parse_env(env),
+        "launcher": launcher or site_config.launcher, "runtime": runtime or site_config.runtime,
+        "hostfile": str(fields["hostfile"]) if fields["hostfile"] else None,
+        "partition": fields["partition"] or scheduler.partition, "account": fields["account"] or scheduler.account,
+        "time_limit": fields["time_limit"] or scheduler.slurm_time(),
+    })
     prepared = prepare(spec, results, site_config)
     if dry_run:
         print("argv:", json.dumps(prepared.command.argv))
@@ -149,10 +136,19 @@ def run(
         return
     with stoppable_command():  # Ctrl-C, kill, hang-up: every process of the run ends, the result says so
         result = execute_run(spec, prepared, timeout=timeout, stall_timeout=stall_timeout, force=force)
-    console.print(training_table([result]) if benchmark == "train" else comm_table(result))
+    console.print(training_table([result]) if trains(spec.benchmark) else comm_table(result))
     console.print(f"result: {prepared.run_dir / 'result.json'}")
     if result["status"] != "ok":
         raise typer.Exit(1)
+
+
+# benchmark first (what to run), then the spec's fields in their order, then how to run it
+_PARAMETERS = sorted(spec_options(), key=lambda p: p.name != "benchmark") + [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=option)
+    for name, annotation, option in RUN_OPTIONS]
+run.__signature__ = inspect.Signature(_PARAMETERS)  # type: ignore[attr-defined]
+run.__annotations__ = {p.name: p.annotation for p in _PARAMETERS}
+app.command()(run)
 
 
 def resolve_ranks(ranks: int | None, nodes: int, ranks_per_node: int | None) -> int:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from scipy import stats as scipy_stats
 
+from launch.kinds import KINDS, Metric, trains
 from launch.results.result import number, scaling_efficiency
 
 CI_METHOD = ("95 % CI of the mean over repetitions and iterations: Student t with the larger of the "
@@ -36,19 +37,7 @@ CI_METHOD = ("95 % CI of the mean over repetitions and iterations: Student t wit
              "between-run variance (run means around the point's mean, / repetitions)")
 
 
-@dataclass(frozen=True)
-class Metric:
-    name: str           # field name, units in it
-    label: str          # what a reader is told
-    unit: str
-    higher_is_better: bool
-
-
-METRICS = {
-    "train": Metric("total_img_per_s", "throughput", "img/s", True),
-    "halo": Metric("time_per_iter_s", "time per iteration", "s", False),
-    "allreduce": Metric("busbw_gbit_s", "bus bandwidth at the largest message", "Gbit/s", True),
-}
+METRICS = {name: k.metric for name, k in KINDS.items()}  # each kind's figure (launch.kinds)
 
 
 def benchmark_of(result: dict) -> str | None:
@@ -253,7 +242,7 @@ class Point:
     @property
     def efficiency(self) -> float | None:
         """Training only: throughput(N) / (N x per-rank throughput of the 1-rank baseline); 1 on one rank."""
-        if self.benchmark != "train":
+        if not trains(self.benchmark):
             return None
         if self.ranks == 1:
             return 1.0
@@ -263,8 +252,8 @@ class Point:
 
     def run_efficiency(self, result: dict) -> float | None:
         """One repetition's efficiency against the same (aggregated) baseline; 1 on one rank."""
-        if self.benchmark != "train" or self.ranks == 1:
-            return 1.0 if self.benchmark == "train" else None
+        if not trains(self.benchmark) or self.ranks == 1:
+            return 1.0 if trains(self.benchmark) else None
         value = run_value(result)
         if self.baseline is None or value is None:
             return None
@@ -274,7 +263,7 @@ class Point:
     def shares_cores(self) -> bool:
         """CPU ranks on one host: they share the cores the 1-rank baseline had to itself."""
         spec = spec_of(self.first)
-        return self.benchmark == "train" and self.nodes == 1 and self.ranks > 1 and not spec.get("gpus_per_node")
+        return trains(self.benchmark) and self.nodes == 1 and self.ranks > 1 and not spec.get("gpus_per_node")
 
     def same_cores_efficiency(self, result: dict) -> float | None:
         """Where ranks share the host's cores: total throughput at N ranks / at 1 rank (1.0: the

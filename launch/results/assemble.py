@@ -92,8 +92,8 @@ def progress_of(records: list[dict]) -> dict:
     return {"ranks": [ranks[k] for k in sorted(ranks)]}
 
 
-# benchmark -> (its rank records, world size, tolerance) -> (result fields, problems)
-METRICS = {"train": train_metrics, "allreduce": allreduce_metrics, "halo": halo_metrics}
+# benchmark kind (launch.kinds) -> (its rank records, world size, tolerance) -> (result fields, problems)
+ASSEMBLERS = {"train": train_metrics, "allreduce": allreduce_metrics, "halo": halo_metrics}
 
 
 def assemble(*, run_id: str, spec: dict, argv: list[str], env: dict, records: list[dict],
@@ -103,7 +103,7 @@ def assemble(*, run_id: str, spec: dict, argv: list[str], env: dict, records: li
     problems = [reason] if reason else []
     errors = [f"rank {r['rank']}: {r['error']}" for r in records if r["kind"] == "error"]
     problems += errors
-    metrics, metric_problems = METRICS[spec["benchmark"]](records, spec["ranks"], tolerance)
+    metrics, metric_problems = ASSEMBLERS[spec["benchmark"]](records, spec["ranks"], tolerance)
     problems += metric_problems
     if exit_code != 0 and not problems:
         problems.append(f"launcher exited with code {exit_code}")

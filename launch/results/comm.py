@@ -1,5 +1,5 @@
 """Results of the communication benchmarks (allreduce micro-benchmark, halo proxy):
-rank records in, result fields out (registered in launch.results.assemble.METRICS), and
+rank records in, result fields out (registered in launch.results.assemble.ASSEMBLERS), and
 their tables."""
 from __future__ import annotations
 

@@ -45,3 +45,25 @@ def test_communication_benchmarks_get_their_own_arguments():
     args = RunSpec(benchmark="allreduce", backend="torch", min_bytes=8, max_bytes=64).bench_args()
     assert args[:6] == ["--backend", "torch", "--min-bytes", "8", "--max-bytes", "64"]
     assert RunSpec(ranks=4, nodes=2).ranks_per_node == 2
+
+
+def test_the_run_command_is_generated_from_the_spec_fields():
+    """`fabric-bench run` has one option per RunSpec field marked for the command line, with the
+    field's default: a default changed in launch.runspec is the command's default, and a new field
+    is an option without a second edit (the options beyond the spec are listed in RUN_OPTIONS)."""
+    import dataclasses
+
+    import typer.main
+
+    from launch.cli.app import RUN_OPTIONS, app
+
+    command = next(c for c in typer.main.get_command(app).commands.values() if c.name == "run")
+    options = {p.name: p for p in command.params}
+    fields = {f.name: f for f in dataclasses.fields(RunSpec)}
+    for name, field in fields.items():
+        if field.metadata["cli"]:
+            assert options[name].default == field.default, name
+            assert field.metadata["help"], f"{name}: a run option without help"
+        else:  # set by the command from other options (ranks from nodes, launcher from the site, ...)
+            assert name in {n for n, _, _ in RUN_OPTIONS} | {"extra_env"}, name
+    assert set(options) == {n for n, f in fields.items() if f.metadata["cli"]} | {n for n, _, _ in RUN_OPTIONS}
