@@ -106,7 +106,7 @@ class ResultSchema(_Open):
     run_id: str
     status: Text = None             # ok | failed | interrupted | stalled
     reason: Text = None
-    benchmark: Text = None          # bench.catalog's kinds: train | allreduce | halo
+    benchmark: Text = None          # launch.kinds: train | allreduce | halo
     framework: Text = None
     engine: Text = None
     model: Text = None
