@@ -13,170 +13,39 @@ local CUDA base (containers/cudabase.py) with the verified sources bound in.
 A build writes to a temporary name with `--notest`, runs `apptainer test`,
 and is renamed only when both succeeded: a failure never leaves an image
 under the final name and records nothing.
+
+The driver is this module; what it builds with are modules of their own:
+containers.build_inputs (base, wheelhouse, Horovod wheel, input hashes),
+containers.build_backends (apptainer, podman) and containers.image_store (the
+record of every image built here).
 """
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import re
 import shutil
 import ssl
-import subprocess
-import sys
-import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from containers import recipe as recipes
 from containers import sources, stack
-from containers.digest import remembered_sha256
-from containers.files import sha256_bytes, write_json_atomic
+from containers.build_backends import (PACKING, PODMAN_ULIMITS, SQUASHFS_ARGS, build_apptainer,  # noqa: F401
+                                       build_podman, inspect, podman_base, podman_env)
+from containers.build_inputs import base_image, hash_files, horovod_wheel, image_sha256, wheelhouse  # noqa: F401
+from containers.files import sha256_bytes, write_json_atomic  # noqa: F401
 from containers.fabrics import FABRICS
 from containers.host import (RUNTIMES, BuildError, Progress, cache_dir, debian_mirror, debootstrap_root,  # noqa: F401
                              run_logged, runtime_binary)  # BuildError, cache_dir, debian_mirror: the driver's API too
-
-# Fast compression keeps a multi-GB image build short on 2 cores (~2x bigger than gzip's).
-SQUASHFS_ARGS = os.environ.get("FABRIC_BENCH_SQUASHFS_ARGS", "-comp lz4")
-
-@dataclass(frozen=True)
-class ImageRecord:
-    fabric: str
-    flavour: str
-    runtime: str
-    image: str                 # .sif path (apptainer) or image name (podman)
-    sha256: str
-    size_bytes: int
-    input_key: str
-    recipe_hash: str
-    bundle_commit: str
-    built_at: str
-    build_seconds: float
-    log: str
-    base: str = "site"
-    omitted: list = field(default_factory=list)     # components a rehearsal could not fetch
-    stages: dict = field(default_factory=dict)      # seconds per build stage
-    stack_digest: str = ""                          # sha256 of the stack image it was built FROM
-    stack_image: str = ""
-    stack_stages: dict = field(default_factory=dict)
-    devel_image: str = ""                           # cuda stack: its devel stage's image
-
+from containers.image_store import ImageRecord, find, record, registry, registry_path  # noqa: F401
 
 def check_choice(kind: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise BuildError(f"unknown {kind} {value!r}; choose from {', '.join(choices)}")
-
-
-def _hash_files(paths: list[Path], root: Path = stack.REPO) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(paths):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    return remembered_sha256(path, cache_dir())  # the runs that use the image will ask again
-
-
-def base_image(log: Path, progress: Progress = print) -> Path:
-    """The cpu flavour's base: debootstrap minbase bookworm -> base.sif, cached."""
-    mirror = debian_mirror()
-    key = sha256_bytes(f"{stack.DEBIAN_SUITE} minbase {mirror} {stack.BASE_VERSION}".encode())[:16]
-    final = cache_dir() / "base" / f"{stack.DEBIAN_SUITE}-{key}" / "base.sif"
-    if final.exists():
-        return final
-    if not shutil.which("debootstrap"):
-        raise BuildError("base image missing and debootstrap not installed (apt-get install debootstrap)")
-    apptainer = runtime_binary("apptainer")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    # debootstrap cannot chroot into a path with spaces: the root is made under the
-    # system's temporary directory, then packed into the cache
-    with tempfile.TemporaryDirectory(prefix="fabric-bench-rootfs.") as work:
-        root = Path(work) / "rootfs"
-        debootstrap_root(root, log, stack.DEBIAN_SUITE, progress)
-        sources.install_wget(root)
-        progress("base image: apptainer build base.sif")
-        partial = final.with_suffix(".sif.partial")
-        run_logged([apptainer, "build", "--force", str(partial), str(root)], log,
-                    "building base.sif")
-        partial.rename(final)
-    return final
-
-
-def horovod_wheel(log: Path) -> Path:
-    """The host's Horovod wheel (built once by containers/horovod/build-wheel.sh)."""
-    with log.open("a") as err:
-        out = subprocess.run([str(stack.HOROVOD_DIR / "build-wheel.sh"), sys.executable,
-                              str(cache_dir())], stdout=subprocess.PIPE, stderr=err, text=True)
-    # the script's last line is the wheel's path, which may hold spaces (a cache under "cold start é")
-    wheel = Path(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else Path()
-    if out.returncode != 0 or not wheel.is_file():
-        raise BuildError(f"Horovod wheel build failed; log: {log}")
-    return wheel
-
-
-def wheelhouse(log: Path, progress: Progress = print) -> Path:
-    """Local wheels of the Python stack (this host's pip), bound into cpu builds."""
-    wheel = horovod_wheel(log)
-    key = sha256_bytes((_hash_files([stack.REQUIREMENTS, stack.REQUIREMENTS_NODEPS])
-                        + wheel.name + sys.version).encode())[:16]
-    final = cache_dir() / f"wheelhouse-{key}"
-    if final.exists():
-        return final
-    progress("wheelhouse: pip download of the pinned stack (local wheels; ~1-2 min)")
-    partial = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=f"wheelhouse-{key}."))
-    try:
-        pip = [sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:", "-d", str(partial)]
-        run_logged([*pip, "-r", str(stack.REQUIREMENTS)], log, "pip download")
-        run_logged([*pip, "--no-deps", "-r", str(stack.REQUIREMENTS_NODEPS)], log, "pip download")
-        for path in (stack.REQUIREMENTS, stack.REQUIREMENTS_NODEPS, wheel):
-            shutil.copy2(path, partial / path.name)
-        partial.rename(final)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return final
-
-
-# Registry -----------------------------------------------------------------
-def registry_path() -> Path:
-    return cache_dir() / "images" / "registry.json"
-
-
-def registry() -> list[dict]:
-    path = registry_path()
-    return json.loads(path.read_text()) if path.exists() else []
-
-
-def _record(entry: ImageRecord) -> None:
-    """Record entry; older apptainer images of the same (fabric, flavour) are
-    deleted (each is several GB) and leave the registry with their files."""
-    entries = []
-    for old in registry():
-        if old["image"] == entry.image:
-            continue
-        if (old["fabric"], old["flavour"], old["runtime"]) == (entry.fabric, entry.flavour, "apptainer") \
-                and entry.runtime == "apptainer":
-            Path(old["image"]).unlink(missing_ok=True)
-            if old.get("devel_image"):
-                Path(old["devel_image"]).unlink(missing_ok=True)
-            continue
-        entries.append(old)
-    entries.append(asdict(entry))
-    path = registry_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, entries)
-
-
-def find(fabric: str, flavour: str, runtime: str = "apptainer") -> Optional[dict]:
-    """The newest recorded image of (fabric, flavour, runtime) that still exists."""
-    for entry in reversed(registry()):
-        if (entry["fabric"], entry["flavour"], entry["runtime"]) == (fabric, flavour, runtime) and \
-                (runtime != "apptainer" or Path(entry["image"]).exists()):
-            return entry
-    return None
 
 
 # Build --------------------------------------------------------------------
@@ -198,16 +67,16 @@ def _prepare(flavour: str, runtime: str, base: str, log: Path, progress: Progres
     # bench/ is in the stack image; the self-test script is copied into each fabric image
     # too (its %test uses that copy), so only fabric builds depend on it
     inputs: dict = {"runtime": runtime, "squashfs": SQUASHFS_ARGS, "base-kind": base,
-                    "bundle": _hash_files([*stack.REPO.glob("bench/*.py")])}
+                    "bundle": hash_files([*stack.REPO.glob("bench/*.py")])}
     binds: list[str] = []
     paths: dict = {}
     omit: tuple[str, ...] = ()
     if flavour in stack.CPU_FLAVOURS:
         if runtime == "apptainer":
             base_sif = base_image(log, progress)
-            paths["cpu_base"], inputs["base"] = str(base_sif), _sha256(base_sif)
+            paths["cpu_base"], inputs["base"] = str(base_sif), image_sha256(base_sif)
         else:
-            paths["cpu_base"], inputs["base"] = stack.BASE_IMAGE_TAG, _podman_base(binary, log, progress)
+            paths["cpu_base"], inputs["base"] = stack.BASE_IMAGE_TAG, podman_base(binary, log, progress)
         wheels = wheelhouse(log, progress)
         inputs["wheelhouse"] = wheels.name
         binds = [f"{wheels}:{stack.WHEELHOUSE}"]
@@ -219,7 +88,7 @@ def _prepare(flavour: str, runtime: str, base: str, log: Path, progress: Progres
         from containers import cudabase
         devel, runtime_base = cudabase.local_bases(log, progress)
         served = _verified_sources(progress)
-        inputs["base"] = [_sha256(devel), _sha256(runtime_base)]
+        inputs["base"] = [image_sha256(devel), image_sha256(runtime_base)]
         inputs["sources"] = (served / "urls.tsv").read_text()
         paths = {"LOCAL_DEVEL_BASE": str(devel), "LOCAL_RUNTIME_BASE": str(runtime_base)}
         omit = sources.omitted()
@@ -297,7 +166,7 @@ def _devel_stage(binary: str, rendered: recipes.Recipe, plan: Plan, recipe_dir: 
         return earlier["seconds"]
     (recipe_dir / "stack-devel.def").write_text(_fill(rendered, plan).devel_definition)
     progress(f"building {devel_sif.name} (the devel stage; log: {log})")
-    seconds, _ = _build_apptainer(binary, recipe_dir / "stack-devel.def", devel_sif, list(plan.binds), log,
+    seconds, _ = build_apptainer(binary, recipe_dir / "stack-devel.def", devel_sif, list(plan.binds), log,
                                   test=False)
     devel_log = devel_sif.with_suffix(".log")
     shutil.copyfile(log, devel_log)
@@ -341,11 +210,11 @@ def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
         (recipe_dir / "image.def").write_text(filled.definition)
         (recipe_dir / "Dockerfile").write_text(rendered.dockerfile)
         progress(f"building {name}.sif (log: {log})")
-        seconds, test_seconds = _build_apptainer(binary, recipe_dir / "image.def", images / f"{name}.sif",
+        seconds, test_seconds = build_apptainer(binary, recipe_dir / "image.def", images / f"{name}.sif",
                                                  list(plan.binds), log)
         stages["stack"], stages["stack-test"] = seconds, test_seconds
         image = images / f"{name}.sif"
-        digest, size = _sha256(image), image.stat().st_size
+        digest, size = image_sha256(image), image.stat().st_size
         image_name = str(image)
     else:
         (recipe_dir / "Dockerfile").write_text(rendered.dockerfile)
@@ -353,9 +222,9 @@ def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
         tag = recipes.stack_tag(flavour)
         if len(rendered_stages := re.findall(r"^FROM .* AS (\S+)$", rendered.dockerfile, re.M)) > 1:
             # the devel stage under its own name: fabric layers that build start FROM it
-            _build_podman(binary, recipe_dir / "Dockerfile", tag, list(plan.binds), log,
+            build_podman(binary, recipe_dir / "Dockerfile", tag, list(plan.binds), log,
                           tag_as=f"{tag}-{rendered_stages[0]}", target=rendered_stages[0])
-        image_name, digest, size = _build_podman(binary, recipe_dir / "Dockerfile", tag, list(plan.binds), log,
+        image_name, digest, size = build_podman(binary, recipe_dir / "Dockerfile", tag, list(plan.binds), log,
                                                  tag_as=tag)
         stages["stack"] = round(time.monotonic() - started, 1)
         devel_image = ""
@@ -363,7 +232,7 @@ def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
                         recipes.bundle_commit(), dt.datetime.now(dt.timezone.utc).isoformat(),
                         round(sum(stages.values()), 1), str(log), base=base, omitted=list(plan.omit),
                         stages=stages, devel_image=devel_image)
-    _record(entry)
+    record(entry)
     return entry
 
 
@@ -380,7 +249,7 @@ def build(fabric: str, flavour: str, runtime: str = "apptainer", *, base: str = 
     plan = _prepare(flavour, runtime, base, log, progress)
     rendered = recipes.render(fabric, flavour, base=base, omit=plan.omit)
     key = _key(plan, rendered.recipe_hash,
-               extra=stack_entry.sha256 + _hash_files([stack.REPO / "containers/image-test.sh"]))
+               extra=stack_entry.sha256 + hash_files([stack.REPO / "containers/image-test.sh"]))
     name = f"{fabric}-{flavour}-{key}"
     cached = _cached(key, runtime)
     if cached:
@@ -400,133 +269,21 @@ def build(fabric: str, flavour: str, runtime: str = "apptainer", *, base: str = 
     if runtime == "apptainer":
         # the fabric layer installs OS packages, or builds from the stack's devel image: the plan's
         # binds (sources, wheels) in both stages, whose bases have their mount points
-        seconds, test_seconds = _build_apptainer(binary, recipe_dir / "image.def", images / f"{name}.sif",
+        seconds, test_seconds = build_apptainer(binary, recipe_dir / "image.def", images / f"{name}.sif",
                                                  list(plan.binds), log)
         stages["fabric"], stages["fabric-test"] = seconds, test_seconds
         image = images / f"{name}.sif"
-        image_name, digest, size = str(image), _sha256(image), image.stat().st_size
+        image_name, digest, size = str(image), image_sha256(image), image.stat().st_size
     else:
         started = time.monotonic()
-        image_name, digest, size = _build_podman(binary, recipe_dir / "Dockerfile", name, list(plan.binds), log)
+        image_name, digest, size = build_podman(binary, recipe_dir / "Dockerfile", name, list(plan.binds), log)
         stages["fabric"] = round(time.monotonic() - started, 1)
     entry = ImageRecord(fabric, flavour, runtime, image_name, digest, size, key, rendered.recipe_hash,
                         recipes.bundle_commit(), dt.datetime.now(dt.timezone.utc).isoformat(),
                         round(sum(stages.values()), 1), str(log), base=base, omitted=list(plan.omit),
                         stages=stages, stack_digest=stack_entry.sha256, stack_image=stack_entry.image,
                         stack_stages=stack_entry.stages)
-    _record(entry)
+    record(entry)
     return entry
 
 
-def _build_apptainer(binary: str, definition: Path, final: Path, binds: list[str],
-                     log: Path, test: bool = True) -> tuple[float, float]:
-    """Build to a partial name, run its %test, rename: (build seconds, test seconds).
-    A failing %test is one BuildError line; nothing is left under the final name."""
-    partial = final.with_name(final.name + ".partial")
-    # hpccm's blocks unpack and build under /var/tmp, which apptainer binds from the host: two
-    # builds at once (a cpu and a cuda stack) shared one /var/tmp/ucx-1.13.1 tree, and the cpu
-    # build installed the cuda build's configuration. Each build gets a /var/tmp of its own.
-    scratch = Path(tempfile.mkdtemp(prefix=f".{final.name}.var-tmp-", dir=final.parent))
-    argv = [binary, "build", "--fakeroot", "--force", "--notest", "--mksquashfs-args", SQUASHFS_ARGS,
-            "--bind", f"{scratch}:/var/tmp"]
-    for bind in binds:
-        argv += ["--bind", bind]
-    try:
-        started = time.monotonic()
-        _build_sif([*argv, str(partial), str(definition)], log, f"apptainer build of {final.name}")
-        built = time.monotonic()
-        if test:
-            run_logged([binary, "test", str(partial)], log, f"%test of {final.name}", cwd=stack.REPO,
-                        stamped=True)
-        tested = time.monotonic()
-        partial.rename(final)
-    finally:
-        partial.unlink(missing_ok=True)
-        shutil.rmtree(scratch, ignore_errors=True)
-    return round(built - started, 1), round(tested - built, 1)
-
-
-# Twice in CI (fabric layers FROM the stack, each near the end of its build) and never on a
-# development machine, apptainer exited 255 after every step of the recipe had passed, while
-# packing the SIF; the logs went with CI's machines (suspected: sid's mksquashfs 4.7.5, now
-# replaced, see scripts/provision-apptainer.sh). Such a build, and only such a one, is run
-# once more, and its log says so.
-PACKING = "INFO:    Creating SIF file..."
-
-
-def _build_sif(argv: list[str], log: Path, what: str) -> None:
-    """`apptainer build ARGV`, once more when it failed while packing the SIF."""
-    start = log.stat().st_size if log.exists() else 0
-    try:
-        run_logged(argv, log, what, cwd=stack.REPO, stamped=True)  # %files paths: relative to the bundle
-    except BuildError:
-        with log.open("rb") as attempt:
-            attempt.seek(start)
-            if PACKING.encode() not in attempt.read():
-                raise
-        with log.open("a") as out:
-            out.write("fabric-bench: the build failed while packing the SIF, after every step of the "
-                      "recipe had passed: building once more\n")
-        run_logged(argv, log, what, cwd=stack.REPO, stamped=True)
-
-
-# podman's own default rlimits (nofile, nproc) are above what a host without CAP_SYS_RESOURCE
-# lets runc set ("error setting rlimit type 6/7"): builds (containers.conf) and runs
-# (launch.runtimes, --ulimit) ask for these instead
-PODMAN_ULIMITS = ("nofile=16384:16384", "nproc=16384:16384")
-
-
-def _podman_env() -> dict[str, str]:
-    """podman on these hosts: runc (crun refuses the hybrid cgroup host) and
-    ulimits that need no CAP_SYS_RESOURCE (see ../shared/ENVIRONMENT.md)."""
-    conf = cache_dir() / "podman-containers.conf"
-    conf.parent.mkdir(parents=True, exist_ok=True)
-    conf.write_text('[engine]\nruntime = "runc"\n[containers]\n'
-                    f'default_ulimits = {json.dumps(list(PODMAN_ULIMITS))}\n')
-    return {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(conf))}
-
-
-def _podman_base(binary: str, log: Path, progress: Progress) -> str:
-    """Import the debootstrap rootfs as the podman base image; returns its id."""
-    env = _podman_env()
-    found = subprocess.run([binary, "image", "inspect", "--format", "{{.Id}}", stack.BASE_IMAGE_TAG],
-                           capture_output=True, text=True, env=env)
-    if found.returncode == 0:
-        return found.stdout.strip()
-    sif = base_image(log, progress)
-    with tempfile.TemporaryDirectory() as work:
-        # a SIF is not a bare squashfs (its root filesystem sits at an offset): apptainer unpacks it
-        run_logged([runtime_binary("apptainer"), "build", "--sandbox", f"{work}/rootfs", str(sif)], log,
-                    "unpacking base.sif")
-        tar = subprocess.Popen(["tar", "-C", f"{work}/rootfs", "-c", "."], stdout=subprocess.PIPE)
-        run_logged([binary, "import", "-", stack.BASE_IMAGE_TAG], log, "podman import of the base",
-                    stdin=tar.stdout, env=env)
-        tar.wait()
-    return subprocess.run([binary, "image", "inspect", "--format", "{{.Id}}", stack.BASE_IMAGE_TAG],
-                          capture_output=True, text=True, env=env).stdout.strip()
-
-
-def _build_podman(binary: str, dockerfile: Path, name: str, binds: list[str],
-                  log: Path, tag_as: str = "", target: str = "") -> tuple[str, str, int]:
-    env = _podman_env()
-    tag = tag_as or f"localhost/fabric-bench:{name}"
-    argv = [binary, "build", "--network=host", "-f", str(dockerfile), "-t", tag]
-    if target:
-        argv += ["--target", target]
-    for bind in binds:
-        argv += ["-v", f"{bind}:ro"]
-    run_logged([*argv, str(stack.REPO)], log, f"podman build of {tag}", env=env, stamped=True)
-    info = json.loads(subprocess.run([binary, "image", "inspect", tag], capture_output=True,
-                                     text=True, env=env, check=True).stdout)[0]
-    return tag, info["Id"], int(info.get("Size", 0))
-
-
-def inspect(image: str) -> dict:
-    """Labels of a built .sif (apptainer inspect --json)."""
-    binary = runtime_binary("apptainer")
-    if not Path(image).is_file():
-        raise BuildError(f"image not found: {image}")
-    out = subprocess.run([binary, "inspect", "--json", "--labels", image], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise BuildError(f"apptainer inspect {image} failed: {out.stderr.strip().splitlines()[-1:]}")
-    return json.loads(out.stdout)["data"]["attributes"]["labels"]

@@ -147,7 +147,7 @@ def write_record(entry: build.ImageRecord, **more) -> Path:
 def podman_self_test(entry: build.ImageRecord) -> list[str]:
     argv = [build.runtime_binary("podman"), "run", "--rm", "--network=host", entry.image,
             *recipe.self_test_argv(profile(entry.fabric), entry.flavour)]
-    done = subprocess.run(argv, capture_output=True, text=True, env=build._podman_env(), timeout=900)
+    done = subprocess.run(argv, capture_output=True, text=True, env=build.podman_env(), timeout=900)
     lines = (done.stdout + done.stderr).splitlines()
     if done.returncode != 0:
         raise build.BuildError(f"self-test of {entry.image} in podman failed: {lines[-1:]}")
@@ -173,7 +173,7 @@ def podman_two_ranks(entry: build.ImageRecord) -> dict:
                        for beat in (found[0].parent / "ranks").glob("heartbeat-*.json")})
     alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
     running = subprocess.run([build.runtime_binary("podman"), "ps", "-q"], capture_output=True, text=True,
-                             env=build._podman_env()).stdout.split()
+                             env=build.podman_env()).stdout.split()
     return {"argv": argv[1:], "status": result["status"], "correct": result["correct"],
             "world_size": result["world_size"], "launch_argv": result["argv"],
             "image_labels": result["image"]["labels"], "image_stack_digest": result["image"]["stack_digest"],

@@ -46,7 +46,8 @@ MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"     # signs the manifest's bytes as stored; not listed in it
 RECIPE_INPUTS = ("containers/stack.py", "containers/fabrics", "containers/recipe.py", "containers/placeholders.py",
                  "containers/stack_blocks.py", "containers/stack_recipes.py", "containers/fabric_layer.py",
-                 "containers/self_test.py", "containers/build.py", "containers/host.py", "containers/image-test.sh",
+                 "containers/self_test.py", "containers/build.py", "containers/build_inputs.py",
+                 "containers/build_backends.py", "containers/image_store.py", "containers/host.py", "containers/image-test.sh",
                  "requirements.txt", "requirements-nodeps.txt", "containers/horovod")
 
 

@@ -24,7 +24,7 @@ def apptainer(*args: str, cwd: Path, timeout: float = 900) -> subprocess.Complet
 def test_image_is_recorded_with_digest_labels_and_log(cpu_ethernet_image):
     image = Path(cpu_ethernet_image.image)
     assert image.is_file() and image.suffix == ".sif"
-    assert build._sha256(image) == cpu_ethernet_image.sha256
+    assert build.image_sha256(image) == cpu_ethernet_image.sha256
     assert Path(cpu_ethernet_image.log).is_file() or cpu_ethernet_image.build_seconds >= 0
     labels = build.inspect(str(image))
     assert labels["org.fabric-bench.fabric"] == "ethernet"
@@ -45,7 +45,7 @@ def test_fabric_images_share_the_stack_image_by_digest(cpu_ethernet_image):
     digests = {record.fabric: build.inspect(record.image)["org.fabric-bench.stack-digest"]
                for record in (cpu_ethernet_image, *others)}
     print(digests, "stack", stack_entry["sha256"])
-    assert set(digests.values()) == {stack_entry["sha256"]} == {build._sha256(Path(stack_entry["image"]))}
+    assert set(digests.values()) == {stack_entry["sha256"]} == {build.image_sha256(Path(stack_entry["image"]))}
     for other, fabric in zip(others, fabrics):
         assert other.stack_digest == cpu_ethernet_image.stack_digest
         assert build.inspect(other.image)["org.fabric-bench.fabric"] == fabric
