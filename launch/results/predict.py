@@ -108,6 +108,10 @@ class Workload:
     host_overhead_s: float = 0.0      # h at host_overhead_ranks (see the module doc); 0: not measured
     host_overhead_ranks: int = 2
     source: dict | None = None  # where the numbers came from
+    # the non-network term (launch.results.predict_cluster calibrates it): o, a per-step cost of
+    # any multi-rank step, and e, the share of the wire time under backward that really hides
+    step_overhead_s: float = 0.0
+    overlap_efficiency: float = 1.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -232,6 +236,12 @@ def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
     spread = forward + backward + share * host + max(end - backward, (1 - share) * host, 0.0)
     rule = HOST_RULE[w.engine]
     step = spread if rule == "spread" else series
+    # the non-network term: the share (1 - e) of the wire time under backward that fails to hide,
+    # and the per-step overhead o of any multi-rank step
+    unhidden = (1 - w.overlap_efficiency) * sum(max(0.0, min(start + t, backward) - start) for start, t in wire)
+    if ranks > 1:
+        step += unhidden + w.step_overhead_s
+        no_overlap += w.step_overhead_s
     return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
             "host_rule": rule, "step_host_series_s": series,
             "step_host_spread_s": spread, "wire_during_backward": share,
