@@ -31,6 +31,7 @@ tables vary by version. A run's NCCL log can name the algorithm (`algorithm_from
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ def choose(c: Cluster, nodes: int, gpus: int, nbytes: float, k: Corner) -> str:
     return min(("ring", "tree"), key=lambda a: nccl_model_us(a, c, nodes, gpus, nbytes, k))
 
 
+@functools.lru_cache(maxsize=4096)
 def allreduce_s(c: Cluster, ranks: int, nbytes: float, k: Corner) -> tuple[float, str]:
     """(seconds, algorithm) of one allreduce over `ranks` GPUs packed gpus_per_node to a node."""
     g = c.gpus_per_node

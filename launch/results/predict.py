@@ -137,11 +137,12 @@ def workload_from(train: dict, engine: str | None = None, bucket_mb: float | Non
     if engine not in ("ddp", "horovod"):
         raise UsageError(f"engine {engine!r}: the predictor models ddp and horovod")
     info = train.get("engine_info") or {}
+    wire = train.get("wire") if isinstance(train.get("wire"), dict) else {}  # bench.numerics.wire, newer results
     if engine == "ddp":
         cap = bucket_mb or info.get("bucket_cap_mb") or spec.get("bucket_cap_mb") or DDP_BUCKET_CAP_MB
-        bucket = float(cap) * MIB
+        bucket = float(cap) * MIB if bucket_mb or not wire.get("bucket_bytes") else float(wire["bucket_bytes"])
     else:
-        threshold = info.get("fusion_threshold_bytes")
+        threshold = info.get("fusion_threshold_bytes") or wire.get("fusion_threshold_bytes")
         bucket = (bucket_mb * MIB if bucket_mb else float(threshold) if threshold
                   else (spec.get("fusion_threshold_mb") or 0) * MIB or HOROVOD_FUSION_BYTES)
     cycle = cycle_ms or _float(info.get("cycle_time_ms")) or spec.get("cycle_time_ms") or HOROVOD_CYCLE_MS
@@ -151,7 +152,8 @@ def workload_from(train: dict, engine: str | None = None, bucket_mb: float | Non
                     gradient_bytes=train["gradient_bytes"], bucket_bytes=bucket, cycle_s=float(cycle) / 1e3,
                     backward_share=backward_share,
                     source={"run_id": train.get("run_id"), "world_size": ranks, "model": train.get("model"),
-                            "compute_img_per_s": compute, "measured_with_ranks_sharing_the_host": ranks})
+                            "compute_img_per_s": compute, "measured_with_ranks_sharing_the_host": ranks,
+                            "wire_dtype": wire.get("dtype") or (train.get("numerics") or {}).get("gradient_wire_dtype")})
 
 
 def _float(value) -> float | None:
