@@ -239,16 +239,19 @@ def _pair(value, path: Path, what: str) -> Range:
 
 
 def from_probe(topo_matrix: str, nic_gbit_s: list[float], transport: str = "rdma") -> tuple[IntraNode, InterNode]:
-    """The node as the probe saw it: GPUs and their links from `nvidia-smi topo -m`, the NICs'
-    count and rates. NV# entries mean NVLink (# links at NVLink 2's 25 GB/s per direction each,
-    an assumption for unknown generations); otherwise PCIe Gen3/4 is assumed by nothing more
-    precise than the matrix gives."""
-    rows = [line.split() for line in topo_matrix.splitlines() if re.match(r"\s*GPU\d+\s", line)]
-    if not rows:
+    """The node as the probe saw it: GPUs and their links from `nvidia-smi topo -m` (parsed by
+    launch.probe), the NICs' count and rates. NV# entries are NVLink: where every pair shows the
+    same NV# the GPUs hang off NVSwitches and # is each GPU's links, otherwise a GPU's links are the
+    sum over its peers; 25 GB/s per link and direction (NVLink 2-4) is assumed. No NVLink: PCIe
+    Gen3 x16 is assumed, the matrix saying nothing more precise."""
+    from launch.probe import parse_nvidia_smi_topo
+
+    topology = parse_nvidia_smi_topo(topo_matrix)
+    if topology is None or not topology.gpus:
         raise UsageError("the topology matrix names no GPU rows (`nvidia-smi topo -m` output expected)")
-    gpus = len(rows)
-    cells = [[m for cell in row[1:gpus + 1] for m in [re.fullmatch(r"NV(\d+)", cell)]] for row in rows]
-    nv = [[int(m[1]) for m in row if m] for row in cells]
+    peers = [{k: v for k, v in g.links.items() if k.startswith("GPU")} for g in topology.gpus]
+    gpus = max(len(topology.gpus), max(len(p) for p in peers) + 1)
+    nv = [[int(m[1]) for v in p.values() for m in [re.fullmatch(r"NV(\d+)", v)] if m] for p in peers]
     if any(nv):
         flat = [k for row in nv for k in row]
         switched = gpus > 2 and all(len(row) == gpus - 1 for row in nv) and len(set(flat)) == 1

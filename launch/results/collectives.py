@@ -153,20 +153,28 @@ def allreduce_s(c: Cluster, ranks: int, nbytes: float, k: Corner) -> tuple[float
     return algorithm_time_s(algo, c, nodes, gpus, nbytes, k), algo
 
 
-NCCL_ALGO_NAMES = {"ring": "ring", "tree": "tree", "0": "tree", "1": "ring"}
+NCCL_ALGO_NUMBERS = {"0": "tree", "1": "ring"}   # NCCL < 2.12's enum order (TREE 0, RING 1)
+MODELLED = ("ring", "tree")
 
 
 def algorithm_from_nccl_log(text: str) -> str | None:
-    """The algorithm a run's NCCL log names: NCCL_ALGO set by the environment, or the
-    most frequent `algorithm N` / `Algo NAME` of NCCL_DEBUG_SUBSYS=TUNING lines (0 tree, 1 ring).
-    None where the log names neither (or names one this model does not have: NVLS, CollNet)."""
-    env = re.search(r"NCCL_ALGO set by environment to ([A-Za-z_,^]+)", text)
+    """The algorithm a run's NCCL log names for its allreduces: NCCL_ALGO set by the environment,
+    else the one carrying the most bytes in NCCL_DEBUG_SUBSYS=TUNING lines, which NCCL prints as
+    "AllReduce: <bytes> Bytes -> Algo <NAME> proto ..." (newer) or "<bytes> Bytes -> Algo <n> proto
+    <n> time <us>" (older; 0 tree, 1 ring). None where the log names neither, or names one this
+    model does not have (NVLS, CollNet, PAT)."""
+    env = re.search(r"NCCL_ALGO set by environment to (\S+)", text)
     if env:
         names = [n.strip().lower() for n in env[1].split(",")]
-        return names[0] if len(names) == 1 and names[0] in ("ring", "tree") else None
-    seen: dict[str, int] = {}
-    for m in re.finditer(r"\b(?:algorithm|[Aa]lgo)\s+(\w+)", text):
-        name = NCCL_ALGO_NAMES.get(m[1].lower())
-        if name:
-            seen[name] = seen.get(name, 0) + 1
-    return max(seen, key=seen.get) if seen else None
+        return names[0] if len(names) == 1 and names[0] in MODELLED else None
+    lines = re.findall(r"(AllReduce: )?(\d+) Bytes -> Algo (\w+)", text)
+    if any(prefix for prefix, _, _ in lines):   # newer logs name the collective: keep the allreduces
+        lines = [line for line in lines if line[0]]
+    carried: dict[str, int] = {}
+    for _, nbytes, algo in lines:
+        name = NCCL_ALGO_NUMBERS.get(algo, algo.lower())
+        carried[name] = carried.get(name, 0) + int(nbytes)
+    if not carried:
+        return None
+    top = max(carried, key=carried.get)
+    return top if top in MODELLED else None
