@@ -55,6 +55,9 @@ def predict(
                                              "tcp-100, ...) or RAILSxGBIT[,FRACTION[-HIGH]][,LATENCY_US[-HIGH]][,tcp] "
                                              "(repeatable: one cluster each)"),
     cluster_file: list[Path] = typer.Option([], help="cluster mode: a site's cluster description (JSON; repeatable)"),
+    probe_json: Optional[Path] = typer.Option(None, help="cluster mode: a node's `fabric-bench probe --json` report: "
+                                                         "GPUs and NVLink from its topo -m, rails and rate from its "
+                                                         "active RDMA ports (else up NICs, TCP)"),
     library: str = typer.Option("nccl", help="cluster mode: nccl | gloo | mpi (which decides the algorithm)"),
     algorithm: str = typer.Option("auto", help="cluster mode: auto (the library's choice) | ring | tree | "
                                                "hierarchical-ring | halving-doubling"),
@@ -88,9 +91,9 @@ def predict(
         raise UsageError("give --train RESULT (a measured training step) or --study NAME")
     rank_counts = model.parse_ranks(ranks)
     workload = model.workload_from(_read(train, "--train"), engine, bucket_mb, cycle_ms, backward_share)
-    if node_type or intra or inter or cluster_file:
+    if node_type or intra or inter or cluster_file or probe_json:
         return run_cluster(workload, node_type, intra, gpus_per_node, inter, cluster_file, library, algorithm,
-                           nccl_log, nodes, calibrate_from, output, as_json)
+                           nccl_log, nodes, calibrate_from, output, as_json, probe_json)
     if host_overhead_ms < 0:
         raise UsageError(f"--host-overhead-ms must be >= 0, got {host_overhead_ms}")
     if host_overhead_from is not None:
@@ -150,7 +153,7 @@ def print_table(data: dict) -> None:
 
 
 def run_cluster(workload, node_type, intra, gpus_per_node, inter, cluster_files, library, algorithm, nccl_log,
-                nodes, calibrate_from, output, as_json) -> None:
+                nodes, calibrate_from, output, as_json, probe_json=None) -> None:
     """The cluster predictor (launch.results.predict_cluster): one cluster per network."""
     from launch.results import cluster as clusters
     from launch.results import collectives, predict_cluster
@@ -169,8 +172,13 @@ def run_cluster(workload, node_type, intra, gpus_per_node, inter, cluster_files,
     built = [clusters.checked(clusters.Cluster(f"{intra or node_type or 'hgx-h100'} + {text}", level,
                                                clusters.parse_inter(text), library, algorithm)) for text in inter]
     built += [clusters.from_site_file(path) for path in cluster_files]
+    if probe_json is not None:
+        probed_intra, probed_inter = clusters.from_probe_report(probe_json)
+        built.append(clusters.checked(clusters.Cluster(f"probed {probe_json.name}", probed_intra, probed_inter,
+                                                       library, algorithm)))
     if not built:
-        raise UsageError("cluster mode needs a network: --inter PRESET|RAILSxGBIT... or --cluster-file FILE")
+        raise UsageError("cluster mode needs a network: --inter PRESET|RAILSxGBIT..., --cluster-file FILE "
+                         "or --probe-json FILE")
     node_counts = parse_ranks(nodes) if nodes else [1, 2, 4, 8, 16, 32, 64]
     nonnet = None
     if calibrate_from is not None:

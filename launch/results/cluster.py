@@ -246,7 +246,30 @@ def from_probe(topo_matrix: str, nic_gbit_s: list[float], transport: str = "rdma
     Gen3 x16 is assumed, the matrix saying nothing more precise."""
     from launch.probe import parse_nvidia_smi_topo
 
-    topology = parse_nvidia_smi_topo(topo_matrix)
+    return _from_topology(parse_nvidia_smi_topo(topo_matrix), nic_gbit_s, transport)
+
+
+def from_probe_report(path: Path) -> tuple[IntraNode, InterNode]:
+    """The levels from `fabric-bench probe --json` saved on a node (untrusted: checked, nothing runs):
+    its topology matrix, and its active RDMA ports' rates (else its up NICs' speeds, TCP)."""
+    from launch.probe import GpuTopology, TopoGpu
+
+    try:
+        facts = json.loads(path.read_text(encoding="utf-8"))["facts"]
+        topo = facts.get("gpu_topology") or {}
+        topology = GpuTopology(gpus=[TopoGpu(int(g["index"]), None, None, {str(k): str(v) for k, v in
+                                                                             (g.get("links") or {}).items()})
+                                     for g in topo.get("gpus") or []])
+        rdma = [float(p["rate_gbps"]) for p in facts.get("rdma_ports") or []
+                if p.get("state") == "ACTIVE" and isinstance(p.get("rate_gbps"), (int, float))]
+        tcp = [n["speed_mbps"] / 1e3 for n in facts.get("nics") or []
+               if n.get("operstate") == "up" and isinstance(n.get("speed_mbps"), int) and n["speed_mbps"] > 0]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UsageError(f"--probe-json {path}: not a `fabric-bench probe --json` report ({exc})") from None
+    return _from_topology(topology, rdma or tcp, "rdma" if rdma else "tcp")
+
+
+def _from_topology(topology, nic_gbit_s: list[float], transport: str) -> tuple[IntraNode, InterNode]:
     if topology is None or not topology.gpus:
         raise UsageError("the topology matrix names no GPU rows (`nvidia-smi topo -m` output expected)")
     peers = [{k: v for k, v in g.links.items() if k.startswith("GPU")} for g in topology.gpus]

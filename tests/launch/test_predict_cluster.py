@@ -219,3 +219,24 @@ def test_cli_study_writes_its_answer_and_plot(tmp_path):
     assert "ResNet-50 at 64 nodes" in result.output and "ASSUMED" in result.output
     assert json.loads((tmp_path / "study.json").read_text())["rows"]
     assert (tmp_path / "study.png").stat().st_size > 20_000
+
+
+def test_a_probe_report_gives_the_levels_and_a_report_without_gpus_is_one_clear_error(tmp_path):
+    import dataclasses
+
+    from launch.probe import HostFacts, RdmaPort, parse_nvidia_smi_topo, probe_report
+
+    topo = parse_nvidia_smi_topo((PROBE / "topo-6gpu-nv4-2nic" / "nvidia_smi_topo.txt").read_text())
+    facts = HostFacts(gpu_topology=topo, rdma_ports=[RdmaPort("mlx5_0", 1, "ACTIVE", "InfiniBand", 100.0, "sysfs"),
+                                                     RdmaPort("mlx5_1", 1, "ACTIVE", "InfiniBand", 100.0, "sysfs"),
+                                                     RdmaPort("mlx5_2", 1, "DOWN", "InfiniBand", 100.0, "sysfs")])
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps(probe_report(facts)))
+    intra, inter = cluster.from_probe_report(path)
+    assert (intra.gpus, intra.gbit_s, inter.rails, inter.gbit_s, inter.transport) == (6, 800, 2, 100.0, "rdma")
+    path.write_text(json.dumps(probe_report(dataclasses.replace(facts, gpu_topology=None))))
+    with pytest.raises(UsageError, match="no GPU rows"):
+        cluster.from_probe_report(path)
+    path.write_text("[]")
+    with pytest.raises(UsageError, match="not a `fabric-bench probe --json` report"):
+        cluster.from_probe_report(path)
