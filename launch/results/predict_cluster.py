@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from launch.errors import UsageError
 from launch.results import collectives
@@ -40,13 +40,17 @@ class ClusterFabric:
     name: str
     cluster: Cluster
     corner: collectives.Corner
+    memo: dict = field(default_factory=dict, compare=False, repr=False)   # (bytes, ranks) -> seconds
 
     @property
     def source(self) -> str:
         return f"cluster model ({self.cluster.library}, {self.cluster.algorithm}, {self.corner.name} corner)"
 
     def allreduce_s(self, nbytes: float, ranks: int) -> float:
-        return collectives.allreduce_s(self.cluster, ranks, nbytes, self.corner)[0]
+        key = (nbytes, ranks)
+        if key not in self.memo:
+            self.memo[key] = collectives.allreduce_s(self.cluster, ranks, nbytes, self.corner)[0]
+        return self.memo[key]
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,9 @@ def uncalibrated(w: Workload) -> NonNetwork:
                       f"{e_lo:g}-{e_hi:g} ASSUMED")
 
 
-def _step(w: Workload, c: Cluster, ranks: int, corner: str, e: float, o: float) -> dict:
-    fabric = ClusterFabric(c.name, c, collectives.corners(c)[corner])
+def _step(w: Workload, c: Cluster, ranks: int, corner: str, e: float, o: float, fabrics: dict | None = None) -> dict:
+    fabrics = {} if fabrics is None else fabrics
+    fabric = fabrics.setdefault(corner, ClusterFabric(c.name, c, collectives.corners(c)[corner]))
     return predict_point(dataclasses.replace(w, overlap_efficiency=e, step_overhead_s=o), fabric, ranks)
 
 
@@ -93,9 +98,11 @@ def calibrate(w: Workload, c: Cluster, ranks: int, measured_step_s: float, sourc
 def point(w: Workload, c: Cluster, ranks: int, nonnet: NonNetwork) -> dict:
     """One scale: mid and the range over the network corners and the non-network pairs."""
     e_mid, o_mid = nonnet.pairs[0]
-    mid = _step(w, c, ranks, "mid", e_mid, o_mid)
-    steps = [_step(w, c, ranks, corner, e, o)["step_s"] for corner in ("fast", "slow") for e, o in nonnet.pairs]
-    network_only = _step(w, c, ranks, "mid", 1.0, 0.0)
+    fabrics: dict = {}
+    mid = _step(w, c, ranks, "mid", e_mid, o_mid, fabrics)
+    steps = [_step(w, c, ranks, corner, e, o, fabrics)["step_s"] for corner in ("fast", "slow")
+             for e, o in nonnet.pairs]
+    network_only = _step(w, c, ranks, "mid", 1.0, 0.0, fabrics)
     lo, hi = min(steps + [mid["step_s"]]), max(steps + [mid["step_s"]])
     g = c.gpus_per_node
     corner = collectives.corners(c)["mid"]
