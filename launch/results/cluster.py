@@ -53,6 +53,7 @@ class InterNode:
 NODE_TYPES = {
     "dgx-1-p100": IntraNode("DGX-1 P100 (NVLink 1, hybrid cube mesh)", 8, 80 * 8, (1.0, 3.0)),
     "dgx-1-v100": IntraNode("DGX-1 V100 (NVLink 2, hybrid cube mesh)", 8, 150 * 8, (1.0, 3.0)),
+    "dgx-2h": IntraNode("DGX-2H (16 V100, NVLink 2, NVSwitch)", 16, 150 * 8, (1.0, 3.0)),
     "hgx-a100": IntraNode("DGX/HGX A100 (NVLink 3, NVSwitch)", 8, 300 * 8, (1.0, 3.0)),
     "hgx-h100": IntraNode("DGX/HGX H100 (NVLink 4, NVSwitch)", 8, 450 * 8, (1.0, 3.0)),
     "hgx-h200": IntraNode("HGX H200 (NVLink 4, NVSwitch)", 8, 450 * 8, (1.0, 3.0)),
@@ -72,6 +73,7 @@ NETWORKS = {
     "tcp-100": InterNode("1 x 100 GbE TCP (NCCL sockets)", 1, 100, (0.50, 0.90), (15.0, 40.0), "tcp"),
     "ib-hdr-8x200": InterNode("8 x 200 Gb InfiniBand HDR", 8, 200, (0.80, 0.95), (3.0, 6.0)),
     "ib-edr-1x100": InterNode("1 x 100 Gb InfiniBand EDR", 1, 100, (0.80, 0.95), (3.0, 6.0)),
+    "ib-edr-8x100": InterNode("8 x 100 Gb InfiniBand EDR", 8, 100, (0.80, 0.95), (3.0, 6.0)),
     "roce-25": InterNode("1 x 25 GbE RoCE", 1, 25, (0.75, 0.92), (5.0, 15.0)),
     "tcp-25": InterNode("1 x 25 GbE TCP", 1, 25, (0.60, 0.90), (15.0, 40.0), "tcp"),
 }
