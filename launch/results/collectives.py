@@ -176,5 +176,5 @@ def algorithm_from_nccl_log(text: str) -> str | None:
         carried[name] = carried.get(name, 0) + int(nbytes)
     if not carried:
         return None
-    top = max(carried, key=carried.get)
+    top = max(carried, key=carried.__getitem__)
     return top if top in MODELLED else None

@@ -137,7 +137,7 @@ def workload_from(train: dict, engine: str | None = None, bucket_mb: float | Non
     if engine not in ("ddp", "horovod"):
         raise UsageError(f"engine {engine!r}: the predictor models ddp and horovod")
     info = train.get("engine_info") or {}
-    wire = train.get("wire") if isinstance(train.get("wire"), dict) else {}  # bench.numerics.wire, newer results
+    wire: dict = train["wire"] if isinstance(train.get("wire"), dict) else {}  # bench.numerics.wire, newer results
     if engine == "ddp":
         cap = bucket_mb or info.get("bucket_cap_mb") or spec.get("bucket_cap_mb") or DDP_BUCKET_CAP_MB
         bucket = float(cap) * MIB if bucket_mb or not wire.get("bucket_bytes") else float(wire["bucket_bytes"])
