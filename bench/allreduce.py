@@ -20,6 +20,7 @@ import math
 import statistics
 import sys
 import time
+from typing import Any
 
 from bench import horovod_settings
 from bench.progress import Progress
@@ -38,7 +39,7 @@ def busbw_factor(ranks: int) -> float:
     return 2 * (ranks - 1) / ranks
 
 
-def gbit_s(nbytes: int, seconds: float) -> float:
+def gbit_s(nbytes: float, seconds: float) -> float:
     return nbytes * 8 / seconds / 1e9 if seconds > 0 else 0.0
 
 
@@ -203,7 +204,7 @@ class HorovodBackend(TorchBackend):
         t = self.torch.tensor(values, dtype=self.torch.float64)
         return self.hvd.allreduce(t, op=self.hvd.Max, name="slowest").tolist()
 
-    send = recv = None
+    send = recv = None  # type: ignore[assignment]  # Horovod has no point-to-point
 
     def describe(self) -> dict:
         hvd = self.hvd
@@ -327,7 +328,7 @@ def validate(args) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = validate(build_parser().parse_args(argv))
-    backend = BACKEND_CLASSES[args.backend]()
+    backend: Any = BACKEND_CLASSES[args.backend]()
     with errors_recorded(args.record_dir, backend.rank):
         started = time.time()
         progress = Progress(args.record_dir, backend.rank, backend.size, "allreduce", args.iters)

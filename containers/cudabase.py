@@ -77,8 +77,8 @@ def local_bases(log: Path, progress: Progress = print) -> tuple[Path, Path]:
         return devel, runtime
     apptainer = runtime_binary("apptainer")
     folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="fabric-bench-cudabase.") as work:
-        work = Path(work)
+    with tempfile.TemporaryDirectory(prefix="fabric-bench-cudabase.") as scratch:
+        work = Path(scratch)
         wheels = _cuda_wheels(work / "wheels", log, progress)
         root = work / "rootfs"
         debootstrap_root(root, log, stack.DEBIAN_SUITE, progress)

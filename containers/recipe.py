@@ -587,8 +587,7 @@ def self_test_argv(prof: FabricProfile | None, flavour: str, omit: tuple[str, ..
     else:
         checks += stack_checks[1:] if flavour == "cpu-debian" else stack_checks
     if prof is not None:
-        tools = {"infiniband": ["ibv_devinfo"], "efa": ["ibv_devinfo"], "universal": ["ibv_devinfo"]
-                 }.get(prof.name, [])
+        tools = list(prof.self_test_tools)
         if prof.binds_host_libfabric:        # every flavour: cpu-debian's is Debian's Open MPI
             tools.append(f"fi-abi:{HOST_ABI_NODE}")
         checks += tools + preset_checks(prof, flavour, omit)

@@ -31,10 +31,10 @@ import tempfile
 from pathlib import Path
 
 from containers import build, recipe, sources, stack
-from containers.fabrics import profile
+from containers.fabrics import HOST_FABRICS, profile
 
 RECORDS = stack.REPO / "containers" / "rehearsals"
-REHEARSED = ("ethernet", "infiniband", "omnipath", "efa", "slingshot")
+REHEARSED = HOST_FABRICS  # every fabric a host can have: a new profile needs its rehearsal records
 SCHEMA_VERSION = 1
 _STAMP = re.compile(r"^\[\s*([0-9.]+)s\] (.*)$")
 
@@ -134,7 +134,7 @@ def write_record(entry: build.ImageRecord, **more) -> Path:
     if podman:
         record |= {"dockerfile_hash": dockerfile_hash(image, entry.flavour), "podman": _version("podman")}
     record |= more
-    name_hash = record["dockerfile_hash"] if podman else entry.recipe_hash
+    name_hash = str(record["dockerfile_hash"]) if podman else entry.recipe_hash
     path = record_path(image, entry.flavour, name_hash, entry.runtime)
     RECORDS.mkdir(parents=True, exist_ok=True)
     # one record per image: the current one

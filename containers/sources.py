@@ -265,7 +265,7 @@ def _canonical(src: Source, original: Path, work: Path, log: Path) -> Path:
     if reh.autogen:
         _run([reh.autogen], log, f"{src.component}: {reh.autogen}", cwd=top)
         shutil.rmtree(top / "autom4te.cache", ignore_errors=True)
-    with tarfile.open(out, f"w:{_compression(src.basename)}") as tar:
+    with tarfile.open(out, f"w:{_compression(src.basename)}") as tar:  # type: ignore[call-overload]  # w:gz|xz|bz2
         tar.add(top, arcname=canonical_top)
     return out
 

@@ -44,7 +44,7 @@ from launch.runtimes import runtime_named
 ARCHIVE_SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"     # signs the manifest's bytes as stored; not listed in it
-RECIPE_INPUTS = ("containers/stack.py", "containers/fabrics.py", "containers/recipe.py", "containers/build.py",
+RECIPE_INPUTS = ("containers/stack.py", "containers/fabrics", "containers/recipe.py", "containers/build.py",
                  "containers/host.py", "containers/image-test.sh", "requirements.txt", "requirements-nodeps.txt", "containers/horovod")
 
 
@@ -88,7 +88,7 @@ def _images(results: list[dict]) -> tuple[dict, dict[str, bytes]]:
         runtime_name = (r.get("launch") or {}).get("runtime") or (r.get("spec") or {}).get("runtime")
         if not image or image in images:
             continue
-        runtime = runtime_named(runtime_name)
+        runtime = runtime_named(str(runtime_name))
         entry = {"path": image, "runtime": runtime_name, "digest_recorded": r["image"].get("digest"),
                  "stack_digest": r["image"].get("stack_digest"),
                  "digest_now": runtime.digest(image), "inspect": None}
@@ -120,7 +120,7 @@ def _recipes(results: list[dict], images: dict) -> dict[str, bytes]:
         from containers import recipe
     except Exception as exc:  # hpccm or the module absent: say so, carry the inputs anyway
         notes["render"] = f"unavailable: {exc}"
-        recipe = None
+        recipe = None  # type: ignore[assignment]
     # each flavour's stack image too: every fabric image of the flavour is built FROM it
     stacks = {("stack", flavour) for _, flavour in pairs}
     for fabric, flavour in sorted(stacks) + sorted(pairs):
@@ -232,7 +232,7 @@ class Archive:
     manifest_bytes: bytes = b""
     signature: bytes | None = None
 
-    def results(self) -> dict[str, dict]:
+    def results(self) -> dict[str, Result]:
         return _results(self.members)
 
     def provenance(self, allowed_signers: Path | None = None, require_signed: bool = False) -> signing.Provenance:
@@ -278,7 +278,10 @@ def read(path: Path, limits: ArchiveLimits = ArchiveLimits()) -> Archive:
                 total += member.size
                 if total > limits.total_bytes:
                     raise UsageError(f"archive {path} unpacks to more than {limits.total_bytes // 2**20} MiB; refused")
-                files[name] = tar.extractfile(member).read()  # member.size bytes, checked above
+                extracted = tar.extractfile(member)
+                if extracted is None:  # regular files only reach here; a tar that says otherwise is broken
+                    raise UsageError(f"archive member {name!r} has no data; refused")
+                files[name] = extracted.read()  # member.size bytes, checked above
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise UsageError(f"archive {path} is corrupt or truncated: {exc}") from None
     if MANIFEST not in files:

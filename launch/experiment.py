@@ -324,7 +324,9 @@ def expand(experiment: Experiment, site: Site | None = None, launcher: str | Non
     if launcher:
         base["launcher"] = launcher
     names = list(experiment.matrix)
-    specs, survivors, reasons = [], {name: set() for name in names}, {}
+    specs: list[RunSpec] = []
+    survivors: dict[str, set] = {name: set() for name in names}
+    reasons: dict[tuple[str, Any], str] = {}
     for combo in itertools.product(*experiment.matrix.values()):
         fields = _read_fields(experiment, {**base, **dict(zip(names, combo))})
         reason = _dropped(experiment, {**dataclasses.asdict(RunSpec()), **fields})

@@ -42,13 +42,15 @@ def default_route_interface(route_table: str = "/proc/net/route") -> str | None:
 
 
 def site_values(spec: RunSpec, site: Site) -> dict[str, str]:
-    fabric_site = site.fabrics.get(spec.fabric)
+    fabric_site = site.fabrics.get(spec.fabric) if spec.fabric else None
     if fabric_site is None:
         where = site.path or "the default site (ethernet only)"
         raise UsageError(f"fabric {spec.fabric!r} is not present in {where}; add [fabrics.{spec.fabric}]",
                          fields=("fabric",))
     values = {}
-    nic = fabric_site.interface or (default_route_interface() if spec.fabric == "ethernet" else None)
+    # an IP-interface fabric (ethernet) without one named takes the default route's
+    by_interface = bool(spec.fabric) and profile(str(spec.fabric)).detect.kind == "interface"
+    nic = fabric_site.interface or (default_route_interface() if by_interface else None)
     if nic:
         values["nic"] = nic
     if fabric_site.device:  # one device or rails: NCCL_IB_HCA="={hca}" matches exactly these

@@ -203,6 +203,7 @@ def emulated(spec: RunSpec, plan: Plan) -> Command:
     from launch.emulate import in_node
 
     command = mpirun(spec, plan)
+    assert plan.emulated_cluster is not None, "an emulated plan names its cluster"
     return Command(in_node(plan.emulated_cluster, 0, command.argv), command.env)
 
 

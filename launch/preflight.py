@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from containers.fabrics import PROFILES
 from launch.emulate.links import fabric_profile as profile
 from launch import emulate
 from launch.errors import UsageError
@@ -100,7 +101,8 @@ def check_image_fabric(spec, labels: dict[str, str], required: bool) -> str:
         raise UsageError(f"image {spec.image} has no readable {LABEL_PREFIX}.fabric label (not built by "
                          f"`fabric-bench image build`?): cannot tell whether it serves fabric {spec.fabric!r}",
                          fields=("image", "fabric"))
-    if wanted and built_for is not None and built_for not in (wanted, "universal"):
+    if wanted and built_for is not None and built_for != wanted and not (built_for in PROFILES
+                                                                        and PROFILES[built_for].control):
         raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}",
                          fields=("image", "fabric"))
     return f"image built for fabric {built_for or 'unknown (no fabric-bench labels)'}"
@@ -231,7 +233,10 @@ class SideFacts:
 
 def parse_side(text: str) -> SideFacts:
     """IMAGE_SCRIPT's output -> facts."""
-    facts = SideFacts(libs={}, providers=[], devices={})
+    libs: dict = {}
+    providers: list = []
+    devices: dict = {}
+    facts = SideFacts(libs=libs, providers=providers, devices=devices)
     section = None
     for line in text.splitlines():
         if line.startswith("== "):
@@ -251,17 +256,17 @@ def parse_side(text: str) -> SideFacts:
             kind, _, rest = line.partition(" ")
             if kind == "lib":
                 path, _, resolved = rest.partition(" ")
-                facts.libs.setdefault(Path(path).name, resolved or path)
+                libs.setdefault(Path(path).name, resolved or path)
             elif kind == "provider":
                 name = Path(rest.strip()).name
-                if name not in facts.providers:
-                    facts.providers.append(name)
+                if name not in providers:
+                    providers.append(name)
         elif section == "verbs" and line.strip() and "ibv_devinfo absent" not in line:
             facts.verbs = [*(facts.verbs or []), line.strip()]
         elif section == "devices" and line.startswith("dev "):
             parts = line.split()
             if len(parts) >= 3:
-                facts.devices[parts[1]] = (parts[2], parts[3] if len(parts) > 3 else "-")
+                devices[parts[1]] = (parts[2], parts[3] if len(parts) > 3 else "-")
     return facts
 
 
@@ -278,16 +283,8 @@ def run_command(argv: list[str], timeout_s: float = 60.0) -> tuple[int, str]:
 
 def device_patterns(spec, fabric: str | None, site_device: str | None = None) -> list[tuple[str, str, str]]:
     """(glob, why, severity when absent on the host) of the device nodes this run needs."""
-    name = profile(fabric).name if fabric else None
-    verbs = ("/dev/infiniband/uverbs*", "verbs device nodes (rdma-core)", "fail")
-    needed = {
-        "infiniband": [verbs, ("/dev/infiniband/rdma_cm", "RDMA connection manager (rdmacm)", "warn")],
-        "omnipath": [("/dev/hfi1_*", "HFI device nodes (libpsm2)", "fail")]
-                    + ([("/dev/infiniband/uverbs*", "hfi1 verbs (NCCL's IB transport)", "fail")]
-                       if spec.uses_nccl else []),
-        "efa": [verbs],
-        "slingshot": [("/dev/cxi*", "Cassini NIC device nodes (cxi provider)", "fail")],
-    }.get(name, [])
+    needed = [(node.glob, node.why, str(node.severity))
+              for node in (profile(fabric).needed_device_nodes(spec.uses_nccl) if fabric else [])]
     if spec.gpus_per_node > 0:
         needed += [("/dev/nvidiactl", "NVIDIA driver control node", "fail"),
                    ("/dev/nvidia-uvm", "CUDA unified memory", "fail"),
@@ -395,9 +392,12 @@ def version_checks(spec, host: SideFacts, image: SideFacts) -> list[Check]:
                                 f"host {h or 'none'}, image {i or 'none'}",
                                 fix="" if i else "build the image with Open MPI (the hybrid model runs the image's MPI)",
                                 host=h, image=i))
-        elif _major_minor(h) == _major_minor(i):
+        elif (host_mm := _major_minor(h)) is None or (image_mm := _major_minor(i)) is None:
+            checks.append(Check("Open MPI (host mpirun -> image)", "unknown", f"host {h}, image {i}: unreadable "
+                                "version", host=h, image=i))
+        elif host_mm == image_mm:
             checks.append(Check("Open MPI (host mpirun -> image)", "ok", f"host {h}, image {i}", host=h, image=i))
-        elif _major_minor(h)[:1] == _major_minor(i)[:1]:
+        elif host_mm[:1] == image_mm[:1]:
             checks.append(Check("Open MPI (host mpirun -> image)", "warn",
                                 f"host {h}, image {i}: same major, different minor",
                                 fix="use the same Open MPI series on the host as in the image", host=h, image=i))
@@ -456,18 +456,15 @@ def abi_checks(spec, prepared, image: SideFacts, read_image_file: Callable[[str]
 
 
 # fabrics whose traffic goes through rdma-core's verbs providers on the host's RDMA devices
-VERBS_FABRICS = ("infiniband", "omnipath", "efa", "universal")
-
-
 def provider_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Check]:
     """The host's RDMA kernel drivers meet the image's rdma-core providers."""
-    name = profile(spec.fabric).name if spec.fabric else None
-    if name not in VERBS_FABRICS:
+    fabric = profile(spec.fabric) if spec.fabric else None
+    if fabric is None or not fabric.verbs:
         return []
     if not drivers:
-        return [Check("rdma-core provider", "unknown" if name == "universal" else "fail",
+        return [Check("rdma-core provider", "unknown" if fabric.control else "fail",
                       "no RDMA device in /sys/class/infiniband on this host",
-                      fix="" if name == "universal" else "load the NIC's driver (or run on a node that has one)")]
+                      fix="" if fabric.control else "load the NIC's driver (or run on a node that has one)")]
     if image.providers is None or not image.reachable:
         return [Check("rdma-core provider", "unknown", "the image's providers could not be listed")]
     checks = []
@@ -486,7 +483,7 @@ def provider_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Che
                                 f"{devices}: the image has no {wanted} provider "
                                 f"({', '.join(image.providers) or 'no providers'}); verbs will see no device",
                                 fix=f"install {wanted} (rdma-core / ibverbs-providers) in the image"))
-    if "hfi1" in drivers.values() and name in ("omnipath", "universal"):
+    if "hfi1" in drivers.values() and fabric.psm2:
         ok = "libpsm2.so.2" in (image.libs or {})
         checks.append(Check("libpsm2 for hfi1", "ok" if ok else "fail",
                             "image has libpsm2.so.2" if ok else "the image has no libpsm2.so.2",
@@ -506,8 +503,7 @@ def verbs_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Check]
     container): a provider built for another kernel ABI than the host driver speaks, or no
     provider for a device, leaves verbs with no device (k8snetworkplumbingwg/sriov-cni#348,
     ofiwg/libfabric#975); the provider files being present does not show it."""
-    name = profile(spec.fabric).name if spec.fabric else None
-    if name not in VERBS_FABRICS or not drivers or not image.reachable:
+    if not (spec.fabric and profile(spec.fabric).verbs) or not drivers or not image.reachable:
         return []
     if image.verbs is None:
         return [Check("verbs in the image", "unknown",
@@ -526,8 +522,9 @@ def verbs_checks(spec, image: SideFacts, drivers: dict[str, str]) -> list[Check]
         checks.append(Check("verbs provider", "fail", f"the image's libibverbs has no provider for "
                             f"{', '.join(orphans)}", fix="install the NIC's rdma-core provider in the image"))
     header = next((i for i, line in enumerate(lines) if _HCAS.match(line)), None)
-    found = int(_HCAS.match(lines[header]).group(1)) if header is not None else 0
-    if found and not checks:
+    count = _HCAS.match(lines[header]) if header is not None else None
+    found = int(count.group(1)) if count else 0
+    if header is not None and found and not checks:
         names = lines[header + 1:header + 1 + found]  # ibv_devinfo -l: one name per line after the count
         checks.append(Check("verbs in the image", "ok", f"the image's libibverbs opened {found} device"
                             f"{'s' if found != 1 else ''}: {', '.join(names)}"))
@@ -551,12 +548,17 @@ def nccl_checks(spec, image: SideFacts, env: dict[str, str]) -> list[Check]:
         checks.append(Check("NCCL net plugin", "ok" if plugin else "fail",
                             f"{', '.join(plugin)} present" if plugin else "NCCL_NET=OFI but no libnccl-net*.so in the image",
                             fix="" if plugin else "build aws-ofi-nccl into the image (cuda flavour)"))
-        if profile(spec.fabric).name == "efa" and plugin:
-            version = image.libfabric
-            old = _major_minor(version) is not None and _major_minor(version) < (1, 18)
-            checks.append(Check("libfabric for aws-ofi-nccl on EFA", "fail" if old else ("ok" if version else "unknown"),
-                                f"image libfabric {version or 'unknown'} (aws-ofi-nccl needs >= 1.18 on EFA)",
-                                fix="rebuild the image with libfabric >= 1.18" if old else ""))
+        fabric = profile(spec.fabric)
+        floor = fabric.nccl_plugin_min_libfabric
+        if floor and plugin:
+            version, wanted = image.libfabric, ".".join(map(str, floor))
+            found_mm = _major_minor(version)
+            old = found_mm is not None and found_mm < floor
+            checks.append(Check(f"libfabric for aws-ofi-nccl on {fabric.name.upper()}",
+                                "fail" if old else ("ok" if version else "unknown"),
+                                f"image libfabric {version or 'unknown'} (aws-ofi-nccl needs >= {wanted} on "
+                                f"{fabric.name.upper()})",
+                                fix=f"rebuild the image with libfabric >= {wanted}" if old else ""))
     elif plugin and env.get("NCCL_NET") in ("IB", "Socket"):
         checks.append(Check("NCCL net plugin", "ok", f"{', '.join(plugin)} present but NCCL_NET={env['NCCL_NET']} "
                                                      "keeps NCCL on its own transport"))
@@ -617,12 +619,12 @@ def pmix_checks(spec, image: SideFacts, srun_mpi_list: tuple[int, str] | None) -
     name = "PMIx (Slurm srun --mpi=pmix -> image)"
     if srun_mpi_list is None:
         return [Check(name, "unknown", "srun not found here: Slurm's PMIx plugins unknown")]
-    code, srun_mpi_list = srun_mpi_list
+    code, listing = srun_mpi_list
     if code != 0:
-        last = (srun_mpi_list.strip().splitlines() or ["no output"])[-1][:200]
+        last = (listing.strip().splitlines() or ["no output"])[-1][:200]
         return [Check(name, "unknown", f"`srun --mpi=list` failed (exit {code}): {last}")]
-    plugins = re.findall(r"^\s+(\S+)\s*$", srun_mpi_list, re.M)
-    majors = slurm_pmix_majors(srun_mpi_list)
+    plugins = re.findall(r"^\s+(\S+)\s*$", listing, re.M)
+    majors = slurm_pmix_majors(listing)
     host = ",".join(f"pmix_v{m}" for m in majors) or None
     if "pmix" not in plugins:
         return [Check(name, "fail", f"Slurm here has no pmix plugin (has {', '.join(plugins) or 'none'})",

@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from containers.fabrics import HOST_FABRICS, FabricProfile, profile
 from launch.runtimes import CONTAINER_RUNTIMES, RUNTIMES
+
+# libfabric providers the fabric profiles detect a fabric by (fi_info -p PROVIDER)
+DETECTED_PROVIDERS = tuple(dict.fromkeys(
+    p.detect.provider for p in map(profile, HOST_FABRICS) if p.detect.kind == "libfabric-provider" and p.detect.provider))
 
 
 # Every external command the probe runs, by name (recorded outputs use these names).
@@ -29,14 +34,13 @@ COMMANDS: dict[str, list[str]] = {
     "ibv_devinfo": ["ibv_devinfo"],
     "ibstat": ["ibstat"],
     "fi_info_list": ["fi_info", "-l"],
-    "fi_info_efa": ["fi_info", "-p", "efa"],
-    "fi_info_cxi": ["fi_info", "-p", "cxi"],
+    **{f"fi_info_{provider}": ["fi_info", "-p", provider] for provider in DETECTED_PROVIDERS},
     "ucx_info": ["ucx_info", "-d"],
     "ompi_info": ["ompi_info", "--parsable"],
     "mpichversion": ["mpichversion"],
     "sinfo_version": ["sinfo", "--version"],
     "srun_mpi_list": ["srun", "--mpi=list"],
-    **{name: RUNTIMES[name]().version_argv() for name in CONTAINER_RUNTIMES},
+    **{name: argv for name in CONTAINER_RUNTIMES if (argv := RUNTIMES[name]().version_argv())},
 }
 
 
@@ -135,8 +139,7 @@ class HostFacts:
     hfi_dev_nodes: list[str] = field(default_factory=list)          # /dev/hfi1*
     libpsm2: Optional[bool] = None
     libfabric_providers: list[str] = field(default_factory=list)
-    efa_endpoints: list[FiEndpoint] = field(default_factory=list)
-    cxi_endpoints: list[FiEndpoint] = field(default_factory=list)
+    provider_endpoints: dict[str, list[FiEndpoint]] = field(default_factory=dict)  # fi_info -p, per provider
     ucx_transports: list[UcxTransport] = field(default_factory=list)
     mpi: Mpi = field(default_factory=Mpi)
     slurm_version: Optional[str] = None
@@ -260,7 +263,8 @@ def parse_ibv_devinfo(text: str) -> list[RdmaPort]:
         elif key == "link_layer":
             port.link_layer = value
         elif key == "active_width":
-            port.rate_gbps = float(re.match(r"\d+", value).group(0))
+            width = re.match(r"\d+", value)
+            port.rate_gbps = float(width.group(0)) if width else None
         elif key == "active_speed" and port.rate_gbps:
             port.rate_gbps *= parse_ib_rate(value) or 0.0
     return ports
@@ -448,8 +452,8 @@ def collect(run: Runner = run_tool, root: Path = Path("/")) -> HostFacts:
     if root == Path("/") or any((root / d).is_dir() for d in PSM2_DIRS):
         facts.libpsm2 = any(any((root / d).glob("libpsm2.so*")) for d in PSM2_DIRS)
     facts.libfabric_providers = parse_fi_info_list(text("fi_info_list"))
-    facts.efa_endpoints = [e for e in parse_fi_info(text("fi_info_efa")) if e.provider == "efa"]
-    facts.cxi_endpoints = [e for e in parse_fi_info(text("fi_info_cxi")) if e.provider == "cxi"]
+    facts.provider_endpoints = {provider: [e for e in parse_fi_info(text(f"fi_info_{provider}"))
+                                           if e.provider == provider] for provider in DETECTED_PROVIDERS}
     facts.ucx_transports = parse_ucx_info(text("ucx_info"))
     if text("ompi_info"):
         facts.mpi = parse_ompi_info(text("ompi_info"))
@@ -478,78 +482,92 @@ def read_topology(root: Path) -> tuple[dict[int, str], dict[str, Optional[int]]]
 
 # ---------------------------------------------------------------- verdicts
 
-def _is_hfi(port: RdmaPort) -> bool:
-    return port.device.startswith("hfi1")
-
-
 def _port_text(port: RdmaPort) -> str:
     rate = f", {port.rate_gbps:g} Gb/s" if port.rate_gbps else ""
     return f"{port.device} port {port.port} {port.state} ({port.link_layer or '?'}{rate})"
 
 
-def verdict_ethernet(facts: HostFacts) -> Verdict:
+def verdict_interface(facts: HostFacts, fabric: FabricProfile) -> Verdict:
     up = [n for n in facts.nics if n.name != "lo" and n.operstate == "up"]
     if not up:
-        return Verdict("ethernet", False, "no network interface other than lo is up")
+        return Verdict(fabric.name, False, "no network interface other than lo is up")
     described = ", ".join(
         f"{n.name} ({n.driver or 'driver ?'}, "
         f"{f'{n.speed_mbps} Mb/s' if n.speed_mbps else 'speed unknown'}, mtu {n.mtu})" for n in up)
-    return Verdict("ethernet", True, f"up: {described}")
+    return Verdict(fabric.name, True, f"up: {described}")
 
 
-def verdict_infiniband(facts: HostFacts) -> Verdict:
-    ports = [p for p in facts.rdma_ports if not _is_hfi(p)]
-    active_ib = [p for p in ports if p.state == "ACTIVE" and p.link_layer == "InfiniBand"]
-    if active_ib:
-        return Verdict("infiniband", True, "; ".join(_port_text(p) for p in active_ib))
-    if not ports:
-        return Verdict("infiniband", False,
-                       "no /sys/class/infiniband device with an ACTIVE InfiniBand port "
-                       "(no RDMA device found)")
-    roce = [p for p in ports if p.link_layer == "Ethernet" and p.state == "ACTIVE"]
-    if roce:
-        return Verdict("infiniband", False, "no ACTIVE InfiniBand port; RoCE only: "
-                       + "; ".join(_port_text(p) for p in roce))
-    return Verdict("infiniband", False, "no ACTIVE InfiniBand port: "
-                   + "; ".join(_port_text(p) for p in ports))
+def fabric_ports(facts: HostFacts, fabric: FabricProfile) -> list[RdmaPort]:
+    """The RDMA ports that are this fabric's: of devices named by its prefix (hfi1), else of
+    devices no other profile claims by prefix."""
+    prefix = fabric.detect.device_prefix
+    if prefix:
+        return [p for p in facts.rdma_ports if p.device.startswith(prefix)]
+    claimed = tuple(d for d in (profile(n).detect.device_prefix for n in HOST_FABRICS) if d)
+    return [p for p in facts.rdma_ports if not (claimed and p.device.startswith(claimed))]
 
 
-def verdict_omnipath(facts: HostFacts) -> Verdict:
-    active = [p for p in facts.rdma_ports if _is_hfi(p) and p.state == "ACTIVE"]
-    if not active:
-        psm2 = " (psm2 in fi_info alone does not mean an HFI)" \
-            if "psm2" in facts.libfabric_providers else ""
-        return Verdict("omnipath", False, f"no hfi1 device with an ACTIVE port{psm2}")
-    if facts.libpsm2 is False:
-        return Verdict("omnipath", False, f"{_port_text(active[0])} but libpsm2 not found")
-    return Verdict("omnipath", True, "; ".join(_port_text(p) for p in active))
+def active_ports(facts: HostFacts, fabric: FabricProfile) -> list[RdmaPort]:
+    layer = fabric.detect.link_layer
+    return [p for p in fabric_ports(facts, fabric) if p.state == "ACTIVE" and (layer is None or p.link_layer == layer)]
 
 
-def _verdict_provider(fabric: str, provider: str, endpoints: list[FiEndpoint], status: str) -> Verdict:
-    rdm = [e for e in endpoints if e.type in (None, "FI_EP_RDM")]
+_LIBRARY_FOUND = {"libpsm2": lambda facts: facts.libpsm2}  # libraries a profile's detection may name
+
+
+def verdict_rdma_port(facts: HostFacts, fabric: FabricProfile) -> Verdict:
+    detect, name = fabric.detect, fabric.name
+    ports, active = fabric_ports(facts, fabric), active_ports(facts, fabric)
+    if detect.device_prefix:
+        if not active:
+            provider = (detect.library or "").removeprefix("lib")
+            hint = f" ({provider} in fi_info alone does not mean an HFI)" \
+                if provider and provider in facts.libfabric_providers else ""
+            return Verdict(name, False, f"no {detect.device_prefix} device with an ACTIVE port{hint}")
+    elif not active:
+        layer = detect.link_layer or "RDMA"
+        if not ports:
+            return Verdict(name, False, f"no /sys/class/infiniband device with an ACTIVE {layer} port "
+                                        "(no RDMA device found)")
+        other = [p for p in ports if p.state == "ACTIVE"]
+        if other:
+            kinds = sorted({"RoCE" if p.link_layer == "Ethernet" else (p.link_layer or "?") for p in other})
+            return Verdict(name, False, f"no ACTIVE {layer} port; {', '.join(kinds)} only: "
+                           + "; ".join(_port_text(p) for p in other))
+        return Verdict(name, False, f"no ACTIVE {layer} port: " + "; ".join(_port_text(p) for p in ports))
+    found = _LIBRARY_FOUND.get(detect.library or "", lambda facts: None)(facts)
+    if found is False:
+        return Verdict(name, False, f"{_port_text(active[0])} but {detect.library} not found")
+    return Verdict(name, True, "; ".join(_port_text(p) for p in active))
+
+
+def verdict_libfabric_provider(facts: HostFacts, fabric: FabricProfile) -> Verdict:
+    provider = fabric.detect.provider or ""
+    rdm = [e for e in facts.provider_endpoints.get(provider, []) if e.type in (None, "FI_EP_RDM")]
     if rdm:
         domains = ", ".join(sorted({e.domain or "?" for e in rdm}))
-        return Verdict(fabric, True, f"libfabric {provider} provider, RDM domain(s): {domains}")
+        return Verdict(fabric.name, True, f"libfabric {provider} provider, RDM domain(s): {domains}")
+    status = facts.tools.get(f"fi_info_{provider}", "absent")
     if status == "absent":
-        return Verdict(fabric, False, "fi_info not installed")
+        return Verdict(fabric.name, False, "fi_info not installed")
     detail = "" if status == "ok" else f" ({status})"
-    return Verdict(fabric, False, f"`fi_info -p {provider}` found no {provider} endpoint{detail}")
+    return Verdict(fabric.name, False, f"`fi_info -p {provider}` found no {provider} endpoint{detail}")
+
+
+# how a profile's detection kind is judged (containers.fabrics.profile.Detection)
+DETECTORS: dict[str, Callable[[HostFacts, FabricProfile], Verdict]] = {
+    "interface": verdict_interface,
+    "rdma-port": verdict_rdma_port,
+    "libfabric-provider": verdict_libfabric_provider,
+}
 
 
 def verdicts(facts: HostFacts) -> dict[str, Verdict]:
-    return {
-        "ethernet": verdict_ethernet(facts),
-        "infiniband": verdict_infiniband(facts),
-        "omnipath": verdict_omnipath(facts),
-        "efa": _verdict_provider("efa", "efa", facts.efa_endpoints,
-                                 facts.tools.get("fi_info_efa", "absent")),
-        "slingshot": _verdict_provider("slingshot", "cxi", facts.cxi_endpoints,
-                                       facts.tools.get("fi_info_cxi", "absent")),
-    }
+    return {name: DETECTORS[profile(name).detect.kind](facts, profile(name)) for name in HOST_FABRICS}
 
 
 def probe_report(facts: HostFacts) -> dict:
     """Facts and verdicts as JSON-ready data (`fabric-bench probe --json`)."""
-    return {"schema_version": 1, "facts": dataclasses.asdict(facts),
+    return {"schema_version": 2, "facts": dataclasses.asdict(facts),
             "verdicts": {name: dataclasses.asdict(v) for name, v in verdicts(facts).items()}}
 

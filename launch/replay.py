@@ -106,7 +106,7 @@ def run_all(archive: archives.Archive, replays: list[Replay], results_dir: Path,
         same_shape = argv_shape(prepared.command.argv, prepared.run_id) == \
             argv_shape([a for a in original.get("argv") or [] if isinstance(a, str)]
                        if isinstance(original.get("argv"), list) else [], original["run_id"])
-        recorded_image = original.get("image") if isinstance(original.get("image"), dict) else {}
+        recorded_image = original["image"] if isinstance(original.get("image"), dict) else {}
         link = {"run_id": original["run_id"], "archive": str(Path(archive.path).resolve()),
                 "archive_sha256": archive_sha, "argv_shape_same": same_shape,
                 "image_digest": recorded_image.get("digest"), "warnings": replay.warnings,

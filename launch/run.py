@@ -93,7 +93,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     runtime = prepared.plan.runtime
     image = image_record(runtime, spec.image, prepared.image_labels) if spec.image else None  # before the run
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
-    if prepared.job_script is not None:
+    if prepared.job_script is not None and prepared.plan.job_script is not None:
         prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")
     for path, text in prepared.plan.run_files.items():
         path.write_text(text, encoding="utf-8")
@@ -105,7 +105,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
         reason = stall_reason(outcome.stalled)
     elif outcome.timed_out:
         reason = f"timed out after {timeout:g} s; all ranks killed"
-    elif outcome.interrupted:
+    elif outcome.stopped_by is not None:
         reason = f"interrupted by {outcome.stopped_by.name}; all processes of the run ended"
     log_tail, scheduler = outcome.log_tail, None
     if launcher_of(spec).slurm:  # job id, nodes, version; a batch job: the ranks' log is the job's
@@ -135,7 +135,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
             **(annotations or {}),  # e.g. replay_of
         },
     )
-    if outcome.interrupted:  # what the ranks finished before the signal
+    if outcome.stopped_by is not None:  # what the ranks finished before the signal
         result.update(status="interrupted", reason=reason,
                       interruption={"signal": outcome.stopped_by.name, "progress": progress_of(records)})
     elif outcome.stalled:  # who stopped where, and what they finished before
@@ -144,7 +144,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     # is the number normal for this link? (launch.results.plausibility: busbw / line rate, GPUDirect asked vs seen)
     result["plausibility"] = plausibility.verdict(result, prepared.preset.link_gbit_s)
     store.index_quietly(write_result(prepared.run_dir, result), result)
-    if outcome.interrupted:
+    if outcome.stopped_by is not None:
         raise outcome.stopped_by
     interrupt.check()  # a stop asked as the run ended: its result is already written
     return result

@@ -35,7 +35,7 @@ def _of_type(value: object, hint: object) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return isinstance(value, hint)  # str
+    return isinstance(hint, type) and isinstance(value, hint)  # str
 
 
 def _type_name(hint: object) -> str:

@@ -91,7 +91,7 @@ def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
         device_key, path_keys = profile(name).site_device_key, profile(name).site_path_keys
         check.reject_unknown(("interface",) + ((device_key,) if device_key else ()) + path_keys
                              + ("link_gbit_s",))
-        host_paths = tuple((key, check.string(key, pattern=r"/.*")) for key in path_keys if key in body)
+        host_paths = tuple((key, str(check.string(key, pattern=r"/.*"))) for key in path_keys if key in body)
         link = body.get("link_gbit_s")
         if link is not None and (isinstance(link, bool) or not isinstance(link, (int, float)) or link <= 0):
             raise check.fail("link_gbit_s", "a line rate in Gbit/s > 0", link)
@@ -179,7 +179,7 @@ def site_to_toml(site: Site, header: str = "") -> str:
 
 def site_from_probe(facts) -> Site:
     """A starting site from host facts (launch.probe.HostFacts): what is present here."""
-    from launch.probe import verdicts
+    from launch.probe import active_ports, verdicts
 
     runtime = next((r for r in CONTAINER_RUNTIMES if facts.runtimes.get(r)), HOST)
     launcher = SRUN.name if "pmix" in facts.slurm_mpi_plugins else \
@@ -187,16 +187,13 @@ def site_from_probe(facts) -> Site:
     up = [n.name for n in facts.nics if n.name != "lo" and n.operstate == "up"]
     usable = {name for name, v in verdicts(facts).items() if v.usable}
     fabrics: dict[str, FabricSite] = {}
-    if "ethernet" in usable:
-        fabrics["ethernet"] = FabricSite(interface=up[0] if up else None)
-    for name, wanted in (("infiniband", lambda p: not p.device.startswith("hfi1")
-                          and p.link_layer == "InfiniBand"),
-                         ("omnipath", lambda p: p.device.startswith("hfi1"))):
-        ports = [p for p in facts.rdma_ports if p.state == "ACTIVE" and wanted(p)]
-        if name in usable and ports:
+    for name in (n for n in HOST_FABRICS if n in usable):  # each as its profile detects it
+        detect = profile(name).detect
+        if detect.kind == "interface":
+            fabrics[name] = FabricSite(interface=up[0] if up else None)
+        elif detect.kind == "rdma-port" and (ports := active_ports(facts, profile(name))):
             fabrics[name] = FabricSite(device=ports[0].device)
-    for name, endpoints in (("efa", facts.efa_endpoints), ("slingshot", facts.cxi_endpoints)):
-        if name in usable:
+        elif detect.kind == "libfabric-provider" and (endpoints := facts.provider_endpoints.get(detect.provider or "")):
             domain = (endpoints[0].domain or "").removesuffix("-rdm").removesuffix("-dgrm")
             fabrics[name] = FabricSite(device=domain or None)
     return Site(runtime=runtime, launcher=launcher, fabrics=fabrics or {"ethernet": FabricSite()})

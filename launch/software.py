@@ -66,11 +66,11 @@ def versions(answers: dict[str, dict]) -> dict[str, str]:
 
 def capture(runtime: Runtime | None = None, image: str | None = None, timeout: float = 180.0) -> dict:
     """Ask every tool, on the host (runtime None or host) or inside `image`."""
-    inside = runtime is not None and runtime.containerised and image
+    inside = runtime is not None and runtime.containerised and bool(image)
     python = "python3" if inside else sys.executable
     answers = {}
     for name, argv in commands(python).items():
-        full = runtime.wrap(image, [], {}, False, argv) if inside else argv
+        full = runtime.wrap(image, [], {}, False, argv) if runtime and image and inside else argv
         answers[name] = _run(full, timeout)
-    where = f"{runtime.name}:{image}" if inside else "host"
+    where = f"{runtime.name}:{image}" if runtime and inside else "host"
     return {"where": where, "versions": versions(answers), "tools": answers}

@@ -190,7 +190,9 @@ def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
         follower = threading.Thread(target=follow, daemon=True)
         follower.start()
         try:
-            limit = sweep.experiment.time_limit_s * len(todo) + 2 * JOB_MARGIN_S
+            per_run = sweep.experiment.time_limit_s
+            assert per_run is not None, "checked by one_job_sweep's caller"
+            limit = per_run * len(todo) + 2 * JOB_MARGIN_S
             outcome = execute(Command(["sbatch", "--wait", "--parsable", str(script)]),
                               sweep.directory / "sweep-job.log", timeout=limit, echo=False)
         finally:
@@ -198,7 +200,7 @@ def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
             follower.join()
         if outcome.ended_early:
             slurm.cancel(slurm.jobs_running_script(script))
-        if outcome.interrupted:
+        if outcome.stopped_by is not None:
             raise outcome.stopped_by
     sweep.state = SweepState(sweep.directory, sweep.experiment.name)
     if outcome.exit_code != 0 and not any(len(sweep.state.point(p.key)["runs"]) > before[p.key] for p in todo):
@@ -252,7 +254,7 @@ def tables(sweep: Sweep) -> list:
         return out + [points_table(points, title=f"{name}: 1-rank runs")]
     for config, members in groups.items():
         fabric, allreduce, gpudirect, launcher = config
-        baselines = []
+        baselines: list[aggregate.Point] = []
         for point in members:
             if point.baseline is not None and all(point.baseline is not b for b in baselines):
                 baselines.append(point.baseline)
@@ -276,9 +278,10 @@ def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: boo
         entry = {"key": point.key, "label": point.label, "repetition": point.repetition,
                  "baseline": point.baseline, "status": sweep.state.status(point.key),
                  "reason": sweep.state.point(point.key).get("reason"), "result": None}
-        if result:
+        latest = sweep.state.latest_result(point.key)
+        if result and latest is not None:
             aggregated = aggregate.point_of(points, result)
-            entry.update(result=str(sweep.state.latest_result(point.key).relative_to(sweep.directory)),
+            entry.update(result=str(latest.relative_to(sweep.directory)),
                          total_img_per_s=result.get("throughput", {}).get("total_img_per_s"),
                          wall_seconds=result.get("wall_seconds"),
                          scaling_efficiency=aggregated.run_efficiency(result) if aggregated else None,

@@ -15,6 +15,7 @@ import fcntl
 import json
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from containers.files import write_json_atomic
 from launch.errors import UsageError
@@ -33,7 +34,7 @@ class SweepState:
     def reload(self) -> None:
         """The index as it is on disk now (another process may have written it since)."""
         directory, experiment = self.directory, self.experiment
-        self.data = {"schema_version": INDEX_SCHEMA_VERSION, "experiment": experiment, "points": {}}
+        self.data: dict[str, Any] = {"schema_version": INDEX_SCHEMA_VERSION, "experiment": experiment, "points": {}}
         if self.path.exists():
             try:
                 self.data = json.loads(self.path.read_text(encoding="utf-8"))

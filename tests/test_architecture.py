@@ -145,3 +145,29 @@ def test_the_cycle_check_sees_a_cycle(tmp_path):
     modules = {"a": a, "b": b}
     assert runtime_imports(a, modules)[0] == {"b"}
     assert runtime_imports(b, modules) == ({"a"}, [("a", "_x")])
+
+
+def test_fabric_names_are_spelled_only_by_their_profiles():
+    """A fabric is one plug-in (containers/fabrics/NAME.py): no other module compares a fabric's
+    name or keeps a table keyed by fabric names; they read the profile's data instead (device
+    nodes, verbs, sockets, detection, control). Defaults ("ethernet") are not comparisons."""
+    from containers.fabrics import FABRICS
+
+    names = set(FABRICS)
+
+    def constants(node) -> set[str]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+
+    offenders = []
+    for room in ("launch", "containers"):
+        for path in sorted((REPO / room).rglob("*.py")):
+            if (REPO / "containers" / "fabrics") in path.parents:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Compare) and any(constants(s) & names for s in [node.left, *node.comparators]):
+                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: compares a fabric name")
+                elif isinstance(node, ast.Dict) and len(names & {k.value for k in node.keys
+                                                                   if isinstance(k, ast.Constant)}) >= 2:
+                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: a table keyed by fabric names")
+    assert offenders == []

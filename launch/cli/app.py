@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from containers.fabrics import HOST_FABRICS
 from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.interrupt import stoppable_command
@@ -82,7 +83,7 @@ def run(
     launcher: Optional[str] = typer.Option(None, help=" | ".join(LAUNCHERS) + " (default: the site's)"),
     runtime: Optional[str] = typer.Option(None, help=" | ".join(RUNTIMES) + " (default: the site's)"),
     image: Optional[str] = typer.Option(None, help="container image (SIF path, podman name, ch-run dir)"),
-    fabric: Optional[str] = typer.Option(None, help="fabric preset: ethernet | infiniband | omnipath | efa | slingshot"),
+    fabric: Optional[str] = typer.Option(None, help="fabric preset: " + " | ".join(HOST_FABRICS)),
     allreduce: Optional[str] = typer.Option(None, help="nccl | mpi | gloo (default: the engine's choice)"),
     gpudirect: Optional[str] = typer.Option(None, help="on | off (GPUDirect RDMA for NCCL/UCX)"),
     nodes: int = typer.Option(1, help="nodes"),

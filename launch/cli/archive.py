@@ -91,7 +91,7 @@ def replay(
         raise typer.Exit(1)
 
 
-replay.__doc__ = replay.__doc__.format(limits=ArchiveLimits().describe())
+replay.__doc__ = (replay.__doc__ or "").format(limits=ArchiveLimits().describe())
 
 
 def register(app: typer.Typer) -> None:

@@ -7,12 +7,13 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from containers.fabrics import FABRICS
 from launch.console import console as make_console
 from launch.errors import UsageError
 
 image_app = typer.Typer(help="Render, build and inspect the per-fabric images (containers/).",
                         no_args_is_help=True)
-FABRIC_HELP = "ethernet | infiniband | omnipath | efa | slingshot | universal"
+FABRIC_HELP = " | ".join(FABRICS)
 FLAVOUR_HELP = "cuda | cpu (the site stack, CUDA off; ~35 min cold) | cpu-debian (Debian's stack; minutes)"
 
 
@@ -70,8 +71,10 @@ def build(
     console = make_console(stderr=True)
     try:
         with console.status("building image") as status:
-            record = builder.build(fabric, flavour, runtime, base=base,
-                                   progress=lambda line: status.update(line) or console.log(line))
+            def progress(line: str) -> None:
+                status.update(line)
+                console.log(line)
+            record = builder.build(fabric, flavour, runtime, base=base, progress=progress)
     except builder.BuildError as exc:
         raise _usage(exc) from None
     print(json.dumps({"image": record.image, "sha256": record.sha256, "size_bytes": record.size_bytes,

@@ -11,6 +11,8 @@ import typer
 from launch.console import console as make_console
 from launch.errors import UsageError
 
+DEFAULT_RANKS = ",".join(str(2 ** k) for k in range(11))  # 1 .. 1024
+
 
 def _read(path: Path, what: str) -> dict:
     from launch.results.result import read as load_result
@@ -30,7 +32,7 @@ def predict(
     link: list[str] = typer.Option([], help="a nominal fabric NAME=GBIT_PER_S[,LATENCY_US] (repeatable)"),
     nominal: bool = typer.Option(False, help="add the nominal presets (25GbE, Omni-Path 100, InfiniBand HDR 200, "
                                              "EFA 4x100, Slingshot 200); the default with no other fabric"),
-    ranks: str = typer.Option(",".join(map(str, (2 ** k for k in range(11)))), help="rank counts, comma-separated"),
+    ranks: str = typer.Option(DEFAULT_RANKS, help="rank counts, comma-separated"),
     engine: Optional[str] = typer.Option(None, help="ddp | horovod (default: the train result's)"),
     bucket_mb: Optional[float] = typer.Option(None, help="DDP bucket cap / Horovod fusion threshold in MiB "
                                                          "(default: the result's engine settings, else 25 / 128)"),

@@ -52,10 +52,11 @@ def topology_table(facts: HostFacts) -> Table:
         table.add_column(column)
     for node, cpus in facts.numa.items():
         table.add_row(f"node{node}", str(node), cpus)
-    for name, node in facts.device_numa.items():
-        table.add_row(name, "?" if node is None else str(node), "")
+    for name, device_node in facts.device_numa.items():
+        table.add_row(name, "?" if device_node is None else str(device_node), "")
     topo = facts.gpu_topology
     for gpu in (topo.gpus if topo else []):
+        assert topo is not None
         nearest = [topo.nics.get(n) or n for n in topo.nearest_nics(gpu.index)]
         table.add_row(f"GPU{gpu.index}", "?" if gpu.numa_affinity is None else str(gpu.numa_affinity),
                       f"CPUs {gpu.cpu_affinity or '?'}; NICs {', '.join(nearest) or '-'}")

@@ -44,7 +44,8 @@ def sweep(
     loaded = load_experiment(experiment)
     if one_job and (launcher or loaded.fixed.get("launcher")) != SBATCH.name:
         raise UsageError("--one-job needs --launcher sbatch (or launcher = \"sbatch\" in [run])")
-    site_config, placeholders = (load_site(site), []) if site else (Site.default(), [])
+    site_config = load_site(site) if site else Site.default()
+    placeholders: list[str] = []
     if dry_run and not site:  # prepare a cluster run on a laptop: site values as placeholders
         from launch.experiment import placeholder_site
 

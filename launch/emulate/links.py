@@ -25,7 +25,7 @@ def parse_rate(text: str) -> int:
 
 
 def is_emulated_fabric(fabric: str | None) -> bool:
-    return bool(fabric) and fabric.lower().startswith("emu-")
+    return bool(fabric) and str(fabric).lower().startswith("emu-")
 
 
 def fabric_profile(fabric: str) -> FabricProfile:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scipy import stats as scipy_stats
@@ -91,7 +92,7 @@ def run_samples(result: dict) -> list[float]:
     elif bench == "allreduce":
         row = _largest_row(result)
         times = row.get("samples_us") if row else None
-        if times and number(row.get("time_us")):
+        if row and times and number(row.get("time_us")):
             # busbw is inversely proportional to the time: rescale the stored (median) busbw
             samples = [row["busbw_gbit_s"] * row["time_us"] / t for t in times if number(t) and t > 0]
     samples = [s for s in (number(v) for v in samples or []) if s is not None and s > 0]
@@ -264,9 +265,10 @@ class Point:
         """One repetition's efficiency against the same (aggregated) baseline; 1 on one rank."""
         if self.benchmark != "train" or self.ranks == 1:
             return 1.0 if self.benchmark == "train" else None
-        if self.baseline is None or run_value(result) is None:
+        value = run_value(result)
+        if self.baseline is None or value is None:
             return None
-        return scaling_efficiency(run_value(result), self.ranks, self.baseline.mean, self.baseline.ranks)
+        return scaling_efficiency(value, self.ranks, self.baseline.mean, self.baseline.ranks)
 
     @property
     def shares_cores(self) -> bool:
@@ -277,9 +279,10 @@ class Point:
     def same_cores_efficiency(self, result: dict) -> float | None:
         """Where ranks share the host's cores: total throughput at N ranks / at 1 rank (1.0: the
         same cores do the same work; the per-rank efficiency then reads ~1/N by construction)."""
-        if not self.shares_cores or self.baseline is None or run_value(result) is None:
+        value = run_value(result)
+        if not self.shares_cores or self.baseline is None or value is None:
             return None
-        return run_value(result) / self.baseline.mean
+        return value / self.baseline.mean
 
     def describe(self) -> dict:
         """Plain data (report_data.json, summary.json)."""
@@ -320,12 +323,13 @@ def _unique_names(names: dict[tuple, str], first: dict[tuple, dict]) -> dict[tup
     return out
 
 
-def aggregate(results: list[dict]) -> list[Point]:
+def aggregate(results: Sequence[dict]) -> list[Point]:
     """Points of every usable result, each with its 1-rank baseline joined (see the module's rule)."""
     grouped: dict[tuple, dict[int, list[dict]]] = {}
     for r in results:
-        if usable(r):
-            grouped.setdefault(series_key(r), {}).setdefault(ranks_of(r), []).append(r)
+        ranks = ranks_of(r)
+        if usable(r) and ranks is not None:
+            grouped.setdefault(series_key(r), {}).setdefault(ranks, []).append(r)
     first = {key: next(iter(by_ranks.values()))[0] for key, by_ranks in grouped.items()}
     names = _unique_names({key: series_name(r) for key, r in first.items()}, first)
     points = []
@@ -333,7 +337,7 @@ def aggregate(results: list[dict]) -> list[Point]:
         for ranks, runs in sorted(by_ranks.items()):
             samples = [run_samples(r) for r in runs]
             logs = [[math.log(x) for x in s] for s in samples]
-            points.append(Point(series=names[key], series_key=key, benchmark=benchmark_of(runs[0]),
+            points.append(Point(series=names[key], series_key=key, benchmark=str(benchmark_of(runs[0])),
                                 fabric=fabric_label(runs[0]), ranks=ranks, nodes=nodes_of(runs[0]), runs=runs,
                                 estimate=mean_ci(samples), log_estimate=mean_ci(logs)))
     join_baselines(points)

@@ -92,7 +92,7 @@ def key(result: dict) -> tuple:
 def values(result: Result) -> dict[str, tuple[float, float | None]]:
     """metric -> (value, 95 % CI half-width or None), from the samples where the result has them;
     a figure without samples is taken only if it is a finite number, and without an interval."""
-    out = {}
+    out: dict[str, tuple[float, float | None]] = {}
     ranks = max(1, result.world_size or 1)
     recomputed = throughput_recomputed(result)
     if recomputed is not None:
@@ -103,14 +103,15 @@ def values(result: Result) -> dict[str, tuple[float, float | None]]:
         out["total_img_per_s"] = (result.total_img_per_s, None)
         out["per_rank_img_per_s"] = (result.total_img_per_s / ranks, None)
     for name in ("comm_fraction", "step_time_s"):
-        if number(result.get(name)) is not None:
-            out[name] = (number(result.get(name)), None)
+        figure = number(result.get(name))
+        if figure is not None:
+            out[name] = (figure, None)
     for row in result.sizes:
         again = busbw_recomputed(row, result.world_size)
         if again is not None:
             out[f"busbw_gbit_s@{row.get('bytes')}"] = again
-        elif number(row.get("busbw_gbit_s")) is not None:
-            out[f"busbw_gbit_s@{row.get('bytes')}"] = (number(row.get("busbw_gbit_s")), None)
+        elif (busbw := number(row.get("busbw_gbit_s"))) is not None:
+            out[f"busbw_gbit_s@{row.get('bytes')}"] = (busbw, None)
     return out
 
 
@@ -122,17 +123,17 @@ def tolerance_for(metric: str, tolerances: dict[str, float], default: float | No
     return default if default is not None else DEFAULT_TOLERANCE.get(base, 0.10)
 
 
-def compare_pair(a: dict, b: dict, tolerances: dict[str, float], default: float | None = None) -> list[Metric]:
+def compare_pair(a: Result, b: Result, tolerances: dict[str, float], default: float | None = None) -> list[Metric]:
     va, vb = values(a), values(b)
     return [Metric(name, va[name][0], vb[name][0], va[name][1], vb[name][1],
                    tolerance_for(name, tolerances, default)) for name in va if name in vb]
 
 
-def pair(a: list[dict], b: list[dict]) -> tuple[list[tuple[dict, dict]], list[str]]:
+def pair(a: list[Result], b: list[Result]) -> tuple[list[tuple[Result, Result]], list[str]]:
     """Pairs by key (one result each: paired directly); unpaired runs as messages."""
     if len(a) == 1 and len(b) == 1:
         return [(a[0], b[0])], []
-    by_key = {}
+    by_key: dict[tuple, Result] = {}
     for result in b:
         by_key.setdefault(key(result), result)
     pairs, missing = [], []

@@ -165,7 +165,8 @@ def _float(value) -> float | None:
 
 def ddp_buckets(gradient_bytes: int, cap_bytes: float) -> list[float]:
     """Bucket sizes in the order they become ready: a 1 MiB first bucket, then the cap."""
-    sizes, left = [], float(gradient_bytes)
+    sizes: list[float] = []
+    left = float(gradient_bytes)
     first = min(DDP_FIRST_BUCKET_BYTES, cap_bytes)
     while left > 0:
         size = min(left, first if not sizes else cap_bytes)

@@ -29,6 +29,7 @@ import json
 import math
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -174,7 +175,7 @@ def plot_verdicts(all_verdicts: dict) -> plt.Figure:
     return fig
 
 
-def allreduce_results(results: list[dict]) -> list[dict]:
+def allreduce_results(results: Sequence[dict]) -> list[dict]:
     return [r for r in results if r.get("status", "ok") == "ok" and isinstance(r.get("sizes"), list)
             and any(_number(row.get("busbw_gbit_s")) for row in r["sizes"] if isinstance(row, dict))]
 
@@ -184,22 +185,22 @@ def _allreduce_label(r: dict) -> str:
     return f"{fabric}/{r.get('backend') or '-'} x{r.get('world_size')}"
 
 
-def plot_busbw(results: list[dict]) -> plt.Figure:
+def plot_busbw(results: Sequence[dict]) -> plt.Figure:
     fig, ax = _axes("Allreduce bus bandwidth vs message size", "message size (bytes)", "bus bandwidth (Gbit/s)")
     for r in results:
         rows = [row for row in r["sizes"] if _number(row.get("bytes")) and _number(row.get("busbw_gbit_s"))]
         ax.plot([row["bytes"] for row in rows], [row["busbw_gbit_s"] for row in rows], marker="o",
                 label=_allreduce_label(r))
-    rates = sorted({_number(r.get("link_rate_gbit_s")) for r in results} - {None})
+    rates = sorted({rate for r in results if (rate := _number(r.get("link_rate_gbit_s"))) is not None})
     for rate, style in zip(rates, ["--", ":", "-.", (0, (5, 1, 1, 1))] * len(rates)):
         ax.axhline(rate, linestyle=style, color="black", label=f"link rate {rate:g} Gbit/s")
     ax.set_xscale("log", base=2)
     return fig
 
 
-def fitted_models(results: list[dict]) -> dict:
+def fitted_models(results: Sequence[dict]) -> dict:
     """fabric -> alpha-beta model (launch.results.model) fitted on its allreduce run with the most ranks."""
-    fits = {}
+    fits: dict = {}
     for r in allreduce_results(results):
         fabric, ranks = (r.get("spec") or {}).get("fabric"), r.get("world_size") or 0
         if ranks >= 2 and (fabric not in fits or ranks > fits[fabric].ranks):
@@ -210,7 +211,7 @@ def fitted_models(results: list[dict]) -> dict:
     return fits
 
 
-def predictions(results: list[dict]) -> dict[str, list[tuple[int, float, float]]]:
+def predictions(results: Sequence[dict]) -> dict[str, list[tuple[int, float, float]]]:
     """series -> [(ranks, measured step ms, predicted step ms)] wherever the model ran:
     fitted here from an allreduce run of the same fabric."""
     fits = fitted_models(results)
@@ -245,17 +246,17 @@ def figure_data(fig: plt.Figure) -> dict:
     (`series`) and the ideal-scaling lines drawn beside them (`ideal`)."""
     ax = fig.axes[0]
     # an errorbar's label sits on its container; its data line is the container's first
-    named = [(c.get_label(), c.lines[0]) for c in ax.containers if isinstance(c, ErrorbarContainer)]
-    named += [(line.get_label(), line) for line in ax.get_lines()]
+    named = [(str(c.get_label()), c.lines[0]) for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    named += [(str(line.get_label()), line) for line in ax.get_lines()]
     series, ideal = [], []
     for label, line in named:
         xs, ys = line.get_data()
-        entry = {"name": label, "x": [float(v) for v in xs], "y": [float(v) for v in ys]}
+        entry = {"name": label, "x": [float(v) for v in xs], "y": [float(v) for v in ys]}  # type: ignore[union-attr,arg-type]
         if line.get_gid() == "ideal":
             ideal.append({**entry, "name": label.removeprefix("_ideal ")})
         elif not label.startswith("_") and line.get_gid() != "legend-only":
             series.append(entry)
-    data = {"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "series": series}
+    data: dict = {"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "series": series}
     if ideal:
         data["ideal"] = ideal
     ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
@@ -267,7 +268,7 @@ def figure_data(fig: plt.Figure) -> dict:
 def cut_off_text(fig: plt.Figure) -> list[str]:
     """What of the figure is drawn past its edges: each axes (its labels, ticks, title, legend)
     whose drawn extent leaves the image, named by its title."""
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg's canvas (the backend set above)
     width, height = fig.canvas.get_width_height()
     out = []
     for ax in fig.axes:
@@ -282,7 +283,7 @@ def _cell(value, fmt: str = ".1f") -> str:
     return "-" if value is None else (format(value, fmt) if isinstance(value, float) else str(value))
 
 
-def runs_table(results: list[dict], points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
+def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
     """Every run (repetitions kept), efficiency against the aggregated baseline of its series; where
     the ranks shared one host's cores, also against the same cores (total at N / total at 1)."""
     header = ["run", "fabric", "engine", "model", "ranks", "img/s total", "95% CI", "scaling eff.",
@@ -305,7 +306,7 @@ def runs_table(results: list[dict], points: list[aggregate.Point]) -> tuple[list
     return header, rows
 
 
-def health_table(results: list[dict]) -> tuple[list[str], list[list[str]]]:
+def health_table(results: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
     """Per run, the fabric-truth verdicts beside the numbers: is the figure plausible for the
     link, did the host and image fit, where the ranks sat, who lagged, who hung."""
     header = ["run", "plausibility (busbw / line rate)", "preflight", "placement", "stragglers", "stall / stop"]
@@ -379,7 +380,7 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
     header, rows = runs_table(results, points)
     point_header, point_rows = points_table(points)
     health_header, health_rows = health_table(results)
-    data = {"schema_version": 2, "runs": len(results), "verdicts": judged,
+    data: dict = {"schema_version": 2, "runs": len(results), "verdicts": judged,
             "points": [p.describe() for p in points], "ci_method": aggregate.CI_METHOD,
             "points_table": {"header": point_header, "rows": point_rows},
             "table": {"header": header, "rows": rows},

@@ -19,8 +19,7 @@ from typing import Any, Iterable, Optional
 
 from launch.errors import UsageError
 
-SCHEMA_VERSION = 1          # what assemble writes
-READABLE_SCHEMAS = (1,)     # what is read (add a version here with its reader when a field changes)
+from launch.results.schema import READABLE_SCHEMAS, SCHEMA_VERSION, migrate, problem  # noqa: F401
 
 
 class ResultError(UsageError):
@@ -94,7 +93,7 @@ def parse(data: bytes | str, where: str | Path) -> Result:
         raise ResultError(f"{where}: not a result: unknown schema_version {value.get('schema_version')!r}")
     if not isinstance(value.get("run_id"), str):
         raise ResultError(f"{where}: not a result: no run_id")
-    result = Result(value)
+    result = Result(migrate(value))
     result.path = Path(where) if isinstance(where, Path) else None
     return result
 
@@ -145,7 +144,7 @@ def finite_samples(values: Any) -> Optional[list[float]]:
     if not isinstance(values, list) or not values:
         return None
     numbers = [number(v) for v in values]
-    return None if any(v is None for v in numbers) else numbers
+    return [v for v in numbers if v is not None] if all(v is not None for v in numbers) else None
 
 
 def throughput_recomputed(result: dict) -> Optional[tuple[float, Optional[float]]]:
@@ -181,13 +180,14 @@ def disagreements(result: dict) -> list[str]:
     """Stored figures that their own samples do not give (a result edited after it was written)."""
     found = []
     recomputed = throughput_recomputed(result)
-    throughput = result.get("throughput") if isinstance(result.get("throughput"), dict) else {}
+    throughput = result["throughput"] if isinstance(result.get("throughput"), dict) else {}
     if recomputed is not None:
         for name, value in (("total_img_per_s", recomputed[0]), ("ci95_img_per_s", recomputed[1])):
             stored = throughput.get(name)
-            if value is not None and (number(stored) is None or abs(number(stored) - value) > AGREE * abs(value)):
+            as_stored = number(stored)
+            if value is not None and (as_stored is None or abs(as_stored - value) > AGREE * abs(value)):
                 found.append(f"throughput.{name} {stored!r} is not what its samples give ({value:.6g})")
-    rows = result.get("sizes") if isinstance(result.get("sizes"), list) else []
+    rows = result["sizes"] if isinstance(result.get("sizes"), list) else []
     for row in rows:
         if not isinstance(row, dict):
             continue
@@ -201,47 +201,8 @@ def disagreements(result: dict) -> list[str]:
 
 # ------------------------------------------------ the shapes readers rely on
 
-_TEXT_FIELDS = ("benchmark", "framework", "engine", "model", "status", "reason", "backend", "device")
-_NUMBER_FIELDS = ("comm_fraction", "step_time_s", "compute_img_per_s", "gradient_bytes", "link_rate_gbit_s",
-                  "wall_seconds")
-
-
 def malformed(result: dict) -> Optional[str]:
-    """Why a result's shared fields are not of the shapes every reader assumes (None: they are).
-    Results from another site pass through this before a report or a comparison uses them."""
-    for name in _TEXT_FIELDS:
-        if result.get(name) is not None and not isinstance(result[name], str):
-            return f"{name} is not text ({result[name]!r:.60})"
-    for name in _NUMBER_FIELDS:
-        if result.get(name) is not None and number(result[name]) is None:
-            return f"{name} is not a finite number ({result[name]!r:.60})"
-    if result.get("world_size") is not None and (Result(result).world_size or 0) < 1:
-        return f"world_size is not a positive integer ({result['world_size']!r:.60})"
-    for name in ("spec", "throughput", "samples", "engine_info", "versions", "transport", "image"):
-        if result.get(name) is not None and not isinstance(result[name], dict):
-            return f"{name} is not an object"
-    spec = result.get("spec") or {}
-    for name in ("fabric", "engine", "model", "launcher", "runtime", "precision"):
-        if spec.get(name) is not None and not isinstance(spec[name], str):
-            return f"spec.{name} is not text ({spec[name]!r:.60})"
-    for name, value in (result.get("throughput") or {}).items():  # a 1-sample run's interval is Infinity
-        if name != "rank_img_per_s" and value is not None and (isinstance(value, bool)
-                                                              or not isinstance(value, (int, float))):
-            return f"throughput.{name} is not a number ({value!r:.60})"
-    for name, value in (result.get("samples") or {}).items():
-        flat = value if name == "total_img_per_s" else [v for rank in value for v in rank] \
-            if isinstance(value, list) and all(isinstance(rank, list) for rank in value) else None
-        if flat is None or finite_samples(flat) is None:
-            return f"samples.{name} is not a non-empty list of finite numbers"
-    hosts = result.get("hosts")
-    if hosts is not None and not (isinstance(hosts, list) and all(isinstance(h, str) for h in hosts)):
-        return "hosts is not a list of names"
-    sizes = result.get("sizes")
-    if sizes is not None:
-        if not isinstance(sizes, list) or not all(isinstance(row, dict) for row in sizes):
-            return "sizes is not a list of rows"
-        for row in sizes:
-            for name in ("bytes", "busbw_gbit_s", "algbw_gbit_s", "time_us"):
-                if row.get(name) is not None and number(row[name]) is None:
-                    return f"sizes: {name} is not a finite number ({row[name]!r:.60})"
-    return None
+    """Why a result's shared fields are not of the shapes every reader assumes (None: they are):
+    the result schema's one-line complaint (launch.results.schema). Results from another site
+    pass through this before a report or a comparison uses them."""
+    return problem(result)

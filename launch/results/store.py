@@ -14,32 +14,20 @@ import os
 import sqlite3
 import sys
 import time
+from functools import partial
 from pathlib import Path
+from typing import Any, Callable
 
 from launch.errors import UsageError
 from launch.results.result import read_tree
+from launch.results.schema import INDEXED, field_at
 
-COLUMNS = {  # column -> how to read it from a result
-    "run_id": lambda r: r.get("run_id"),
-    "benchmark": lambda r: r.get("benchmark"),
-    "framework": lambda r: r.get("framework"),
-    "engine": lambda r: r.get("engine"),
-    "model": lambda r: r.get("model"),
-    "fabric": lambda r: (r.get("spec") or {}).get("fabric"),
-    "world_size": lambda r: r.get("world_size"),
-    "nodes": lambda r: (r.get("spec") or {}).get("nodes"),
-    "gpus_per_node": lambda r: (r.get("spec") or {}).get("gpus_per_node"),
-    "launcher": lambda r: (r.get("launch") or {}).get("launcher"),
-    "runtime": lambda r: (r.get("launch") or {}).get("runtime"),
-    "status": lambda r: r.get("status"),
-    "total_img_per_s": lambda r: (r.get("throughput") or {}).get("total_img_per_s"),
-    "ci95_img_per_s": lambda r: (r.get("throughput") or {}).get("ci95_img_per_s"),
-    # one rank communicates nothing: no share (launch.results.aggregate's rule, as report and sweep summary show it)
-    "comm_fraction": lambda r: r.get("comm_fraction") if (r.get("world_size") or 0) > 1 else None,
-    "transport": lambda r: (r.get("transport") or {}).get("verdict"),
-    "image_digest": lambda r: (r.get("image") or {}).get("digest"),
-    "replay_of": lambda r: (r.get("replay_of") or {}).get("run_id"),
-}
+# column -> how to read it from a result: the schema's indexed fields (launch.results.schema.INDEXED)
+COLUMNS: dict[str, Callable[[dict], Any]] = {column: partial(field_at, path=path) for column, path in INDEXED.items()}
+# one rank communicates nothing: no share (launch.results.aggregate's rule, as report and sweep summary show it)
+COLUMNS["comm_fraction"] = lambda r: r.get("comm_fraction") if (r.get("world_size") or 0) > 1 else None
+
+
 def origin_of(result: dict) -> str:
     """'host@commit' of the result's `origin` field; results from before it: their ranks' hosts."""
     origin = result.get("origin")
@@ -115,10 +103,11 @@ def index_tree(root: Path, db: sqlite3.Connection | None = None) -> tuple[int, l
     if not Path(root).is_dir():
         raise UsageError(f"{root} is not a directory")
     db = db or connect()
-    count, problems = 0, []
+    count = 0
     with db:
         results, problems = read_tree([root])
         for result in results:
+            assert result.path is not None, "read_tree's results carry their path"
             collision = index_result(db, result.path, result)
             if collision:
                 problems.append(collision)

@@ -54,7 +54,7 @@ def verdict_tables(judged: dict, title: str = "") -> list:
 
     from launch.results.verdict import table_rows
 
-    out = []
+    out: list = []
     for data in judged.values():
         heading = f"{title}verdict: {data['title']}"
         if data["rows"]:

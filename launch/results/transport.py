@@ -40,8 +40,6 @@ UCX_ALIASES = {
 # "IBext_v<N>"; aws-ofi-nccl says "AWS Libfabric" (older) or "Libfabric" (newer).
 NCCL_NET_NAMES = {"socket": "Socket", "ib": "IB", "ibext": "IB", "aws libfabric": "OFI", "libfabric": "OFI",
                   "ofi": "OFI"}
-# What carries a run's gradients when no MPI/NCCL is involved
-SOCKET_FABRICS = (None, "ethernet", "universal")
 
 _PREFIX = r"^\[[^\]]*\]\s*"  # "[host:pid] " of Open MPI's verbose output
 PATTERNS = {
@@ -105,7 +103,7 @@ def observe(log: str) -> dict:
             if len(lines) < MAX_LINES and kind not in ("ucx_version", "nccl_version"):
                 lines.append(line.strip()[:300])
     observed: dict = {}
-    mpi = {k: sorted(seen[k]) for k in ("pml", "mtl", "ofi_provider") if k in seen}
+    mpi: dict[str, list[str]] = {k: sorted(seen[k]) for k in ("pml", "mtl", "ofi_provider") if k in seen}
     if "btl" in seen:
         mpi["btl"] = sorted(seen["btl"] - {"self"}) or ["self"]
     if mpi:
@@ -114,14 +112,15 @@ def observe(log: str) -> dict:
         lanes = seen["ucx_lanes"]
         observed["ucx"] = {"lanes": sorted(lanes),
                            "transports": sorted({t.split("/")[0] for t in lanes} - {"self"}),
-                           "version": min(seen.get("ucx_version", {None}))}
+                           "version": _lowest(seen.get("ucx_version"))}
     if seen.keys() & {"nccl_network", "nccl_net_devices", "nccl_ofi_provider", "nccl_channel"}:
         channels = seen.get("nccl_channel", set())
         net_channels = [c for c in channels if c.startswith("NET/")]
+        net_hops = [hop for c in net_channels if (hop := _NET_CHANNEL.match(c))]
         # NCCL <= 2.5 prints no "Using network": the NET channels name it
-        network = seen.get("nccl_network") or {_NET_CHANNEL.match(c).group(1) for c in net_channels}
+        network = seen.get("nccl_network") or {hop.group(1) for hop in net_hops}
         offered = [_nic_count(d) for d in seen.get("nccl_net_devices", set())]
-        used = sorted({int(_NET_CHANNEL.match(c).group(2)) for c in net_channels})
+        used = sorted({int(hop.group(2)) for hop in net_hops})
         observed["nccl"] = {
             "network": sorted(network),
             # NICs NCCL offered ("NET/IB : Using [0]... [1]...", the most any rank listed) and the
@@ -135,11 +134,15 @@ def observe(log: str) -> dict:
             # reads as "on" with any(), which is how a half-disabled GDR hid)
             "gdr": _gdr_of(net_channels),
             # PXN: a NET channel through another GPU's NIC, "NET/IB/1(0)/..."
-            "pxn": (any(_NET_CHANNEL.match(c).group(3) for c in net_channels) if net_channels else None),
-            "version": min(seen.get("nccl_version", {None})),
+            "pxn": (any(hop.group(3) for hop in net_hops) if net_channels else None),
+            "version": _lowest(seen.get("nccl_version")),
         }
     observed["lines"] = lines
     return observed
+
+
+def _lowest(versions: set[str] | None) -> str | None:
+    return min(versions) if versions else None
 
 
 def _gdr_of(net_channels: list[str]) -> bool | str | None:
@@ -228,9 +231,9 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
         check("ucx.transports", want, ucx["transports"], all(_ucx_allowed(want, t) for t in ucx["transports"]))
     if nccl_seen and nccl_seen["network"]:
         got = {nccl_network_kind(n) for n in nccl_seen["network"]}
-        want = asked.get("NCCL_NET") or ("Socket" if asked.get("NCCL_IB_DISABLE") == "1" else None)
-        if want:
-            check("nccl.network", want, list(nccl_seen["network"]), got == {nccl_network_kind(want)})
+        wanted_net = asked.get("NCCL_NET") or ("Socket" if asked.get("NCCL_IB_DISABLE") == "1" else None)
+        if wanted_net:
+            check("nccl.network", wanted_net, list(nccl_seen["network"]), got == {nccl_network_kind(wanted_net)})
     if nccl_seen and nccl_seen["gdr"] is not None and "NCCL_NET_GDR_LEVEL" in asked:
         want_on = asked["NCCL_NET_GDR_LEVEL"] != "LOC"
         seen_gdr = {True: "on", False: "off"}.get(nccl_seen["gdr"], "on in only some NET channels")
@@ -248,7 +251,7 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
             check("nccl.nics", f"{expected} of {node_nics} NICs (one per GPU in use, {gpus_in_use} per node)",
                   [f"{used} NIC{'s' if used != 1 else ''} (NET devices {', '.join(map(str, nccl_seen['nics_used']))})"],
                   used >= expected)
-    if fabric == "universal" and nccl_seen and nccl_seen["network"]:
+    if fabric and profile(fabric).control and nccl_seen and nccl_seen["network"]:
         # the universal image bakes NCCL_NET_PLUGIN=ofi: on an InfiniBand host NCCL then runs
         # over libfabric's verbs provider instead of its own IB transport. Say so.
         providers = {p for chain in nccl_seen.get("ofi_provider", []) for p in chain.split(";")}
@@ -256,8 +259,8 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
         if via_ofi and any(p.startswith("verbs") for p in providers):
             check("nccl.network", "IB (NCCL's own verbs transport on an InfiniBand host)",
                   [f"{', '.join(nccl_seen['network'])} over {', '.join(sorted(providers))}"], False)
-    if path == "gloo" and (fabric and profile(fabric).name) not in SOCKET_FABRICS:  # emu-eth-*: ethernet
-        check("gradients", fabric, ["gloo (TCP sockets)"], False)
+    if path == "gloo" and fabric and not profile(fabric).sockets:  # emu-eth-*: ethernet
+        check("gradients", str(fabric), ["gloo (TCP sockets)"], False)
     failed = [c for c in checks if not c["ok"]]
     verdict = "mismatch" if failed else ("match" if checks else "unverified")
     return {"fabric": fabric, "asked": asked, "gradient_path": path, "checks": checks, "verdict": verdict,
@@ -269,9 +272,9 @@ def evidence(result: dict, log_path: Path) -> dict:
     """The `transport` field of a result: observed, checked against what was asked."""
     log = ""
     # sbatch: the ranks print into the job's slurm-<id>.out beside output.log
-    for path in [Path(log_path), *sorted(Path(log_path).parent.glob("slurm-*.out"))]:
+    for source in [Path(log_path), *sorted(Path(log_path).parent.glob("slurm-*.out"))]:
         try:
-            log += path.read_text(encoding="utf-8", errors="replace")
+            log += source.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
     spec = result.get("spec") or {}

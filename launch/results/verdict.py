@@ -60,7 +60,7 @@ def compare(reference: Point, other: Point) -> dict:
         low, high = math.exp(b.mean - a.mean - half), math.exp(b.mean - a.mean + half)
     better = reference.metric.higher_is_better
     speed = ratio if better else 1 / ratio  # > 1: the other value is faster
-    significant = low is not None and (low > 1 or high < 1)
+    significant = low is not None and high is not None and (low > 1 or high < 1)
     if low is None:
         verdict = "no CI (one sample per side)"
     elif not significant:
@@ -68,7 +68,7 @@ def compare(reference: Point, other: Point) -> dict:
     else:
         verdict = f"{abs(speed - 1) * 100:.1f} % {'faster' if speed > 1 else 'slower'}"
     return {"ratio": ratio, "ci95": [low, high] if low is not None else None,
-            "speed_ratio": speed, "speed_ci95": (None if low is None else
+            "speed_ratio": speed, "speed_ci95": (None if low is None or high is None else
                                                  [low, high] if better else [1 / high, 1 / low]),
             "significant": significant, "verdict": verdict}
 

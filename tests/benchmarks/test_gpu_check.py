@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from launch.cli.app import app
 from launch.run import horovod_built_for
 from tests.conftest import REPO, need
+from launch.results.schema import SCHEMA_VERSION
 
 SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
 spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
@@ -145,7 +146,7 @@ def test_cpu_mode_end_to_end(tmp_path):
         assert entry["status"] == "ok", (label, entry.get("reason"))
         result = json.loads((out / entry["result"]).read_text())
         ranks = 2 if label == gpu_check.SHARED_GPU_RUN else 1
-        assert result["status"] == "ok" and result["schema_version"] == 1 and result["world_size"] == ranks
+        assert result["status"] == "ok" and result["schema_version"] == SCHEMA_VERSION and result["world_size"] == ranks
         assert result["numerics"]["memory_format"] and result["numerics"]["gradient_wire_dtype"] == "float32"
         assert result["throughput"]["total_img_per_s"] > 0 and result["compute_img_per_s"] > 0
         assert result["spec"]["precision"] == entry["precision"] and result["device"] == "cpu"

@@ -7,6 +7,7 @@ import pytest
 from launch.run import horovod_built_for
 from tests.results import only_result
 from tests.conftest import REPO, VENV_BIN, fabric_bench, need
+from launch.results.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.slow
 TINY = ["--model", "SmallCNN", "--image-size", "32", "--batch-size", "8",
@@ -27,7 +28,7 @@ def test_two_ranks_train_to_identical_variables(engine, tmp_path):
                         "--results", str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = only_result(tmp_path)
-    assert r["status"] == "ok" and r["schema_version"] == 1
+    assert r["status"] == "ok" and r["schema_version"] == SCHEMA_VERSION
     assert r["framework"] == "tf" and r["engine"] == engine and r["world_size"] == 2
     assert r["params_max_abs_diff"] == 0.0 and len(r["params_sha256"]) == 1  # bit-identical
     tp = r["throughput"]

@@ -12,6 +12,7 @@ import pytest
 from launch.run import horovod_built_for
 from tests.results import only_result
 from tests.conftest import VENV_BIN, REPO, fabric_bench, need
+from launch.results.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.slow
 TINY = ["--model", "resnet18", "--image-size", "32", "--batch-size", "8",
@@ -28,7 +29,7 @@ def test_two_ranks_train_to_identical_parameters(engine, controller, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= scratch_before  # torchrun's folder stays in the run
     r = only_result(tmp_path)
-    assert r["status"] == "ok" and r["schema_version"] == 1
+    assert r["status"] == "ok" and r["schema_version"] == SCHEMA_VERSION
     assert r["world_size"] == 2 and r["engine"] == engine
     assert r["params_max_abs_diff"] == 0.0 and len(r["params_sha256"]) == 1  # bit-identical
     tp = r["throughput"]

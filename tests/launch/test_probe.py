@@ -76,7 +76,7 @@ def test_efa_host_has_an_rdm_endpoint():
 
 def test_slingshot_host_has_a_cxi_domain():
     facts = recorded("slingshot-cxi")
-    assert [(e.provider, e.fabric, e.domain, e.protocol) for e in facts.cxi_endpoints] == [
+    assert [(e.provider, e.fabric, e.domain, e.protocol) for e in facts.provider_endpoints["cxi"]] == [
         ("cxi", "cxi", "cxi0", "FI_PROTO_CXI")]
     assert verdicts(facts)["slingshot"].usable and "cxi0" in verdicts(facts)["slingshot"].reason
     assert verdicts(facts)["efa"].reason == "fi_info not installed"

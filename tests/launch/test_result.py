@@ -28,7 +28,7 @@ def test_every_reader_reports_a_bad_file_with_the_same_line(tmp_path, capsys, te
         result.read(bad)
     line = str(caught.value)
     assert line.startswith(f"{bad}: not a result: {why}")
-    assert result.read_tree([tmp_path]) == ([GOOD], [line])
+    assert result.read_tree([tmp_path]) == ([result.migrate(GOOD)], [line])
     with pytest.raises(compare.UsageError) as refused:
         compare.load(tmp_path)
     assert str(refused.value) == line
@@ -44,7 +44,9 @@ def test_every_reader_reports_a_bad_file_with_the_same_line(tmp_path, capsys, te
 def test_typed_views_and_derived_figures():
     r = result.parse(json.dumps(GOOD), "x")
     assert (r.run_id, r.ok, r.world_size, r.fabric, r.total_img_per_s) == ("r1", True, 2, "ethernet", 80.0)
-    assert r == GOOD and json.loads(json.dumps(r)) == GOOD  # still the JSON object it was
+    # the JSON object it was, as the current schema holds it (GOOD is a version-1 result)
+    assert r == {**GOOD, "schema_version": 2, "migrated_from": 1, "numerics": None, "origin": None}
+    assert json.loads(json.dumps(r)) == r
     assert result.scaling_efficiency(80.0, 2, 50.0, 1) == pytest.approx(0.8)
     # busbw from the row's own times: 1 MiB in 800 us on 2 ranks (factor 1), spread ±5 %
     row = {"bytes": 2**20, "busbw_gbit_s": 2**20 * 8 / 800e-6 / 1e9, "samples_us": [760.0, 800.0, 840.0]}
@@ -62,3 +64,35 @@ def test_compare_allows_for_the_bus_bandwidth_noise():
     values = compare.values(result.parse(json.dumps({**GOOD, "benchmark": "allreduce", "sizes": rows}), "x"))
     busbw, ci = values["busbw_gbit_s@1024"]
     assert busbw == pytest.approx(1024 * 8 / 0.8e-6 / 1e9) and ci > 0
+
+
+def test_the_published_json_schema_is_the_declared_one():
+    """docs/reference/result.schema.json is generated from launch.results.schema: other tools
+    validate results with it, so it must not drift from what the bundle checks."""
+    from launch.results import schema
+    from tests.conftest import REPO
+
+    published = json.loads((REPO / "docs/reference/result.schema.json").read_text())
+    assert published == schema.json_schema(), \
+        "regenerate: python -m launch.results.schema > docs/reference/result.schema.json"
+    assert published["properties"]["schema_version"]["const"] == schema.SCHEMA_VERSION
+
+
+def test_a_version_1_result_reads_as_the_current_version_and_a_written_one_validates(tmp_path):
+    from launch.results import schema
+    from launch.results.assemble import assemble
+
+    old = result.parse(json.dumps(GOOD), "old")
+    assert old["schema_version"] == schema.SCHEMA_VERSION and old["migrated_from"] == 1
+    assert schema.problem(old) is None and old.total_img_per_s == 80.0
+    # rank records as bench.allreduce writes them (the fields launch.results.comm reads)
+    records = [{"schema_version": 1, "kind": "allreduce", "rank": r, "host": "h", "time_unix": 0, "backend": "gloo",
+                "correct": True, "p2p": None, "sizes": [{"bytes": 1024, "time_us": 10.0, "busbw_gbit_s": 0.8,
+                                                         "algbw_gbit_s": 0.8, "samples_us": [9.0, 10.0, 11.0]}]}
+               for r in (0, 1)]
+    spec = {"benchmark": "allreduce", "framework": "torch", "engine": "ddp", "model": "none", "ranks": 2}
+    written = assemble(run_id="r2", spec=spec, argv=["x"], env={}, records=records, exit_code=0,
+                       log_tail=[], seconds=1.0)
+    assert written["schema_version"] == schema.SCHEMA_VERSION and schema.problem(written) is None
+    assert schema.problem({**written, "world_size": True}) == "world_size is not a positive integer (True)"
+    assert schema.problem({**written, "sizes": [{"bytes": "1k"}]}) == "sizes.0.bytes is not a finite number ('1k')"
