@@ -48,9 +48,32 @@ def record(args: argparse.Namespace, framework: str, gpu: bool, compiled: str) -
 
 
 def wire_dtype(args: argparse.Namespace) -> str:
-    """The gradients' dtype on the wire: Horovod's fp16 compression halves them; the engines
-    otherwise exchange the float32 gradients of float32 parameters (mixed precision included)."""
-    return "float16" if args.fp16_allreduce else "float32"
+    """The gradients' dtype on the wire: Horovod's fp16 compression halves them (only Horovod
+    applies --fp16-allreduce); the engines otherwise exchange the float32 gradients of float32
+    parameters (mixed precision included: autocast and Keras' mixed policy keep float32 variables)."""
+    return "float16" if args.fp16_allreduce and args.engine == "horovod" else "float32"
 
 
 WIRE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+MIB = 2 ** 20
+DDP_FIRST_BUCKET_BYTES = 1 * MIB   # torch.distributed's first bucket (reducer default)
+
+
+def wire(args: argparse.Namespace, engine_info: dict, parameters: int) -> dict:
+    """The `wire` field of a train record: what one step puts on the wire and in what pieces.
+
+    dtype and gradient_bytes (parameters x the wire dtype's bytes); DDP: the bucket cap in use and
+    torch's 1 MiB first bucket; Horovod: the fusion threshold and cycle time as set (None where
+    Horovod's own default applied, which this record does not read back); TF's native strategy:
+    no buckets it reports."""
+    dtype = wire_dtype(args)
+    record = {"dtype": dtype, "gradient_bytes": WIRE_BYTES[dtype] * parameters}
+    if args.engine == "ddp":
+        cap = engine_info.get("bucket_cap_mb") or getattr(args, "bucket_cap_mb", None)
+        record.update(bucket_bytes=int(float(cap) * MIB) if cap else None, first_bucket_bytes=DDP_FIRST_BUCKET_BYTES)
+    elif args.engine == "horovod":
+        threshold, cycle = engine_info.get("fusion_threshold_bytes"), engine_info.get("cycle_time_ms")
+        record.update(fusion_threshold_bytes=int(threshold) if threshold not in (None, "") else None,
+                      cycle_time_ms=float(cycle) if cycle not in (None, "") else None,
+                      compression="fp16" if dtype == "float16" else "none")
+    return record

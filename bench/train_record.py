@@ -12,6 +12,7 @@ def finish(args, engine, *, framework: str, device: str, threads: int, versions:
            params_max_abs_diff: float, params_sha256: str) -> int:
     """Write the record and shut the engine down; the exit code says whether ranks agreed."""
     status = "ok" if params_max_abs_diff <= args.param_tolerance else "failed"
+    info = engine.describe()
     try:  # where this rank sits (bench.placement); never the reason a finished run fails
         where = placement.rank_placement(engine.local_rank, gpu="cpu" not in str(device).lower())
     except Exception as exc:  # noqa: BLE001
@@ -20,9 +21,9 @@ def finish(args, engine, *, framework: str, device: str, threads: int, versions:
         args.record_dir, engine.rank, "train",
         benchmark="train", framework=framework, engine=args.engine, model=args.model,
         world_size=engine.size, local_rank=engine.local_rank, device=device, threads=threads,
-        config=train_args.config_of(args), engine_info=engine.describe(), versions=versions,
+        config=train_args.config_of(args), engine_info=info, versions=versions,
         gradient_bytes=numerics.WIRE_BYTES[numerics_used["gradient_wire_dtype"]] * parameters,
-        parameters=parameters, numerics=numerics_used,
+        parameters=parameters, numerics=numerics_used, wire=numerics.wire(args, info, parameters),
         samples_img_per_s=samples, compute_samples_img_per_s=compute_samples, train_seconds=train_seconds,
         params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256, status=status,
         placement=where,

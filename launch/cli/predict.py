@@ -25,8 +25,8 @@ def _read(path: Path, what: str) -> dict:
 
 
 def predict(
-    train: Path = typer.Option(..., help="a train result.json (or its run directory): compute_img_per_s, "
-                                         "gradient_bytes, batch size, engine settings"),
+    train: Optional[Path] = typer.Option(None, help="a train result.json (or its run directory): compute_img_per_s, "
+                                                   "gradient_bytes (the wire dtype's), batch size, buckets"),
     allreduce: list[Path] = typer.Option([], help="allreduce result(s) to fit a fabric's alpha-beta on (repeatable)"),
     fabric: Optional[str] = typer.Option(None, help="the fabric the --allreduce result must have run on"),
     link: list[str] = typer.Option([], help="a nominal fabric NAME=GBIT_PER_S[,LATENCY_US] (repeatable)"),
@@ -48,6 +48,29 @@ def predict(
     fit_min_bytes: int = typer.Option(8 * 2**20, help="fit the alpha-beta on allreduce rows of at least this size"),
     output: Optional[Path] = typer.Option(None, help="directory for predict.json (every input) and predict.png"),
     as_json: bool = typer.Option(False, "--json", help="print predict.json instead of the table"),
+    node_type: Optional[str] = typer.Option(None, help="cluster mode: the node preset (dgx-1-v100, hgx-a100, "
+                                                       "hgx-h100, hgx-h200, hgx-b200, pcie4-8, ...; launch.results.cluster)"),
+    intra: Optional[str] = typer.Option(None, help="cluster mode: the intra-node level, a node preset or "
+                                                   "GBIT_PER_GPU[,LATENCY_US[-HIGH]]"),
+    gpus_per_node: Optional[int] = typer.Option(None, help="cluster mode: GPUs per node (default: the preset's)"),
+    inter: list[str] = typer.Option([], help="cluster mode: a network preset (ib-ndr-8x400, roce-8x400, tcp-200, "
+                                             "tcp-100, ...) or RAILSxGBIT[,FRACTION[-HIGH]][,LATENCY_US[-HIGH]][,tcp] "
+                                             "(repeatable: one cluster each)"),
+    cluster_file: list[Path] = typer.Option([], help="cluster mode: a site's cluster description (JSON; repeatable)"),
+    probe_json: Optional[Path] = typer.Option(None, help="cluster mode: a node's `fabric-bench probe --json` report: "
+                                                         "GPUs and NVLink from its topo -m, rails and rate from its "
+                                                         "active RDMA ports (else up NICs, TCP)"),
+    library: str = typer.Option("nccl", help="cluster mode: nccl | gloo | mpi (which decides the algorithm)"),
+    algorithm: str = typer.Option("auto", help="cluster mode: auto (the library's choice) | ring | tree | "
+                                               "hierarchical-ring | halving-doubling"),
+    nccl_log: Optional[Path] = typer.Option(None, help="cluster mode: a run's NCCL log; the algorithm it names is used"),
+    nodes: Optional[str] = typer.Option(None, help="cluster mode: node counts, comma-separated (default 1,2,4,...,64)"),
+    calibrate_from: Optional[Path] = typer.Option(
+        None, help="cluster mode: a measured multi-rank train result on this cluster: its step fits the "
+                   "non-network term (per-step overhead, overlap efficiency); without it the prediction is "
+                   "uncalibrated and shows the band the term spans"),
+    study: Optional[str] = typer.Option(None, help="a study instead of a train result: hpec2020-today "
+                                                   "(launch.results.study)"),
 ):
     """Predict step time, throughput and scaling efficiency for N = 1 ... 1024 ranks.
 
@@ -64,8 +87,15 @@ def predict(
     """
     from launch.results import predict as model
 
+    if study is not None:
+        return run_study(study, node_type or "hgx-h100", output, as_json)
+    if train is None:
+        raise UsageError("give --train RESULT (a measured training step) or --study NAME")
     rank_counts = model.parse_ranks(ranks)
     workload = model.workload_from(_read(train, "--train"), engine, bucket_mb, cycle_ms, backward_share)
+    if node_type or intra or inter or cluster_file or probe_json:
+        return run_cluster(workload, node_type, intra, gpus_per_node, inter, cluster_file, library, algorithm,
+                           nccl_log, nodes, calibrate_from, output, as_json, probe_json)
     if host_overhead_ms < 0:
         raise UsageError(f"--host-overhead-ms must be >= 0, got {host_overhead_ms}")
     if host_overhead_from is not None:
@@ -122,6 +152,124 @@ def print_table(data: dict) -> None:
                       f"{p['img_per_s']:.1f}", f"{p['scaling_efficiency']:.2f}",
                       f"{p['scaling_efficiency_no_overlap']:.2f}")
     console.print(table)
+
+
+def run_cluster(workload, node_type, intra, gpus_per_node, inter, cluster_files, library, algorithm, nccl_log,
+                nodes, calibrate_from, output, as_json, probe_json=None) -> None:
+    """The cluster predictor (launch.results.predict_cluster): one cluster per network."""
+    from launch.results import cluster as clusters
+    from launch.results import collectives, predict_cluster
+    from launch.results.predict import parse_ranks
+
+    if nccl_log is not None:
+        try:
+            named = collectives.algorithm_from_nccl_log(nccl_log.read_text(encoding="utf-8", errors="replace"))
+        except OSError as exc:
+            raise UsageError(f"--nccl-log {nccl_log}: {exc.strerror}") from None
+        if named is None:
+            raise UsageError(f"--nccl-log {nccl_log}: names no ring or tree algorithm (NCCL_DEBUG=INFO with "
+                             "NCCL_DEBUG_SUBSYS=TUNING, or NCCL_ALGO, shows it)")
+        algorithm = named
+    level = clusters.parse_intra(intra or node_type or "hgx-h100", gpus_per_node)
+    built = [clusters.checked(clusters.Cluster(f"{intra or node_type or 'hgx-h100'} + {text}", level,
+                                               clusters.parse_inter(text), library, algorithm)) for text in inter]
+    built += [clusters.from_site_file(path) for path in cluster_files]
+    if probe_json is not None:
+        probed_intra, probed_inter = clusters.from_probe_report(probe_json)
+        built.append(clusters.checked(clusters.Cluster(f"probed {probe_json.name}", probed_intra, probed_inter,
+                                                       library, algorithm)))
+    if not built:
+        raise UsageError("cluster mode needs a network: --inter PRESET|RAILSxGBIT..., --cluster-file FILE "
+                         "or --probe-json FILE")
+    node_counts = parse_ranks(nodes) if nodes else [1, 2, 4, 8, 16, 32, 64]
+    nonnet = None
+    if calibrate_from is not None:
+        measured = _read(calibrate_from, "--calibrate-from")
+        per_rank = (measured.get("throughput") or {}).get("per_rank_img_per_s")
+        if not per_rank or (measured.get("world_size") or 1) < 2:
+            raise UsageError(f"--calibrate-from {calibrate_from}: a multi-rank train result with throughput is needed")
+        nonnet = predict_cluster.calibrate(workload, built[0], measured["world_size"],
+                                           workload.batch_size / per_rank, str(measured.get("run_id")))
+    ranks_list = sorted({n * c.gpus_per_node for c in built for n in node_counts})
+    data = predict_cluster.predict(workload, built, ranks_list, nonnet)
+    if output is not None:
+        from launch.results.predict_plot import write
+
+        write(data, output)
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    print_cluster_table(data)
+    if output is not None:
+        print(f"{output / 'predict.json'} (every input), {output / 'predict.png'}")
+
+
+def print_cluster_table(data: dict) -> None:
+    from rich.table import Table
+
+    console = make_console()
+    w = data["workload"]
+    console.print(f"workload: {w['engine']}, batch {w['batch_size']}/rank, compute step {w['compute_step_s'] * 1e3:.1f} ms, "
+                  f"gradients {w['gradient_bytes'] / 2**20:.1f} MiB on the wire, buckets {w['bucket_bytes'] / 2**20:g} MiB",
+                  highlight=False)
+    for c in data["clusters"]:
+        i, n = c["intra"], c["inter"]
+        console.print(f"cluster {c['name']}: {c['gpus_per_node']} GPUs/node, {i['name']} {i['gbit_s']:g} Gbit/s/GPU; "
+                      f"{n['name']}, achievable {n['fraction'][0]:g}-{n['fraction'][1]:g}, latency "
+                      f"{n['latency_us'][0]:g}-{n['latency_us'][1]:g} us ({n['source']}); {c['library']}, "
+                      f"algorithm {c['algorithm']}", highlight=False)
+    nn = data["non_network"]
+    console.print(("CALIBRATED: " if nn["calibrated"] else "UNCALIBRATED (no --calibrate-from): ") + nn["source"],
+                  highlight=False)
+    table = Table(title="predicted scaling, mid [range]")
+    for column in ("cluster", "nodes", "ranks", "step ms", "img/s", "efficiency", "network only", "algorithm"):
+        table.add_column(column, justify="left" if column in ("cluster", "algorithm") else "right")
+    for p in data["points"]:
+        lo, hi = p["step_s_range"]
+        e_lo, e_hi = p["scaling_efficiency_range"]
+        table.add_row(p["cluster"], str(p["nodes"]), str(p["ranks"]),
+                      f"{p['step_s'] * 1e3:.1f} [{lo * 1e3:.1f}-{hi * 1e3:.1f}]", f"{p['img_per_s']:.0f}",
+                      f"{p['scaling_efficiency']:.2f} [{e_lo:.2f}-{e_hi:.2f}]", f"{p['network_only_efficiency']:.2f}",
+                      ",".join(sorted(p["algorithms"])) or "-")
+    console.print(table)
+
+
+def run_study(name: str, node_type: str, output, as_json: bool) -> None:
+    from launch.results import study as studies
+
+    data = studies.run(name, node_type)
+    if output is not None:
+        from launch.results.predict_plot import write_study
+
+        write_study(data, output)
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    from rich.table import Table
+
+    console = make_console()
+    console.print(f"study {data['study']} on {data['node_type']} nodes: {data['question']}", highlight=False)
+    for m in data["models"]:
+        console.print(f"  {m['name']}: {m['parameters'] / 1e6:,.0f} M parameters, {m['gradient_bytes'] / 2**20:,.0f} MiB "
+                      f"on the wire, compute step {m['compute_step_s'][0] * 1e3:.0f}-{m['compute_step_s'][1] * 1e3:.0f} ms "
+                      f"({m['why']})", highlight=False)
+    console.print(f"  non-network term: {data['non_network']}", highlight=False)
+    table = Table(title="predicted scaling efficiency, mid [range]")
+    table.add_column("model", justify="left")
+    nets = list(data["networks"])
+    table.add_column("nodes", justify="right")
+    for net in nets:
+        table.add_column(net, justify="right")
+    for model in dict.fromkeys(r["model"] for r in data["rows"]):
+        for n in sorted({r["nodes"] for r in data["rows"]}):
+            at = {r["network"]: r for r in data["rows"] if r["model"] == model and r["nodes"] == n}
+            table.add_row(model, str(n), *(f"{at[x]['efficiency']:.2f} [{at[x]['efficiency_range'][0]:.2f}-"
+                                           f"{at[x]['efficiency_range'][1]:.2f}]" for x in nets))
+    console.print(table)
+    for line in data["answer"]:
+        console.print(line, highlight=False)
+    if output is not None:
+        print(f"{output / 'study.json'} (every input), {output / 'study.png'}")
 
 
 def register(app: typer.Typer) -> None:

@@ -14,6 +14,8 @@ def report(
     baseline_fabric: Optional[str] = typer.Option(
         None, help="the reference fabric of the verdict table (default: the first in the sweep's experiment, "
                    "else the first by name)"),
+    study: Optional[str] = typer.Option(None, help="add a predicted study's answer and figure: hpec2020-today "
+                                                   "(launch.results.study; `fabric-bench predict --study`)"),
 ):
     """The verdict table first, then tables and plots of results: PNGs and one self-contained HTML page.
 
@@ -30,9 +32,11 @@ def report(
     """
     from launch.results.report import build
 
-    data = build(dirs, output, title, baseline_fabric)
+    data = build(dirs, output, title, baseline_fabric, study)
     for judged in data["verdicts"].values():
         print(f"verdict ({judged['title']}): {judged['paragraph']}")
+    for line in (data.get("study") or {}).get("answer", []):
+        print(f"study {study} (predicted): {line}")
     for plot in data["plots"].values():
         print(f"{output / plot['png']}: {plot['title']} ({len(plot['series'])} series)")
     print(f"{output / 'report.html'} ({data['runs']} runs)")

@@ -68,6 +68,7 @@ def train_metrics(records: list[dict], world_size: int, tolerance: float) -> tup
         "params_sha256": sorted({r["params_sha256"] for r in ranks}),
         "gradient_bytes": ranks[0].get("gradient_bytes"),
         "numerics": ranks[0].get("numerics"),  # bench.numerics; None in results from before it
+        "wire": ranks[0].get("wire"),  # bench.numerics.wire: dtype, bytes, buckets; None before it
         "versions": ranks[0].get("versions", {}),
         "engine_info": ranks[0].get("engine_info", {}),
         "device": ranks[0].get("device"),

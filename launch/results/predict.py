@@ -108,6 +108,10 @@ class Workload:
     host_overhead_s: float = 0.0      # h at host_overhead_ranks (see the module doc); 0: not measured
     host_overhead_ranks: int = 2
     source: dict | None = None  # where the numbers came from
+    # the non-network term (launch.results.predict_cluster calibrates it): o, a per-step cost of
+    # any multi-rank step, and e, the share of the wire time under backward that really hides
+    step_overhead_s: float = 0.0
+    overlap_efficiency: float = 1.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -133,11 +137,12 @@ def workload_from(train: dict, engine: str | None = None, bucket_mb: float | Non
     if engine not in ("ddp", "horovod"):
         raise UsageError(f"engine {engine!r}: the predictor models ddp and horovod")
     info = train.get("engine_info") or {}
+    wire: dict = train["wire"] if isinstance(train.get("wire"), dict) else {}  # bench.numerics.wire, newer results
     if engine == "ddp":
         cap = bucket_mb or info.get("bucket_cap_mb") or spec.get("bucket_cap_mb") or DDP_BUCKET_CAP_MB
-        bucket = float(cap) * MIB
+        bucket = float(cap) * MIB if bucket_mb or not wire.get("bucket_bytes") else float(wire["bucket_bytes"])
     else:
-        threshold = info.get("fusion_threshold_bytes")
+        threshold = info.get("fusion_threshold_bytes") or wire.get("fusion_threshold_bytes")
         bucket = (bucket_mb * MIB if bucket_mb else float(threshold) if threshold
                   else (spec.get("fusion_threshold_mb") or 0) * MIB or HOROVOD_FUSION_BYTES)
     cycle = cycle_ms or _float(info.get("cycle_time_ms")) or spec.get("cycle_time_ms") or HOROVOD_CYCLE_MS
@@ -147,7 +152,8 @@ def workload_from(train: dict, engine: str | None = None, bucket_mb: float | Non
                     gradient_bytes=train["gradient_bytes"], bucket_bytes=bucket, cycle_s=float(cycle) / 1e3,
                     backward_share=backward_share,
                     source={"run_id": train.get("run_id"), "world_size": ranks, "model": train.get("model"),
-                            "compute_img_per_s": compute, "measured_with_ranks_sharing_the_host": ranks})
+                            "compute_img_per_s": compute, "measured_with_ranks_sharing_the_host": ranks,
+                            "wire_dtype": wire.get("dtype") or (train.get("numerics") or {}).get("gradient_wire_dtype")})
 
 
 def _float(value) -> float | None:
@@ -233,6 +239,12 @@ def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
     spread = forward + backward + share * host + max(end - backward, (1 - share) * host, 0.0)
     rule = HOST_RULE[w.engine]
     step = spread if rule == "spread" else series
+    # the non-network term: the share (1 - e) of the wire time under backward that fails to hide,
+    # and the per-step overhead o of any multi-rank step
+    unhidden = (1 - w.overlap_efficiency) * sum(max(0.0, min(start + t, backward) - start) for start, t in wire)
+    if ranks > 1:
+        step += unhidden + w.step_overhead_s
+        no_overlap += w.step_overhead_s
     return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
             "host_rule": rule, "step_host_series_s": series,
             "step_host_spread_s": spread, "wire_during_backward": share,

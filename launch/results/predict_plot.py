@@ -1,4 +1,6 @@
-"""predict.json and predict.png of a prediction (launch.results.predict): the fabrics side by side."""
+"""predict.json and predict.png of a prediction (launch.results.predict): the fabrics side by side;
+for a cluster prediction (launch.results.predict_cluster) and a study (launch.results.study) each
+line with its range drawn as a band."""
 from __future__ import annotations
 
 import json
@@ -18,6 +20,9 @@ def write(data: dict, out: Path) -> None:
     except OSError as exc:
         raise UsageError(f"cannot write the prediction to {out}: {exc.strerror}") from None
     (out / "predict.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if data.get("kind") == "cluster":
+        _cluster_figure(data, out / "predict.png")
+        return
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
     w = data["workload"]
     for fabric in data["fabrics"]:
@@ -45,4 +50,74 @@ def write(data: dict, out: Path) -> None:
                  f"{w['compute_step_s'] * 1e3:.1f} ms")
     fig.tight_layout()
     fig.savefig(out / "predict.png")
+    plt.close(fig)
+
+
+def _band(ax, xs, mids, ranges, label):
+    line, = ax.plot(xs, mids, marker="o", label=label)
+    ax.fill_between(xs, [r[0] for r in ranges], [r[1] for r in ranges], color=line.get_color(), alpha=0.2)
+
+
+def _cluster_figure(data: dict, png: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
+    for c in data["clusters"]:
+        points = [p for p in data["points"] if p["cluster"] == c["name"]]
+        xs = [p["ranks"] for p in points]
+        _band(left, xs, [p["img_per_s"] for p in points], [p["img_per_s_range"] for p in points], c["name"])
+        _band(right, xs, [p["scaling_efficiency"] for p in points], [p["scaling_efficiency_range"] for p in points],
+              c["name"])
+    for ax, ylabel in ((left, "throughput (img/s, total)"), (right, "scaling efficiency")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("ranks (GPUs)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+    right.set_ylim(0, 1.05)
+    nn = data["non_network"]
+    fig.suptitle(("calibrated" if nn["calibrated"] else "UNCALIBRATED") + ": bands span the network's fraction and "
+                 "latency and the non-network term", fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
+
+
+def study_figure(data: dict):
+    """One panel per model: scaling efficiency vs nodes per network, each with its range."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(r["model"] for r in data["rows"]))
+    fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 4), dpi=100, sharey=True)
+    for ax, model in zip(axes, models):
+        for net in data["networks"]:
+            rows = sorted((r for r in data["rows"] if r["model"] == model and r["network"] == net),
+                          key=lambda r: r["nodes"])
+            _band(ax, [r["nodes"] for r in rows], [r["efficiency"] for r in rows],
+                  [r["efficiency_range"] for r in rows], net)
+        ax.set_title(model)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(f"nodes (x8 GPUs, {data['node_type']})")
+        ax.set_ylim(0, 1.05)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("scaling efficiency (predicted, range shaded)")
+    axes[0].legend(fontsize="small")
+    fig.suptitle(f"{data['study']}: {data['question']}", fontsize="medium")
+    fig.tight_layout()
+    return fig
+
+
+def write_study(data: dict, out: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write the study to {out}: {exc.strerror}") from None
+    (out / "study.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    fig = study_figure(data)
+    fig.savefig(out / "study.png")
     plt.close(fig)

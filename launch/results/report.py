@@ -343,8 +343,10 @@ def points_table(points: list[aggregate.Point]) -> tuple[list[str], list[list[st
     return header, rows
 
 
-def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", baseline_fabric: str | None = None) -> dict:
-    """Write OUT/*.png, OUT/report.html and OUT/report_data.json; returns the data."""
+def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", baseline_fabric: str | None = None,
+          study: str | None = None) -> dict:
+    """Write OUT/*.png, OUT/report.html and OUT/report_data.json; returns the data. With `study`
+    (launch.results.study), its predicted answer and figure follow the verdicts."""
     results = load_results(dirs)
     points = aggregate.aggregate(results)
     curves = aggregate.curves(points)
@@ -364,6 +366,13 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
     preds = predictions(results)
     if preds:
         figures["predicted_vs_measured"] = plot_predicted(preds)
+    studied = None
+    if study is not None:
+        from launch.results import study as studies
+        from launch.results.predict_plot import study_figure
+
+        studied = studies.run(study)
+        figures[f"study_{study}"] = study_figure(studied)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -376,6 +385,9 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
             "points_table": {"header": point_header, "rows": point_rows},
             "table": {"header": header, "rows": rows},
             "health_table": {"header": health_header, "rows": health_rows}, "plots": {}}
+    if studied is not None:
+        data["study"] = {k: studied[k] for k in ("study", "node_type", "question", "inputs", "networks",
+                                                   "non_network", "answer", "rows")}
     images = {}
     for name, fig in figures.items():
         for ax in fig.axes:
@@ -416,6 +428,18 @@ def render_verdicts(judged: dict) -> str:
     return "".join(parts)
 
 
+def render_study(study: dict | None) -> str:
+    """The study's question, its predicted answer with ranges, and where every input came from."""
+    if not study:
+        return ""
+    esc = html.escape
+    answer = "".join(f"<li>{esc(line)}</li>" for line in study["answer"])
+    return (f'<section class="study" id="study-{esc(study["study"])}"><h2>Today\'s GPUs ({esc(study["study"])}, '
+            f'predicted): {esc(study["question"])}</h2><ul class="answer">{answer}</ul>'
+            f'<p class="method">Predicted, not measured: {esc(study["non_network"])}. Inputs: '
+            f'{esc(study["inputs"])}</p></section>')
+
+
 def render_html(title: str, data: dict, images: dict[str, str]) -> str:
     esc = html.escape
     plots = "".join(
@@ -429,6 +453,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}figure{{display:i
 figure img{{max-width:100%;height:auto}}p.answer{{font-size:110%;max-width:60em}}.scroll{{overflow-x:auto}}</style>
 </head><body><h1>{esc(title)}</h1><p>{data['runs']} runs</p>
 {render_verdicts(data['verdicts'])}
+{render_study(data.get('study'))}
 <h2>Plots</h2>
 {plots}
 <h2>Points (repetitions aggregated)</h2>

@@ -48,3 +48,17 @@ def test_runspec_passes_the_numerics_to_the_bench_program_and_refuses_unknown_va
         RunSpec(memory_format="nhwc").validated()
     with pytest.raises(UsageError, match="--tf32 must be one of on, off"):
         RunSpec(tf32="yes").validated()
+
+
+def test_the_wire_field_records_dtype_bytes_and_the_pieces_in_use():
+    hvd = parsed("torch", "--fp16-allreduce", "--fusion-threshold-mb", "32")
+    wire = numerics.wire(hvd, {"fusion_threshold_bytes": str(32 * 2**20), "cycle_time_ms": None}, 1000)
+    assert wire == {"dtype": "float16", "gradient_bytes": 2000, "fusion_threshold_bytes": 32 * 2**20,
+                    "cycle_time_ms": None, "compression": "fp16"}
+    ddp = train_args.validate("torch", train_args.parser("torch").parse_args(
+        ["--engine", "ddp", "--model", "resnet50", "--record-dir", "/tmp/x", "--fp16-allreduce"]))
+    ddp.bucket_cap_mb = 10.0
+    wire = numerics.wire(ddp, {"backend": "gloo", "bucket_cap_mb": 10.0}, 1000)
+    # DDP ignores the Horovod-only compression flag: its gradients stay float32 on the wire
+    assert wire == {"dtype": "float32", "gradient_bytes": 4000, "bucket_bytes": 10 * 2**20,
+                    "first_bucket_bytes": 2**20}

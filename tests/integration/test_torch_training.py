@@ -39,6 +39,12 @@ def test_two_ranks_train_to_identical_parameters(engine, controller, tmp_path):
     assert 0.0 <= r["comm_fraction"] <= 1.0
     assert r["versions"]["torch"].startswith("2.") and r["argv"][0].endswith(
         {"ddp": "torchrun", "horovod": "mpirun" if controller == "mpi" else "horovodrun"}[engine])
+    # what went on the wire (bench.numerics.wire): the bytes the predictor takes, and the pieces in use
+    assert r["wire"]["dtype"] == "float32" and r["wire"]["gradient_bytes"] == r["gradient_bytes"] > 0
+    if engine == "ddp":
+        assert (r["wire"]["bucket_bytes"], r["wire"]["first_bucket_bytes"]) == (25 * 2**20, 2**20)
+    else:
+        assert r["wire"]["compression"] == "none" and r["wire"]["fusion_threshold_bytes"] is None
     if engine == "horovod":
         assert r["engine_info"]["controller"] == controller
         assert r["versions"]["horovod"] == "0.28.1"

@@ -129,3 +129,13 @@ def test_runs_that_share_one_host_s_cores_are_read_against_the_same_cores():
     header, rows = runs_table(runs, aggregate.aggregate(runs))
     cell = {row[0]: row[header.index("scaling eff.")] for row in rows}
     assert cell["one"] == "1 (baseline)" and cell["two"] == "0.50 (shared cores: 1.01 of the 1-rank total)"
+
+
+def test_report_with_the_study_answers_today_s_question_with_ranges(results_dir, tmp_path):
+    data = report.build([results_dir], tmp_path / "out", study="hpec2020-today")
+    plot = data["plots"]["study_hpec2020-today"]
+    assert {s["name"] for s in plot["series"]} >= {"ib-ndr-8x400", "roce-8x400", "tcp-200", "tcp-100"}
+    assert len(data["study"]["answer"]) == 4 and all("[" in line for line in data["study"]["answer"])
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert 'id="study-hpec2020-today"' in page and "Predicted, not measured" in page and "ASSUMED" in page
+    assert data["study"]["answer"][0].split(":")[0] in page
