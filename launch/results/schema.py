@@ -129,6 +129,7 @@ class ResultSchema(_Open):
     transport: Object = None
     image: Object = None
     numerics: Object = None         # bench.numerics: precision, TF32, wire dtype (train runs)
+    wire: Object = None             # bench.numerics.wire: what went on the wire (dtype, bytes, buckets/fusion)
     origin: Object = None           # which site and bundle wrote it (launch.results.store keys by it)
 
 
