@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from launch.emulate.faults import Faults
 from launch.errors import UsageError
 
 PREFIX = "fbemu-"
@@ -69,6 +70,8 @@ class Cluster:
     nodes: int
     rate_bit_s: int | None  # None: unshaped
     persistent: bool = False  # made by `emulate up`: runs use it and leave it up
+    faults: Faults = Faults()  # planted degradations (launch.emulate.faults)
+    slurm: bool = False  # a slurmd per node and slurmctld on the bridge (launch.emulate.slurm_nodes)
 
     @property
     def switch(self) -> str:
@@ -129,13 +132,42 @@ def up(cluster: Cluster, owner_pid: int | None = None) -> Cluster:
             _run("ip", "-n", node, "addr", "add", f"{cluster.address(i)}/24", "dev", IFNAME)
             _run("ip", "-n", node, "link", "set", IFNAME, "up")
             _run("ip", "-n", node, "link", "set", "lo", "up")
-            if cluster.rate_bit_s:  # node -> switch, and switch -> node
-                _run("tc", "-n", node, "qdisc", "replace", "dev", IFNAME, "root", *tbf_args(cluster.rate_bit_s))
-                _run("tc", "-n", sw, "qdisc", "replace", "dev", f"n{i}", "root", *tbf_args(cluster.rate_bit_s))
+            shape(cluster, i)
     except BaseException:
         down(cluster.name)
         raise
     return cluster
+
+
+def shape(cluster: Cluster, i: int) -> None:
+    """Node i's link: tbf at its rate node -> switch and switch -> node; a slow node's egress
+    at its slower rate; a degraded pair's traffic in an htb class of its own (launch.emulate.faults)."""
+    node, sw = cluster.node(i), cluster.switch
+    rate = cluster.faults.node_rate(i, cluster.rate_bit_s)
+    egress = cluster.faults.egress_rate(i, rate)
+    if rate:  # switch -> node
+        _run("tc", "-n", sw, "qdisc", "replace", "dev", f"n{i}", "root", *tbf_args(rate))
+    peers = cluster.faults.degraded_peers(i)
+    if peers and egress:
+        for argv in htb_argv(egress, [(cluster.address(j), r) for j, r in peers]):
+            _run("tc", "-n", node, *argv)
+    elif egress:
+        _run("tc", "-n", node, "qdisc", "replace", "dev", IFNAME, "root", *tbf_args(egress))
+
+
+def htb_argv(rate_bit_s: int, slow: list[tuple[str, int]]) -> list[list[str]]:
+    """tc commands (after `tc -n NS`) shaping a node's egress with htb: class 1:1 at its rate for
+    all traffic, and one class per degraded peer address at that pair's rate (u32 on dst)."""
+    def cls(minor: int, rate: int) -> list[str]:
+        burst = str(max(int(rate / 8 * BURST_S), MIN_BURST_BYTES))
+        return ["class", "add", "dev", IFNAME, "parent", "1:", "classid", f"1:{minor}", "htb", "rate", str(rate),
+                "ceil", str(rate), "burst", burst, "cburst", burst, "quantum", "60000"]
+    argv = [["qdisc", "replace", "dev", IFNAME, "root", "handle", "1:", "htb", "default", "1"], cls(1, rate_bit_s)]
+    for k, (address, rate) in enumerate(slow, start=2):
+        argv += [cls(k, rate),
+                 ["filter", "add", "dev", IFNAME, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                  "match", "ip", "dst", f"{address}/32", "flowid", f"1:{k}"]]
+    return argv
 
 
 def down(name: str) -> list[str]:
@@ -218,7 +250,8 @@ def status() -> list[Status]:
         state = read_state(name)
         cluster = None
         if state:
-            cluster = Cluster(state["name"], state["nodes"], state["rate_bit_s"], state["persistent"])
+            cluster = Cluster(state["name"], state["nodes"], state["rate_bit_s"], state["persistent"],
+                              Faults.from_state(state.get("faults")), bool(state.get("slurm")))
         found.append(Status(name, tuple(ns for ns in namespaces() if cluster_of(ns) == name), cluster,
                             state.get("owner_pid") if state else None))
     return found
