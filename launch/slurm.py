@@ -93,6 +93,23 @@ def after_run(batch: bool, run_dir: Path, job_script: Path | None, stopped: bool
     return facts, log_tail(run_dir, job_id) if batch else []
 
 
+def step_facts(records: list[dict], facts: dict) -> dict:
+    """The job's facts completed from its ranks' records (bench.record.slurm_step): the steps
+    they ran in, the hosts they ran on, and the job id where the run could not see it (an
+    srun outside an allocation makes a job of its own)."""
+    steps = sorted({str(r["slurm_step"]) for r in records if isinstance(r.get("slurm_step"), str)})
+    hosts = sorted({str(r["host"]) for r in records if isinstance(r.get("host"), str)})
+    out = {**facts, "steps": steps, "rank_hosts": hosts}
+    if not out.get("job_id") and steps:
+        out["job_id"] = steps[0].split(".")[0]
+        fields = job_fields(out["job_id"])
+        out["nodes"] = out.get("nodes") or fields.get("NodeList")
+        if fields.get("NumNodes", "").isdigit():
+            out["num_nodes"] = int(fields["NumNodes"])
+        out["job_state"] = out.get("job_state") or fields.get("JobState")
+    return out
+
+
 def nodes_available(in_allocation: bool, partition: str | None) -> int | None:
     """Nodes a run can use: the allocation's (srun inside one), else the partition's (None: unknown)."""
     if in_allocation and os.environ.get("SLURM_JOB_NUM_NODES", "").isdigit():

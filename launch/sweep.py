@@ -122,8 +122,9 @@ def progress_bar(console: Console) -> Progress:
 
 def outcome_line(point: Point, result: dict) -> str:
     if result["status"] == "ok":
-        return (f"[green]ok[/green]     {point.label}  {result['throughput']['total_img_per_s']:.1f} img/s "
-                f"({result['wall_seconds']:.1f} s)")
+        figure = (f"{result['throughput']['total_img_per_s']:.1f} img/s" if "throughput" in result
+                  else f"busbw {result.get('peak_busbw_gbit_s') or 0:.3f} Gbit/s")
+        return f"[green]ok[/green]     {point.label}  {figure} ({result['wall_seconds']:.1f} s)"
     return f"[red]failed[/red] {point.label}: {result['reason']}"
 
 
