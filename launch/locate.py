@@ -27,7 +27,8 @@ Outlier test (a ratio to a robust reference, confirmed by re-measurement):
 - a node is slow when every pair it is in is slow (N >= 3): in a star topology
   that is the node itself or its own link, which pair traffic cannot tell apart;
   a slow pair not explained by a slow node is a slow link (the path between
-  those two nodes). With N = 2 a slow pair is named as a link only.
+  those two nodes). With N = 2 the one pair is its own upper quartile: only the
+  expected rate (`--expect`) can show it slow, and then it is named as a link.
 
 Results: DIR/locate.json (the pairs with their Slurm job and step ids, the test,
 the verdict), DIR/heatmap.png and DIR/heatmap.html (pairwise bandwidth).
@@ -53,6 +54,7 @@ UPPER_QUANTILE = 0.75
 DEFAULT_BYTES = 4 * 2**20
 STEP_TIMEOUT_S = 180
 _STEP_ID = re.compile(r"StepId=(\d+)\.(\d+)")
+_NODE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
 
 
@@ -267,6 +269,18 @@ def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]
                 left.remove(pair)
         out.append(this)
     return out
+
+
+def named_nodes(path: Path) -> list[str]:
+    """The slow nodes a locate.json names (another site's file: validated, names only)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: not a locate result ({exc})") from None
+    nodes = data.get("slow_nodes") if isinstance(data, dict) and data.get("kind") == "locate" else None
+    if not isinstance(nodes, list) or not all(isinstance(n, str) and _NODE_NAME.fullmatch(n) for n in nodes):
+        raise UsageError(f"{path}: not a locate result (kind 'locate' with slow_nodes, a list of node names)")
+    return nodes
 
 
 # -- heat-map --------------------------------------------------------------------------------

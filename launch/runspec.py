@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ CONTROLLERS = ("mpi", "gloo")
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
 COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.allreduce)
+NODE_LIST = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,1000}")  # a Slurm host list: n1,n[3-4]
 BENCHMARKS = ("train", "allreduce", "halo")  # bench programs the launcher can start (see launch.launchers.BENCH_MODULES)
 
 
@@ -100,6 +102,7 @@ class RunSpec:
     partition: str | None = setting(None, part="slurm")
     account: str | None = setting(None, part="slurm")
     time_limit: str | None = setting(None, part="slurm")
+    exclude_nodes: str | None = setting(None, part="slurm")  # srun/sbatch --exclude: nodes to leave out
     link_rate: str | None = setting(None, part="emulation")  # emulated launcher: shaped link rate, e.g. "1gbit"
     # communication benchmarks: allreduce (bench.allreduce) and halo (bench.halo)
     backend: str = setting("mpi", part="communication", workload=True)  # allreduce: mpi | torch | horovod
@@ -140,6 +143,9 @@ class RunSpec:
         for f in dataclasses.fields(self):  # whatever may reach a shell line or a job script
             trust.check_text(f"--{f.name.replace('_', '-')}", getattr(self, f.name))
         trust.check_env(self.extra_env)
+        if self.exclude_nodes is not None and not NODE_LIST.fullmatch(self.exclude_nodes):
+            raise UsageError(f"exclude_nodes {self.exclude_nodes!r}: a Slurm node list (n1,n[3-4])",
+                             fields=("exclude_nodes",))
         if self.benchmark not in BENCHMARKS:
             raise UsageError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}", fields=('benchmark',))
         self.validate_placement()

@@ -65,7 +65,7 @@ def emulated_site(probed: Site, name: str) -> tuple[Site, str]:
     node's shaped interface at its rate, rank 0's DDP address on that interface."""
     from launch import emulate
 
-    found = next((s.cluster for s in emulate.status() if s.name == name and s.cluster), None)
+    found = emulate.cluster_named(name)
     if found is None or not found.slurm:
         raise UsageError(f"no emulated Slurm cluster {name!r} runs; start one with "
                          f"`fabric-bench emulate up --slurm --name {name}`")

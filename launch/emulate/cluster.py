@@ -257,6 +257,11 @@ def status() -> list[Status]:
     return found
 
 
+def cluster_named(name: str) -> Cluster | None:
+    """The cluster of that name, from its state (None when none runs)."""
+    return next((s.cluster for s in status() if s.name == name), None)
+
+
 def refuse_leftovers() -> None:
     left = [s.name for s in status() if s.leftover]
     if left:

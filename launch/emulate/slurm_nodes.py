@@ -92,7 +92,7 @@ def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_p
         "AccountingStorageType=accounting_storage/none", "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core", "MpiDefault=pmix", "EnforcePartLimits=ALL",
         "KillWait=2", "OverTimeLimit=0", "InactiveLimit=0", "MinJobAge=300", "ReturnToService=2",
-        "SlurmdTimeout=30", "MessageTimeout=20",
+        "SlurmdTimeout=15", "MessageTimeout=10",  # a node failure (test_emulated_slurm) shows in ~20 s
         f"StateSaveLocation={where}/state", f"SlurmdSpoolDir={where}/spool/%n",
         f"SlurmctldPidFile={where}/slurmctld.pid", f"SlurmdPidFile={where}/%n.slurmd.pid",
         f"SlurmctldLogFile={where}/slurmctld.log", f"SlurmdLogFile={where}/%n.slurmd.log",
