@@ -89,7 +89,7 @@ class Cluster:
         return f"{SUBNET}.{i + 1}"
 
 
-def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+def run_tool(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(list(argv), capture_output=True, text=True)
     if check and proc.returncode != 0:
         detail = (proc.stderr.strip().splitlines() or ["exit code %d" % proc.returncode])[-1]
@@ -121,17 +121,17 @@ def up(cluster: Cluster, owner_pid: int | None = None) -> Cluster:
     write_state(cluster, owner_pid)
     try:
         sw = cluster.switch
-        _run("ip", "netns", "add", sw)
-        _run("ip", "-n", sw, "link", "add", "br0", "type", "bridge")
-        _run("ip", "-n", sw, "link", "set", "br0", "up")
+        run_tool("ip", "netns", "add", sw)
+        run_tool("ip", "-n", sw, "link", "add", "br0", "type", "bridge")
+        run_tool("ip", "-n", sw, "link", "set", "br0", "up")
         for i in range(cluster.nodes):
             node = cluster.node(i)
-            _run("ip", "netns", "add", node)
-            _run("ip", "-n", sw, "link", "add", f"n{i}", "type", "veth", "peer", "name", IFNAME, "netns", node)
-            _run("ip", "-n", sw, "link", "set", f"n{i}", "master", "br0", "up")
-            _run("ip", "-n", node, "addr", "add", f"{cluster.address(i)}/24", "dev", IFNAME)
-            _run("ip", "-n", node, "link", "set", IFNAME, "up")
-            _run("ip", "-n", node, "link", "set", "lo", "up")
+            run_tool("ip", "netns", "add", node)
+            run_tool("ip", "-n", sw, "link", "add", f"n{i}", "type", "veth", "peer", "name", IFNAME, "netns", node)
+            run_tool("ip", "-n", sw, "link", "set", f"n{i}", "master", "br0", "up")
+            run_tool("ip", "-n", node, "addr", "add", f"{cluster.address(i)}/24", "dev", IFNAME)
+            run_tool("ip", "-n", node, "link", "set", IFNAME, "up")
+            run_tool("ip", "-n", node, "link", "set", "lo", "up")
             shape(cluster, i)
     except BaseException:
         down(cluster.name)
@@ -146,13 +146,13 @@ def shape(cluster: Cluster, i: int) -> None:
     rate = cluster.faults.node_rate(i, cluster.rate_bit_s)
     egress = cluster.faults.egress_rate(i, rate)
     if rate:  # switch -> node
-        _run("tc", "-n", sw, "qdisc", "replace", "dev", f"n{i}", "root", *tbf_args(rate))
+        run_tool("tc", "-n", sw, "qdisc", "replace", "dev", f"n{i}", "root", *tbf_args(rate))
     peers = cluster.faults.degraded_peers(i)
     if peers and egress:
         for argv in htb_argv(egress, [(cluster.address(j), r) for j, r in peers]):
-            _run("tc", "-n", node, *argv)
+            run_tool("tc", "-n", node, *argv)
     elif egress:
-        _run("tc", "-n", node, "qdisc", "replace", "dev", IFNAME, "root", *tbf_args(egress))
+        run_tool("tc", "-n", node, "qdisc", "replace", "dev", IFNAME, "root", *tbf_args(egress))
 
 
 def htb_argv(rate_bit_s: int, slow: list[tuple[str, int]]) -> list[list[str]]:
@@ -176,11 +176,11 @@ def down(name: str) -> list[str]:
     for ns in namespaces():
         if cluster_of(ns) != name:
             continue
-        pids = _run("ip", "netns", "pids", ns, check=False).stdout.split()
+        pids = run_tool("ip", "netns", "pids", ns, check=False).stdout.split()
         for pid in pids:  # only processes inside a namespace this module made
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), signal.SIGKILL)
-        _run("ip", "netns", "del", ns, check=False)
+        run_tool("ip", "netns", "del", ns, check=False)
         removed.append(ns)
     with contextlib.suppress(FileNotFoundError):
         state_path(name).unlink()
@@ -191,7 +191,7 @@ def namespaces() -> list[str]:
     """Names of this module's namespaces (`ip netns list`)."""
     if shutil.which("ip") is None:
         return []
-    listing = _run("ip", "netns", "list", check=False).stdout.splitlines()
+    listing = run_tool("ip", "netns", "list", check=False).stdout.splitlines()
     return [line.split()[0] for line in listing if line.startswith(PREFIX)]
 
 

@@ -28,7 +28,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from launch.emulate.cluster import IFNAME, STATE_DIR, SUBNET, Cluster, _run, read_state, state_path
+from launch.emulate.cluster import IFNAME, STATE_DIR, SUBNET, Cluster, read_state, run_tool, state_path
 from launch.errors import UsageError
 
 HOST_IF = "fbemu-slurm"  # this host's end of the veth into the bridge
@@ -64,7 +64,7 @@ def require() -> None:
     missing = [tool for tool in DAEMONS + CLIENTS if shutil.which(tool) is None]
     if missing:
         raise UsageError(f"--slurm needs Slurm ({', '.join(missing)} not found); apt-get install slurm-wlm")
-    if HOST_IF in _run("ip", "-o", "link", "show", check=False).stdout:
+    if HOST_IF in run_tool("ip", "-o", "link", "show", check=False).stdout:
         raise UsageError(f"a Slurm emulated cluster runs already (interface {HOST_IF}); "
                          "stop it with `fabric-bench emulate down --all`")
 
@@ -125,12 +125,12 @@ def start(cluster: Cluster) -> dict[str, int]:
     for i in range(cluster.nodes):
         (where / "spool" / node_name(i)).mkdir()
         (where / "tmp" / node_name(i)).mkdir()
-    _run("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "host", "netns", cluster.switch)
-    _run("ip", "-n", cluster.switch, "link", "set", "host", "master", "br0", "up")
-    _run("ip", "addr", "add", f"{HOST_ADDRESS}/24", "dev", HOST_IF)
-    _run("ip", "link", "set", HOST_IF, "up")
+    run_tool("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "host", "netns", cluster.switch)
+    run_tool("ip", "-n", cluster.switch, "link", "set", "host", "master", "br0", "up")
+    run_tool("ip", "addr", "add", f"{HOST_ADDRESS}/24", "dev", HOST_IF)
+    run_tool("ip", "link", "set", HOST_IF, "up")
     for i in range(cluster.nodes):
-        _run("ip", "-n", cluster.node(i), "route", "add", "default", "via", HOST_ADDRESS, "dev", IFNAME)
+        run_tool("ip", "-n", cluster.node(i), "route", "add", "default", "via", HOST_ADDRESS, "dev", IFNAME)
     host = socket.gethostname().split(".")[0]
     conf = conf_path(cluster.name)
     conf.write_text(conf_text(cluster, where, host, *_free_ports(2)), encoding="utf-8")
@@ -233,7 +233,7 @@ def stop(name: str, pids: dict[str, int] | None = None) -> list[int]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         _reap(pid)
-    _run("ip", "link", "del", HOST_IF, check=False)
+    run_tool("ip", "link", "del", HOST_IF, check=False)
     if not os.environ.get("FABRIC_BENCH_KEEP_SLURM_LOGS"):
         shutil.rmtree(directory(name), ignore_errors=True)
     return was_running
@@ -243,7 +243,7 @@ def node_bytes(cluster: Cluster) -> dict[str, dict[str, int]]:
     """Bytes sent and received on every node's shaped interface (the kernel's counters)."""
     counters = {}
     for i in range(cluster.nodes):
-        out = _run("ip", "netns", "exec", cluster.node(i), "cat", f"/sys/class/net/{IFNAME}/statistics/tx_bytes",
+        out = run_tool("ip", "netns", "exec", cluster.node(i), "cat", f"/sys/class/net/{IFNAME}/statistics/tx_bytes",
                    f"/sys/class/net/{IFNAME}/statistics/rx_bytes", check=False).stdout.split()
         if len(out) == 2:
             counters[node_name(i)] = {"tx_bytes": int(out[0]), "rx_bytes": int(out[1])}

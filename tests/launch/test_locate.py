@@ -1,5 +1,6 @@
 """locate's schedule and outlier test, planted-fault syntax, and the emulated Slurm config (fast).
 The real thing under Slurm is tests/integration/test_emulated_slurm.py."""
+import dataclasses
 import itertools
 import json
 
@@ -145,3 +146,30 @@ def test_locate_bad_input_is_one_line():
     assert proc.returncode == 2 and "multiple of 4" in proc.stderr and len(proc.stderr.splitlines()) == 1
     proc = fabric_bench("site", "init", "--emulated", "nosuch", "-o", "/tmp/never-written.toml", "--force")
     assert proc.returncode == 2 and "no emulated Slurm cluster" in proc.stderr
+
+
+def test_excluded_nodes_reach_srun_and_sbatch_but_not_the_points_key(tmp_path):
+    from launch.experiment import Point
+    from launch.launchers import Plan, sbatch_script, srun_argv
+    from launch.runspec import RunSpec
+    from launch.runtimes import HostRuntime
+
+    spec = RunSpec(launcher="srun", nodes=2, ranks=2, benchmark="allreduce", exclude_nodes="n1,n[3-4]").validated()
+    plan = Plan(record_dir=tmp_path / "ranks", runtime=HostRuntime())
+    assert "--exclude=n1,n[3-4]" in srun_argv(spec, plan, {})
+    batch = dataclasses.replace(spec, launcher="sbatch")
+    assert "#SBATCH --exclude='n1,n[3-4]'" in sbatch_script(batch, plan)
+    assert Point(spec).key == Point(dataclasses.replace(spec, exclude_nodes=None)).key
+    with pytest.raises(UsageError, match="Slurm node list"):
+        dataclasses.replace(spec, exclude_nodes="n1; reboot").validated()
+
+
+def test_exclude_located_takes_the_slow_nodes_of_a_locate_result_and_refuses_others(tmp_path):
+    good = tmp_path / "locate.json"
+    good.write_text(json.dumps({"kind": "locate", "slow_nodes": ["n2"], "slow_links": [["n0", "n1"]]}))
+    assert locate.named_nodes(good) == ["n2"]
+    for bad in ({"kind": "other"}, {"kind": "locate", "slow_nodes": ["n2; rm -rf /"]}, [1]):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(bad))
+        with pytest.raises(UsageError, match="not a locate result"):
+            locate.named_nodes(path)
