@@ -170,8 +170,44 @@ def htb_argv(rate_bit_s: int, slow: list[tuple[str, int]]) -> list[list[str]]:
     return argv
 
 
+def process_running(pid: int) -> bool:
+    """Alive and not a zombie (a daemon spawned and never waited for stays one until its
+    parent, or init, reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_processes(pids: list[int], timeout_s: float) -> list[int]:
+    """SIGTERM each (in order), wait up to timeout_s in all, then SIGKILL; returns those that ran."""
+    was_running = [pid for pid in pids if process_running(pid)]
+    for pid in was_running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for pid in was_running:
+        while process_running(pid) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.1)
+        if process_running(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+    return was_running
+
+
 def down(name: str) -> list[str]:
-    """Remove every namespace of cluster `name` (killing what still runs in them) and its state."""
+    """Remove every namespace of cluster `name` (killing what still runs in them), the daemons
+    and host interface its state records (launch.emulate.slurm_nodes), and its state."""
+    state = read_state(name) or {}
+    daemons = state.get("daemons") if isinstance(state.get("daemons"), dict) else {}
+    stop_processes([pid for pid in daemons.values() if isinstance(pid, int) and pid > 1], 15)
+    if state.get("host_interface") in ("fbemu-slurm",):  # the only one a state may name
+        run_tool("ip", "link", "del", state["host_interface"], check=False)
     removed = []
     for ns in namespaces():
         if cluster_of(ns) != name:

@@ -22,13 +22,13 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-from launch.emulate.cluster import IFNAME, STATE_DIR, SUBNET, Cluster, read_state, run_tool, state_path
+from launch.emulate.cluster import (IFNAME, STATE_DIR, SUBNET, Cluster, process_running, read_state, run_tool,
+                                    state_path, stop_processes)
 from launch.errors import UsageError
 
 HOST_IF = "fbemu-slurm"  # this host's end of the veth into the bridge
@@ -45,6 +45,13 @@ def node_name(i: int) -> str:
 
 def directory(name: str) -> Path:
     return STATE_DIR / f"{name}.slurm"
+
+
+def spool(name: str) -> Path:
+    """slurmd's spool, under /tmp: srun --mpi=pmix puts the PMIx server's directory there
+    (PMIX_SERVER_TMPDIR), and Apptainer binds /tmp into the image but not /run, where Open MPI
+    inside the image would fail to make its session directory."""
+    return Path("/tmp") / f"fabric-bench-emu-{name}-spool"
 
 
 def conf_path(name: str) -> Path:
@@ -93,7 +100,7 @@ def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_p
         "SelectTypeParameters=CR_Core", "MpiDefault=pmix", "EnforcePartLimits=ALL",
         "KillWait=2", "OverTimeLimit=0", "InactiveLimit=0", "MinJobAge=300", "ReturnToService=2",
         "SlurmdTimeout=15", "MessageTimeout=10",  # a node failure (test_emulated_slurm) shows in ~20 s
-        f"StateSaveLocation={where}/state", f"SlurmdSpoolDir={where}/spool/%n",
+        f"StateSaveLocation={where}/state", f"SlurmdSpoolDir={spool(cluster.name)}/%n",
         f"SlurmctldPidFile={where}/slurmctld.pid", f"SlurmdPidFile={where}/%n.slurmd.pid",
         f"SlurmctldLogFile={where}/slurmctld.log", f"SlurmdLogFile={where}/%n.slurmd.log",
         f"TmpFS={where}/tmp/%n",
@@ -105,7 +112,8 @@ def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_p
 
 def _record_pids(name: str, pids: dict[str, int]) -> None:
     state = read_state(name) or {}
-    state["daemons"] = pids
+    state["daemons"] = pids  # cluster.down stops them too (a `down --all` that knows nothing of Slurm)
+    state["host_interface"] = HOST_IF
     state_path(name).write_text(json.dumps(state) + "\n", encoding="utf-8")
 
 
@@ -120,10 +128,11 @@ def start(cluster: Cluster) -> dict[str, int]:
     every node is idle. Undone (daemons stopped) on any failure; the caller removes the namespaces."""
     where = directory(cluster.name)
     shutil.rmtree(where, ignore_errors=True)
-    for sub in ("state", "spool", "tmp"):
+    shutil.rmtree(spool(cluster.name), ignore_errors=True)
+    for sub in ("state", "tmp"):
         (where / sub).mkdir(parents=True)
     for i in range(cluster.nodes):
-        (where / "spool" / node_name(i)).mkdir()
+        (spool(cluster.name) / node_name(i)).mkdir(parents=True)
         (where / "tmp" / node_name(i)).mkdir()
     run_tool("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "host", "netns", cluster.switch)
     run_tool("ip", "-n", cluster.switch, "link", "set", "host", "master", "br0", "up")
@@ -173,7 +182,7 @@ def wait_idle(cluster: Cluster, pids: dict[str, int], env: dict[str, str]) -> No
     deadline = time.monotonic() + START_TIMEOUT_S
     states: dict[str, str] = {}
     while time.monotonic() < deadline:
-        dead = [name for name, pid in pids.items() if not _running(pid)]
+        dead = [name for name, pid in pids.items() if not process_running(pid)]
         if dead:
             raise UsageError(f"emulated Slurm: {', '.join(dead)} exited at start: {last_line(cluster.name, dead[0])}")
         states = node_states(env)
@@ -195,45 +204,19 @@ def last_line(name: str, daemon: str) -> str:
     return "no error logged"
 
 
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (a daemon we spawned and never waited for is reaped by nobody
-    while this process lives)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
 def stop(name: str, pids: dict[str, int] | None = None) -> list[int]:
     """Cancel the cluster's jobs, stop its daemons by pid (slurmds first), remove the host veth.
     Returns the pids that were running."""
     pids = daemon_pids(name) if pids is None else pids
     if not pids and not directory(name).exists():
         return []
-    if pids.get("slurmctld") and _running(pids["slurmctld"]) and conf_path(name).exists():
+    if pids.get("slurmctld") and process_running(pids["slurmctld"]) and conf_path(name).exists():
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run(["scancel", "--partition=emu"], env=client_env(name), capture_output=True, timeout=10)
     order = [pid for n, pid in pids.items() if n != "slurmctld"] + ([pids["slurmctld"]] if "slurmctld" in pids else [])
-    was_running = [pid for pid in order if _running(pid)]
-    for pid in was_running:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for pid in was_running:
-        while _running(pid) and time.monotonic() < deadline:
-            _reap(pid)
-            time.sleep(0.1)
-        if _running(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        _reap(pid)
+    was_running = stop_processes(order, STOP_TIMEOUT_S)
     run_tool("ip", "link", "del", HOST_IF, check=False)
+    shutil.rmtree(spool(name), ignore_errors=True)
     if not os.environ.get("FABRIC_BENCH_KEEP_SLURM_LOGS"):
         shutil.rmtree(directory(name), ignore_errors=True)
     return was_running
