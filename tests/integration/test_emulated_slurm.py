@@ -65,7 +65,7 @@ def locate(env, out) -> dict:
     return json.loads((out / "locate.json").read_text())
 
 
-def test_a_sweep_crosses_the_shaped_links_and_locate_names_nothing_on_a_healthy_cluster(tmp_path):
+def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_healthy_cluster(tmp_path):
     with cluster() as (name, env, _):
         site = tmp_path / "site.toml"
         init = fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env)
@@ -90,6 +90,14 @@ def test_a_sweep_crosses_the_shaped_links_and_locate_names_nothing_on_a_healthy_
         largest = max(s["bytes"] for s in four["sizes"])
         assert all(after[n]["tx_bytes"] - before[n]["tx_bytes"] > largest for n in after), (before, after)
         assert 0 < four["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
+        train = fabric_bench("run", "--site", str(site), "--fabric", "ethernet", "--engine", "ddp", "--model",
+                             "resnet18", "--image-size", "32", "--batch-size", "8", "--warmup", "1", "--iters", "2",
+                             "--batches-per-iter", "2", "--nodes", "2", "--ranks", "2", "--runtime", "host",
+                             "--results", str(tmp_path / "train"), env=env, timeout=600)
+        assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-2000:]
+        ddp = json.loads(next((tmp_path / "train").glob("*/result.json")).read_text())
+        assert ddp["status"] == "ok" and ddp["params_max_abs_diff"] == 0.0 and ddp["slurm"]["rank_hosts"] == [
+            "n0", "n1"], ddp.get("reason")
         found = locate(env, tmp_path / "locate")
         ranks = rank_pids(tmp_path)
     assert found["slow_nodes"] == [] and found["slow_links"] == [] and found["failed_pairs"] == [], found
