@@ -48,9 +48,10 @@ def directory(name: str) -> Path:
 
 
 def spool(name: str) -> Path:
-    """slurmd's spool, under /tmp: srun --mpi=pmix puts the PMIx server's directory there
-    (PMIX_SERVER_TMPDIR), and Apptainer binds /tmp into the image but not /run, where Open MPI
-    inside the image would fail to make its session directory."""
+    """slurmd's spool and TmpFS, under /tmp: srun --mpi=pmix hands the ranks directories in
+    them (PMIX_SERVER_TMPDIR, and TmpFS as PMIx's tmpdir, where Open MPI makes its session
+    directory), and Apptainer binds /tmp into the image but not /run: under /run, Open MPI in
+    the image fails in MPI_Init (ORTE_ERROR_LOG ... session_dir.c)."""
     return Path("/tmp") / f"fabric-bench-emu-{name}-spool"
 
 
@@ -103,7 +104,7 @@ def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_p
         f"StateSaveLocation={where}/state", f"SlurmdSpoolDir={spool(cluster.name)}/%n",
         f"SlurmctldPidFile={where}/slurmctld.pid", f"SlurmdPidFile={where}/%n.slurmd.pid",
         f"SlurmctldLogFile={where}/slurmctld.log", f"SlurmdLogFile={where}/%n.slurmd.log",
-        f"TmpFS={where}/tmp/%n",
+        f"TmpFS={spool(cluster.name)}/tmp-%n",
         *nodes,
         f"PartitionName=emu Nodes={','.join(node_name(i) for i in range(cluster.nodes))} "
         "Default=YES MaxTime=60 State=UP",
@@ -129,11 +130,10 @@ def start(cluster: Cluster) -> dict[str, int]:
     where = directory(cluster.name)
     shutil.rmtree(where, ignore_errors=True)
     shutil.rmtree(spool(cluster.name), ignore_errors=True)
-    for sub in ("state", "tmp"):
-        (where / sub).mkdir(parents=True)
+    (where / "state").mkdir(parents=True)
     for i in range(cluster.nodes):
         (spool(cluster.name) / node_name(i)).mkdir(parents=True)
-        (where / "tmp" / node_name(i)).mkdir()
+        (spool(cluster.name) / f"tmp-{node_name(i)}").mkdir()
     run_tool("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "host", "netns", cluster.switch)
     run_tool("ip", "-n", cluster.switch, "link", "set", "host", "master", "br0", "up")
     run_tool("ip", "addr", "add", f"{HOST_ADDRESS}/24", "dev", HOST_IF)

@@ -177,3 +177,29 @@ def test_a_point_whose_node_fails_runs_once_more_without_it(tmp_path):
     assert "--exclude=n1" in second["argv"] and second["slurm"]["rank_hosts"] == ["n0", "n2"]
     assert two["result"].endswith(f"{runs[1]}/result.json") or runs[1] in two["result"]
     assert not alive(ranks)
+
+
+def test_in_the_apptainer_image_srun_pmix_crosses_the_nodes(tmp_path, cpu_ethernet_image):
+    """srun --mpi=pmix apptainer exec IMG: the image's Open MPI on three emulated nodes (locate's
+    steps and an allreduce run), its ranks on n0..n2 over TCP on fbemu0."""
+    image = str(cpu_ethernet_image.image)
+    with cluster(nodes=3) as (name, env, _):
+        site = tmp_path / "site.toml"
+        assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
+        run = fabric_bench("run", "--site", str(site), "--benchmark", "allreduce", "--min-bytes", "1048576",
+                           "--max-bytes", "4194304", "--iters", "3", "--warmup", "1", "--nodes", "3", "--ranks", "3",
+                           "--fabric", "ethernet", "--runtime", "apptainer", "--image", image,
+                           "--results", str(tmp_path / "run"), env=env, timeout=600)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+        proc = fabric_bench("locate", "--interface", "fbemu0", "--bytes", str(2**20), "--image", image,
+                            "--out", str(tmp_path / "locate"), env=env, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        found = json.loads((tmp_path / "locate" / "locate.json").read_text())
+        ranks = rank_pids(tmp_path)
+    r = json.loads(next((tmp_path / "run").glob("*/result.json")).read_text())
+    assert r["status"] == "ok" and r["argv"][:2] == ["srun", "--mpi=pmix"] and "apptainer" in r["argv"]
+    assert r["slurm"]["rank_hosts"] == ["n0", "n1", "n2"] and r["transport"]["observed"]["mpi"]["btl"] == ["tcp"]
+    assert r["slurm"]["job_id"] and r["slurm"]["steps"] == [f"{r['slurm']['job_id']}.0"]
+    assert len(found["pairs"]) == 3 and not found["failed_pairs"]
+    assert all(sorted(p["hosts"]) == sorted([p["a"], p["b"]]) for p in found["pairs"])
+    assert not alive(ranks)
