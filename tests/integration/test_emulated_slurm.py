@@ -203,3 +203,25 @@ def test_in_the_apptainer_image_srun_pmix_crosses_the_nodes(tmp_path, cpu_ethern
     assert len(found["pairs"]) == 3 and not found["failed_pairs"]
     assert all(sorted(p["hosts"]) == sorted([p["a"], p["b"]]) for p in found["pairs"])
     assert not alive(ranks)
+
+
+def test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes(tmp_path):
+    experiment = tmp_path / "two.experiment.toml"
+    text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
+    experiment.write_text(text.replace("nodes = [2, 4]", "nodes = [2]").replace('launcher = "srun"',
+                                                                                'launcher = "sbatch"'))
+    with cluster(nodes=2) as (name, env, _):
+        site = tmp_path / "site.toml"
+        assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
+        sweep = fabric_bench("sweep", str(experiment), "--site", str(site), "--dir", str(tmp_path / "sweep"),
+                             "--one-job", env=env, timeout=600)
+        ranks = rank_pids(tmp_path)
+    assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
+    summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
+    results = [json.loads((tmp_path / "sweep" / row["result"]).read_text()) for row in summary["runs"]]
+    assert summary["ok"] == summary["ran"] == 2 and len({r["slurm"]["job_id"] for r in results}) == 1
+    two = next(r for r in results if r["world_size"] == 2)
+    job = two["slurm"]["job_id"]
+    assert two["slurm"]["rank_hosts"] == ["n0", "n1"] and two["slurm"]["steps"][0].startswith(f"{job}.")
+    assert two["transport"]["observed"]["mpi"]["btl"] == ["tcp"] and 0 < two["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
+    assert not alive(ranks)
