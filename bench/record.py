@@ -25,6 +25,12 @@ def record_path(record_dir: str | os.PathLike, rank: int) -> Path:
     return Path(record_dir) / f"rank-{rank}.jsonl"
 
 
+def slurm_step() -> dict:
+    """The Slurm job and step a rank runs in, when Slurm started it."""
+    job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")
+    return {"slurm_step": f"{job}.{step}"} if job and step else {}
+
+
 def write_record(record_dir: str | os.PathLike, rank: int, kind: str, **fields) -> dict:
     record = {
         "schema_version": RECORD_SCHEMA_VERSION,
@@ -34,6 +40,7 @@ def write_record(record_dir: str | os.PathLike, rank: int, kind: str, **fields) 
         "pid": os.getpid(),
         "time_unix": time.time(),
         "program_start_unix": PROGRAM_START_UNIX,
+        **slurm_step(),
         **fields,
     }
     path = record_path(record_dir, rank)

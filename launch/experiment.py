@@ -80,7 +80,8 @@ class Point:
 
     @property
     def key(self) -> str:
-        described = {k: v for k, v in self.spec.as_dict().items() if k != "time_limit"}  # a guard, not a setting
+        # time_limit is a guard, exclude_nodes where it runs (a retry leaves a failed node out): not settings
+        described = {k: v for k, v in self.spec.as_dict().items() if k not in ("time_limit", "exclude_nodes")}
         text = json.dumps({"spec": described, "repetition": self.repetition}, sort_keys=True)
         return sha256_bytes(text.encode())[:12]
 

@@ -164,7 +164,8 @@ def srun_argv(spec: RunSpec, plan: Plan, env: dict[str, str]) -> list[str]:
         argv.append(f"--cpus-per-task={cpus_per_rank(spec)}")
     if spec.gpus_per_node:
         argv.append(f"--gpus-per-node={spec.gpus_per_node}")
-    for flag, value in (("--partition", spec.partition), ("--account", spec.account), ("--time", spec.time_limit)):
+    for flag, value in (("--partition", spec.partition), ("--account", spec.account), ("--time", spec.time_limit),
+                        ("--exclude", spec.exclude_nodes)):
         if value:
             argv.append(f"{flag}={value}")
     return argv + in_runtime(spec, plan, bench_program(spec, plan), env)
@@ -181,7 +182,7 @@ def sbatch_script(spec: RunSpec, plan: Plan) -> str:
     lines = slurm.job_header(name=f"fabric-bench-{spec.model}", nodes=spec.nodes,
                              tasks_per_node=spec.ranks_per_node, output=plan.record_dir.parent / "slurm-%j.out",
                              gpus_per_node=spec.gpus_per_node, partition=spec.partition,
-                             account=spec.account, time=spec.time_limit)
+                             account=spec.account, time=spec.time_limit, exclude=spec.exclude_nodes)
     lines += slurm.module_loads(plan.modules)
     lines += ["set -euo pipefail", 'echo "fabric-bench job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"']
     trust.check_env(env, "job script: ")  # names are identifiers, values one line: then quoting holds

@@ -114,6 +114,8 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
                                              stopped=outcome.ended_early)
         log_tail = job_log or log_tail
     records = read_records(prepared.plan.record_dir)
+    if scheduler is not None:  # the steps and hosts the ranks ran in (bench.record.slurm_step)
+        scheduler = slurm.step_facts(records, scheduler)
     rank_starts = [r["program_start_unix"] for r in records if r.get("program_start_unix")]
     result = assemble(
         run_id=prepared.run_id, spec=spec.as_dict(), argv=prepared.command.argv,

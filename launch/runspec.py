@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ CONTROLLERS = ("mpi", "gloo")
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
 COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.allreduce)
+NODE_LIST = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,1000}")  # a Slurm host list: n1,n[3-4]
 
 
 def _of_type(value: object, hint: object) -> bool:
@@ -119,6 +121,8 @@ class RunSpec:
     partition: str | None = setting(None, part="slurm", help="Slurm partition (default: the site's)")
     account: str | None = setting(None, part="slurm", help="Slurm account (default: the site's)")
     time_limit: str | None = setting(None, part="slurm", help="Slurm time limit (default: the site's)")
+    exclude_nodes: str | None = setting(None, part="slurm",
+        help="Slurm nodes to leave out (srun/sbatch --exclude), e.g. n1,n[3-4]")
     link_rate: str | None = setting(None, part="emulation", help="emulated launcher: link rate, e.g. 1gbit")  # emulated launcher: shaped link rate, e.g. "1gbit"
     # communication benchmarks: allreduce (bench.allreduce) and halo (bench.halo)
     backend: str = setting("mpi", part="communication", workload=True,
@@ -163,6 +167,9 @@ class RunSpec:
         for f in dataclasses.fields(self):  # whatever may reach a shell line or a job script
             trust.check_text(f"--{f.name.replace('_', '-')}", getattr(self, f.name))
         trust.check_env(self.extra_env)
+        if self.exclude_nodes is not None and not NODE_LIST.fullmatch(self.exclude_nodes):
+            raise UsageError(f"exclude_nodes {self.exclude_nodes!r}: a Slurm node list (n1,n[3-4])",
+                             fields=("exclude_nodes",))
         if self.benchmark not in BENCHMARKS:
             raise UsageError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}", fields=('benchmark',))
         self.validate_placement()

@@ -93,6 +93,40 @@ def after_run(batch: bool, run_dir: Path, job_script: Path | None, stopped: bool
     return facts, log_tail(run_dir, job_id) if batch else []
 
 
+def step_facts(records: list[dict], facts: dict) -> dict:
+    """The job's facts completed from its ranks' records (bench.record.slurm_step): the steps
+    they ran in, the hosts they ran on, and the job id where the run could not see it (an
+    srun outside an allocation makes a job of its own)."""
+    steps = sorted({str(r["slurm_step"]) for r in records if isinstance(r.get("slurm_step"), str)})
+    hosts = sorted({str(r["host"]) for r in records if isinstance(r.get("host"), str)})
+    out = {**facts, "steps": steps, "rank_hosts": hosts}
+    if not out.get("job_id") and steps:
+        out["job_id"] = steps[0].split(".")[0]
+        fields = job_fields(out["job_id"])
+        out["nodes"] = out.get("nodes") or fields.get("NodeList")
+        if fields.get("NumNodes", "").isdigit():
+            out["num_nodes"] = int(fields["NumNodes"])
+        out["job_state"] = out.get("job_state") or fields.get("JobState")
+    return out
+
+
+_NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
+
+
+def failed_nodes(run_dir: Path) -> list[str]:
+    """Nodes Slurm declared failed during a run: srun's "Node failure on NODES" (its node-fail
+    message from slurmctld) in the run's log or its batch job's log."""
+    found: set[str] = set()
+    for path in [run_dir / "output.log", *run_dir.glob("slurm-*.out")]:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for listed in _NODE_FAILURE.findall(text):
+            found.update((_query(["scontrol", "show", "hostnames", listed]) or listed).split())
+    return sorted(found)
+
+
 def nodes_available(in_allocation: bool, partition: str | None) -> int | None:
     """Nodes a run can use: the allocation's (srun inside one), else the partition's (None: unknown)."""
     if in_allocation and os.environ.get("SLURM_JOB_NUM_NODES", "").isdigit():
@@ -104,18 +138,20 @@ def nodes_available(in_allocation: bool, partition: str | None) -> int | None:
 
 
 def job_header(*, name: str, nodes: int, tasks_per_node: int, output: Path | str, gpus_per_node: int = 0,
-               partition: str | None = None, account: str | None = None, time: str | None = None) -> list[str]:
+               partition: str | None = None, account: str | None = None, time: str | None = None,
+               exclude: str | None = None) -> list[str]:
     """The first lines of a job script: shebang and #SBATCH lines, every value one line (a newline
     would end its #SBATCH line and run the rest as shell code) and quoted."""
     for field, value in (("job name", name), ("output", str(output)), ("partition", partition),
-                         ("account", account), ("time", time)):
+                         ("account", account), ("time", time), ("exclude", exclude)):
         trust.check_text(field, value, "job script: ")
     # --exclusive: whole nodes, so the ranks share every core of a node between them (without
     # it, Slurm's default gives each task one CPU, shared by its NCCL proxy, DDP reducer and Python)
     lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote(name)}",
              f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={tasks_per_node}", "#SBATCH --exclusive",
              f"#SBATCH --output={shlex.quote(str(output))}"]
-    for flag, value in (("--partition", partition), ("--account", account), ("--time", time)):
+    for flag, value in (("--partition", partition), ("--account", account), ("--time", time),
+                        ("--exclude", exclude)):
         if value:
             lines.append(f"#SBATCH {flag}={shlex.quote(value)}")
     if gpus_per_node:
@@ -143,11 +179,11 @@ def module_loads(modules: tuple[str, ...]) -> list[str]:
 
 def sweep_job_script(*, name: str, nodes: int, tasks_per_node: int, gpus_per_node: int, minutes: int,
                      output: Path, partition: str | None, account: str | None, argv: list[str],
-                     modules: tuple[str, ...] = ()) -> str:
+                     modules: tuple[str, ...] = (), exclude: str | None = None) -> str:
     """One allocation for a whole sweep; inside it, `argv` (the sweep with --launcher srun) runs each point."""
     lines = job_header(name=f"fabric-bench-sweep-{name}", nodes=nodes, tasks_per_node=tasks_per_node,
                        output=output, gpus_per_node=gpus_per_node, partition=partition, account=account,
-                       time=str(minutes))
+                       time=str(minutes), exclude=exclude)
     lines += module_loads(modules)
     lines += ["set -euo pipefail", 'echo "fabric-bench sweep job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
               "exec " + shlex.join(argv)]

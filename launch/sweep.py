@@ -12,7 +12,9 @@ submits it, follows the index for progress and collects the results.
 """
 from __future__ import annotations
 
+
 import contextlib
+import dataclasses
 import shutil
 import threading
 import time
@@ -51,6 +53,7 @@ class Sweep:
     retry_failed: bool = False
     force: bool = False                  # run points whose preflight fails (recorded in each result)
     stall_timeout: float | None = None   # end a point whose ranks stop beating (launch.heartbeat)
+    exclude_nodes: str | None = None     # Slurm nodes every point leaves out (e.g. named by `locate`)
     state: SweepState = field(init=False)
 
     def __post_init__(self):
@@ -61,16 +64,22 @@ class Sweep:
 
 
 def plan(experiment: Experiment, directory: Path, site: Site, launcher: str | None = None,
-         retry_failed: bool = False, force: bool = False, stall_timeout: float | None = None) -> Sweep:
+         retry_failed: bool = False, force: bool = False, stall_timeout: float | None = None,
+         exclude_nodes: str | None = None) -> Sweep:
     """Expand and check against the site; raises UsageError before anything runs."""
     points = expand(experiment, site, launcher)
+    if exclude_nodes:
+        if any(not launcher_of(p.spec).slurm for p in points):
+            raise UsageError("--exclude-nodes applies to Slurm launchers (srun, sbatch) only")
+        points = [dataclasses.replace(p, spec=dataclasses.replace(p.spec, exclude_nodes=exclude_nodes).validated())
+                  for p in points]
     for point in points:
         try:  # fabric presets, images: what prepare resolves, without running anything
             prepare(point.spec, directory / "runs", site, run_id="check")
         except UsageError as exc:
             raise blame(experiment, exc) from None
     check_node_counts(experiment, points)
-    return Sweep(experiment, points, directory, site, launcher, retry_failed, force, stall_timeout)
+    return Sweep(experiment, points, directory, site, launcher, retry_failed, force, stall_timeout, exclude_nodes)
 
 
 def check_node_counts(experiment: Experiment, points: list[Point]) -> None:
@@ -91,7 +100,23 @@ def check_node_counts(experiment: Experiment, points: list[Point]) -> None:
 
 # ------------------------------------------------------------------ running
 
-def run_point(sweep: Sweep, point: Point) -> dict:
+def run_point(sweep: Sweep, point: Point, console: Console | None = None) -> dict:
+    """One point; under Slurm, a point whose node failed is run once more without that node
+    (`--exclude`), both runs recorded under the point (the second names the first)."""
+    result = run_point_once(sweep, point)
+    run_dir = sweep.state.runs_dir / str(result.get("run_id"))
+    failed = slurm.failed_nodes(run_dir) if result["status"] != "ok" and launcher_of(point.spec).slurm else []
+    if not failed:
+        return result
+    exclude = ",".join(sorted({*filter(None, (point.spec.exclude_nodes or "").split(",")), *failed}))
+    if console:
+        console.print(f"[yellow]node failure[/yellow] {point.label} on {', '.join(failed)}: "
+                      f"once more without {exclude}", highlight=False)
+    again = dataclasses.replace(point, spec=dataclasses.replace(point.spec, exclude_nodes=exclude))
+    return run_point_once(sweep, again, {"retry_of": {"run_id": result.get("run_id"), "failed_nodes": failed}})
+
+
+def run_point_once(sweep: Sweep, point: Point, annotations: dict | None = None) -> dict:
     """One point, isolated: any failure is recorded as `failed` with its reason."""
     state = sweep.state
     run_id = f"{point.label}-{point.key}-{len(state.point(point.key)['runs']) + 1}"
@@ -99,7 +124,7 @@ def run_point(sweep: Sweep, point: Point) -> dict:
         prepared = prepare(point.spec, state.runs_dir, sweep.site, run_id=run_id)
         state.mark(point.key, point.label, "running", run_id=run_id)
         result = execute_run(point.spec, prepared, timeout=sweep.experiment.time_limit_s, echo=False,
-                             stall_timeout=sweep.stall_timeout, force=sweep.force)
+                             stall_timeout=sweep.stall_timeout, force=sweep.force, annotations=annotations)
     except KeyboardInterrupt as exc:
         stop = interrupted_by(exc)
         state.mark(point.key, point.label, "interrupted", f"interrupted by {stop.name}; all processes of the run ended")
@@ -122,8 +147,9 @@ def progress_bar(console: Console) -> Progress:
 
 def outcome_line(point: Point, result: dict) -> str:
     if result["status"] == "ok":
-        return (f"[green]ok[/green]     {point.label}  {result['throughput']['total_img_per_s']:.1f} img/s "
-                f"({result['wall_seconds']:.1f} s)")
+        figure = (f"{result['throughput']['total_img_per_s']:.1f} img/s" if "throughput" in result
+                  else f"busbw {result.get('peak_busbw_gbit_s') or 0:.3f} Gbit/s")
+        return f"[green]ok[/green]     {point.label}  {figure} ({result['wall_seconds']:.1f} s)"
     return f"[red]failed[/red] {point.label}: {result['reason']}"
 
 
@@ -136,7 +162,7 @@ def run_here(sweep: Sweep, console: Console, results: list[dict]) -> None:
         for point in todo:
             interrupt.check()  # a stop asked between runs: nothing is lost
             progress.update(task, description=point.label)
-            result = run_point(sweep, point)
+            result = run_point(sweep, point, progress.console)
             results.append(result)
             progress.console.print(outcome_line(point, result), highlight=False)
             progress.advance(task)
@@ -159,12 +185,14 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
         argv.append("--force")
     if sweep.stall_timeout is not None:
         argv += ["--stall-timeout", f"{sweep.stall_timeout:g}"]
+    if sweep.exclude_nodes:
+        argv += ["--exclude-nodes", sweep.exclude_nodes]
     return slurm.sweep_job_script(
         name=sweep.experiment.name, nodes=max(s.nodes for s in specs),
         tasks_per_node=max(s.ranks_per_node for s in specs), gpus_per_node=max(s.gpus_per_node for s in specs),
         minutes=slurm.minutes_for(limit * len(sweep.todo()) + JOB_MARGIN_S),
         output=sweep.directory.resolve() / "slurm-%j.out", partition=specs[0].partition,
-        account=specs[0].account, argv=argv, modules=sweep.site.modules)
+        account=specs[0].account, argv=argv, modules=sweep.site.modules, exclude=sweep.exclude_nodes)
 
 
 def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:

@@ -86,7 +86,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.integration)
         if "cpu_ethernet_image" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.image)
-        if path.name == "test_slurm.py" and "integration" in path.parts:
+        if path.name in ("test_slurm.py", "test_emulated_slurm.py") and "integration" in path.parts:
             item.add_marker(pytest.mark.slurm)
         function = getattr(item, "function", None)
         try:

@@ -174,6 +174,7 @@ COMMAND_MODULES = (
     "launch.cli.archive",
     "launch.cli.compare",
     "launch.cli.predict",
+    "launch.cli.locate",
 )
 for _module in COMMAND_MODULES:
     __import__(_module, fromlist=["register"]).register(app)

@@ -20,19 +20,44 @@ def rate_text(rate_bit_s: int | None) -> str:
 @emulate_app.command("up")
 def up(nodes: int = typer.Option(2, help="nodes (network namespaces), >= 2"),
        link_rate: Optional[str] = typer.Option(None, help="every node's link rate, e.g. 1gbit (default: unshaped)"),
+       link: list[str] = typer.Option([], help="RATE (every link), nI=RATE (node I's link) or nI-nJ=RATE "
+                                                "(the path between I and J); repeatable"),
+       slow: list[str] = typer.Option([], help="nI[=RATE]: node I sends slower (its egress only; default a "
+                                                "quarter of its link); repeatable"),
+       slurm: bool = typer.Option(False, "--slurm", help="a slurmd per node, slurmctld on the bridge"),
        name: str = typer.Option(emulate.DEFAULT_CLUSTER, help="cluster name (namespaces fbemu-NAME-*)")):
-    """Bring up a cluster that `run --launcher emulated` with the same nodes and rate uses.
+    """Bring up a cluster that `run --launcher emulated` with the same nodes and rate uses,
+    or with --slurm one that Slurm's srun and sbatch reach (export the SLURM_CONF it prints).
 
     Example: fabric-bench emulate up --nodes 2 --link-rate 1gbit
     """
     if nodes < 2:
         raise UsageError(f"an emulated cluster needs --nodes >= 2, got {nodes}")
-    rate = emulate.parse_rate(link_rate) if link_rate else None
+    rate, faults = emulate.faults.parse(link, slow, nodes)
+    if link_rate:
+        if rate is not None:
+            raise UsageError("give the cluster's rate once: --link-rate RATE or --link RATE")
+        rate = emulate.parse_rate(link_rate)
+    faults.egress_rate(0, rate)  # a slow node without a rate needs one
     emulate.require_root()
     emulate.refuse_leftovers()
-    cluster = emulate.up(emulate.Cluster(emulate.validate_name(name), nodes, rate, persistent=True))
+    if slurm:
+        emulate.slurm_nodes.require()
+    cluster = emulate.up(emulate.Cluster(emulate.validate_name(name), nodes, rate, persistent=True,
+                                         faults=faults, slurm=slurm))
+    if slurm:
+        try:
+            emulate.slurm_nodes.start(cluster)
+        except BaseException:
+            emulate.slurm_nodes.stop(cluster.name)
+            emulate.down(cluster.name)
+            raise
     print(f"cluster {cluster.name}: {nodes} nodes ({', '.join(cluster.namespaces[1:])}), "
-          f"links {rate_text(rate)}, interface {emulate.IFNAME} on {emulate.SUBNET}.0/24")
+          f"links {rate_text(rate)}, interface {emulate.IFNAME} on {emulate.SUBNET}.0/24"
+          + (f"; planted: {', '.join(faults.describe())}" if faults else ""))
+    if slurm:
+        print(f"Slurm: nodes n0..n{nodes - 1}, slurmctld on {emulate.slurm_nodes.HOST_ADDRESS}; "
+              f"export SLURM_CONF={emulate.slurm_nodes.conf_path(cluster.name)}")
 
 
 @emulate_app.command("down")
@@ -47,8 +72,10 @@ def down(name: Optional[str] = typer.Argument(None, help="cluster to remove (def
         raise UsageError("give a cluster name or --all, not both")
     names = sorted({emulate.cluster_of(ns) for ns in emulate.namespaces()}) if all_clusters else \
         [emulate.validate_name(name or emulate.DEFAULT_CLUSTER)]
+    stopped = [pid for n in names for pid in emulate.slurm_nodes.stop(n)]  # daemons first, by pid
     removed = [ns for n in names for ns in emulate.down(n)]
-    print(f"removed {len(removed)} namespace(s)" + (f": {', '.join(removed)}" if removed else ""))
+    print(f"removed {len(removed)} namespace(s)" + (f": {', '.join(removed)}" if removed else "")
+          + (f"; stopped {len(stopped)} Slurm daemon(s)" if stopped else ""))
 
 
 @emulate_app.command("status")

@@ -4,11 +4,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from launch.errors import UsageError
-from launch.site import load_site, site_from_probe, site_to_toml
+from launch.launchers import SRUN
+from launch.site import FabricSite, Scheduler, Site, load_site, site_from_probe, site_to_toml
 
 site_app = typer.Typer(help="Site configuration (site.toml): runtime, launcher, scheduler, fabrics.",
                        no_args_is_help=True)
@@ -16,7 +18,9 @@ site_app = typer.Typer(help="Site configuration (site.toml): runtime, launcher, 
 
 @site_app.command("init")
 def init(output: Path = typer.Option(Path("site.toml"), "--output", "-o", help="file to write"),
-         force: bool = typer.Option(False, help="overwrite an existing file")):
+         force: bool = typer.Option(False, help="overwrite an existing file"),
+         emulated: Optional[str] = typer.Option(None, help="describe the running emulated Slurm cluster of "
+                                                          "this name (`emulate up --slurm`) instead")):
     """Write a site file describing this host, from `fabric-bench probe`.
 
     Example: fabric-bench site init --output site.toml
@@ -28,6 +32,8 @@ def init(output: Path = typer.Option(Path("site.toml"), "--output", "-o", help="
     site = site_from_probe(collect())
     header = ("fabric-bench site file, written by `fabric-bench site init` from this host's probe.\n"
               "Edit scheduler defaults, binds, env and modules for your cluster.")
+    if emulated:
+        site, header = emulated_site(site, emulated)
     try:
         output.write_text(site_to_toml(site, header))
     except OSError as exc:
@@ -52,6 +58,26 @@ def show(site: Path = typer.Option(..., "--site", help="site file to validate an
         return
     print(f"site {site}: valid")
     print(site_to_toml(loaded), end="")
+
+
+def emulated_site(probed: Site, name: str) -> tuple[Site, str]:
+    """The site of a running emulated Slurm cluster: srun on partition emu, ethernet on every
+    node's shaped interface at its rate, rank 0's DDP address on that interface."""
+    from launch import emulate
+
+    found = emulate.cluster_named(name)
+    if found is None or not found.slurm:
+        raise UsageError(f"no emulated Slurm cluster {name!r} runs; start one with "
+                         f"`fabric-bench emulate up --slurm --name {name}`")
+    rate = found.rate_bit_s / 1e9 if found.rate_bit_s else None
+    site = dataclasses.replace(
+        probed, launcher=SRUN.name, scheduler=Scheduler(partition="emu"),
+        env={"FABRIC_BENCH_MASTER_IFNAME": emulate.IFNAME},
+        fabrics={"ethernet": FabricSite(interface=emulate.IFNAME, link_gbit_s=rate)})
+    header = (f"fabric-bench site file of the emulated Slurm cluster {name!r} ({found.nodes} nodes), written by\n"
+              "`fabric-bench site init --emulated`. Slurm's clients need\n"
+              f"export SLURM_CONF={emulate.slurm_nodes.conf_path(name)}")
+    return site, header
 
 
 def register(app: typer.Typer) -> None:

@@ -22,6 +22,9 @@ def sweep(
     retry_failed: bool = typer.Option(False, help="rerun points that failed (finished ones are always skipped)"),
     force: bool = typer.Option(False, help="run points even when a host <-> image preflight check fails (recorded in each result)"),
     stall_timeout: Optional[float] = typer.Option(None, help="end a point when a rank starts no step for this many seconds; its result names who stopped where"),
+    exclude_nodes: Optional[str] = typer.Option(None, help="Slurm nodes every point leaves out, e.g. n3,n[5-6]"),
+    exclude_located: Optional[Path] = typer.Option(None, help="leave out the slow nodes a `fabric-bench locate` "
+                                                              "named (its locate.json)"),
     dry_run: bool = typer.Option(False, help="list the runs and their count, run nothing"),
 ):
     """Run every point of EXPERIMENT; a rerun skips finished points.
@@ -52,8 +55,12 @@ def sweep(
         site_config, placeholders = placeholder_site(loaded, site_config)
     directory = directory or Path("results") / "sweeps" / loaded.name
     # one job: the ranks are started by srun inside the job's allocation
+    if exclude_located:
+        from launch.locate import named_nodes
+
+        exclude_nodes = ",".join(filter(None, [exclude_nodes, *named_nodes(exclude_located)])) or None
     swept = plan(loaded, directory, site_config, SRUN.name if one_job else launcher, retry_failed, force,
-                 stall_timeout)
+                 stall_timeout, exclude_nodes)
     console = make_console()
     if dry_run:
         print_plan(swept, console, one_job)

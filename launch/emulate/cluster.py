@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from launch.emulate.faults import Faults
 from launch.errors import UsageError
 
 PREFIX = "fbemu-"
@@ -69,6 +70,8 @@ class Cluster:
     nodes: int
     rate_bit_s: int | None  # None: unshaped
     persistent: bool = False  # made by `emulate up`: runs use it and leave it up
+    faults: Faults = Faults()  # planted degradations (launch.emulate.faults)
+    slurm: bool = False  # a slurmd per node and slurmctld on the bridge (launch.emulate.slurm_nodes)
 
     @property
     def switch(self) -> str:
@@ -86,7 +89,7 @@ class Cluster:
         return f"{SUBNET}.{i + 1}"
 
 
-def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+def run_tool(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(list(argv), capture_output=True, text=True)
     if check and proc.returncode != 0:
         detail = (proc.stderr.strip().splitlines() or ["exit code %d" % proc.returncode])[-1]
@@ -118,37 +121,102 @@ def up(cluster: Cluster, owner_pid: int | None = None) -> Cluster:
     write_state(cluster, owner_pid)
     try:
         sw = cluster.switch
-        _run("ip", "netns", "add", sw)
-        _run("ip", "-n", sw, "link", "add", "br0", "type", "bridge")
-        _run("ip", "-n", sw, "link", "set", "br0", "up")
+        run_tool("ip", "netns", "add", sw)
+        run_tool("ip", "-n", sw, "link", "add", "br0", "type", "bridge")
+        run_tool("ip", "-n", sw, "link", "set", "br0", "up")
         for i in range(cluster.nodes):
             node = cluster.node(i)
-            _run("ip", "netns", "add", node)
-            _run("ip", "-n", sw, "link", "add", f"n{i}", "type", "veth", "peer", "name", IFNAME, "netns", node)
-            _run("ip", "-n", sw, "link", "set", f"n{i}", "master", "br0", "up")
-            _run("ip", "-n", node, "addr", "add", f"{cluster.address(i)}/24", "dev", IFNAME)
-            _run("ip", "-n", node, "link", "set", IFNAME, "up")
-            _run("ip", "-n", node, "link", "set", "lo", "up")
-            if cluster.rate_bit_s:  # node -> switch, and switch -> node
-                _run("tc", "-n", node, "qdisc", "replace", "dev", IFNAME, "root", *tbf_args(cluster.rate_bit_s))
-                _run("tc", "-n", sw, "qdisc", "replace", "dev", f"n{i}", "root", *tbf_args(cluster.rate_bit_s))
+            run_tool("ip", "netns", "add", node)
+            run_tool("ip", "-n", sw, "link", "add", f"n{i}", "type", "veth", "peer", "name", IFNAME, "netns", node)
+            run_tool("ip", "-n", sw, "link", "set", f"n{i}", "master", "br0", "up")
+            run_tool("ip", "-n", node, "addr", "add", f"{cluster.address(i)}/24", "dev", IFNAME)
+            run_tool("ip", "-n", node, "link", "set", IFNAME, "up")
+            run_tool("ip", "-n", node, "link", "set", "lo", "up")
+            shape(cluster, i)
     except BaseException:
         down(cluster.name)
         raise
     return cluster
 
 
+def shape(cluster: Cluster, i: int) -> None:
+    """Node i's link: tbf at its rate node -> switch and switch -> node; a slow node's egress
+    at its slower rate; a degraded pair's traffic in an htb class of its own (launch.emulate.faults)."""
+    node, sw = cluster.node(i), cluster.switch
+    rate = cluster.faults.node_rate(i, cluster.rate_bit_s)
+    egress = cluster.faults.egress_rate(i, rate)
+    if rate:  # switch -> node
+        run_tool("tc", "-n", sw, "qdisc", "replace", "dev", f"n{i}", "root", *tbf_args(rate))
+    peers = cluster.faults.degraded_peers(i)
+    if peers and egress:
+        for argv in htb_argv(egress, [(cluster.address(j), r) for j, r in peers]):
+            run_tool("tc", "-n", node, *argv)
+    elif egress:
+        run_tool("tc", "-n", node, "qdisc", "replace", "dev", IFNAME, "root", *tbf_args(egress))
+
+
+def htb_argv(rate_bit_s: int, slow: list[tuple[str, int]]) -> list[list[str]]:
+    """tc commands (after `tc -n NS`) shaping a node's egress with htb: class 1:1 at its rate for
+    all traffic, and one class per degraded peer address at that pair's rate (u32 on dst)."""
+    def cls(minor: int, rate: int) -> list[str]:
+        burst = str(max(int(rate / 8 * BURST_S), MIN_BURST_BYTES))
+        return ["class", "add", "dev", IFNAME, "parent", "1:", "classid", f"1:{minor}", "htb", "rate", str(rate),
+                "ceil", str(rate), "burst", burst, "cburst", burst, "quantum", "60000"]
+    argv = [["qdisc", "replace", "dev", IFNAME, "root", "handle", "1:", "htb", "default", "1"], cls(1, rate_bit_s)]
+    for k, (address, rate) in enumerate(slow, start=2):
+        argv += [cls(k, rate),
+                 ["filter", "add", "dev", IFNAME, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                  "match", "ip", "dst", f"{address}/32", "flowid", f"1:{k}"]]
+    return argv
+
+
+def process_running(pid: int) -> bool:
+    """Alive and not a zombie (a daemon spawned and never waited for stays one until its
+    parent, or init, reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_processes(pids: list[int], timeout_s: float) -> list[int]:
+    """SIGTERM each (in order), wait up to timeout_s in all, then SIGKILL; returns those that ran."""
+    was_running = [pid for pid in pids if process_running(pid)]
+    for pid in was_running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for pid in was_running:
+        while process_running(pid) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.1)
+        if process_running(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+    return was_running
+
+
 def down(name: str) -> list[str]:
-    """Remove every namespace of cluster `name` (killing what still runs in them) and its state."""
+    """Remove every namespace of cluster `name` (killing what still runs in them), the daemons
+    and host interface its state records (launch.emulate.slurm_nodes), and its state."""
+    state = read_state(name) or {}
+    daemons = state["daemons"] if isinstance(state.get("daemons"), dict) else {}
+    stop_processes([pid for pid in daemons.values() if isinstance(pid, int) and pid > 1], 15)
+    if state.get("host_interface") in ("fbemu-slurm",):  # the only one a state may name
+        run_tool("ip", "link", "del", state["host_interface"], check=False)
     removed = []
     for ns in namespaces():
         if cluster_of(ns) != name:
             continue
-        pids = _run("ip", "netns", "pids", ns, check=False).stdout.split()
+        pids = run_tool("ip", "netns", "pids", ns, check=False).stdout.split()
         for pid in pids:  # only processes inside a namespace this module made
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), signal.SIGKILL)
-        _run("ip", "netns", "del", ns, check=False)
+        run_tool("ip", "netns", "del", ns, check=False)
         removed.append(ns)
     with contextlib.suppress(FileNotFoundError):
         state_path(name).unlink()
@@ -159,7 +227,7 @@ def namespaces() -> list[str]:
     """Names of this module's namespaces (`ip netns list`)."""
     if shutil.which("ip") is None:
         return []
-    listing = _run("ip", "netns", "list", check=False).stdout.splitlines()
+    listing = run_tool("ip", "netns", "list", check=False).stdout.splitlines()
     return [line.split()[0] for line in listing if line.startswith(PREFIX)]
 
 
@@ -218,10 +286,16 @@ def status() -> list[Status]:
         state = read_state(name)
         cluster = None
         if state:
-            cluster = Cluster(state["name"], state["nodes"], state["rate_bit_s"], state["persistent"])
+            cluster = Cluster(state["name"], state["nodes"], state["rate_bit_s"], state["persistent"],
+                              Faults.from_state(state.get("faults")), bool(state.get("slurm")))
         found.append(Status(name, tuple(ns for ns in namespaces() if cluster_of(ns) == name), cluster,
                             state.get("owner_pid") if state else None))
     return found
+
+
+def cluster_named(name: str) -> Cluster | None:
+    """The cluster of that name, from its state (None when none runs)."""
+    return next((s.cluster for s in status() if s.name == name), None)
 
 
 def refuse_leftovers() -> None:

@@ -10,7 +10,7 @@ from launch.runspec import PARTS, RunSpec
 
 def test_every_field_belongs_to_one_part_and_roles_are_declared_on_the_fields():
     assert {f.metadata["part"] for f in dataclasses.fields(RunSpec)} <= set(PARTS)
-    assert set(RunSpec.part("slurm")) == {"mpi_plugin", "partition", "account", "time_limit"}
+    assert set(RunSpec.part("slurm")) == {"mpi_plugin", "partition", "account", "time_limit", "exclude_nodes"}
     baseline = set(RunSpec.fields_where("baseline"))
     assert {"model", "batch_size", "runtime", "image"} <= baseline and not {"fabric", "nodes"} & baseline
     assert "image" not in RunSpec.fields_where("workload")  # sites compare across image paths

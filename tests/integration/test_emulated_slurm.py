@@ -1,0 +1,227 @@
+"""An emulated cluster under real Slurm (issue 31): `emulate up --slurm` starts a slurmd in
+each node's network namespace; a sweep's allreduce points run as srun --mpi=pmix jobs whose
+ranks sit in different namespaces and exchange over the shaped links; `locate` names a
+planted bad link, a planted slow node, and nothing on a healthy cluster. After each
+cluster: every daemon and rank gone (by pid), every namespace removed."""
+import json
+import secrets
+import subprocess
+import time
+from contextlib import contextmanager
+
+import pytest
+
+from launch import emulate
+from launch.emulate import slurm_nodes
+from tests.conftest import REPO, VENV_BIN, alive, fabric_bench, need
+
+pytestmark = pytest.mark.slow
+RATE_BIT_S = 300e6
+NODES = 4
+
+
+def possible():
+    import os
+    import shutil
+
+    need(os.geteuid() == 0 and shutil.which("tc") is not None, "emulated clusters need root and tc")
+    need(slurm_nodes.available(), "Slurm is not installed (apt-get install slurm-wlm; make setup-test)")
+
+
+@contextmanager
+def cluster(*planted: str, nodes: int = NODES):
+    """`emulate up --slurm` with the planted faults; yields (name, client env, daemon pids);
+    afterwards `emulate down`, and checks that nothing of it is left."""
+    possible()
+    name = f"ts{secrets.token_hex(3)}"
+    up = fabric_bench("emulate", "up", "--nodes", str(nodes), "--link", "300mbit", *planted, "--slurm",
+                      "--name", name, timeout=120)
+    assert up.returncode == 0, up.stdout + up.stderr
+    pids = slurm_nodes.daemon_pids(name)
+    try:
+        assert set(pids) == {"slurmctld", *(f"n{i}" for i in range(nodes))} and alive(pids.values()) == set(
+            pids.values())
+        yield name, slurm_nodes.client_env(name), pids
+    finally:
+        down = fabric_bench("emulate", "down", name, timeout=120)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert not alive(pids.values()), f"Slurm daemons left: {alive(pids.values())}"
+    assert not [ns for ns in emulate.namespaces() if emulate.cluster_of(ns) == name]
+    assert slurm_nodes.HOST_IF not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+
+
+def rank_pids(directory) -> set[int]:
+    pids = set()
+    for path in directory.rglob("rank-*.jsonl"):
+        for line in path.read_text().splitlines():
+            pids.add(json.loads(line)["pid"])
+    return pids
+
+
+def locate(env, out) -> dict:
+    proc = fabric_bench("locate", "--interface", "fbemu0", "--bytes", str(2 * 2**20), "--out", str(out),
+                        env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return json.loads((out / "locate.json").read_text())
+
+
+def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_healthy_cluster(tmp_path):
+    with cluster() as (name, env, _):
+        site = tmp_path / "site.toml"
+        init = fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env)
+        assert init.returncode == 0, init.stderr
+        assert 'interface = "fbemu0"' in site.read_text() and 'launcher = "srun"' in site.read_text()
+        before = slurm_nodes.node_bytes(emulate.cluster_named(name))
+        sweep = fabric_bench("sweep", "experiments/emulated-slurm.experiment.toml", "--site", str(site),
+                             "--dir", str(tmp_path / "sweep"), env=env, timeout=900)
+        after = slurm_nodes.node_bytes(emulate.cluster_named(name))
+        assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
+        summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
+        assert summary["ok"] == summary["ran"] == 3
+        four = [json.loads((tmp_path / "sweep" / row["result"]).read_text()) for row in summary["runs"]]
+        four = next(r for r in four if r["world_size"] == 4)
+        # a Slurm job whose step's ranks sat on the four emulated nodes, over TCP on fbemu0
+        assert four["slurm"]["rank_hosts"] == ["n0", "n1", "n2", "n3"] and four["slurm"]["nodes"] == "n[0-3]"
+        assert four["slurm"]["steps"] == [f"{four['slurm']['job_id']}.0"]
+        assert four["transport"]["observed"]["mpi"]["btl"] == ["tcp"]
+        assert four["env"]["OMPI_MCA_btl_tcp_if_include"] == "fbemu0"
+        # every node's shaped interface carried at least the largest message; and the busbw
+        # cannot exceed the shaped rate (plus tbf's 3 ms burst): the traffic crossed the tbf
+        largest = max(s["bytes"] for s in four["sizes"])
+        assert all(after[n]["tx_bytes"] - before[n]["tx_bytes"] > largest for n in after), (before, after)
+        assert 0 < four["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
+        train = fabric_bench("run", "--site", str(site), "--fabric", "ethernet", "--engine", "ddp", "--model",
+                             "resnet18", "--image-size", "32", "--batch-size", "8", "--warmup", "1", "--iters", "2",
+                             "--batches-per-iter", "2", "--nodes", "2", "--ranks", "2", "--runtime", "host",
+                             "--results", str(tmp_path / "train"), env=env, timeout=600)
+        assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-2000:]
+        ddp = json.loads(next((tmp_path / "train").glob("*/result.json")).read_text())
+        assert ddp["status"] == "ok" and ddp["params_max_abs_diff"] == 0.0 and ddp["slurm"]["rank_hosts"] == [
+            "n0", "n1"], ddp.get("reason")
+        found = locate(env, tmp_path / "locate")
+        ranks = rank_pids(tmp_path)
+    assert found["slow_nodes"] == [] and found["slow_links"] == [] and found["failed_pairs"] == [], found
+    assert len(found["pairs"]) == 6 and found["rounds"] == 3
+    assert all(p["step_id"].startswith(f"{found['job_id']}.") and sorted(p["hosts"]) == sorted([p["a"], p["b"]])
+               for p in found["pairs"])
+    assert (tmp_path / "locate" / "heatmap.png").stat().st_size > 1000
+    assert "<table>" in (tmp_path / "locate" / "heatmap.html").read_text()
+    assert ranks and not alive(ranks)
+
+
+def test_locate_names_a_degraded_link_and_nothing_else(tmp_path):
+    with cluster("--link", "n1-n3=75mbit") as (_, env, _pids):
+        found = locate(env, tmp_path)
+    assert found["slow_links"] == [["n1", "n3"]] and found["slow_nodes"] == [], found
+    slow = next(p for p in found["pairs"] if (p["a"], p["b"]) == ("n1", "n3"))
+    assert slow["best_gbit_s"] < 0.1 and slow["remeasured_gbit_s"] is not None
+    assert not alive(rank_pids(tmp_path))
+
+
+def test_locate_names_a_slow_node_and_nothing_else(tmp_path):
+    with cluster("--slow", "n2") as (_, env, _pids):
+        found = locate(env, tmp_path)
+    assert found["slow_nodes"] == ["n2"] and found["slow_links"] == [], found
+    assert not alive(rank_pids(tmp_path))
+
+
+def test_a_second_slurm_cluster_and_bad_faults_are_refused_in_one_line():
+    with cluster(nodes=2):
+        second = fabric_bench("emulate", "up", "--nodes", "2", "--slurm", "--name", "tsother", timeout=60)
+        assert second.returncode == 2 and "runs already" in second.stderr and len(second.stderr.splitlines()) == 1
+    bad = fabric_bench("emulate", "up", "--nodes", "2", "--link", "300mbit", "--link", "n5=1gbit", timeout=60)
+    assert bad.returncode == 2 and "n0..n1" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_point_whose_node_fails_runs_once_more_without_it(tmp_path):
+    """n1 drops off the network while a 2-node point runs on n0,n1: Slurm declares it failed,
+    srun says so, and the sweep runs the point again with --exclude=n1 (both runs kept)."""
+    experiment = tmp_path / "long.experiment.toml"
+    text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
+    experiment.write_text(text.replace("nodes = [2, 4]", "nodes = [2]").replace("iters = 3", "iters = 40")
+                          .replace("max_bytes = 16777216", "max_bytes = 4194304"))
+    with cluster(nodes=3) as (name, env, _):
+        site = tmp_path / "site.toml"
+        assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
+        sweep = subprocess.Popen([str(VENV_BIN / "fabric-bench"), "sweep", str(experiment), "--site", str(site),
+                                  "--dir", str(tmp_path / "sweep")], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:  # wait for the 2-node job on n0,n1
+                queue = subprocess.run(["squeue", "--noheader", "--format=%D %N %T"], env=env,
+                                       capture_output=True, text=True).stdout.split()
+                if queue[:3] == ["2", "n[0-1]", "RUNNING"]:
+                    break
+                time.sleep(0.5)
+            else:
+                pytest.fail("the 2-node point never ran on n[0-1]")
+            time.sleep(3)
+            subprocess.run(["ip", "-n", emulate.cluster_named(name).node(1), "link", "set", "fbemu0", "down"],
+                           check=True)
+            output, _ = sweep.communicate(timeout=600)
+        finally:
+            if sweep.poll() is None:
+                sweep.kill()
+                sweep.wait()
+        ranks = rank_pids(tmp_path)
+    summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
+    two = next(row for row in summary["runs"] if not row["baseline"])
+    state = json.loads((tmp_path / "sweep" / "index.json").read_text())
+    runs = next(p["runs"] for p in state["points"].values() if "n2x1" in p["label"])
+    assert len(runs) == 2, output[-3000:]
+    first = json.loads((tmp_path / "sweep" / "runs" / runs[0] / "result.json").read_text())
+    second = json.loads((tmp_path / "sweep" / "runs" / runs[1] / "result.json").read_text())
+    assert first["status"] != "ok" and second["status"] == "ok", output[-3000:]
+    assert second["retry_of"] == {"run_id": runs[0], "failed_nodes": ["n1"]}
+    assert "--exclude=n1" in second["argv"] and second["slurm"]["rank_hosts"] == ["n0", "n2"]
+    assert two["result"].endswith(f"{runs[1]}/result.json") or runs[1] in two["result"]
+    assert not alive(ranks)
+
+
+def test_in_the_apptainer_image_srun_pmix_crosses_the_nodes(tmp_path, cpu_ethernet_image):
+    """srun --mpi=pmix apptainer exec IMG: the image's Open MPI on three emulated nodes (locate's
+    steps and an allreduce run), its ranks on n0..n2 over TCP on fbemu0."""
+    image = str(cpu_ethernet_image.image)
+    with cluster(nodes=3) as (name, env, _):
+        site = tmp_path / "site.toml"
+        assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
+        run = fabric_bench("run", "--site", str(site), "--benchmark", "allreduce", "--min-bytes", "1048576",
+                           "--max-bytes", "4194304", "--iters", "3", "--warmup", "1", "--nodes", "3", "--ranks", "3",
+                           "--fabric", "ethernet", "--runtime", "apptainer", "--image", image,
+                           "--results", str(tmp_path / "run"), env=env, timeout=600)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+        proc = fabric_bench("locate", "--interface", "fbemu0", "--bytes", str(2**20), "--image", image,
+                            "--out", str(tmp_path / "locate"), env=env, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        found = json.loads((tmp_path / "locate" / "locate.json").read_text())
+        ranks = rank_pids(tmp_path)
+    r = json.loads(next((tmp_path / "run").glob("*/result.json")).read_text())
+    assert r["status"] == "ok" and r["argv"][:2] == ["srun", "--mpi=pmix"] and "apptainer" in r["argv"]
+    assert r["slurm"]["rank_hosts"] == ["n0", "n1", "n2"] and r["transport"]["observed"]["mpi"]["btl"] == ["tcp"]
+    assert r["slurm"]["job_id"] and r["slurm"]["steps"] == [f"{r['slurm']['job_id']}.0"]
+    assert len(found["pairs"]) == 3 and not found["failed_pairs"]
+    assert all(sorted(p["hosts"]) == sorted([p["a"], p["b"]]) for p in found["pairs"])
+    assert not alive(ranks)
+
+
+def test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes(tmp_path):
+    experiment = tmp_path / "two.experiment.toml"
+    text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
+    experiment.write_text(text.replace("nodes = [2, 4]", "nodes = [2]").replace('launcher = "srun"',
+                                                                                'launcher = "sbatch"'))
+    with cluster(nodes=2) as (name, env, _):
+        site = tmp_path / "site.toml"
+        assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
+        sweep = fabric_bench("sweep", str(experiment), "--site", str(site), "--dir", str(tmp_path / "sweep"),
+                             "--one-job", env=env, timeout=600)
+        ranks = rank_pids(tmp_path)
+    assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
+    summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
+    results = [json.loads((tmp_path / "sweep" / row["result"]).read_text()) for row in summary["runs"]]
+    assert summary["ok"] == summary["ran"] == 2 and len({r["slurm"]["job_id"] for r in results}) == 1
+    two = next(r for r in results if r["world_size"] == 2)
+    job = two["slurm"]["job_id"]
+    assert two["slurm"]["rank_hosts"] == ["n0", "n1"] and two["slurm"]["steps"][0].startswith(f"{job}.")
+    assert two["transport"]["observed"]["mpi"]["btl"] == ["tcp"] and 0 < two["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
+    assert not alive(ranks)

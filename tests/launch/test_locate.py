@@ -1,0 +1,175 @@
+"""locate's schedule and outlier test, planted-fault syntax, and the emulated Slurm config (fast).
+The real thing under Slurm is tests/integration/test_emulated_slurm.py."""
+import dataclasses
+import itertools
+import json
+
+import pytest
+
+from launch import locate
+from launch.emulate import Cluster, cluster, faults, slurm_nodes
+from launch.errors import UsageError
+from tests.conftest import fabric_bench
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8])
+def test_rounds_cover_every_pair_once_with_disjoint_pairs(n):
+    nodes = [f"n{i}" for i in range(n)]
+    schedule = locate.rounds(nodes)
+    assert len(schedule) == (n - 1 if n % 2 == 0 else n)
+    pairs = [p for r in schedule for p in r]
+    assert sorted(pairs) == sorted(itertools.combinations(nodes, 2))
+    for r in schedule:
+        used = [node for pair in r for node in pair]
+        assert len(used) == len(set(used)) and len(r) == n // 2
+
+
+def pairs_of(n: int, slow: dict, healthy: float = 0.29) -> list[locate.Pair]:
+    return [locate.Pair(a, b, slow.get((a, b), healthy), None)
+            for a, b in itertools.combinations([f"n{i}" for i in range(n)], 2)]
+
+
+@pytest.mark.parametrize("n", [3, 4, 6, 8])
+def test_a_slow_node_is_named_and_its_pairs_are_not_links(n):
+    nodes = [f"n{i}" for i in range(n)]
+    slow = {tuple(sorted(("n1", x))): 0.11 for x in nodes if x != "n1"}
+    verdict = locate.judge(nodes, pairs_of(n, slow))
+    assert verdict.slow_nodes == ["n1"] and verdict.slow_links == []
+
+
+@pytest.mark.parametrize("n", [3, 4, 8])
+def test_a_slow_pair_is_a_link(n):
+    nodes = [f"n{i}" for i in range(n)]
+    verdict = locate.judge(nodes, pairs_of(n, {("n0", "n1"): 0.07}))
+    assert verdict.slow_nodes == [] and verdict.slow_links == [("n0", "n1")]
+
+
+def test_two_nodes_have_nothing_to_compare_but_the_expected_rate():
+    assert locate.judge(["n0", "n1"], pairs_of(2, {("n0", "n1"): 0.07})).slow_links == []
+    verdict = locate.judge(["n0", "n1"], pairs_of(2, {("n0", "n1"): 0.07}), expected_gbit_s=0.3)
+    assert verdict.slow_links == [("n0", "n1")] and verdict.slow_nodes == []
+
+
+def test_healthy_noise_names_nothing_and_a_remeasurement_clears_a_stall():
+    nodes = [f"n{i}" for i in range(4)]
+    pairs = pairs_of(4, {("n0", "n2"): 0.25, ("n1", "n3"): 0.27})
+    assert locate.judge(nodes, pairs).slow_pairs == []
+    stalled = pairs_of(4, {("n0", "n2"): 0.05})
+    assert locate.judge(nodes, stalled).slow_links == [("n0", "n2")]
+    stalled[1].remeasured_gbit_s = 0.28  # (n0, n2): its better measurement counts
+    assert (stalled[1].a, stalled[1].b) == ("n0", "n2") and locate.judge(nodes, stalled).slow_pairs == []
+
+
+def test_the_expected_rate_is_the_reference_when_given():
+    nodes = ["n0", "n1", "n2"]
+    verdict = locate.judge(nodes, pairs_of(3, {}, healthy=0.1), expected_gbit_s=0.3)
+    assert verdict.reference_from == "expected link rate" and verdict.slow_nodes == ["n0", "n1", "n2"]
+
+
+def test_a_failed_pair_is_reported_not_named_slow():
+    nodes = ["n0", "n1", "n2"]
+    pairs = pairs_of(3, {})
+    pairs[0].bandwidth_gbit_s = None
+    verdict = locate.judge(nodes, pairs)
+    assert verdict.failed_pairs == [("n0", "n1")] and verdict.slow_nodes == [] and verdict.slow_links == []
+
+
+def test_step_argv_is_an_argv_of_one_step_on_two_named_nodes(tmp_path):
+    argv = locate.step_argv("17", ("n0", "n3"), tmp_path, 2**20, None)
+    assert argv[:3] == ["srun", "-v", "--jobid=17"] and "--nodelist=n0,n3" in argv and "--mpi=pmix" in argv
+    image = locate.step_argv("17", ("n0", "n3"), tmp_path, 2**20, "/x/img.sif")
+    assert image[image.index("apptainer"):image.index("apptainer") + 4] == ["apptainer", "exec", "/x/img.sif",
+                                                                           "python3"]
+
+
+def test_read_pair_takes_rank_0s_figures_and_the_step_id(tmp_path):
+    rec = {"kind": "allreduce", "rank": 0, "host": "n0", "p2p": [{"bandwidth_gbit_s": 0.01},
+                                                                 {"bandwidth_gbit_s": 0.28}],
+           "sizes": [{"busbw_gbit_s": 0.2}]}
+    (tmp_path / "rank-0.jsonl").write_text(json.dumps(rec) + "\n")
+    (tmp_path / "rank-1.jsonl").write_text(json.dumps({**rec, "rank": 1, "host": "n3"}) + "\n")
+    pair = locate.read_pair(("n0", "n3"), tmp_path, "srun: launching StepId=17.4 on host n0", "17", 0)
+    assert (pair.bandwidth_gbit_s, pair.busbw_gbit_s, pair.step_id, pair.hosts) == (0.28, 0.2, "17.4", ["n0", "n3"])
+    broken = locate.read_pair(("n0", "n3"), tmp_path / "none", "srun: error: n3: task 1: Exited", "17", 1)
+    assert broken.bandwidth_gbit_s is None and "task 1" in broken.error
+
+
+def test_heatmap_png_and_html(tmp_path):
+    nodes = ["n0", "n1", "n2"]
+    pairs = pairs_of(3, {("n0", "n1"): 0.07})
+    verdict = locate.judge(nodes, pairs)
+    data = locate.write(tmp_path, nodes, pairs, verdict, 3, "9", 2**20, 1.0)
+    assert data["slow_links"] == [["n0", "n1"]]
+    assert (tmp_path / "heatmap.png").read_bytes()[:4] == b"\x89PNG"
+    page = (tmp_path / "heatmap.html").read_text()
+    assert "slow link n0-n1" in page and page.count("<tr>") == 4 + 1 + 3
+
+
+@pytest.mark.parametrize("links, slow, expected", [
+    (["300mbit"], [], (300e6, faults.Faults())),
+    (["300mbit", "n1=100mbit"], [], (300e6, faults.Faults(node_rates=((1, 100e6),)))),
+    (["300mbit", "n3-n1=75mbit"], ["n2"], (300e6, faults.Faults(pair_rates=((1, 3, 75e6),),
+                                                                 slow_nodes=((2, None),)))),
+])
+def test_faults_parse(links, slow, expected):
+    assert faults.parse(links, slow, 4) == expected
+
+
+@pytest.mark.parametrize("links, slow, message", [
+    (["300mbit", "n4=1g"], [], "n0..n3"), (["300mbit", "n1-n1=1g"], [], "two different"),
+    (["n0-n1=1g"], [], "needs the cluster's rate"), (["1g", "2g"], [], "twice"), ([], ["x3"], "n0..n3"),
+])
+def test_bad_faults_are_one_line_usage_errors(links, slow, message):
+    with pytest.raises(UsageError, match=message):
+        faults.parse(links, slow, 4)
+
+
+def test_a_slow_node_sends_at_a_quarter_and_a_bad_pair_gets_its_own_class():
+    f = faults.Faults(pair_rates=((0, 2, 75_000_000),), slow_nodes=((1, None),))
+    assert f.egress_rate(1, 300_000_000) == 75_000_000 and f.egress_rate(0, 300_000_000) == 300_000_000
+    assert f.degraded_peers(2) == [(0, 75_000_000)] and f.degraded_peers(1) == []
+    argv = cluster.htb_argv(300_000_000, [("10.213.0.3", 75_000_000)])
+    assert argv[0][:6] == ["qdisc", "replace", "dev", "fbemu0", "root", "handle"]
+    assert ["match", "ip", "dst", "10.213.0.3/32", "flowid", "1:2"] == argv[-1][-6:]
+    assert faults.Faults.from_state(json.loads(json.dumps({"pair_rates": [[0, 2, 5]]}))).pair_rates == ((0, 2, 5),)
+
+
+def test_slurm_conf_puts_each_node_at_its_namespace_address(tmp_path):
+    text = slurm_nodes.conf_text(Cluster("x", 3, 10**8), tmp_path, "host", 7001, 7002)
+    assert f"SlurmctldHost=host({slurm_nodes.HOST_ADDRESS})" in text
+    assert "NodeName=n2 NodeAddr=10.213.0.3" in text and "PartitionName=emu Nodes=n0,n1,n2" in text
+    assert "AuthType=auth/none" in text and "MpiDefault=pmix" in text and "ProctrackType=proctrack/linuxproc" in text
+
+
+def test_locate_bad_input_is_one_line():
+    proc = fabric_bench("locate", "--bytes", "3")
+    assert proc.returncode == 2 and "multiple of 4" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    proc = fabric_bench("site", "init", "--emulated", "nosuch", "-o", "/tmp/never-written.toml", "--force")
+    assert proc.returncode == 2 and "no emulated Slurm cluster" in proc.stderr
+
+
+def test_excluded_nodes_reach_srun_and_sbatch_but_not_the_points_key(tmp_path):
+    from launch.experiment import Point
+    from launch.launchers import Plan, sbatch_script, srun_argv
+    from launch.runspec import RunSpec
+    from launch.runtimes import HostRuntime
+
+    spec = RunSpec(launcher="srun", nodes=2, ranks=2, benchmark="allreduce", exclude_nodes="n1,n[3-4]").validated()
+    plan = Plan(record_dir=tmp_path / "ranks", runtime=HostRuntime())
+    assert "--exclude=n1,n[3-4]" in srun_argv(spec, plan, {})
+    batch = dataclasses.replace(spec, launcher="sbatch")
+    assert "#SBATCH --exclude='n1,n[3-4]'" in sbatch_script(batch, plan)
+    assert Point(spec).key == Point(dataclasses.replace(spec, exclude_nodes=None)).key
+    with pytest.raises(UsageError, match="Slurm node list"):
+        dataclasses.replace(spec, exclude_nodes="n1; reboot").validated()
+
+
+def test_exclude_located_takes_the_slow_nodes_of_a_locate_result_and_refuses_others(tmp_path):
+    good = tmp_path / "locate.json"
+    good.write_text(json.dumps({"kind": "locate", "slow_nodes": ["n2"], "slow_links": [["n0", "n1"]]}))
+    assert locate.named_nodes(good) == ["n2"]
+    for bad in ({"kind": "other"}, {"kind": "locate", "slow_nodes": ["n2; rm -rf /"]}, [1]):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(bad))
+        with pytest.raises(UsageError, match="not a locate result"):
+            locate.named_nodes(path)
