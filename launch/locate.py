@@ -297,6 +297,15 @@ def matrix(nodes: list[str], pairs: list[Pair]) -> list[list[float | None]]:
 
 
 def heatmap_png(nodes: list[str], grid, reference: float, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = heatmap_figure(nodes, grid, reference)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def heatmap_figure(nodes: list[str], grid, reference: float):
+    """The pairwise bandwidth as a matplotlib figure (locate's heatmap.png, and the report's)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -313,8 +322,42 @@ def heatmap_png(nodes: list[str], grid, reference: float, path: Path) -> None:
     ax.set_title(f"pair bandwidth, Mbit/s (colour: / {reference * 1000:.0f})", fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.046)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    return fig
+
+
+def read_locate(path: Path) -> dict:
+    """A locate.json (perhaps another site's): validated, and only what the report shows kept:
+    the nodes, each pair's bandwidth, the reference, the named nodes and links."""
+    named_nodes(path)  # kind and slow_nodes checked there
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+
+    def name(value) -> str:
+        if not isinstance(value, str) or not _NODE_NAME.fullmatch(value):
+            raise UsageError(f"{path}: not a locate result ({value!r:.40} is not a node name)")
+        return value
+
+    def gbit(value) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e6:
+            raise UsageError(f"{path}: not a locate result ({value!r:.40} is not a bandwidth)")
+        return float(value)
+    try:
+        nodes = [name(n) for n in data["nodes"]][:256]
+        pairs = [(name(p["a"]), name(p["b"]), gbit(p.get("best_gbit_s"))) for p in data["pairs"]][:256 * 255 // 2]
+        reference = gbit(data["test"]["reference_gbit_s"]) or 0.0
+        links = [(name(a), name(b)) for a, b in data.get("slow_links", [])]
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(f"{path}: not a locate result (nodes, pairs, test.reference_gbit_s)") from None
+    if reference <= 0:
+        raise UsageError(f"{path}: not a locate result (no reference bandwidth)")
+    index = {n: i for i, n in enumerate(nodes)}
+    grid: list[list[float | None]] = [[None] * len(nodes) for _ in nodes]
+    for a, b, value in pairs:
+        if a in index and b in index:
+            grid[index[a]][index[b]] = grid[index[b]][index[a]] = value
+    return {"nodes": nodes, "grid": grid, "reference_gbit_s": reference,
+            "slow_nodes": named_nodes(path), "slow_links": links}
 
 
 def heatmap_html(nodes: list[str], grid, verdict: Verdict, pairs: list[Pair]) -> str:

@@ -33,6 +33,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from launch.errors import UsageError
+from launch.locate import heatmap_figure
 from launch.results import aggregate, model, verdict
 from launch.results.plots import (cut_off_text, figure_data, plot_busbw, plot_comm_share,  # noqa: F401
                                   plot_efficiency, plot_predicted, plot_throughput, plot_verdicts)
@@ -41,9 +42,9 @@ from launch.results.report_tables import health_table, points_table, runs_table 
 from launch.results.result import Result, malformed, read_tree
 
 
-def load_results(dirs: list[Path]) -> list[Result]:
+def load_results(dirs: list[Path], required: bool = True) -> list[Result]:
     """Every result under dirs; each file that is not one, or whose fields are malformed, is
-    named on stderr in one line and left out."""
+    named on stderr in one line and left out. `required`: none at all is an error."""
     found, problems = read_tree(dirs)
     results = []
     for result in found:
@@ -54,7 +55,7 @@ def load_results(dirs: list[Path]) -> list[Result]:
             results.append(result)
     for problem in problems:
         print(f"fabric-bench: warning: left out of the report: {problem}", file=sys.stderr)
-    if not results:
+    if not results and required:
         raise UsageError(f"no result.json under {', '.join(map(str, dirs))}")
     return results
 
@@ -77,6 +78,21 @@ def _point_dict(p: aggregate.Point) -> dict:
 def allreduce_results(results: Sequence[dict]) -> list[dict]:
     return [r for r in results if r.get("status", "ok") == "ok" and isinstance(r.get("sizes"), list)
             and any(_number(row.get("busbw_gbit_s")) for row in r["sizes"] if isinstance(row, dict))]
+
+
+def located_clusters(dirs: list[Path]) -> list[dict]:
+    """Every locate.json under `dirs` (launch.locate), validated; one that is not is one line on
+    stderr and left out, as a malformed result is."""
+    from launch.locate import read_locate
+
+    found = []
+    for path in sorted({p for d in dirs for p in ([d] if d.is_file() else Path(d).rglob("locate.json"))
+                        if p.name == "locate.json"}):
+        try:
+            found.append({"dir": str(path.parent), **read_locate(path)})
+        except UsageError as exc:
+            print(f"fabric-bench: skipped: {exc}", file=sys.stderr)
+    return found
 
 
 def fitted_models(results: Sequence[dict]) -> dict:
@@ -114,7 +130,8 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
           study: str | None = None) -> dict:
     """Write OUT/*.png, OUT/report.html and OUT/report_data.json; returns the data. With `study`
     (launch.results.study), its predicted answer and figure follow the verdicts."""
-    results = load_results(dirs)
+    located = located_clusters(dirs)  # a locate run alone makes a report too
+    results = load_results(dirs, required=not located)
     points = aggregate.aggregate(results)
     curves = aggregate.curves(points)
     judged = verdict.all_verdicts(points, baseline_fabric, verdict.experiment_orders(dirs))
@@ -140,6 +157,9 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
 
         studied = studies.run(study)
         figures[f"study_{study}"] = study_figure(studied)
+    for number, found in enumerate(located):  # pairwise bandwidth of each `fabric-bench locate` run
+        figures[f"locate_heatmap{number or ''}"] = heatmap_figure(found["nodes"], found["grid"],
+                                                                  found["reference_gbit_s"])
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -152,6 +172,9 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
             "points_table": {"header": point_header, "rows": point_rows},
             "table": {"header": header, "rows": rows},
             "health_table": {"header": health_header, "rows": health_rows}, "plots": {}}
+    if located:
+        data["locate"] = [{k: found[k] for k in ("dir", "nodes", "reference_gbit_s", "slow_nodes", "slow_links")}
+                          for found in located]
     if studied is not None:
         data["study"] = {k: studied[k] for k in ("study", "node_type", "question", "inputs", "networks",
                                                    "non_network", "answer", "rows")}

@@ -43,6 +43,17 @@ def render_study(study: dict | None) -> str:
             f'{esc(study["inputs"])}</p></section>')
 
 
+def render_locate(located: list[dict]) -> str:
+    """What each `fabric-bench locate` run named (its heat-map is among the plots)."""
+    esc = html.escape
+    lines = []
+    for found in located:
+        named = [f"slow node {n}" for n in found["slow_nodes"]] + [f"slow link {a}-{b}" for a, b in found["slow_links"]]
+        lines.append(f"<li>{esc(found['dir'])}: {len(found['nodes'])} nodes; "
+                     f"{esc(', '.join(named)) if named else 'nothing named'}</li>")
+    return f"<h2>Pairwise bandwidth (locate)</h2><ul>{''.join(lines)}</ul>" if lines else ""
+
+
 def render_html(title: str, data: dict, images: dict[str, str]) -> str:
     esc = html.escape
     plots = "".join(
@@ -57,6 +68,7 @@ figure img{{max-width:100%;height:auto}}p.answer{{font-size:110%;max-width:60em}
 </head><body><h1>{esc(title)}</h1><p>{data['runs']} runs</p>
 {render_verdicts(data['verdicts'])}
 {render_study(data.get('study'))}
+{render_locate(data.get('locate', []))}
 <h2>Plots</h2>
 {plots}
 <h2>Points (repetitions aggregated)</h2>

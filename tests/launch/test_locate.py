@@ -173,3 +173,27 @@ def test_exclude_located_takes_the_slow_nodes_of_a_locate_result_and_refuses_oth
         path.write_text(json.dumps(bad))
         with pytest.raises(UsageError, match="not a locate result"):
             locate.named_nodes(path)
+
+
+def test_the_report_shows_a_locate_runs_heat_map_and_what_it_named(tmp_path):
+    """`fabric-bench report DIR` over a locate run: the pairwise heat-map among its plots (PNG and
+    the HTML page) and the named link in its data; a locate.json edited into a wrong shape is one
+    skipped line, the rest of the report still built."""
+    from launch.results import report
+
+    nodes = ["n0", "n1", "n2", "n3"]
+    pairs = pairs_of(4, {("n1", "n3"): 0.07})
+    located = tmp_path / "located"
+    located.mkdir()
+    locate.write(located, nodes, pairs, locate.judge(nodes, pairs), 3, "9", 2**20, 1.0)
+    data = report.build([tmp_path], tmp_path / "report")
+    assert data["locate"][0]["slow_links"] == [("n1", "n3")] and data["locate"][0]["slow_nodes"] == []
+    assert data["plots"]["locate_heatmap"]["title"].startswith("pair bandwidth")
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert 'id="plot-locate_heatmap"' in page and "slow link n1-n3" in page
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    edited = json.loads((located / "locate.json").read_text())
+    edited["pairs"][0]["best_gbit_s"] = "fast"
+    (broken / "locate.json").write_text(json.dumps(edited))
+    assert len(report.build([tmp_path], tmp_path / "report2").get("locate", [])) == 1
