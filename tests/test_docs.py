@@ -59,11 +59,15 @@ def anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+def without_code_blocks(text: str) -> str:
+    return re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+
+
 def test_every_relative_link_reaches_a_file_and_heading():
     pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     broken = []
     for page in pages:
-        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        text = without_code_blocks(page.read_text())
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"[a-z]+:", target):
                 continue
@@ -72,7 +76,7 @@ def test_every_relative_link_reaches_a_file_and_heading():
             if not linked.is_file():
                 broken.append(f"{page.relative_to(REPO)}: {target} (no such file)")
             elif fragment:
-                headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", linked.read_text(), flags=re.S), re.M)
+                headings = re.findall(r"^#+ (.+)$", without_code_blocks(linked.read_text()), re.M)
                 if fragment not in {anchor(h) for h in headings}:
                     broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
     assert not broken, "\n".join(broken)
