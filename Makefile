@@ -9,7 +9,7 @@ BENCH_ARGS ?=
 PYTEST_ARGS ?=
 export PYTHON VENV
 
-.PHONY: setup setup-test bench test test-fast clean lint typecheck
+.PHONY: setup setup-test bench test test-fast clean lint typecheck docs
 
 setup:
 	scripts/setup.sh
@@ -39,6 +39,11 @@ lint: setup
 typecheck: setup
 	"$(VENV)/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	"$(VENV)/bin/mypy"
+
+# The generated reference pages (docs/reference/: the CLI's help, the fabric presets);
+# tests/test_docs.py fails when the checked-in ones are stale.
+docs: setup
+	"$(VENV)/bin/python" scripts/gen_docs.py
 
 # Render and build one image (cached by its inputs; see containers/build.py); the flavour's
 # stack image is built first when missing, the fabric image FROM it:

@@ -1,11 +1,14 @@
-"""Every command line in README.md runs: a README line that stops working fails CI.
+"""Every command line in README.md and docs/ runs: a documented line that stops working fails CI.
 
-The shell blocks of README.md are run in order, as a new user would paste them,
-in a scratch directory that looks like the checkout (its top-level entries
-linked, so results, site.toml, reports and archives land in the scratch
-directory). Long jobs run with small sizes appended (the last value of an option
-wins); lines that need what this machine cannot have are listed with the reason,
-and that list must be exactly the lines that name such things.
+The shell blocks of README.md, then of the docs in DOCS_ORDER, then of any other
+docs/**/*.md by name, are run in that order, as a new user would paste them, in
+a scratch directory that looks like the checkout (its top-level entries linked,
+so results, site.toml, reports and archives land in the scratch directory). Long
+jobs run with small sizes appended (the last value of an option wins); lines
+that need what this machine cannot have are listed with the reason, and that
+list must be exactly the lines that name such things. Each command line appears
+once across the README and the docs (a page links to another's instead), so
+nothing runs twice.
 """
 from __future__ import annotations
 
@@ -23,6 +26,10 @@ from tests.conftest import REPO, VENV_BIN, need
 
 pytestmark = pytest.mark.slow
 
+# The order a user follows: later pages use what earlier ones made (site.toml, the image,
+# results/sweeps/cpu-small and cpu-emulated). Docs with shell blocks not listed run after these.
+DOCS_ORDER = ("README.md", "docs/running.md", "docs/images.md", "docs/site.md", "docs/emulated.md",
+              "docs/sweeps.md", "docs/verdicts.md", "docs/predict.md", "docs/results.md", "docs/gpu.md")
 TINY_TRAIN = "--image-size 32 --batch-size 4 --warmup 1 --iters 2 --batches-per-iter 1"
 # What this machine cannot have: a Slurm allocation at a site, GPUs, cuda images
 # (hours to build; see the image rehearsals), or the suite itself.
@@ -75,6 +82,19 @@ def readme_lines(text: str) -> list[str]:
     return lines
 
 
+def documents() -> list[Path]:
+    """README.md, the docs in DOCS_ORDER, then every other docs page by name."""
+    listed = [REPO / name for name in DOCS_ORDER]
+    others = sorted(p for p in (REPO / "docs").rglob("*.md") if p not in listed)
+    return [*listed, *others]
+
+
+def documented_lines() -> list[tuple[str, str]]:
+    """(page, command line) of every shell block, in the order they run."""
+    return [(str(page.relative_to(REPO)), line) for page in documents()
+            for line in readme_lines(page.read_text())]
+
+
 def without_comment(line: str) -> str:
     return re.sub(r"\s+#\s.*$", "", line)
 
@@ -98,9 +118,18 @@ def scratch_checkout(tmp_path: Path) -> Path:
 
 
 def test_the_lines_not_run_are_exactly_those_naming_what_this_machine_lacks():
-    lines = [without_comment(line) for line in readme_lines((REPO / "README.md").read_text())]
+    lines = [without_comment(line) for _, line in documented_lines()]
     assert set(NOT_RUN) == {line for line in lines if CANNOT_HAVE.search(line)}
-    assert set(NOT_RUN) <= set(lines), "a NOT_RUN entry is no longer in the README"
+    assert set(NOT_RUN) <= set(lines), "a NOT_RUN entry is no longer in the README or docs"
+
+
+def test_each_command_line_appears_once_across_the_readme_and_docs():
+    assert all((REPO / name).is_file() for name in DOCS_ORDER), "a DOCS_ORDER page is missing"
+    seen: dict[str, str] = {}
+    for page, line in documented_lines():
+        command = without_comment(line)
+        assert command not in seen, f"{command!r} is in {seen[command]} and {page}: link to it instead"
+        seen[command] = page
 
 
 def test_every_other_readme_line_runs(tmp_path, cpu_ethernet_image):
@@ -110,7 +139,7 @@ def test_every_other_readme_line_runs(tmp_path, cpu_ethernet_image):
            "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")}
     before = {p.pid for p in psutil.process_iter()}
     ran = []
-    for line in readme_lines((REPO / "README.md").read_text()):
+    for page, line in documented_lines():
         if without_comment(line) in NOT_RUN:
             continue
         command = made_small(line)
@@ -118,7 +147,7 @@ def test_every_other_readme_line_runs(tmp_path, cpu_ethernet_image):
         proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=work, env=env,
                               capture_output=True, text=True, timeout=900)
         allowed = next((codes for prefix, codes in EXIT_CODES.items() if command.startswith(prefix)), {0})
-        assert proc.returncode in allowed, (f"README line failed (exit {proc.returncode}): {command}\n"
+        assert proc.returncode in allowed, (f"{page} line failed (exit {proc.returncode}): {command}\n"
                                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         ran.append(command)
         print(f"{time.monotonic() - started:7.1f} s  {command}", flush=True)

@@ -1,5 +1,5 @@
 """Expected-performance verdict: bands, line rates, GPUDirect asked vs observed; calibrated
-on real emulated runs (README: Is my number normal?)."""
+on real emulated runs (docs/fabric-truth.md: Is my number normal?)."""
 from pathlib import Path
 
 import pytest
