@@ -1,7 +1,7 @@
 """Generate the reference pages of docs/ from the code, so they cannot drift from it.
 
 docs/reference/cli.md      every command and option of `fabric-bench` (the typer app's own help)
-docs/reference/fabrics.md  the fabric profiles (containers/fabrics.py), the emulated fabrics
+docs/reference/fabrics.md  the fabric profiles (containers/fabrics/), the emulated fabrics
                            (launch/emulate) and the predictor's nominal fabrics (launch/results/predict.py)
 
     .venv/bin/python scripts/gen_docs.py           # write them (`make docs`)
@@ -133,7 +133,7 @@ def fabrics_reference() -> str:
     from launch.runspec import RunSpec
 
     out = [HEADER, "# Fabric presets\n\n",
-           "What `--fabric NAME` sets: each profile of `containers/fabrics.py`, filled in per run "
+           "What `--fabric NAME` sets: each profile of `containers/fabrics/`, filled in per run "
            "from the site file by `launch/fabric_preset.py` (the site's `[env]` wins over the profile, "
            "`--env` over both). How to use them: [running at a site](../site.md). "
            f"`{{nic}}` is the site's `interface` (for ethernet, else the default route's), `{{hca}}` its devices, "
