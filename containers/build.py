@@ -364,6 +364,7 @@ def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
                         round(sum(stages.values()), 1), str(log), base=base, omitted=list(plan.omit),
                         stages=stages, devel_image=devel_image)
     _record(entry)
+    _write_sbom(entry, plan)
     return entry
 
 
@@ -415,7 +416,18 @@ def build(fabric: str, flavour: str, runtime: str = "apptainer", *, base: str = 
                         stages=stages, stack_digest=stack_entry.sha256, stack_image=stack_entry.image,
                         stack_stages=stack_entry.stages)
     _record(entry)
+    _write_sbom(entry, plan)
     return entry
+
+
+def _write_sbom(entry: ImageRecord, plan: Plan) -> None:
+    """The built image's bill of materials beside it (containers/sbom.py)."""
+    from containers import sbom
+    base = plan.inputs.get("base")
+    base_digest = base if isinstance(base, str) else ",".join(base or [])
+    sbom.write_for(entry.image, entry.runtime, fabric=entry.fabric, flavour=entry.flavour,
+                   image_digest=entry.sha256, base_digest=f"sha256:{base_digest.removeprefix('sha256:')}"
+                   if base_digest else "", stack_digest=entry.stack_digest)
 
 
 def _build_apptainer(binary: str, definition: Path, final: Path, binds: list[str],

@@ -1,4 +1,4 @@
-"""`fabric-bench image render|build|inspect|list`: the images of containers/."""
+"""`fabric-bench image render|build|inspect|list|path|push|pull|sbom`: the images of containers/."""
 from __future__ import annotations
 
 import json
@@ -81,16 +81,188 @@ def build(
 
 
 @image_app.command()
-def inspect(image: Path = typer.Argument(..., help="a built .sif")):
-    """Print a built image's labels (fabric, flavour, versions, commit, recipe hash) as JSON.
+def inspect(image: Path = typer.Argument(..., help="a built .sif"),
+            sbom: bool = typer.Option(False, "--sbom", help="also show the image's bill of materials "
+                                                              "(written now when it has none)")):
+    """Print a built image's labels (fabric, flavour, versions, commit, recipe hash) as JSON;
+    with --sbom, its SBOM's summary (communication stack, compiler, base, Python packages) too.
 
-    Example: fabric-bench image inspect ~/.cache/fabric-bench/images/ethernet-cpu-*.sif
+    Example: fabric-bench image inspect --sbom ~/.cache/fabric-bench/images/ethernet-cpu-*.sif
     """
     from containers import build as builder
     try:
-        print(json.dumps(builder.inspect(str(image)), indent=2, sort_keys=True))
+        labels = builder.inspect(str(image))
+        if not sbom:
+            print(json.dumps(labels, indent=2, sort_keys=True))
+            return
+        from containers import sbom as boms
+        path = boms.ensure(str(image))
+        summary = boms.read(path.read_bytes())
     except builder.BuildError as exc:
         raise _usage(exc) from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(json.dumps({"labels": labels, "sbom": {
+        "path": str(path), "image_digest": summary.image_digest, "stack_digest": summary.stack_digest,
+        "base_image_digest": summary.base_digest, "compiler": summary.compiler, "stack": summary.stack,
+        "python": summary.python, "os_packages": len(summary.os)}}, indent=2, sort_keys=True))
+
+
+def _site_registry(site: Path | None):
+    if site is None:
+        return None
+    from launch.site import load_site
+    return load_site(site).registry
+
+
+@image_app.command()
+def push(
+    image: str = typer.Argument(..., help="a .sif (apptainer) or a local image name (podman)"),
+    to: str = typer.Option("", help="HOST[:PORT]/NAME:TAG (default: the site file's registry url + the "
+                                    "image's fabric-flavour)"),
+    runtime: str = typer.Option("apptainer", help="apptainer (ORAS artifact) | podman"),
+    site: Path = typer.Option(None, help="site file whose [registry] names url and references"),
+    reference_file: Path = typer.Option(None, help="add the pushed image to this reference file "
+                                                   "(pinned reference, digest, labels, SBOM)"),
+    sign_key: Path = typer.Option(None, help="sign the reference file with this OpenSSH key"),
+    insecure: bool = typer.Option(False, help="plain HTTP (a registry on this host only)"),
+):
+    """Push an image to an OCI registry; print the reference pinned by digest.
+
+    Logins are the runtime's own (`apptainer registry login`, `podman login`).
+
+    Example: fabric-bench image push stack.sif --to 127.0.0.1:5000/fb/stack-cpu-debian:v1
+    """
+    from containers import build as builder
+    from containers import oci
+    from launch import images
+    registry = _site_registry(site)
+    insecure = insecure or bool(registry and registry.insecure)
+    reference_file = reference_file or (registry.references if registry else None)
+    try:
+        labels = builder.inspect(image) if runtime == "apptainer" else _podman_labels(image)
+        if not to:
+            if registry is None:
+                raise UsageError("name the target: --to HOST/NAME:TAG, or --site with a [registry] url")
+            to = f"{registry.url}/{labels.get('org.fabric-bench.fabric', 'image')}-" \
+                 f"{labels.get('org.fabric-bench.flavour', 'unknown')}:" \
+                 f"{labels.get('org.fabric-bench.recipe-hash', 'latest')[:16]}"
+        pushed = oci.push(image, to, runtime, insecure=insecure)
+        sbom_text = ""
+        if reference_file:
+            from containers import sbom as boms
+            sbom_text = boms.ensure(image, runtime).read_text()
+            images.write_references(reference_file, images.reference_entry(
+                pushed.reference, runtime, pushed.image_digest, labels, sbom_text), sign_key)
+    except builder.BuildError as exc:
+        raise _usage(exc) from None
+    print(json.dumps({"reference": pushed.reference, "manifest_digest": pushed.manifest_digest,
+                      "image_digest": pushed.image_digest,
+                      "reference_file": str(reference_file) if reference_file else None,
+                      "signed": bool(reference_file and sign_key)}, indent=2))
+
+
+def _podman_labels(image: str) -> dict:
+    import subprocess
+
+    from containers.host import runtime_binary
+    from containers.oci import podman_env
+    out = subprocess.run([runtime_binary("podman"), "image", "inspect", "--format", "{{json .Labels}}", image],
+                         capture_output=True, text=True, env=podman_env())
+    if out.returncode != 0:
+        raise UsageError(f"podman image inspect {image} failed: {(out.stderr.strip().splitlines() or [''])[-1]}")
+    return json.loads(out.stdout or "{}") or {}
+
+
+@image_app.command()
+def pull(
+    reference: str = typer.Argument(..., help="HOST[:PORT]/NAME@sha256:MANIFEST (pinned by digest)"),
+    out: Path = typer.Option(None, help="apptainer: where the .sif goes"),
+    runtime: str = typer.Option("apptainer", help="apptainer | podman"),
+    expect_digest: str = typer.Option("", help="the image digest it must have (sha256:...)"),
+    archive: Path = typer.Option(None, help="check against what this archive recorded for its image"),
+    reference_file: Path = typer.Option(None, help="check against this (signed) reference file"),
+    allowed_signers: Path = typer.Option(None, help="OpenSSH allowed-signers: the reference file and archive "
+                                                    "must be signed by one of them"),
+    site: Path = typer.Option(None, help="site file whose [registry] names references and allowed_signers"),
+    tag: str = typer.Option("", help="podman: also tag the pulled image with this local name"),
+    insecure: bool = typer.Option(False, help="plain HTTP (a registry on this host only)"),
+):
+    """Pull an image pinned by digest, then check it: its digest, and (from a reference file or an
+    archive) its stack digest, recipe hash and fabric/flavour labels, and the signature of what
+    named them. An image that fails a check is removed and the command exits 2.
+
+    Example: fabric-bench image pull 127.0.0.1:5000/fb/stack@sha256:... --out stack.sif --archive run.tar.gz
+    """
+    from containers import build as builder
+    from containers import oci
+    from launch import archive as archives
+    from launch import images
+    registry = _site_registry(site)
+    if registry:
+        insecure = insecure or registry.insecure
+        reference_file = reference_file or registry.references
+        allowed_signers = allowed_signers or registry.allowed_signers
+    try:
+        ref = oci.parse(reference)
+        ref.by_digest()
+        expectations = []
+        if reference_file:
+            expectations.append(images.from_references(reference_file, reference, allowed_signers,
+                                                       require_signed=allowed_signers is not None))
+        if expect_digest:
+            expectations.append(images.Expectation("--expect-digest", images.normal(expect_digest)))
+        loaded = archives.read(archive) if archive else None
+        if loaded is not None:
+            print(f"archive: {loaded.provenance(allowed_signers, require_signed=allowed_signers is not None).line()}")
+        if not expectations and loaded is None:
+            raise UsageError("nothing to check the image against: give --expect-digest, --archive or "
+                             "--reference-file (or a --site whose [registry] names references)")
+        pulled = oci.pull(reference, runtime, out, insecure=insecure, local_name=tag)
+        if loaded is not None:
+            expectations.append(images.from_archive(loaded, pulled.image_digest))
+        labels = builder.inspect(pulled.image) if runtime == "apptainer" else _podman_labels(pulled.image)
+        problems = [p for e in expectations for p in images.check(pulled.image_digest, labels, e)]
+        if problems:
+            _discard(pulled.image, runtime)
+            raise UsageError(f"pulled image refused and removed: {problems[0]}"
+                             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        sbom_path = _keep_sbom(pulled, runtime, expectations)
+    except builder.BuildError as exc:
+        raise _usage(exc) from None
+    print(json.dumps({"image": pulled.image, "image_digest": pulled.image_digest, "reference": pulled.reference,
+                      "checked_against": [e.where for e in expectations], "sbom": sbom_path}, indent=2))
+
+
+def _discard(image: str, runtime: str) -> None:
+    import subprocess
+
+    from containers.host import runtime_binary
+    from containers.oci import podman_env
+    if runtime == "apptainer":
+        Path(image).unlink(missing_ok=True)
+    else:
+        subprocess.run([runtime_binary("podman"), "rmi", "-f", image], capture_output=True, env=podman_env())
+
+
+def _keep_sbom(pulled, runtime: str, expectations: list) -> str | None:
+    """The SBOM that came with the expectation, beside the pulled image when it describes it."""
+    from containers import sbom as boms
+    for expected in expectations:
+        if not expected.sbom:
+            continue
+        try:
+            summary = boms.read(expected.sbom)
+        except boms.SbomError as exc:
+            raise UsageError(f"{expected.where}: its SBOM is refused: {exc}") from None
+        if summary.image_digest != pulled.image_digest:
+            raise UsageError(f"{expected.where}: its SBOM describes {summary.image_digest[:19]}, "
+                             f"not the pulled {pulled.image_digest[:19]}")
+        target = boms.path_for(pulled.image, runtime, pulled.image_digest)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(expected.sbom)
+        return str(target)
+    return None
 
 
 @image_app.command("path")
