@@ -9,7 +9,9 @@ distribution registry behind TLS) and names it in its site file instead.
 """
 from __future__ import annotations
 
+import ctypes
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -18,6 +20,12 @@ import urllib.request
 from pathlib import Path
 
 BINARY = "docker-registry"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started the registry dies
+    (prctl PR_SET_PDEATHSIG), so a killed test or script leaves no registry behind."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
 class RegistryError(Exception):
@@ -76,7 +84,7 @@ class LocalRegistry:
         conf.write_text(config(self.directory / "data", self.port))
         log = (self.directory / "registry.log").open("w")
         self.proc = subprocess.Popen([binary, "serve", str(conf)], stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         log.close()
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:

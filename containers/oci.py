@@ -192,14 +192,31 @@ def podman_env() -> dict[str, str]:
     return env
 
 
-def podman_id(image: str) -> str:
-    out = _run([runtime_binary("podman"), "image", "inspect", "--format", "{{.Id}}", image],
+def runroot(store: Path) -> Path:
+    """The run-state folder of an image store: podman refuses a runroot longer than 50
+    characters, so it lives under the temporary folder, named by the store's path."""
+    key = hashlib.sha256(str(Path(store).resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"fb-podman-{key}"
+
+
+def podman(store: Path | None = None) -> list[str]:
+    """podman's argv head; with `store`, its own image store under that folder (a second site's)."""
+    head = [runtime_binary("podman")]
+    if store is not None:
+        head += ["--root", str(Path(store) / "storage"), "--runroot", str(runroot(store))]
+    return head
+
+
+def podman_id(image: str, store: Path | None = None) -> str:
+    out = _run([*podman(store), "image", "inspect", "--format", "{{.Id}}", image],
                f"podman image inspect {image}", env=podman_env())
     return "sha256:" + out.strip().removeprefix("sha256:")
 
 
-def push(image: str, target: str, runtime: str = "apptainer", insecure: bool = False) -> Pushed:
-    """Push a .sif (apptainer, as ORAS) or a local image (podman) to `target` (HOST/NAME:TAG)."""
+def push(image: str, target: str, runtime: str = "apptainer", insecure: bool = False,
+         store: Path | None = None) -> Pushed:
+    """Push a .sif (apptainer, as ORAS) or a local image (podman; from `store` when given) to
+    `target` (HOST/NAME:TAG)."""
     if runtime not in RUNTIMES:
         raise RegistryError(f"unknown runtime {runtime!r}; choose from {', '.join(RUNTIMES)}")
     ref = parse(target)
@@ -217,10 +234,11 @@ def push(image: str, target: str, runtime: str = "apptainer", insecure: bool = F
         if layers != [sif_digest]:
             raise RegistryError(f"{ref.by_tag()}: the pushed manifest's SIF layer is {layers}, not {sif_digest}")
         return Pushed(f"{ref.host}/{ref.name}@{digest}", digest, sif_digest)
-    image_id = podman_id(image)
+    image_id = podman_id(image, store)
     with tempfile.TemporaryDirectory(prefix="fabric-bench-push.") as work:
         digestfile = Path(work) / "digest"
-        argv = [binary, "push", "--digestfile", str(digestfile)]
+        # zstd: gzip (podman's default) packs a multi-GB image at a few MB/s on two cores
+        argv = [*podman(store), "push", "--digestfile", str(digestfile), "--compression-format", "zstd"]
         if insecure or ref.local:
             argv.append("--tls-verify=false")
         _run([*argv, image, ref.by_tag()], f"podman push to {ref.by_tag()}", env=podman_env())
@@ -231,9 +249,9 @@ def push(image: str, target: str, runtime: str = "apptainer", insecure: bool = F
 
 
 def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, insecure: bool = False,
-         local_name: str = "") -> Pulled:
+         local_name: str = "", store: Path | None = None) -> Pulled:
     """Pull HOST/NAME@sha256:MANIFEST: apptainer to `out` (a .sif path), podman into its store
-    (tagged `local_name` when given). The image's digest is computed from what arrived."""
+    (or `store`; tagged `local_name` when given). The image's digest is computed from what arrived."""
     if runtime not in RUNTIMES:
         raise RegistryError(f"unknown runtime {runtime!r}; choose from {', '.join(RUNTIMES)}")
     ref = parse(reference)
@@ -255,13 +273,13 @@ def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, in
         finally:
             partial.unlink(missing_ok=True)
         return Pulled(str(out), "sha256:" + remembered_sha256(out, cache_dir()), pinned)
-    argv = [binary, "pull", "-q"]
+    argv = [*podman(store), "pull", "-q"]
     if insecure or ref.local:
         argv.append("--tls-verify=false")
     env = podman_env()
     _run([*argv, pinned], f"podman pull of {pinned}", env=env)
     image = pinned
     if local_name:
-        _run([binary, "tag", pinned, local_name], f"podman tag {local_name}", env=env)
+        _run([*podman(store), "tag", pinned, local_name], f"podman tag {local_name}", env=env)
         image = local_name
-    return Pulled(image, podman_id(pinned), pinned)
+    return Pulled(image, podman_id(pinned, store), pinned)

@@ -73,14 +73,13 @@ def parse_probe(text: str) -> Facts:
     return facts
 
 
-def probe(image: str, runtime: str = "apptainer") -> Facts:
-    binary = runtime_binary(runtime)
+def probe(image: str, runtime: str = "apptainer", store: Path | None = None) -> Facts:
     if runtime == "apptainer":
-        argv = [binary, "exec", "--containall", image, "sh", "-c", PROBE]
+        argv = [runtime_binary(runtime), "exec", "--containall", image, "sh", "-c", PROBE]
         env = None
     else:
-        from containers.oci import podman_env
-        argv = [binary, "run", "--rm", "--network=none", image, "sh", "-c", PROBE]
+        from containers.oci import podman, podman_env
+        argv = [*podman(store), "run", "--rm", "--network=none", image, "sh", "-c", PROBE]
         env = podman_env()
     out = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
     if out.returncode != 0:
@@ -136,6 +135,7 @@ def document(facts: Facts, *, image_digest: str, flavour: str, fabric: str, base
     if stack_digest:
         meta.append(_prop("stack-digest", stack_digest))
     bom.metadata.component = Component(name=f"fabric-bench-{fabric}-{flavour}", type=ComponentType.CONTAINER,
+                                       bom_ref="image",
                                        version=image_digest, properties=meta)
     flags = configure_flags(flavour)
     for src in sources.SOURCES:       # built from source: /usr/local/<component> (cpu, cuda)
@@ -193,9 +193,9 @@ def _base_digest(labels: dict) -> str:
 
 
 def write_for(image: str, runtime: str, *, fabric: str, flavour: str, image_digest: str,
-              base_digest: str = "", stack_digest: str = "") -> Path:
+              base_digest: str = "", stack_digest: str = "", store: Path | None = None) -> Path:
     """Probe the image and write its SBOM beside it; returns the path."""
-    facts = probe(image, runtime)
+    facts = probe(image, runtime, store)
     stack_digest = f"sha256:{stack_digest}" if stack_digest and ":" not in stack_digest else stack_digest
     target = path_for(image, runtime, image_digest)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -207,7 +207,7 @@ def write_for(image: str, runtime: str, *, fabric: str, flavour: str, image_dige
     return target
 
 
-def ensure(image: str, runtime: str = "apptainer") -> Path:
+def ensure(image: str, runtime: str = "apptainer", store: Path | None = None) -> Path:
     """The image's SBOM, written now when the image has none yet (apptainer: from its labels)."""
     if runtime == "apptainer":
         target = path_for(image, runtime)
@@ -221,11 +221,11 @@ def ensure(image: str, runtime: str = "apptainer") -> Path:
                          base_digest=_base_digest(labels),
                          stack_digest=labels.get("org.fabric-bench.stack-digest", ""))
     from containers.oci import podman_id
-    digest = podman_id(image)
+    digest = podman_id(image, store)
     target = path_for(image, runtime, digest)
     if target.is_file():
         return target
-    return write_for(image, runtime, fabric="unknown", flavour="unknown", image_digest=digest)
+    return write_for(image, runtime, fabric="unknown", flavour="unknown", image_digest=digest, store=store)
 
 
 # ---------------------------------------------------------------- reading and comparing

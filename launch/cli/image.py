@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -126,6 +127,7 @@ def push(
                                                    "(pinned reference, digest, labels, SBOM)"),
     sign_key: Path = typer.Option(None, help="sign the reference file with this OpenSSH key"),
     insecure: bool = typer.Option(False, help="plain HTTP (a registry on this host only)"),
+    podman_store: Path = typer.Option(None, help="podman: an image store of its own (--root/--runroot under it)"),
 ):
     """Push an image to an OCI registry; print the reference pinned by digest.
 
@@ -140,18 +142,21 @@ def push(
     insecure = insecure or bool(registry and registry.insecure)
     reference_file = reference_file or (registry.references if registry else None)
     try:
-        labels = builder.inspect(image) if runtime == "apptainer" else _podman_labels(image)
+        labels = builder.inspect(image) if runtime == "apptainer" else _podman_labels(image, podman_store)
         if not to:
             if registry is None:
                 raise UsageError("name the target: --to HOST/NAME:TAG, or --site with a [registry] url")
             to = f"{registry.url}/{labels.get('org.fabric-bench.fabric', 'image')}-" \
                  f"{labels.get('org.fabric-bench.flavour', 'unknown')}:" \
                  f"{labels.get('org.fabric-bench.recipe-hash', 'latest')[:16]}"
-        pushed = oci.push(image, to, runtime, insecure=insecure)
+        pushed = oci.push(image, to, runtime, insecure=insecure, store=podman_store)
         sbom_text = ""
         if reference_file:
             from containers import sbom as boms
-            sbom_text = boms.ensure(image, runtime).read_text()
+            try:
+                sbom_text = boms.ensure(image, runtime, podman_store).read_text()
+            except builder.BuildError as exc:       # an image without a shell cannot list its software
+                print(f"note: the reference carries no SBOM: {exc}", file=sys.stderr)
             images.write_references(reference_file, images.reference_entry(
                 pushed.reference, runtime, pushed.image_digest, labels, sbom_text), sign_key)
     except builder.BuildError as exc:
@@ -162,12 +167,11 @@ def push(
                       "signed": bool(reference_file and sign_key)}, indent=2))
 
 
-def _podman_labels(image: str) -> dict:
+def _podman_labels(image: str, store: Path | None = None) -> dict:
     import subprocess
 
-    from containers.host import runtime_binary
-    from containers.oci import podman_env
-    out = subprocess.run([runtime_binary("podman"), "image", "inspect", "--format", "{{json .Labels}}", image],
+    from containers.oci import podman, podman_env
+    out = subprocess.run([*podman(store), "image", "inspect", "--format", "{{json .Labels}}", image],
                          capture_output=True, text=True, env=podman_env())
     if out.returncode != 0:
         raise UsageError(f"podman image inspect {image} failed: {(out.stderr.strip().splitlines() or [''])[-1]}")
@@ -187,6 +191,7 @@ def pull(
     site: Path = typer.Option(None, help="site file whose [registry] names references and allowed_signers"),
     tag: str = typer.Option("", help="podman: also tag the pulled image with this local name"),
     insecure: bool = typer.Option(False, help="plain HTTP (a registry on this host only)"),
+    podman_store: Path = typer.Option(None, help="podman: an image store of its own (--root/--runroot under it)"),
 ):
     """Pull an image pinned by digest, then check it: its digest, and (from a reference file or an
     archive) its stack digest, recipe hash and fabric/flavour labels, and the signature of what
@@ -218,13 +223,14 @@ def pull(
         if not expectations and loaded is None:
             raise UsageError("nothing to check the image against: give --expect-digest, --archive or "
                              "--reference-file (or a --site whose [registry] names references)")
-        pulled = oci.pull(reference, runtime, out, insecure=insecure, local_name=tag)
+        pulled = oci.pull(reference, runtime, out, insecure=insecure, local_name=tag, store=podman_store)
         if loaded is not None:
             expectations.append(images.from_archive(loaded, pulled.image_digest))
-        labels = builder.inspect(pulled.image) if runtime == "apptainer" else _podman_labels(pulled.image)
+        labels = builder.inspect(pulled.image) if runtime == "apptainer" else \
+            _podman_labels(pulled.image, podman_store)
         problems = [p for e in expectations for p in images.check(pulled.image_digest, labels, e)]
         if problems:
-            _discard(pulled.image, runtime)
+            _discard(pulled.image, runtime, podman_store)
             raise UsageError(f"pulled image refused and removed: {problems[0]}"
                              + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         sbom_path = _keep_sbom(pulled, runtime, expectations)
@@ -234,15 +240,14 @@ def pull(
                       "checked_against": [e.where for e in expectations], "sbom": sbom_path}, indent=2))
 
 
-def _discard(image: str, runtime: str) -> None:
+def _discard(image: str, runtime: str, store: Path | None) -> None:
     import subprocess
 
-    from containers.host import runtime_binary
-    from containers.oci import podman_env
+    from containers.oci import podman, podman_env
     if runtime == "apptainer":
         Path(image).unlink(missing_ok=True)
     else:
-        subprocess.run([runtime_binary("podman"), "rmi", "-f", image], capture_output=True, env=podman_env())
+        subprocess.run([*podman(store), "rmi", "-f", image], capture_output=True, env=podman_env())
 
 
 def _keep_sbom(pulled, runtime: str, expectations: list) -> str | None:
