@@ -542,3 +542,21 @@ def inspect(image: str) -> dict:
     if out.returncode != 0:
         raise BuildError(f"apptainer inspect {image} failed: {out.stderr.strip().splitlines()[-1:]}")
     return json.loads(out.stdout)["data"]["attributes"]["labels"]
+
+
+def rebuild(entry: dict, into: Path, progress: Progress = print) -> Path:
+    """Build a recorded apptainer image once more from the recipe its build wrote
+    (CACHE/images/recipes/<name>/image.def) with the same binds, into `into`: nothing is
+    recorded and the cache is untouched (`image verify --rebuild`, containers/manifest.py)."""
+    if entry["runtime"] != "apptainer":
+        raise BuildError("rebuild verification compares SIFs: apptainer images only")
+    name = Path(entry["image"]).name.removesuffix(".sif")
+    definition = cache_dir() / "images" / "recipes" / name / "image.def"
+    if not definition.is_file():
+        raise BuildError(f"the recipe of {name} is gone ({definition}); build it again first")
+    log = _new_log(f"rebuild-{name}")
+    plan = _prepare(entry["flavour"], "apptainer", entry.get("base", "site"), log, progress)
+    target = Path(into) / f"{name}.sif"
+    progress(f"rebuilding {name} into {into} (log: {log})")
+    _build_apptainer(runtime_binary("apptainer"), definition, target, list(plan.binds), log, test=False)
+    return target

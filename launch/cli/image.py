@@ -308,5 +308,48 @@ def list_images(as_json: bool = typer.Option(False, "--json", help="machine-read
     make_console().print(table)
 
 
+@image_app.command()
+def verify(
+    image: Path = typer.Argument(..., help="a built .sif (recorded in CACHE/images/registry.json)"),
+    rebuild: bool = typer.Option(False, "--rebuild", help="build it once more from its recorded recipe"),
+    against: Path = typer.Option(None, help="compare with this .sif instead of rebuilding (an air-gapped copy)"),
+    save: Path = typer.Option(None, help="write both content manifests (JSON) into this folder"),
+):
+    """Compare an image's content manifest (every file's path, mode and sha256; no times) with a
+    rebuild's, or with another copy's: the identical share and the differing files by cause.
+
+    Example: fabric-bench image verify --rebuild ~/.cache/fabric-bench/images/stack-cpu-debian-*.sif
+    """
+    import tempfile
+
+    from containers import build as builder
+    from containers import manifest
+    if not rebuild and against is None:
+        raise UsageError("say what to compare with: --rebuild, or --against OTHER.sif")
+    console = make_console(stderr=True)
+    try:
+        first = manifest.of_sif(image)
+        with tempfile.TemporaryDirectory(prefix="fabric-bench-rebuild.", dir=Path(image).resolve().parent) as work:
+            if rebuild:
+                entry = next((e for e in builder.registry() if Path(e["image"]).resolve() == Path(image).resolve()),
+                             None)
+                if entry is None:
+                    raise UsageError(f"{image} is not recorded in {builder.registry_path()}: nothing to rebuild from")
+                with console.status("rebuilding") as status:
+                    other = builder.rebuild(entry, Path(work), progress=lambda line: status.update(line)
+                                            or console.log(line))
+            else:
+                other = against
+            second = manifest.of_sif(other)
+    except builder.BuildError as exc:
+        raise _usage(exc) from None
+    if save:
+        save.mkdir(parents=True, exist_ok=True)
+        manifest.save(first, save / "first.json")
+        manifest.save(second, save / "second.json")
+    result = manifest.compare(first, second)
+    print("\n".join(result.lines()))
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(image_app, name="image")
