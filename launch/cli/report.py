@@ -31,6 +31,8 @@ def report(
     from launch.results.report import build
 
     data = build(dirs, output, title, baseline_fabric)
+    for line in data["stacks"]:
+        print(f"stack: {line}")
     for judged in data["verdicts"].values():
         print(f"verdict ({judged['title']}): {judged['paragraph']}")
     for plot in data["plots"].values():

@@ -41,6 +41,7 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 from launch.results import aggregate, model, verdict  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
 from launch.results.result import Result, malformed, read_tree  # noqa: E402
+from launch.stacks import report_lines as stack_report  # noqa: E402
 
 
 def load_results(dirs: list[Path]) -> list[Result]:
@@ -374,7 +375,8 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
             "points": [p.describe() for p in points], "ci_method": aggregate.CI_METHOD,
             "points_table": {"header": point_header, "rows": point_rows},
             "table": {"header": header, "rows": rows},
-            "health_table": {"header": health_header, "rows": health_rows}, "plots": {}}
+            "health_table": {"header": health_header, "rows": health_rows}, "plots": {},
+            "stacks": stack_report(results)}
     images = {}
     for name, fig in figures.items():
         for ax in fig.axes:
@@ -427,6 +429,7 @@ def render_html(title: str, data: dict, images: dict[str, str]) -> str:
 td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}figure{{display:inline-block;margin:1em;max-width:100%}}
 figure img{{max-width:100%;height:auto}}p.answer{{font-size:110%;max-width:60em}}.scroll{{overflow-x:auto}}</style>
 </head><body><h1>{esc(title)}</h1><p>{data['runs']} runs</p>
+<p class="stacks">{"<br>".join(esc(line) for line in data.get("stacks", []))}</p>
 {render_verdicts(data['verdicts'])}
 <h2>Plots</h2>
 {plots}
