@@ -283,3 +283,25 @@ def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, in
         _run([*podman(store), "tag", pinned, local_name], f"podman tag {local_name}", env=env)
         image = local_name
     return Pulled(image, podman_id(pinned, store), pinned)
+
+
+def labels(image: str, runtime: str = "apptainer", store: Path | None = None) -> dict:
+    """An image's labels: a SIF's (`apptainer inspect`), or a podman image's (from `store`)."""
+    if runtime == "apptainer":
+        if not Path(image).is_file():
+            raise RegistryError(f"image not found: {image}")
+        out = _run([runtime_binary(runtime), "inspect", "--json", "--labels", image], f"apptainer inspect {image}")
+        found = json.loads(out)["data"]["attributes"].get("labels")
+    else:
+        out = _run([*podman(store), "image", "inspect", "--format", "{{json .Labels}}", image],
+                   f"podman image inspect {image}", env=podman_env())
+        found = json.loads(out or "{}")
+    return {str(k): str(v) for k, v in (found or {}).items()}
+
+
+def discard(image: str, runtime: str = "apptainer", store: Path | None = None) -> None:
+    """Remove a pulled image that failed its check: the .sif, or the podman image."""
+    if runtime == "apptainer":
+        Path(image).unlink(missing_ok=True)
+    else:
+        subprocess.run([*podman(store), "rmi", "-f", image], capture_output=True, env=podman_env())

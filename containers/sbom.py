@@ -26,6 +26,7 @@ from containers.digest import remembered_sha256
 from containers.host import BuildError, cache_dir, runtime_binary
 
 SUFFIX = ".sbom.cdx.json"
+RUNTIMES = ("apptainer", "podman")            # the runtimes whose images have an SBOM
 MAX_BYTES = 8 << 20
 PROPERTY = "fabric-bench"
 # Debian source packages that make the communication stack (cpu-debian), by component name
@@ -208,24 +209,19 @@ def write_for(image: str, runtime: str, *, fabric: str, flavour: str, image_dige
 
 
 def ensure(image: str, runtime: str = "apptainer", store: Path | None = None) -> Path:
-    """The image's SBOM, written now when the image has none yet (apptainer: from its labels)."""
-    if runtime == "apptainer":
-        target = path_for(image, runtime)
-        if target.is_file():
-            return target
-        from containers.build import inspect
-        labels = inspect(image)
-        digest = "sha256:" + remembered_sha256(image, cache_dir())
-        return write_for(image, runtime, fabric=labels.get("org.fabric-bench.fabric", "unknown"),
-                         flavour=labels.get("org.fabric-bench.flavour", "unknown"), image_digest=digest,
-                         base_digest=_base_digest(labels),
-                         stack_digest=labels.get("org.fabric-bench.stack-digest", ""))
+    """The image's SBOM, written now when the image has none yet (from its labels)."""
+    from containers.oci import labels as image_labels
     from containers.oci import podman_id
-    digest = podman_id(image, store)
+    digest = "sha256:" + remembered_sha256(image, cache_dir()) if runtime == "apptainer" else \
+        podman_id(image, store)
     target = path_for(image, runtime, digest)
     if target.is_file():
         return target
-    return write_for(image, runtime, fabric="unknown", flavour="unknown", image_digest=digest, store=store)
+    labels = image_labels(image, runtime, store)
+    return write_for(image, runtime, fabric=labels.get("org.fabric-bench.fabric", "unknown"),
+                     flavour=labels.get("org.fabric-bench.flavour", "unknown"), image_digest=digest,
+                     base_digest=_base_digest(labels), stack_digest=labels.get("org.fabric-bench.stack-digest", ""),
+                     store=store)
 
 
 # ---------------------------------------------------------------- reading and comparing
@@ -292,23 +288,22 @@ def diff(a: Summary, b: Summary) -> list[str]:
     return lines or ["same components, rebuilt (the image digests differ)"]
 
 
-def for_image(image: str, runtime: str) -> dict[str, bytes]:
-    """The SBOMs an archive carries for a run's image: `sbom.cdx.json` (the image) and
-    `stack-sbom.cdx.json` (the stack image it was built FROM, when this host still has it).
-    Runtimes other than apptainer and podman, or an image that is gone, give none."""
-    from containers.build import registry
-    if runtime not in ("apptainer", "podman") or (runtime == "apptainer" and not Path(image).is_file()):
+
+def for_archive(image: str, runtime: str, recorded: list[dict]) -> dict[str, bytes]:
+    """The SBOMs an archive carries for its runs' image: `stack/sbom.cdx.json` (the image) and
+    `stack/stack-sbom.cdx.json` (the stack image it was built FROM, found among the `recorded`
+    images of this host's build registry). A runtime without images here (the host,
+    charliecloud), or an image that is gone, gives none."""
+    if runtime not in RUNTIMES or (str(image).endswith(".sif") and not Path(image).is_file()):
         return {}
     try:
-        members = {"sbom.cdx.json": ensure(image, runtime).read_bytes()}
-        if runtime == "apptainer":
-            stack_digest = read(members["sbom.cdx.json"]).stack_digest
-        else:
-            stack_digest = ""
-        for entry in registry():
-            if stack_digest and f"sha256:{entry['sha256']}".endswith(stack_digest.removeprefix("sha256:")) \
-                    and entry["runtime"] == runtime and Path(entry["image"]).exists():
-                members["stack-sbom.cdx.json"] = ensure(entry["image"], runtime).read_bytes()
+        members = {"stack/sbom.cdx.json": ensure(image, runtime).read_bytes()}
+        stack_digest = read(members["stack/sbom.cdx.json"]).stack_digest.removeprefix("sha256:")
+        for entry in recorded:
+            if stack_digest and entry.get("sha256", "").removeprefix("sha256:") == stack_digest \
+                    and entry.get("runtime") == runtime \
+                    and (not str(entry.get("image")).endswith(".sif") or Path(entry["image"]).exists()):
+                members["stack/stack-sbom.cdx.json"] = ensure(entry["image"], runtime).read_bytes()
                 break
     except (BuildError, SbomError, OSError):
         return {}

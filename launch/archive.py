@@ -179,8 +179,9 @@ def collect(directory: Path, *, site: Path | None = None, experiment: Path | Non
         runtime_named(first["runtime"]).available() else software.capture()
     members["stack/software.json"] = _json(stack)
     if first:           # the bills of materials of the image and its stack (containers/sbom.py)
-        from containers.sbom import for_image
-        members.update({f"stack/{name}": text for name, text in for_image(first["path"], first["runtime"]).items()})
+        from containers.build import registry
+        from containers.sbom import for_archive
+        members.update(for_archive(first["path"], first["runtime"], registry()))
     facts = probe_host()
     members["host/probe.json"] = _json(probe_report(facts))
     for name, path in (("site", site), ("experiment", experiment)):

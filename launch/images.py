@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from containers.host import RUNTIMES
 from launch import signing
 from launch.errors import UsageError
 
@@ -91,7 +92,7 @@ def read_references(path: Path, verify: bool = True, allowed_signers: Path | Non
         if not (isinstance(entry, dict) and isinstance(entry.get("reference"), str)
                 and DIGEST.fullmatch(str(entry.get("image_digest", ""))) and isinstance(entry.get("labels"), dict)
                 and all(isinstance(v, str) for v in entry["labels"].values())
-                and isinstance(entry.get("sbom", ""), str) and entry.get("runtime") in ("apptainer", "podman")):
+                and isinstance(entry.get("sbom", ""), str) and entry.get("runtime") in RUNTIMES):
             raise UsageError(f"image reference file {path}: entry {i} is malformed")
         entries.append(entry)
     return entries

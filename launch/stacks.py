@@ -50,8 +50,7 @@ def _local_sbom(results: list, digest: str) -> boms.Summary | None:
     """The SBOM of the stack `digest` on this host: beside the recorded stack image, else beside a
     run's image (whose SBOM names the same stack digest)."""
     from containers.build import registry
-    candidates = [Path(e["image"]) for e in registry()
-                  if e.get("runtime") == "apptainer" and _normal(e.get("sha256")) == digest]
+    candidates = [Path(e["image"]) for e in registry() if _normal(e.get("sha256")) == digest]
     candidates += [Path(str((r.get("image") or {}).get("path") or "")) for r in results if hasattr(r, "get")]
     for image in candidates:
         path = boms.path_for(str(image))
@@ -138,3 +137,4 @@ def report_lines(results: list) -> list[str]:
     for other in others:
         lines += ["  " + line for line in stack_lines(first, other)]
     return lines
+

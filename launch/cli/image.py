@@ -142,7 +142,7 @@ def push(
     insecure = insecure or bool(registry and registry.insecure)
     reference_file = reference_file or (registry.references if registry else None)
     try:
-        labels = builder.inspect(image) if runtime == "apptainer" else _podman_labels(image, podman_store)
+        labels = oci.labels(image, runtime, podman_store)
         if not to:
             if registry is None:
                 raise UsageError("name the target: --to HOST/NAME:TAG, or --site with a [registry] url")
@@ -165,17 +165,6 @@ def push(
                       "image_digest": pushed.image_digest,
                       "reference_file": str(reference_file) if reference_file else None,
                       "signed": bool(reference_file and sign_key)}, indent=2))
-
-
-def _podman_labels(image: str, store: Path | None = None) -> dict:
-    import subprocess
-
-    from containers.oci import podman, podman_env
-    out = subprocess.run([*podman(store), "image", "inspect", "--format", "{{json .Labels}}", image],
-                         capture_output=True, text=True, env=podman_env())
-    if out.returncode != 0:
-        raise UsageError(f"podman image inspect {image} failed: {(out.stderr.strip().splitlines() or [''])[-1]}")
-    return json.loads(out.stdout or "{}") or {}
 
 
 @image_app.command()
@@ -226,11 +215,10 @@ def pull(
         pulled = oci.pull(reference, runtime, out, insecure=insecure, local_name=tag, store=podman_store)
         if loaded is not None:
             expectations.append(images.from_archive(loaded, pulled.image_digest))
-        labels = builder.inspect(pulled.image) if runtime == "apptainer" else \
-            _podman_labels(pulled.image, podman_store)
+        labels = oci.labels(pulled.image, runtime, podman_store)
         problems = [p for e in expectations for p in images.check(pulled.image_digest, labels, e)]
         if problems:
-            _discard(pulled.image, runtime, podman_store)
+            oci.discard(pulled.image, runtime, podman_store)
             raise UsageError(f"pulled image refused and removed: {problems[0]}"
                              + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         sbom_path = _keep_sbom(pulled, runtime, expectations)
@@ -238,16 +226,6 @@ def pull(
         raise _usage(exc) from None
     print(json.dumps({"image": pulled.image, "image_digest": pulled.image_digest, "reference": pulled.reference,
                       "checked_against": [e.where for e in expectations], "sbom": sbom_path}, indent=2))
-
-
-def _discard(image: str, runtime: str, store: Path | None) -> None:
-    import subprocess
-
-    from containers.oci import podman, podman_env
-    if runtime == "apptainer":
-        Path(image).unlink(missing_ok=True)
-    else:
-        subprocess.run([*podman(store), "rmi", "-f", image], capture_output=True, env=podman_env())
 
 
 def _keep_sbom(pulled, runtime: str, expectations: list) -> str | None:
