@@ -6,6 +6,10 @@ manifests are equal are the same stack, whatever their SIF digests (which also c
 and the SIF's own build-time header). `compare` gives the identical share and groups the
 differing paths by their likely cause, so a site can tell "rebuilt" from "changed".
 
+Times are left out everywhere: apptainer 1.4 writes the build time into the image's own label
+file (`/.singularity.d/labels.json`, `org.label-schema.build-date`) and does not honour
+SOURCE_DATE_EPOCH, so that file is recorded by the sha256 of its labels without that one.
+
 A SIF's root filesystem is its squashfs partition (`apptainer sif list` gives its offset),
 unpacked with squashfs-tools' `unsquashfs -o OFFSET` into a temporary folder.
 """
@@ -34,6 +38,20 @@ CAUSES = (
     ("generated at install time (/etc)", re.compile(r"^/etc/")),
 )
 OTHER = "other"
+LABELS_FILE = "/.singularity.d/labels.json"
+TIME_LABELS = ("org.label-schema.build-date",)
+
+
+def _labels_digest(path: Path) -> str:
+    """sha256 of an image's labels without the build time (the file as is when it is not JSON)."""
+    data = path.read_bytes()
+    try:
+        labels = json.loads(data)
+    except ValueError:
+        return hashlib.sha256(data).hexdigest()
+    if isinstance(labels, dict):
+        data = json.dumps({k: v for k, v in labels.items() if k not in TIME_LABELS}, sort_keys=True).encode()
+    return "labels:" + hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -78,6 +96,8 @@ def of_tree(root: Path) -> dict[str, str]:
                 entries[rel] = f"link {mode} {os.readlink(path)}"
             elif stat.S_ISDIR(info.st_mode):
                 entries[rel] = f"dir {mode}"
+            elif stat.S_ISREG(info.st_mode) and rel == LABELS_FILE:
+                entries[rel] = f"file {mode} {_labels_digest(path)}"
             elif stat.S_ISREG(info.st_mode):
                 digest = hashlib.sha256()
                 with path.open("rb") as f:
