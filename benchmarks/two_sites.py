@@ -75,7 +75,7 @@ def make_site(root: Path, name: str, registry: str) -> dict:
         site[key].mkdir(parents=True, exist_ok=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(site["key"])], check=True)
     site["site_file"].write_text(
-        f'runtime = "apptainer"\nlauncher = "emulated"\n\n[registry]\nurl = "{registry}/fabric-bench"\n'
+        f'runtime = "apptainer"\n\n[registry]\nurl = "{registry}/fabric-bench"\n'
         f'references = "{site["references"]}"\nallowed_signers = "{site["allowed"]}"\ninsecure = true\n')
     return site
 
