@@ -130,7 +130,9 @@ def report_lines(results: list) -> list[str]:
         digest, runs = next(iter(groups.items()))
         if digest == HOST:
             return ["every run ran on the host (no image): no stack digest to compare"]
-        return [f"every run ran on one stack: {digest[:19]}…{_components(_local_sbom(runs, digest))}"]
+        fabrics = sorted({str((r.get("spec") or {}).get("fabric")) for r in runs if (r.get("spec") or {}).get("fabric")})
+        differs = f": the fabric ({', '.join(fabrics)}) is what differs" if len(fabrics) > 1 else ""
+        return [f"every run ran on one stack: {digest[:19]}…{_components(_local_sbom(runs, digest))}{differs}"]
     stacks = {d: of_results(runs) for d, runs in groups.items()}
     first, *others = list(stacks.values())
     lines = [f"the runs used {len(stacks)} stacks:"]

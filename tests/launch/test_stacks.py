@@ -48,8 +48,11 @@ def test_a_hostile_sbom_is_refused_not_trusted():
 
 
 def test_report_names_one_stack_or_several():
-    one = [{"image": {"digest": "9" * 64, "stack_digest": STACK_1}}] * 2
-    assert stacks.report_lines(one)[0].startswith(f"every run ran on one stack: sha256:{STACK_1[:12]}")
+    one = [{"image": {"digest": "9" * 64, "stack_digest": STACK_1}, "spec": {"fabric": fabric}}
+           for fabric in ("emu-eth-1g", "emu-eth-5g")]
+    line = stacks.report_lines(one)[0]
+    assert line.startswith(f"every run ran on one stack: sha256:{STACK_1[:12]}")
+    assert line.endswith(": the fabric (emu-eth-1g, emu-eth-5g) is what differs")
     two = one + [{"image": {"digest": "8" * 64, "stack_digest": STACK_2}}]
     assert stacks.report_lines(two)[0] == "the runs used 2 stacks:"
     assert stacks.report_lines([{"image": None}]) == ["every run ran on the host (no image): no stack digest "
