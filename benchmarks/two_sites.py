@@ -1,8 +1,9 @@
 """Two sites, end to end, on one machine: the identical benchmark on the identical stack, moved
 through a real OCI registry, replayed on another fabric (root: network namespaces).
 
-Site A and site B each have their own folder: site file, cache (digests, SBOMs), image store,
-result store, signing key. A shared registry (Debian's docker-registry on localhost) stands for
+Site A and site B each have their own folder (site file, cache of digests and SBOMs, image
+store, result store, signing key) and their own emulated cluster (`sitea`, `siteb`: 2 nodes as
+network namespaces, links shaped to --rate-a and --rate-b). A shared registry (Debian's docker-registry on localhost) stands for
 the registry two real sites share.
 
   A  builds (or reuses) the cpu-debian stack and ethernet images, pushes them and writes a
@@ -72,7 +73,7 @@ def make_site(root: Path, name: str, registry: str) -> dict:
     site = {"name": name, "dir": folder, "cache": folder / "cache", "store": folder / "results.sqlite",
             "images": folder / "images", "results": folder / "results", "key": folder / f"{name}.key",
             "references": folder / "images.json", "allowed": folder / "allowed_signers",
-            "site_file": folder / "site.toml"}
+            "site_file": folder / "site.toml", "cluster": name.replace("-", "")}
     for key in ("cache", "images"):
         site[key].mkdir(parents=True, exist_ok=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(site["key"])], check=True)
@@ -106,7 +107,10 @@ def main() -> int:
         print("two_sites: docker-registry not installed (apt-get install docker-registry)", file=sys.stderr)
         return 2
     fabric_a, fabric_b = f"emu-eth-{args.rate_a}", f"emu-eth-{args.rate_b}"
-    namespaces_before = set(emulate.namespaces())
+    clusters: list[str] = []
+    if any(emulate.cluster_of(ns) in ("sitea", "siteb") for ns in emulate.namespaces()):
+        print("two_sites: clusters sitea/siteb exist already (fabric-bench emulate down sitea siteb)", file=sys.stderr)
+        return 2
     work = args.work or Path(tempfile.mkdtemp(prefix="fabric-bench-two-sites."))
     registry = local_registry.LocalRegistry(work / "registry")
     try:
@@ -131,6 +135,10 @@ def main() -> int:
                                             "--to", f"{registry.address}/fabric-bench/{name}:v1",
                                             "--sign-key", str(a["key"])))
                 print(f"   {pushed[name]['reference']}")
+        with phase("A and B: each site's emulated cluster up (2 nodes)"):
+            for site, rate in ((a, args.rate_a), (b, args.rate_b)):
+                fb(site, "emulate", "up", "--nodes", "2", "--link-rate", rate, "--name", site["cluster"])
+                clusters.append(site["cluster"])
         with phase(f"A: run the study on {fabric_a}"):
             for argv in study(args):
                 fb(a, "run", *argv, "--fabric", fabric_a, "--image", built["image"], "--results", str(a["results"]))
@@ -166,7 +174,9 @@ def main() -> int:
     finally:
         with phase("teardown"):
             registry.stop()
-            left = [ns for ns in emulate.namespaces() if ns not in namespaces_before]
+            for name in clusters:
+                emulate.down(name)
+            left = [ns for ns in emulate.namespaces() if emulate.cluster_of(ns) in ("sitea", "siteb")]
             if args.work is None:
                 shutil.rmtree(work, ignore_errors=True)
     alive = registry.proc is not None and registry.proc.poll() is None

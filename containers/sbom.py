@@ -283,7 +283,7 @@ def diff(a: Summary, b: Summary) -> list[str]:
     lines = _changes(a.stack, b.stack) + _changes(a.python, b.python, "python ") + _changes(a.os, b.os, "deb ")
     if a.compiler != b.compiler:
         lines.append(f"compiler {a.compiler or '?'} vs {b.compiler or '?'}")
-    if a.base_digest != b.base_digest:
+    if a.base_digest and b.base_digest and a.base_digest != b.base_digest:
         lines.append(f"base image {a.base_digest[:19] or '?'} vs {b.base_digest[:19] or '?'}")
     return lines or ["same components, rebuilt (the image digests differ)"]
 

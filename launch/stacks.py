@@ -11,6 +11,7 @@ host, from the SBOM beside the run's image or beside the recorded stack image of
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,9 +94,18 @@ def _components(summary: boms.Summary | None) -> str:
     return f" (SBOM: {len(summary.stack)} stack components, {len(summary.python)} Python packages)"
 
 
+def _as_stack(summary: boms.Summary | None) -> boms.Summary | None:
+    """A fabric image's SBOM compares with a stack's without its base (which is the stack image)."""
+    if summary is None or not summary.stack_digest:
+        return summary
+    return dataclasses.replace(summary, base_digest="")
+
+
 def stack_lines(a: Stack, b: Stack) -> list[str]:
     """What the two sides' stacks are, in words: identical (and so the fabric and hosts are what
     differs), or how they differ (SBOM against SBOM where both have one)."""
+    a = dataclasses.replace(a, summary=_as_stack(a.summary))
+    b = dataclasses.replace(b, summary=_as_stack(b.summary))
     if a.digests == b.digests and len(a.digests) == 1 and HOST not in a.digests:
         digest = next(iter(a.digests))
         line = f"stacks identical: {digest[:19]}… on both sides{_components(a.summary or b.summary)}"

@@ -57,3 +57,16 @@ def test_report_names_one_stack_or_several():
     assert stacks.report_lines(two)[0] == "the runs used 2 stacks:"
     assert stacks.report_lines([{"image": None}]) == ["every run ran on the host (no image): no stack digest "
                                                       "to compare"]
+
+
+def test_a_fabric_images_sbom_compares_with_its_stacks():
+    """B may hold only the fabric image's SBOM (its base: the stack image); A's archive the stack's."""
+    stack_sbom = sbom.document(sbom.parse_probe(PROBE_OUTPUT), image_digest=f"sha256:{STACK_1}",
+                               flavour="cpu-debian", fabric="stack", base_digest="sha256:" + "3" * 64).encode()
+    fabric_sbom = sbom.document(sbom.parse_probe(PROBE_OUTPUT), image_digest="sha256:" + "9" * 64,
+                                flavour="cpu-debian", fabric="ethernet", base_digest=f"sha256:{STACK_1}",
+                                stack_digest=f"sha256:{STACK_1}").encode()
+    lines = stacks.stack_lines(stacks.of_archive(_archive(STACK_1, stack_sbom)),
+                               stacks.of_archive(_archive(STACK_1, fabric_sbom)))
+    assert lines == [f"stacks identical: sha256:{STACK_1[:12]}… on both sides (SBOM: 3 stack components, "
+                     "2 Python packages): what differs is the fabric and the hosts"]
