@@ -213,17 +213,32 @@ def _debian_stack(base: str, fmt: str) -> list[list]:
              comment("common stack: Debian's Open MPI (UCX, libfabric, PMIx inside), Python venv"),
              apt_get(ospackages=["python3", "python3-venv", "openmpi-bin", "ucx-utils", "libfabric-bin",
                                  "ca-certificates", "file"]),
-             *_wheelhouse_venv(),
+             *_wheelhouse_venv(deterministic=True),
+             comment("what differs between two builds and is not the stack: dates in package logs "
+                     "and caches (containers/manifest.py)"),
+             shell(commands=[f"rm -f {' '.join(BUILD_DATED)}"]),
              *_bundle_files()]]
 
 
-def _wheelhouse_venv() -> list:
-    """The cpu flavours' Python stack, installed from the wheelhouse bound at build time."""
+# Files whose content is the build's date, not the stack (`image verify --rebuild` found them)
+BUILD_DATED = ("/var/log/dpkg.log", "/var/log/alternatives.log", "/var/log/apt/history.log",
+               "/var/log/apt/term.log", "/var/cache/apt/pkgcache.bin", "/var/cache/apt/srcpkgcache.bin",
+               "/var/cache/ldconfig/aux-cache")
+# A fixed SOURCE_DATE_EPOCH makes pip byte-compile with source hashes instead of the install
+# time (py_compile's CHECKED_HASH); a fixed hash seed keeps marshalled sets in one order.
+DETERMINISTIC_ENV = "SOURCE_DATE_EPOCH=1767225600 PYTHONHASHSEED=0"
+
+
+def _wheelhouse_venv(deterministic: bool = False) -> list:
+    """The cpu flavours' Python stack, installed from the wheelhouse bound at build time
+    (cpu-debian: byte-compiled deterministically; the cpu flavour's render is left as its
+    rehearsal records it)."""
     site = f"{stack.VENV}/lib/python{stack.DEBIAN_PYTHON}/site-packages"
     return [
         comment(f"Python stack from the wheelhouse bound at {stack.WHEELHOUSE} (apptainer build "
                 f"--bind DIR:{stack.WHEELHOUSE}; podman build -v DIR:{stack.WHEELHOUSE})"),
         shell(commands=[
+            *([f"export {DETERMINISTIC_ENV}"] if deterministic else []),
             f"python3 -m venv {stack.VENV}",
             f"{stack.VENV}/bin/pip install --no-index --no-cache-dir --find-links {stack.WHEELHOUSE}"
             f" -r {stack.WHEELHOUSE}/requirements.txt",
