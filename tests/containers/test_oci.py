@@ -12,7 +12,7 @@ import pytest
 from containers import local_registry, oci
 from launch import images
 from launch.errors import UsageError
-from tests.conftest import alive, need
+from tests.conftest import alive, fabric_bench, need
 
 DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64
@@ -115,3 +115,10 @@ def test_small_sif_round_trips_pinned_by_digest(registry, tmp_path):
     pulled = oci.pull(pushed.reference, out=tmp_path / "pulled.sif")
     assert pulled.image_digest == pushed.image_digest
     assert (tmp_path / "pulled.sif").read_bytes() == sif.read_bytes()
+    # a pull whose image is not the one expected is refused, and nothing is left under --out
+    wrong = tmp_path / "wrong.sif"
+    refused = fabric_bench("image", "pull", pushed.reference, "--out", str(wrong), "--expect-digest", DIGEST_A)
+    assert refused.returncode == 2 and "refused and removed" in refused.stderr and not wrong.exists()
+    untagged = fabric_bench("image", "pull", f"{registry.address}/fb/small:v1", "--out", str(wrong),
+                            "--expect-digest", pushed.image_digest)
+    assert untagged.returncode == 2 and "pinned by digest" in untagged.stderr
