@@ -179,6 +179,7 @@ def main() -> int:
             left = [ns for ns in emulate.namespaces() if emulate.cluster_of(ns) in ("sitea", "siteb")]
             if args.work is None:
                 shutil.rmtree(work, ignore_errors=True)
+                print(f"   work folder {work} removed")
     alive = registry.proc is not None and registry.proc.poll() is None
     print(f"afterwards: registry pid {registry.pid} {'STILL RUNNING' if alive else 'gone'}; "
           f"new namespaces left: {left or 'none'}")

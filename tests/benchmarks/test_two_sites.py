@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,11 +18,13 @@ from tests.conftest import REPO, alive, need
 pytestmark = pytest.mark.slow
 
 
-def test_two_sites_small(cpu_ethernet_image, tmp_path):
+def test_two_sites_small(cpu_ethernet_image):
     need(os.geteuid() == 0 and shutil.which("tc") is not None, "emulated sites need root and tc")
     need(local_registry.available(), "docker-registry not installed (scripts/setup.sh --test installs it)")
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks/two_sites.py"), "--small",
-                          "--work", str(tmp_path / "sites")], capture_output=True, text=True, timeout=1800)
+    # no --work: the script's temporary folder (a registry's and a pulled copy of the image,
+    # ~9 GB) is removed at its end
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks/two_sites.py"), "--small"],
+                         capture_output=True, text=True, timeout=1800)
     text = out.stdout
     assert out.returncode == 0, text[-4000:] + out.stderr[-2000:]
     pid = int(re.search(r"docker-registry pid (\d+)", text).group(1))
@@ -37,3 +40,5 @@ def test_two_sites_small(cpu_ethernet_image, tmp_path):
     pulled = re.search(r"ethernet-cpu-debian\.sif: (sha256:[0-9a-f]{16})", text)
     assert pulled and f"sha256:{cpu_ethernet_image.sha256}".startswith(pulled.group(1))
     assert re.search(r"^\s+[\d.]+ s  in all$", text, re.M)
+    work = re.search(r"work folder (\S+) removed", text)
+    assert work and not Path(work.group(1)).exists()
