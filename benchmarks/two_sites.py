@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -107,6 +108,8 @@ def main() -> int:
         print("two_sites: docker-registry not installed (apt-get install docker-registry)", file=sys.stderr)
         return 2
     fabric_a, fabric_b = f"emu-eth-{args.rate_a}", f"emu-eth-{args.rate_b}"
+    # a stopped rehearsal (SIGTERM) still tears down: registry, clusters, its temporary folder
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     clusters: list[str] = []
     if any(emulate.cluster_of(ns) in ("sitea", "siteb") for ns in emulate.namespaces()):
         print("two_sites: clusters sitea/siteb exist already (fabric-bench emulate down sitea siteb)", file=sys.stderr)
