@@ -233,6 +233,7 @@ def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
                         round(sum(stages.values()), 1), str(log), base=base, omitted=list(plan.omit),
                         stages=stages, devel_image=devel_image)
     record(entry)
+    _write_sbom(entry, plan)
     return entry
 
 
@@ -284,6 +285,33 @@ def build(fabric: str, flavour: str, runtime: str = "apptainer", *, base: str = 
                         stages=stages, stack_digest=stack_entry.sha256, stack_image=stack_entry.image,
                         stack_stages=stack_entry.stages)
     record(entry)
+    _write_sbom(entry, plan)
     return entry
 
 
+def _write_sbom(entry: ImageRecord, plan: Plan) -> None:
+    """The built image's bill of materials beside it (containers/sbom.py)."""
+    from containers import sbom
+    base = plan.inputs.get("base")
+    base_digest = base if isinstance(base, str) else ",".join(base or [])
+    sbom.write_for(entry.image, entry.runtime, fabric=entry.fabric, flavour=entry.flavour,
+                   image_digest=entry.sha256, base_digest=f"sha256:{base_digest.removeprefix('sha256:')}"
+                   if base_digest else "", stack_digest=entry.stack_digest)
+
+
+def rebuild(entry: dict, into: Path, progress: Progress = print) -> Path:
+    """Build a recorded apptainer image once more from the recipe its build wrote
+    (CACHE/images/recipes/<name>/image.def) with the same binds, into `into`: nothing is
+    recorded and the cache is untouched (`image verify --rebuild`, containers/manifest.py)."""
+    if entry["runtime"] != "apptainer":
+        raise BuildError("rebuild verification compares SIFs: apptainer images only")
+    name = Path(entry["image"]).name.removesuffix(".sif")
+    definition = cache_dir() / "images" / "recipes" / name / "image.def"
+    if not definition.is_file():
+        raise BuildError(f"the recipe of {name} is gone ({definition}); build it again first")
+    log = _new_log(f"rebuild-{name}")
+    plan = _prepare(entry["flavour"], "apptainer", entry.get("base", "site"), log, progress)
+    target = Path(into) / f"{name}.sif"
+    progress(f"rebuilding {name} into {into} (log: {log})")
+    build_apptainer(runtime_binary("apptainer"), definition, target, list(plan.binds), log, test=False)
+    return target

@@ -26,13 +26,21 @@ def python_site() -> str:
     return f"$({stack.VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')"
 
 
-def wheelhouse_venv() -> list:
-    """The cpu flavours' Python stack, installed from the wheelhouse bound at build time."""
+# A fixed SOURCE_DATE_EPOCH makes pip byte-compile with source hashes instead of the install
+# time (py_compile's CHECKED_HASH); a fixed hash seed keeps marshalled sets in one order.
+DETERMINISTIC_ENV = "SOURCE_DATE_EPOCH=1767225600 PYTHONHASHSEED=0"
+
+
+def wheelhouse_venv(deterministic: bool = False) -> list:
+    """The cpu flavours' Python stack, installed from the wheelhouse bound at build time
+    (cpu-debian: byte-compiled deterministically; the cpu flavour's render is left as its
+    rehearsal records it)."""
     site = f"{stack.VENV}/lib/python{stack.DEBIAN_PYTHON}/site-packages"
     return [
         comment(f"Python stack from the wheelhouse bound at {stack.WHEELHOUSE} (apptainer build "
                 f"--bind DIR:{stack.WHEELHOUSE}; podman build -v DIR:{stack.WHEELHOUSE})"),
         shell(commands=[
+            *([f"export {DETERMINISTIC_ENV}"] if deterministic else []),
             f"python3 -m venv {stack.VENV}",
             f"{stack.VENV}/bin/pip install --no-index --no-cache-dir --find-links {stack.WHEELHOUSE}"
             f" -r {stack.WHEELHOUSE}/requirements.txt",

@@ -47,8 +47,17 @@ def debian_stack(base: str, fmt: str) -> list[list]:
              comment("common stack: Debian's Open MPI (UCX, libfabric, PMIx inside), Python venv"),
              apt_get(ospackages=["python3", "python3-venv", "openmpi-bin", "ucx-utils", "libfabric-bin",
                                  "ca-certificates", "file"]),
-             *wheelhouse_venv(),
+             *wheelhouse_venv(deterministic=True),
+             comment("what differs between two builds and is not the stack: dates in package logs "
+                     "and caches (containers/manifest.py)"),
+             shell(commands=[f"rm -f {' '.join(BUILD_DATED)}"]),
              *bundle_files()]]
+
+
+# Files whose content is the build's date, not the stack (`image verify --rebuild` found them)
+BUILD_DATED = ("/var/log/dpkg.log", "/var/log/alternatives.log", "/var/log/apt/history.log",
+               "/var/log/apt/term.log", "/var/cache/apt/pkgcache.bin", "/var/cache/apt/srcpkgcache.bin",
+               "/var/cache/ldconfig/aux-cache")
 
 
 # cuda: a devel stage builds the communication stack; the runtime stage copies --

@@ -7,6 +7,7 @@ repeat and compare it, and a manifest (schema version, sha256 of every member).
     stack/images.json          each image: path, recorded and current sha256, inspect output
     stack/recipe/...           rendered .def/Dockerfile per (fabric, flavour), recipe inputs
     stack/software.json        pip freeze, MPI/UCX/libfabric/NCCL versions (in the image, or host)
+    stack/sbom.cdx.json        the image's CycloneDX SBOM; stack/stack-sbom.cdx.json its stack's
     host/probe.json            launch.probe facts and verdicts
     config/...                 site and experiment files
     systems/<name>.json        MLPerf-style system description
@@ -180,6 +181,10 @@ def collect(directory: Path, *, site: Path | None = None, experiment: Path | Non
     stack = software.capture(runtime_named(first["runtime"]), first["path"]) if first and \
         runtime_named(first["runtime"]).available() else software.capture()
     members["stack/software.json"] = _json(stack)
+    if first:           # the bills of materials of the image and its stack (containers/sbom.py)
+        from containers.build import registry
+        from containers.sbom import for_archive
+        members.update(for_archive(first["path"], first["runtime"], registry()))
     facts = probe_host()
     members["host/probe.json"] = _json(probe_report(facts))
     for name, path in (("site", site), ("experiment", experiment)):

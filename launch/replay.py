@@ -9,9 +9,11 @@ unless allowed, then warned about).
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from containers.files import sha256_file
 from launch import archive as archives
@@ -82,13 +84,23 @@ def check_image(result: dict, spec: RunSpec, allow_mismatch: bool) -> list[str]:
 
 
 def plan(archive: archives.Archive, allow_image_mismatch: bool = False,
-         accepted_env: tuple[str, ...] = ()) -> list[Replay]:
+         accepted_env: tuple[str, ...] = (), image: str | None = None, fabric: str | None = None) -> list[Replay]:
+    """The runs to replay. `image`: this site's copy of the archive's image (a pulled one), used
+    only where its digest is the one the run recorded; `fabric`: this site's fabric instead of
+    the archive's (the same work on another network: what two sites compare)."""
     results = archive.results()
     if not results:
         raise UsageError(f"archive {archive.path} holds no results")
     replays = []
     for _, result in sorted(results.items(), key=lambda item: item[1]["run_id"]):
         spec = spec_of(result, accepted_env)
+        changes: dict[str, Any] = {}
+        if image and spec.image:
+            changes["image"] = image
+        if fabric:
+            changes["fabric"] = fabric
+        if changes:
+            spec = dataclasses.replace(spec, **changes).validated()
         replays.append(Replay(result, spec, check_image(result, spec, allow_image_mismatch)))
     return replays
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from launch.errors import UsageError
 
 NAMESPACE = "fabric-bench-archive"  # a signature made for something else does not verify here
+IMAGE_NAMESPACE = "fabric-bench-image"  # image reference files (launch/images.py)
 TIMEOUT_S = 30
 
 
@@ -52,7 +53,7 @@ def _run(argv: list[str], data: bytes | None = None) -> subprocess.CompletedProc
         raise UsageError(f"{argv[0]} failed: {exc}") from None
 
 
-def sign(data: bytes, key: Path) -> bytes:
+def sign(data: bytes, key: Path, namespace: str = NAMESPACE) -> bytes:
     """The signature of `data` by the private key at `key` (an OpenSSH key file)."""
     key = Path(key)
     if not key.is_file():
@@ -60,7 +61,7 @@ def sign(data: bytes, key: Path) -> bytes:
     with tempfile.TemporaryDirectory(prefix="fabric-bench-sign.") as folder:
         target = Path(folder) / "manifest.json"
         target.write_bytes(data)
-        out = _run([_ssh_keygen(), "-Y", "sign", "-q", "-f", str(key), "-n", NAMESPACE, str(target)])
+        out = _run([_ssh_keygen(), "-Y", "sign", "-q", "-f", str(key), "-n", namespace, str(target)])
         signature = Path(str(target) + ".sig")
         if out.returncode != 0 or not signature.is_file():
             raise UsageError(f"cannot sign with {key}: {_first_line(out)}")
@@ -68,7 +69,7 @@ def sign(data: bytes, key: Path) -> bytes:
 
 
 def check(data: bytes, signature: bytes | None, allowed_signers: Path | None = None,
-          require_trusted: bool = False, where: str = "archive") -> Provenance:
+          require_trusted: bool = False, where: str = "archive", namespace: str = NAMESPACE) -> Provenance:
     """Who signed `data`; a signature that does not verify is refused, always. With
     `require_trusted`, so is an unsigned archive or one whose signer the allowed signers lack."""
     if require_trusted and allowed_signers is None:
@@ -81,7 +82,7 @@ def check(data: bytes, signature: bytes | None, allowed_signers: Path | None = N
         sig = Path(folder) / "manifest.sig"
         sig.write_bytes(signature)
         tool = _ssh_keygen()
-        checked = _run([tool, "-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(sig)], data)
+        checked = _run([tool, "-Y", "check-novalidate", "-n", namespace, "-s", str(sig)], data)
         if checked.returncode != 0:
             raise UsageError(f"{where}: its signature does not verify (the manifest was changed after signing, "
                              f"or the signature is not one): refused")
@@ -96,7 +97,7 @@ def check(data: bytes, signature: bytes | None, allowed_signers: Path | None = N
         found = _run([tool, "-Y", "find-principals", "-s", str(sig), "-f", str(allowed)])
         principals = found.stdout.decode(errors="replace").split()
         for principal in principals:
-            verified = _run([tool, "-Y", "verify", "-f", str(allowed), "-I", principal, "-n", NAMESPACE,
+            verified = _run([tool, "-Y", "verify", "-f", str(allowed), "-I", principal, "-n", namespace,
                              "-s", str(sig)], data)
             if verified.returncode == 0:
                 return Provenance(signed=True, trusted=True, signer=principal)

@@ -21,6 +21,12 @@
                                       #   for the plausibility verdict; default: probed)
     # a multi-rail node lists its devices: hca = "mlx5_0,mlx5_1,mlx5_2,mlx5_3"
 
+    [registry]                        # where this site's images come from (`image push/pull`)
+    url = "registry.example.org/hpc/fabric-bench"   # HOST[:PORT]/PREFIX; logins: the runtime's own
+    references = "/shared/fabric-bench/images.json" # signed image references (image push --reference-file)
+    allowed_signers = "/shared/fabric-bench/allowed_signers"   # who may sign them
+    insecure = false                  # plain HTTP: only for a registry on this host
+
 Every error is a UsageError naming the file, the key and what was expected.
 """
 from __future__ import annotations
@@ -64,6 +70,14 @@ class FabricSite:
 
 
 @dataclass(frozen=True)
+class RegistrySite:
+    url: str                                  # HOST[:PORT]/PREFIX
+    references: Optional[Path] = None         # a signed image reference file
+    allowed_signers: Optional[Path] = None
+    insecure: bool = False
+
+
+@dataclass(frozen=True)
 class Site:
     runtime: str = HOST
     launcher: str = LOCAL.name
@@ -72,6 +86,7 @@ class Site:
     env: dict[str, str] = field(default_factory=dict)
     scheduler: Scheduler = Scheduler()
     fabrics: dict[str, FabricSite] = field(default_factory=lambda: {"ethernet": FabricSite()})
+    registry: Optional[RegistrySite] = None
     path: Optional[Path] = field(default=None, compare=False)
 
     @classmethod
@@ -103,9 +118,26 @@ def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
     return fabrics
 
 
+def _registry(path: Path, table: dict) -> RegistrySite:
+    check = TomlTable(path, table, "registry")
+    check.reject_unknown(("url", "references", "allowed_signers", "insecure"))
+    url = check.string("url", pattern=r"[A-Za-z0-9.\[\]:-]+(/[a-z0-9._/-]+)?")
+    if not url:
+        raise check.fail("url", "HOST[:PORT]/PREFIX of an OCI registry")
+    insecure = table.get("insecure", False)
+    if not isinstance(insecure, bool):
+        raise check.fail("insecure", "true or false", insecure)
+    host = url.split("/", 1)[0].rsplit(":", 1)[0]
+    if insecure and host not in ("localhost", "127.0.0.1", "[::1]"):
+        raise check.fail("insecure", "false for a registry on another host (plain HTTP only on this host)", insecure)
+    paths = {key: Path(str(check.string(key, pattern=r"/.*"))) if key in table else None
+             for key in ("references", "allowed_signers")}
+    return RegistrySite(url=url, insecure=insecure, **paths)
+
+
 def site_from_dict(data: dict, path: Path) -> Site:
     top = TomlTable(path, data)
-    top.reject_unknown(("runtime", "launcher", "modules", "binds", "env", "scheduler", "fabrics"))
+    top.reject_unknown(("runtime", "launcher", "modules", "binds", "env", "scheduler", "fabrics", "registry"))
     binds = top.strings("binds")
     for bind in binds:
         if not bind.startswith("/") or bind.count(":") > 2:
@@ -134,7 +166,8 @@ def site_from_dict(data: dict, path: Path) -> Site:
         modules=top.strings("modules"), binds=binds, env=dict(env),
         scheduler=Scheduler(partition=sched.string("partition"), account=sched.string("account"),
                             time_limit_min=time_limit),
-        fabrics=fabrics, path=path,
+        fabrics=fabrics, registry=_registry(path, top.subtable("registry")) if "registry" in data else None,
+        path=path,
     )
 
 
@@ -174,6 +207,12 @@ def site_to_toml(site: Site, header: str = "") -> str:
             lines.append(f"{key} = {_toml(value)}")
         if fabric.link_gbit_s:
             lines.append(f"link_gbit_s = {fabric.link_gbit_s:g}")
+    if site.registry:
+        lines += ["", "[registry]", f"url = {_toml(site.registry.url)}"]
+        for key in ("references", "allowed_signers"):
+            if getattr(site.registry, key):
+                lines.append(f"{key} = {_toml(str(getattr(site.registry, key)))}")
+        lines.append(f"insecure = {str(site.registry.insecure).lower()}")
     return "\n".join(lines) + "\n"
 
 

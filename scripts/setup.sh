@@ -60,7 +60,8 @@ writable_dir "cache directory" "$cache" "$($test_setup && echo 12000 || echo 500
 # image build (containers/sources.py)
 packages=(openmpi-bin libopenmpi-dev ucx-utils libfabric-bin iproute2 cmake g++ make patch
           autoconf automake libtool flex)
-$test_setup && packages+=(slurm-wlm debootstrap squashfs-tools libcap2-bin util-linux chromium iperf3 podman runc)
+$test_setup && packages+=(slurm-wlm debootstrap squashfs-tools libcap2-bin util-linux chromium iperf3 podman runc
+                            docker-registry)
 phase "system packages" "${#packages[@]} Debian packages"
 missing=()
 for pkg in "${packages[@]}"; do
@@ -79,7 +80,8 @@ else
 fi
 
 # The venv, keyed by the requirement files and the interpreter
-venv_key=$(cat requirements.txt requirements-nodeps.txt pyproject.toml <("$python" -VV) | sha256sum | cut -c1-16)
+venv_key=$(cat requirements.txt requirements-nodeps.txt requirements-host.txt pyproject.toml <("$python" -VV) |
+           sha256sum | cut -c1-16)
 phase "venv" "$venv (torch, TensorFlow from local wheels, ~3 min)"
 if [[ ! -f $venv/.fabric-bench-venv-$venv_key ]]; then
   [[ -x $venv/bin/python ]] || "$python" -m venv "$venv"
@@ -88,6 +90,7 @@ if [[ ! -f $venv/.fabric-bench-venv-$venv_key ]]; then
     "$venv/bin/python" -m pip install -q --upgrade pip &&
     "$venv/bin/python" -m pip install -q -r requirements.txt &&
     "$venv/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt &&
+    "$venv/bin/python" -m pip install -q -r requirements-host.txt &&
     "$venv/bin/python" -m pip install -q --no-deps -e .
   } >"$pip_log" 2>&1 || fail "pip install into $venv failed; log: $pip_log" 1
   rm -f "$venv"/.fabric-bench-venv-*

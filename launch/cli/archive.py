@@ -49,6 +49,9 @@ def replay(
                                                   "(repeatable; it can run code here)"),
     allowed_signers: Optional[Path] = typer.Option(None, help="OpenSSH allowed-signers file: the keys this site trusts"),
     require_signed: bool = typer.Option(False, help="refuse an archive not signed by a key in --allowed-signers"),
+    image: Optional[str] = typer.Option(None, help="this site's copy of the archive's image (e.g. pulled by "
+                                                   "`image pull`); its digest must be the recorded one"),
+    fabric: Optional[str] = typer.Option(None, help="replay on this site's fabric instead of the archive's"),
 ):
     """Re-run an archive's runs here; new results name their original (replay_of).
 
@@ -66,7 +69,7 @@ def replay(
 
     verified = archives.read(archive_file)
     print(f"archive {archive_file}: {verified.provenance(allowed_signers, require_signed).line()}")
-    planned = replays.plan(verified, allow_image_mismatch, tuple(accept_env))
+    planned = replays.plan(verified, allow_image_mismatch, tuple(accept_env), image=image, fabric=fabric)
     for item in planned:
         spec = item.spec
         print(f"{item.original['run_id']}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "

@@ -28,6 +28,9 @@ def compare(
     their signer shown. Values and intervals are recomputed from each result's samples;
     a result whose stored figures its samples do not give is flagged and fails the gate.
 
+    The first lines say whether both sides ran on the same stack (its digest, and its SBOM
+    where one is found) or how the stacks differ ("ucx 1.13.1 vs 1.18.0").
+
     Exit code 0: every metric within tolerance; 1: something is not (or a run
     failed, has no partner, or disagrees with its own samples); 2: bad input.
 
@@ -35,12 +38,17 @@ def compare(
     """
     from launch.results.result import disagreements
 
+    from launch import stacks
+
     sides = []
     for side, path in (("A", a), ("B", b)):
         results, provenance = cmp.load(path, allowed_signers, require_signed)
         if provenance is not None:
             print(f"{side}: archive {path}: {provenance.line()}", file=sys.stderr)
         sides.append(results)
+    stack_lines = stacks.stack_lines(stacks.of_path(a, sides[0]), stacks.of_path(b, sides[1]))
+    if not as_json:
+        print("\n".join(stack_lines))
     pairs, unpaired = cmp.pair(*sides)
     tolerances = cmp.parse_tolerances(tolerance)
     rows, failures = [], list(unpaired)
@@ -58,7 +66,7 @@ def compare(
     if not rows and not failures:
         raise cmp.UsageError("no metric in common between A and B")
     if as_json:
-        print(json.dumps({"within": not failures, "failures": failures, "metrics": [
+        print(json.dumps({"within": not failures, "failures": failures, "stacks": stack_lines, "metrics": [
             {"run": label, "metric": m.name, "a": m.a, "b": m.b, "ratio": m.ratio, "ci95_a": m.ci_a,
              "ci95_b": m.ci_b, "tolerance": m.tolerance, "within": m.within} for label, m in rows]}, indent=2))
     else:

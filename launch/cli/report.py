@@ -33,6 +33,8 @@ def report(
     from launch.results.report import build
 
     data = build(dirs, output, title, baseline_fabric, study)
+    for line in data["stacks"]:
+        print(f"stack: {line}")
     for judged in data["verdicts"].values():
         print(f"verdict ({judged['title']}): {judged['paragraph']}")
     for line in (data.get("study") or {}).get("answer", []):

@@ -40,6 +40,7 @@ from launch.results.plots import (cut_off_text, figure_data, plot_busbw, plot_co
 from launch.results.report_html import render_html
 from launch.results.report_tables import health_table, points_table, runs_table  # noqa: F401
 from launch.results.result import Result, malformed, read_tree
+from launch.stacks import report_lines as stack_report
 
 
 def load_results(dirs: list[Path], required: bool = True) -> list[Result]:
@@ -171,7 +172,8 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
             "points": [p.describe() for p in points], "ci_method": aggregate.CI_METHOD,
             "points_table": {"header": point_header, "rows": point_rows},
             "table": {"header": header, "rows": rows},
-            "health_table": {"header": health_header, "rows": health_rows}, "plots": {}}
+            "health_table": {"header": health_header, "rows": health_rows}, "plots": {},
+            "stacks": stack_report(results)}
     if located:
         data["locate"] = [{k: found[k] for k in ("dir", "nodes", "reference_gbit_s", "slow_nodes", "slow_links")}
                           for found in located]
@@ -192,5 +194,3 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
     (out / "report_data.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     (out / "report.html").write_text(render_html(title, data, images), encoding="utf-8")
     return data
-
-

@@ -66,6 +66,7 @@ def render_html(title: str, data: dict, images: dict[str, str]) -> str:
 td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}figure{{display:inline-block;margin:1em;max-width:100%}}
 figure img{{max-width:100%;height:auto}}p.answer{{font-size:110%;max-width:60em}}.scroll{{overflow-x:auto}}</style>
 </head><body><h1>{esc(title)}</h1><p>{data['runs']} runs</p>
+<p class="stacks">{"<br>".join(esc(line) for line in data.get("stacks", []))}</p>
 {render_verdicts(data['verdicts'])}
 {render_study(data.get('study'))}
 {render_locate(data.get('locate', []))}

@@ -1,0 +1,307 @@
+"""Images through an OCI registry: push, resolve, and pull pinned by digest.
+
+Apptainer moves a SIF as an ORAS artifact (`apptainer push X.sif oras://HOST/NAME:TAG`): the
+manifest's one layer is the SIF itself, so the layer digest IS the SIF's sha256, the digest the
+bundle records as the image's (and a fabric image's `stack-digest` label). podman pushes an OCI
+image; its image id (the config digest) survives the round trip. Either way a pull names the
+manifest digest (`HOST/NAME@sha256:...`), never a tag alone, and the caller checks what arrived.
+
+Credentials are the runtimes' own (`apptainer registry login`, `podman login`): this module
+reads the same auth files only to resolve a tag to its manifest digest. Plain HTTP
+(`insecure`) is allowed for a registry on this host only.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from containers.digest import remembered_sha256
+from containers.host import RUNTIMES, BuildError, cache_dir, runtime_binary
+
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json",
+                  "application/vnd.docker.distribution.manifest.v2+json")
+SIF_LAYER = "application/vnd.sylabs.sif.layer.v1.sif"
+TIMEOUT_S = 30
+_HOST = r"(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?|\[::1\](?::[0-9]{1,5})?)"
+_NAME = r"(?P<name>[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
+_REFERENCE = re.compile(rf"^{_HOST}/{_NAME}(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}))?"
+                        r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+
+
+class RegistryError(BuildError):
+    """One line: what failed and why (the CLI turns it into exit 2)."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    host: str
+    name: str
+    tag: str = ""
+    digest: str = ""          # the manifest's digest, sha256:...
+
+    @property
+    def local(self) -> bool:
+        return self.host.rsplit(":", 1)[0] in LOCAL_HOSTS or self.host.startswith("[::1]")
+
+    def by_tag(self) -> str:
+        return f"{self.host}/{self.name}:{self.tag or 'latest'}"
+
+    def by_digest(self) -> str:
+        if not self.digest:
+            raise RegistryError(f"{self} names no digest: a pull is pinned by digest (NAME@sha256:...)")
+        return f"{self.host}/{self.name}@{self.digest}"
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.name}" + (f":{self.tag}" if self.tag else "") + \
+            (f"@{self.digest}" if self.digest else "")
+
+
+def parse(text: str) -> Reference:
+    """HOST[:PORT]/NAME[:TAG][@sha256:HEX] (an `oras://` or `docker://` prefix is dropped)."""
+    bare = re.sub(r"^(oras|docker)://", "", text.strip())
+    match = _REFERENCE.match(bare)
+    if not match:
+        raise RegistryError(f"not an image reference: {text!r} (expected HOST[:PORT]/NAME[:TAG][@sha256:...])")
+    return Reference(match["host"], match["name"], match["tag"] or "", match["digest"] or "")
+
+
+def _check_insecure(ref: Reference, insecure: bool) -> None:
+    if insecure and not ref.local:
+        raise RegistryError(f"plain HTTP (--insecure) only for a registry on this host, not {ref.host}")
+
+
+@dataclass(frozen=True)
+class Pushed:
+    reference: str            # HOST/NAME@sha256:MANIFEST
+    manifest_digest: str
+    image_digest: str         # apptainer: the SIF's sha256 (= its layer); podman: the image id
+
+
+@dataclass(frozen=True)
+class Pulled:
+    image: str                # .sif path (apptainer) or local image name (podman)
+    image_digest: str
+    reference: str
+
+
+# ---------------------------------------------------------------- resolving tags
+
+def _auth_files() -> list[Path]:
+    """Where the runtimes keep their logins (podman/skopeo, docker, apptainer)."""
+    home = Path.home()
+    files = [os.environ.get("REGISTRY_AUTH_FILE", ""),
+             f"{os.environ.get('XDG_RUNTIME_DIR', '')}/containers/auth.json" if os.environ.get("XDG_RUNTIME_DIR")
+             else "", str(home / ".config/containers/auth.json"), str(home / ".docker/config.json"),
+             str(home / ".apptainer/docker-config.json")]
+    return [Path(f) for f in files if f]
+
+
+def _basic_auth(host: str) -> str:
+    for path in _auth_files():
+        try:
+            auths = json.loads(path.read_text()).get("auths", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        for key, entry in auths.items():
+            if re.sub(r"^https?://", "", key).rstrip("/") == host and isinstance(entry, dict) and entry.get("auth"):
+                return str(entry["auth"])
+    return ""
+
+
+def _open(url: str, headers: dict[str, str]):
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=TIMEOUT_S)
+
+
+def _token(challenge: str, host: str) -> str:
+    """A bearer token for a `WWW-Authenticate: Bearer realm=...` challenge (the login's, or anonymous)."""
+    fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+    realm = fields.pop("realm", "")
+    if not realm.startswith("https://") and not (realm.startswith("http://") and parse(f"{host}/x").local):
+        raise RegistryError(f"{host}: refusing a token realm over plain HTTP ({realm!r})")
+    headers = {"Authorization": f"Basic {auth}"} if (auth := _basic_auth(host)) else {}
+    with _open(f"{realm}?{urllib.parse.urlencode(fields)}", headers) as answer:
+        body = json.loads(answer.read(1 << 20))
+    return body.get("token") or body.get("access_token") or ""
+
+
+def manifest(ref: Reference, insecure: bool = False) -> tuple[str, dict]:
+    """(digest, manifest) of ref's tag or digest, as the registry serves it."""
+    _check_insecure(ref, insecure)
+    scheme = "http" if insecure or ref.local else "https"
+    url = f"{scheme}://{ref.host}/v2/{ref.name}/manifests/{ref.digest or ref.tag or 'latest'}"
+    headers = {"Accept": ", ".join(MANIFEST_TYPES)}
+    if auth := _basic_auth(ref.host):
+        headers["Authorization"] = f"Basic {auth}"
+    try:
+        try:
+            answer = _open(url, headers)
+        except urllib.error.HTTPError as exc:
+            challenge = exc.headers.get("WWW-Authenticate", "") if exc.code == 401 else ""
+            if not challenge.lower().startswith("bearer"):
+                raise
+            headers["Authorization"] = f"Bearer {_token(challenge, ref.host)}"
+            answer = _open(url, headers)
+        with answer:
+            body = answer.read(4 << 20)
+            digest = answer.headers.get("Docker-Content-Digest", "")
+    except urllib.error.HTTPError as exc:
+        raise RegistryError(f"{ref}: the registry answered {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise RegistryError(f"{ref}: cannot reach the registry ({getattr(exc, 'reason', exc)})") from None
+    computed = "sha256:" + hashlib.sha256(body).hexdigest()
+    if digest and digest != computed:
+        raise RegistryError(f"{ref}: the manifest's bytes hash to {computed}, not the {digest} the registry claims")
+    if ref.digest and computed != ref.digest:
+        raise RegistryError(f"{ref}: the registry served a manifest with digest {computed}")
+    try:
+        return computed, json.loads(body)
+    except ValueError:
+        raise RegistryError(f"{ref}: the manifest is not JSON") from None
+
+
+# ---------------------------------------------------------------- runtimes
+
+def _run(argv: list[str], what: str, env: dict | None = None, timeout: float = 3600) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RegistryError(f"{what} failed: {exc}") from None
+    if out.returncode != 0:
+        lines = [line for line in (out.stderr + out.stdout).strip().splitlines() if line.strip()]
+        raise RegistryError(f"{what} failed (exit {out.returncode}): {lines[-1] if lines else ''}")
+    return out.stdout
+
+
+def podman_env() -> dict[str, str]:
+    """podman as builds run it here (runc, ulimits without CAP_SYS_RESOURCE)."""
+    conf = cache_dir() / "podman-containers.conf"
+    env = dict(os.environ)
+    if conf.is_file():
+        env.setdefault("CONTAINERS_CONF", str(conf))
+    return env
+
+
+def runroot(store: Path) -> Path:
+    """The run-state folder of an image store: podman refuses a runroot longer than 50
+    characters, so it lives under the temporary folder, named by the store's path."""
+    key = hashlib.sha256(str(Path(store).resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"fb-podman-{key}"
+
+
+def podman(store: Path | None = None) -> list[str]:
+    """podman's argv head; with `store`, its own image store under that folder (a second site's)."""
+    head = [runtime_binary("podman")]
+    if store is not None:
+        head += ["--root", str(Path(store) / "storage"), "--runroot", str(runroot(store))]
+    return head
+
+
+def podman_id(image: str, store: Path | None = None) -> str:
+    out = _run([*podman(store), "image", "inspect", "--format", "{{.Id}}", image],
+               f"podman image inspect {image}", env=podman_env())
+    return "sha256:" + out.strip().removeprefix("sha256:")
+
+
+def push(image: str, target: str, runtime: str = "apptainer", insecure: bool = False,
+         store: Path | None = None) -> Pushed:
+    """Push a .sif (apptainer, as ORAS) or a local image (podman; from `store` when given) to
+    `target` (HOST/NAME:TAG)."""
+    if runtime not in RUNTIMES:
+        raise RegistryError(f"unknown runtime {runtime!r}; choose from {', '.join(RUNTIMES)}")
+    ref = parse(target)
+    if ref.digest:
+        raise RegistryError(f"push to a tag, not a digest: {target}")
+    _check_insecure(ref, insecure)
+    binary = runtime_binary(runtime)
+    if runtime == "apptainer":
+        if not Path(image).is_file():
+            raise RegistryError(f"image not found: {image}")
+        sif_digest = "sha256:" + remembered_sha256(image, cache_dir())
+        _run([binary, "push", str(image), f"oras://{ref.by_tag()}"], f"apptainer push to {ref.by_tag()}")
+        digest, body = manifest(Reference(ref.host, ref.name, ref.tag or "latest"), insecure)
+        layers = [layer.get("digest") for layer in body.get("layers", []) if layer.get("mediaType") == SIF_LAYER]
+        if layers != [sif_digest]:
+            raise RegistryError(f"{ref.by_tag()}: the pushed manifest's SIF layer is {layers}, not {sif_digest}")
+        return Pushed(f"{ref.host}/{ref.name}@{digest}", digest, sif_digest)
+    image_id = podman_id(image, store)
+    with tempfile.TemporaryDirectory(prefix="fabric-bench-push.") as work:
+        digestfile = Path(work) / "digest"
+        # zstd: gzip (podman's default) packs a multi-GB image at a few MB/s on two cores
+        argv = [*podman(store), "push", "--digestfile", str(digestfile), "--compression-format", "zstd"]
+        if insecure or ref.local:
+            argv.append("--tls-verify=false")
+        _run([*argv, image, ref.by_tag()], f"podman push to {ref.by_tag()}", env=podman_env())
+        digest = digestfile.read_text().strip()
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise RegistryError(f"podman push reported no manifest digest ({digest!r})")
+    return Pushed(f"{ref.host}/{ref.name}@{digest}", digest, image_id)
+
+
+def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, insecure: bool = False,
+         local_name: str = "", store: Path | None = None) -> Pulled:
+    """Pull HOST/NAME@sha256:MANIFEST: apptainer to `out` (a .sif path), podman into its store
+    (or `store`; tagged `local_name` when given). The image's digest is computed from what arrived."""
+    if runtime not in RUNTIMES:
+        raise RegistryError(f"unknown runtime {runtime!r}; choose from {', '.join(RUNTIMES)}")
+    ref = parse(reference)
+    pinned = ref.by_digest()
+    _check_insecure(ref, insecure)
+    binary = runtime_binary(runtime)
+    if runtime == "apptainer":
+        if out is None:
+            raise RegistryError("apptainer pull needs an output path (--out X.sif)")
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(out.name + ".partial")
+        argv = [binary, "pull", "--force"]
+        if insecure:
+            argv.append("--no-https")
+        try:
+            _run([*argv, str(partial), f"oras://{pinned}"], f"apptainer pull of {pinned}")
+            partial.rename(out)
+        finally:
+            partial.unlink(missing_ok=True)
+        return Pulled(str(out), "sha256:" + remembered_sha256(out, cache_dir()), pinned)
+    argv = [*podman(store), "pull", "-q"]
+    if insecure or ref.local:
+        argv.append("--tls-verify=false")
+    env = podman_env()
+    _run([*argv, pinned], f"podman pull of {pinned}", env=env)
+    image = pinned
+    if local_name:
+        _run([*podman(store), "tag", pinned, local_name], f"podman tag {local_name}", env=env)
+        image = local_name
+    return Pulled(image, podman_id(pinned, store), pinned)
+
+
+def labels(image: str, runtime: str = "apptainer", store: Path | None = None) -> dict:
+    """An image's labels: a SIF's (`apptainer inspect`), or a podman image's (from `store`)."""
+    if runtime == "apptainer":
+        if not Path(image).is_file():
+            raise RegistryError(f"image not found: {image}")
+        out = _run([runtime_binary(runtime), "inspect", "--json", "--labels", image], f"apptainer inspect {image}")
+        found = json.loads(out)["data"]["attributes"].get("labels")
+    else:
+        out = _run([*podman(store), "image", "inspect", "--format", "{{json .Labels}}", image],
+                   f"podman image inspect {image}", env=podman_env())
+        found = json.loads(out or "{}")
+    return {str(k): str(v) for k, v in (found or {}).items()}
+
+
+def discard(image: str, runtime: str = "apptainer", store: Path | None = None) -> None:
+    """Remove a pulled image that failed its check: the .sif, or the podman image."""
+    if runtime == "apptainer":
+        Path(image).unlink(missing_ok=True)
+    else:
+        subprocess.run([*podman(store), "rmi", "-f", image], capture_output=True, env=podman_env())
