@@ -133,6 +133,8 @@ def of_path(path: Path, results: list) -> Stack:
 
 def report_lines(results: list) -> list[str]:
     """The report's opening: one stack for every run, or the stacks and how they differ."""
+    if not results:  # a report of a locate run alone has no runs
+        return []
     groups: dict[str, list] = {}
     for r in results:
         groups.setdefault(next(iter(_run_digests([r]))), []).append(r)
