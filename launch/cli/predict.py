@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
@@ -113,7 +113,11 @@ def predict(
     fabrics += [model.parse_link(text) for text in link]
     if nominal or not fabrics:
         fabrics += list(model.NOMINAL.values())
-    data = model.predict(workload, fabrics, rank_counts)
+    _emit(model.predict(workload, fabrics, rank_counts), output, as_json, print_table)
+
+
+def _emit(data: dict, output: Optional[Path], as_json: bool, table: Callable[[dict], None]) -> None:
+    """A prediction written (OUTPUT/predict.json, predict.png), then printed as JSON or a table."""
     if output is not None:
         from launch.results.predict_plot import write
 
@@ -121,7 +125,7 @@ def predict(
     if as_json:
         print(json.dumps(data, indent=2))
         return
-    print_table(data)
+    table(data)
     if output is not None:
         print(f"{output / 'predict.json'} (every input), {output / 'predict.png'}")
 
@@ -191,17 +195,7 @@ def run_cluster(workload, node_type, intra, gpus_per_node, inter, cluster_files,
         nonnet = predict_cluster.calibrate(workload, built[0], measured["world_size"],
                                            workload.batch_size / per_rank, str(measured.get("run_id")))
     ranks_list = sorted({n * c.gpus_per_node for c in built for n in node_counts})
-    data = predict_cluster.predict(workload, built, ranks_list, nonnet)
-    if output is not None:
-        from launch.results.predict_plot import write
-
-        write(data, output)
-    if as_json:
-        print(json.dumps(data, indent=2))
-        return
-    print_cluster_table(data)
-    if output is not None:
-        print(f"{output / 'predict.json'} (every input), {output / 'predict.png'}")
+    _emit(predict_cluster.predict(workload, built, ranks_list, nonnet), output, as_json, print_cluster_table)
 
 
 def print_cluster_table(data: dict) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from containers import local_registry, oci
+from containers import oci
 from launch import images
 from launch.errors import UsageError
 from tests.conftest import alive, fabric_bench, need
@@ -80,17 +80,6 @@ def test_reference_file_from_a_stranger_is_validated(tmp_path):
         refs.write_text(body)
         with pytest.raises(UsageError):
             images.read_references(refs)
-
-
-@pytest.fixture
-def registry(tmp_path):
-    need(local_registry.available(), "docker-registry not installed (scripts/setup.sh --test installs it)")
-    reg = local_registry.LocalRegistry(tmp_path / "registry").start()
-    try:
-        yield reg
-    finally:
-        reg.stop()
-        assert alive([reg.pid]) == set(), "the registry outlived its test"
 
 
 def test_a_real_registry_serves_and_stops(registry):

@@ -13,21 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from containers import local_registry, oci
-from tests.conftest import alive, fabric_bench, need
+from containers import oci
+from tests.conftest import fabric_bench, need
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def registry(tmp_path):
-    need(local_registry.available(), "docker-registry not installed (scripts/setup.sh --test installs it)")
-    reg = local_registry.LocalRegistry(tmp_path / "registry").start()
-    try:
-        yield reg
-    finally:
-        reg.stop()
-        assert alive([reg.pid]) == set(), "the registry outlived its test"
 
 
 @pytest.fixture
