@@ -1,12 +1,14 @@
 """What image builds take from this host, shared by the build driver (containers.build), the
 local CUDA base (containers.cudabase) and the verified sources (containers.sources): the cache
 directory, the configured Debian mirror, a debootstrap root, the container runtime's binary,
-commands run into a build log, and the one-line BuildError they raise.
+commands run into a build log, and the one-line BuildError they raise; and free TCP ports for
+the services tools start on this host (a registry, an emulated Slurm cluster's daemons).
 """
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -92,3 +94,15 @@ def debootstrap_root(root: Path, log: Path, suite: str, progress: Progress = pri
     for node in (root / "dev").iterdir():     # apptainer binds /dev itself
         subprocess.run(["rm", "-rf", str(node)], check=True)
     (root / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct TCP ports free on `host` now (each socket held until all are bound)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()

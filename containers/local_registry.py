@@ -12,12 +12,13 @@ from __future__ import annotations
 import ctypes
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from containers.host import free_ports
 
 BINARY = "docker-registry"
 
@@ -34,12 +35,6 @@ class RegistryError(Exception):
 
 def available() -> bool:
     return shutil.which(BINARY) is not None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def config(data: Path, port: int) -> str:
@@ -79,7 +74,7 @@ class LocalRegistry:
             raise RegistryError(f"{BINARY} not installed (apt-get install docker-registry)")
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "data").mkdir(exist_ok=True)
-        self.port = free_port()
+        self.port, = free_ports(1)
         conf = self.directory / "config.yml"
         conf.write_text(config(self.directory / "data", self.port))
         log = (self.directory / "registry.log").open("w")

@@ -17,23 +17,14 @@ import subprocess
 import time
 from pathlib import Path
 
+from containers.host import free_ports
+
 DAEMONS = ("slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "salloc", "sinfo", "scontrol", "scancel", "squeue")
 
 
 def available() -> bool:
     return all(shutil.which(tool) for tool in DAEMONS + CLIENTS)
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def slurm_conf(directory: Path, host: str, cpus: int, ctld_port: int, slurmd_port: int) -> str:

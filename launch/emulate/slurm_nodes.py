@@ -27,6 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from containers.host import free_ports
 from launch.emulate.cluster import (IFNAME, STATE_DIR, SUBNET, Cluster, process_running, read_state, run_tool,
                                     state_path, stop_processes)
 from launch.errors import UsageError
@@ -75,17 +76,6 @@ def require() -> None:
     if HOST_IF in run_tool("ip", "-o", "link", "show", check=False).stdout:
         raise UsageError(f"a Slurm emulated cluster runs already (interface {HOST_IF}); "
                          "stop it with `fabric-bench emulate down --all`")
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_port: int) -> str:
@@ -142,7 +132,7 @@ def start(cluster: Cluster) -> dict[str, int]:
         run_tool("ip", "-n", cluster.node(i), "route", "add", "default", "via", HOST_ADDRESS, "dev", IFNAME)
     host = socket.gethostname().split(".")[0]
     conf = conf_path(cluster.name)
-    conf.write_text(conf_text(cluster, where, host, *_free_ports(2)), encoding="utf-8")
+    conf.write_text(conf_text(cluster, where, host, *free_ports(2, host="")), encoding="utf-8")
     env = client_env(cluster.name)
     pids: dict[str, int] = {}
     try:

@@ -2,7 +2,6 @@
 process groups whose backend map is the one NCCL has: registered for cuda only."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -10,6 +9,7 @@ import textwrap
 import pytest
 
 from bench import placement
+from containers.host import free_ports
 from tests.conftest import REPO
 
 torch = pytest.importorskip("torch")  # the bench programs' own dependency
@@ -22,12 +22,6 @@ def test_a_rank_that_sees_one_gpu_takes_device_0():
     assert [gpu_index(local_rank, 1) for local_rank in range(4)] == [0, 0, 0, 0]
     assert [gpu_index(local_rank, 4) for local_rank in range(4)] == [0, 1, 2, 3]
     assert gpu_index(5, 4) == 1 and gpu_index(2, 0) == 0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 PARAMETER_CHECK = textwrap.dedent("""
@@ -48,7 +42,7 @@ PARAMETER_CHECK = textwrap.dedent("""
 
 def parameter_check_under(backend: str) -> dict:
     env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(_free_port()), "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(REPO)}
+           "MASTER_PORT": str(free_ports(1)[0]), "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", PARAMETER_CHECK, backend], capture_output=True, text=True,
                           timeout=180, env=env, cwd=REPO)
     line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
