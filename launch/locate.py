@@ -276,10 +276,17 @@ def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]
 
 def named_nodes(path: Path) -> list[str]:
     """The slow nodes a locate.json names (another site's file: validated, names only)."""
+    return _slow_nodes(_load(path), path)
+
+
+def _load(path: Path):
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path}: not a locate result ({exc})") from None
+
+
+def _slow_nodes(data, path: Path) -> list[str]:
     nodes = data.get("slow_nodes") if isinstance(data, dict) and data.get("kind") == "locate" else None
     if not isinstance(nodes, list) or not all(isinstance(n, str) and _NODE_NAME.fullmatch(n) for n in nodes):
         raise UsageError(f"{path}: not a locate result (kind 'locate' with slow_nodes, a list of node names)")
@@ -288,11 +295,16 @@ def named_nodes(path: Path) -> list[str]:
 
 # -- heat-map --------------------------------------------------------------------------------
 def matrix(nodes: list[str], pairs: list[Pair]) -> list[list[float | None]]:
+    return _grid(nodes, [(p.a, p.b, p.best_gbit_s) for p in pairs])
+
+
+def _grid(nodes: list[str], pairs: list[tuple[str, str, float | None]]) -> list[list[float | None]]:
+    """Node x node bandwidth (symmetric; None where a pair was not measured)."""
     index = {n: i for i, n in enumerate(nodes)}
     grid: list[list[float | None]] = [[None] * len(nodes) for _ in nodes]
-    for p in pairs:
-        if p.a in index and p.b in index:
-            grid[index[p.a]][index[p.b]] = grid[index[p.b]][index[p.a]] = p.best_gbit_s
+    for a, b, value in pairs:
+        if a in index and b in index:
+            grid[index[a]][index[b]] = grid[index[b]][index[a]] = value
     return grid
 
 
@@ -328,8 +340,8 @@ def heatmap_figure(nodes: list[str], grid, reference: float):
 def read_locate(path: Path) -> dict:
     """A locate.json (perhaps another site's): validated, and only what the report shows kept:
     the nodes, each pair's bandwidth, the reference, the named nodes and links."""
-    named_nodes(path)  # kind and slow_nodes checked there
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = _load(path)
+    slow_nodes = _slow_nodes(data, path)  # the kind checked there too
 
     def name(value) -> str:
         if not isinstance(value, str) or not _NODE_NAME.fullmatch(value):
@@ -351,13 +363,8 @@ def read_locate(path: Path) -> dict:
         raise UsageError(f"{path}: not a locate result (nodes, pairs, test.reference_gbit_s)") from None
     if reference <= 0:
         raise UsageError(f"{path}: not a locate result (no reference bandwidth)")
-    index = {n: i for i, n in enumerate(nodes)}
-    grid: list[list[float | None]] = [[None] * len(nodes) for _ in nodes]
-    for a, b, value in pairs:
-        if a in index and b in index:
-            grid[index[a]][index[b]] = grid[index[b]][index[a]] = value
-    return {"nodes": nodes, "grid": grid, "reference_gbit_s": reference,
-            "slow_nodes": named_nodes(path), "slow_links": links}
+    return {"nodes": nodes, "grid": _grid(nodes, pairs), "reference_gbit_s": reference,
+            "slow_nodes": slow_nodes, "slow_links": links}
 
 
 def heatmap_html(nodes: list[str], grid, verdict: Verdict, pairs: list[Pair]) -> str:
