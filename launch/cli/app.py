@@ -110,7 +110,7 @@ def run(**options: Any) -> None:
     from launch.results.comm import comm_table
     from launch.results.table import training_table
 
-    fields = {name: options.pop(name) for name in [p.name for p in spec_options()]}
+    fields = {p.name: options.pop(p.name) for p in SPEC_OPTIONS}
     ranks, ranks_per_node, launcher, runtime, site, env, results, timeout, stall_timeout, dry_run, force = (
         options.pop(name) for name, _, _ in RUN_OPTIONS)
     for name, value in (("--timeout", timeout), ("--stall-timeout", stall_timeout)):
@@ -143,7 +143,8 @@ def run(**options: Any) -> None:
 
 
 # benchmark first (what to run), then the spec's fields in their order, then how to run it
-_PARAMETERS = sorted(spec_options(), key=lambda p: p.name != "benchmark") + [
+SPEC_OPTIONS = spec_options()
+_PARAMETERS = sorted(SPEC_OPTIONS, key=lambda p: p.name != "benchmark") + [
     inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=option)
     for name, annotation, option in RUN_OPTIONS]
 run.__signature__ = inspect.Signature(_PARAMETERS)  # type: ignore[attr-defined]

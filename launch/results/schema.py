@@ -52,7 +52,8 @@ FiniteNumber = Annotated[Optional[float], _shape(_is_finite, "is not a finite nu
 Number = Annotated[Optional[float], _shape(_is_number, "is not a number")]
 PositiveInt = Annotated[Optional[int], _shape(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
                                               "is not a positive integer")]
-Object = Annotated[Optional[dict[str, Any]], _shape(lambda v: isinstance(v, dict), "is not an object")]
+_AN_OBJECT = _shape(lambda v: isinstance(v, dict), "is not an object")
+Object = Annotated[Optional[dict[str, Any]], _AN_OBJECT]
 Names = Annotated[Optional[list[str]], _shape(lambda v: isinstance(v, list) and all(isinstance(h, str) for h in v),
                                               "is not a list of names")]
 Samples = Annotated[list[float], _shape(_finite_list, "is not a non-empty list of finite numbers")]
@@ -119,9 +120,9 @@ class ResultSchema(_Open):
     compute_img_per_s: FiniteNumber = None
     gradient_bytes: FiniteNumber = None     # per step, as exchanged (the wire dtype's size: numerics)
     link_rate_gbit_s: FiniteNumber = None
-    spec: Annotated[Optional[Spec], _shape(lambda v: isinstance(v, dict), "is not an object")] = None
-    throughput: Annotated[Optional[Throughput], _shape(lambda v: isinstance(v, dict), "is not an object")] = None
-    samples: Annotated[Optional[SamplesOf], _shape(lambda v: isinstance(v, dict), "is not an object")] = None
+    spec: Annotated[Optional[Spec], _AN_OBJECT] = None
+    throughput: Annotated[Optional[Throughput], _AN_OBJECT] = None
+    samples: Annotated[Optional[SamplesOf], _AN_OBJECT] = None
     sizes: Rows = None
     hosts: Names = None
     engine_info: Object = None
