@@ -38,12 +38,7 @@ def write(data: dict, out: Path) -> None:
               label="ideal scaling")
     right.axhline(1.0, linestyle=":", color="grey")
     right.plot([], [], linestyle="--", color="grey", label="no-overlap bound")
-    for ax, ylabel in ((left, "throughput (img/s, total)"), (right, "scaling efficiency")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("ranks")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small")
+    _throughput_and_efficiency_axes(left, right, "ranks")
     left.set_yscale("log")
     right.set_ylim(0, 1.05)
     fig.suptitle(f"predicted: {w['engine']}, {w['gradient_bytes'] / 2**20:.1f} MiB gradients, compute step "
@@ -51,6 +46,16 @@ def write(data: dict, out: Path) -> None:
     fig.tight_layout()
     fig.savefig(out / "predict.png")
     plt.close(fig)
+
+
+def _throughput_and_efficiency_axes(left, right, xlabel: str) -> None:
+    """Both figures' two panels: throughput and scaling efficiency against log2 ranks."""
+    for ax, ylabel in ((left, "throughput (img/s, total)"), (right, "scaling efficiency")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
 
 
 def _band(ax, xs, mids, ranges, label):
@@ -68,12 +73,7 @@ def _cluster_figure(data: dict, png: Path) -> None:
         _band(left, xs, [p["img_per_s"] for p in points], [p["img_per_s_range"] for p in points], c["name"])
         _band(right, xs, [p["scaling_efficiency"] for p in points], [p["scaling_efficiency_range"] for p in points],
               c["name"])
-    for ax, ylabel in ((left, "throughput (img/s, total)"), (right, "scaling efficiency")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("ranks (GPUs)")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small")
+    _throughput_and_efficiency_axes(left, right, "ranks (GPUs)")
     right.set_ylim(0, 1.05)
     nn = data["non_network"]
     fig.suptitle(("calibrated" if nn["calibrated"] else "UNCALIBRATED") + ": bands span the network's fraction and "
