@@ -40,7 +40,7 @@ from containers.build_inputs import base_image, hash_files, horovod_wheel, image
 from containers.files import sha256_bytes, write_json_atomic  # noqa: F401
 from containers.fabrics import FABRICS
 from containers.host import (RUNTIMES, BuildError, Progress, cache_dir, debian_mirror, debootstrap_root,  # noqa: F401
-                             run_logged, runtime_binary)  # BuildError, cache_dir, debian_mirror: the driver's API too
+                             free_gib, run_logged, runtime_binary)  # BuildError, cache_dir, debian_mirror: the driver's API too
 from containers.image_store import ImageRecord, find, record, registry, registry_path  # noqa: F401
 
 def check_choice(kind: str, value: str, choices: tuple[str, ...]) -> None:
@@ -209,7 +209,7 @@ def build_stack(flavour: str, runtime: str = "apptainer", *, base: str = "site",
         filled = _fill(rendered, plan, STACK_DEVEL_IMAGE=devel_image) if devel_image else rendered
         (recipe_dir / "image.def").write_text(filled.definition)
         (recipe_dir / "Dockerfile").write_text(rendered.dockerfile)
-        progress(f"building {name}.sif (log: {log})")
+        progress(f"building {name}.sif (log: {log}; {free_gib(log):.1f} GiB free there)")
         seconds, test_seconds = build_apptainer(binary, recipe_dir / "image.def", images / f"{name}.sif",
                                                  list(plan.binds), log)
         stages["stack"], stages["stack-test"] = seconds, test_seconds
@@ -265,7 +265,8 @@ def build(fabric: str, flavour: str, runtime: str = "apptainer", *, base: str = 
     (recipe_dir / "image.def").write_text(filled.definition)
     dockerfile = rendered.dockerfile.replace(recipes.STACK_DIGEST, stack_entry.sha256)
     (recipe_dir / "Dockerfile").write_text(dockerfile)
-    progress(f"building {name} with {runtime} FROM the stack {Path(stack_entry.image).name} (log: {log})")
+    progress(f"building {name} with {runtime} FROM the stack {Path(stack_entry.image).name} "
+             f"(log: {log}; {free_gib(log):.1f} GiB free there)")
     stages: dict[str, float] = {}
     if runtime == "apptainer":
         # the fabric layer installs OS packages, or builds from the stack's devel image: the plan's

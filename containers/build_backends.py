@@ -13,7 +13,7 @@ from pathlib import Path
 
 from containers import stack
 from containers.build_inputs import base_image
-from containers.host import BuildError, Progress, cache_dir, run_logged, runtime_binary
+from containers.host import BuildError, DiskFull, Progress, cache_dir, run_logged, runtime_binary
 
 # Fast compression keeps a multi-GB image build short on 2 cores (~2x bigger than gzip's).
 SQUASHFS_ARGS = os.environ.get("FABRIC_BENCH_SQUASHFS_ARGS", "-comp lz4")
@@ -49,17 +49,21 @@ def build_apptainer(binary: str, definition: Path, final: Path, binds: list[str]
 
 # Twice in CI (fabric layers FROM the stack, each near the end of its build) and never on a
 # development machine, apptainer exited 255 after every step of the recipe had passed, while
-# packing the SIF; the logs went with CI's machines (suspected: sid's mksquashfs 4.7.5, now
-# replaced, see scripts/provision-apptainer.sh). Such a build, and only such a one, is run
-# once more, and its log says so.
+# packing the SIF; the logs went with CI's machines (suspected then: sid's mksquashfs 4.7.5, now
+# replaced, see scripts/provision-apptainer.sh). A full disk fails at the same point ("while
+# creating SIF: ... copy_file_range: no space left on device": packing needs the sandbox, the
+# squashfs and the SIF at once: 14-16 GiB for the 4.2 GiB cpu-debian stack), so only a build that failed while
+# packing for another cause is run once more, and its log says so.
 PACKING = "INFO:    Creating SIF file..."
 
 
 def _build_sif(argv: list[str], log: Path, what: str) -> None:
-    """`apptainer build ARGV`, once more when it failed while packing the SIF."""
+    """`apptainer build ARGV`, once more when it failed while packing the SIF (not for a full disk)."""
     start = log.stat().st_size if log.exists() else 0
     try:
         run_logged(argv, log, what, cwd=stack.REPO, stamped=True)  # %files paths: relative to the bundle
+    except DiskFull:
+        raise
     except BuildError:
         with log.open("rb") as attempt:
             attempt.seek(start)

@@ -7,6 +7,7 @@ the services tools start on this host (a registry, an emulated Slurm cluster's d
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,10 @@ RUNTIMES = ("apptainer", "podman")
 
 class BuildError(Exception):
     """One line: the cause and the log path (the CLI turns it into exit 2)."""
+
+
+class DiskFull(BuildError):
+    """A build stopped because a disk filled: retrying it cannot help."""
 
 
 def cache_dir() -> Path:
@@ -41,10 +46,12 @@ def runtime_binary(runtime: str) -> str:
 
 def run_logged(argv: list[str], log: Path, what: str, stamped: bool = False, **kwargs) -> None:
     """Run argv, appending its output to log (each line prefixed with the seconds since
-    it started when `stamped`); a failure is one BuildError line."""
+    it started when `stamped`); a failure is one BuildError line with the cause its output
+    names (DiskFull when the disk filled)."""
     with log.open("a") as out:
         out.write(f"\n$ {' '.join(argv)}\n")
         out.flush()
+        start = out.tell()
         try:
             if not stamped:
                 code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, **kwargs).returncode
@@ -60,12 +67,45 @@ def run_logged(argv: list[str], log: Path, what: str, stamped: bool = False, **k
                 code = proc.returncode
         except OSError as exc:
             raise BuildError(f"{what} failed ({exc}); log: {log}") from None
-    if code != 0:
-        with log.open("a") as out:  # a full disk is a common cause, and the log should say so
-            for where in sorted({log.parent, Path(tempfile.gettempdir())}):
-                out.write(f"free space after the failure: {shutil.disk_usage(where).free / 2**30:.1f} GiB "
-                          f"under {where}\n")
-        raise BuildError(f"{what} failed (exit {code}); log: {log}")
+    if code == 0:
+        return
+    with log.open("rb") as written:
+        written.seek(start)
+        cause = failure_cause(written.read().decode(errors="replace"))
+    free = {where: free_gib(where) for where in sorted({log.parent, Path(tempfile.gettempdir())})}
+    with log.open("a") as out:  # a full disk is a common cause, and the log should say so
+        for where, gib in free.items():
+            out.write(f"free space after the failure: {gib:.1f} GiB under {where}\n")
+    if cause == NO_SPACE:
+        room = ", ".join(f"{gib:.1f} GiB free under {where}" for where, gib in free.items())
+        raise DiskFull(f"{what} failed: the disk filled ({room} once it stopped); log: {log}")
+    raise BuildError(f"{what} failed (exit {code}){': ' + cause if cause else ''}; log: {log}")
+
+
+def free_gib(where: Path) -> float:
+    """Free space on the file system holding `where`, in GiB (a build says it as it starts)."""
+    return shutil.disk_usage(where).free / 2**30
+
+
+NO_SPACE = "no space left on device"
+# The lines a failing build tool names its cause in (apptainer FATAL, the self-test FAIL, pip/apt ERROR, make's
+# "Error N", a compiler's "error:"): the last one is the one-line error's cause
+_CAUSE = re.compile(r"\b(FATAL|FAIL|ERROR|E:|[Ee]rror:|error\b)")
+_ENGINE_EXIT = re.compile(r"while running engine: exit status \d+$")
+_STAMP = re.compile(r"^\[ *[0-9.]+s\] ")
+
+
+def failure_cause(output: str) -> str:
+    """What a failed command's output says went wrong: NO_SPACE when the disk filled anywhere in
+    it (the later errors only follow from that), else its last error line, shortened."""
+    if NO_SPACE in output.lower():
+        return NO_SPACE
+    lines = [_STAMP.sub("", line).strip() for line in output.splitlines()]
+    found = [line for line in lines if _CAUSE.search(line)]
+    # apptainer's closing "while running engine: exit status N" only repeats a %post failure
+    named = [line for line in found if not _ENGINE_EXIT.search(line)] or found
+    cause = named[-1] if named else ""
+    return cause if len(cause) <= 240 else cause[:239] + "…"
 
 
 def debian_mirror() -> str:

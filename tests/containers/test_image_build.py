@@ -35,10 +35,11 @@ def test_image_is_recorded_with_digest_labels_and_log(cpu_ethernet_image):
 
 
 def test_fabric_images_share_the_stack_image_by_digest(cpu_ethernet_image):
-    """'Images differ only in fabric libraries' as an equality of digests: two more fabric
-    images of the flavour are built FROM the same stack image, which is not rebuilt. The
-    slingshot one's %test also proves its Open MPI loads over a host libfabric 1.x."""
-    fabrics = ("infiniband", "slingshot")
+    """'Images differ only in fabric libraries' as an equality of digests: another fabric image
+    of the flavour is built FROM the same stack image, which is not rebuilt. Its %test also
+    proves its Open MPI loads over a host libfabric 1.x. (One, not more: each costs CI ~2 min
+    and 4.2 GiB, with ~15 GiB free while it packs.)"""
+    fabrics = ("slingshot",)
     others = [build.build(fabric, IMAGE_FLAVOUR, "apptainer", progress=lambda line: None) for fabric in fabrics]
     stack_entry = next(e for e in build.registry() if e["fabric"] == "stack" and e["flavour"] == IMAGE_FLAVOUR
                        and e["image"] == cpu_ethernet_image.stack_image)
@@ -49,7 +50,7 @@ def test_fabric_images_share_the_stack_image_by_digest(cpu_ethernet_image):
     for other, fabric in zip(others, fabrics):
         assert other.stack_digest == cpu_ethernet_image.stack_digest
         assert build.inspect(other.image)["org.fabric-bench.fabric"] == fabric
-    sling = "\n".join(rehearse.test_output(Path(others[1].log)))
+    sling = "\n".join(rehearse.test_output(Path(others[0].log)))
     assert re.search(rf"ok: fi-abi: \d+ libfabric users \(fi_info, under \S+/openmpi/lib\) need at most "
                      rf"{recipe.HOST_ABI_NODE}", sling), sling[-2000:]
 

@@ -70,10 +70,11 @@ def fake_build(tmp_path: Path, script: str, *args: str):
     return fabric_bench("image", "build", *args, env=env), cache, env
 
 
-def assert_failed_and_recorded_nothing(done, cache: Path, stage: str, code: int, logged: str) -> None:
+def assert_failed_and_recorded_nothing(done, cache: Path, stage: str, code: int, logged: str, cause: str = "") -> None:
     assert done.returncode == 2
     error = error_line(done.stderr)      # progress lines may come before it
-    assert stage in error and f"failed (exit {code}); log: " in error
+    # the one line names the stage, the exit code, the cause the tool's output gave, and the log
+    assert stage in error and re.search(rf"failed \(exit {code}\): .*{re.escape(cause)}.*; log: ", error), error
     log = Path(error.split("log: ")[1])
     assert log.is_file() and logged in log.read_text()
     # a full disk is a common cause: the log ends with the free space where the build wrote
@@ -143,15 +144,41 @@ def test_a_build_that_failed_while_packing_runs_once_more(tmp_path, failures, bu
         assert logs.count("failed while packing the SIF") == 1
     else:   # failed twice while packing: one error line, nothing recorded
         assert_failed_and_recorded_nothing(done, cache, "apptainer build of stack-cuda-", 255,
-                                           "failed while packing the SIF")
+                                           "failed while packing the SIF", cause="FATAL:   While performing build: packer failed")
 
 
 def test_a_build_that_failed_before_packing_is_not_run_again(tmp_path):
     count = tmp_path / "builds"
     done, cache, _ = fake_build(tmp_path, f'echo x >> "{count}"\necho "FATAL:   exit status 100" >&2\nexit 255\n',
                                 "--fabric", "ethernet", "--flavour", "cuda")
-    assert_failed_and_recorded_nothing(done, cache, "apptainer build of stack-cuda-", 255, "exit status 100")
+    assert_failed_and_recorded_nothing(done, cache, "apptainer build of stack-cuda-", 255, "exit status 100",
+                                       cause="FATAL:   exit status 100")
     assert len(count.read_text().splitlines()) == 1
+
+
+# A stand-in apptainer whose build passes every step, then fills a disk while packing: its write
+# goes to /dev/full, so the kernel's ENOSPC and dd's own message are real ("No space left on
+# device", as apptainer's "copy_file_range: no space left on device" was on a full CI disk).
+FULL_WHILE_PACKING = """case $1 in build) ;; *) exit 0;; esac
+echo x >> "{count}"
+echo "{packing}"
+dd if=/dev/zero of=/dev/full bs=1k count=1
+exit 255
+"""
+
+
+def test_a_build_that_filled_the_disk_says_so_and_is_not_run_again(tmp_path):
+    count = tmp_path / "builds"
+    done, cache, _ = fake_build(tmp_path, FULL_WHILE_PACKING.format(count=count, packing=build.PACKING),
+                                "--fabric", "ethernet", "--flavour", "cuda")
+    assert done.returncode == 2
+    assert len(count.read_text().splitlines()) == 1        # another attempt would fill it again
+    error = error_line(done.stderr)
+    assert re.search(r"apptainer build of stack-cuda-devel-\S+ failed: the disk filled \([0-9.]+ GiB free under "
+                     r"\S", error), error
+    log = Path(error.split("log: ")[1])
+    assert "building once more" not in log.read_text()
+    assert not list((cache / "images").glob("*.partial")) and not (cache / "images/registry.json").exists()
 
 
 def test_failing_image_test_names_the_stage_and_records_nothing(tmp_path):
@@ -160,7 +187,8 @@ def test_failing_image_test_names_the_stage_and_records_nothing(tmp_path):
                                 'psm2" >&2; exit 1; fi\nfor a; do case $a in *.partial) echo "image $$" > "$a";; '
                                 'esac; done\n', "--fabric", "omnipath", "--flavour", "cuda")
     assert_failed_and_recorded_nothing(done, cache, "%test of stack-cuda-", 1,
-                                       "image-test: FAIL: ompi_info: no MCA mtl psm2")
+                                       "image-test: FAIL: ompi_info: no MCA mtl psm2",
+                                       cause="image-test: FAIL: ompi_info: no MCA mtl psm2")
 
 
 def test_the_horovod_wheel_is_found_under_a_cache_path_with_spaces(tmp_path, monkeypatch):

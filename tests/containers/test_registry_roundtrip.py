@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -46,15 +47,21 @@ def test_cpu_debian_stack_and_fabric_sifs_round_trip(cpu_ethernet_image, registr
     assert pushed["stack-cpu-debian"]["image_digest"] == f"sha256:{cpu_ethernet_image.stack_digest}"
     assert pushed["ethernet-cpu-debian"]["image_digest"] == f"sha256:{cpu_ethernet_image.sha256}"
     site_b = tmp_path / "site-b"
+    apptainer_cache = tmp_path / "apptainer-cache"
+    env = {**os.environ, "APPTAINER_CACHEDIR": str(apptainer_cache)}
     for name, want in (("stack-cpu-debian", cpu_ethernet_image.stack_digest),
                        ("ethernet-cpu-debian", cpu_ethernet_image.sha256)):
         out = site_b / f"{name}.sif"
         pulled = _json(fabric_bench("image", "pull", pushed[name]["reference"], "--out", str(out),
-                                    "--reference-file", str(refs), "--allowed-signers", str(allowed), timeout=1200))
+                                    "--reference-file", str(refs), "--allowed-signers", str(allowed), timeout=1200,
+                                    env=env))
         assert pulled["image_digest"] == f"sha256:{want}"
         assert oci.remembered_sha256(out, oci.cache_dir()) == want        # the file, hashed again
         assert Path(pulled["sbom"]).is_file()                              # site A's SBOM came along
         out.unlink()
+    # a pull leaves one copy of the image, not a second one in apptainer's cache
+    cached = sum(f.stat().st_size for f in apptainer_cache.rglob("*") if f.is_file())
+    assert cached < 2**20, f"{cached} bytes left in apptainer's cache by two pulls"
 
 
 def _labelled_tar() -> bytes:
