@@ -90,7 +90,7 @@ def free_gib(where: Path) -> float:
 NO_SPACE = "no space left on device"
 # The lines a failing build tool names its cause in (apptainer FATAL, the self-test FAIL, pip/apt ERROR, make's
 # "Error N", a compiler's "error:"): the last one is the one-line error's cause
-_CAUSE = re.compile(r"\b(FATAL|FAIL|ERROR|E:|[Ee]rror:|error\b)")
+_CAUSE = re.compile(r"\b(FATAL|FAIL|ERROR|E:|[Ee]rror:|Error \d+|error\b)")
 _ENGINE_EXIT = re.compile(r"while running engine: exit status \d+$")
 _STAMP = re.compile(r"^\[ *[0-9.]+s\] ")
 
