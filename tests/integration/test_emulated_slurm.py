@@ -1,6 +1,7 @@
 """An emulated cluster under real Slurm (issue 31): `emulate up --slurm` starts a slurmd in
 each node's network namespace; a sweep's allreduce points run as srun --mpi=pmix jobs whose
-ranks sit in different namespaces and exchange over the shaped links; `locate` names a
+ranks sit in different namespaces and exchange over the shaped links, and so do DDP's and
+Horovod's training ranks; `locate` names a
 planted bad link, a planted slow node, and nothing on a healthy cluster. After each
 cluster: every daemon and rank gone (by pid), every namespace removed."""
 import json
@@ -90,14 +91,17 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
         largest = max(s["bytes"] for s in four["sizes"])
         assert all(after[n]["tx_bytes"] - before[n]["tx_bytes"] > largest for n in after), (before, after)
         assert 0 < four["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
-        train = fabric_bench("run", "--site", str(site), "--fabric", "ethernet", "--engine", "ddp", "--model",
-                             "resnet18", "--image-size", "32", "--batch-size", "8", "--warmup", "1", "--iters", "2",
-                             "--batches-per-iter", "2", "--nodes", "2", "--ranks", "2", "--runtime", "host",
-                             "--results", str(tmp_path / "train"), env=env, timeout=600)
-        assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-2000:]
-        ddp = json.loads(next((tmp_path / "train").glob("*/result.json")).read_text())
-        assert ddp["status"] == "ok" and ddp["params_max_abs_diff"] == 0.0 and ddp["slurm"]["rank_hosts"] == [
-            "n0", "n1"], ddp.get("reason")
+        for engine in ("ddp", "horovod"):    # Horovod: its MPI controller, under srun --mpi=pmix
+            train = fabric_bench("run", "--site", str(site), "--fabric", "ethernet", "--engine", engine, "--model",
+                                 "resnet18", "--image-size", "32", "--batch-size", "8", "--warmup", "1", "--iters",
+                                 "2", "--batches-per-iter", "2", "--nodes", "2", "--ranks", "2", "--runtime", "host",
+                                 "--results", str(tmp_path / engine), env=env, timeout=600)
+            assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-2000:]
+            record = json.loads(next((tmp_path / engine).glob("*/result.json")).read_text())
+            assert record["status"] == "ok" and record["engine"] == engine, record.get("reason")
+            # the two ranks on two nodes ended with identical weights: the gradients crossed fbemu0
+            assert record["params_max_abs_diff"] == 0.0 and record["slurm"]["rank_hosts"] == ["n0", "n1"]
+            assert record["env"]["OMPI_MCA_btl_tcp_if_include"] == "fbemu0"
         found = locate(env, tmp_path / "locate")
         ranks = rank_pids(tmp_path)
     assert found["slow_nodes"] == [] and found["slow_links"] == [] and found["failed_pairs"] == [], found
