@@ -8,6 +8,7 @@
    planted slow node, and a healthy cluster; what it named, its rounds, steps, seconds.
 
     python benchmarks/emulated_slurm.py [--rate 300mbit] [--rounds 3] [--nodes 6] [--bytes 16777216]
+                                        [--skip-allreduce] [--skip-locate]
 """
 from __future__ import annotations
 
@@ -93,6 +94,7 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=6)
     p.add_argument("--bytes", type=int, default=16 * 2**20)
     p.add_argument("--skip-allreduce", action="store_true")
+    p.add_argument("--skip-locate", action="store_true")
     args = p.parse_args()
     if not slurm_nodes.available():
         print("error: needs Slurm (apt-get install slurm-wlm)", file=sys.stderr)
@@ -100,7 +102,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="emulated-slurm-") as tmp:
         if not args.skip_allreduce:
             allreduce_rounds(args.rate, args.rounds, args.bytes, Path(tmp))
-        locate_cases(args.nodes, args.rate, Path(tmp))
+        if not args.skip_locate:
+            locate_cases(args.nodes, args.rate, Path(tmp))
     return 0
 
 
