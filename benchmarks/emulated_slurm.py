@@ -4,11 +4,12 @@
    the namespaces of `emulate up --slurm`) against the bundle's own emulated launcher
    (mpirun through its namespace agent) on the same link rate, in alternating rounds:
    each one's busbw / link rate, and Slurm / emulated per round.
-2. `fabric-bench locate` on a larger cluster (default 6 nodes): a planted bad link, a
-   planted slow node, and a healthy cluster; what it named, its rounds, steps, seconds.
+2. `fabric-bench locate` on a larger cluster (default 6 nodes): a healthy cluster, a
+   planted bad link the screen pattern measures and one it does not, a planted slow node;
+   each with both patterns: what it named, its rounds, steps, seconds.
 
     python benchmarks/emulated_slurm.py [--rate 300mbit] [--rounds 3] [--nodes 6] [--bytes 16777216]
-                                        [--skip-allreduce] [--skip-locate]
+                                        [--skip-allreduce] [--skip-locate] [--patterns all-pairs,screen]
 """
 from __future__ import annotations
 
@@ -68,21 +69,27 @@ def allreduce_rounds(rate: str, rounds: int, nbytes: int, work: Path) -> None:
         fb("emulate", "down", "bench")
 
 
-def locate_cases(nodes: int, rate: str, work: Path) -> None:
-    cases = {"healthy": [], "bad link n1-n4": ["--link", "n1-n4=75mbit"], "slow node n2": ["--slow", "n2"]}
-    print(f"\nlocate on {nodes} nodes, links {rate}")
-    for label, planted in cases.items():
+def locate_cases(nodes: int, rate: str, work: Path, patterns: list[str]) -> None:
+    """Each planted case on one cluster, located with each pattern in turn (the order alternates
+    from case to case)."""
+    half = nodes // 2
+    cases = {"healthy": [], f"bad link n1-n{1 + half}": ["--link", f"n1-n{1 + half}=75mbit"],
+             "bad link n1-n3": ["--link", "n1-n3=75mbit"], "slow node n2": ["--slow", "n2"]}
+    print(f"\nlocate on {nodes} nodes, links {rate} (n1-n{1 + half}: a pair the screen measures; n1-n3: one it "
+          f"does not)")
+    for k, (label, planted) in enumerate(cases.items()):
         assert fb("emulate", "up", "--nodes", str(nodes), "--link", rate, *planted, "--slurm",
                   "--name", "bench").returncode == 0
         try:
-            out = work / f"locate-{label.replace(' ', '-')}"
-            fb("locate", "--interface", "fbemu0", "--bytes", str(2 * 2**20), "--out", str(out),
-               env=slurm_nodes.client_env("bench"))
-            data = json.loads((out / "locate.json").read_text())
-            named = [f"node {n}" for n in data["slow_nodes"]] + [f"link {a}-{b}" for a, b in data["slow_links"]]
-            print(f"  {label:<16} named: {', '.join(named) or 'nothing':<20} rounds {data['rounds']:>2}  "
-                  f"steps {data['steps']:>2}  {data['seconds']:.0f} s  reference "
-                  f"{data['test']['reference_gbit_s'] * 1000:.0f} Mbit/s", flush=True)
+            for pattern in (patterns if k % 2 == 0 else patterns[::-1]):
+                out = work / f"locate-{label.replace(' ', '-')}-{pattern}"
+                fb("locate", "--interface", "fbemu0", "--bytes", str(2 * 2**20), "--out", str(out),
+                   "--pattern", pattern, env=slurm_nodes.client_env("bench"))
+                data = json.loads((out / "locate.json").read_text())
+                named = [f"node {n}" for n in data["slow_nodes"]] + [f"link {a}-{b}" for a, b in data["slow_links"]]
+                print(f"  {label:<16} {pattern:<9} named: {', '.join(named) or 'nothing':<14} rounds "
+                      f"{data['rounds']:>2}  steps {data['steps']:>2}  {data['seconds']:4.0f} s  reference "
+                      f"{data['test']['reference_gbit_s'] * 1000:.0f} Mbit/s", flush=True)
         finally:
             fb("emulate", "down", "bench")
 
@@ -95,6 +102,7 @@ def main() -> int:
     p.add_argument("--bytes", type=int, default=16 * 2**20)
     p.add_argument("--skip-allreduce", action="store_true")
     p.add_argument("--skip-locate", action="store_true")
+    p.add_argument("--patterns", default="all-pairs,screen", help="locate's patterns to compare")
     args = p.parse_args()
     if not slurm_nodes.available():
         print("error: needs Slurm (apt-get install slurm-wlm)", file=sys.stderr)
@@ -103,7 +111,7 @@ def main() -> int:
         if not args.skip_allreduce:
             allreduce_rounds(args.rate, args.rounds, args.bytes, Path(tmp))
         if not args.skip_locate:
-            locate_cases(args.nodes, args.rate, Path(tmp))
+            locate_cases(args.nodes, args.rate, Path(tmp), args.patterns.split(","))
     return 0
 
 

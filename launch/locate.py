@@ -7,11 +7,15 @@ ping-pong bandwidth (the pair's bandwidth, both directions in turn) and its 2-ra
 allreduce busbw. Pairs are scheduled in rounds of disjoint pairs (the circle
 method of a round-robin tournament), the steps of a round run at the same time:
 N nodes cost N(N-1)/2 steps in N-1 rounds (N even; N rounds for N odd), as each
-node takes part in one pair per round. For large N (more than ~16 nodes, where
-N-1 rounds of minutes each is too long) the same test runs on a ring first (one
-round: every node with its neighbour, then with the node N/2 away), and all pairs
-only among the nodes of the slow ring pairs: O(1) rounds for a healthy fleet.
-That refinement is described here, not built.
+node takes part in one pair per round. That is the `all-pairs` pattern, the
+default up to SCREEN_ABOVE (16) nodes. Above it (or with `--pattern screen`),
+where N-1 rounds of a minute each is too long, a screen runs first: every node
+with its ring neighbour and with the node N/2 away (3N/2 pairs, 3-4 rounds
+whatever N, each node in 3 pairs), then all pairs only among the nodes of the
+screen's slow pairs: O(1) rounds and O(N) steps for a healthy fleet, plus
+k(k-1)/2 steps for k suspects. What the screen cannot see: a slow path between
+two nodes that are neither neighbours nor opposite (a slow node or a node's own
+link slows all of its pairs, so it is always seen); `all-pairs` sees every path.
 
 Outlier test (a ratio to a robust reference, confirmed by re-measurement):
 - reference R = the expected link rate when given (`--expect`), else the upper
@@ -50,6 +54,8 @@ from launch import slurm
 from launch.errors import UsageError
 
 THRESHOLD = 0.7
+PATTERNS = ("auto", "all-pairs", "screen")
+SCREEN_ABOVE = 16      # auto: all pairs up to this many nodes, the screen above
 UPPER_QUANTILE = 0.75
 DEFAULT_BYTES = 4 * 2**20
 STEP_TIMEOUT_S = 180
@@ -103,6 +109,23 @@ def rounds(nodes: list[str]) -> list[list[tuple[str, str]]]:
         out.append([(min(a, b), max(a, b)) for a, b in pairs if a is not None and b is not None])
         ring = [ring[0], ring[-1], *ring[1:-1]]
     return out
+
+
+def screen_pairs(nodes: list[str]) -> list[tuple[str, str]]:
+    """Each node with its ring neighbour and with the node N/2 away (each pair once)."""
+    n = len(nodes)
+    found = {tuple(sorted((nodes[i], nodes[(i + 1) % n]))) for i in range(n)}
+    found |= {tuple(sorted((nodes[i], nodes[i + n // 2]))) for i in range(n // 2)}
+    return sorted((a, b) for a, b in found if a != b)
+
+
+def pattern_for(pattern: str, nodes: int) -> str:
+    """The pattern `auto` stands for at this many nodes."""
+    if pattern not in PATTERNS:
+        raise UsageError(f"unknown pattern {pattern!r}; choose from {', '.join(PATTERNS)}")
+    if pattern == "auto":
+        return "screen" if nodes > SCREEN_ABOVE else "all-pairs"
+    return pattern
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -237,21 +260,38 @@ def run_round(job_id: str, pairs: list[tuple[str, str]], out: Path, tag: str, nb
 
 
 def measure(job_id: str, nodes: list[str], out: Path, nbytes: int = DEFAULT_BYTES, image: str | None = None,
-            interface: str | None = None, expected_gbit_s: float | None = None,
-            echo=print) -> tuple[list[Pair], Verdict, int]:
-    """All pairs in rounds, then the slow ones once more; (pairs, verdict, rounds run)."""
+            interface: str | None = None, expected_gbit_s: float | None = None, echo=print,
+            pattern: str = "all-pairs", run=None) -> tuple[list[Pair], Verdict, int]:
+    """The pattern's pairs in rounds (the screen: then all pairs among its suspects), then the
+    slow ones once more; (pairs, verdict, rounds run). `run(pairs, tag)` measures one round
+    (default: Slurm steps, run_round)."""
+    def slurm_round(round_pairs, tag):
+        return run_round(job_id, round_pairs, out, tag, nbytes, image, interface)
+    run = run or slurm_round
     pairs: dict[tuple[str, str], Pair] = {}
-    schedule = rounds(nodes)
-    for k, round_pairs in enumerate(schedule):
-        for p in run_round(job_id, round_pairs, out, f"r{k}", nbytes, image, interface):
-            pairs[(p.a, p.b)] = p
-            echo(f"round {k + 1}/{len(schedule)}: {p.a}-{p.b} "
-                 + (f"{p.bandwidth_gbit_s:.3f} Gbit/s (step {p.step_id})" if p.error is None else p.error))
+    done = 0
+
+    def run_rounds(schedule: list[list[tuple[str, str]]], stage: str, tag: str) -> None:
+        nonlocal done
+        for k, round_pairs in enumerate(schedule):
+            for p in run(round_pairs, f"{tag}{k}"):
+                pairs[(p.a, p.b)] = p
+                echo(f"{stage} round {k + 1}/{len(schedule)}: {p.a}-{p.b} "
+                     + (f"{p.bandwidth_gbit_s:.3f} Gbit/s (step {p.step_id})" if p.error is None else p.error))
+            done += 1
+
+    if pattern == "screen":
+        run_rounds(disjoint_rounds(screen_pairs(nodes)), "screen", "s")
+        screened = judge(nodes, list(pairs.values()), expected_gbit_s)
+        suspects = sorted({node for pair in (*screened.slow_pairs, *screened.failed_pairs) for node in pair})
+        echo(f"screen: {len(suspects)} suspect node(s){': ' + ','.join(suspects) if suspects else ''}")
+        schedule = [[pair for pair in r if pair not in pairs] for r in rounds(suspects)]
+        run_rounds([r for r in schedule if r], "suspects", "k")
+    else:
+        run_rounds(rounds(nodes), "all-pairs", "r")
     first = judge(nodes, list(pairs.values()), expected_gbit_s)
-    again = [pair for pair in first.slow_pairs]
-    done = len(schedule)
-    for k, round_pairs in enumerate(disjoint_rounds(again)):
-        for p in run_round(job_id, round_pairs, out, f"again{k}", nbytes, image, interface):
+    for k, round_pairs in enumerate(disjoint_rounds(list(first.slow_pairs))):
+        for p in run(round_pairs, f"again{k}"):
             pairs[(p.a, p.b)].remeasured_gbit_s = p.bandwidth_gbit_s
             echo(f"again: {p.a}-{p.b} {p.bandwidth_gbit_s if p.bandwidth_gbit_s is not None else p.error}")
         done += 1
@@ -401,11 +441,12 @@ def _num(v) -> str:
 
 
 def write(out: Path, nodes: list[str], pairs: list[Pair], verdict: Verdict, rounds_run: int, job_id: str,
-          nbytes: int, seconds: float) -> dict:
+          nbytes: int, seconds: float, pattern: str = "all-pairs") -> dict:
     grid = matrix(nodes, pairs)
     heatmap_png(nodes, grid, verdict.reference_gbit_s, out / "heatmap.png")
     (out / "heatmap.html").write_text(heatmap_html(nodes, grid, verdict, pairs), encoding="utf-8")
-    data = {"kind": "locate", "job_id": job_id, "nodes": nodes, "bytes": nbytes, "rounds": rounds_run,
+    data = {"kind": "locate", "job_id": job_id, "nodes": nodes, "pattern": pattern, "bytes": nbytes,
+            "rounds": rounds_run,
             "steps": len(pairs) + len(verdict.slow_pairs), "seconds": seconds,
             "test": {"statistic": "point-to-point bandwidth of each pair (its better of two when re-measured)",
                      "reference_gbit_s": verdict.reference_gbit_s, "reference_from": verdict.reference_from,
@@ -422,7 +463,7 @@ def write(out: Path, nodes: list[str], pairs: list[Pair], verdict: Verdict, roun
 
 def locate(out: Path, nodes: int | None = None, nodelist: str | None = None, exclude: str | None = None,
            nbytes: int = DEFAULT_BYTES, image: str | None = None, interface: str | None = None,
-           expected_gbit_s: float | None = None, minutes: int = 20, echo=print) -> dict:
+           expected_gbit_s: float | None = None, minutes: int = 20, echo=print, pattern: str = "auto") -> dict:
     """Inside an allocation (SLURM_JOB_ID) its nodes; else a fresh allocation, cancelled afterwards."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
@@ -437,10 +478,15 @@ def locate(out: Path, nodes: int | None = None, nodelist: str | None = None, exc
         names = hostnames(fields.get("NodeList", ""))
         if len(names) < 2:
             raise UsageError(f"locate needs an allocation of >= 2 nodes, job {job_id} has {len(names)}")
-        echo(f"locate: job {job_id}, nodes {','.join(names)}: {len(names) * (len(names) - 1) // 2} pairs "
-             f"in {len(rounds(names))} rounds")
-        pairs, verdict, done = measure(job_id, names, out, nbytes, image, interface, expected_gbit_s, echo)
+        chosen = pattern_for(pattern, len(names))
+        if chosen == "screen":
+            plan = f"the screen's {len(screen_pairs(names))} pairs, then all pairs among its suspects"
+        else:
+            plan = f"{len(names) * (len(names) - 1) // 2} pairs in {len(rounds(names))} rounds"
+        echo(f"locate: job {job_id}, nodes {','.join(names)}: {chosen}: {plan}")
+        pairs, verdict, done = measure(job_id, names, out, nbytes, image, interface, expected_gbit_s, echo,
+                                       pattern=chosen)
     finally:
         if own:
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
-    return write(out, names, pairs, verdict, done, job_id, nbytes, time.monotonic() - started)
+    return write(out, names, pairs, verdict, done, job_id, nbytes, time.monotonic() - started, chosen)

@@ -22,6 +22,8 @@ def locate(
     image: Optional[str] = typer.Option(None, help="run the ranks in this Apptainer image (SIF)"),
     interface: Optional[str] = typer.Option(None, help="network interface the ranks use (btl_tcp_if_include)"),
     minutes: int = typer.Option(20, help="time limit of the allocation locate makes"),
+    pattern: str = typer.Option("auto", help="all-pairs (every path), screen (ring and opposite pairs, then all "
+                                              "pairs among the suspects) or auto (all-pairs up to 16 nodes)"),
 ):
     """Pairwise point-to-point traffic as Slurm steps; names the slow node(s) and slow link(s).
 
@@ -38,9 +40,12 @@ def locate(
         raise UsageError(f"--image {image}: no such file")
     if nodes is not None and nodes < 2:
         raise UsageError(f"--nodes must be >= 2, got {nodes}")
+    locating.pattern_for(pattern, 2)        # an unknown pattern: one line before any allocation
     expected = parse_rate(expect) / 1e9 if expect else None
-    data = locating.locate(out, nodes, nodelist, exclude, message_bytes, image, interface, expected, minutes)
-    print(f"reference {data['test']['reference_gbit_s'] * 1000:.0f} Mbit/s ({data['test']['reference_from']}), "
+    data = locating.locate(out, nodes, nodelist, exclude, message_bytes, image, interface, expected, minutes,
+                           pattern=pattern)
+    print(f"{data['pattern']}: reference {data['test']['reference_gbit_s'] * 1000:.0f} Mbit/s "
+          f"({data['test']['reference_from']}), "
           f"slow below {data['test']['threshold']:g} x; {data['rounds']} rounds, {data['steps']} steps, "
           f"{data['seconds']:.0f} s")
     for name in data["slow_nodes"]:

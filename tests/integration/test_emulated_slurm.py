@@ -59,8 +59,8 @@ def rank_pids(directory) -> set[int]:
     return pids
 
 
-def locate(env, out) -> dict:
-    proc = fabric_bench("locate", "--interface", "fbemu0", "--bytes", str(2 * 2**20), "--out", str(out),
+def locate(env, out, *more: str) -> dict:
+    proc = fabric_bench("locate", "--interface", "fbemu0", "--bytes", str(2 * 2**20), "--out", str(out), *more,
                         env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return json.loads((out / "locate.json").read_text())
@@ -122,10 +122,15 @@ def test_locate_names_a_degraded_link_and_nothing_else(tmp_path):
     assert not alive(rank_pids(tmp_path))
 
 
-def test_locate_names_a_slow_node_and_nothing_else(tmp_path):
-    with cluster("--slow", "n2") as (_, env, _pids):
-        found = locate(env, tmp_path)
+def test_locate_screens_six_nodes_and_names_a_slow_node_and_nothing_else(tmp_path):
+    """The screen (ring and opposite pairs, then all pairs among the suspects) on 6 nodes: fewer
+    steps than all 15 pairs, the same verdict."""
+    with cluster("--slow", "n2", nodes=6) as (_, env, _pids):
+        found = locate(env, tmp_path, "--pattern", "screen")
+    assert found["pattern"] == "screen"
     assert found["slow_nodes"] == ["n2"] and found["slow_links"] == [], found
+    measured = {(p["a"], p["b"]) for p in found["pairs"]}
+    assert len(measured) < 15 and {("n1", "n2"), ("n2", "n3"), ("n2", "n5")} <= measured
     assert not alive(rank_pids(tmp_path))
 
 

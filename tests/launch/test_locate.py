@@ -24,6 +24,62 @@ def test_rounds_cover_every_pair_once_with_disjoint_pairs(n):
         assert len(used) == len(set(used)) and len(r) == n // 2
 
 
+@pytest.mark.parametrize("n", [4, 5, 6, 7, 8, 17, 32, 64, 256])
+def test_the_screen_is_3n_over_2_pairs_in_at_most_4_rounds_at_any_size(n):
+    nodes = [f"n{i:03d}" for i in range(n)]
+    pairs = locate.screen_pairs(nodes)
+    assert len(pairs) == len(set(pairs)) and all(a < b for a, b in pairs)
+    assert len(pairs) == n + n // 2
+    assert all(sum(node in pair for pair in pairs) >= 2 for node in nodes)
+    assert len(locate.disjoint_rounds(pairs)) <= 4
+
+
+def fleet(slow_nodes=(), slow_links=(), healthy=0.29, slow=0.07):
+    """A fleet's pair bandwidths: a slow node slows every pair it is in, a slow link its own pair."""
+    measured = []
+
+    def run(round_pairs, tag):
+        used = [node for pair in round_pairs for node in pair]
+        assert len(used) == len(set(used)), f"round {tag} has a node twice"
+        measured.extend(round_pairs)
+        return [locate.Pair(a, b, slow if (a in slow_nodes or b in slow_nodes or (a, b) in slow_links) else healthy,
+                            None) for a, b in round_pairs]
+    return run, measured
+
+
+@pytest.mark.parametrize("n", [20, 64])
+@pytest.mark.parametrize("planted", [{}, {"slow_nodes": ("n007",)}, {"slow_links": (("n003", "n004"),)}])
+def test_the_screen_names_what_all_pairs_would_in_far_fewer_steps(n, planted):
+    nodes = [f"n{i:03d}" for i in range(n)]
+    run, measured = fleet(**planted)
+    pairs, verdict, rounds_run = locate.measure("1", nodes, None, pattern="screen", run=run, echo=lambda line: None)
+    assert verdict.slow_nodes == list(planted.get("slow_nodes", ()))
+    assert verdict.slow_links == list(planted.get("slow_links", ()))
+    # all pairs: n(n-1)/2 steps in n-1 rounds; the screen: 3n/2, then the suspects' pairs (a slow
+    # node: its 3 partners, 3 more steps), then re-measuring the slow ones (a slow node's 3, one round each)
+    assert len(set(measured)) <= 3 * n // 2 + 3 and rounds_run <= 4 + 3 + 3
+    run, _ = fleet(**planted)
+    everything = locate.measure("1", nodes, None, pattern="all-pairs", run=run, echo=lambda line: None)[1]
+    assert (everything.slow_nodes, everything.slow_links) == (verdict.slow_nodes, verdict.slow_links)
+
+
+def test_the_screen_misses_a_slow_path_between_nodes_it_does_not_pair_and_all_pairs_finds_it():
+    """The screen's stated limit, kept honest: n0-n5 of 20 are neither neighbours nor opposite."""
+    nodes = [f"n{i}" for i in range(20)]
+    assert ("n0", "n5") not in locate.screen_pairs(nodes)
+    run, _ = fleet(slow_links=(("n0", "n5"),))
+    assert locate.measure("1", nodes, None, pattern="screen", run=run, echo=lambda line: None)[1].slow_links == []
+    run, _ = fleet(slow_links=(("n0", "n5"),))
+    assert locate.measure("1", nodes, None, pattern="all-pairs", run=run,
+                          echo=lambda line: None)[1].slow_links == [("n0", "n5")]
+
+
+@pytest.mark.parametrize("nodes, pattern, chosen", [(16, "auto", "all-pairs"), (17, "auto", "screen"),
+                                                    (4, "screen", "screen"), (64, "all-pairs", "all-pairs")])
+def test_auto_screens_above_16_nodes(nodes, pattern, chosen):
+    assert locate.pattern_for(pattern, nodes) == chosen
+
+
 def pairs_of(n: int, slow: dict, healthy: float = 0.29) -> list[locate.Pair]:
     return [locate.Pair(a, b, slow.get((a, b), healthy), None)
             for a, b in itertools.combinations([f"n{i}" for i in range(n)], 2)]
@@ -144,6 +200,8 @@ def test_slurm_conf_puts_each_node_at_its_namespace_address(tmp_path):
 def test_locate_bad_input_is_one_line():
     proc = fabric_bench("locate", "--bytes", "3")
     assert proc.returncode == 2 and "multiple of 4" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    proc = fabric_bench("locate", "--pattern", "bisect")
+    assert proc.returncode == 2 and "unknown pattern 'bisect'" in proc.stderr and len(proc.stderr.splitlines()) == 1
     proc = fabric_bench("site", "init", "--emulated", "nosuch", "-o", "/tmp/never-written.toml", "--force")
     assert proc.returncode == 2 and "no emulated Slurm cluster" in proc.stderr
 
