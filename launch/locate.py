@@ -403,7 +403,10 @@ def read_locate(path: Path) -> dict:
         raise UsageError(f"{path}: not a locate result (nodes, pairs, test.reference_gbit_s)") from None
     if reference <= 0:
         raise UsageError(f"{path}: not a locate result (no reference bandwidth)")
-    return {"nodes": nodes, "grid": _grid(nodes, pairs), "reference_gbit_s": reference,
+    pattern = data.get("pattern", "all-pairs")      # a locate.json from before the screen: all pairs
+    if pattern not in PATTERNS[1:]:
+        raise UsageError(f"{path}: not a locate result ({pattern!r:.40} is not a pattern)")
+    return {"nodes": nodes, "grid": _grid(nodes, pairs), "reference_gbit_s": reference, "pattern": pattern,
             "slow_nodes": slow_nodes, "slow_links": links}
 
 

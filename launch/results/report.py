@@ -175,7 +175,8 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
             "health_table": {"header": health_header, "rows": health_rows}, "plots": {},
             "stacks": stack_report(results)}
     if located:
-        data["locate"] = [{k: found[k] for k in ("dir", "nodes", "reference_gbit_s", "slow_nodes", "slow_links")}
+        data["locate"] = [{k: found[k] for k in ("dir", "nodes", "pattern", "reference_gbit_s", "slow_nodes",
+                                                 "slow_links")}
                           for found in located]
     if studied is not None:
         data["study"] = {k: studied[k] for k in ("study", "node_type", "question", "inputs", "networks",

@@ -49,7 +49,7 @@ def render_locate(located: list[dict]) -> str:
     lines = []
     for found in located:
         named = [f"slow node {n}" for n in found["slow_nodes"]] + [f"slow link {a}-{b}" for a, b in found["slow_links"]]
-        lines.append(f"<li>{esc(found['dir'])}: {len(found['nodes'])} nodes; "
+        lines.append(f"<li>{esc(found['dir'])}: {len(found['nodes'])} nodes ({esc(found['pattern'])}); "
                      f"{esc(', '.join(named)) if named else 'nothing named'}</li>")
     return f"<h2>Pairwise bandwidth (locate)</h2><ul>{''.join(lines)}</ul>" if lines else ""
 

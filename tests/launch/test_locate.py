@@ -248,10 +248,22 @@ def test_the_report_shows_a_locate_runs_heat_map_and_what_it_named(tmp_path):
     assert data["locate"][0]["slow_links"] == [("n1", "n3")] and data["locate"][0]["slow_nodes"] == []
     assert data["plots"]["locate_heatmap"]["title"].startswith("pair bandwidth")
     page = (tmp_path / "report" / "report.html").read_text()
-    assert 'id="plot-locate_heatmap"' in page and "slow link n1-n3" in page
+    assert 'id="plot-locate_heatmap"' in page and "slow link n1-n3" in page and "4 nodes (all-pairs)" in page
+    assert data["locate"][0]["pattern"] == "all-pairs"
+    # a locate.json written before the screen existed (no pattern) reads as all pairs; a wrong one is refused
+    older = json.loads((located / "locate.json").read_text())
+    del older["pattern"]
+    assert locate.read_locate(_written(tmp_path / "older.json", older))["pattern"] == "all-pairs"
+    with pytest.raises(UsageError, match="'ring' is not a pattern"):
+        locate.read_locate(_written(tmp_path / "wrong.json", {**older, "pattern": "ring"}))
     broken = tmp_path / "broken"
     broken.mkdir()
     edited = json.loads((located / "locate.json").read_text())
     edited["pairs"][0]["best_gbit_s"] = "fast"
     (broken / "locate.json").write_text(json.dumps(edited))
     assert len(report.build([tmp_path], tmp_path / "report2").get("locate", [])) == 1
+
+
+def _written(path, data: dict):
+    path.write_text(json.dumps(data))
+    return path
