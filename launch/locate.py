@@ -54,7 +54,8 @@ from launch import slurm
 from launch.errors import UsageError
 
 THRESHOLD = 0.7
-PATTERNS = ("auto", "all-pairs", "screen")
+MEASURED_PATTERNS = ("all-pairs", "screen")   # what a locate.json records
+PATTERNS = ("auto", *MEASURED_PATTERNS)
 SCREEN_ABOVE = 16      # auto: all pairs up to this many nodes, the screen above
 UPPER_QUANTILE = 0.75
 DEFAULT_BYTES = 4 * 2**20
@@ -261,19 +262,20 @@ def run_round(job_id: str, pairs: list[tuple[str, str]], out: Path, tag: str, nb
 
 def measure(job_id: str, nodes: list[str], out: Path, nbytes: int = DEFAULT_BYTES, image: str | None = None,
             interface: str | None = None, expected_gbit_s: float | None = None, echo=print,
-            pattern: str = "all-pairs", run=None) -> tuple[list[Pair], Verdict, int]:
+            pattern: str = "all-pairs", run=None) -> tuple[list[Pair], Verdict, int, int]:
     """The pattern's pairs in rounds (the screen: then all pairs among its suspects), then the
-    slow ones once more; (pairs, verdict, rounds run). `run(pairs, tag)` measures one round
-    (default: Slurm steps, run_round)."""
+    slow ones once more; (pairs, verdict, rounds run, steps run). `run(pairs, tag)` measures one
+    round (default: Slurm steps, run_round)."""
     def slurm_round(round_pairs, tag):
         return run_round(job_id, round_pairs, out, tag, nbytes, image, interface)
     run = run or slurm_round
     pairs: dict[tuple[str, str], Pair] = {}
-    done = 0
+    done = steps = 0
 
     def run_rounds(schedule: list[list[tuple[str, str]]], stage: str, tag: str) -> None:
-        nonlocal done
+        nonlocal done, steps
         for k, round_pairs in enumerate(schedule):
+            steps += len(round_pairs)
             for p in run(round_pairs, f"{tag}{k}"):
                 pairs[(p.a, p.b)] = p
                 echo(f"{stage} round {k + 1}/{len(schedule)}: {p.a}-{p.b} "
@@ -291,12 +293,13 @@ def measure(job_id: str, nodes: list[str], out: Path, nbytes: int = DEFAULT_BYTE
         run_rounds(rounds(nodes), "all-pairs", "r")
     first = judge(nodes, list(pairs.values()), expected_gbit_s)
     for k, round_pairs in enumerate(disjoint_rounds(list(first.slow_pairs))):
+        steps += len(round_pairs)
         for p in run(round_pairs, f"again{k}"):
             pairs[(p.a, p.b)].remeasured_gbit_s = p.bandwidth_gbit_s
             echo(f"again: {p.a}-{p.b} {p.bandwidth_gbit_s if p.bandwidth_gbit_s is not None else p.error}")
         done += 1
     ordered = [pairs[pair] for pair in sorted(pairs)]
-    return ordered, judge(nodes, ordered, expected_gbit_s), done
+    return ordered, judge(nodes, ordered, expected_gbit_s), done, steps
 
 
 def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
@@ -404,7 +407,7 @@ def read_locate(path: Path) -> dict:
     if reference <= 0:
         raise UsageError(f"{path}: not a locate result (no reference bandwidth)")
     pattern = data.get("pattern", "all-pairs")      # a locate.json from before the screen: all pairs
-    if pattern not in PATTERNS[1:]:
+    if pattern not in MEASURED_PATTERNS:
         raise UsageError(f"{path}: not a locate result ({pattern!r:.40} is not a pattern)")
     return {"nodes": nodes, "grid": _grid(nodes, pairs), "reference_gbit_s": reference, "pattern": pattern,
             "slow_nodes": slow_nodes, "slow_links": links}
@@ -443,14 +446,14 @@ def _num(v) -> str:
     return "" if v is None else f"{v:.3f}"
 
 
-def write(out: Path, nodes: list[str], pairs: list[Pair], verdict: Verdict, rounds_run: int, job_id: str,
-          nbytes: int, seconds: float, pattern: str = "all-pairs") -> dict:
+def write(out: Path, nodes: list[str], pairs: list[Pair], verdict: Verdict, rounds_run: int, steps_run: int,
+          job_id: str, nbytes: int, seconds: float, pattern: str = "all-pairs") -> dict:
     grid = matrix(nodes, pairs)
     heatmap_png(nodes, grid, verdict.reference_gbit_s, out / "heatmap.png")
     (out / "heatmap.html").write_text(heatmap_html(nodes, grid, verdict, pairs), encoding="utf-8")
     data = {"kind": "locate", "job_id": job_id, "nodes": nodes, "pattern": pattern, "bytes": nbytes,
             "rounds": rounds_run,
-            "steps": len(pairs) + len(verdict.slow_pairs), "seconds": seconds,
+            "steps": steps_run, "seconds": seconds,
             "test": {"statistic": "point-to-point bandwidth of each pair (its better of two when re-measured)",
                      "reference_gbit_s": verdict.reference_gbit_s, "reference_from": verdict.reference_from,
                      "threshold": verdict.threshold},
@@ -487,9 +490,9 @@ def locate(out: Path, nodes: int | None = None, nodelist: str | None = None, exc
         else:
             plan = f"{len(names) * (len(names) - 1) // 2} pairs in {len(rounds(names))} rounds"
         echo(f"locate: job {job_id}, nodes {','.join(names)}: {chosen}: {plan}")
-        pairs, verdict, done = measure(job_id, names, out, nbytes, image, interface, expected_gbit_s, echo,
+        pairs, verdict, done, steps = measure(job_id, names, out, nbytes, image, interface, expected_gbit_s, echo,
                                        pattern=chosen)
     finally:
         if own:
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
-    return write(out, names, pairs, verdict, done, job_id, nbytes, time.monotonic() - started, chosen)
+    return write(out, names, pairs, verdict, done, steps, job_id, nbytes, time.monotonic() - started, chosen)

@@ -52,7 +52,9 @@ def fleet(slow_nodes=(), slow_links=(), healthy=0.29, slow=0.07):
 def test_the_screen_names_what_all_pairs_would_in_far_fewer_steps(n, planted):
     nodes = [f"n{i:03d}" for i in range(n)]
     run, measured = fleet(**planted)
-    pairs, verdict, rounds_run = locate.measure("1", nodes, None, pattern="screen", run=run, echo=lambda line: None)
+    pairs, verdict, rounds_run, steps = locate.measure("1", nodes, None, pattern="screen", run=run,
+                                                       echo=lambda line: None)
+    assert steps == len(measured)        # every step run is counted: the screen, the suspects, the re-measures
     assert verdict.slow_nodes == list(planted.get("slow_nodes", ()))
     assert verdict.slow_links == list(planted.get("slow_links", ()))
     # all pairs: n(n-1)/2 steps in n-1 rounds; the screen: 3n/2, then the suspects' pairs (a slow
@@ -154,7 +156,7 @@ def test_heatmap_png_and_html(tmp_path):
     nodes = ["n0", "n1", "n2"]
     pairs = pairs_of(3, {("n0", "n1"): 0.07})
     verdict = locate.judge(nodes, pairs)
-    data = locate.write(tmp_path, nodes, pairs, verdict, 3, "9", 2**20, 1.0)
+    data = locate.write(tmp_path, nodes, pairs, verdict, 3, 4, "9", 2**20, 1.0)
     assert data["slow_links"] == [["n0", "n1"]]
     assert (tmp_path / "heatmap.png").read_bytes()[:4] == b"\x89PNG"
     page = (tmp_path / "heatmap.html").read_text()
@@ -243,7 +245,7 @@ def test_the_report_shows_a_locate_runs_heat_map_and_what_it_named(tmp_path):
     pairs = pairs_of(4, {("n1", "n3"): 0.07})
     located = tmp_path / "located"
     located.mkdir()
-    locate.write(located, nodes, pairs, locate.judge(nodes, pairs), 3, "9", 2**20, 1.0)
+    locate.write(located, nodes, pairs, locate.judge(nodes, pairs), 3, 7, "9", 2**20, 1.0)
     data = report.build([tmp_path], tmp_path / "report")
     assert data["locate"][0]["slow_links"] == [("n1", "n3")] and data["locate"][0]["slow_nodes"] == []
     assert data["plots"]["locate_heatmap"]["title"].startswith("pair bandwidth")
