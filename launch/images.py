@@ -30,7 +30,7 @@ CHECKED_LABELS = ("org.fabric-bench.recipe-hash", "org.fabric-bench.fabric", "or
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-def normal(digest: str) -> str:
+def normal(digest: str | None) -> str:
     """sha256:HEX for a bare HEX or a prefixed one ('' stays '')."""
     digest = (digest or "").strip()
     return digest if not digest or digest.startswith("sha256:") else f"sha256:{digest}"

@@ -16,13 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from containers import sbom as boms
+from launch.images import normal
 
 HOST = "host (no image)"
-
-
-def _normal(digest: str | None) -> str:
-    digest = (digest or "").strip()
-    return digest if not digest or digest.startswith("sha256:") else f"sha256:{digest}"
 
 
 @dataclass
@@ -43,7 +39,7 @@ def _run_digests(results: list) -> set[str]:
         if not isinstance(image, dict) or not (image.get("digest") or image.get("stack_digest")):
             found.add(HOST)
             continue
-        found.add(_normal(image.get("stack_digest") or image.get("digest")))
+        found.add(normal(image.get("stack_digest") or image.get("digest")))
     return found
 
 
@@ -51,7 +47,7 @@ def _local_sbom(results: list, digest: str) -> boms.Summary | None:
     """The SBOM of the stack `digest` on this host: beside the recorded stack image, else beside a
     run's image (whose SBOM names the same stack digest)."""
     from containers.build import registry
-    candidates = [Path(e["image"]) for e in registry() if _normal(e.get("sha256")) == digest]
+    candidates = [Path(e["image"]) for e in registry() if normal(e.get("sha256")) == digest]
     candidates += [Path(str((r.get("image") or {}).get("path") or "")) for r in results if hasattr(r, "get")]
     for image in candidates:
         path = boms.path_for(str(image))
