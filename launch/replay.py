@@ -2,9 +2,9 @@
 image, producing new results that name their original (`replay_of`).
 
 The RunSpec is rebuilt from result["spec"] through the trust boundary (launch.trust):
-fields of their declared types, no control characters, and only the environment
-families a run may carry from another site (others only where this site accepts them
-by name). The image must have the digest the original recorded (a mismatch is refused
+fields of their declared types, no control characters, and only variables named exactly
+in the allow-list with values of their shape (launch.foreign_env; others only where this
+site accepts them by name). The image must have the digest the original recorded (a mismatch is refused
 unless allowed, then warned about).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from containers.files import sha256_file
 from launch import archive as archives
-from launch import trust
+from launch import foreign_env, trust
 from launch.errors import UsageError
 from launch.runspec import RunSpec
 from launch.runtimes import runtime_named
@@ -35,22 +35,27 @@ class Replay:
     warnings: list[str]
 
 
-def spec_of(result: dict, accepted_env: tuple[str, ...] = ()) -> RunSpec:
+def spec_of(result: dict, accepted_env: tuple[str, ...] = (), check_env: bool = True) -> RunSpec:
+    """The run's spec, checked; `check_env=False` leaves the environment's verdicts to the
+    caller (replay --dry-run shows each and refuses afterwards)."""
     where = f"result {result.get('run_id')}"
     if not isinstance(result.get("spec"), dict):
         raise UsageError(f"{where} has no spec to replay")
     spec = RunSpec.from_dict(result["spec"], where)
-    trust.check_foreign_env(spec.extra_env, accepted_env, where=f"{where}: ")
+    if check_env:
+        trust.check_foreign_env(spec.extra_env, accepted_env, where=f"{where}: ")
     return spec
 
 
-def shown(spec: RunSpec) -> list[str]:
-    """Every value a replayed run takes from the archive, one line each (replay --dry-run)."""
+def shown(spec: RunSpec, accepted_env: tuple[str, ...] = ()) -> list[str]:
+    """Every value a replayed run takes from the archive, one line each, each variable with
+    its verdict (replay --dry-run)."""
     lines = []
     for name in FROM_ARCHIVE:
         value = getattr(spec, name)
         if name == "extra_env":
-            lines += [f"from the archive: env {key}={item}" for key, item in sorted(value.items())]
+            lines += [f"from the archive: {verdict.line()}"
+                      for verdict in foreign_env.judge_all(value, accepted_env)]
         elif value not in (None, ""):
             lines.append(f"from the archive: {name.replace('_', '-')} = {value}")
     return lines
@@ -84,16 +89,18 @@ def check_image(result: dict, spec: RunSpec, allow_mismatch: bool) -> list[str]:
 
 
 def plan(archive: archives.Archive, allow_image_mismatch: bool = False,
-         accepted_env: tuple[str, ...] = (), image: str | None = None, fabric: str | None = None) -> list[Replay]:
+         accepted_env: tuple[str, ...] = (), image: str | None = None, fabric: str | None = None,
+         check_env: bool = True) -> list[Replay]:
     """The runs to replay. `image`: this site's copy of the archive's image (a pulled one), used
     only where its digest is the one the run recorded; `fabric`: this site's fabric instead of
-    the archive's (the same work on another network: what two sites compare)."""
+    the archive's (the same work on another network: what two sites compare); `check_env`:
+    False only to show every variable's verdict before refusing (replay --dry-run)."""
     results = archive.results()
     if not results:
         raise UsageError(f"archive {archive.path} holds no results")
     replays = []
     for _, result in sorted(results.items(), key=lambda item: item[1]["run_id"]):
-        spec = spec_of(result, accepted_env)
+        spec = spec_of(result, accepted_env, check_env)
         changes: dict[str, Any] = {}
         if image and spec.image:
             changes["image"] = image

@@ -8,10 +8,10 @@ it, and behind the doors nothing is re-checked:
   hostfile, image, model, environment values) holds no control character: a newline
   in `partition` ended its #SBATCH line and ran the rest as shell code;
 - an environment variable's name is an identifier ([A-Za-z_][A-Za-z0-9_]*);
-- a run replayed from another site's archive may carry only the environment families
-  the bundle itself sets (FOREIGN_ENV_PREFIXES, FOREIGN_ENV_NAMES): an environment
-  alone executes code (LD_PRELOAD, PYTHONWARNINGS, BASH_ENV, BROWSER, PYTHONPATH, ...).
-  Anything else is refused with its name, unless this site accepts it by name;
+- a run replayed from another site's archive may carry only variables named exactly in
+  launch.foreign_env's allow-list, each value of its shape: an environment alone executes
+  code (LD_PRELOAD, OMPI_MCA_orte_fork_agent, NCCL_NET_PLUGIN, ...). Anything else is
+  refused with its name and reason, unless this site accepts it by name;
 - archives are read within limits (ArchiveLimits) before memory grows.
 """
 from __future__ import annotations
@@ -20,23 +20,11 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from launch import foreign_env
 from launch.errors import UsageError
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-# What the bundle's presets, launchers and engines set, and what a site tunes them with.
-FOREIGN_ENV_PREFIXES = ("NCCL_", "UCX_", "FI_", "OMPI_MCA_", "PMIX_MCA_", "PSM2_", "HFI_", "HOROVOD_", "TF_",
-                        "GLOO_", "RDMAV_", "MLX5_", "IBV_", "CXI_", "OMP_")
-FOREIGN_ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS", "NVIDIA_VISIBLE_DEVICES",
-                     "NVIDIA_DRIVER_CAPABILITIES", "KMP_AFFINITY", "KMP_BLOCKTIME", "MKL_NUM_THREADS",
-                     "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_BLOCKING_WAIT", "TORCH_DISTRIBUTED_DEBUG")
-# Within the families above, names that load or run code of their choosing
-FOREIGN_ENV_REFUSED = ("NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN", "NCCL_ENV_PLUGIN",
-                       "FI_PROVIDER_PATH", "UCX_MODULE_DIR", "OMPI_MCA_mca_base_component_path",
-                       "OMPI_MCA_plm_rsh_agent", "OMPI_MCA_plm_rsh_args", "OMPI_MCA_orte_launch_agent",
-                       "OMPI_MCA_prte_launch_agent", "PMIX_MCA_mca_base_component_path", "OMP_TOOL_LIBRARIES",
-                       "TF_CONFIG")
 
 
 def check_text(field: str, value: object, where: str = "") -> None:
@@ -58,21 +46,16 @@ def check_env(env: Mapping[str, str], where: str = "") -> None:
         check_text(f"environment variable {name}", value, where)
 
 
-def foreign_env_allowed(name: str) -> bool:
-    if name in FOREIGN_ENV_REFUSED:
-        return False
-    return name in FOREIGN_ENV_NAMES or name.startswith(FOREIGN_ENV_PREFIXES)
-
-
 def check_foreign_env(env: Mapping[str, str], accepted: Iterable[str] = (), where: str = "") -> None:
-    """Another site's variables: the allow-list, plus what this site accepts by name."""
+    """Another site's variables: exact names with values of their shape (launch.foreign_env),
+    plus what this site accepts by name; the first that does not pass is one line."""
     check_env(env, where)
-    accepted = set(accepted)
-    refused = sorted(name for name in env if not foreign_env_allowed(name) and name not in accepted)
-    if refused:
-        raise UsageError(f"{where}environment variable {refused[0]} is not one a run may carry from another site"
-                         f"{f' (and {len(refused) - 1} more)' if len(refused) > 1 else ''}; it can run code "
-                         f"here: replay with --accept-env {refused[0]} only if you trust it", fields=("extra_env",))
+    failing = [verdict for verdict in foreign_env.judge_all(env, accepted) if not verdict.passes]
+    if failing:
+        first = failing[0]
+        more = f" (and {len(failing) - 1} more: replay --dry-run lists them)" if len(failing) > 1 else ""
+        raise UsageError(f"{where}environment variable {first.name} is not one a run may carry from another site: "
+                         f"{first.explained()}{more}", fields=("extra_env",))
 
 
 @dataclass(frozen=True)

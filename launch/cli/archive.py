@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 from launch.console import console as make_console
+from launch import trust
 from launch.trust import ArchiveLimits
 
 
@@ -45,8 +46,8 @@ def replay(
     allow_image_mismatch: bool = typer.Option(False, help="replay even if an image's digest differs (warns)"),
     timeout: Optional[float] = typer.Option(None, help="kill a run after this many seconds"),
     dry_run: bool = typer.Option(False, help="verify the archive, show every value it brings to the run; run nothing"),
-    accept_env: list[str] = typer.Option([], help="a variable outside the allowed families the archive may set "
-                                                  "(repeatable; it can run code here)"),
+    accept_env: list[str] = typer.Option([], help="a variable outside the allow-list the archive may set "
+                                                  "(repeatable; its value may hold no path)"),
     allowed_signers: Optional[Path] = typer.Option(None, help="OpenSSH allowed-signers file: the keys this site trusts"),
     require_signed: bool = typer.Option(False, help="refuse an archive not signed by a key in --allowed-signers"),
     image: Optional[str] = typer.Option(None, help="this site's copy of the archive's image (e.g. pulled by "
@@ -56,10 +57,11 @@ def replay(
     """Re-run an archive's runs here; new results name their original (replay_of).
 
     Same parameters, argv shape and image (verified by digest). An archive is another
-    site's data, never its code: its variables are limited to the families the bundle
-    sets (NCCL_, UCX_, FI_, OMPI_MCA_, ...; others only with --accept-env NAME), its
-    fields are type-checked, and a signature that does not verify is refused. Read
-    limits: {limits}. --dry-run verifies the archive and shows every value it brings.
+    site's data, never its code: its variables pass only by exact name from an
+    allow-list, each value of its shape (others only with --accept-env NAME; those that
+    run, load or write what they name never), its fields are type-checked, and a
+    signature that does not verify is refused. Read limits: {limits}. --dry-run verifies
+    the archive and shows every value it brings, each variable with its verdict.
 
     Example: fabric-bench replay site-a.tar.gz --allowed-signers trusted --require-signed --results replays/
     """
@@ -69,18 +71,21 @@ def replay(
 
     verified = archives.read(archive_file)
     print(f"archive {archive_file}: {verified.provenance(allowed_signers, require_signed).line()}")
-    planned = replays.plan(verified, allow_image_mismatch, tuple(accept_env), image=image, fabric=fabric)
+    planned = replays.plan(verified, allow_image_mismatch, tuple(accept_env), image=image, fabric=fabric,
+                           check_env=not dry_run)
     for item in planned:
         spec = item.spec
         print(f"{item.original['run_id']}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
               f"fabric={spec.fabric or '-'} launcher={spec.launcher} runtime={spec.runtime}"
               f"{' image=' + spec.image if spec.image else ''}")
         if dry_run:
-            for line in replays.shown(spec):
+            for line in replays.shown(spec, tuple(accept_env)):
                 print(f"  {line}")
         for warning in item.warnings:
             print(f"  warning: {warning}", file=sys.stderr)
     if dry_run:
+        for item in planned:  # each variable was shown with its verdict; now the first that fails is the error
+            trust.check_foreign_env(item.spec.extra_env, tuple(accept_env), where=f"result {item.original['run_id']}: ")
         print(f"archive verified: {len(verified.members)} members; {len(planned)} runs would be replayed")
         return
     from launch.interrupt import stoppable_command

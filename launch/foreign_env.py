@@ -1,0 +1,347 @@
+"""Which environment variables a replayed run may take from another site, by exact name.
+
+An archive's run carries its environment (RunSpec.extra_env). Open MPI, PMIx, UCX,
+libfabric, NCCL, Horovod, TensorFlow and the C/Python runtimes each read variables that
+start a program (OMPI_MCA_orte_fork_agent, UCX_GDB_COMMAND), load a library
+(NCCL_NET_PLUGIN, FI_PROVIDER_PATH, LD_PRELOAD), read a file that sets anything else
+(OMPI_MCA_mca_base_param_files, NCCL_CONF_FILE) or write a file where they are told
+(HOROVOD_TIMELINE, NCCL_DEBUG_FILE, UCX_LOG_FILE); every release adds some. So no family
+is admitted: a name passes only when it is in KNOBS, the variables the bundle's presets,
+launchers and engines set plus the tuning knobs a site is known to change, each with the
+shape its value must have and the documentation that defines it. Within its shape a
+value can name no program, library or path.
+
+Verdicts (`judge`), shown one per variable by `replay --dry-run`:
+  allowed          in KNOBS and its value has the knob's shape
+  refused          a name known to run, load, read or write what it names (KNOWN_HAZARDS),
+                   or one whose ending says it names a path, program or library
+                   (HAZARD_SUFFIXES): --accept-env cannot admit these; a knob whose value
+                   has the wrong shape, unless this site accepts it by name
+  needs-accept     any other name: this site may accept it by name (--accept-env NAME)
+  accepted         a name this site accepted; its value still may hold no path (no "/")
+
+Files a run writes (timelines, debug logs, dumps) are the bundle's to place under the run
+directory; none is ever taken from an archive.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Literal, Mapping
+
+# Where each knob is documented (the text a reviewer looks up)
+DOCS = {
+    "nccl": "NCCL User Guide, Environment Variables (docs.nvidia.com/deeplearning/nccl)",
+    "ompi": "Open MPI 4.1 MCA parameters (ompi_info --all --level 9; docs.open-mpi.org)",
+    "pmix": "PMIx MCA parameters (pmix_info --all)",
+    "ucx": "UCX configuration (ucx_info -f; openucx.readthedocs.io)",
+    "libfabric": "libfabric man pages: fi_provider(7), fi_tcp(7), fi_efa(7), fi_cxi(7), fi_psm2(7), fi_mr(3)",
+    "psm2": "Intel PSM2 Programmer's Guide, environment variables",
+    "verbs": "rdma-core: ibv_fork_init(3) (RDMAV_FORK_SAFE, IBV_FORK_SAFE)",
+    "horovod": "Horovod docs: Tensor Fusion, Autotune, Gloo, Process Sets (horovod.readthedocs.io)",
+    "torch": "PyTorch docs: torch.distributed environment variables",
+    "tf": "TensorFlow: logging and GPU threading variables (tensorflow.org)",
+    "openmp": "OpenMP 5.2 specification, chapter Environment Variables",
+    "intel": "Intel oneAPI: KMP_AFFINITY, KMP_BLOCKTIME; oneMKL: MKL_NUM_THREADS",
+    "cuda": "CUDA C++ Programming Guide, CUDA Environment Variables",
+    "nvidia-container": "NVIDIA Container Toolkit: NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES",
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a value must look like: `describe` is shown when it does not."""
+    describe: str
+    fits: Callable[[str], bool]
+
+
+def _pattern(describe: str, regex: str) -> Shape:
+    compiled = re.compile(regex)
+    return Shape(describe, lambda value: compiled.fullmatch(value) is not None)
+
+
+def integer(low: int = 0, high: int = 2**31 - 1) -> Shape:
+    def fits(value: str) -> bool:
+        return re.fullmatch(r"-?\d{1,12}", value) is not None and low <= int(value) <= high
+    return Shape(f"an integer {low}..{high}", fits)
+
+
+def one_of(*values: str, integers: tuple[int, int] | None = None) -> Shape:
+    """An enumeration, compared case-insensitively (the libraries do); `integers`: a numeric range too."""
+    allowed = {v.lower() for v in values}
+    number = integer(*integers) if integers else None
+
+    def fits(value: str) -> bool:
+        return value.lower() in allowed or (number is not None and number.fits(value))
+    return Shape("one of " + ", ".join(values) + (f" or an integer {integers[0]}..{integers[1]}" if integers else ""),
+                 fits)
+
+
+def list_of(*values: str, negate: bool = True, separator: str = ",") -> Shape:
+    """A list of enumerated items (`^` first: all but these, where the library reads it so)."""
+    allowed = {v.lower() for v in values}
+
+    def fits(value: str) -> bool:
+        items = value[1:] if negate and value.startswith("^") else value
+        return bool(items) and all(item.lower() in allowed for item in items.split(separator))
+    return Shape(f"a {separator!r}-separated list of {', '.join(values)}" + (" (^ first: all but)" if negate else ""),
+                 fits)
+
+
+BOOLEAN = one_of("0", "1", "yes", "no", "y", "n", "true", "false", "on", "off", "enable", "disable")
+COUNT = integer()
+NUMBER = _pattern("a decimal number", r"\d{1,9}(\.\d{1,9})?")
+SIZE = _pattern("a size in bytes (digits, then optionally k, m or g)", r"\d{1,15}[kKmMgG]?[bB]?")
+# Linux interface names (IFNAMSIZ 16), comma-separated; NCCL reads a leading ^ (exclude) or = (exact);
+# Open MPI's if_include also takes IPv4 subnets in CIDR form
+_IFNAME = r"[A-Za-z0-9_.:@][A-Za-z0-9_.:@-]{0,14}"
+_CIDR = r"\d{1,3}(\.\d{1,3}){3}/\d{1,2}"
+INTERFACES = _pattern("interface names (eth0,ib0; NCCL: ^ or = first) or IPv4 subnets",
+                      rf"[\^=]?({_IFNAME}|{_CIDR})(,({_IFNAME}|{_CIDR})){{0,63}}")
+# RDMA devices, optionally with a port (mlx5_0:1), comma-separated; NCCL: ^ or = first; UCX: "all"
+_DEVICE = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:\d{1,3})?"
+DEVICES = _pattern("device names (mlx5_0, mlx5_0:1, ...; ^ or = first) or all",
+                   rf"all|[\^=]?{_DEVICE}(,{_DEVICE}){{0,63}}")
+GPUS = _pattern("GPU indices or UUIDs (0,1 / GPU-... / MIG-...), all or none",
+                r"all|none|void|NoDevFiles|-1|[A-Za-z0-9-]{1,64}(,[A-Za-z0-9-]{1,64}){0,63}")
+# OpenMP / Intel affinity strings: words, numbers, commas, = and braces, never a path
+AFFINITY = _pattern("an affinity list (words, numbers, ',', '=', ':', braces)", r"[A-Za-z0-9_,=:{}\[\]-]{1,200}")
+
+BTL = ("self", "vader", "sm", "tcp", "openib", "uct", "ofi", "smcuda", "usnic")
+UCX_TRANSPORTS = ("all", "self", "sm", "shm", "mm", "posix", "sysv", "xpmem", "cma", "knem", "tcp", "ib", "rc", "rc_v",
+                  "rc_x", "rc_verbs", "rc_mlx5", "ud", "ud_v", "ud_x", "ud_verbs", "ud_mlx5", "dc", "dc_x", "dc_mlx5",
+                  "srd", "cuda", "cuda_copy", "cuda_ipc", "gdr_copy", "rocm", "rocm_copy", "rocm_ipc", "rdmacm",
+                  "sockcm", "cm")
+FI_PROVIDERS = ("tcp", "udp", "sockets", "shm", "verbs", "efa", "psm2", "psm3", "opx", "cxi", "ucx", "rxm", "rxd",
+                "ofi_rxm", "ofi_rxd", "tcp;ofi_rxm", "verbs;ofi_rxm", "udp;ofi_rxd", "lnx", "sm2", "net")
+NCCL_SUBSYSTEMS = ("INIT", "COLL", "P2P", "SHM", "NET", "GRAPH", "TUNING", "ENV", "ALLOC", "CALL", "PROXY", "NVLS",
+                   "BOOTSTRAP", "REG", "PROFILE", "RAS", "ALL")
+GDR_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
+
+
+@dataclass(frozen=True)
+class Knob:
+    shape: Shape
+    doc: str  # a key of DOCS
+
+
+def _knobs(doc: str, shapes: Mapping[str, Shape]) -> dict[str, Knob]:
+    return {name: Knob(shape, doc) for name, shape in shapes.items()}
+
+
+# fmt: off
+KNOBS: dict[str, Knob] = {
+    **_knobs("nccl", {
+        "NCCL_NET": one_of("IB", "Socket", "OFI", "AWS Libfabric"),
+        "NCCL_IB_DISABLE": BOOLEAN, "NCCL_IB_HCA": DEVICES, "NCCL_SOCKET_IFNAME": INTERFACES,
+        "NCCL_NET_GDR_LEVEL": one_of(*GDR_LEVELS, integers=(0, 5)), "NCCL_NET_GDR_READ": BOOLEAN,
+        "NCCL_CROSS_NIC": integer(0, 2), "NCCL_IB_GID_INDEX": integer(-1, 255), "NCCL_IB_TC": integer(0, 255),
+        "NCCL_IB_SL": integer(0, 15), "NCCL_IB_TIMEOUT": integer(1, 31), "NCCL_IB_RETRY_CNT": integer(0, 7),
+        "NCCL_IB_QPS_PER_CONNECTION": integer(1, 128), "NCCL_IB_ROCE_VERSION_NUM": integer(1, 2),
+        "NCCL_IB_ADDR_FAMILY": one_of("AF_INET", "AF_INET6"), "NCCL_IB_PCI_RELAXED_ORDERING": integer(0, 2),
+        "NCCL_IB_ADAPTIVE_ROUTING": BOOLEAN, "NCCL_SOCKET_NTHREADS": integer(1, 16),
+        "NCCL_NSOCKS_PERTHREAD": integer(1, 64), "NCCL_BUFFSIZE": SIZE, "NCCL_NTHREADS": integer(64, 1024),
+        "NCCL_MIN_NCHANNELS": integer(1, 256), "NCCL_MAX_NCHANNELS": integer(1, 256),
+        "NCCL_MIN_CTAS": integer(1, 256), "NCCL_MAX_CTAS": integer(1, 256),
+        "NCCL_ALGO": list_of("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT"),
+        "NCCL_PROTO": list_of("LL", "LL128", "Simple"),
+        "NCCL_P2P_DISABLE": BOOLEAN, "NCCL_SHM_DISABLE": BOOLEAN, "NCCL_NVLS_ENABLE": BOOLEAN,
+        "NCCL_P2P_LEVEL": one_of(*GDR_LEVELS, integers=(0, 5)), "NCCL_COLLNET_ENABLE": BOOLEAN,
+        "NCCL_PXN_DISABLE": BOOLEAN, "NCCL_CUMEM_ENABLE": BOOLEAN, "NCCL_IGNORE_CPU_AFFINITY": BOOLEAN,
+        "NCCL_GDRCOPY_ENABLE": BOOLEAN, "NCCL_DMABUF_ENABLE": BOOLEAN, "NCCL_NET_SHARED_BUFFERS": BOOLEAN,
+        "NCCL_DEBUG": one_of("NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE"),
+        "NCCL_DEBUG_SUBSYS": list_of(*NCCL_SUBSYSTEMS),
+    }),
+    **_knobs("ompi", {
+        "OMPI_MCA_pml": list_of("ob1", "ucx", "cm", "v", "monitoring"), "OMPI_MCA_btl": list_of(*BTL),
+        "OMPI_MCA_mtl": list_of("ofi", "psm2", "psm", "portals4"), "OMPI_MCA_osc": list_of("ucx", "rdma", "pt2pt", "sm"),
+        "OMPI_MCA_coll": list_of("basic", "libnbc", "self", "sm", "sync", "tuned", "inter", "han", "adapt", "hcoll",
+                                 "ucc", "cuda"),
+        "OMPI_MCA_btl_tcp_if_include": INTERFACES, "OMPI_MCA_btl_tcp_if_exclude": INTERFACES,
+        "OMPI_MCA_oob_tcp_if_include": INTERFACES, "OMPI_MCA_oob_tcp_if_exclude": INTERFACES,
+        "OMPI_MCA_btl_tcp_links": integer(1, 64), "OMPI_MCA_mtl_ofi_provider_include": list_of(*FI_PROVIDERS, negate=False),
+        "OMPI_MCA_mtl_ofi_provider_exclude": list_of(*FI_PROVIDERS, negate=False),
+        "OMPI_MCA_pml_ucx_tls": list_of("any", *UCX_TRANSPORTS), "OMPI_MCA_pml_ucx_devices": DEVICES,
+        "OMPI_MCA_mpi_yield_when_idle": BOOLEAN, "OMPI_MCA_mpi_leave_pinned": integer(-1, 1),
+        "OMPI_MCA_btl_vader_single_copy_mechanism": one_of("none", "cma", "knem", "xpmem", "emulated"),
+        "OMPI_MCA_coll_tuned_use_dynamic_rules": BOOLEAN, "OMPI_MCA_coll_tuned_allreduce_algorithm": integer(0, 6),
+        "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize": SIZE, "OMPI_MCA_coll_hcoll_enable": BOOLEAN,
+        "OMPI_MCA_opal_cuda_support": BOOLEAN, "OMPI_MCA_pml_base_verbose": integer(0, 100),
+        "OMPI_MCA_btl_base_verbose": integer(0, 100), "OMPI_MCA_mtl_base_verbose": integer(0, 100),
+        "OMPI_MCA_mtl_ofi_verbose": integer(0, 100), "OMPI_MCA_pml_ucx_verbose": integer(0, 100),
+    }),
+    **_knobs("pmix", {"PMIX_MCA_gds": list_of("hash", "ds12", "ds21"), "PMIX_MCA_psec": list_of("native", "none", "munge")}),
+    **_knobs("ucx", {
+        "UCX_TLS": list_of(*UCX_TRANSPORTS), "UCX_NET_DEVICES": DEVICES,
+        "UCX_IB_GPU_DIRECT_RDMA": one_of("yes", "no", "try", "y", "n"), "UCX_IB_GID_INDEX": one_of("auto", integers=(0, 255)),
+        "UCX_IB_SL": integer(0, 15), "UCX_IB_TRAFFIC_CLASS": integer(0, 255), "UCX_IB_ROCE_REACHABILITY_MODE": one_of("all", "local_subnet"),
+        "UCX_IB_PCI_RELAXED_ORDERING": one_of("on", "off", "auto", "try"), "UCX_MAX_RNDV_RAILS": integer(1, 16),
+        "UCX_RNDV_THRESH": one_of("auto", "inf", integers=(0, 2**31 - 1)),
+        "UCX_RNDV_SCHEME": one_of("auto", "get_zcopy", "put_zcopy", "am", "get_ppln", "put_ppln"),
+        "UCX_ZCOPY_THRESH": one_of("auto", "inf", integers=(0, 2**31 - 1)), "UCX_MEMTYPE_CACHE": BOOLEAN,
+        "UCX_WARN_UNUSED_ENV_VARS": BOOLEAN,
+        "UCX_LOG_LEVEL": one_of("fatal", "error", "warn", "diag", "info", "debug", "trace", "req", "data", "async",
+                                "func", "poll"),
+    }),
+    **_knobs("libfabric", {
+        "FI_PROVIDER": list_of(*FI_PROVIDERS), "FI_TCP_IFACE": INTERFACES, "FI_EFA_FORK_SAFE": BOOLEAN,
+        "FI_EFA_USE_DEVICE_RDMA": BOOLEAN, "FI_EFA_USE_HUGE_PAGE": BOOLEAN, "FI_EFA_ENABLE_SHM_TRANSFER": BOOLEAN,
+        "FI_HMEM_CUDA_USE_GDRCOPY": BOOLEAN,
+        "FI_MR_CACHE_MONITOR": one_of("userfaultfd", "memhooks", "kdreg2", "cuda", "disabled"),
+        "FI_CXI_DEFAULT_CQ_SIZE": COUNT, "FI_CXI_DEFAULT_TX_SIZE": COUNT, "FI_CXI_DISABLE_HOST_REGISTER": BOOLEAN,
+        "FI_CXI_RDZV_EAGER_SIZE": COUNT, "FI_CXI_RDZV_GET_MIN": COUNT, "FI_CXI_RDZV_THRESHOLD": COUNT,
+        "FI_CXI_RDZV_PROTO": one_of("default", "alt_read", "alt_write"),
+        "FI_CXI_RX_MATCH_MODE": one_of("hardware", "software", "hybrid"),
+        "FI_LOG_LEVEL": one_of("warn", "trace", "info", "debug"),
+    }),
+    **_knobs("psm2", {"PSM2_DEVICES": list_of("self", "shm", "hfi", negate=False), "PSM2_MULTIRAIL": integer(0, 2),
+                      "HFI_UNIT": integer(0, 15), "HFI_PORT": integer(0, 2)}),
+    **_knobs("verbs", {"RDMAV_FORK_SAFE": BOOLEAN, "IBV_FORK_SAFE": BOOLEAN}),
+    **_knobs("horovod", {
+        "HOROVOD_CPU_OPERATIONS": one_of("mpi", "gloo", "ccl"), "HOROVOD_FUSION_THRESHOLD": SIZE,
+        "HOROVOD_CYCLE_TIME": NUMBER, "HOROVOD_CACHE_CAPACITY": COUNT, "HOROVOD_HIERARCHICAL_ALLREDUCE": BOOLEAN,
+        "HOROVOD_HIERARCHICAL_ALLGATHER": BOOLEAN, "HOROVOD_AUTOTUNE": BOOLEAN, "HOROVOD_GLOO_IFACE": INTERFACES,
+        "HOROVOD_LOG_LEVEL": one_of("trace", "debug", "info", "warning", "error", "fatal"),
+        "HOROVOD_NUM_NCCL_STREAMS": integer(1, 64),
+    }),
+    "GLOO_SOCKET_IFNAME": Knob(INTERFACES, "torch"),
+    **_knobs("torch", {"TORCH_NCCL_ASYNC_ERROR_HANDLING": integer(0, 3), "TORCH_NCCL_BLOCKING_WAIT": BOOLEAN,
+                       "TORCH_DISTRIBUTED_DEBUG": one_of("OFF", "INFO", "DETAIL")}),
+    **_knobs("tf", {"TF_CPP_MIN_LOG_LEVEL": integer(0, 3), "TF_ENABLE_ONEDNN_OPTS": BOOLEAN,
+                    "TF_GPU_THREAD_MODE": one_of("global", "gpu_private", "gpu_shared"),
+                    "TF_GPU_THREAD_COUNT": integer(1, 64), "TF_CUDNN_USE_AUTOTUNE": BOOLEAN,
+                    "TF_FORCE_GPU_ALLOW_GROWTH": BOOLEAN, "TF_USE_LEGACY_KERAS": BOOLEAN}),
+    **_knobs("openmp", {"OMP_NUM_THREADS": _pattern("thread counts (4 or 4,2)", r"\d{1,4}(,\d{1,4}){0,7}"),
+                        "OMP_PROC_BIND": list_of("true", "false", "close", "spread", "master", "primary", negate=False),
+                        "OMP_PLACES": AFFINITY, "OMP_WAIT_POLICY": one_of("active", "passive")}),
+    **_knobs("intel", {"KMP_AFFINITY": AFFINITY, "KMP_BLOCKTIME": one_of("infinite", integers=(0, 2**31 - 1)),
+                       "MKL_NUM_THREADS": integer(1, 4096)}),
+    **_knobs("cuda", {"CUDA_VISIBLE_DEVICES": GPUS, "CUDA_DEVICE_MAX_CONNECTIONS": integer(1, 32),
+                      "CUDA_DEVICE_ORDER": one_of("FASTEST_FIRST", "PCI_BUS_ID")}),
+    **_knobs("nvidia-container", {
+        "NVIDIA_VISIBLE_DEVICES": GPUS,
+        "NVIDIA_DRIVER_CAPABILITIES": list_of("all", "compute", "utility", "graphics", "video", "display", "compat32",
+                                              negate=False)}),
+}
+
+# Names known to start a program, load a library, read a file that sets other variables, or
+# write a file where they say. The allow-list alone keeps them out; naming them here makes
+# the refusal say why, keeps --accept-env from admitting them, and is what the tests try.
+KNOWN_HAZARDS: dict[str, str] = {
+    # Open MPI (4.1: orte; 5: prte) and PMIx
+    "OMPI_MCA_orte_fork_agent": "runs a program in front of every rank",
+    "OMPI_MCA_prte_fork_agent": "runs a program in front of every rank",
+    "OMPI_MCA_plm_rsh_agent": "runs a program to start remote daemons",
+    "OMPI_MCA_plm_rsh_args": "passes arguments to the remote-start program",
+    "OMPI_MCA_orte_launch_agent": "runs a program as the remote daemon",
+    "OMPI_MCA_prte_launch_agent": "runs a program as the remote daemon",
+    "OMPI_MCA_mca_base_component_path": "loads components (libraries) from a directory",
+    "OMPI_MCA_mca_base_param_files": "reads a file that sets any MCA parameter",
+    "OMPI_MCA_mca_base_envar_file_prefix": "reads files that set any MCA parameter",
+    "OMPI_MCA_orte_output_filename": "writes every rank's output to a chosen path",
+    "OMPI_MCA_orte_report_uri": "writes mpirun's contact URI to a chosen path",
+    "OMPI_MCA_coll_tuned_dynamic_rules_filename": "reads a file of its choosing (the bundle writes its own rules)",
+    "OMPI_MCA_mpi_show_mca_params_file": "writes a file at a chosen path",
+    "PMIX_MCA_mca_base_component_path": "loads PMIx components (libraries) from a directory",
+    "PMIX_MCA_mca_base_param_files": "reads a file that sets any PMIx parameter",
+    # UCX
+    "UCX_MODULE_DIR": "loads UCX modules (libraries) from a directory",
+    "UCX_GDB_COMMAND": "runs a program when an error is handled with debug",
+    "UCX_HANDLE_ERRORS": "debug/freeze start a debugger or stop the process on an error",
+    "UCX_LOG_FILE": "writes the log to a chosen path",
+    "UCX_STATS_DEST": "writes statistics to a chosen file or address",
+    "UCX_PROFILE_FILE": "writes a profile to a chosen path",
+    "UCX_MEMTRACK_DEST": "writes memory tracking to a chosen path",
+    # libfabric
+    "FI_PROVIDER_PATH": "loads provider libraries from a directory",
+    "FI_HOOK": "loads hooking providers around every call",
+    # NCCL
+    "NCCL_NET_PLUGIN": "loads a network plug-in library by name",
+    "NCCL_TUNER_PLUGIN": "loads a tuner plug-in library by name",
+    "NCCL_PROFILER_PLUGIN": "loads a profiler plug-in library by name",
+    "NCCL_ENV_PLUGIN": "loads an environment plug-in library by name",
+    "NCCL_CONF_FILE": "reads a file that sets any NCCL variable",
+    "NCCL_DEBUG_FILE": "writes the log to a chosen path",
+    "NCCL_TOPO_FILE": "reads a topology file of its choosing",
+    "NCCL_TOPO_DUMP_FILE": "writes the topology to a chosen path",
+    "NCCL_GRAPH_FILE": "reads a graph file of its choosing",
+    "NCCL_GRAPH_DUMP_FILE": "writes the graphs to a chosen path",
+    # Horovod
+    "HOROVOD_TIMELINE": "writes a timeline to a chosen path",
+    "HOROVOD_AUTOTUNE_LOG": "writes the autotune log to a chosen path",
+    "HOROVOD_GLOO_RENDEZVOUS_ADDR": "sends ranks to a rendezvous server of its choosing",
+    # TensorFlow, torch, CUDA
+    "TF_CONFIG": "points the workers at a cluster of its choosing",
+    "TF_XLA_FLAGS": "XLA flags write dumps to chosen paths (--xla_dump_to)",
+    "TF_DUMP_GRAPH_PREFIX": "writes graphs under a chosen path",
+    "TORCHINDUCTOR_CACHE_DIR": "loads compiled kernels from a directory",
+    "CUDA_INJECTION64_PATH": "loads a library into every CUDA process",
+    "CUDA_CACHE_PATH": "reads and writes compiled kernels at a chosen path",
+    "OMP_TOOL_LIBRARIES": "loads OpenMP tool libraries",
+    # the C and Python runtimes, the shell
+    "LD_PRELOAD": "loads a library into every process",
+    "LD_LIBRARY_PATH": "changes which libraries load",
+    "LD_AUDIT": "loads an audit library into every process",
+    "GCONV_PATH": "loads character-set modules (libraries)",
+    "PATH": "changes which programs run",
+    "PYTHONPATH": "changes which Python code imports",
+    "PYTHONHOME": "changes which Python runs",
+    "PYTHONSTARTUP": "runs a Python file",
+    "PYTHONWARNINGS": "imports a module named in a warning filter",
+    "PYTHONBREAKPOINT": "runs a callable of its choosing",
+    "BASH_ENV": "runs a file in every bash started",
+    "ENV": "runs a file in every sh started",
+    "BROWSER": "runs a program",
+}
+# A name ending so names a path, program or library (new releases add such variables)
+HAZARD_SUFFIXES = ("_PATH", "_FILE", "_FILENAME", "_DIR", "_PLUGIN", "_AGENT", "_COMMAND", "_PREFIX",
+                   "_LIBRARY", "_LIBRARIES", "_LIB", "_DEST", "_PRELOAD", "_SCRIPT", "_EXEC", "_CMD")
+# fmt: on
+
+Status = Literal["allowed", "accepted", "refused", "needs-accept"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    name: str
+    value: str
+    status: Status
+    reason: str
+
+    @property
+    def passes(self) -> bool:
+        return self.status in ("allowed", "accepted")
+
+    def explained(self) -> str:
+        return f"refused, {self.reason}" if self.status == "refused" else self.reason
+
+    def line(self) -> str:
+        """What `replay --dry-run` shows for it."""
+        words = {"allowed": "allowed by name", "accepted": "accepted by --accept-env", "refused": "refused",
+                 "needs-accept": "needs --accept-env"}
+        return f"env {self.name}={self.value}: {words[self.status]} ({self.reason})"
+
+
+def judge(name: str, value: str, accepted: Iterable[str] = ()) -> Verdict:
+    """One variable of another site's run, judged by its exact name and its value's shape."""
+    knob = KNOBS.get(name)
+    if knob is not None and knob.shape.fits(value):
+        return Verdict(name, value, "allowed", f"documented in {DOCS[knob.doc]}")
+    if name in KNOWN_HAZARDS:
+        return Verdict(name, value, "refused", KNOWN_HAZARDS[name] + "; --accept-env cannot admit it")
+    if knob is None and name.endswith(HAZARD_SUFFIXES):
+        return Verdict(name, value, "refused",
+                       "its name says it names a path, program or library; --accept-env cannot admit it")
+    if name in set(accepted):
+        if "/" in value:
+            return Verdict(name, value, "refused", "accepted by name, but a value from another site may not hold a path")
+        return Verdict(name, value, "accepted", "accepted here with --accept-env")
+    if knob is not None:
+        return Verdict(name, value, "refused", f"its value must be {knob.shape.describe}")
+    return Verdict(name, value, "needs-accept",
+                   f"not on the allow-list; replay with --accept-env {name} only if you trust it")
+
+
+def judge_all(env: Mapping[str, str], accepted: Iterable[str] = ()) -> list[Verdict]:
+    accepted = tuple(accepted)
+    return [judge(name, value, accepted) for name, value in sorted(env.items())]
