@@ -40,6 +40,7 @@ DOCS = {
     "verbs": "rdma-core: ibv_fork_init(3) (RDMAV_FORK_SAFE, IBV_FORK_SAFE)",
     "horovod": "Horovod docs: Tensor Fusion, Autotune, Gloo, Process Sets (horovod.readthedocs.io)",
     "torch": "PyTorch docs: torch.distributed environment variables",
+    "python": "Python documentation, Command line and environment",
     "tf": "TensorFlow: logging and GPU threading variables (tensorflow.org)",
     "openmp": "OpenMP 5.2 specification, chapter Environment Variables",
     "intel": "Intel oneAPI: KMP_AFFINITY, KMP_BLOCKTIME; oneMKL: MKL_NUM_THREADS",
@@ -205,6 +206,9 @@ KNOBS: dict[str, Knob] = {
         "HOROVOD_NUM_NCCL_STREAMS": integer(1, 64),
     }),
     "GLOO_SOCKET_IFNAME": Knob(INTERFACES, "torch"),
+    # what the launchers set on every rank (launch.launchers.rank_env)
+    **_knobs("ompi", {"OMPI_ALLOW_RUN_AS_ROOT": BOOLEAN, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": BOOLEAN}),
+    "PYTHONUNBUFFERED": Knob(BOOLEAN, "python"),
     **_knobs("torch", {"TORCH_NCCL_ASYNC_ERROR_HANDLING": integer(0, 3), "TORCH_NCCL_BLOCKING_WAIT": BOOLEAN,
                        "TORCH_DISTRIBUTED_DEBUG": one_of("OFF", "INFO", "DETAIL")}),
     **_knobs("tf", {"TF_CPP_MIN_LOG_LEVEL": integer(0, 3), "TF_ENABLE_ONEDNN_OPTS": BOOLEAN,
@@ -240,7 +244,6 @@ KNOWN_HAZARDS: dict[str, str] = {
     "OMPI_MCA_mca_base_envar_file_prefix": "reads files that set any MCA parameter",
     "OMPI_MCA_orte_output_filename": "writes every rank's output to a chosen path",
     "OMPI_MCA_orte_report_uri": "writes mpirun's contact URI to a chosen path",
-    "OMPI_MCA_coll_tuned_dynamic_rules_filename": "reads a file of its choosing (the bundle writes its own rules)",
     "OMPI_MCA_mpi_show_mca_params_file": "writes a file at a chosen path",
     "PMIX_MCA_mca_base_component_path": "loads PMIx components (libraries) from a directory",
     "PMIX_MCA_mca_base_param_files": "reads a file that sets any PMIx parameter",
@@ -293,6 +296,12 @@ KNOWN_HAZARDS: dict[str, str] = {
     "ENV": "runs a file in every sh started",
     "BROWSER": "runs a program",
 }
+# Files the bundle itself places under the run directory: refused from an archive like any hazard
+BUNDLE_PLACED: dict[str, str] = {
+    "OMPI_MCA_coll_tuned_dynamic_rules_filename": "reads a rules file; the bundle writes the run's own "
+                                                  "under the run directory (launch.fabric_preset)",
+}
+KNOWN_HAZARDS.update(BUNDLE_PLACED)
 # A name ending so names a path, program or library (new releases add such variables)
 HAZARD_SUFFIXES = ("_PATH", "_FILE", "_FILENAME", "_DIR", "_PLUGIN", "_AGENT", "_COMMAND", "_PREFIX",
                    "_LIBRARY", "_LIBRARIES", "_LIB", "_DEST", "_PRELOAD", "_SCRIPT", "_EXEC", "_CMD")
