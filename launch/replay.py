@@ -47,15 +47,27 @@ def spec_of(result: dict, accepted_env: tuple[str, ...] = (), check_env: bool = 
     return spec
 
 
-def shown(spec: RunSpec, accepted_env: tuple[str, ...] = ()) -> list[str]:
+def check_paths(spec: RunSpec, where: str) -> None:
+    """A path named by another site is never used here: its hostfile is replaced by this site's."""
+    if spec.hostfile:
+        raise UsageError(f"{where}: hostfile {spec.hostfile} is a path at the other site; replay --hostfile "
+                         "names this site's", fields=("hostfile",))
+
+
+def shown(spec: RunSpec, accepted_env: tuple[str, ...] = (), hostfile_here: bool = False) -> list[str]:
     """Every value a replayed run takes from the archive, one line each, each variable with
-    its verdict (replay --dry-run)."""
+    its verdict (replay --dry-run); `hostfile_here`: the hostfile is this site's (--hostfile)."""
     lines = []
     for name in FROM_ARCHIVE:
         value = getattr(spec, name)
         if name == "extra_env":
             lines += [f"from the archive: {verdict.line()}"
                       for verdict in foreign_env.judge_all(value, accepted_env)]
+        elif name == "hostfile" and value and hostfile_here:
+            lines.append(f"this site's hostfile = {value} (--hostfile)")
+        elif name == "hostfile" and value:
+            lines.append(f"from the archive: hostfile = {value}: refused (a path at the other site; "
+                         "replay --hostfile names this site's)")
         elif value not in (None, ""):
             lines.append(f"from the archive: {name.replace('_', '-')} = {value}")
     return lines
@@ -90,11 +102,12 @@ def check_image(result: dict, spec: RunSpec, allow_mismatch: bool) -> list[str]:
 
 def plan(archive: archives.Archive, allow_image_mismatch: bool = False,
          accepted_env: tuple[str, ...] = (), image: str | None = None, fabric: str | None = None,
-         check_env: bool = True) -> list[Replay]:
+         check_env: bool = True, hostfile: str | None = None) -> list[Replay]:
     """The runs to replay. `image`: this site's copy of the archive's image (a pulled one), used
     only where its digest is the one the run recorded; `fabric`: this site's fabric instead of
-    the archive's (the same work on another network: what two sites compare); `check_env`:
-    False only to show every variable's verdict before refusing (replay --dry-run)."""
+    the archive's (the same work on another network: what two sites compare); `hostfile`:
+    this site's, for runs that named one; `check_env`: False only to show every variable's
+    and path's verdict before refusing (replay --dry-run)."""
     results = archive.results()
     if not results:
         raise UsageError(f"archive {archive.path} holds no results")
@@ -106,6 +119,10 @@ def plan(archive: archives.Archive, allow_image_mismatch: bool = False,
             changes["image"] = image
         if fabric:
             changes["fabric"] = fabric
+        if hostfile and spec.hostfile:
+            changes["hostfile"] = hostfile
+        elif check_env:
+            check_paths(spec, f"result {result['run_id']}")
         if changes:
             spec = dataclasses.replace(spec, **changes).validated()
         replays.append(Replay(result, spec, check_image(result, spec, allow_image_mismatch)))

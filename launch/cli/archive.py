@@ -53,6 +53,8 @@ def replay(
     image: Optional[str] = typer.Option(None, help="this site's copy of the archive's image (e.g. pulled by "
                                                    "`image pull`); its digest must be the recorded one"),
     fabric: Optional[str] = typer.Option(None, help="replay on this site's fabric instead of the archive's"),
+    hostfile: Optional[Path] = typer.Option(None, help="this site's mpirun hostfile, for runs that named one "
+                                                       "(a path from the archive is never used)"),
 ):
     """Re-run an archive's runs here; new results name their original (replay_of).
 
@@ -72,20 +74,23 @@ def replay(
     verified = archives.read(archive_file)
     print(f"archive {archive_file}: {verified.provenance(allowed_signers, require_signed).line()}")
     planned = replays.plan(verified, allow_image_mismatch, tuple(accept_env), image=image, fabric=fabric,
-                           check_env=not dry_run)
+                           check_env=not dry_run, hostfile=str(hostfile) if hostfile else None)
     for item in planned:
         spec = item.spec
         print(f"{item.original['run_id']}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
               f"fabric={spec.fabric or '-'} launcher={spec.launcher} runtime={spec.runtime}"
               f"{' image=' + spec.image if spec.image else ''}")
         if dry_run:
-            for line in replays.shown(spec, tuple(accept_env)):
+            for line in replays.shown(spec, tuple(accept_env), hostfile_here=hostfile is not None):
                 print(f"  {line}")
         for warning in item.warnings:
             print(f"  warning: {warning}", file=sys.stderr)
     if dry_run:
         for item in planned:  # each variable was shown with its verdict; now the first that fails is the error
-            trust.check_foreign_env(item.spec.extra_env, tuple(accept_env), where=f"result {item.original['run_id']}: ")
+            where = f"result {item.original['run_id']}"
+            trust.check_foreign_env(item.spec.extra_env, tuple(accept_env), where=f"{where}: ")
+            if hostfile is None:
+                replays.check_paths(item.spec, where)
         print(f"archive verified: {len(verified.members)} members; {len(planned)} runs would be replayed")
         return
     from launch.interrupt import stoppable_command

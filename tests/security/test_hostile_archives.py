@@ -41,13 +41,27 @@ def test_variables_the_bundle_sets_pass_and_the_dry_run_shows_every_value_from_t
     archive = write_archive(tmp_path / "a.tar.gz", [hostile_result(
         extra_env={"NCCL_DEBUG": "INFO", "UCX_TLS": "tcp"}, hostfile="/tmp/hosts", partition="gpu",
         account="proj", launcher="mpirun")])
-    proc = fabric_bench("replay", str(archive), "--dry-run")
+    proc = fabric_bench("replay", str(archive), "--dry-run", "--hostfile", "/etc/fabric-bench/hosts")
     assert proc.returncode == 0, proc.stderr
     for line in ("from the archive: env NCCL_DEBUG=INFO", "from the archive: env UCX_TLS=tcp",
-                 "from the archive: hostfile = /tmp/hosts", "from the archive: partition = gpu",
+                 "from the archive: partition = gpu",
                  "from the archive: account = proj", "from the archive: launcher = mpirun"):
         assert line in proc.stdout
     assert "archive " in proc.stdout and ": unsigned" in proc.stdout
+
+
+def test_a_hostfile_from_the_archive_is_never_used_here(tmp_path):
+    """mpirun reads the hostfile and starts daemons on the hosts it names: the archive's path is
+    the other site's, and this site names its own."""
+    archive = write_archive(tmp_path / "a.tar.gz", [hostile_result(hostfile="/etc/shadow", launcher="mpirun")])
+    shown = fabric_bench("replay", str(archive), "--dry-run")
+    assert "from the archive: hostfile = /etc/shadow: refused (a path at the other site" in shown.stdout
+    assert shown.returncode == 2 and "replay --hostfile names this site's" in shown.stderr.splitlines()[-1]
+    run = fabric_bench("replay", str(archive), "--results", str(tmp_path / "r"))
+    assert run.returncode == 2 and "hostfile /etc/shadow is a path at the other site" in run.stderr
+    assert not (tmp_path / "r").exists()
+    planned = replays.plan(archives.read(archive), allow_image_mismatch=True, hostfile="/site/hosts")
+    assert planned[0].spec.hostfile == "/site/hosts"
 
 
 def test_a_variable_accepted_by_name_is_shown_as_coming_from_the_archive(tmp_path):
