@@ -12,6 +12,9 @@ SOURCE_DATE_EPOCH, so that file is recorded by the sha256 of its labels without 
 
 A SIF's root filesystem is its squashfs partition (`apptainer sif list` gives its offset),
 unpacked with squashfs-tools' `unsquashfs -o OFFSET` into a temporary folder.
+
+A manifest saved at another site (`image verify --save`) travels instead of its image where
+the image is large: `load` reads it as untrusted data, within bounds and by shape.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from containers.host import BuildError, runtime_binary
+from containers.untrusted import UntrustedInput, read_json
 
 # (cause, pattern on the path): the first that matches names the cause
 CAUSES = (
@@ -38,6 +42,11 @@ CAUSES = (
     ("generated at install time (/etc)", re.compile(r"^/etc/")),
 )
 OTHER = "other"
+MAX_BYTES = 64 << 20          # a stack image's manifest is ~8 MiB (68919 entries)
+MAX_ENTRIES = 500_000
+_PATH = re.compile(r"/[^\x00-\x1f\x7f]{1,4095}")
+_ENTRY = re.compile(r"file [0-7]{4} (labels:)?[0-9a-f]{64}|dir [0-7]{4}|special [0-7]{4}"
+                    r"|link [0-7]{4} [^\x00-\x1f\x7f]{1,4096}")
 LABELS_FILE = "/.singularity.d/labels.json"
 TIME_LABELS = ("org.label-schema.build-date",)
 
@@ -142,3 +151,25 @@ def compare(a: dict[str, str], b: dict[str, str]) -> Comparison:
 
 def save(manifest: dict[str, str], path: Path) -> None:
     Path(path).write_text(json.dumps(manifest, indent=0, sort_keys=True) + "\n")
+
+
+def load(path: Path) -> dict[str, str]:
+    """A content manifest saved by `save` (perhaps at another site: `image verify --save` there),
+    checked: a flat object within MAX_BYTES and MAX_ENTRIES, each path absolute inside the image
+    (no `..`, `.` or empty part), each entry one of the shapes of_tree writes, no control
+    character anywhere (the paths are printed)."""
+    try:
+        data = read_json(path, MAX_BYTES, "content manifest", max_depth=1)
+    except UntrustedInput as exc:
+        raise BuildError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise BuildError(f"content manifest {path}: not an object of path -> entry")
+    if len(data) > MAX_ENTRIES:
+        raise BuildError(f"content manifest {path}: {len(data)} entries, over the {MAX_ENTRIES} limit; refused")
+    for entry_path, entry in data.items():
+        if not _PATH.fullmatch(entry_path) or any(part in ("", ".", "..") for part in entry_path.split("/")[1:]):
+            raise BuildError(f"content manifest {path}: {entry_path!r:.80} is not a path inside an image")
+        if not isinstance(entry, str) or not _ENTRY.fullmatch(entry):
+            raise BuildError(f"content manifest {path}: the entry of {entry_path!r:.80} is not "
+                             "'file|dir|link|special MODE [sha256|target]'")
+    return data
