@@ -54,11 +54,11 @@ def load_json(data: bytes | str, what: str, max_bytes: int, max_depth: int = MAX
     try:
         value = json.loads(data)
     except RecursionError:
-        raise UntrustedInput(f"{what} is nested more than {max_depth} levels deep; refused") from None
+        raise UntrustedInput(_too_deep(what, max_depth)) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise UntrustedInput(f"{what} is not JSON ({_first_line(exc)})") from None
     if depth(value, max_depth) > max_depth:
-        raise UntrustedInput(f"{what} is nested more than {max_depth} levels deep; refused")
+        raise UntrustedInput(_too_deep(what, max_depth))
     return value
 
 
@@ -87,8 +87,15 @@ def depth(value: Any, stop_above: int = MAX_DEPTH) -> int:
     return deepest
 
 
+def _too_deep(what: str, max_depth: int) -> str:
+    return f"{what} is nested more than {max_depth} level{'s' if max_depth != 1 else ''} deep; refused"
+
+
 def _size(n: int) -> str:
-    return f"{n // 2**20} MiB" if n >= 2**20 and n % 2**20 == 0 else f"{n} bytes"
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} bytes"
 
 
 def _first_line(exc: Exception) -> str:
