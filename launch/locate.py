@@ -53,7 +53,7 @@ from pathlib import Path
 from containers.untrusted import UntrustedInput, read_json
 from launch import slurm
 from launch.errors import UsageError
-from launch.node_names import is_node_name, node_name, node_names
+from launch.node_names import node_name, node_names
 
 THRESHOLD = 0.7
 MEASURED_PATTERNS = ("all-pairs", "screen")   # what a locate.json records
@@ -339,10 +339,9 @@ def _load(path: Path):
 
 
 def _slow_nodes(data, path: Path) -> list[str]:
-    nodes = data.get("slow_nodes") if isinstance(data, dict) and data.get("kind") == "locate" else None
-    if not isinstance(nodes, list) or not all(is_node_name(n) for n in nodes):
+    if not isinstance(data, dict) or data.get("kind") != "locate":
         raise UsageError(f"{path}: not a locate result (kind 'locate' with slow_nodes, a list of node names)")
-    return nodes
+    return node_names(data.get("slow_nodes"), f"{path}: not a locate result: slow_nodes")
 
 
 # -- heat-map --------------------------------------------------------------------------------
