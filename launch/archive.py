@@ -295,6 +295,10 @@ def read(path: Path, limits: ArchiveLimits = ArchiveLimits()) -> Archive:
         raise UsageError(f"archive {path} is corrupt or truncated: {exc}") from None
     if MANIFEST not in files:
         raise UsageError(f"archive {path} has no {MANIFEST}")
+    folders = {str(parent) for name in files for parent in PurePosixPath(name).parents}
+    clash = sorted(folders & set(files))
+    if clash:
+        raise UsageError(f"archive member {clash[0]!r} is a file and a folder; refused")
     manifest_bytes, signature = files.pop(MANIFEST), files.pop(SIGNATURE, None)
     try:
         manifest = load_json(manifest_bytes, f"archive {path}: {MANIFEST}", limits.member_bytes)
