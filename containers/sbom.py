@@ -282,7 +282,8 @@ def _text(value) -> str:
 
 
 def _properties(owner: dict, where: str) -> dict[str, str]:
-    return {p.get("name"): _text(p.get("value")) for p in _shaped(owner.get("properties"), list, f"{where} properties")
+    return {str(p["name"]): _text(p.get("value")) for p in _shaped(owner.get("properties"), list,
+                                                                    f"{where} properties")
             if isinstance(p, dict) and isinstance(p.get("name"), str)}
 
 

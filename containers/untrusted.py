@@ -23,7 +23,11 @@ MAX_DEPTH = 64          # the deepest file the bundle writes (a result, an SBOM)
 
 
 class UntrustedInput(ValueError):
-    """One line: what was read and why it was refused."""
+    """One line: what was read and why it was refused (`reason`: the why alone)."""
+
+    def __init__(self, what: str, reason: str):
+        super().__init__(f"{what} {reason}")
+        self.reason = reason
 
 
 def read_file(path: Path | str, max_bytes: int, what: str) -> bytes:
@@ -32,33 +36,33 @@ def read_file(path: Path | str, max_bytes: int, what: str) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise UntrustedInput(f"{what} {path}: {exc.strerror or exc}") from None
+        raise UntrustedInput(f"{what} {path}:", f"{exc.strerror or exc}") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UntrustedInput(f"{what} {path}: not a regular file")
+            raise UntrustedInput(f"{what} {path}:", "not a regular file")
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(max_bytes + 1)
     except OSError as exc:
-        raise UntrustedInput(f"{what} {path}: {exc.strerror or exc}") from None
+        raise UntrustedInput(f"{what} {path}:", f"{exc.strerror or exc}") from None
     finally:
         os.close(fd)
     if len(data) > max_bytes:
-        raise UntrustedInput(f"{what} {path} is larger than {_size(max_bytes)}; refused")
+        raise UntrustedInput(f"{what} {path}", f"is larger than {_size(max_bytes)}; refused")
     return data
 
 
 def load_json(data: bytes | str, what: str, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
     """The JSON value in data: at most max_bytes long, nested at most max_depth deep."""
     if len(data) > max_bytes:
-        raise UntrustedInput(f"{what} is larger than {_size(max_bytes)}; refused")
+        raise UntrustedInput(what, f"is larger than {_size(max_bytes)}; refused")
     try:
         value = json.loads(data)
     except RecursionError:
-        raise UntrustedInput(_too_deep(what, max_depth)) from None
+        raise UntrustedInput(what, _too_deep(max_depth)) from None
     except (ValueError, UnicodeDecodeError) as exc:
-        raise UntrustedInput(f"{what} is not JSON ({_first_line(exc)})") from None
+        raise UntrustedInput(what, f"is not JSON ({_first_line(exc)})") from None
     if depth(value, max_depth) > max_depth:
-        raise UntrustedInput(_too_deep(what, max_depth))
+        raise UntrustedInput(what, _too_deep(max_depth))
     return value
 
 
@@ -74,12 +78,9 @@ def depth(value: Any, stop_above: int = MAX_DEPTH) -> int:
     stack = [(value, 1)]
     while stack:
         item, level = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
+        if not isinstance(item, (dict, list)):
             continue
+        children = item.values() if isinstance(item, dict) else item
         deepest = max(deepest, level)
         if deepest > stop_above:
             return deepest
@@ -87,8 +88,8 @@ def depth(value: Any, stop_above: int = MAX_DEPTH) -> int:
     return deepest
 
 
-def _too_deep(what: str, max_depth: int) -> str:
-    return f"{what} is nested more than {max_depth} level{'s' if max_depth != 1 else ''} deep; refused"
+def _too_deep(max_depth: int) -> str:
+    return f"is nested more than {max_depth} level{'s' if max_depth != 1 else ''} deep; refused"
 
 
 def _size(n: int) -> str:

@@ -86,9 +86,9 @@ def number(value: Any) -> Optional[float]:
 def parse(data: bytes | str, where: str | Path) -> Result:
     """The result in `data` (the text of a result.json found at `where`), or ResultError."""
     try:  # perhaps another site's: bounded in size and nesting (containers.untrusted)
-        value = load_json(data, "its text", MAX_RESULT_BYTES)
+        value = load_json(data, "result", MAX_RESULT_BYTES)
     except UntrustedInput as exc:
-        raise ResultError(f"{where}: not a result: {exc}") from None
+        raise ResultError(f"{where}: not a result: {exc.reason.removeprefix('is ')}") from None
     if not isinstance(value, dict):
         raise ResultError(f"{where}: not a result: not a JSON object")
     if value.get("schema_version") not in READABLE_SCHEMAS:
