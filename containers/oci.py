@@ -45,6 +45,9 @@ TIMEOUT_S = 30                  # one connection attempt or one read
 DEADLINE_S = 60                 # a whole answer, however slowly it comes
 MANIFEST_MAX_BYTES = 4 << 20    # what distribution itself accepts for a manifest
 TOKEN_MAX_BYTES = 1 << 20
+MAX_IMAGE_BYTES = 1 << 40       # what a manifest may declare (the largest images here are ~5 GiB)
+PULL_BASE_S = 600               # a pull's start-up, unpacking (podman) and checks
+PULL_MIN_BYTES_PER_S = 1 << 20  # the slowest transfer a pull is waited for
 _HOST = r"(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?|\[::1\](?::[0-9]{1,5})?)"
 _NAME = r"(?P<name>[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
 _REFERENCE = re.compile(rf"^{_HOST}/{_NAME}(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}))?"
@@ -309,20 +312,39 @@ def push(image: str, target: str, runtime: str = "apptainer", insecure: bool = F
     return Pushed(f"{ref.host}/{ref.name}@{digest}", digest, image_id)
 
 
+def pull_timeout_s(ref: Reference, insecure: bool, deadline_s: float = DEADLINE_S) -> float:
+    """How long the runtime may take to pull ref: the pinned manifest is read first (bounded,
+    checked against its digest: a registry that does not answer, or answers with something
+    else, is refused before the runtime starts, which would wait on a silent registry for ever),
+    and the pull gets PULL_BASE_S plus its blobs' declared size at PULL_MIN_BYTES_PER_S."""
+    _, body = manifest(ref, insecure, deadline_s)
+    blobs = [*body.get("layers", []), *([body["config"]] if isinstance(body.get("config"), dict) else [])]
+    sizes = [blob.get("size") for blob in blobs]
+    if not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in sizes):
+        raise RegistryError(f"{ref}: the manifest gives a blob without a size")
+    total = sum(sizes)
+    if total > MAX_IMAGE_BYTES:
+        raise RegistryError(f"{ref}: the manifest's blobs add up to {total} bytes, over the "
+                            f"{MAX_IMAGE_BYTES // 2**30} GiB limit")
+    return PULL_BASE_S + total / PULL_MIN_BYTES_PER_S
+
+
 def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, insecure: bool = False,
-         local_name: str = "", store: Path | None = None) -> Pulled:
+         local_name: str = "", store: Path | None = None, deadline_s: float = DEADLINE_S) -> Pulled:
     """Pull HOST/NAME@sha256:MANIFEST: apptainer to `out` (a .sif path), podman into its store
-    (or `store`; tagged `local_name` when given). The image's digest is computed from what arrived."""
+    (or `store`; tagged `local_name` when given), within pull_timeout_s. The image's digest is
+    computed from what arrived."""
     if runtime not in RUNTIMES:
         raise RegistryError(f"unknown runtime {runtime!r}; choose from {', '.join(RUNTIMES)}")
     ref = parse(reference)
     pinned = ref.by_digest()
     _check_insecure(ref, insecure)
     binary = runtime_binary(runtime)
+    if runtime == "apptainer" and out is None:
+        raise RegistryError("apptainer pull needs an output path (--out X.sif)")
+    timeout = pull_timeout_s(ref, insecure, deadline_s)
     if runtime == "apptainer":
-        if out is None:
-            raise RegistryError("apptainer pull needs an output path (--out X.sif)")
-        out = Path(out)
+        out = Path(str(out))
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_name(out.name + ".partial")
         # --disable-cache: apptainer would keep a second copy of every pulled SIF in its cache
@@ -331,7 +353,7 @@ def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, in
         if insecure:
             argv.append("--no-https")
         try:
-            _run([*argv, str(partial), f"oras://{pinned}"], f"apptainer pull of {pinned}")
+            _run([*argv, str(partial), f"oras://{pinned}"], f"apptainer pull of {pinned}", timeout=timeout)
             partial.rename(out)
         finally:
             partial.unlink(missing_ok=True)
@@ -340,7 +362,7 @@ def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, in
     if insecure or ref.local:
         argv.append("--tls-verify=false")
     env = podman_env()
-    _run([*argv, pinned], f"podman pull of {pinned}", env=env)
+    _run([*argv, pinned], f"podman pull of {pinned}", env=env, timeout=timeout)
     image = pinned
     if local_name:
         _run([*podman(store), "tag", pinned, local_name], f"podman tag {local_name}", env=env)

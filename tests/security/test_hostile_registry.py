@@ -118,6 +118,10 @@ class Hostile(BaseHTTPRequestHandler):
             realm = f"http://127.0.0.1:{self.server.server_port}/token"
             self.send(b"{}", status=401, WWW_Authenticate=f'Bearer realm="{realm}",service="x"')
 
+    def honest(self) -> None:                    # serves server.body, whatever it declares
+        body = self.server.body  # type: ignore[attr-defined]
+        self.send(body, sha(body))
+
     def _endless(self) -> None:
         block = bytes(1 << 16)
         while not self.server.stopping.is_set():  # type: ignore[attr-defined]
@@ -129,10 +133,11 @@ def hostile():
     """Start a hostile registry with behaviour B: `hostile(B)` -> its 127.0.0.1:PORT."""
     servers = []
 
-    def start(behaviour: str) -> str:
+    def start(behaviour: str, body: bytes = b"") -> str:
         server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
         server.daemon_threads = True
         server.behaviour, server.requests, server.stopping = behaviour, 0, threading.Event()
+        server.body = body
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return f"127.0.0.1:{server.server_port}"
@@ -202,6 +207,36 @@ def test_a_registry_that_accepts_and_never_answers_is_given_up_on():
 def test_a_manifest_or_token_of_hostile_json_is_one_line(hostile, behaviour, line):
     message, _, _ = refused(hostile(behaviour))
     assert line in message
+
+
+def declaring(**layer) -> bytes:
+    return json.dumps({"schemaVersion": 2, "layers": [{"mediaType": "x", "digest": "sha256:" + "d" * 64, **layer}]}
+                      ).encode()
+
+
+@pytest.mark.parametrize("behaviour, body, line", [
+    ("silent_after_headers", b"", "no whole answer within 1.5 s"),
+    ("another_manifest", MANIFEST, "served a manifest with digest"),
+    ("honest", declaring(size=2 * 2**40), "the manifest's blobs add up to 2199023255552 bytes, over the 1024 GiB"),
+    ("honest", declaring(size="1"), "the manifest gives a blob without a size"),
+    ("honest", declaring(), "the manifest gives a blob without a size"),
+])
+def test_a_pull_reads_the_pinned_manifest_first_and_never_starts_the_runtime_on_a_hostile_one(
+        hostile, tmp_path, behaviour, body, line):
+    """podman waits on a registry that never answers for ever (> 100 s seen here): the pull
+    reads the pinned manifest itself first, bounded, and sizes the runtime's time limit by it."""
+    need(shutil.which("podman") is not None, "podman not installed")
+    reference = f"{hostile(behaviour, body)}/fb/stack@{sha(body or MANIFEST)}"
+    started = time.monotonic()
+    with pytest.raises(oci.RegistryError, match=line):
+        oci.pull(reference, "podman", store=tmp_path / "store", deadline_s=1.5)
+    assert time.monotonic() - started < 3 and not (tmp_path / "store").exists()
+
+
+def test_an_honest_manifest_gives_the_pull_a_time_limit_by_its_size(hostile):
+    body = declaring(size=3 * 2**30)
+    ref = oci.parse(f"{hostile('honest', body)}/fb/stack@{sha(body)}")
+    assert oci.pull_timeout_s(ref, False) == oci.PULL_BASE_S + 3 * 2**30 / oci.PULL_MIN_BYTES_PER_S
 
 
 def _podman_image(store: Path, tmp_path: Path) -> str:
