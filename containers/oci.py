@@ -48,7 +48,7 @@ TOKEN_MAX_BYTES = 1 << 20
 MAX_IMAGE_BYTES = 1 << 40       # what a manifest may declare (the largest images here are ~5 GiB)
 PULL_BASE_S = 600               # a pull's start-up, unpacking (podman) and checks
 PULL_MIN_BYTES_PER_S = 1 << 20  # the slowest transfer a pull is waited for
-_HOST = r"(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?|\[::1\](?::[0-9]{1,5})?)"
+_HOST = r"(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?|\[::1\](?::[0-9]{1,5})?)"  # never an option
 _NAME = r"(?P<name>[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
 _REFERENCE = re.compile(rf"^{_HOST}/{_NAME}(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}))?"
                         r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")

@@ -239,6 +239,14 @@ def test_an_honest_manifest_gives_the_pull_a_time_limit_by_its_size(hostile):
     assert oci.pull_timeout_s(ref, False) == oci.PULL_BASE_S + 3 * 2**30 / oci.PULL_MIN_BYTES_PER_S
 
 
+@pytest.mark.parametrize("text", [f"-oProxyCommand=x/fb/stack@{'sha256:' + 'a' * 64}",
+                                  f"--tls-verify=false/fb/stack@{'sha256:' + 'a' * 64}"])
+def test_a_reference_that_a_runtime_would_read_as_an_option_is_not_a_reference(text):
+    """podman takes the pinned reference as a positional argument: it must not start with '-'."""
+    with pytest.raises(oci.RegistryError, match="not an image reference"):
+        oci.parse(text)
+
+
 def _podman_image(store: Path, tmp_path: Path) -> str:
     """A one-file image in its own podman store (`podman import` of a tar of a tiny rootfs)."""
     root = tmp_path / "rootfs"
