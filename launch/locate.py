@@ -335,7 +335,7 @@ def _load(path: Path):
     try:
         return read_json(path, MAX_LOCATE_BYTES, "locate result")
     except UntrustedInput as exc:
-        raise UsageError(f"not a locate result: {exc}") from None
+        raise UsageError(f"{path}: not a locate result: {exc.reason.removeprefix('is ')}") from None
 
 
 def _slow_nodes(data, path: Path) -> list[str]:

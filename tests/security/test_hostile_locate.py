@@ -57,8 +57,8 @@ def test_an_interface_name_has_the_kernel_s_shape():
     ({"kind": "locate", "slow_nodes": ["../../etc/passwd"]}, "not a locate result"),
     ({"kind": "locate", "slow_nodes": "n1"}, "not a locate result"),
     ({"kind": "locate", "slow_nodes": [["n1"]]}, "not a locate result"),
-    ("[" * 100_000 + "]" * 100_000, "is nested more than 64 levels deep"),
-    ('{"kind": "locate", ', "is not JSON"),
+    ("[" * 100_000 + "]" * 100_000, "not a locate result: nested more than 64 levels deep"),
+    ('{"kind": "locate", ', "not a locate result: not JSON"),
 ])
 def test_sweep_refuses_a_hostile_locate_result_before_anything_is_written(tmp_path, body, line):
     proc = sweep_excluding(located(tmp_path / "locate.json", body), tmp_path)
