@@ -283,3 +283,28 @@ def test_a_blob_changed_on_the_registry_s_disk_is_refused_by_the_pull(tmp_path, 
         listed = subprocess.run([*oci.podman(target), "images", "-q"], capture_output=True, text=True,
                                 env=oci.podman_env(), timeout=60)
         assert listed.returncode == 0 and listed.stdout.strip() == ""
+
+
+def test_a_sif_changed_on_the_registry_s_disk_leaves_nothing_at_out(tmp_path):
+    """apptainer (ORAS): the SIF layer's bytes changed on the real registry's disk; the pull is
+    refused in one line and neither the .sif nor its .partial is left."""
+    need(local_registry.available() and shutil.which("apptainer") is not None, "docker-registry and apptainer")
+    tree = tmp_path / "tree"
+    (tree / "etc").mkdir(parents=True)
+    (tree / "etc" / "hello").write_text("fabric-bench\n")
+    sif = tmp_path / "small.sif"
+    subprocess.run(["apptainer", "build", "--force", str(sif), str(tree)], check=True, capture_output=True, timeout=300)
+    with local_registry.LocalRegistry(tmp_path / "registry") as registry:
+        pushed = oci.push(str(sif), f"{registry.address}/fb/small:1")
+        hexdigest = pushed.image_digest.removeprefix("sha256:")
+        stored = tmp_path / "registry" / "data" / "docker/registry/v2/blobs/sha256" / hexdigest[:2] / hexdigest / "data"
+        data = bytearray(stored.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        stored.write_bytes(bytes(data))
+        out = tmp_path / "pulled" / "small.sif"
+        proc = fabric_bench("image", "pull", pushed.reference, "--out", str(out), "--expect-digest",
+                            pushed.image_digest, timeout=300)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"apptainer pull of {pushed.reference} failed" in proc.stderr and "Traceback" not in proc.stderr
+        assert f'want "{pushed.image_digest}"' in proc.stderr, proc.stderr     # ORAS checks the layer's digest
+        assert not out.exists() and not out.with_name("small.sif.partial").exists()
