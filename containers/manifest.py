@@ -118,12 +118,43 @@ def of_tree(root: Path) -> dict[str, str]:
     return entries
 
 
-def of_sif(sif: Path, scratch: Path | None = None) -> dict[str, str]:
-    """The content manifest of a SIF (unpacked to a temporary folder, then removed)."""
+@dataclass(frozen=True)
+class UnpackLimits:
+    """Bounds on unpacking an image (perhaps another site's copy) to take its manifest, far
+    above a real one (a stack image: ~69k entries, ~5 GiB): a SIF of a few KiB can hold a
+    terabyte of sparse file, which unpacks sparse but is then hashed byte by byte."""
+    entries: int = MAX_ENTRIES
+    file_bytes: int = 64 << 30
+
+    def check(self, sif: Path, offset: int) -> None:
+        """Count what `unsquashfs -lls` lists (nothing unpacked; the listing is read as a stream
+        and stopped at the first limit passed)."""
+        entries = total = 0
+        with subprocess.Popen(["unsquashfs", "-n", "-lls", "-o", str(offset), str(sif)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, errors="replace") as lister:
+            assert lister.stdout is not None
+            for line in lister.stdout:
+                fields = line.split(None, 3)
+                if len(fields) < 4 or fields[0][:1] not in "-dlcbps" or "/" not in fields[1]:
+                    continue
+                entries += 1
+                total += int(fields[2]) if fields[0].startswith("-") and fields[2].isdigit() else 0
+                if entries > self.entries or total > self.file_bytes:
+                    lister.kill()
+                    what = f"more than {self.entries} entries" if entries > self.entries else \
+                        f"more than {self.file_bytes} bytes of files"
+                    raise BuildError(f"{sif} unpacks to {what}; refused")
+        if lister.returncode != 0:
+            raise BuildError(f"{sif}: unsquashfs cannot list its root filesystem (exit {lister.returncode})")
+
+
+def of_sif(sif: Path, scratch: Path | None = None, limits: UnpackLimits = UnpackLimits()) -> dict[str, str]:
+    """The content manifest of a SIF (unpacked to a temporary folder, then removed), within limits."""
     sif = Path(sif)
     if not sif.is_file():
         raise BuildError(f"image not found: {sif}")
     offset = squashfs_offset(sif)
+    limits.check(sif, offset)
     work = Path(tempfile.mkdtemp(prefix="fabric-bench-manifest.", dir=scratch))
     try:
         root = work / "root"

@@ -202,3 +202,26 @@ def test_image_verify_refuses_another_sites_hostile_manifest_before_unpacking_an
     assert "is not a path inside an image" in proc.stderr and not (tmp_path / "saved").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.json", "stack.sif"]   # no scratch left
 
+
+
+def test_a_sif_that_unpacks_to_more_than_the_limits_is_refused_before_unpacking(tmp_path):
+    """A SIF of a few KiB can carry a huge sparse file (hashed byte by byte once unpacked) or a
+    flood of entries: `unsquashfs -lls` is counted first, and nothing is unpacked past a limit."""
+    import shutil
+    import subprocess
+
+    from tests.conftest import need
+    need(shutil.which("apptainer") is not None and shutil.which("unsquashfs") is not None, "apptainer, unsquashfs")
+    tree = tmp_path / "tree"
+    (tree / "etc").mkdir(parents=True)
+    with (tree / "etc" / "sparse").open("wb") as f:
+        f.truncate(3 * 2**20)
+    sif = tmp_path / "small.sif"
+    subprocess.run(["apptainer", "build", "--force", str(sif), str(tree)], check=True, capture_output=True,
+                   timeout=300)
+    assert sif.stat().st_size < 2**20 and "/etc/sparse" in manifest.of_sif(sif, scratch=tmp_path)
+    for limits, line in ((manifest.UnpackLimits(file_bytes=2**20), "more than 1048576 bytes of files"),
+                         (manifest.UnpackLimits(entries=5), "more than 5 entries")):
+        with pytest.raises(BuildError, match=f"unpacks to {line}; refused"):
+            manifest.of_sif(sif, scratch=tmp_path, limits=limits)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.sif", "tree"]     # no scratch left behind
