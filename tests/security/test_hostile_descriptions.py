@@ -1,8 +1,7 @@
-"""A site's cluster description, a node's probe report, a sweep's summary and site and experiment
-files (which archives carry) are read from
-files another site may have written: one nested 100k deep, too large, or not a file at all
-(a FIFO) is one line and exit 2, or left out, never a RecursionError or a read without end
-(issue 41)."""
+"""A site's cluster description, a node's probe report, a sweep's summary, and site and
+experiment files (which archives carry) may all have been written at another site: one nested
+100k deep, too large, or not a file at all (a FIFO) is one line and exit 2, or left out, never
+a RecursionError or a read without end (issue 41)."""
 from __future__ import annotations
 
 import json
