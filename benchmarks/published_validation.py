@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from containers.untrusted import UntrustedInput, read_json  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
 from launch.results import cluster as clusters  # noqa: E402
 from launch.results import predict_cluster  # noqa: E402
@@ -30,6 +31,7 @@ from launch.results.predict import HOROVOD_CYCLE_MS, MIB, Workload  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "published"
 WIRE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+MAX_CASE_BYTES = 1 << 20       # a case is a few KiB
 EFFICIENCY_GOAL = 0.05
 EXPOSED_FACTOR = 1.5
 EXPOSED_FLOOR = 0.05
@@ -39,9 +41,18 @@ def load(path: Path) -> dict:
     """One case, checked: a source with repository/path/commit/where, and either measurements
     with a system and workload, or the reason it is not predicted."""
     try:
-        case = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not a readable case ({exc})") from None
+        case = read_json(path, MAX_CASE_BYTES, "case")
+    except UntrustedInput as exc:
+        raise UsageError(f"{path}: not a readable case ({exc.reason.removeprefix('is ')})") from None
+    try:
+        return _checked(case, path)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise UsageError(f"{path}: a case of the wrong shape ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+def _checked(case: dict, path: Path) -> dict:
+    if not isinstance(case, dict):
+        raise TypeError("not an object")
     src = case.get("source") or {}
     missing = [k for k in ("repository", "path", "commit", "where") if not src.get(k)]
     if not isinstance(case.get("id"), str) or missing:

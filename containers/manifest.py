@@ -12,6 +12,9 @@ SOURCE_DATE_EPOCH, so that file is recorded by the sha256 of its labels without 
 
 A SIF's root filesystem is its squashfs partition (`apptainer sif list` gives its offset),
 unpacked with squashfs-tools' `unsquashfs -o OFFSET` into a temporary folder.
+
+A manifest saved at another site (`image verify --save`) travels instead of its image where
+the image is large: `load` reads it as untrusted data, within bounds and by shape.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from containers.host import BuildError, runtime_binary
+from containers.untrusted import UntrustedInput, read_json
 
 # (cause, pattern on the path): the first that matches names the cause
 CAUSES = (
@@ -38,6 +42,11 @@ CAUSES = (
     ("generated at install time (/etc)", re.compile(r"^/etc/")),
 )
 OTHER = "other"
+MAX_BYTES = 64 << 20          # a stack image's manifest is ~8 MiB (68919 entries)
+MAX_ENTRIES = 500_000
+_PATH = re.compile(r"/[^\x00-\x1f\x7f]{1,4095}")
+_ENTRY = re.compile(r"file [0-7]{4} (labels:)?[0-9a-f]{64}|dir [0-7]{4}|special [0-7]{4}"
+                    r"|link [0-7]{4} [^\x00-\x1f\x7f]{1,4096}")
 LABELS_FILE = "/.singularity.d/labels.json"
 TIME_LABELS = ("org.label-schema.build-date",)
 
@@ -109,12 +118,43 @@ def of_tree(root: Path) -> dict[str, str]:
     return entries
 
 
-def of_sif(sif: Path, scratch: Path | None = None) -> dict[str, str]:
-    """The content manifest of a SIF (unpacked to a temporary folder, then removed)."""
+@dataclass(frozen=True)
+class UnpackLimits:
+    """Bounds on unpacking an image (perhaps another site's copy) to take its manifest, far
+    above a real one (a stack image: ~69k entries, ~5 GiB): a SIF of a few KiB can hold a
+    terabyte of sparse file, which unpacks sparse but is then hashed byte by byte."""
+    entries: int = MAX_ENTRIES
+    file_bytes: int = 64 << 30
+
+    def check(self, sif: Path, offset: int) -> None:
+        """Count what `unsquashfs -lls` lists (nothing unpacked; the listing is read as a stream
+        and stopped at the first limit passed)."""
+        entries = total = 0
+        with subprocess.Popen(["unsquashfs", "-n", "-lls", "-o", str(offset), str(sif)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, errors="replace") as lister:
+            assert lister.stdout is not None
+            for line in lister.stdout:
+                fields = line.split(None, 3)
+                if len(fields) < 4 or fields[0][:1] not in "-dlcbps" or "/" not in fields[1]:
+                    continue
+                entries += 1
+                total += int(fields[2]) if fields[0].startswith("-") and fields[2].isdigit() else 0
+                if entries > self.entries or total > self.file_bytes:
+                    lister.kill()
+                    what = f"more than {self.entries} entries" if entries > self.entries else \
+                        f"more than {self.file_bytes} bytes of files"
+                    raise BuildError(f"{sif} unpacks to {what}; refused")
+        if lister.returncode != 0:
+            raise BuildError(f"{sif}: unsquashfs cannot list its root filesystem (exit {lister.returncode})")
+
+
+def of_sif(sif: Path, scratch: Path | None = None, limits: UnpackLimits = UnpackLimits()) -> dict[str, str]:
+    """The content manifest of a SIF (unpacked to a temporary folder, then removed), within limits."""
     sif = Path(sif)
     if not sif.is_file():
         raise BuildError(f"image not found: {sif}")
     offset = squashfs_offset(sif)
+    limits.check(sif, offset)
     work = Path(tempfile.mkdtemp(prefix="fabric-bench-manifest.", dir=scratch))
     try:
         root = work / "root"
@@ -142,3 +182,25 @@ def compare(a: dict[str, str], b: dict[str, str]) -> Comparison:
 
 def save(manifest: dict[str, str], path: Path) -> None:
     Path(path).write_text(json.dumps(manifest, indent=0, sort_keys=True) + "\n")
+
+
+def load(path: Path) -> dict[str, str]:
+    """A content manifest saved by `save` (perhaps at another site: `image verify --save` there),
+    checked: a flat object within MAX_BYTES and MAX_ENTRIES, each path absolute inside the image
+    (no `..`, `.` or empty part), each entry one of the shapes of_tree writes, no control
+    character anywhere (the paths are printed)."""
+    try:
+        data = read_json(path, MAX_BYTES, "content manifest", max_depth=1)
+    except UntrustedInput as exc:
+        raise BuildError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise BuildError(f"content manifest {path}: not an object of path -> entry")
+    if len(data) > MAX_ENTRIES:
+        raise BuildError(f"content manifest {path}: {len(data)} entries, over the {MAX_ENTRIES} limit; refused")
+    for entry_path, entry in data.items():
+        if not _PATH.fullmatch(entry_path) or any(part in ("", ".", "..") for part in entry_path.split("/")[1:]):
+            raise BuildError(f"content manifest {path}: {entry_path!r:.80} is not a path inside an image")
+        if not isinstance(entry, str) or not _ENTRY.fullmatch(entry):
+            raise BuildError(f"content manifest {path}: the entry of {entry_path!r:.80} is not "
+                             "'file|dir|link|special MODE [sha256|target]'")
+    return data

@@ -9,30 +9,46 @@ manifest digest (`HOST/NAME@sha256:...`), never a tag alone, and the caller chec
 Credentials are the runtimes' own (`apptainer registry login`, `podman login`): this module
 reads the same auth files only to resolve a tag to its manifest digest. Plain HTTP
 (`insecure`) is allowed for a registry on this host only.
+
+A registry is another party: what this module reads from one is bounded (MANIFEST_MAX_BYTES,
+a deadline per answer however slowly it trickles), checked against the digest asked for, and
+parsed as untrusted JSON (containers/untrusted.py). The blobs themselves are fetched by the
+runtime, which checks each against its digest; the pulled image's digest is checked again here.
 """
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import re
 import subprocess
 import tempfile
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from email.message import Message
 from pathlib import Path
 
 from containers.digest import remembered_sha256
 from containers.host import RUNTIMES, BuildError, cache_dir, runtime_binary
+from containers.untrusted import UntrustedInput, load_json
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json",
                   "application/vnd.docker.distribution.manifest.v2+json")
 SIF_LAYER = "application/vnd.sylabs.sif.layer.v1.sif"
-TIMEOUT_S = 30
-_HOST = r"(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?|\[::1\](?::[0-9]{1,5})?)"
+TIMEOUT_S = 30                  # one connection attempt or one read
+DEADLINE_S = 60                 # a whole answer, however slowly it comes
+MANIFEST_MAX_BYTES = 4 << 20    # a manifest is a few KiB
+TOKEN_MAX_BYTES = 1 << 20
+MAX_IMAGE_BYTES = 1 << 40       # what a manifest may declare (the largest images here are ~5 GiB)
+PULL_BASE_S = 600               # a pull's start-up, unpacking (podman) and checks
+PULL_MIN_BYTES_PER_S = 1 << 20  # the slowest transfer a pull is waited for
+_HOST = r"(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?|\[::1\](?::[0-9]{1,5})?)"  # never an option
 _NAME = r"(?P<name>[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
 _REFERENCE = re.compile(rf"^{_HOST}/{_NAME}(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}))?"
                         r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
@@ -118,24 +134,66 @@ def _basic_auth(host: str) -> str:
     return ""
 
 
-def _open(url: str, headers: dict[str, str]):
-    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=TIMEOUT_S)
+def _get(url: str, headers: dict[str, str], max_bytes: int, deadline_s: float) -> tuple[bytes, Message]:
+    """GET url: (body, headers), the body at most max_bytes and the whole answer (connection,
+    headers, body) within deadline_s, however slowly or endlessly the server sends. An error
+    status raises urllib.error.HTTPError. The exchange runs in a daemon thread so that the
+    deadline also holds while the server trickles its headers; one past it is abandoned (its
+    socket times out by itself) and reads no further."""
+    end = time.monotonic() + deadline_s
+    outcome: dict = {}
+
+    def fetch() -> None:
+        try:
+            request = urllib.request.Request(url, headers=headers)
+            with urllib.request.urlopen(request, timeout=min(TIMEOUT_S, deadline_s)) as answer:
+                length = answer.headers.get("Content-Length", "")
+                if length.isdigit() and int(length) > max_bytes:
+                    raise RegistryError(f"the answer announces {int(length)} bytes, over the {max_bytes} limit")
+                chunks, size = [], 0
+                while chunk := answer.read1(1 << 16):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise RegistryError(f"the answer runs past the {max_bytes} byte limit")
+                    if time.monotonic() > end:
+                        return
+                    chunks.append(chunk)
+                outcome["answer"] = (b"".join(chunks), answer.headers)
+        except BaseException as exc:        # handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=fetch, name="registry-get", daemon=True)
+    worker.start()
+    worker.join(max(0.0, end - time.monotonic()))
+    if "error" in outcome:
+        raise outcome["error"]
+    if "answer" not in outcome:
+        raise RegistryError(f"no whole answer within {deadline_s:g} s")
+    return outcome["answer"]
 
 
-def _token(challenge: str, host: str) -> str:
+def _token(challenge: str, host: str, deadline_s: float = DEADLINE_S) -> str:
     """A bearer token for a `WWW-Authenticate: Bearer realm=...` challenge (the login's, or anonymous)."""
     fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
     realm = fields.pop("realm", "")
     if not realm.startswith("https://") and not (realm.startswith("http://") and parse(f"{host}/x").local):
-        raise RegistryError(f"{host}: refusing a token realm over plain HTTP ({realm!r})")
+        raise RegistryError(f"refusing a token realm over plain HTTP ({realm!r:.80})")
     headers = {"Authorization": f"Basic {auth}"} if (auth := _basic_auth(host)) else {}
-    with _open(f"{realm}?{urllib.parse.urlencode(fields)}", headers) as answer:
-        body = json.loads(answer.read(1 << 20))
-    return body.get("token") or body.get("access_token") or ""
+    body, _ = _get(f"{realm}?{urllib.parse.urlencode(fields)}", headers, TOKEN_MAX_BYTES, deadline_s)
+    try:
+        answer = load_json(body, "the token answer", TOKEN_MAX_BYTES)
+    except UntrustedInput as exc:
+        raise RegistryError(str(exc)) from None
+    token = (answer.get("token") or answer.get("access_token")) if isinstance(answer, dict) else None
+    if not isinstance(token, str) or not token.isprintable():
+        raise RegistryError("the token answer holds no token")
+    return token
 
 
-def manifest(ref: Reference, insecure: bool = False) -> tuple[str, dict]:
-    """(digest, manifest) of ref's tag or digest, as the registry serves it."""
+def manifest(ref: Reference, insecure: bool = False, deadline_s: float = DEADLINE_S) -> tuple[str, dict]:
+    """(digest, manifest) of ref's tag or digest, as the registry serves it: its bytes hash to
+    the digest asked for (and to the one the registry claims), within MANIFEST_MAX_BYTES and
+    deadline_s for each request, a JSON object whose layers are objects."""
     _check_insecure(ref, insecure)
     scheme = "http" if insecure or ref.local else "https"
     url = f"{scheme}://{ref.host}/v2/{ref.name}/manifests/{ref.digest or ref.tag or 'latest'}"
@@ -144,29 +202,35 @@ def manifest(ref: Reference, insecure: bool = False) -> tuple[str, dict]:
         headers["Authorization"] = f"Basic {auth}"
     try:
         try:
-            answer = _open(url, headers)
+            body, answered = _get(url, headers, MANIFEST_MAX_BYTES, deadline_s)
         except urllib.error.HTTPError as exc:
             challenge = exc.headers.get("WWW-Authenticate", "") if exc.code == 401 else ""
             if not challenge.lower().startswith("bearer"):
                 raise
-            headers["Authorization"] = f"Bearer {_token(challenge, ref.host)}"
-            answer = _open(url, headers)
-        with answer:
-            body = answer.read(4 << 20)
-            digest = answer.headers.get("Docker-Content-Digest", "")
+            headers["Authorization"] = f"Bearer {_token(challenge, ref.host, deadline_s)}"
+            body, answered = _get(url, headers, MANIFEST_MAX_BYTES, deadline_s)
+        digest = answered.get("Docker-Content-Digest", "")
     except urllib.error.HTTPError as exc:
-        raise RegistryError(f"{ref}: the registry answered {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise RegistryError(f"{ref}: cannot reach the registry ({getattr(exc, 'reason', exc)})") from None
+        raise RegistryError(f"{ref}: the registry answered {exc.code} {str(exc.reason)[:80]}") from None
+    except RegistryError as exc:
+        raise RegistryError(f"{ref}: {exc}") from None
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        reason = str(getattr(exc, "reason", exc) or type(exc).__name__).splitlines()[0][:200]
+        raise RegistryError(f"{ref}: cannot reach the registry ({reason})") from None
     computed = "sha256:" + hashlib.sha256(body).hexdigest()
     if digest and digest != computed:
-        raise RegistryError(f"{ref}: the manifest's bytes hash to {computed}, not the {digest} the registry claims")
+        raise RegistryError(f"{ref}: the manifest's bytes hash to {computed}, not the {digest[:80]} the registry "
+                            "claims")
     if ref.digest and computed != ref.digest:
         raise RegistryError(f"{ref}: the registry served a manifest with digest {computed}")
     try:
-        return computed, json.loads(body)
-    except ValueError:
-        raise RegistryError(f"{ref}: the manifest is not JSON") from None
+        data = load_json(body, f"{ref}: the manifest", MANIFEST_MAX_BYTES)
+    except UntrustedInput as exc:
+        raise RegistryError(str(exc)) from None
+    layers = data.get("layers", []) if isinstance(data, dict) else None
+    if not isinstance(layers, list) or not all(isinstance(layer, dict) for layer in layers):
+        raise RegistryError(f"{ref}: the manifest is not an object with a list of layers")
+    return computed, data
 
 
 # ---------------------------------------------------------------- runtimes
@@ -248,20 +312,39 @@ def push(image: str, target: str, runtime: str = "apptainer", insecure: bool = F
     return Pushed(f"{ref.host}/{ref.name}@{digest}", digest, image_id)
 
 
+def pull_timeout_s(ref: Reference, insecure: bool, deadline_s: float = DEADLINE_S) -> float:
+    """How long the runtime may take to pull ref: the pinned manifest is read first (bounded,
+    checked against its digest: a registry that does not answer, or answers with something
+    else, is refused before the runtime starts, which would wait on a silent registry for ever),
+    and the pull gets PULL_BASE_S plus its blobs' declared size at PULL_MIN_BYTES_PER_S."""
+    _, body = manifest(ref, insecure, deadline_s)
+    blobs = [*body.get("layers", []), *([body["config"]] if isinstance(body.get("config"), dict) else [])]
+    sizes = [blob.get("size") for blob in blobs]
+    if not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in sizes):
+        raise RegistryError(f"{ref}: the manifest gives a blob without a size")
+    total = sum(sizes)
+    if total > MAX_IMAGE_BYTES:
+        raise RegistryError(f"{ref}: the manifest's blobs add up to {total} bytes, over the "
+                            f"{MAX_IMAGE_BYTES // 2**30} GiB limit")
+    return PULL_BASE_S + total / PULL_MIN_BYTES_PER_S
+
+
 def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, insecure: bool = False,
-         local_name: str = "", store: Path | None = None) -> Pulled:
+         local_name: str = "", store: Path | None = None, deadline_s: float = DEADLINE_S) -> Pulled:
     """Pull HOST/NAME@sha256:MANIFEST: apptainer to `out` (a .sif path), podman into its store
-    (or `store`; tagged `local_name` when given). The image's digest is computed from what arrived."""
+    (or `store`; tagged `local_name` when given), within pull_timeout_s. The image's digest is
+    computed from what arrived."""
     if runtime not in RUNTIMES:
         raise RegistryError(f"unknown runtime {runtime!r}; choose from {', '.join(RUNTIMES)}")
     ref = parse(reference)
     pinned = ref.by_digest()
     _check_insecure(ref, insecure)
     binary = runtime_binary(runtime)
+    if runtime == "apptainer" and out is None:
+        raise RegistryError("apptainer pull needs an output path (--out X.sif)")
+    timeout = pull_timeout_s(ref, insecure, deadline_s)
     if runtime == "apptainer":
-        if out is None:
-            raise RegistryError("apptainer pull needs an output path (--out X.sif)")
-        out = Path(out)
+        out = Path(str(out))
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_name(out.name + ".partial")
         # --disable-cache: apptainer would keep a second copy of every pulled SIF in its cache
@@ -270,7 +353,7 @@ def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, in
         if insecure:
             argv.append("--no-https")
         try:
-            _run([*argv, str(partial), f"oras://{pinned}"], f"apptainer pull of {pinned}")
+            _run([*argv, str(partial), f"oras://{pinned}"], f"apptainer pull of {pinned}", timeout=timeout)
             partial.rename(out)
         finally:
             partial.unlink(missing_ok=True)
@@ -279,7 +362,7 @@ def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, in
     if insecure or ref.local:
         argv.append("--tls-verify=false")
     env = podman_env()
-    _run([*argv, pinned], f"podman pull of {pinned}", env=env)
+    _run([*argv, pinned], f"podman pull of {pinned}", env=env, timeout=timeout)
     image = pinned
     if local_name:
         _run([*podman(store), "tag", pinned, local_name], f"podman tag {local_name}", env=env)

@@ -9,7 +9,8 @@ carried by archives, shown by `image inspect --sbom`, and compared by `compare` 
 
     diff(a, b) -> ["same components, rebuilt"] | ["ucx 1.13.1 vs 1.18.0", "+ foo 1.0", ...]
 
-An SBOM from another site is data: `read` validates its shape and bounds its size.
+An SBOM from another site is data: `read` validates its shape and bounds its size and nesting
+(containers/untrusted.py).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from containers import sources, stack
 from containers.digest import remembered_sha256
 from containers.host import BuildError, cache_dir, runtime_binary
+from containers.untrusted import UntrustedInput, load_json
 
 SUFFIX = ".sbom.cdx.json"
 RUNTIMES = ("apptainer", "podman")            # the runtimes whose images have an SBOM
@@ -243,25 +245,46 @@ class SbomError(ValueError):
 
 def read(text: str | bytes) -> Summary:
     """An SBOM's comparable content; anything malformed is one SbomError line."""
-    if len(text) > MAX_BYTES:
-        raise SbomError(f"SBOM larger than {MAX_BYTES} bytes")
     try:
-        data = json.loads(text)
-    except ValueError:
-        raise SbomError("SBOM is not JSON") from None
+        data = load_json(text, "SBOM", MAX_BYTES)
+    except UntrustedInput as exc:
+        raise SbomError(str(exc)) from None
     if not isinstance(data, dict) or data.get("bomFormat") != "CycloneDX":
         raise SbomError("not a CycloneDX SBOM")
-    meta = (data.get("metadata") or {}).get("component") or {}
-    props = {p.get("name"): str(p.get("value")) for p in meta.get("properties", []) if isinstance(p, dict)}
+    metadata = _shaped(data.get("metadata"), dict, "metadata")
+    meta = _shaped(metadata.get("component"), dict, "metadata.component")
+    props = _properties(meta, "metadata.component")
     groups: dict[str, dict[str, str]] = {"stack": {}, "python": {}, "os": {}}
-    for comp in data.get("components", []):
+    for comp in _shaped(data.get("components"), list, "components"):
         if not isinstance(comp, dict) or not isinstance(comp.get("name"), str):
             raise SbomError("SBOM component without a name")
-        role = next((str(p.get("value")) for p in comp.get("properties", [])
-                     if isinstance(p, dict) and p.get("name") == f"{PROPERTY}:role"), "os")
-        groups.get(role, groups["os"])[comp["name"]] = str(comp.get("version", ""))
-    return Summary(str(meta.get("version", "")), props.get(f"{PROPERTY}:base-image-digest", ""),
-                   props.get(f"{PROPERTY}:compiler", ""), props.get(f"{PROPERTY}:stack-digest", ""), groups["stack"], groups["python"], groups["os"])
+        role = _properties(comp, f"component {comp['name']!r:.40}").get(f"{PROPERTY}:role", "os")
+        groups.get(role, groups["os"])[comp["name"]] = _text(comp.get("version"))
+    return Summary(_text(meta.get("version")), props.get(f"{PROPERTY}:base-image-digest", ""),
+                   props.get(f"{PROPERTY}:compiler", ""), props.get(f"{PROPERTY}:stack-digest", ""),
+                   groups["stack"], groups["python"], groups["os"])
+
+
+def _shaped(value, kind: type, where: str):
+    """value when it is of kind; absent (None) is an empty one; anything else is refused."""
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise SbomError(f"SBOM {where} is not a{'n object' if kind is dict else ' list'}")
+    return value
+
+
+def _text(value) -> str:
+    """A scalar as text; a list or an object where a name or version belongs is refused."""
+    if isinstance(value, (dict, list)):
+        raise SbomError("SBOM has a list or an object where a name or a version belongs")
+    return "" if value is None else str(value)
+
+
+def _properties(owner: dict, where: str) -> dict[str, str]:
+    return {str(p["name"]): _text(p.get("value")) for p in _shaped(owner.get("properties"), list,
+                                                                    f"{where} properties")
+            if isinstance(p, dict) and isinstance(p.get("name"), str)}
 
 
 def _changes(a: dict[str, str], b: dict[str, str], label: str = "") -> list[str]:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from containers.files import REPO, git, sha256_bytes
+from containers.untrusted import UntrustedInput, load_json
 from launch import signing
 from launch.errors import UsageError
 from launch.trust import ArchiveLimits
@@ -294,11 +295,15 @@ def read(path: Path, limits: ArchiveLimits = ArchiveLimits()) -> Archive:
         raise UsageError(f"archive {path} is corrupt or truncated: {exc}") from None
     if MANIFEST not in files:
         raise UsageError(f"archive {path} has no {MANIFEST}")
+    folders = {str(parent) for name in files for parent in PurePosixPath(name).parents}
+    clash = sorted(folders & set(files))
+    if clash:
+        raise UsageError(f"archive member {clash[0]!r} is a file and a folder; refused")
     manifest_bytes, signature = files.pop(MANIFEST), files.pop(SIGNATURE, None)
     try:
-        manifest = json.loads(manifest_bytes)
-    except ValueError:
-        raise UsageError(f"archive {path}: {MANIFEST} is not JSON") from None
+        manifest = load_json(manifest_bytes, f"archive {path}: {MANIFEST}", limits.member_bytes)
+    except UntrustedInput as exc:
+        raise UsageError(str(exc)) from None
     if not isinstance(manifest, dict) or manifest.get("schema_version") != ARCHIVE_SCHEMA_VERSION:
         version = manifest.get("schema_version") if isinstance(manifest, dict) else None
         raise UsageError(f"archive {path}: unknown archive schema_version {version!r}")

@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from containers.host import RUNTIMES
+from containers.untrusted import UntrustedInput, load_json, read_file
 from launch import signing
 from launch.errors import UsageError
 
 SCHEMA = "fabric-bench-image-references/1"
 MAX_BYTES = 16 << 20
+MAX_SIGNATURE_BYTES = 64 << 10           # an OpenSSH signature is under 1 KiB
 CHECKED_LABELS = ("org.fabric-bench.recipe-hash", "org.fabric-bench.fabric", "org.fabric-bench.flavour",
                   "org.fabric-bench.stack-digest")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -71,31 +73,37 @@ def read_references(path: Path, verify: bool = True, allowed_signers: Path | Non
     """The entries of a reference file; its signature (R.json.sig), where there is one, must verify."""
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"image reference file {path}: {exc.strerror}") from None
-    if len(data) > MAX_BYTES:
-        raise UsageError(f"image reference file {path} is larger than {MAX_BYTES} bytes")
-    if verify:
-        signature = Path(str(path) + ".sig")
-        sig = signature.read_bytes() if signature.is_file() else None
-        signing.check(data, sig, allowed_signers, require_signed, where=f"image reference file {path}",
-                      namespace=signing.IMAGE_NAMESPACE)
-    try:
-        body = json.loads(data)
-    except ValueError:
-        raise UsageError(f"image reference file {path} is not JSON") from None
+        data = read_file(path, MAX_BYTES, "image reference file")
+        if verify:
+            signature = Path(str(path) + ".sig")
+            sig = read_file(signature, MAX_SIGNATURE_BYTES, "signature") if signature.is_file() else None
+            signing.check(data, sig, allowed_signers, require_signed, where=f"image reference file {path}",
+                          namespace=signing.IMAGE_NAMESPACE)
+        body = load_json(data, f"image reference file {path}", MAX_BYTES)
+    except UntrustedInput as exc:
+        raise UsageError(str(exc)) from None
     if not isinstance(body, dict) or body.get("schema") != SCHEMA or not isinstance(body.get("images"), list):
         raise UsageError(f"image reference file {path}: expected {{'schema': '{SCHEMA}', 'images': [...]}}")
     entries = []
     for i, entry in enumerate(body["images"]):
-        if not (isinstance(entry, dict) and isinstance(entry.get("reference"), str)
-                and DIGEST.fullmatch(str(entry.get("image_digest", ""))) and isinstance(entry.get("labels"), dict)
-                and all(isinstance(v, str) for v in entry["labels"].values())
-                and isinstance(entry.get("sbom", ""), str) and entry.get("runtime") in RUNTIMES):
+        if not _well_formed(entry):
             raise UsageError(f"image reference file {path}: entry {i} is malformed")
         entries.append(entry)
     return entries
+
+
+def _well_formed(entry) -> bool:
+    """An entry names an image pinned by digest, its runtime, digest, labels (text) and SBOM (text)."""
+    from containers.oci import RegistryError, parse
+    if not (isinstance(entry, dict) and isinstance(entry.get("reference"), str)
+            and DIGEST.fullmatch(str(entry.get("image_digest", ""))) and isinstance(entry.get("labels"), dict)
+            and all(isinstance(v, str) for v in entry["labels"].values())
+            and isinstance(entry.get("sbom", ""), str) and entry.get("runtime") in RUNTIMES):
+        return False
+    try:
+        return bool(parse(entry["reference"]).digest)
+    except RegistryError:
+        return False
 
 
 def from_references(path: Path, reference: str, allowed_signers: Path | None = None,
@@ -116,16 +124,18 @@ def from_archive(archive, digest: str) -> Expectation:
     """What the archive recorded for the image whose digest is `digest` (its runs' image, or
     the stack image those were built FROM)."""
     try:
-        images = json.loads(archive.members.get("stack/images.json", b"{}"))
-    except ValueError:
-        raise UsageError(f"archive {archive.path}: stack/images.json is not JSON") from None
+        images = load_json(archive.members.get("stack/images.json", b"{}"), f"archive {archive.path}: "
+                           "stack/images.json", MAX_BYTES)
+    except UntrustedInput as exc:
+        raise UsageError(str(exc)) from None
     wanted = normal(digest)
     recorded = []
     for entry in images.values() if isinstance(images, dict) else []:
         if not isinstance(entry, dict):
             continue
         labels = _archive_labels(entry.get("inspect"))
-        image_digest, stack_digest = normal(entry.get("digest_recorded") or ""), normal(entry.get("stack_digest") or "")
+        image_digest, stack_digest = (normal(value) if isinstance(value, str) else ""
+                                      for value in (entry.get("digest_recorded"), entry.get("stack_digest")))
         recorded += [image_digest, stack_digest]
         if wanted == image_digest:
             return Expectation(f"archive {archive.path}", image_digest,
@@ -143,13 +153,17 @@ def _archive_labels(inspect_text) -> dict:
     if not isinstance(inspect_text, str):
         return {}
     try:
-        data = json.loads(inspect_text)
-    except ValueError:
+        data = load_json(inspect_text, "inspect output", MAX_BYTES)
+    except UntrustedInput:
         return {}
-    found = data.get("data", {}).get("attributes", {}).get("labels") if isinstance(data, dict) else None
-    if found is None and isinstance(data, list) and data and isinstance(data[0], dict):
-        found = data[0].get("Labels") or data[0].get("Config", {}).get("Labels")
-    return {k: str(v) for k, v in (found or {}).items()} if isinstance(found, dict) else {}
+    def field(value, *keys):
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+    found = field(data, "data", "attributes", "labels")
+    if found is None and isinstance(data, list) and data:
+        found = field(data[0], "Labels") or field(data[0], "Config", "Labels")
+    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
 
 
 # ---------------------------------------------------------------- the check

@@ -50,8 +50,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from containers.untrusted import UntrustedInput, read_json
 from launch import slurm
 from launch.errors import UsageError
+from launch.node_names import node_name, node_names
 
 THRESHOLD = 0.7
 MEASURED_PATTERNS = ("all-pairs", "screen")   # what a locate.json records
@@ -61,7 +63,7 @@ UPPER_QUANTILE = 0.75
 DEFAULT_BYTES = 4 * 2**20
 STEP_TIMEOUT_S = 180
 _STEP_ID = re.compile(r"StepId=(\d+)\.(\d+)")
-_NODE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+MAX_LOCATE_BYTES = 64 * 2**20  # all pairs of 256 nodes (the most the report shows) is ~16 MiB
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
 
 
@@ -169,7 +171,8 @@ def _slurm(argv: list[str], timeout: float = 30) -> str:
 
 
 def hostnames(nodelist: str) -> list[str]:
-    return _slurm(["scontrol", "show", "hostnames", nodelist]).split()
+    """The node names of a Slurm host list, each checked by shape (they name folders and steps)."""
+    return node_names(_slurm(["scontrol", "show", "hostnames", nodelist]).split(), "scontrol show hostnames")
 
 
 def allocate(nodes: int | None, nodelist: str | None, exclude: str | None, minutes: int) -> str:
@@ -317,23 +320,28 @@ def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]
     return out
 
 
-def named_nodes(path: Path) -> list[str]:
-    """The slow nodes a locate.json names (another site's file: validated, names only)."""
-    return _slow_nodes(_load(path), path)
+def named_nodes(path: Path, cluster: list[str] | None = None) -> list[str]:
+    """The slow nodes a locate.json names (another site's file: validated, names only); with
+    `cluster` (its node names), a name that is not one of them is refused."""
+    nodes = _slow_nodes(_load(path), path)
+    unknown = [n for n in nodes if cluster is not None and n not in cluster]
+    if unknown:
+        raise UsageError(f"{path}: names node {unknown[0]!r}, which is not in this cluster"
+                         + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
+    return nodes
 
 
 def _load(path: Path):
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not a locate result ({exc})") from None
+        return read_json(path, MAX_LOCATE_BYTES, "locate result")
+    except UntrustedInput as exc:
+        raise UsageError(f"{path}: not a locate result: {exc.reason.removeprefix('is ')}") from None
 
 
 def _slow_nodes(data, path: Path) -> list[str]:
-    nodes = data.get("slow_nodes") if isinstance(data, dict) and data.get("kind") == "locate" else None
-    if not isinstance(nodes, list) or not all(isinstance(n, str) and _NODE_NAME.fullmatch(n) for n in nodes):
+    if not isinstance(data, dict) or data.get("kind") != "locate":
         raise UsageError(f"{path}: not a locate result (kind 'locate' with slow_nodes, a list of node names)")
-    return nodes
+    return node_names(data.get("slow_nodes"), f"{path}: not a locate result: slow_nodes")
 
 
 # -- heat-map --------------------------------------------------------------------------------
@@ -387,9 +395,7 @@ def read_locate(path: Path) -> dict:
     slow_nodes = _slow_nodes(data, path)  # the kind checked there too
 
     def name(value) -> str:
-        if not isinstance(value, str) or not _NODE_NAME.fullmatch(value):
-            raise UsageError(f"{path}: not a locate result ({value!r:.40} is not a node name)")
-        return value
+        return node_name(value, f"{path}: not a locate result")
 
     def gbit(value) -> float | None:
         if value is None:
@@ -398,7 +404,7 @@ def read_locate(path: Path) -> dict:
             raise UsageError(f"{path}: not a locate result ({value!r:.40} is not a bandwidth)")
         return float(value)
     try:
-        nodes = [name(n) for n in data["nodes"]][:256]
+        nodes = node_names(data["nodes"], f"{path}: not a locate result")[:256]
         pairs = [(name(p["a"]), name(p["b"]), gbit(p.get("best_gbit_s"))) for p in data["pairs"]][:256 * 255 // 2]
         reference = gbit(data["test"]["reference_gbit_s"]) or 0.0
         links = [(name(a), name(b)) for a, b in data.get("slow_links", [])]
@@ -409,6 +415,9 @@ def read_locate(path: Path) -> dict:
     pattern = data.get("pattern", "all-pairs")      # a locate.json from before the screen: all pairs
     if pattern not in MEASURED_PATTERNS:
         raise UsageError(f"{path}: not a locate result ({pattern!r:.40} is not a pattern)")
+    stranger = next((n for n in [*slow_nodes, *(x for link in links for x in link)] if n not in nodes), None)
+    if stranger is not None:
+        raise UsageError(f"{path}: not a locate result (it names {stranger!r}, which is not one of its nodes)")
     return {"nodes": nodes, "grid": _grid(nodes, pairs), "reference_gbit_s": reference, "pattern": pattern,
             "slow_nodes": slow_nodes, "slow_links": links}
 

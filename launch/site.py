@@ -40,6 +40,7 @@ from typing import Any, Optional
 from containers.fabrics import HOST_FABRICS, profile
 from launch import slurm
 from launch.launchers import LOCAL, MPIRUN, SITE_LAUNCHERS, SRUN
+from launch.node_names import INTERFACE_NAME
 from launch.runtimes import CONTAINER_RUNTIMES, HOST
 from launch.toml_file import TomlTable, read_toml
 
@@ -111,7 +112,7 @@ def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
         if link is not None and (isinstance(link, bool) or not isinstance(link, (int, float)) or link <= 0):
             raise check.fail("link_gbit_s", "a line rate in Gbit/s > 0", link)
         # one device, or a comma-separated list of rails (mlx5_0,mlx5_1)
-        fabrics[name] = FabricSite(interface=check.string("interface", pattern=r"[\w.:-]+"),
+        fabrics[name] = FabricSite(interface=check.string("interface", pattern=INTERFACE_NAME.pattern),
                                    device=check.string(device_key, pattern=r"[\w.:-]+(,[\w.:-]+)*")
                                    if device_key else None, host_paths=host_paths,
                                    link_gbit_s=float(link) if link is not None else None)

@@ -137,6 +137,12 @@ def nodes_available(in_allocation: bool, partition: str | None) -> int | None:
     return sum(counts) if counts else None
 
 
+def cluster_nodes() -> list[str] | None:
+    """Every node name of the cluster (`sinfo --Node`; None when Slurm cannot be asked)."""
+    out = _query(["sinfo", "--noheader", "--Node", "--format=%N"])
+    return sorted(set(out.split())) if out is not None else None
+
+
 def job_header(*, name: str, nodes: int, tasks_per_node: int, output: Path | str, gpus_per_node: int = 0,
                partition: str | None = None, account: str | None = None, time: str | None = None,
                exclude: str | None = None) -> list[str]:

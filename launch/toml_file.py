@@ -7,21 +7,29 @@ import tomllib
 from pathlib import Path
 from typing import Any, Optional
 
+from containers.untrusted import UntrustedInput, read_file
 from launch.errors import UsageError
+
+MAX_TOML_BYTES = 4 << 20   # a site or experiment file is a few KiB
 
 
 def read_toml(path: Path, kind: str) -> dict:
     """The parsed table of `path`; `kind` names the file in messages ("site", "experiment")."""
+    path = Path(path)
+    try:  # perhaps another site's (an archive carries its site and experiment files): bounded
+        data = read_file(path, MAX_TOML_BYTES, f"{kind} file")
+    except UntrustedInput as exc:
+        if not path.exists():
+            raise UsageError(f"{path}: {kind} file not found") from None
+        raise UsageError(f"{path}: cannot read {kind} file: {exc.reason.removeprefix('is ')}") from None
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: {kind} file not found") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read {kind} file: {exc.strerror}") from None
+        return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise UsageError(f"{path}: {kind} file is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path.name}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: {kind} file is nested too deeply to be a {kind} file") from None
 
 
 def expected(path: Path, where: str, what: str, got: Any = ...) -> UsageError:

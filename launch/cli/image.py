@@ -294,13 +294,15 @@ def list_images(as_json: bool = typer.Option(False, "--json", help="machine-read
 def verify(
     image: Path = typer.Argument(..., help="a built .sif (recorded in CACHE/images/registry.json)"),
     rebuild: bool = typer.Option(False, "--rebuild", help="build it once more from its recorded recipe"),
-    against: Path = typer.Option(None, help="compare with this .sif instead of rebuilding (an air-gapped copy)"),
+    against: Path = typer.Option(None, help="compare with this .sif instead of rebuilding (an air-gapped copy), "
+                                            "or with the content manifest (.json) another site saved with --save"),
     save: Path = typer.Option(None, help="write both content manifests (JSON) into this folder"),
 ):
     """Compare an image's content manifest (every file's path, mode and sha256; no times) with a
     rebuild's, or with another copy's: the identical share and the differing files by cause.
 
     Example: fabric-bench image verify --rebuild ~/.cache/fabric-bench/images/stack-cpu-debian-*.sif
+    Example: fabric-bench image verify stack.sif --against site-a/first.json
     """
     import tempfile
 
@@ -310,6 +312,9 @@ def verify(
         raise UsageError("say what to compare with: --rebuild, or --against OTHER.sif")
     console = make_console(stderr=True)
     try:
+        # another site's manifest is checked before minutes go into unpacking this image
+        saved = manifest.load(against) if against is not None and against.suffix == ".json" and not rebuild \
+            else None
         first = manifest.of_sif(image)
         with tempfile.TemporaryDirectory(prefix="fabric-bench-rebuild.", dir=Path(image).resolve().parent) as work:
             if rebuild:
@@ -324,7 +329,7 @@ def verify(
                     other = builder.rebuild(entry, Path(work), progress=progress)
             else:
                 other = against
-            second = manifest.of_sif(other)
+            second = saved if saved is not None else manifest.of_sif(other)
     except builder.BuildError as exc:
         raise _usage(exc) from None
     if save:

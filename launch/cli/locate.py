@@ -9,6 +9,7 @@ import typer
 
 from launch.emulate.links import parse_rate
 from launch.errors import UsageError
+from launch.node_names import interface_name
 
 
 def locate(
@@ -41,6 +42,8 @@ def locate(
     if nodes is not None and nodes < 2:
         raise UsageError(f"--nodes must be >= 2, got {nodes}")
     locating.pattern_for(pattern, 2)        # an unknown pattern: one line before any allocation
+    if interface is not None:
+        interface_name(interface, "--interface")
     expected = parse_rate(expect) / 1e9 if expect else None
     data = locating.locate(out, nodes, nodelist, exclude, message_bytes, image, interface, expected, minutes,
                            pattern=pattern)

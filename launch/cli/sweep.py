@@ -55,10 +55,11 @@ def sweep(
         site_config, placeholders = placeholder_site(loaded, site_config)
     directory = directory or Path("results") / "sweeps" / loaded.name
     # one job: the ranks are started by srun inside the job's allocation
-    if exclude_located:
+    if exclude_located:  # another site's file, perhaps: names this cluster has, when Slurm can say
         from launch.locate import named_nodes
+        from launch.slurm import cluster_nodes
 
-        exclude_nodes = ",".join(filter(None, [exclude_nodes, *named_nodes(exclude_located)])) or None
+        exclude_nodes = ",".join(filter(None, [exclude_nodes, *named_nodes(exclude_located, cluster_nodes())])) or None
     swept = plan(loaded, directory, site_config, SRUN.name if one_job else launcher, retry_failed, force,
                  stall_timeout, exclude_nodes)
     console = make_console()

@@ -12,11 +12,11 @@ and NIC list (`from_probe`).
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from containers.untrusted import UntrustedInput, read_json
 from launch.errors import UsageError
 
 Range = tuple[float, float]
@@ -182,6 +182,7 @@ def parse_intra(text: str, gpus: int | None) -> IntraNode:
     return replace(intra, gpus=_positive_int(gpus, "--gpus-per-node")) if gpus is not None else intra
 
 
+MAX_DESCRIPTION_BYTES = 16 << 20   # a cluster description or a probe report is a few KiB
 SITE_KEYS = {"name", "node_type", "gpus_per_node", "intra", "inter", "library", "algorithm"}
 
 
@@ -193,9 +194,9 @@ def from_site_file(path: Path) -> Cluster:
      "latency_us": [lo, hi], "transport": "rdma"}, "library": "nccl", "algorithm": "auto"}
     """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"--cluster-file {path}: not a readable JSON cluster description ({exc})") from None
+        data = read_json(path, MAX_DESCRIPTION_BYTES, "file")
+    except UntrustedInput as exc:
+        raise UsageError(f"--cluster-file {path}: not a readable JSON cluster description ({exc.reason})") from None
     if not isinstance(data, dict) or set(data) - SITE_KEYS:
         raise UsageError(f"--cluster-file {path}: an object with keys among {sorted(SITE_KEYS)}"
                          + (f", not {sorted(set(data) - SITE_KEYS)}" if isinstance(data, dict) else ""))
@@ -257,7 +258,7 @@ def from_probe_report(path: Path) -> tuple[IntraNode, InterNode]:
     from launch.probe import GpuTopology, TopoGpu
 
     try:
-        facts = json.loads(path.read_text(encoding="utf-8"))["facts"]
+        facts = read_json(path, MAX_DESCRIPTION_BYTES, "file")["facts"]
         topo = facts.get("gpu_topology") or {}
         topology = GpuTopology(gpus=[TopoGpu(int(g["index"]), None, None, {str(k): str(v) for k, v in
                                                                              (g.get("links") or {}).items()})
@@ -266,8 +267,9 @@ def from_probe_report(path: Path) -> tuple[IntraNode, InterNode]:
                 if p.get("state") == "ACTIVE" and isinstance(p.get("rate_gbps"), (int, float))]
         tcp = [n["speed_mbps"] / 1e3 for n in facts.get("nics") or []
                if n.get("operstate") == "up" and isinstance(n.get("speed_mbps"), int) and n["speed_mbps"] > 0]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UsageError(f"--probe-json {path}: not a `fabric-bench probe --json` report ({exc})") from None
+    except (UntrustedInput, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UsageError(f"--probe-json {path}: not a `fabric-bench probe --json` report "
+                         f"({exc.reason if isinstance(exc, UntrustedInput) else exc})") from None
     return _from_topology(topology, rdma or tcp, "rdma" if rdma else "tcp")
 
 

@@ -12,14 +12,16 @@ efficiency, the bus bandwidth's confidence interval) are functions here only.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from containers.untrusted import UntrustedInput, load_json
 from launch.errors import UsageError
 
 from launch.results.schema import READABLE_SCHEMAS, SCHEMA_VERSION, migrate, problem  # noqa: F401
+
+MAX_RESULT_BYTES = 128 * 2**20  # an archive member's limit (launch.trust.ArchiveLimits)
 
 
 class ResultError(UsageError):
@@ -83,10 +85,10 @@ def number(value: Any) -> Optional[float]:
 
 def parse(data: bytes | str, where: str | Path) -> Result:
     """The result in `data` (the text of a result.json found at `where`), or ResultError."""
-    try:
-        value = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ResultError(f"{where}: not a result: not JSON ({exc})") from None
+    try:  # perhaps another site's: bounded in size and nesting (containers.untrusted)
+        value = load_json(data, "result", MAX_RESULT_BYTES)
+    except UntrustedInput as exc:
+        raise ResultError(f"{where}: not a result: {exc.reason.removeprefix('is ')}") from None
     if not isinstance(value, dict):
         raise ResultError(f"{where}: not a result: not a JSON object")
     if value.get("schema_version") not in READABLE_SCHEMAS:

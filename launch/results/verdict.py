@@ -20,11 +20,13 @@ from pathlib import Path
 from scipy import stats as scipy_stats
 
 from launch.results.aggregate import CI_METHOD, Point, spec_of, subject_of, what_of
+from containers.untrusted import read_json
 from launch.errors import UsageError
 
 METHOD = ("ratio of geometric means; 95 % CI by Welch's t on log(metric) (Welch-Satterthwaite degrees "
           "of freedom); each side's variance: " + CI_METHOD.split(": ", 1)[1])
 WITHIN = 0.02  # 'within ±2 %' in the words
+MAX_SUMMARY_BYTES = 64 << 20
 AXES = {  # axis -> (what a reader calls it, the point's value of it)
     "fabric": ("fabric", lambda p: p.fabric),
     "allreduce": ("allreduce (NCCL vs MPI)", lambda p: spec_of(p.first).get("allreduce") or "default"),
@@ -195,13 +197,13 @@ def experiment_orders(dirs: list[Path]) -> dict[str, list[str]]:
     for directory in dirs:
         summary = Path(directory) / "summary.json"
         try:
-            data = json.loads(summary.read_text(encoding="utf-8"))
+            data = read_json(summary, MAX_SUMMARY_BYTES, "sweep summary")   # perhaps another site's
             stored = data.get("verdict_orders")
             if not isinstance(stored, dict):  # a summary before verdict_orders: read its experiment file
                 experiment = load_experiment(data["experiment_file"])
                 stored = {axis: experiment.matrix.get(axis) or ((experiment.fixed[axis],) if axis in experiment.fixed
                                                                else ()) for axis in AXES}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError):  # UntrustedInput is a ValueError
             continue
         for axis in AXES:
             for value in stored.get(axis) or ():

@@ -82,3 +82,18 @@ def test_a_bad_case_directory_is_one_line_and_exit_2(tmp_path, capsys):
     assert published.main(["--dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a readable case" in err[0]
+
+
+@pytest.mark.parametrize("text, why", [
+    ("[" * 100_000 + "]" * 100_000, "not a readable case (nested more than 64 levels deep"),
+    ("[]", "a case of the wrong shape"),
+    ('{"id": "x", "source": ["a"]}', "a case of the wrong shape"),
+    ('{"id": "x", "source": {"repository": "r", "path": "p", "commit": "c", "where": "w"}, "system": {}, '
+     '"workload": {"wire_dtype": "float32", "engine": "ddp"}, "assumed": ["wire_dtype"], "measured": [{}], '
+     '"calibrate_on": {}}', "a case of the wrong shape (KeyError"),
+])
+def test_a_hostile_case_is_one_line_and_exit_2(tmp_path, capsys, text, why):
+    (tmp_path / "x.json").write_text(text)
+    assert published.main(["--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and why in err[0], err

@@ -168,3 +168,55 @@ def test_a_failed_archive_write_leaves_no_temp_file(tmp_path):
     with pytest.raises(UsageError, match="cannot write"):
         archives.write({"a": b"1"}, out)
     assert [p.name for p in tmp_path.iterdir()] == ["out.tar.gz"]
+
+
+BOMB = b"[" * 100_000 + b"]" * 100_000
+
+
+def _raw_archive(path, members: dict[str, bytes], manifest: bytes | None = None):
+    """A tar.gz written member by member, its manifest given or computed (an attacker's own writer)."""
+    from containers.files import sha256_bytes
+    listed = {"schema_version": 1, "members": {n: {"sha256": sha256_bytes(d), "bytes": len(d)}
+                                               for n, d in members.items()}}
+    with tarfile.open(path, "w:gz") as tar:
+        for name, body in (("manifest.json", manifest or json.dumps(listed).encode()), *members.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    return path
+
+
+def test_a_manifest_nested_100k_deep_is_one_line(tmp_path):
+    """json.loads stopped it with a RecursionError: a traceback instead of a refusal."""
+    archive = _raw_archive(tmp_path / "a.tar.gz", {}, manifest=BOMB)
+    proc = fabric_bench("replay", str(archive), "--dry-run", "--results", str(tmp_path / "r"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "manifest.json is nested more than 64 levels deep" in proc.stderr and not (tmp_path / "r").exists()
+
+
+def test_a_result_nested_100k_deep_is_left_out_with_a_warning(tmp_path):
+    good = hostile_result()
+    archive = write_archive(tmp_path / "a.tar.gz", [good], **{"results/evil/result.json": BOMB})
+    proc = fabric_bench("replay", str(archive), "--dry-run")
+    assert "Traceback" not in proc.stderr and proc.returncode == 0, proc.stderr
+    assert "results/evil/result.json: not a result: nested more than 64 levels deep" in proc.stderr
+    assert good["run_id"] in proc.stdout
+
+
+def test_an_archive_s_image_records_of_the_wrong_shape_are_one_line_or_ignored(tmp_path):
+    from launch import images
+    for body, expected in ((BOMB, "stack/images.json is nested more than 64 levels deep"),
+                           (json.dumps({"x": {"digest_recorded": ["sha256:" + "a" * 64], "inspect": BOMB.decode()}}
+                                       ).encode(), "records no image with digest")):
+        archive = write_archive(tmp_path / "a.tar.gz", [hostile_result()], **{"stack/images.json": body})
+        with pytest.raises(UsageError, match=expected):
+            images.from_archive(archives.read(archive), "sha256:" + "a" * 64)
+
+
+def test_a_member_that_is_a_file_and_a_folder_at_once_is_refused(tmp_path):
+    """`results/x` as a file and `results/x/y` too: extracting it failed half way with a traceback."""
+    archive = _raw_archive(tmp_path / "a.tar.gz", {"results/x": b"1", "results/x/y": b"2"})
+    with pytest.raises(UsageError, match="'results/x' is a file and a folder"):
+        archives.read(archive)
+    proc = fabric_bench("replay", str(archive), "--dry-run")
+    assert proc.returncode == 2 and "is a file and a folder" in proc.stderr and proc.stderr.count("\n") == 1
