@@ -317,9 +317,38 @@ def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]
     return out
 
 
+@dataclass
+class Named:
+    """What a locate.json names, validated (another site's file: names and bandwidths only)."""
+    slow_nodes: list[str]
+    slow_links: list[tuple[str, str]]
+    pair_gbit_s: dict[frozenset, float]  # each measured pair's bandwidth (its better measurement)
+
+
+def named(path: Path) -> Named:
+    """The slow nodes and links a locate.json names, and its pairs' bandwidths where it has them."""
+    data = _load(path)
+    nodes = _slow_nodes(data, path)
+    links, pairs = data.get("slow_links", []), data.get("pairs", [])
+    if not isinstance(links, list) or not all(
+            isinstance(link, list) and len(link) == 2 and link[0] != link[1]
+            and all(isinstance(n, str) and _NODE_NAME.fullmatch(n) for n in link) for link in links):
+        raise UsageError(f"{path}: not a locate result (slow_links, a list of [node, node] pairs)")
+    measured: dict[frozenset, float] = {}
+    for pair in pairs if isinstance(pairs, list) else []:
+        try:
+            a, b, bw = pair["a"], pair["b"], pair.get("best_gbit_s")
+        except (TypeError, KeyError):
+            continue  # pairs only order a tie: one that cannot be read is left out of it
+        if (isinstance(a, str) and isinstance(b, str) and isinstance(bw, (int, float))
+                and not isinstance(bw, bool) and 0 <= bw < 1e6):
+            measured[frozenset((a, b))] = float(bw)
+    return Named(nodes, [(a, b) for a, b in links], measured)
+
+
 def named_nodes(path: Path) -> list[str]:
     """The slow nodes a locate.json names (another site's file: validated, names only)."""
-    return _slow_nodes(_load(path), path)
+    return named(path).slow_nodes
 
 
 def _load(path: Path):

@@ -23,8 +23,9 @@ def sweep(
     force: bool = typer.Option(False, help="run points even when a host <-> image preflight check fails (recorded in each result)"),
     stall_timeout: Optional[float] = typer.Option(None, help="end a point when a rank starts no step for this many seconds; its result names who stopped where"),
     exclude_nodes: Optional[str] = typer.Option(None, help="Slurm nodes every point leaves out, e.g. n3,n[5-6]"),
-    exclude_located: Optional[Path] = typer.Option(None, help="leave out the slow nodes a `fabric-bench locate` "
-                                                              "named (its locate.json)"),
+    exclude_located: Optional[Path] = typer.Option(None, help="leave out what a `fabric-bench locate` named (its "
+                                                              "locate.json): each slow node, and one end of each "
+                                                              "slow link (the fewest nodes that cut them all)"),
     dry_run: bool = typer.Option(False, help="list the runs and their count, run nothing"),
 ):
     """Run every point of EXPERIMENT; a rerun skips finished points.
@@ -55,13 +56,19 @@ def sweep(
         site_config, placeholders = placeholder_site(loaded, site_config)
     directory = directory or Path("results") / "sweeps" / loaded.name
     # one job: the ranks are started by srun inside the job's allocation
+    left_out, because = None, None
     if exclude_located:
-        from launch.locate import named_nodes
+        from launch.located import leave_out
 
-        exclude_nodes = ",".join(filter(None, [exclude_nodes, *named_nodes(exclude_located)])) or None
+        left_out = leave_out(exclude_located)
+        given = [n for n in (exclude_nodes or "").split(",") if n]
+        exclude_nodes = ",".join(dict.fromkeys([*given, *left_out.nodes])) or None
+        because = f"--exclude-located {exclude_located} leaves out {left_out.summary()}"
     swept = plan(loaded, directory, site_config, SRUN.name if one_job else launcher, retry_failed, force,
-                 stall_timeout, exclude_nodes)
+                 stall_timeout, exclude_nodes, because)
     console = make_console()
+    for line in left_out.lines() if left_out else []:
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     if dry_run:
         print_plan(swept, console, one_job)
         if placeholders:
