@@ -279,7 +279,7 @@ def measure(job_id: str, nodes: list[str], out: Path, nbytes: int = DEFAULT_BYTE
             for p in run(round_pairs, f"{tag}{k}"):
                 pairs[(p.a, p.b)] = p
                 echo(f"{stage} round {k + 1}/{len(schedule)}: {p.a}-{p.b} "
-                     + (f"{p.bandwidth_gbit_s:.3f} Gbit/s (step {p.step_id})" if p.error is None else p.error))
+                     + (f"{p.bandwidth_gbit_s:.3f} Gbit/s{_step(p)}" if p.error is None else p.error))
             done += 1
 
     if pattern == "screen":
@@ -296,10 +296,15 @@ def measure(job_id: str, nodes: list[str], out: Path, nbytes: int = DEFAULT_BYTE
         steps += len(round_pairs)
         for p in run(round_pairs, f"again{k}"):
             pairs[(p.a, p.b)].remeasured_gbit_s = p.bandwidth_gbit_s
-            echo(f"again: {p.a}-{p.b} {p.bandwidth_gbit_s if p.bandwidth_gbit_s is not None else p.error}")
+            echo(f"again: {p.a}-{p.b} " + (f"{p.bandwidth_gbit_s:.3f} Gbit/s{_step(p)}"
+                                            if p.bandwidth_gbit_s is not None else str(p.error)))
         done += 1
     ordered = [pairs[pair] for pair in sorted(pairs)]
     return ordered, judge(nodes, ordered, expected_gbit_s), done, steps
+
+
+def _step(pair: Pair) -> str:
+    return f" (step {pair.step_id})" if pair.step_id else ""
 
 
 def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
@@ -403,8 +408,8 @@ def heatmap_figure(nodes: list[str], grid, reference: float):
         for j, v in enumerate(row):
             if v is not None:
                 ax.text(j, i, f"{v * 1000:.0f}", ha="center", va="center", fontsize=8)
-    ax.set_title(f"pair bandwidth, Mbit/s (colour: / {reference * 1000:.0f})", fontsize=9)
-    fig.colorbar(image, ax=ax, fraction=0.046)
+    ax.set_title(f"pair bandwidth, Mbit/s\ncolour: share of the {reference * 1000:.0f} Mbit/s reference", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.046).set_label("share of the reference", fontsize=8)
     fig.tight_layout()
     return fig
 

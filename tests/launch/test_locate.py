@@ -374,3 +374,21 @@ def test_sweep_exclude_located_acts_on_a_slow_link_or_refuses_in_one_line(tmp_pa
         "fabric-bench: error: emulated-slurm.experiment.toml: [matrix].nodes: 4 nodes asked, but partition "
         f"(default) has 4, and --exclude-located {link_only} leaves out n1 (one end of slow link n1-n3): 3 left; "
         "with points of at most 3 nodes, --exclude-nodes n1 does it")
+
+
+def test_what_locate_prints_and_draws_reads_with_units():
+    """The re-measurement line has the bandwidth rounded, with its unit and step (not a bare float);
+    the heat-map's title says what the colour is against, whole, within the image."""
+    from launch.results.plots import cut_off_text
+
+    lines = []
+    run, _ = fleet(slow_links=(("n1", "n3"),), healthy=0.2841234, slow=0.07396402530817145)
+    locate.measure("1", ["n0", "n1", "n2", "n3"], None, run=run, echo=lines.append)
+    assert "again: n1-n3 0.074 Gbit/s" in lines
+    nodes = ["n0", "n1", "n2", "n3"]
+    pairs = pairs_of(4, {("n1", "n3"): 0.07})
+    fig = locate.heatmap_figure(nodes, locate.matrix(nodes, pairs), 0.284)
+    fig.canvas.draw()
+    assert fig.axes[0].get_title() == "pair bandwidth, Mbit/s\ncolour: share of the 284 Mbit/s reference"
+    assert fig.axes[1].get_ylabel() == "share of the reference"
+    assert cut_off_text(fig) == []
