@@ -392,3 +392,18 @@ def test_what_locate_prints_and_draws_reads_with_units():
     assert fig.axes[0].get_title() == "pair bandwidth, Mbit/s\ncolour: share of the 284 Mbit/s reference"
     assert fig.axes[1].get_ylabel() == "share of the reference"
     assert cut_off_text(fig) == []
+
+
+def test_report_of_a_locate_directory_prints_what_it_drew(tmp_path):
+    """`fabric-bench report located` (the README's last step): the heat-map's line in one line, no
+    verdict about runs it does not have, and the page's line counts the locate result."""
+    nodes = ["n0", "n1", "n2", "n3"]
+    pairs = pairs_of(4, {("n1", "n3"): 0.07})
+    located = tmp_path / "located"
+    located.mkdir()
+    locate.write(located, nodes, pairs, locate.judge(nodes, pairs), 3, 7, "9", 2**20, 1.0)
+    proc = fabric_bench("report", str(located), "--output", str(tmp_path / "report"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"{tmp_path}/report/locate_heatmap.png: pair bandwidth, Mbit/s; colour: share of the 290 Mbit/s reference",
+        f"{tmp_path}/report/report.html (0 runs, 1 locate result)"]
