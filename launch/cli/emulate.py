@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -70,11 +70,11 @@ def list_nodes(json_output: bool = typer.Option(False, "--json", help="machine-r
     Example: fabric-bench emulate list
     """
     up_now = [s for s in emulate.status() if s.cluster is not None and not s.leftover]
-    listed = []
+    listed: list[dict[str, Any]] = []
     for s in up_now:
         cluster = s.cluster
         assert cluster is not None
-        nodes = []
+        nodes: list[dict[str, Any]] = []
         for i in range(cluster.nodes):
             link = cluster.faults.node_rate(i, cluster.rate_bit_s)
             slow = dict(cluster.faults.slow_nodes)
