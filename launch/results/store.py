@@ -118,15 +118,14 @@ def index_quietly(path: Path, result: dict) -> None:
 
 
 def index_tree(root: Path, db: sqlite3.Connection | None = None) -> tuple[int, list[str]]:
-    """(Re)index every result.json under root; returns (indexed, lines: the files skipped and the run
-    ids held more than once)."""
+    """(Re)index every result.json under root; returns (indexed, lines: the files that are not results
+    and the run ids held more than once)."""
     if not Path(root).is_dir():
         raise UsageError(f"{root} is not a directory")
     db = db or connect()
     count = 0
     with db:
-        results, unreadable = read_tree([root])
-        problems = [f"skipped {problem}" for problem in unreadable]
+        results, problems = read_tree([root])  # each unreadable file's line says it is not a result
         for result in results:
             assert result.path is not None, "read_tree's results carry their path"
             collision = index_result(db, result.path, result)
