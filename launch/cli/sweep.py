@@ -87,12 +87,17 @@ def print_plan(swept, console: Console, one_job: bool) -> None:
     for number, point in enumerate(swept.points, 1):
         s = point.spec
         state = "run" if point.key in todo else swept.state.status(point.key)
-        console.print(f"{number:4d}  {point.key}  {state:7s}  {s.launcher:8s} {s.ranks:4d} ranks  {point.label}",
-                      highlight=False, soft_wrap=True)
+        console.print(f"{number:4d}  {point.key}  {state:7s}  {s.launcher:8s} {s.ranks:4d} rank{'s' if s.ranks != 1 else ' '}"
+                      f"  {point.label}", highlight=False, soft_wrap=True)
     baselines = sum(p.baseline for p in swept.points)
-    console.print(f"{len(swept.points)} runs ({baselines} 1-rank baselines, "
-                  f"{swept.experiment.repetitions} repetitions); {len(todo)} to run, "
+    console.print(f"{counted(len(swept.points), 'run')} ({counted(baselines, '1-rank baseline')}, "
+                  f"{counted(swept.experiment.repetitions, 'repetition')}); {len(todo)} to run, "
                   f"{len(swept.points) - len(todo)} finished or failed; nothing was run", highlight=False)
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 run', '3 runs'."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
     if one_job:
         from launch.launchers import tool_path
         from launch.sweep import one_job_script

@@ -367,6 +367,8 @@ def test_sweep_exclude_located_acts_on_a_slow_link_or_refuses_in_one_line(tmp_pa
     assert proc.stdout.splitlines()[0] == (f"leaving out n1 (named in {link_only}): one end of slow link n1-n3; "
                                            "n3 would do as well: the first by name goes")
     assert "--exclude-nodes n1" in proc.stdout  # the job's sweep leaves it out of every point
+    assert "   1 rank   allreduce-mpi-nofabric-n1x1-r0" in proc.stdout  # one rank, not "1 ranks"
+    assert "3 runs (1 1-rank baseline, 1 repetition); 3 to run" in proc.stdout
     with SlurmController(tmp_path / "four", 4) as four:
         proc = fabric_bench(*argv, env=four.env)
     assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
