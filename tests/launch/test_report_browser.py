@@ -150,7 +150,7 @@ def check_what_a_reader_sees(seen: dict, plots: dict) -> None:
     assert seen["tableVisible"] and seen["rows"], "the verdict table is shown"
     assert seen["tableRight"] <= seen["width"] + 1, "the verdict table is not cut off"
     assert "verdict" in seen["header"] and "95% CI" in seen["header"]
-    assert seen["answer"] and seen["answer"].startswith("Across the")
+    assert seen["answer"] and seen["answer"].startswith("In the ")
     assert seen["plotsBelowVerdict"]
     for name, plot in plots.items():
         assert plot["cut_off_text"] == [], f"{name}: text past the figure's edge"
