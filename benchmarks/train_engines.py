@@ -111,7 +111,8 @@ def tensorflow_side_ready() -> bool:
     horovod = importlib.util.find_spec("horovod")
     if importlib.util.find_spec("tensorflow") is None or horovod is None or not horovod.submodule_search_locations:
         return False
-    return any(Path(folder, "tensorflow").glob("mpi_lib*.so") for folder in horovod.submodule_search_locations)
+    return any(library for folder in horovod.submodule_search_locations
+               for library in Path(folder, "tensorflow").glob("mpi_lib*.so"))
 
 
 if __name__ == "__main__":
