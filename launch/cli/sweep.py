@@ -93,16 +93,16 @@ def print_plan(swept, console: Console, one_job: bool) -> None:
     console.print(f"{counted(len(swept.points), 'run')} ({counted(baselines, '1-rank baseline')}, "
                   f"{counted(swept.experiment.repetitions, 'repetition')}); {len(todo)} to run, "
                   f"{len(swept.points) - len(todo)} finished or failed; nothing was run", highlight=False)
-
-
-def counted(n: int, noun: str) -> str:
-    """'1 run', '3 runs'."""
-    return f"{n} {noun}{'s' if n != 1 else ''}"
     if one_job:
         from launch.launchers import tool_path
         from launch.sweep import one_job_script
 
         print("job script:\n" + one_job_script(swept, tool_path("fabric-bench")), end="")
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 run', '3 runs'."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def register(app: typer.Typer) -> None:
