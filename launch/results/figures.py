@@ -5,10 +5,11 @@ from __future__ import annotations
 
 
 def value_text(value: float, unit: str) -> str:
-    """Seconds to 4 significant digits; anything below 10 to 3; larger values to one decimal."""
+    """Seconds to 4 significant digits; values below 1 (a bandwidth of 0.07 Gbit/s) to 3; others
+    to one decimal."""
     if unit == "s":
         return format(value, ".4g")
-    return format(value, ".3g") if abs(value) < 10 else format(value, ".1f")
+    return format(value, ".3g") if abs(value) < 1 else format(value, ".1f")
 
 
 def interval_text(ci95: float | None, unit: str, repetitions: int = 0, samples: int = 0) -> str:
@@ -18,8 +19,8 @@ def interval_text(ci95: float | None, unit: str, repetitions: int = 0, samples: 
         return "n=1, no interval" if samples <= 1 else "no interval"
     if ci95 == 0:
         text = "±0 (identical samples)"
-    else:
-        text = "±" + value_text(ci95, unit)
+    else:  # the mean's decimals, or two significant digits where those would read 0
+        text = "±" + (format(ci95, ".4g") if unit == "s" else format(ci95, ".1f"))
         if float(text[1:]) == 0:
             text = "±" + format(ci95, ".2g")
     return text + (" (1 run)" if repetitions == 1 else "")

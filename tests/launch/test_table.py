@@ -60,7 +60,7 @@ def test_an_allreduce_series_is_named_by_its_backend_and_its_interval_reads_righ
     row = next(line for line in shown.splitlines() if "ethernet/mpi/allreduce" in line)
     assert "0.07 Gbit/s" in row and not re.search(r"±0\.0(?!\d)", row)
     ci = next(p for p in points if p.fabric == "ethernet").ci95
-    assert f"±{ci:.3g} (1 run)" in row
+    assert f"±{ci:.2g} (1 run)" in row
     single = next(line for line in shown.splitlines() if "emu-eth-1g/mpi/allreduce" in line)
     assert "n=1, no interval" in single
     assert "ddp" not in shown
@@ -74,7 +74,8 @@ def test_interval_words():
 
     assert interval_text(None, "Gbit/s", 1, 1) == "n=1, no interval"
     assert interval_text(0.0041, "Gbit/s", 1, 8) == "±0.0041 (1 run)"
-    assert interval_text(2.34, "img/s", 3, 24) == "±2.34"
+    assert interval_text(2.34, "img/s", 3, 24) == "±2.3"
     assert interval_text(12.34, "img/s", 3, 24) == "±12.3"
     assert interval_text(0.0, "img/s", 2, 6) == "±0 (identical samples)"
-    assert value_text(0.07396, "Gbit/s") == "0.074" and value_text(123.45, "img/s") == "123.5"
+    assert value_text(0.07396, "Gbit/s") == "0.074" and value_text(4.83, "img/s") == "4.8"
+    assert interval_text(0.482, "img/s", 1, 32) == "±0.5 (1 run)" and interval_text(0.0123, "s", 2, 6) == "±0.0123"
