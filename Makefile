@@ -9,10 +9,15 @@ BENCH_ARGS ?=
 PYTEST_ARGS ?=
 export PYTHON VENV
 
-.PHONY: setup setup-test bench test test-fast clean lint typecheck docs
+.PHONY: setup setup-tensorflow setup-test bench test test-fast clean lint typecheck docs
 
+# setup: the PyTorch side, all `make bench` runs; setup-tensorflow adds TensorFlow and Horovod's
+# TensorFlow ops (what `--frameworks tf` and the tests need); setup-test adds the test tools
 setup:
 	scripts/setup.sh
+
+setup-tensorflow:
+	scripts/setup.sh --tensorflow
 
 setup-test:
 	scripts/setup.sh --test
@@ -23,7 +28,7 @@ bench: setup
 test: setup-test
 	"$(VENV)/bin/python" -m pytest -ra --durations=25 $(PYTEST_ARGS)
 
-test-fast: setup
+test-fast: setup-tensorflow
 	"$(VENV)/bin/python" -m pytest -ra -m "not slow" $(PYTEST_ARGS)
 
 clean:

@@ -11,6 +11,9 @@ img/s, horovod/ddp ratio, and scaling efficiency against the 1-rank run.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -50,6 +53,16 @@ def main() -> int:
     except (ValueError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+    if "tf" in frameworks and not tensorflow_side_ready():
+        print("set-up: the TensorFlow runs need TensorFlow and Horovod's TensorFlow ops in this venv, which "
+              "`make bench` leaves out to reach its first result sooner: scripts/setup.sh --tensorflow "
+              "(~8 min the first time)", flush=True)
+        repo = Path(__file__).resolve().parent.parent
+        built = subprocess.run([str(repo / "scripts" / "setup.sh"), "--tensorflow"], cwd=repo,
+                               env={**os.environ, "VENV": sys.prefix})
+        if built.returncode != 0:
+            return built.returncode
 
     models = {"torch": args.model, "tf": args.tf_model}
     results = []
@@ -91,6 +104,15 @@ def main() -> int:
                               f"each rank as if it had the 1-rank run's cores: ~{1 / r['world_size']:.2f} by construction)")
     console.print(f"results under {args.results.resolve()}")
     return 0 if all(r["status"] == "ok" for r in results) else 1
+
+
+def tensorflow_side_ready() -> bool:
+    """TensorFlow importable and Horovod built with its TensorFlow ops (its mpi_lib extension)."""
+    horovod = importlib.util.find_spec("horovod")
+    if importlib.util.find_spec("tensorflow") is None or horovod is None or not horovod.submodule_search_locations:
+        return False
+    return any(library for folder in horovod.submodule_search_locations
+               for library in Path(folder, "tensorflow").glob("mpi_lib*.so"))
 
 
 if __name__ == "__main__":

@@ -34,17 +34,22 @@ class Kind:
     not_read: tuple[str, ...]
     metric: Metric                  # what its points are compared by (launch.results.aggregate)
     trains: bool = False            # a training workload: engines, models, img/s, placement
+    # what its ranks communicate through, as series names and verdicts show it: the RunSpec/result
+    # field that says so (train: the engine, allreduce: the backend), or a kind with one way only
+    communicates_by: str | None = None
+    communicates_always: str = "-"
 
 
 TRAIN = Kind("train", "data-parallel training", {"torch": "bench.torch_train", "tf": "bench.tf_train"},
              not_read=("grid", "backend", "min_bytes", "max_bytes"),
-             metric=Metric("total_img_per_s", "throughput", "img/s", True), trains=True)
+             metric=Metric("total_img_per_s", "throughput", "img/s", True), trains=True, communicates_by="engine")
 ALLREDUCE = Kind("allreduce", "micro-benchmark", {"torch": "bench.allreduce", "tf": "bench.allreduce"},
                  not_read=TRAINING_FIELDS + ("allreduce", "grid"),
-                 metric=Metric("busbw_gbit_s", "bus bandwidth at the largest message", "Gbit/s", True))
+                 metric=Metric("busbw_gbit_s", "bus bandwidth at the largest message", "Gbit/s", True),
+                 communicates_by="backend")
 HALO = Kind("halo", "3-D stencil", {"torch": "bench.halo", "tf": "bench.halo"},
             not_read=TRAINING_FIELDS + ("allreduce", "gpudirect", "backend", "min_bytes", "max_bytes"),
-            metric=Metric("time_per_iter_s", "time per iteration", "s", False))
+            metric=Metric("time_per_iter_s", "time per iteration", "s", False), communicates_always="mpi")
 
 KINDS: Mapping[str, Kind] = {k.name: k for k in (TRAIN, ALLREDUCE, HALO)}
 BENCHMARKS = tuple(KINDS)

@@ -282,7 +282,7 @@ def measure(job_id: str, nodes: list[str], out: Path, nbytes: int = DEFAULT_BYTE
             for p in run(round_pairs, f"{tag}{k}"):
                 pairs[(p.a, p.b)] = p
                 echo(f"{stage} round {k + 1}/{len(schedule)}: {p.a}-{p.b} "
-                     + (f"{p.bandwidth_gbit_s:.3f} Gbit/s (step {p.step_id})" if p.error is None else p.error))
+                     + (f"{p.bandwidth_gbit_s:.3f} Gbit/s{_step(p)}" if p.error is None else p.error))
             done += 1
 
     if pattern == "screen":
@@ -299,10 +299,15 @@ def measure(job_id: str, nodes: list[str], out: Path, nbytes: int = DEFAULT_BYTE
         steps += len(round_pairs)
         for p in run(round_pairs, f"again{k}"):
             pairs[(p.a, p.b)].remeasured_gbit_s = p.bandwidth_gbit_s
-            echo(f"again: {p.a}-{p.b} {p.bandwidth_gbit_s if p.bandwidth_gbit_s is not None else p.error}")
+            echo(f"again: {p.a}-{p.b} " + (f"{p.bandwidth_gbit_s:.3f} Gbit/s{_step(p)}"
+                                            if p.bandwidth_gbit_s is not None else str(p.error)))
         done += 1
     ordered = [pairs[pair] for pair in sorted(pairs)]
     return ordered, judge(nodes, ordered, expected_gbit_s), done, steps
+
+
+def _step(pair: Pair) -> str:
+    return f" (step {pair.step_id})" if pair.step_id else ""
 
 
 def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
@@ -320,15 +325,45 @@ def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]
     return out
 
 
-def named_nodes(path: Path, cluster: list[str] | None = None) -> list[str]:
-    """The slow nodes a locate.json names (another site's file: validated, names only); with
-    `cluster` (its node names), a name that is not one of them is refused."""
-    nodes = _slow_nodes(_load(path), path)
-    unknown = [n for n in nodes if cluster is not None and n not in cluster]
+@dataclass
+class Named:
+    """What a locate.json names, validated (another site's file: names and bandwidths only)."""
+    slow_nodes: list[str]
+    slow_links: list[tuple[str, str]]
+    pair_gbit_s: dict[frozenset, float]  # each measured pair's bandwidth (its better measurement)
+
+
+def named(path: Path, cluster: list[str] | None = None) -> Named:
+    """The slow nodes and links a locate.json names, and its pairs' bandwidths where it has them;
+    with `cluster` (its node names), a name that is not one of them is refused."""
+    data = _load(path)
+    nodes = _slow_nodes(data, path)
+    links, pairs = data.get("slow_links", []), data.get("pairs", [])
+    if not isinstance(links, list) or not all(
+            isinstance(link, list) and len(link) == 2 and link[0] != link[1] for link in links):
+        raise UsageError(f"{path}: not a locate result (slow_links, a list of [node, node] pairs)")
+    for link in links:
+        node_names(link, f"{path}: not a locate result: slow_links")
+    unknown = list(dict.fromkeys(n for n in [*nodes, *(n for link in links for n in link)]
+                                 if cluster is not None and n not in cluster))
     if unknown:
         raise UsageError(f"{path}: names node {unknown[0]!r}, which is not in this cluster"
                          + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
-    return nodes
+    measured: dict[frozenset, float] = {}
+    for pair in pairs if isinstance(pairs, list) else []:
+        try:
+            a, b, bw = pair["a"], pair["b"], pair.get("best_gbit_s")
+        except (TypeError, KeyError):
+            continue  # pairs only order a tie: one that cannot be read is left out of it
+        if (isinstance(a, str) and isinstance(b, str) and isinstance(bw, (int, float))
+                and not isinstance(bw, bool) and 0 <= bw < 1e6):
+            measured[frozenset((a, b))] = float(bw)
+    return Named(nodes, [(a, b) for a, b in links], measured)
+
+
+def named_nodes(path: Path, cluster: list[str] | None = None) -> list[str]:
+    """The slow nodes a locate.json names (another site's file: validated, names only)."""
+    return named(path, cluster).slow_nodes
 
 
 def _load(path: Path):
@@ -382,8 +417,8 @@ def heatmap_figure(nodes: list[str], grid, reference: float):
         for j, v in enumerate(row):
             if v is not None:
                 ax.text(j, i, f"{v * 1000:.0f}", ha="center", va="center", fontsize=8)
-    ax.set_title(f"pair bandwidth, Mbit/s (colour: / {reference * 1000:.0f})", fontsize=9)
-    fig.colorbar(image, ax=ax, fraction=0.046)
+    ax.set_title(f"pair bandwidth, Mbit/s\ncolour: share of the {reference * 1000:.0f} Mbit/s reference", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.046).set_label("share of the reference", fontsize=8)
     fig.tight_layout()
     return fig
 

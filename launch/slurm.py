@@ -127,6 +127,13 @@ def failed_nodes(run_dir: Path) -> list[str]:
     return sorted(found)
 
 
+def expand_nodes(nodelist: str) -> list[str]:
+    """The node names of a Slurm node list (n1,n[3-4]); by Slurm where it answers, else the
+    plain names of a list without ranges."""
+    expanded = _query(["scontrol", "show", "hostnames", nodelist])
+    return expanded.split() if expanded else [n for n in nodelist.split(",") if n]
+
+
 def nodes_available(in_allocation: bool, partition: str | None) -> int | None:
     """Nodes a run can use: the allocation's (srun inside one), else the partition's (None: unknown)."""
     if in_allocation and os.environ.get("SLURM_JOB_NUM_NODES", "").isdigit():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import shutil
 import threading
 import time
@@ -65,12 +66,14 @@ class Sweep:
 
 def plan(experiment: Experiment, directory: Path, site: Site, launcher: str | None = None,
          retry_failed: bool = False, force: bool = False, stall_timeout: float | None = None,
-         exclude_nodes: str | None = None) -> Sweep:
-    """Expand and check against the site; raises UsageError before anything runs."""
+         exclude_nodes: str | None = None, excluded_because: str | None = None) -> Sweep:
+    """Expand and check against the site; raises UsageError before anything runs.
+    `excluded_because`: where exclude_nodes came from, for a refusal (e.g. what locate named)."""
     points = expand(experiment, site, launcher)
     if exclude_nodes:
         if any(not launcher_of(p.spec).slurm for p in points):
-            raise UsageError("--exclude-nodes applies to Slurm launchers (srun, sbatch) only")
+            raise UsageError(f"{excluded_because or '--exclude-nodes'}: leaving nodes out applies to Slurm "
+                             "launchers (srun, sbatch) only")
         points = [dataclasses.replace(p, spec=dataclasses.replace(p.spec, exclude_nodes=exclude_nodes).validated())
                   for p in points]
     for point in points:
@@ -78,12 +81,15 @@ def plan(experiment: Experiment, directory: Path, site: Site, launcher: str | No
             prepare(point.spec, directory / "runs", site, run_id="check")
         except UsageError as exc:
             raise blame(experiment, exc) from None
-    check_node_counts(experiment, points)
+    check_node_counts(experiment, points, exclude_nodes, excluded_because)
     return Sweep(experiment, points, directory, site, launcher, retry_failed, force, stall_timeout, exclude_nodes)
 
 
-def check_node_counts(experiment: Experiment, points: list[Point]) -> None:
-    """Under Slurm, refuse node counts the partition (or allocation) cannot hold."""
+def check_node_counts(experiment: Experiment, points: list[Point], exclude_nodes: str | None = None,
+                      excluded_because: str | None = None) -> None:
+    """Under Slurm, refuse node counts the partition (or allocation) cannot hold, once the nodes
+    left out are left out; such a refusal names the --exclude-nodes the user can give instead."""
+    left_out = slurm.expand_nodes(exclude_nodes) if exclude_nodes else []
     asked: dict[tuple, int] = {}
     for point in points:
         spec = point.spec
@@ -93,9 +99,18 @@ def check_node_counts(experiment: Experiment, points: list[Point]) -> None:
     for (launcher, partition), nodes in asked.items():
         in_allocation = not launcher.batch  # srun runs inside the allocation it was given
         available = slurm.nodes_available(in_allocation, partition)
-        if available is not None and nodes > available:
-            place = "this allocation" if in_allocation and available else f"partition {partition or '(default)'}"
+        if available is None:
+            continue
+        inside = in_allocation and os.environ.get("SLURM_JOB_NUM_NODES", "").isdigit()  # else: sinfo's count
+        place = "this allocation" if inside and available else f"partition {partition or '(default)'}"
+        if nodes > available:
             raise experiment.error("nodes", f"{nodes} nodes asked, but {place} has {available}")
+        left = available - len(left_out)
+        if left_out and nodes > left:
+            because = excluded_because or f"--exclude-nodes {exclude_nodes} leaves out {len(left_out)}"
+            raise experiment.error("nodes", f"{nodes} nodes asked, but {place} has {available}, and {because}: "
+                                   f"{left} left; with points of at most {left} nodes, --exclude-nodes "
+                                   f"{exclude_nodes} does it")
 
 
 # ------------------------------------------------------------------ running

@@ -2,8 +2,17 @@
 # One-command set-up on Debian/Ubuntu: system packages, the venv, Horovod.
 # Every step is skipped when its inputs are unchanged, so a rerun takes seconds.
 #
-#   scripts/setup.sh [--test]     --test also installs what the test suite drives
-#                                 (Slurm, debootstrap, squashfs tools, Apptainer)
+#   scripts/setup.sh                the PyTorch side: all that `make bench` runs
+#   scripts/setup.sh --tensorflow   and the TensorFlow side (tensorflow-cpu, keras, tf_keras,
+#                                   and Horovod rebuilt with its TensorFlow ops)
+#   scripts/setup.sh --test         the TensorFlow side and what the test suite drives
+#                                   (Slurm, debootstrap, squashfs tools, Apptainer)
+#
+# Why two sides: Horovod builds from its sdist against the frameworks in the venv, and
+# its TensorFlow ops add ~2 min to a ~5 min build (on 2 cores), TensorFlow's install
+# ~1 more; the main job needs neither, so a fresh `make bench` shows its first result
+# that much sooner. The Horovod wheel is cached per framework set (build-wheel.sh keys it
+# by the frameworks it finds), so switching sides never rebuilds what was built once.
 #
 # VENV (default: the checkout's .venv) and FABRIC_BENCH_CACHE (default:
 # ~/.cache/fabric-bench) may be relative to the caller's directory, absolute,
@@ -17,8 +26,13 @@ cache=$(realpath -m -- "${FABRIC_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fa
 export FABRIC_BENCH_CACHE=$cache
 cd "$repo"
 python=${PYTHON:-python3}
-test_setup=false
-[[ ${1:-} == --test ]] && test_setup=true
+test_setup=false tensorflow_side=false
+case ${1:-} in
+  "") ;;
+  --test) test_setup=true tensorflow_side=true ;;
+  --tensorflow) tensorflow_side=true ;;
+  *) echo "setup: unknown option ${1}; use --tensorflow or --test (or nothing)" >&2; exit 2 ;;
+esac
 
 phase_name="" phase_started=0
 phase() {  # NAME WHAT: start a phase (the line ends when the phase does)
@@ -79,35 +93,59 @@ else
   done_phase "present"
 fi
 
-# The venv, keyed by the requirement files and the interpreter
+# The venv, keyed by the requirement files and the interpreter. Its PyTorch side is every
+# pinned requirement but those only TensorFlow runs use (TENSORFLOW_ONLY; their small
+# dependencies come along, as TensorFlow's own install would bring them anyway).
+TENSORFLOW_ONLY=(tensorflow_cpu keras)
 venv_key=$(cat requirements.txt requirements-nodeps.txt requirements-host.txt pyproject.toml <("$python" -VV) |
            sha256sum | cut -c1-16)
-phase "venv" "$venv (torch, TensorFlow from local wheels, ~3 min)"
+phase "venv" "$venv: PyTorch side (torch, torchvision from local wheels, ~2 min)"
 if [[ ! -f $venv/.fabric-bench-venv-$venv_key ]]; then
   [[ -x $venv/bin/python ]] || "$python" -m venv "$venv"
   pip_log=$venv/setup-pip.log
+  torch_side=$venv/requirements-pytorch-side.txt
+  grep -viE "^($(IFS='|'; echo "${TENSORFLOW_ONLY[*]}"))==" requirements.txt > "$torch_side"
   {
     "$venv/bin/python" -m pip install -q --upgrade pip &&
-    "$venv/bin/python" -m pip install -q -r requirements.txt &&
-    "$venv/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt &&
+    "$venv/bin/python" -m pip install -q -r "$torch_side" &&
     "$venv/bin/python" -m pip install -q -r requirements-host.txt &&
     "$venv/bin/python" -m pip install -q --no-deps -e .
   } >"$pip_log" 2>&1 || fail "pip install into $venv failed; log: $pip_log" 1
-  rm -f "$venv"/.fabric-bench-venv-*
+  rm -f "$venv"/.fabric-bench-venv-* "$venv"/.fabric-bench-tensorflow-*
   touch "$venv/.fabric-bench-venv-$venv_key"
   done_phase "created"
 else
   done_phase "up to date"
 fi
+if $tensorflow_side; then
+  phase "venv tensorflow" "TensorFlow side (${TENSORFLOW_ONLY[*]}, tf_keras; ~1 min)"
+  if [[ ! -f $venv/.fabric-bench-tensorflow-$venv_key ]]; then
+    {
+      "$venv/bin/python" -m pip install -q -r requirements.txt &&
+      "$venv/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt
+    } >>"$venv/setup-pip.log" 2>&1 || fail "pip install of TensorFlow into $venv failed; log: $venv/setup-pip.log" 1
+    touch "$venv/.fabric-bench-tensorflow-$venv_key"
+    done_phase "installed"
+  else
+    done_phase "present"
+  fi
+fi
 
-# Horovod from its sdist with the project's patch, cached by its inputs
-phase "horovod wheel" "Horovod 0.28.1 from its sdist (~7 min when built)"
+# Horovod from its sdist with the project's patch, cached by its inputs: built with the
+# frameworks the venv holds (a venv that has TensorFlow, from --tensorflow or from before
+# the sides were split, keeps a Horovod with TensorFlow ops)
+if "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("tensorflow") is None)'; then
+  sides="PyTorch and TensorFlow ops (~7 min when built)"
+else
+  sides="PyTorch ops only: all make bench runs (~5 min when built; TensorFlow ops: scripts/setup.sh --tensorflow)"
+fi
+phase "horovod wheel" "Horovod 0.28.1 from its sdist, $sides"
 horovod_log=$cache/logs/horovod-build.log
 mkdir -p "$cache/logs"
 wheel=$(containers/horovod/build-wheel.sh "$venv/bin/python" "$cache" 2>"$horovod_log") ||
   fail "building Horovod failed; log: $horovod_log" 1
 if grep -q "^building Horovod" "$horovod_log"; then done_phase "built"; else done_phase "cached"; fi
-phase "horovod install" "$(basename "$wheel") into the venv"
+phase "horovod install" "$(basename "$(dirname "$wheel")")/$(basename "$wheel") into the venv"
 if [[ ! -f $venv/.horovod-wheel ]] || [[ $(cat "$venv/.horovod-wheel") != "$wheel" ]]; then
   "$venv/bin/python" -m pip install -q --no-deps --force-reinstall "$wheel" >>"$venv/setup-pip.log" 2>&1 ||
     fail "installing $wheel failed; log: $venv/setup-pip.log" 1

@@ -1,8 +1,8 @@
-"""`fabric-bench emulate up|down|status`: an emulated cluster that outlives single runs."""
+"""`fabric-bench emulate up|list|down|status`: an emulated cluster that outlives single runs."""
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -14,7 +14,9 @@ emulate_app = typer.Typer(help="Emulated clusters: network namespaces on a bridg
 
 
 def rate_text(rate_bit_s: int | None) -> str:
-    return "unshaped" if rate_bit_s is None else f"{rate_bit_s / 1e9:g} Gbit/s"
+    if rate_bit_s is None:
+        return "unshaped"
+    return f"{rate_bit_s / 1e9:g} Gbit/s" if rate_bit_s >= 1e9 else f"{rate_bit_s / 1e6:g} Mbit/s"
 
 
 @emulate_app.command("up")
@@ -58,6 +60,46 @@ def up(nodes: int = typer.Option(2, help="nodes (network namespaces), >= 2"),
     if slurm:
         print(f"Slurm: nodes n0..n{nodes - 1}, slurmctld on {emulate.slurm_nodes.HOST_ADDRESS}; "
               f"export SLURM_CONF={emulate.slurm_nodes.conf_path(cluster.name)}")
+
+
+@emulate_app.command("list")
+def list_nodes(json_output: bool = typer.Option(False, "--json", help="machine-readable JSON")):
+    """The emulated clusters that are up and their nodes: namespace, address, link rate, planted
+    faults, and for a --slurm cluster its node names and the SLURM_CONF to export.
+
+    Example: fabric-bench emulate list
+    """
+    up_now = [s for s in emulate.status() if s.cluster is not None and not s.leftover]
+    listed: list[dict[str, Any]] = []
+    for s in up_now:
+        cluster = s.cluster
+        assert cluster is not None
+        nodes: list[dict[str, Any]] = []
+        for i in range(cluster.nodes):
+            link = cluster.faults.node_rate(i, cluster.rate_bit_s)
+            slow = dict(cluster.faults.slow_nodes)
+            egress = cluster.faults.egress_rate(i, link) if i in slow and (slow[i] or link) else link
+            nodes.append({"node": emulate.slurm_nodes.node_name(i), "namespace": cluster.node(i),
+                          "address": cluster.address(i), "link_bit_s": link,
+                          "egress_bit_s": egress if egress != link else None,
+                          "slow_paths": [{"to": emulate.slurm_nodes.node_name(peer), "bit_s": rate}
+                                         for peer, rate in cluster.faults.degraded_peers(i)]})
+        listed.append({"name": cluster.name, "nodes": nodes, "rate_bit_s": cluster.rate_bit_s,
+                       "slurm_conf": str(emulate.slurm_nodes.conf_path(cluster.name)) if cluster.slurm else None})
+    if json_output:
+        print(json.dumps(listed, indent=2))
+        return
+    if not listed:
+        print("no emulated cluster is up (fabric-bench emulate up --nodes 2 makes one)")
+    for cluster_data in listed:
+        slurm_conf = cluster_data["slurm_conf"]
+        print(f"{cluster_data['name']}: {len(cluster_data['nodes'])} nodes, links {rate_text(cluster_data['rate_bit_s'])}"
+              + (f"; Slurm: export SLURM_CONF={slurm_conf}" if slurm_conf else "; no Slurm (runs: --launcher emulated)"))
+        for node in cluster_data["nodes"]:
+            notes = [f"sends at {rate_text(node['egress_bit_s'])}"] if node["egress_bit_s"] else []
+            notes += [f"path to {p['to']} {rate_text(p['bit_s'])}" for p in node["slow_paths"]]
+            print(f"  {node['node']:<4} {node['namespace']:<20} {node['address']:<12} link {rate_text(node['link_bit_s'])}"
+                  + (f" ({'; '.join(notes)})" if notes else ""))
 
 
 @emulate_app.command("down")

@@ -25,7 +25,7 @@ def facts_table(facts: HostFacts) -> Table:
     if facts.mpi.components:
         mpi += "  pml: " + ",".join(facts.mpi.components.get("pml", []))
     slurm = f"{facts.slurm_version} (mpi: {', '.join(facts.slurm_mpi_plugins) or '?'})" \
-        if facts.slurm_version else facts.tools.get("sinfo_version", "absent")
+        if facts.slurm_version else slurm_absent(facts.tools.get("sinfo_version", "absent"))
     runtimes = ", ".join(f"{name} {version}" for name, version in facts.runtimes.items() if version)
     for name, value in (
         ("CPUs", f"{facts.cpu_count} x {facts.cpu_model}"),
@@ -45,6 +45,14 @@ def facts_table(facts: HostFacts) -> Table:
     return table
 
 
+def slurm_absent(sinfo: str) -> str:
+    """Why no Slurm version was read, as a user reads it: a client with no cluster configured is
+    not an error of this host."""
+    if "configuration source" in sinfo:
+        return "client installed, no cluster configured (no slurm.conf; SLURM_CONF names one)"
+    return "not installed" if sinfo == "absent" else sinfo
+
+
 def topology_table(facts: HostFacts) -> Table:
     """NUMA nodes, the NUMA node of each NIC, and nvidia-smi topo -m's GPU rows (nearest NICs)."""
     table = Table(title="Topology")
@@ -61,7 +69,9 @@ def topology_table(facts: HostFacts) -> Table:
         table.add_row(f"GPU{gpu.index}", "?" if gpu.numa_affinity is None else str(gpu.numa_affinity),
                       f"CPUs {gpu.cpu_affinity or '?'}; NICs {', '.join(nearest) or '-'}")
     if not topo:
-        table.caption = f"GPUs: nvidia-smi topo -m {facts.tools.get('nvidia_smi_topo', 'absent')}"
+        seen = facts.tools.get("nvidia_smi_topo", "absent")
+        table.caption = ("GPUs: none (no nvidia-smi)" if seen == "absent"
+                         else f"GPUs: no topology (nvidia-smi topo -m: {seen})")
     return table
 
 

@@ -35,13 +35,16 @@ def report(
     data = build(dirs, output, title, baseline_fabric, study)
     for line in data["stacks"]:
         print(f"stack: {line}")
-    for judged in data["verdicts"].values():
+    for judged in data["verdicts"].values() if data["runs"] else ():  # no runs (a locate directory): no verdict
         print(f"verdict ({judged['title']}): {judged['paragraph']}")
     for line in (data.get("study") or {}).get("answer", []):
         print(f"study {study} (predicted): {line}")
     for plot in data["plots"].values():
-        print(f"{output / plot['png']}: {plot['title']} ({len(plot['series'])} series)")
-    print(f"{output / 'report.html'} ({data['runs']} runs)")
+        series = len(plot["series"])
+        print(f"{output / plot['png']}: {'; '.join(plot['title'].splitlines())}" + (f" ({series} series)" if series else ""))
+    located = len(data.get("locate") or [])
+    print(f"{output / 'report.html'} ({data['runs']} runs"
+          + (f", {located} locate result{'s' if located != 1 else ''})" if located else ")"))
 
 
 def register(app: typer.Typer) -> None:

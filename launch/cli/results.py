@@ -102,7 +102,7 @@ def index(directory: Path = typer.Argument(..., help="a results or sweep directo
     """
     count, problems = store.index_tree(directory)
     for problem in problems:
-        print(f"skipped {problem}", file=sys.stderr)
+        print(problem, file=sys.stderr)
     print(f"indexed {count} results into {store.store_path()}")
 
 

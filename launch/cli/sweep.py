@@ -23,8 +23,9 @@ def sweep(
     force: bool = typer.Option(False, help="run points even when a host <-> image preflight check fails (recorded in each result)"),
     stall_timeout: Optional[float] = typer.Option(None, help="end a point when a rank starts no step for this many seconds; its result names who stopped where"),
     exclude_nodes: Optional[str] = typer.Option(None, help="Slurm nodes every point leaves out, e.g. n3,n[5-6]"),
-    exclude_located: Optional[Path] = typer.Option(None, help="leave out the slow nodes a `fabric-bench locate` "
-                                                              "named (its locate.json)"),
+    exclude_located: Optional[Path] = typer.Option(None, help="leave out what a `fabric-bench locate` named (its "
+                                                              "locate.json): each slow node, and one end of each "
+                                                              "slow link (the fewest nodes that cut them all)"),
     dry_run: bool = typer.Option(False, help="list the runs and their count, run nothing"),
 ):
     """Run every point of EXPERIMENT; a rerun skips finished points.
@@ -55,14 +56,21 @@ def sweep(
         site_config, placeholders = placeholder_site(loaded, site_config)
     directory = directory or Path("results") / "sweeps" / loaded.name
     # one job: the ranks are started by srun inside the job's allocation
-    if exclude_located:  # another site's file, perhaps: names this cluster has, when Slurm can say
-        from launch.locate import named_nodes
+    left_out, because = None, None
+    if exclude_located:
+        from launch.located import leave_out
         from launch.slurm import cluster_nodes
 
-        exclude_nodes = ",".join(filter(None, [exclude_nodes, *named_nodes(exclude_located, cluster_nodes())])) or None
+        # another site's file, perhaps: names this cluster has, when Slurm can say
+        left_out = leave_out(exclude_located, cluster_nodes())
+        given = [n for n in (exclude_nodes or "").split(",") if n]
+        exclude_nodes = ",".join(dict.fromkeys([*given, *left_out.nodes])) or None
+        because = f"--exclude-located {exclude_located} leaves out {left_out.summary()}"
     swept = plan(loaded, directory, site_config, SRUN.name if one_job else launcher, retry_failed, force,
-                 stall_timeout, exclude_nodes)
+                 stall_timeout, exclude_nodes, because)
     console = make_console()
+    for line in left_out.lines() if left_out else []:
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     if dry_run:
         print_plan(swept, console, one_job)
         if placeholders:
@@ -81,17 +89,22 @@ def print_plan(swept, console: Console, one_job: bool) -> None:
     for number, point in enumerate(swept.points, 1):
         s = point.spec
         state = "run" if point.key in todo else swept.state.status(point.key)
-        console.print(f"{number:4d}  {point.key}  {state:7s}  {s.launcher:8s} {s.ranks:4d} ranks  {point.label}",
-                      highlight=False, soft_wrap=True)
+        console.print(f"{number:4d}  {point.key}  {state:7s}  {s.launcher:8s} {s.ranks:4d} rank{'s' if s.ranks != 1 else ' '}"
+                      f"  {point.label}", highlight=False, soft_wrap=True)
     baselines = sum(p.baseline for p in swept.points)
-    console.print(f"{len(swept.points)} runs ({baselines} 1-rank baselines, "
-                  f"{swept.experiment.repetitions} repetitions); {len(todo)} to run, "
+    console.print(f"{counted(len(swept.points), 'run')} ({counted(baselines, '1-rank baseline')}, "
+                  f"{counted(swept.experiment.repetitions, 'repetition')}); {len(todo)} to run, "
                   f"{len(swept.points) - len(todo)} finished or failed; nothing was run", highlight=False)
     if one_job:
         from launch.launchers import tool_path
         from launch.sweep import one_job_script
 
         print("job script:\n" + one_job_script(swept, tool_path("fabric-bench")), end="")
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 run', '3 runs'."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def register(app: typer.Typer) -> None:

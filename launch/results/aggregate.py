@@ -138,7 +138,16 @@ def fabric_label(result: dict) -> str:
 
 
 def what_of(result: dict) -> str:
-    return result.get("engine") or result.get("backend") or "-"
+    """How the ranks communicate: a training run's engine, an allreduce run's backend, the halo
+    proxy's MPI (each kind says which: launch.kinds); a RunSpec field a kind does not read (an
+    allreduce run's default engine) never names it."""
+    bench = benchmark_of(result)
+    if bench is None:
+        return result.get("engine") or result.get("backend") or "-"
+    kind = KINDS[bench]
+    if kind.communicates_by is None:
+        return kind.communicates_always
+    return result.get(kind.communicates_by) or spec_of(result).get(kind.communicates_by) or kind.communicates_always
 
 
 def subject_of(result: dict) -> str:

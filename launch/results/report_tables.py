@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from launch.results import aggregate
+from launch.results.figures import interval_text, value_text
 
 
 def _cell(value, fmt: str = ".1f") -> str:
@@ -13,7 +14,7 @@ def _cell(value, fmt: str = ".1f") -> str:
 def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
     """Every run (repetitions kept), efficiency against the aggregated baseline of its series; where
     the ranks shared one host's cores, also against the same cores (total at N / total at 1)."""
-    header = ["run", "fabric", "engine", "model", "ranks", "img/s total", "95% CI", "scaling eff.",
+    header = ["run", "fabric", "engine/backend", "model", "ranks", "img/s total", "95% CI", "scaling eff.",
               "comm share", "transport", "status"]
     rows = []
     for r in sorted(results, key=lambda x: (aggregate.series_name(x), x.get("world_size") or 0, x.get("run_id"))):
@@ -23,9 +24,10 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
         same = point.same_cores_efficiency(r) if point is not None else None
         comm = aggregate.number(r.get("comm_fraction")) if (r.get("world_size") or 0) > 1 else None
         rows.append([r.get("run_id", "-"), aggregate.fabric_label(r),
-                     r.get("engine") or r.get("backend") or "-", r.get("model") or r.get("benchmark") or "-",
+                     aggregate.what_of(r), aggregate.subject_of(r),
                      _cell(r.get("world_size")), _cell(aggregate.number(tp.get("total_img_per_s"))),
-                     _cell(aggregate.number(tp.get("ci95_img_per_s"))),
+                     "-" if not tp else interval_text(aggregate.number(tp.get("ci95_img_per_s")), "img/s",
+                                                      samples=len(aggregate.run_samples(r))),
                      "1 (baseline)" if eff == 1.0 and (r.get("world_size") == 1) else _cell(eff, ".2f")
                      + (f" (shared cores: {same:.2f} of the 1-rank total)" if same is not None else ""),
                      _cell(comm, ".0%"), (r.get("transport") or {}).get("verdict", "-"),
@@ -62,9 +64,9 @@ def points_table(points: list[aggregate.Point]) -> tuple[list[str], list[list[st
               "comm share", "1-rank baseline"]
     rows = []
     for p in sorted(points, key=lambda p: (p.benchmark, p.series, p.ranks)):
-        fmt = ".4g" if p.metric.unit == "s" else ".1f"
-        rows.append([p.series, str(p.ranks), f"{p.metric.label} ({p.metric.unit})", format(p.mean, fmt),
-                     "-" if p.ci95 is None else "±" + format(p.ci95, fmt), str(p.repetitions), str(p.n_samples),
+        rows.append([p.series, str(p.ranks), f"{p.metric.label} ({p.metric.unit})", value_text(p.mean, p.metric.unit),
+                     interval_text(p.ci95, p.metric.unit, p.repetitions, p.n_samples), str(p.repetitions),
+                     str(p.n_samples),
                      _cell(p.efficiency, ".2f"), _cell(p.comm_fraction, ".0%"),
                      "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-")])
     return header, rows

@@ -2,9 +2,13 @@
 
 The JSON files stay the truth; the index holds the fields people filter and
 sort on plus the whole result, and can be rebuilt from a tree at any time.
-A row is keyed by run id AND origin (the host and bundle commit that wrote it,
-`origin_of`): another site's result that reuses a local run id is kept beside the
-local one, never in its place, and the collision is reported.
+A row is keyed by run id, origin (the host and bundle commit that wrote it,
+`origin_of`) AND the result file's path: another site's result that reuses a local
+run id is kept beside the local one, and so is a second folder of results whose run
+ids and origin are the same (older results without an `origin` field, copies of one
+run edited apart): a row is never replaced by another file's result, and every
+collision is reported. Indexing the same file again updates its own row; a row whose
+file is gone is dropped when the same result is indexed from where it moved to.
 Its path: $FABRIC_BENCH_STORE, else ~/.cache/fabric-bench/results.sqlite.
 """
 from __future__ import annotations
@@ -51,39 +55,54 @@ def connect(path: Path | None = None) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=30)
         db.row_factory = sqlite3.Row
-        old = [row[1] for row in db.execute("PRAGMA table_info(results)")]
-        if old and "origin" not in old:  # a store from before origins: rebuilt from its own rows
+        table = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'results'").fetchone()
+        if table and KEY not in table[0]:  # a store keyed otherwise (before origins, before paths): rebuilt
             with db:
-                db.execute("ALTER TABLE results RENAME TO results_before_origin")
+                db.execute("ALTER TABLE results RENAME TO results_before_key")
                 _create(db)
-                for row in db.execute("SELECT path, result FROM results_before_origin").fetchall():
+                for row in db.execute("SELECT path, result FROM results_before_key").fetchall():
                     index_result(db, Path(row["path"]), json.loads(row["result"]))
-                db.execute("DROP TABLE results_before_origin")
+                db.execute("DROP TABLE results_before_key")
         _create(db)
     except sqlite3.Error as exc:
         raise UsageError(f"results store {path}: {exc}") from None
     return db
 
 
+KEY = "PRIMARY KEY (run_id, origin, path)"
+
+
 def _create(db: sqlite3.Connection) -> None:
     columns = ", ".join(f"{c} TEXT" if c == "run_id" else c for c in COLUMNS)
     db.execute(f"CREATE TABLE IF NOT EXISTS results ({columns}, origin TEXT, path TEXT, indexed_unix REAL, "
-               f"result TEXT, PRIMARY KEY (run_id, origin))")
+               f"result TEXT, {KEY})")
 
 
 def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None:
-    """Index (or re-index) one result; a line when its run id is already held by another origin's."""
-    origin = origin_of(result)
-    values = [read(result) for read in COLUMNS.values()]
-    values += [origin, str(Path(path).resolve()), time.time(), json.dumps(result, sort_keys=True)]
+    """Index (or re-index) one result file; a line when its run id is also held from another
+    origin or from another file of the same origin (both rows are kept)."""
+    origin, where = origin_of(result), str(Path(path).resolve())
+    text = json.dumps(result, sort_keys=True)
+    values = [read(result) for read in COLUMNS.values()] + [origin, where, time.time(), text]
     marks = ", ".join("?" * len(values))
-    others = [row[0] for row in db.execute("SELECT origin FROM results WHERE run_id = ? AND origin != ?",
-                                           (result.get("run_id"), origin))]
+    others = db.execute("SELECT origin, path, result FROM results WHERE run_id = ? AND NOT (origin = ? AND path = ?)",
+                        (result.get("run_id"), origin, where)).fetchall()
+    kept = []
+    for other in others:
+        if other["origin"] == origin and other["result"] == text and not Path(other["path"]).exists():
+            # the same result, moved: its old row names a file that is gone
+            db.execute("DELETE FROM results WHERE run_id = ? AND origin = ? AND path = ?",
+                       (result.get("run_id"), origin, other["path"]))
+        else:
+            kept.append(other)
     db.execute(f"INSERT OR REPLACE INTO results ({', '.join(COLUMNS)}, origin, path, indexed_unix, result) "
                f"VALUES ({marks})", values)
-    if others:
-        return (f"run id {result.get('run_id')} from {origin} is also held from {', '.join(others)}: "
-                f"both are kept")
+    foreign = sorted({o["origin"] for o in kept if o["origin"] != origin})
+    if foreign:
+        return f"run id {result.get('run_id')} from {origin} is also held from {', '.join(foreign)}: both are kept"
+    if kept:
+        return (f"run id {result.get('run_id')} from {origin} is also held from the same origin in "
+                f"{', '.join(sorted(o['path'] for o in kept))}: both are kept")
     return None
 
 
@@ -99,13 +118,14 @@ def index_quietly(path: Path, result: dict) -> None:
 
 
 def index_tree(root: Path, db: sqlite3.Connection | None = None) -> tuple[int, list[str]]:
-    """(Re)index every result.json under root; returns (indexed, problems)."""
+    """(Re)index every result.json under root; returns (indexed, lines: the files that are not results
+    and the run ids held more than once)."""
     if not Path(root).is_dir():
         raise UsageError(f"{root} is not a directory")
     db = db or connect()
     count = 0
     with db:
-        results, problems = read_tree([root])
+        results, problems = read_tree([root])  # each unreadable file's line says it is not a result
         for result in results:
             assert result.path is not None, "read_tree's results carry their path"
             collision = index_result(db, result.path, result)
@@ -131,12 +151,16 @@ def query(db: sqlite3.Connection, limit: int | None = None, **filters) -> list[s
 
 def get(db: sqlite3.Connection, run_id: str) -> dict:
     """One result by run id, or by a unique prefix of it."""
-    rows = db.execute("SELECT result, origin FROM results WHERE run_id LIKE ? ORDER BY run_id",
+    rows = db.execute("SELECT result, origin, path FROM results WHERE run_id LIKE ? ORDER BY run_id",
                       (run_id.replace("%", r"\%") + "%",)).fetchall()
     exact = [r for r in rows if json.loads(r["result"])["run_id"] == run_id]
+    origins = sorted({r["origin"] for r in exact})
+    if len(origins) > 1:
+        raise UsageError(f"run id {run_id!r} is held from {len(origins)} origins "
+                         f"({', '.join(origins)}); its result files tell them apart")
     if len(exact) > 1:
-        raise UsageError(f"run id {run_id!r} is held from {len(exact)} origins "
-                         f"({', '.join(sorted(r['origin'] for r in exact))}); its result files tell them apart")
+        raise UsageError(f"run id {run_id!r} is held {len(exact)} times from {origins[0]} "
+                         f"({', '.join(sorted(r['path'] for r in exact))}); read one of those files")
     if exact:
         return json.loads(exact[0]["result"])
     if len(rows) != 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from launch.results import aggregate
+from launch.results.figures import interval_text, value_text
 
 
 def fmt(value: float | None, spec: str) -> str:
@@ -27,7 +28,8 @@ def training_table(results: list[dict], title: str = "Training throughput") -> T
         table.add_row(
             r["framework"], r["engine"], r["model"], str(r["world_size"]),
             fmt(tp.get("total_img_per_s"), ".1f"), fmt(tp.get("per_rank_img_per_s"), ".1f"),
-            "±" + fmt(tp.get("ci95_img_per_s"), ".1f"), fmt(eff, ".2f"),
+            interval_text(aggregate.number(tp.get("ci95_img_per_s")), "img/s", samples=len(aggregate.run_samples(r))),
+            fmt(eff, ".2f"),
             fmt(comm, ".0%"), fmt(r.get("params_max_abs_diff"), ".2g"),
             r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]: {r.get('reason')}",
         )
@@ -40,9 +42,8 @@ def points_table(points: list[aggregate.Point], title: str) -> Table:
     for column in ("series", "ranks", "mean", "95% CI", "reps", "scaling eff.", "comm share", "baseline"):
         table.add_column(column, justify="left" if column in ("series", "baseline") else "right")
     for p in sorted(points, key=lambda p: (p.benchmark, p.series, p.ranks)):
-        spec = ".4g" if p.metric.unit == "s" else ".1f"
-        table.add_row(p.series, str(p.ranks), f"{format(p.mean, spec)} {p.metric.unit}",
-                      "-" if p.ci95 is None else "±" + format(p.ci95, spec), str(p.repetitions),
+        table.add_row(p.series, str(p.ranks), f"{value_text(p.mean, p.metric.unit)} {p.metric.unit}",
+                      interval_text(p.ci95, p.metric.unit, p.repetitions, p.n_samples), str(p.repetitions),
                       fmt(p.efficiency, ".2f"), fmt(p.comm_fraction, ".0%"),
                       "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-"))
     return table
@@ -61,7 +62,7 @@ def verdict_tables(judged: dict, title: str = "") -> list:
             header, rows = table_rows(data)
             table = Table(title=heading, caption=f"reference {data['reference']}; {data['method']}")
             for column in header:
-                table.add_column(column, justify="left" if column in ("benchmark", "model", "engine", "compared",
+                table.add_column(column, justify="left" if column in ("benchmark", "model", "engine/backend", "compared",
                                                                       "verdict") else "right")
             for row in rows:
                 table.add_row(*row)

@@ -22,6 +22,7 @@ from scipy import stats as scipy_stats
 from launch.results.aggregate import CI_METHOD, Point, spec_of, subject_of, what_of
 from containers.untrusted import read_json
 from launch.errors import UsageError
+from launch.results.figures import value_text
 
 METHOD = ("ratio of geometric means; 95 % CI by Welch's t on log(metric) (Welch-Satterthwaite degrees "
           "of freedom); each side's variance: " + CI_METHOD.split(": ", 1)[1])
@@ -136,6 +137,50 @@ def _where(row: dict) -> str:
     return f"{row['model']} at {row['nodes']} node{'s' if row['nodes'] != 1 else ''}, {row['engine']}"
 
 
+def _share(count: int, total: int) -> str:
+    """'both', 'all 3', '1 of 3': how many of the groups, as a sentence says it."""
+    if count == total:
+        return "both" if total == 2 else f"all {total}"
+    return f"{count} of {total}"
+
+
+def _sentence_of(value: str, refs: str, rows: list[dict], within: float) -> str:
+    """What the rows of one compared value say, in words that fit zero, one or many groups."""
+    total = len(rows)
+    slower = [r for r in rows if r["significant"] and r["speed_ratio"] < 1]
+    faster = [r for r in rows if r["significant"] and r["speed_ratio"] > 1]
+    unclear = [r for r in rows if not r["significant"] and r["ci95"] is not None]
+    no_ci = [r for r in rows if r["ci95"] is None]
+    close = [r for r in rows if abs(r["speed_ratio"] - 1) <= within]
+    band = f"±{within * 100:.0f} %"
+
+    def by(picked: list[dict]) -> str:
+        worst = max(picked, key=lambda r: abs(r["speed_ratio"] - 1))
+        size = f"{abs(worst['speed_ratio'] - 1) * 100:.1f} %"
+        return f"by {size}, {_where(worst)}" if len(picked) == 1 else f"by up to {size}, {_where(worst)}"
+
+    if total == 1:
+        (row,) = rows
+        if slower or faster:
+            what = f"significantly {'slower' if slower else 'faster'} than {refs} ({by(rows)})"
+        elif no_ci:
+            what = f"{row['speed_ratio']:.3f} x {refs} with no CI (one sample per side)"
+        else:
+            what = f"not significantly different from {refs} (the ratio's 95 % CI holds 1)"
+        closeness = f"within {band} of it" if close else f"not within {band} of it"
+        return f"In the one group where both ran, {value} is {what}, {closeness}"
+    found = [(picked, words, link, detail) for picked, words, link, detail in (
+        (faster, "significantly faster", "than", faster and by(faster)),
+        (slower, "significantly slower", "than", slower and by(slower)),
+        (unclear, "not significantly different", "from", "the ratio's 95 % CI holds 1"),
+        (no_ci, "without a CI", "against", "one sample per side")) if picked]
+    parts = [f"{words}{f' {link} {refs}' if k == 0 else ''} in {_share(len(picked), total)} ({detail})"
+             for k, (picked, words, link, detail) in enumerate(found)]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    closeness = f"within {band} of it in {_share(len(close), total) if close else 'none'}"
+    return f"In the {total} groups where both ran, {value} is {listed}; {closeness}"
+
+
 def paragraph(data: dict) -> str:
     """The table's answer in words."""
     if data["nothing_to_compare"]:
@@ -143,35 +188,19 @@ def paragraph(data: dict) -> str:
     sentences = []
     for value in [v for v in data["values"] if any(r["value"] == v for r in data["rows"])]:
         rows = [r for r in data["rows"] if r["value"] == value]
-        refs = sorted({r["reference"] for r in rows})
-        within = [r for r in rows if abs(r["speed_ratio"] - 1) <= data["within"]]
+        refs = " / ".join(sorted({r["reference"] for r in rows}))
         significant = [r for r in rows if r["significant"]]
-        slower = [r for r in significant if r["speed_ratio"] < 1]
-        faster = [r for r in significant if r["speed_ratio"] > 1]
-        text = (f"Across the {len(rows)} group{'s' if len(rows) != 1 else ''} where both ran, {value} is within "
-                f"±{data['within'] * 100:.0f} % of {' / '.join(refs)} in {len(within)}")
-        if significant:
-            parts = []
-            for name, picked in (("slower", slower), ("faster", faster)):
-                if picked:
-                    worst = max(picked, key=lambda r: abs(r["speed_ratio"] - 1))
-                    parts.append(f"{len(picked)} {name} (up to {abs(worst['speed_ratio'] - 1) * 100:.1f} %, "
-                                 f"{_where(worst)})")
-            text += (f"; the difference is significant (the ratio's 95 % CI excludes 1) in {len(significant)}: "
-                     + ", ".join(parts))
-        else:
-            text += "; in none is the difference significant (every ratio's 95 % CI holds 1)"
-        no_ci = [r for r in rows if r["ci95"] is None]
-        if no_ci:
-            text += f"; {len(no_ci)} without a CI (one sample per side)"
+        text = _sentence_of(value, refs, rows, data["within"])
         if not significant:
-            answer = f"For this data, {data['title']} {value} vs {' / '.join(refs)} has no significant effect."
+            answer = f"For this data, {data['title']} {value} vs {refs} has no significant effect."
         elif all(abs(r["speed_ratio"] - 1) <= data["within"] for r in significant):
             answer = (f"For this data, the effect of {data['title']} {value} is significant in places but within "
                       f"±{data['within'] * 100:.0f} %.")
+        elif len(rows) == 1:
+            answer = f"For this data, {data['title']} {value} changes performance significantly."
         else:
             answer = (f"For this data, {data['title']} {value} changes performance significantly in "
-                      f"{len(significant)} of {len(rows)} groups.")
+                      f"{_share(len(significant), len(rows))} groups.")
         sentences.append(text + ". " + answer)
     return " ".join(sentences)
 
@@ -212,7 +241,7 @@ def experiment_orders(dirs: list[Path]) -> dict[str, list[str]]:
     return orders
 
 
-COLUMNS = ("benchmark", "model", "nodes", "ranks/node", "engine", "allreduce", "gpudirect", "fabric", "compared",
+COLUMNS = ("benchmark", "model", "nodes", "ranks/node", "engine/backend", "allreduce", "gpudirect", "fabric", "compared",
            "reference", "value", "ratio", "95% CI", "verdict")
 
 
@@ -221,15 +250,14 @@ def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
     header = [c for c in COLUMNS if c != data["axis"]]
     rows = []
     for r in data["rows"]:
-        fmt = ".4g" if r["unit"] == "s" else ".1f"
         unit = f" {r['unit']}"
         cells = {"benchmark": r["benchmark"], "model": r["model"], "nodes": str(r["nodes"]),
-                 "ranks/node": str(r["ranks_per_node"]), "engine": r["engine"],
+                 "ranks/node": str(r["ranks_per_node"]), "engine/backend": r["engine"],
                  "allreduce": r.get("allreduce", "-"), "gpudirect": r.get("gpudirect", "-"),
                  "fabric": r.get("fabric", "-"),
                  "compared": f"{r['value']} vs {r['reference']}",
-                 "reference": f"{format(r['reference_mean'], fmt)}{unit} (x{r['reference_repetitions']})",
-                 "value": f"{format(r['mean'], fmt)}{unit} (x{r['repetitions']})",
+                 "reference": f"{value_text(r['reference_mean'], r['unit'])}{unit} (x{r['reference_repetitions']})",
+                 "value": f"{value_text(r['mean'], r['unit'])}{unit} (x{r['repetitions']})",
                  "ratio": f"{r['ratio']:.3f}",
                  "95% CI": "-" if r["ci95"] is None else f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]",
                  "verdict": r["verdict"]}

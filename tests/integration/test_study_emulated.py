@@ -25,7 +25,7 @@ def test_emulated_sweep_report_opens_with_the_verdict(tmp_path):
     sweep_dir = tmp_path / "sweep"
     sweep = fabric_bench("sweep", "experiments/cpu-emulated.experiment.toml", "--dir", str(sweep_dir), timeout=1500)
     assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
-    assert "verdict: fabric" in sweep.stdout and "Across the 2 groups" in sweep.stdout.replace("\n", " ")
+    assert "verdict: fabric" in sweep.stdout and "In the 2 groups" in sweep.stdout.replace("\n", " ")
 
     out = tmp_path / "report"
     report = fabric_bench("report", str(sweep_dir), "--output", str(out))
@@ -35,7 +35,7 @@ def test_emulated_sweep_report_opens_with_the_verdict(tmp_path):
     assert fabric["reference"] == "emu-eth-1g"  # the first fabric of the experiment
     assert {(r["engine"], r["value"], r["nodes"]) for r in fabric["rows"]} == {
         ("ddp", "emu-eth-10g", 2), ("horovod", "emu-eth-10g", 2)}
-    assert fabric["paragraph"].startswith("Across the 2 groups where both ran, emu-eth-10g")
+    assert fabric["paragraph"].startswith("In the 2 groups where both ran, emu-eth-10g is ")
     for row in fabric["rows"]:
         assert row["ci95"][0] <= row["ratio"] <= row["ci95"][1]
         assert row["verdict"] == "no significant difference" or row["verdict"].endswith(("slower", "faster"))

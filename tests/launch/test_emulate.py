@@ -191,3 +191,27 @@ def test_emulate_up_is_used_by_runs_and_leftovers_are_refused(clean_host, tmp_pa
     assert "crashed: unknown origin" in fabric_bench("emulate", "status").stdout
     assert fabric_bench("emulate", "down", "crashed").returncode == 0  # not --all: others may be running
     assert not [ns for ns in emulate.namespaces() if "crashed" in ns or "fbtest" in ns]
+
+
+@pytest.mark.slow
+def test_emulate_list_shows_the_nodes_that_are_up_with_their_links(clean_host):
+    """`emulate list` after `emulate up`: one line per cluster, one per node (namespace, address,
+    link, planted faults); after `emulate down`, none of them."""
+    up = fabric_bench("emulate", "up", "--nodes", "3", "--link", "300mbit", "--link", "n0-n2=75mbit",
+                      "--slow", "n1", "--name", "fbtest")
+    assert up.returncode == 0, up.stderr
+    try:
+        listed = fabric_bench("emulate", "list")
+        assert listed.returncode == 0, listed.stderr
+        lines = listed.stdout.splitlines()
+        start = lines.index("fbtest: 3 nodes, links 300 Mbit/s; no Slurm (runs: --launcher emulated)")
+        assert [" ".join(line.split()) for line in lines[start + 1:start + 4]] == [
+            f"n0 fbemu-fbtest-n0 {emulate.SUBNET}.1 link 300 Mbit/s (path to n2 75 Mbit/s)",
+            f"n1 fbemu-fbtest-n1 {emulate.SUBNET}.2 link 300 Mbit/s (sends at 75 Mbit/s)",
+            f"n2 fbemu-fbtest-n2 {emulate.SUBNET}.3 link 300 Mbit/s (path to n0 75 Mbit/s)"]
+        data = json.loads(fabric_bench("emulate", "list", "--json").stdout)
+        (mine,) = [c for c in data if c["name"] == "fbtest"]
+        assert [n["namespace"] for n in mine["nodes"]] == [f"fbemu-fbtest-n{i}" for i in range(3)]
+    finally:
+        assert fabric_bench("emulate", "down", "fbtest").returncode == 0
+    assert "fbtest" not in fabric_bench("emulate", "list").stdout

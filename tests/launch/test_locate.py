@@ -3,6 +3,7 @@ The real thing under Slurm is tests/integration/test_emulated_slurm.py."""
 import dataclasses
 import itertools
 import json
+import os
 
 import pytest
 
@@ -269,3 +270,142 @@ def test_the_report_shows_a_locate_runs_heat_map_and_what_it_named(tmp_path):
 def _written(path, data: dict):
     path.write_text(json.dumps(data))
     return path
+
+
+# -- what a sweep leaves out (launch.located) -------------------------------------------------
+def test_a_slow_link_loses_one_end_and_the_fewest_nodes_cut_several_links(tmp_path):
+    from launch import located
+
+    assert located.cover([("n1", "n3")]) == ["n1"]                        # a tie: the first by name
+    assert located.cover([("n0", "n5"), ("n1", "n5"), ("n2", "n5")]) == ["n5"]     # one node, not three
+    assert located.cover([("n0", "n1"), ("n1", "n2"), ("n2", "n3")]) == ["n0", "n2"]   # a path: 2 of 4, first by name
+    assert located.cover([("n2", "n10")]) == ["n2"]                     # names compared as numbers
+    assert located.cover([("n1", "n3")], {"n3": (0, 0.1), "n1": (0, 0.3)}) == ["n3"]  # the slower end
+    ring = [(f"n{i}", f"n{(i + 1) % 30}") for i in range(30)]          # beyond the exact search: greedy
+    chosen = located.cover(ring)
+    assert all(set(chosen) & set(link) for link in ring) and len(chosen) <= 20
+
+    # a link-only locate.json as locate writes it: the end whose other pairs measured slower goes
+    nodes = ["n0", "n1", "n2", "n3"]
+    pairs = pairs_of(4, {("n1", "n3"): 0.07, ("n0", "n3"): 0.25, ("n2", "n3"): 0.25})
+    (tmp_path / "located").mkdir()
+    locate.write(tmp_path / "located", nodes, pairs, locate.judge(nodes, pairs), 3, 7, "9", 2**20, 1.0)
+    left = located.leave_out(tmp_path / "located" / "locate.json")
+    assert left.nodes == ["n3"] and left.node_list == "n3"
+    assert left.lines() == [f"leaving out n3 (named in {tmp_path}/located/locate.json): one end of slow link "
+                            "n1-n3; its other pairs measured slower than n1's (0.25 vs 0.29 Gbit/s)"]
+    # a mixed one: the slow node goes whole, one node cuts the two links it does not already cut
+    mixed = _written(tmp_path / "mixed.json", {"kind": "locate", "slow_nodes": ["n2"],
+                                               "slow_links": [["n0", "n1"], ["n1", "n3"], ["n2", "n3"]]})
+    left = located.leave_out(mixed)
+    assert left.nodes == ["n1", "n2"]
+    assert left.why == {"n1": "one end of slow links n0-n1, n1-n3", "n2": "slow node (every pair with it is slow)"}
+    assert located.leave_out(_written(tmp_path / "none.json", {"kind": "locate", "slow_nodes": []})).lines() == [
+        f"--exclude-located {tmp_path}/none.json: nothing to leave out (no slow node or link named)"]
+    for bad in ([["n1"]], [["n1", "n1"]], [["n1", "n3; reboot"]], "n1-n3"):
+        with pytest.raises(UsageError, match="slow_links, a list of"):
+            located.leave_out(_written(tmp_path / "bad.json", {"kind": "locate", "slow_nodes": [],
+                                                                "slow_links": bad}))
+
+
+class SlurmController:
+    """A real slurmctld whose partition holds `nodes` (no slurmd: sinfo counts them, nothing runs)."""
+
+    def __init__(self, directory, nodes: int):
+        from tests.slurm_cluster import SlurmCluster, slurm_conf
+        from containers.host import free_ports
+
+        self.cluster = SlurmCluster(directory)
+        conf = slurm_conf(directory, self.cluster.host, 1, *free_ports(2)).splitlines()
+        names = f"n[0-{nodes - 1}]"
+        conf = [line for line in conf if not line.startswith(("NodeName=", "PartitionName="))]
+        conf += [f"NodeName={names} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN",
+                 f"PartitionName=debug Nodes={names} Default=YES MaxTime=60 State=UP"]
+        for sub in ("state", "spool", "tmp"):
+            (directory / sub).mkdir(parents=True, exist_ok=True)
+        self.cluster.conf.write_text("\n".join(conf) + "\n")
+        self.env = self.cluster.env
+        self.nodes = nodes
+
+    def __enter__(self):
+        import subprocess
+        import time
+
+        self.daemon = subprocess.Popen(["slurmctld", "-D", "-f", str(self.cluster.conf)], env=self.env,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            out = subprocess.run(["sinfo", "--noheader", "--format=%D"], env=self.env, capture_output=True,
+                                 text=True, timeout=10).stdout.split()
+            if out and sum(int(n) for n in out if n.isdigit()) == self.nodes:
+                return self
+            time.sleep(0.3)
+        self.__exit__()
+        raise RuntimeError("slurmctld did not answer within 30 s")
+
+    def __exit__(self, *exc):
+        self.daemon.terminate()
+        self.daemon.wait(timeout=15)
+
+
+@pytest.mark.slurm
+def test_sweep_exclude_located_acts_on_a_slow_link_or_refuses_in_one_line(tmp_path):
+    """`sweep --exclude-located` over a link-only locate.json, against a real slurmctld: with 5
+    nodes one end of the link is left out (said, and in the job's --exclude-nodes); with 4 nodes
+    the 4-node points cannot leave it out: one line naming the --exclude-nodes, exit 2."""
+    from tests.conftest import need
+    from tests.slurm_cluster import available
+
+    need(available() and os.geteuid() == 0, "Slurm (scripts/setup.sh --test) and root")
+    link_only = _written(tmp_path / "locate.json", {"kind": "locate", "slow_nodes": [],
+                                                    "slow_links": [["n1", "n3"]]})
+    argv = ["sweep", "experiments/emulated-slurm.experiment.toml", "--exclude-located", str(link_only),
+            "--dir", str(tmp_path / "sweep"), "--dry-run"]
+    with SlurmController(tmp_path / "five", 5) as five:
+        proc = fabric_bench(*argv, "--launcher", "sbatch", "--one-job", env=five.env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == (f"leaving out n1 (named in {link_only}): one end of slow link n1-n3; "
+                                           "n3 would do as well: the first by name goes")
+    assert "--exclude-nodes n1" in proc.stdout  # the job's sweep leaves it out of every point
+    assert "   1 rank   allreduce-mpi-nofabric-n1x1-r0" in proc.stdout  # one rank, not "1 ranks"
+    assert "3 runs (1 1-rank baseline, 1 repetition); 3 to run" in proc.stdout
+    with SlurmController(tmp_path / "four", 4) as four:
+        proc = fabric_bench(*argv, env=four.env)
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (
+        "fabric-bench: error: emulated-slurm.experiment.toml: [matrix].nodes: 4 nodes asked, but partition "
+        f"(default) has 4, and --exclude-located {link_only} leaves out n1 (one end of slow link n1-n3): 3 left; "
+        "with points of at most 3 nodes, --exclude-nodes n1 does it")
+
+
+def test_what_locate_prints_and_draws_reads_with_units():
+    """The re-measurement line has the bandwidth rounded, with its unit and step (not a bare float);
+    the heat-map's title says what the colour is against, whole, within the image."""
+    from launch.results.plots import cut_off_text
+
+    lines = []
+    run, _ = fleet(slow_links=(("n1", "n3"),), healthy=0.2841234, slow=0.07396402530817145)
+    locate.measure("1", ["n0", "n1", "n2", "n3"], None, run=run, echo=lines.append)
+    assert "again: n1-n3 0.074 Gbit/s" in lines
+    nodes = ["n0", "n1", "n2", "n3"]
+    pairs = pairs_of(4, {("n1", "n3"): 0.07})
+    fig = locate.heatmap_figure(nodes, locate.matrix(nodes, pairs), 0.284)
+    fig.canvas.draw()
+    assert fig.axes[0].get_title() == "pair bandwidth, Mbit/s\ncolour: share of the 284 Mbit/s reference"
+    assert fig.axes[1].get_ylabel() == "share of the reference"
+    assert cut_off_text(fig) == []
+
+
+def test_report_of_a_locate_directory_prints_what_it_drew(tmp_path):
+    """`fabric-bench report located` (the README's last step): the heat-map's line in one line, no
+    verdict about runs it does not have, and the page's line counts the locate result."""
+    nodes = ["n0", "n1", "n2", "n3"]
+    pairs = pairs_of(4, {("n1", "n3"): 0.07})
+    located = tmp_path / "located"
+    located.mkdir()
+    locate.write(located, nodes, pairs, locate.judge(nodes, pairs), 3, 7, "9", 2**20, 1.0)
+    proc = fabric_bench("report", str(located), "--output", str(tmp_path / "report"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"{tmp_path}/report/locate_heatmap.png: pair bandwidth, Mbit/s; colour: share of the 290 Mbit/s reference",
+        f"{tmp_path}/report/report.html (0 runs, 1 locate result)"]

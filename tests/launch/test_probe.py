@@ -235,3 +235,23 @@ def test_probe_table_shows_every_fabric():
     for fabric in HOST_FABRICS:
         assert fabric in proc.stdout
     assert "Host facts" in proc.stdout
+
+
+def test_the_probe_says_slurm_is_unconfigured_and_no_gpu_in_words():
+    """A Slurm client without a cluster is not an error line, and a GPU-less host says so."""
+    import io
+
+    from rich.console import Console
+
+    from launch.cli.probe import facts_table, topology_table
+
+    facts = recorded("this-host")
+    facts.slurm_version = None
+    facts.tools["sinfo_version"] = "exit 1: sinfo: fatal: Could not establish a configuration source"
+    facts.tools["nvidia_smi_topo"] = "absent"
+    facts.gpu_topology = None
+    out = io.StringIO()
+    Console(file=out, width=200).print(facts_table(facts), topology_table(facts))
+    shown = out.getvalue()
+    assert "client installed, no cluster configured (no slurm.conf; SLURM_CONF names one)" in shown
+    assert "fatal" not in shown and "GPUs: none (no nvidia-smi)" in shown

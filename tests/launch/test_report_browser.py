@@ -150,7 +150,7 @@ def check_what_a_reader_sees(seen: dict, plots: dict) -> None:
     assert seen["tableVisible"] and seen["rows"], "the verdict table is shown"
     assert seen["tableRight"] <= seen["width"] + 1, "the verdict table is not cut off"
     assert "verdict" in seen["header"] and "95% CI" in seen["header"]
-    assert seen["answer"] and seen["answer"].startswith("Across the")
+    assert seen["answer"] and seen["answer"].startswith("In the ")
     assert seen["plotsBelowVerdict"]
     for name, plot in plots.items():
         assert plot["cut_off_text"] == [], f"{name}: text past the figure's edge"
@@ -175,7 +175,7 @@ def test_report_page_as_a_reader_sees_it(tmp_path):
     data = report.build([tmp_path / "in"], tmp_path / "out")
     seen = look_at(tmp_path / "out" / "report.html", tmp_path / "profile", tmp_path / "out" / "page.png")
     check_what_a_reader_sees(seen, data["plots"])
-    rows = {row[seen["header"].index("engine")]: row for row in seen["rows"]}
+    rows = {row[seen["header"].index("engine/backend")]: row for row in seen["rows"]}
     verdicts = {r["engine"]: r for r in data["verdicts"]["fabric"]["rows"]}
     for engine, row in rows.items():  # the page shows the numbers report_data.json holds
         assert row[seen["header"].index("verdict")] == verdicts[engine]["verdict"]

@@ -3,6 +3,7 @@ import csv
 import io
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +61,50 @@ def test_results_cli_list_show_export_index(tree, tmp_path):
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     bad = fabric_bench("results", "index", str(tmp_path / "absent"), env=env)
     assert bad.returncode == 2 and "is not a directory" in bad.stderr
+
+
+def test_two_folders_without_origin_sharing_a_run_id_are_both_kept(tmp_path):
+    """Older results (no `origin` field) in two folders with the same run id and hosts: `results
+    index` keeps both rows and says so in one line each; `results show` names both files."""
+    env = {**os.environ, "FABRIC_BENCH_STORE": str(tmp_path / "s.sqlite")}
+    first = train_result("run-1", img=10.0, hosts=["node-a"])
+    second = train_result("run-1", img=99.0, hosts=["node-a"])
+    for folder, data in (("monday", first), ("tuesday", second)):
+        (tmp_path / folder / "run-1").mkdir(parents=True)
+        (tmp_path / folder / "run-1" / "result.json").write_text(json.dumps(data))
+    assert fabric_bench("results", "index", str(tmp_path / "monday"), env=env).returncode == 0
+    again = fabric_bench("results", "index", str(tmp_path / "tuesday"), env=env)
+    assert again.returncode == 0 and "indexed 1 results" in again.stdout
+    assert again.stderr.splitlines() == [
+        f"run id run-1 from node-a@unknown is also held from the same origin in "
+        f"{(tmp_path / 'monday' / 'run-1' / 'result.json').resolve()}: both are kept"]
+    listed = json.loads(fabric_bench("results", "list", "--json", env=env).stdout)
+    assert sorted(r["total_img_per_s"] for r in listed) == [10.0, 99.0]
+    shown = fabric_bench("results", "show", "run-1", env=env)
+    assert shown.returncode == 2 and shown.stderr.count("\n") == 1
+    assert "held 2 times from node-a@unknown" in shown.stderr and "tuesday" in shown.stderr
+    # indexing a folder again updates its own rows, never adds or replaces another's
+    assert fabric_bench("results", "index", str(tmp_path / "monday"), env=env).returncode == 0
+    assert len(json.loads(fabric_bench("results", "list", "--json", env=env).stdout)) == 2
+    # a folder moved elsewhere: its old row (whose file is gone) gives way to the same result's new one
+    (tmp_path / "monday").rename(tmp_path / "archive")
+    fabric_bench("results", "index", str(tmp_path / "archive"), env=env)
+    paths = sorted(r["path"] for r in json.loads(fabric_bench("results", "list", "--json", env=env).stdout))
+    assert [Path(p).parts[-3] for p in paths] == ["archive", "tuesday"]
+
+
+def test_a_store_keyed_by_run_id_and_origin_is_rekeyed_with_its_rows(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    columns = ", ".join(f"{c} TEXT" if c == "run_id" else c for c in store.COLUMNS)
+    old.execute(f"CREATE TABLE results ({columns}, origin TEXT, path TEXT, indexed_unix REAL, result TEXT, "
+                f"PRIMARY KEY (run_id, origin))")
+    old.execute("INSERT INTO results (run_id, origin, path, result) VALUES (?, ?, ?, ?)",
+                ("old-run", "unknown", "/x/result.json", json.dumps(train_result("old-run", img=7.0))))
+    old.commit()
+    old.close()
+    db = store.connect(path)
+    assert store.get(db, "old-run")["throughput"]["total_img_per_s"] == 7.0
+    assert store.KEY in db.execute("SELECT sql FROM sqlite_master WHERE name = 'results'").fetchone()[0]

@@ -76,3 +76,17 @@ def test_a_full_cache_is_one_line_naming_it_and_exit_2(mounted):
     (line,) = proc.stderr.strip().splitlines()
     assert line == f"setup: cache directory {cache} is not writable (read-only or full); " \
                    "set FABRIC_BENCH_CACHE to another directory"
+
+
+def test_the_horovod_line_says_which_frameworks_it_builds_for_and_a_wrong_option_is_one_line():
+    """The set-up line says what Horovod is built with and why: a venv with TensorFlow (the suite's)
+    gets both frameworks' ops; an unknown option is refused before anything runs."""
+    proc = setup(REPO, VENV=str(VENV))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("setup: horovod wheel ")]
+    has_tensorflow = any(VENV.glob("lib/python3*/site-packages/tensorflow/__init__.py"))
+    assert ("PyTorch and TensorFlow ops" if has_tensorflow else "PyTorch ops only: all make bench runs") in line
+    wrong = subprocess.run([str(REPO / "scripts/setup.sh"), "--tensorflw"], capture_output=True, text=True,
+                           timeout=60)
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    assert wrong.stderr.splitlines() == ["setup: unknown option --tensorflw; use --tensorflow or --test (or nothing)"]

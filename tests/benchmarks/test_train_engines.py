@@ -1,0 +1,42 @@
+"""benchmarks/train_engines.py's set-up order: the TensorFlow side only when TensorFlow rows are asked for."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, VENV_BIN
+
+
+@pytest.mark.slow  # runs the real set-up against the suite's venv (every phase finds its inputs: ~1 min)
+def test_tensorflow_rows_get_the_tensorflow_side_first_and_say_why(tmp_path):
+    """A venv whose Horovod has no TensorFlow ops (here: a Horovod package without them shadowing the
+    suite's) runs scripts/setup.sh --tensorflow before any TensorFlow run, with a line saying why;
+    PyTorch rows alone never do."""
+    fake = tmp_path / "shadow" / "horovod"
+    (fake / "tensorflow").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{REPO}",
+           "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")}
+    argv = [str(VENV_BIN / "python"), "benchmarks/train_engines.py", "--iters", "0",
+            "--results", str(tmp_path / "results")]
+    proc = subprocess.run([*argv, "--frameworks", "tf"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600)
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("set-up: the TensorFlow runs need TensorFlow and Horovod's TensorFlow ops")
+    assert any(line.startswith("setup: horovod wheel ") for line in lines), proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "--iters must be >= 1" in proc.stderr  # then the runs, refused here
+    torch_only = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert torch_only.returncode == 2 and "set-up:" not in torch_only.stdout and "setup:" not in torch_only.stdout
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="needs the suite's venv")
+def test_the_suites_venv_has_the_tensorflow_side():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import train_engines
+    finally:
+        sys.path.pop(0)
+    assert train_engines.tensorflow_side_ready()  # make test sets it up (scripts/setup.sh --test)
