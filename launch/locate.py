@@ -343,7 +343,7 @@ def named(path: Path, cluster: list[str] | None = None) -> Named:
             isinstance(link, list) and len(link) == 2 and link[0] != link[1] for link in links):
         raise UsageError(f"{path}: not a locate result (slow_links, a list of [node, node] pairs)")
     for link in links:
-        node_names(link, f"{path}: not a locate result: slow_links")
+        node_names(link, f"{path}: not a locate result (slow_links, a list of [node, node] pairs)")
     unknown = list(dict.fromkeys(n for n in [*nodes, *(n for link in links for n in link)]
                                  if cluster is not None and n not in cluster))
     if unknown:
