@@ -138,7 +138,7 @@ def test_an_interface_name_that_a_tool_would_read_as_an_option_is_refused_before
 def test_a_slow_link_s_ends_must_be_nodes_of_this_cluster(tmp_path):
     """A link-only locate.json from elsewhere: its ends are checked like slow nodes are."""
     path = tmp_path / "locate.json"
-    path.write_text(json.dumps({"slow_nodes": [], "slow_links": [["n1", "n9"]], "pairs": []}))
+    path.write_text(json.dumps({"kind": "locate", "slow_nodes": [], "slow_links": [["n1", "n9"]], "pairs": []}))
     with pytest.raises(UsageError, match="names node 'n9', which is not in this cluster"):
         locate.named(path, ["n0", "n1", "n2", "n3"])
     assert locate.named(path, ["n1", "n9"]).slow_links == [("n1", "n9")]
