@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from bench import horovod_settings
+from bench.gpu_request import gpus_requested, refuse
 from bench.progress import Progress
 from bench.record import errors_recorded, write_record
 from bench.stats import summarize
@@ -326,8 +327,21 @@ def validate(args) -> argparse.Namespace:
     return args
 
 
+def check_device(args) -> None:
+    """A run that asked for GPUs (bench.gpu_request) reduces device buffers, or does not start."""
+    requested = gpus_requested()
+    if args.backend == "mpi" and requested:
+        refuse(f"the run asked for {requested} GPU(s) per node, but --backend mpi reduces host (numpy) buffers; "
+               "use --backend torch (NCCL on device buffers)", args.record_dir)
+    if args.backend in ("torch", "horovod"):
+        from bench.torch_device import on_gpu
+
+        on_gpu(args.record_dir)  # asked for GPUs and torch sees none: one line
+
+
 def main(argv: list[str] | None = None) -> int:
     args = validate(build_parser().parse_args(argv))
+    check_device(args)
     backend: Any = BACKEND_CLASSES[args.backend]()
     with errors_recorded(args.record_dir, backend.rank):
         started = time.time()

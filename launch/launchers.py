@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from bench.gpu_request import GPUS_REQUESTED_ENV
 from launch import slurm, trust
 from launch.command import Command
 from launch.kinds import kind, trains
@@ -88,6 +89,11 @@ def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
     # image takes OMP_NUM_THREADS from the job's environment; set here, it would be the submitter's
     env = {} if launcher_of(spec).batch else {"OMP_NUM_THREADS": str(cpus_per_rank(spec))}
     env["PYTHONUNBUFFERED"] = "1"
+    # the device the run claims (bench.gpu_request): asked for GPUs, a rank that sees none refuses;
+    # asked for none, the GPUs are hidden (Apptainer's /dev shows /dev/nvidia* even without --nv)
+    env[GPUS_REQUESTED_ENV] = str(spec.gpus_per_node)
+    if spec.gpus_per_node == 0:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     if os.geteuid() == 0:  # Open MPI refuses root without both
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if spec.engine == "horovod" and spec.allreduce in ("mpi", "gloo"):

@@ -20,6 +20,14 @@ CONTROLLERS = ("mpi", "gloo")
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
 COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.allreduce)
+# Horovod's GPU operations are fixed when its wheel is built (HOROVOD_GPU_OPERATIONS=NCCL in the
+# stack recipe); --allreduce mpi|gloo sets only its CPU operations (HOROVOD_CPU_OPERATIONS), so on
+# GPUs NCCL would still move the gradients and the "without NCCL" arm would measure NCCL again.
+HOROVOD_CPU_ONLY = ("mpi", "gloo")
+HOROVOD_GPU_OPERATIONS_REFUSAL = (
+    "--allreduce {allreduce} with Horovod on GPUs is refused: the image's Horovod is built with "
+    "HOROVOD_GPU_OPERATIONS=NCCL, so NCCL would still move the GPU buffers; use --allreduce nccl, or run "
+    "on CPUs, until an image carries a Horovod built with HOROVOD_GPU_OPERATIONS=MPI and CUDA-aware UCX")
 NODE_LIST = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,1000}")  # a Slurm host list: n1,n[3-4]
 
 
@@ -240,8 +248,16 @@ class RunSpec:
             raise UsageError("Horovod's gloo controller is started by horovodrun: use --launcher local, or --controller mpi", fields=('controller', 'launcher'))
         if self.engine == "ddp" and self.allreduce == "mpi":
             raise UsageError("DDP has no MPI backend in PyTorch's wheels; use --allreduce gloo or nccl", fields=('allreduce', 'engine'))
-        if self.allreduce == "nccl" and self.gpus_per_node == 0 and launcher is not LOCAL:
+        if self.allreduce == "nccl" and self.gpus_per_node == 0:
             raise UsageError("--allreduce nccl needs GPUs: give --gpus-per-node", fields=('allreduce', 'gpus_per_node'))
+        if self.engine == "horovod" and self.allreduce in HOROVOD_CPU_ONLY and self.gpus_per_node > 0 \
+                and trains(self.benchmark):
+            raise UsageError(HOROVOD_GPU_OPERATIONS_REFUSAL.format(allreduce=self.allreduce),
+                             fields=('allreduce', 'engine', 'gpus_per_node'))
+        if self.benchmark == "allreduce" and self.backend == "mpi" and self.gpus_per_node > 0:
+            raise UsageError("--backend mpi reduces host (numpy) buffers, a fraction of what the GPUs' own path "
+                             "reaches: with --gpus-per-node use --backend torch (NCCL on device buffers)",
+                             fields=('backend', 'gpus_per_node'))
         if self.gpudirect == "on" and (self.allreduce == "gloo" or self.gpus_per_node == 0):
             raise UsageError("--gpudirect on needs GPUs (--gpus-per-node) and NCCL or CUDA-aware MPI "
                              "(--allreduce nccl or mpi)", fields=('gpudirect', 'gpus_per_node', 'allreduce'))
