@@ -93,6 +93,7 @@ def rails_in_use(result: dict) -> tuple[int, str]:
     """NICs per node the run's traffic can cross at once, and how that was known: the NICs NCCL's
     log says it used; else the rails the run's selection variables list, one per rank on a node
     at most; else one."""
+    from launch.results.result import ranks_per_node
     from launch.results.transport import listed_devices
 
     if result.get("link_rate_gbit_s"):
@@ -101,7 +102,7 @@ def rails_in_use(result: dict) -> tuple[int, str]:
     if nccl.get("nics_used"):
         return len(nccl["nics_used"]), "NICs NCCL used (its log)"
     env = result.get("env") or {}
-    per_node = ((result.get("spec") or {}).get("ranks_per_node")) or 1
+    per_node = ranks_per_node(result) or 1
     for variable in RAIL_VARIABLES:
         listed = len(listed_devices(env.get(variable, "")))
         if listed > 1:

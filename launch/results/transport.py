@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 
 from launch.emulate.links import fabric_profile as profile
+from launch.results.result import ranks_per_node
 
 # UCX_TLS aliases -> the transport names UCX prints in ep_cfg lanes
 UCX_ALIASES = {
@@ -194,6 +195,45 @@ def gradient_path(result: dict) -> str | None:
     return None
 
 
+def gpu_buffer_library(result: dict) -> tuple[str | None, str]:
+    """The library that moved a GPU run's device buffers (nccl | gloo | mpi), and how that is known;
+    (None, why) for a CPU run or where the ranks did not say. Horovod's GPU operations are fixed
+    when it is built (HOROVOD_GPU_OPERATIONS): with NCCL built they are NCCL whatever
+    HOROVOD_CPU_OPERATIONS (--allreduce mpi|gloo) says."""
+    spec = result.get("spec") or {}
+    if not (spec.get("gpus_per_node") or 0):
+        return None, "no GPUs: host buffers"
+    info = result.get("engine_info") or result.get("backend_info") or {}
+    kind, engine = result.get("benchmark"), result.get("engine")
+    if kind == "allreduce":
+        engine = {"torch": "ddp", "horovod": "horovod"}.get(result.get("backend") or "", result.get("backend"))
+    if engine == "ddp":
+        backend = info.get("backend") or info.get("process_group")
+        return backend, f"torch.distributed process group ({backend})"
+    if engine == "horovod":
+        gpu_ops = info.get("gpu_ops") or ("nccl" if info.get("nccl_built") else None)
+        if gpu_ops == "nccl":
+            return "nccl", "Horovod's GPU operations (built with NCCL; --allreduce sets only its CPU operations)"
+        return None, "Horovod built without NCCL: its GPU operations are not known to the bundle"
+    if engine == "native":  # tf.distribute: CollectiveCommunication NCCL on GPUs
+        collectives = info.get("collectives")
+        return ("nccl" if collectives == "nccl" else collectives), f"tf.distribute collectives ({collectives})"
+    if kind == "allreduce" and result.get("backend") == "mpi":
+        return "mpi", "mpi4py on host (numpy) buffers"
+    return None, "the ranks did not say"
+
+
+def gpu_buffers(result: dict, observed: dict) -> dict | None:
+    """`transport.gpu_buffers`: which library moved the GPU buffers, how that is known, and whether
+    the run's own output confirms it (NCCL's lines in the log where it was NCCL)."""
+    library, source = gpu_buffer_library(result)
+    if library is None and source.startswith("no GPUs"):
+        return None
+    nccl_seen = bool(observed.get("nccl"))
+    return {"library": library, "source": source, "nccl_in_log": nccl_seen,
+            "confirmed": (nccl_seen if library == "nccl" else None)}
+
+
 def listed_devices(value: str) -> list[str]:
     """The devices a selection list names ("=mlx5_0,mlx5_1", "mlx5_0:1,mlx5_1:1"); [] for none
     or an exclusion list ("^mlx5_2")."""
@@ -281,8 +321,16 @@ def evidence(result: dict, log_path: Path) -> dict:
     observed = observe(log)
     path = gradient_path(result)
     verdict = judge(spec.get("fabric"), result.get("env") or {}, observed, path, nccl=path == "nccl",
-                    gpus_per_node=spec.get("gpus_per_node") or 0, ranks_per_node=spec.get("ranks_per_node"))
-    return {**verdict, "observed": observed}
+                    gpus_per_node=spec.get("gpus_per_node") or 0, ranks_per_node=ranks_per_node(result))
+    moved = gpu_buffers(result, observed)
+    asked = spec.get("allreduce")
+    if moved and moved["library"] and asked and moved["library"] != asked:
+        # e.g. an older Horovod run with --allreduce mpi on GPUs: NCCL moved the gradients all the same
+        check = {"layer": "gpu_buffers", "asked": asked, "observed": [moved["library"]], "ok": False}
+        verdict["checks"].append(check)
+        verdict["mismatches"].append(f"gpu_buffers: asked {asked}, ran over {moved['library']} ({moved['source']})")
+        verdict["verdict"] = "mismatch"
+    return {**verdict, "gpu_buffers": moved, "observed": observed}
 
 
 def apply(result: dict, log_path: Path) -> dict:
