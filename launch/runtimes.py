@@ -11,7 +11,7 @@ import json
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from launch.errors import UsageError
 
@@ -103,12 +103,12 @@ def file_sha256(path: str) -> str | None:
 HOST_LEAKS = ("LD_PRELOAD", "PYTHONHOME", "PYTHONPATH")
 
 
-def host_leaks_set(environ: dict[str, str] | None = None) -> list[str]:
+def host_leaks_set(environ: Mapping[str, str] | None = None) -> list[str]:
     """Which of HOST_LEAKS the launching environment holds (what a container run clears)."""
     import os
 
-    environ = os.environ if environ is None else environ
-    return [name for name in HOST_LEAKS if name in environ]
+    where: Mapping[str, str] = os.environ if environ is None else environ
+    return [name for name in HOST_LEAKS if name in where]
 
 
 def env_command(env: dict[str, str]) -> list[str]:

@@ -143,7 +143,7 @@ def ranks_per_node(result: dict) -> Optional[int]:
     """Ranks on each node, from what every result carries: the spec's ranks over its nodes (a
     RunSpec spreads ranks evenly), else the world size over the hosts the ranks ran on, else the
     `ranks_per_node` an older hand-made spec held; None where nothing says."""
-    spec = result.get("spec") if isinstance(result.get("spec"), dict) else {}
+    spec: dict = result["spec"] if isinstance(result.get("spec"), dict) else {}
     ranks, nodes = spec.get("ranks"), spec.get("nodes")
     world = result.get("world_size") if isinstance(result.get("world_size"), int) else ranks
     if isinstance(world, int) and isinstance(nodes, int) and not isinstance(nodes, bool) and 0 < nodes <= world:
