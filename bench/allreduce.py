@@ -120,11 +120,12 @@ class TorchBackend:
         import torch.distributed as dist
 
         from bench.rendezvous import discover, export_for_torch
-        from bench.torch_device import rank_device
+        from bench.torch_device import name_rank_a_host_for_nccl, rank_device
 
         self.torch, self.dist = torch, dist
         peers = discover()
         export_for_torch(peers)
+        name_rank_a_host_for_nccl(peers.rank)  # ranks sharing one GPU on purpose (the GPU check)
         self.device = rank_device(peers.local_rank)
         self.cuda = self.device.type == "cuda"
         self.process_group_backend = "nccl" if self.cuda else "gloo"
