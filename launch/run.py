@@ -143,7 +143,8 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
             "image": image,
             "preflight": prepared.fabric_checks,
             # where each rank sat, and a GPU/NIC on different NUMA nodes or shared cores (bench.placement)
-            "placement": placement_flags(records) if trains(spec.benchmark) else None,
+            "placement": placement_flags(records, transport.nccl_rank_nics(transport.run_log(
+                prepared.run_dir / "output.log"))) if trains(spec.benchmark) else None,
             "slurm": scheduler,
             "origin": result_origin(),  # which site and bundle wrote it (launch.results.store keys by it)
             **emulate.result_fields(spec, prepared.plan),

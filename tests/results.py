@@ -48,6 +48,7 @@ def through_the_bundle(spec, site, run_dir: Path, rank_fields, log: str = "") ->
     written by bench.record and read back, launch.results.assemble, then the transport evidence
     from `log` (the run's output.log) and the plausibility verdict. `rank_fields(rank)` gives a
     rank's record fields (kind and host included): what that bench program writes."""
+    from bench.placement import flags
     from bench.record import read_records, write_record
     from launch.launchers import build_command
     from launch.results import plausibility, transport
@@ -59,9 +60,12 @@ def through_the_bundle(spec, site, run_dir: Path, rank_fields, log: str = "") ->
     for rank in range(spec.ranks):
         fields = dict(rank_fields(rank))
         write_record(plan.record_dir, rank, fields.pop("kind"), **fields)
-    result = assemble(run_id=run_dir.name, spec=spec.as_dict(), argv=command.argv, env=command.env,
-                      records=read_records(plan.record_dir), exit_code=0, log_tail=[], seconds=1.0)
     (run_dir / "output.log").write_text(log, encoding="utf-8")
+    records = read_records(plan.record_dir)
+    placement = flags(records, transport.nccl_rank_nics(transport.run_log(run_dir / "output.log"))) \
+        if spec.benchmark == "train" else None
+    result = assemble(run_id=run_dir.name, spec=spec.as_dict(), argv=command.argv, env=command.env,
+                      records=records, exit_code=0, log_tail=[], seconds=1.0, extra={"placement": placement})
     transport.apply(result, run_dir / "output.log")
     result["plausibility"] = plausibility.verdict(result, preset.link_gbit_s)
     return result

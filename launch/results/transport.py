@@ -308,15 +308,59 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
                            for c in failed]}
 
 
-def evidence(result: dict, log_path: Path) -> dict:
-    """The `transport` field of a result: observed, checked against what was asked."""
+_LINE_ORIGIN = re.compile(r"^(?:(\S+?):(\d+):\d+)?\s*\[\d+\] NCCL INFO ")   # [host:pid:tid] [cudaDev]
+_IB_LIST = re.compile(r"NCCL INFO NET/IB\s*: Using (.+?)(?:;|$)")
+_IB_MERGED = re.compile(r"\[(\d+)\]=\{([^}]*)\}")          # "[1]={[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE}"
+_IB_ENTRY = re.compile(r"\[(\d+)\]\s*([A-Za-z][\w.\-]*)")
+_CHANNEL_HOP = re.compile(r"NCCL INFO (?:Channel|Ring) \d+\S*\s*:\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[[^\]]*\]\s*"
+                          r"\[(send|receive)\] via NET/IB(?:ext(?:_v\d+)?)?/(\d+)")
+
+
+def _ib_devices(listing: str) -> dict[int, str]:
+    """'[0]mlx5_8:1/IB [1]mlx5_9:1/IB' -> {0: 'mlx5_8', 1: 'mlx5_9'}; a merged virtual NIC
+    '[1]={[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE}' -> {1: 'mlx5_0+mlx5_1'}."""
+    merged = {int(i): "+".join(name for _, name in _IB_ENTRY.findall(inner)) for i, inner in _IB_MERGED.findall(listing)}
+    return merged or {int(i): name for i, name in _IB_ENTRY.findall(listing)}
+
+
+def nccl_rank_nics(log: str) -> dict[int, list[str]]:
+    """Rank -> the NICs its NET/IB channels used, by name, from NCCL's own lines: a channel line
+    "A[..] -> B[..] [send] via NET/IB/<dev>" is rank A's, "[receive]" rank B's; <dev> indexes the
+    "NET/IB : Using [0]mlx5_0:1/IB ..." list the same process (host:pid) printed, else its host's."""
+    lists: dict[tuple[str, str], dict[int, str]] = {}
+    hops: list[tuple[str, str, int, int]] = []
+    for line in log.splitlines():
+        origin = _LINE_ORIGIN.match(line)
+        if not origin:
+            continue
+        host, pid = origin.group(1) or "", origin.group(2) or ""
+        if listing := _IB_LIST.search(line):
+            lists[(host, pid)] = _ib_devices(listing.group(1))
+        elif hop := _CHANNEL_HOP.search(line):
+            rank = int(hop.group(1) if hop.group(3) == "send" else hop.group(2))
+            hops.append((host, pid, rank, int(hop.group(4))))
+    used: dict[int, set[str]] = {}
+    for host, pid, rank, device in hops:
+        names = lists.get((host, pid)) or next((v for (h, _), v in lists.items() if h == host), {})
+        if device in names:
+            used.setdefault(rank, set()).add(names[device])
+    return {rank: sorted(names) for rank, names in sorted(used.items())}
+
+
+def run_log(log_path: Path) -> str:
+    """A run's output.log, and a batch job's slurm-<id>.out beside it (where its ranks print)."""
     log = ""
-    # sbatch: the ranks print into the job's slurm-<id>.out beside output.log
     for source in [Path(log_path), *sorted(Path(log_path).parent.glob("slurm-*.out"))]:
         try:
             log += source.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+    return log
+
+
+def evidence(result: dict, log_path: Path) -> dict:
+    """The `transport` field of a result: observed, checked against what was asked."""
+    log = run_log(log_path)
     spec = result.get("spec") or {}
     observed = observe(log)
     path = gradient_path(result)
