@@ -195,7 +195,7 @@ def with_nccl_nics(place: dict, used: list[str] | None) -> dict:
     known = {n.get("name"): n for n in place.get("listed_nics") or []}
     nics = [known.get(name) or {"name": name, "numa_node": None, "unknown": f"{name}: not among the listed NICs"}
             for name in used]
-    numas = {n.get("numa_node") for n in nics} - {None}
+    numas: set[int] = {n["numa_node"] for n in nics if isinstance(n.get("numa_node"), int)}
     gpu_numa = (place.get("gpu") or {}).get("numa_node")
     nearest = gpu_numa if gpu_numa in numas else (min(numas) if len(numas) == 1 else None)
     nic = {"name": ",".join(used), "source": "NCCL's channel lines (NET/IB/<dev>)", "numa_node": nearest,
