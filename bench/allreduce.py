@@ -135,6 +135,16 @@ class TorchBackend:
     def pattern(self, count):
         return (self.torch.arange(count, device=self.device) % 7).float()
 
+    def device_bytes_free(self) -> tuple[int, int] | None:
+        """(free bytes on this rank's GPU, ranks sharing it); None on the CPU."""
+        if not self.cuda:
+            return None
+        import os
+
+        free, _ = self.torch.cuda.mem_get_info(self.device)
+        local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or 1)
+        return int(free), max(1, -(-local // max(1, self.torch.cuda.device_count())))
+
     def buffers(self, pattern):
         return pattern + (self.rank + 1), self.torch.empty_like(pattern)
 
@@ -244,6 +254,29 @@ def timed(backend, step, reset, warmup: int, iters: int, budget_s: float,
     return backend.slowest([once() for _ in range(n)])
 
 
+BUFFERS_PER_SIZE = 4   # the check pattern, send and receive buffers, and room for the library's own
+MEMORY_SHARE = 0.8     # of the device memory free when the sweep starts
+
+
+def largest_fitting(max_bytes: int, free_bytes: int, sharing: int) -> int:
+    """The largest message the sweep may use on a device with `free_bytes` free, shared by
+    `sharing` ranks, each holding BUFFERS_PER_SIZE buffers of that size."""
+    return min(max_bytes, int(MEMORY_SHARE * free_bytes / max(1, sharing)) // BUFFERS_PER_SIZE)
+
+
+def sweep_top(backend, max_bytes: int) -> tuple[int, dict]:
+    """--max-bytes cut to what every rank's device memory holds (the same cut on every rank: the
+    smallest), and how it was decided; host buffers are not cut."""
+    fits = getattr(backend, "device_bytes_free", lambda: None)()
+    if fits is None:
+        return max_bytes, {"asked_max_bytes": max_bytes, "max_bytes": max_bytes, "bounded_by": None}
+    free, sharing = fits
+    own = largest_fitting(max_bytes, free, sharing)
+    top = int(-backend.slowest([-float(own)])[0])   # the smallest across ranks
+    return top, {"asked_max_bytes": max_bytes, "max_bytes": top, "bounded_by": "device memory" if top < max_bytes
+                 else None, "device_free_bytes": free, "ranks_per_device": sharing}
+
+
 def allreduce_rows(backend, args, beat=lambda: None) -> list[dict]:
     sizes = message_sizes(args.min_bytes, args.max_bytes)
     pattern = backend.pattern(sizes[-1] // ITEM_BYTES)
@@ -347,13 +380,17 @@ def main(argv: list[str] | None = None) -> int:
     with errors_recorded(args.record_dir, backend.rank):
         started = time.time()
         progress = Progress(args.record_dir, backend.rank, backend.size, "allreduce", args.iters)
+        args.max_bytes, sweep = sweep_top(backend, args.max_bytes)
+        if args.max_bytes < args.min_bytes:
+            refuse(f"the GPU's free memory holds no message of --min-bytes {args.min_bytes} "
+                   f"({sweep['device_free_bytes']} bytes free, {sweep['ranks_per_device']} rank(s) on it)", args.record_dir)
         rows = allreduce_rows(backend, args, progress.batch_starts)
         progress = progress.next_phase("p2p")
         p2p = pingpong_rows(backend, args, progress.batch_starts)
         correct = all(row["max_abs_error"] == 0 for row in rows)
         write_record(args.record_dir, backend.rank, "allreduce", benchmark="allreduce", backend=args.backend,
                      world_size=backend.size, config={k: v for k, v in vars(args).items() if k != "record_dir"},
-                     sizes=rows, p2p=p2p, correct=correct, seconds=time.time() - started,
+                     sizes=rows, p2p=p2p, correct=correct, seconds=time.time() - started, sweep=sweep,
                      backend_info=backend.describe(), versions=common_versions(),
                      status="ok" if correct else "failed")
     backend.shutdown()

@@ -52,3 +52,22 @@ def test_allreduce_runs_and_checks_values(backend, tmp_path):
         assert row["busbw_gbit_s"] == pytest.approx(row["algbw_gbit_s"])  # 2 ranks: factor 1
     if backend != "horovod":  # Horovod has no point-to-point operations
         assert [p["bytes"] for p in result["p2p"]] == [8, 2**16]
+
+
+def test_the_sweep_top_is_cut_to_what_the_gpu_memory_holds():
+    """Issue 42, item 3: NCCL runs sweep to 8 GiB, cut to a size whose buffers fit the free device
+    memory of every rank sharing the GPU."""
+    from bench.allreduce import BUFFERS_PER_SIZE, MEMORY_SHARE, largest_fitting
+
+    gib = 2**30
+    assert largest_fitting(8 * gib, 140 * gib, 1) == 8 * gib           # an H200 holds it
+    assert largest_fitting(8 * gib, 20 * gib, 1) == int(MEMORY_SHARE * 20 * gib) // BUFFERS_PER_SIZE
+    assert largest_fitting(8 * gib, 40 * gib, 2) < largest_fitting(8 * gib, 40 * gib, 1)
+
+
+def test_nccl_runs_default_to_8_gib_and_host_runs_to_256_mib():
+    from launch.runspec import RunSpec
+
+    assert RunSpec(benchmark="allreduce", backend="torch", gpus_per_node=8, ranks=8).max_bytes == 8 * 2**30
+    assert RunSpec(benchmark="allreduce", backend="torch", ranks=2).max_bytes == 256 * 2**20
+    assert RunSpec(benchmark="allreduce", backend="torch", gpus_per_node=8, ranks=8, max_bytes=2**20).max_bytes == 2**20
