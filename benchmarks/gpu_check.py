@@ -473,12 +473,14 @@ def from_result(result: dict, entry: dict) -> dict:
 def from_allreduce_result(result: dict, entry: dict) -> dict:
     """The summary fields of the harness's allreduce (bench.allreduce): each size's time, algbw and
     busbw as nccl-tests prints them (GB/s, 1e9 bytes), in place and, where measured, out of place."""
-    rows = []
-    for row in result.get("sizes") or []:
-        rows.append({"bytes": row.get("bytes"), "in_place": {
-            "time_us": row.get("time_us"), "algbw_gbyte_s": (row.get("algbw_gbit_s") or 0) / 8,
-            "busbw_gbyte_s": (row.get("busbw_gbit_s") or 0) / 8},
-            "out_of_place": row.get("out_of_place")})
+    def as_nccl_tests(figures: dict | None) -> dict | None:
+        if not figures:
+            return None
+        return {"time_us": figures.get("time_us"), "algbw_gbyte_s": (figures.get("algbw_gbit_s") or 0) / 8,
+                "busbw_gbyte_s": (figures.get("busbw_gbit_s") or 0) / 8, "ops_per_sample": figures.get("ops_per_sample")}
+
+    rows = [{"bytes": row.get("bytes"), "in_place": as_nccl_tests(row),
+             "out_of_place": as_nccl_tests(row.get("out_of_place"))} for row in result.get("sizes") or []]
     entry.update(status=result.get("status"), reason=result.get("reason"), device=result.get("device"),
                  backend_info=result.get("backend_info"), versions=result.get("versions"), allreduce=rows,
                  peak_busbw_gbyte_s=max((r["in_place"]["busbw_gbyte_s"] for r in rows), default=None),
