@@ -78,3 +78,29 @@ def test_a_cpu_run_trains_on_the_cpu_with_gloo(tmp_path):
     train = next(json.loads(line) for line in (tmp_path / "ranks" / "rank-0.jsonl").read_text().splitlines()
                  if json.loads(line)["kind"] == "train")
     assert train["device"] == "cpu" and train["engine_info"]["backend"] == "gloo"
+
+
+TF_RUNTIME = """
+import sys
+from bench import train_args
+from bench.tf_engines import configure_runtime
+args = train_args.validate("tf", train_args.parser("tf").parse_args(
+    ["--engine", "native", "--model", "ResNet50", "--image-size", "32", "--record-dir", sys.argv[1]]))
+gpu, used = configure_runtime(0, args)
+print("GPU", gpu, used["memory_format"])
+"""
+
+
+@pytest.mark.parametrize("requested, code", [("1", 2), ("0", 0)])
+def test_tensorflow_refuses_a_gpu_run_it_cannot_see_and_runs_a_cpu_run_on_the_cpu(requested, code, tmp_path):
+    pytest.importorskip("tensorflow")
+    env = {**os.environ, "PYTHONPATH": str(REPO), GPUS_REQUESTED_ENV: requested, "CUDA_VISIBLE_DEVICES": "",
+           "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-c", TF_RUNTIME, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=REPO)
+    assert proc.returncode == code, proc.stderr[-2000:]
+    if code:
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and "TensorFlow sees none" in errors[0]
+    else:
+        assert "GPU False channels_last" in proc.stdout
