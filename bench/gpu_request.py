@@ -7,7 +7,7 @@ The launcher tells every rank how many GPUs per node the run asked for
   writes that line as its error record. Silently falling back to gloo on the CPU
   would pass the run on ethernet as if the GPUs had trained.
 - asked for none (gpus_per_node = 0): the rank computes on the CPU even where the
-  framework sees a GPU (the launcher also hides them: CUDA_VISIBLE_DEVICES="").
+  framework sees a GPU (the launcher also hides them: CUDA_VISIBLE_DEVICES=-1).
 - no request at all (a bench program started by hand, the GPU check's direct
   runs): whatever the framework sees, as before.
 """

@@ -64,7 +64,7 @@ def test_one_rule_says_whether_a_run_uses_nccl_and_every_preset_follows_it(allre
 @pytest.mark.parametrize("gpus", [0, 4])
 def test_every_rank_is_told_the_gpus_asked_for_and_a_cpu_run_hides_them(gpus, tmp_path):
     """Issue 42, item 4: gpus_per_node = 0 on a GPU host must not train on the GPU (and TF in the cuda
-    image must not see Apptainer's /dev/nvidia*): CUDA_VISIBLE_DEVICES is emptied; with GPUs it is
+    image must not see Apptainer's /dev/nvidia*): CUDA_VISIBLE_DEVICES=-1 hides them; with GPUs it is
     left to the site, and the bench refuses a GPU run its framework cannot see (bench.gpu_request)."""
     from bench.gpu_request import GPUS_REQUESTED_ENV
     from launch.launchers import Plan, rank_env
@@ -73,7 +73,7 @@ def test_every_rank_is_told_the_gpus_asked_for_and_a_cpu_run_hides_them(gpus, tm
     spec = RunSpec(ranks=max(1, gpus), gpus_per_node=gpus, launcher="mpirun").validated()
     env = rank_env(spec, Plan(record_dir=tmp_path, runtime=HostRuntime()))
     assert env[GPUS_REQUESTED_ENV] == str(gpus)
-    assert ("CUDA_VISIBLE_DEVICES" in env) is (gpus == 0) and env.get("CUDA_VISIBLE_DEVICES", "") == ""
+    assert ("CUDA_VISIBLE_DEVICES" in env) is (gpus == 0) and env.get("CUDA_VISIBLE_DEVICES", "-1") == "-1"
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -328,17 +328,18 @@ def test_a_tensorflow_gpu_run_in_the_cuda_image_is_refused_in_one_line():
 
 
 PROBES = Path(__file__).parents[1] / "data" / "probe"
+DRIVERS = Path(__file__).parents[1] / "data" / "nvidia_smi"
 
 
 @pytest.mark.parametrize("capture, version", [
-    ("nvidia-smi-550-rtx4070/nvidia_smi_banner.txt", "550.40.07"),    # "Driver Version:" banner
-    ("nvidia-smi-610-b200-kmd/nvidia_smi_banner.txt", "610.43.02"),   # R610's "KMD Version:" banner
-    ("nvidia-smi-q-396-gtx1080/nvidia_smi_q.txt", "396.54"),          # nvidia-smi -q
+    ("driver-550-rtx4070/nvidia_smi_banner.txt", "550.40.07"),    # "Driver Version:" banner
+    ("driver-610-b200-kmd/nvidia_smi_banner.txt", "610.43.02"),   # R610's "KMD Version:" banner
+    ("driver-396-gtx1080-q/nvidia_smi_q.txt", "396.54"),          # nvidia-smi -q
 ])
 def test_the_driver_version_is_read_from_recorded_nvidia_smi_outputs(capture, version):
     from launch.preflight.driver import driver_version
 
-    assert driver_version((PROBES / capture).read_text()) == version
+    assert driver_version((DRIVERS / capture).read_text()) == version
 
 
 def test_a_driver_below_the_cuda_13_floor_fails_naming_found_and_needed():
@@ -348,13 +349,13 @@ def test_a_driver_below_the_cuda_13_floor_fails_naming_found_and_needed():
 
     cuda = stack.CUDA_VERSION
     assert cuda.startswith("13.")
-    low = driver_check(driver_version((PROBES / "nvidia-smi-550-rtx4070" / "nvidia_smi_banner.txt").read_text()), cuda)
+    low = driver_check(driver_version((DRIVERS / "driver-550-rtx4070" / "nvidia_smi_banner.txt").read_text()), cuda)
     assert low.verdict == "fail" and low.line().startswith(
         f"fail    NVIDIA driver: driver 550.40.07 found, R580 or newer needed for the image's CUDA {cuda}")
     fields = ("power.limit", "power.min_limit", "power.max_limit", "memory.total", "vbios_version", "driver_version")
     (gpu,) = probe.parse_nvidia_smi((PROBES / "nvidia-smi-rtx2080" / "nvidia_smi.txt").read_text(), fields)
     assert driver_check(gpu.driver, cuda).verdict == "fail" and "440.64" in driver_check(gpu.driver, cuda).detail
-    high = driver_check(driver_version((PROBES / "nvidia-smi-610-b200-kmd" / "nvidia_smi_banner.txt").read_text()), cuda)
+    high = driver_check(driver_version((DRIVERS / "driver-610-b200-kmd" / "nvidia_smi_banner.txt").read_text()), cuda)
     assert high.verdict == "ok" and "R580+" in high.detail
     assert driver_check("550.40.07", "12.4").verdict == "ok"           # CUDA 12 needs R525
     assert driver_check("550.40.07", None).verdict == "ok" and "no floor" in driver_check("550.40.07", None).detail
@@ -364,7 +365,7 @@ def test_preflight_refuses_a_cuda_13_image_on_an_older_driver_in_one_line(monkey
     from containers.recipe import LABEL_PREFIX
     from launch.run import prepare
 
-    banner = (PROBES / "nvidia-smi-550-rtx4070" / "nvidia_smi_banner.txt").read_text()
+    banner = (DRIVERS / "driver-550-rtx4070" / "nvidia_smi_banner.txt").read_text()
     monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/" + name)
     s = spec(runtime="host", launcher="local", fabric="ethernet", benchmark="allreduce", backend="torch",
              gpus_per_node=1, allreduce=None, image=None)
