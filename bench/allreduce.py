@@ -3,10 +3,15 @@
     python -m bench.allreduce --backend mpi|torch|horovod --record-dir DIR
 
 For each message size (doubling from --min-bytes to --max-bytes, float32 sums)
-every rank times iterations after warm-up, with a barrier before each; an
-iteration's time is the slowest rank's. Per size: median time, algbw = bytes /
-time and busbw = algbw x 2(n-1)/n (what each rank's link carries, comparable
-with the link rate), in Gbit/s, and an exact check of the reduced values.
+the timing follows nccl-tests: after warm-up operations, a barrier, then
+--ops-per-sample allreduces back to back, timed as one (CUDA events on a GPU,
+the wall clock on CPUs); a sample is that time over the operations, the slowest
+rank's; --iters samples per size. In place (every backend) and out of place
+(where the library has it: MPI_Allreduce with two buffers, Horovod's allreduce;
+torch.distributed's all_reduce is in place only). Per size: median time per
+operation, algbw = bytes / time and busbw = algbw x 2(n-1)/n (what each rank's
+link carries, comparable with the link rate), in Gbit/s (nccl-tests prints GB/s:
+divide by 8), and an exact check of the reduced values after the timing.
 Ping-pong between rank 0 and the last rank gives point-to-point latency (half
 the round trip of the smallest message) and bandwidth (largest message).
 
@@ -23,6 +28,7 @@ import time
 from typing import Any
 
 from bench import horovod_settings
+from bench.gpu_request import gpus_requested, refuse
 from bench.progress import Progress
 from bench.record import errors_recorded, write_record
 from bench.stats import summarize
@@ -52,8 +58,9 @@ def message_sizes(min_bytes: int, max_bytes: int) -> list[int]:
 
 
 # -- backends: float32 buffers, in-place allreduce, barrier, ping-pong -------------
-# Every backend reduces in place (torch and Horovod only can): `reset` refills the
-# output from the input before each iteration, untimed, so no backend's time holds a copy.
+# Every backend reduces in place; `allreduce_out` (send -> recv), where the library has one, out of
+# place; None where not. `reset` refills the output from the input, untimed, before the value check.
+# `elapsed(run)` times `run` (operations back to back) to their completion on the device.
 
 class MPIBackend:
     """mpi4py on numpy buffers: MPI_Allreduce (MPI_IN_PLACE) as the MPI library chooses it."""
@@ -82,6 +89,19 @@ class MPIBackend:
     def allreduce(self, send, recv):
         self.comm.Allreduce(self.MPI.IN_PLACE, recv, op=self.MPI.SUM)
 
+    def allreduce_out(self, send, recv):
+        self.comm.Allreduce(send, recv, op=self.MPI.SUM)
+
+    def sync(self):
+        pass  # host buffers: an MPI_Allreduce has completed when it returns
+
+    timing = "wall clock"
+
+    def elapsed(self, run) -> float:
+        start = time.perf_counter()
+        run()
+        return time.perf_counter() - start
+
     def max_error(self, recv, pattern):
         n = self.size
         return float(self.np.abs(recv - (n * pattern + n * (n + 1) / 2)).max())
@@ -103,7 +123,7 @@ class MPIBackend:
 
     def describe(self) -> dict:
         return {"mpi_library": self.MPI.Get_library_version().splitlines()[0].strip(),
-                "mpi4py": package_version("mpi4py"), "numpy": self.np.__version__}
+                "mpi4py": package_version("mpi4py"), "numpy": self.np.__version__, "timing": self.timing}
 
     def shutdown(self):
         pass
@@ -119,11 +139,12 @@ class TorchBackend:
         import torch.distributed as dist
 
         from bench.rendezvous import discover, export_for_torch
-        from bench.torch_device import rank_device
+        from bench.torch_device import name_rank_a_host_for_nccl, rank_device
 
         self.torch, self.dist = torch, dist
         peers = discover()
         export_for_torch(peers)
+        name_rank_a_host_for_nccl(peers.rank)  # ranks sharing one GPU on purpose (the GPU check)
         self.device = rank_device(peers.local_rank)
         self.cuda = self.device.type == "cuda"
         self.process_group_backend = "nccl" if self.cuda else "gloo"
@@ -133,6 +154,16 @@ class TorchBackend:
     def pattern(self, count):
         return (self.torch.arange(count, device=self.device) % 7).float()
 
+    def device_bytes_free(self) -> tuple[int, int] | None:
+        """(free bytes on this rank's GPU, ranks sharing it); None on the CPU."""
+        if not self.cuda:
+            return None
+        import os
+
+        free, _ = self.torch.cuda.mem_get_info(self.device)
+        local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or 1)
+        return int(free), max(1, -(-local // max(1, self.torch.cuda.device_count())))
+
     def buffers(self, pattern):
         return pattern + (self.rank + 1), self.torch.empty_like(pattern)
 
@@ -141,8 +172,27 @@ class TorchBackend:
         self.sync()
 
     def allreduce(self, send, recv):
-        self.dist.all_reduce(recv)
-        self.sync()
+        self.dist.all_reduce(recv)   # on a GPU: queued on NCCL's stream; elapsed() waits for the end
+
+    allreduce_out = None  # torch.distributed has no out-of-place allreduce (a copy first would be timed too)
+
+    @property
+    def timing(self) -> str:
+        return "cuda events" if self.cuda else "wall clock"
+
+    def elapsed(self, run) -> float:
+        """Seconds `run` took to complete: CUDA events around it on a GPU (the operations queue back
+        to back, as nccl-tests times them), the wall clock on the CPU (gloo's operations block)."""
+        if not self.cuda:
+            start = time.perf_counter()
+            run()
+            return time.perf_counter() - start
+        begin, end = (self.torch.cuda.Event(enable_timing=True) for _ in range(2))
+        begin.record()
+        run()
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) / 1e3
 
     def sync(self):
         if self.cuda:
@@ -169,7 +219,7 @@ class TorchBackend:
         self.sync()
 
     def describe(self) -> dict:
-        return {"process_group": self.process_group_backend, "torch": self.torch.__version__}
+        return {"process_group": self.process_group_backend, "torch": self.torch.__version__, "timing": self.timing}
 
     def shutdown(self):
         self.dist.destroy_process_group()
@@ -194,8 +244,11 @@ class HorovodBackend(TorchBackend):
         self.cuda = self.device.type == "cuda"
 
     def allreduce(self, send, recv):
+        # each operation waited for: Horovod names an operation, and one name cannot be in flight twice
         horovod_settings.wait(self.hvd, self.hvd.allreduce_async_(recv, op=self.hvd.Sum, name="allreduce"))
-        self.sync()
+
+    def allreduce_out(self, send, recv):
+        horovod_settings.wait(self.hvd, self.hvd.allreduce_async(send, op=self.hvd.Sum, name="allreduce_out"))
 
     def barrier(self):
         self.hvd.allreduce(self.torch.zeros(1), name="barrier")
@@ -211,7 +264,7 @@ class HorovodBackend(TorchBackend):
         return {"horovod": package_version("horovod"), "torch": self.torch.__version__,
                 "controller": "mpi" if hvd.mpi_enabled() else "gloo",
                 "cpu_operations": "mpi" if hvd.mpi_enabled() else "gloo", "nccl_built": bool(hvd.nccl_built()),
-                "wait": "poll" if horovod_settings.polls() else "synchronize"}
+                "wait": "poll" if horovod_settings.polls() else "synchronize", "timing": self.timing}
 
     def shutdown(self):
         self.hvd.shutdown()
@@ -242,7 +295,60 @@ def timed(backend, step, reset, warmup: int, iters: int, budget_s: float,
     return backend.slowest([once() for _ in range(n)])
 
 
+BUFFERS_PER_SIZE = 4   # the check pattern, send and receive buffers, and room for the library's own
+MEMORY_SHARE = 0.8     # of the device memory free when the sweep starts
+
+
+def largest_fitting(max_bytes: int, free_bytes: int, sharing: int) -> int:
+    """The largest message the sweep may use on a device with `free_bytes` free, shared by
+    `sharing` ranks, each holding BUFFERS_PER_SIZE buffers of that size."""
+    return min(max_bytes, int(MEMORY_SHARE * free_bytes / max(1, sharing)) // BUFFERS_PER_SIZE)
+
+
+def sweep_top(backend, max_bytes: int) -> tuple[int, dict]:
+    """--max-bytes cut to what every rank's device memory holds (the same cut on every rank: the
+    smallest), and how it was decided; host buffers are not cut."""
+    fits = getattr(backend, "device_bytes_free", lambda: None)()
+    if fits is None:
+        return max_bytes, {"asked_max_bytes": max_bytes, "max_bytes": max_bytes, "bounded_by": None}
+    free, sharing = fits
+    own = largest_fitting(max_bytes, free, sharing)
+    top = int(-backend.slowest([-float(own)])[0])   # the smallest across ranks
+    return top, {"asked_max_bytes": max_bytes, "max_bytes": top, "bounded_by": "device memory" if top < max_bytes
+                 else None, "device_free_bytes": free, "ranks_per_device": sharing}
+
+
+def back_to_back(backend, step, warmup: int, iters: int, ops: int, budget_s: float,
+                 beat=lambda: None) -> tuple[list[float], int]:
+    """nccl-tests' timing: warm-up operations, then `iters` samples of `ops` operations back to
+    back, each sample behind a barrier and timed whole (backend.elapsed: CUDA events on a GPU);
+    a sample is its time over `ops`, the slowest rank's. Counts are cut to the budget from a
+    first single operation every rank agrees on. Returns (seconds per operation per sample, ops)."""
+    def sample(n: int) -> float:
+        beat()
+        backend.barrier()
+        return backend.elapsed(lambda: [step() for _ in range(n)]) / n
+
+    per_op = max(backend.slowest([sample(1)])[0], 1e-9)   # the same on every rank
+    for _ in range(min(max(warmup - 1, 0), int(0.25 * budget_s / per_op))):
+        step()
+    ops = max(1, min(ops, int(0.25 * budget_s / per_op)))
+    n = max(3, min(iters, int(budget_s / (per_op * ops))))
+    return backend.slowest([sample(ops) for _ in range(n)]), ops
+
+
+def figures(nbytes: int, samples: list[float], factor: float) -> dict:
+    median, summary = statistics.median(samples), summarize(samples)
+    algbw = gbit_s(nbytes, median)
+    return {"time_us": median * 1e6, "time_us_mean": summary.mean * 1e6,
+            "ci95_us": summary.ci95 * 1e6 if math.isfinite(summary.ci95) else None,
+            "n_samples": summary.n, "samples_us": [t * 1e6 for t in samples],
+            "algbw_gbit_s": algbw, "busbw_gbit_s": algbw * factor}
+
+
 def allreduce_rows(backend, args, beat=lambda: None) -> list[dict]:
+    """One row per size: in place (the row's own figures, as before) and `out_of_place` (None where
+    the library has no out-of-place allreduce); values checked after the timing, in place."""
     sizes = message_sizes(args.min_bytes, args.max_bytes)
     pattern = backend.pattern(sizes[-1] // ITEM_BYTES)
     send, recv = backend.buffers(pattern)
@@ -251,22 +357,28 @@ def allreduce_rows(backend, args, beat=lambda: None) -> list[dict]:
     for nbytes in sizes:
         count = nbytes // ITEM_BYTES
         s, r = send[:count], recv[:count]
-        samples = timed(backend, lambda: backend.allreduce(s, r), lambda: backend.reset(s, r),
-                        args.warmup, args.iters, args.max_seconds_per_size, beat)
+        backend.reset(s, r)
+        samples, ops = back_to_back(backend, lambda: backend.allreduce(s, r), args.warmup, args.iters,
+                                    args.ops_per_sample, args.max_seconds_per_size, beat)
+        out_of_place = None
+        if backend.allreduce_out is not None:
+            oop, oop_ops = back_to_back(backend, lambda: backend.allreduce_out(s, r), args.warmup, args.iters,
+                                        args.ops_per_sample, args.max_seconds_per_size, beat)
+            out_of_place = {**figures(nbytes, oop, factor), "ops_per_sample": oop_ops}
+        backend.reset(s, r)   # the check: one operation from known values
+        backend.barrier()
+        backend.allreduce(s, r)
+        backend.sync()
         error = backend.max_error(r, pattern[:count])
-        median = statistics.median(samples)
-        summary = summarize(samples)
-        algbw = gbit_s(nbytes, median)
-        rows.append({
-            "bytes": nbytes, "count": count, "dtype": "float32",
-            "time_us": median * 1e6, "time_us_mean": summary.mean * 1e6,
-            "ci95_us": summary.ci95 * 1e6 if math.isfinite(summary.ci95) else None,
-            "n_samples": summary.n, "samples_us": [t * 1e6 for t in samples],
-            "algbw_gbit_s": algbw, "busbw_gbit_s": algbw * factor, "max_abs_error": error,
-        })
+        row = {"bytes": nbytes, "count": count, "dtype": "float32", **figures(nbytes, samples, factor),
+               "ops_per_sample": ops, "out_of_place": out_of_place, "max_abs_error": error}
+        rows.append(row)
         if backend.rank == 0 and args.verbose:
-            print(f"[allreduce {backend.name}] {nbytes:>11} B  {median * 1e6:12.1f} us  "
-                  f"algbw {algbw:7.3f}  busbw {algbw * factor:7.3f} Gbit/s  err {error:g}", flush=True)
+            oop_text = (f"  out of place {out_of_place['time_us']:12.1f} us busbw {out_of_place['busbw_gbit_s']:7.3f}"
+                        if out_of_place else "")
+            print(f"[allreduce {backend.name}] {nbytes:>11} B  {row['time_us']:12.1f} us  "
+                  f"algbw {row['algbw_gbit_s']:7.3f}  busbw {row['busbw_gbit_s']:7.3f} Gbit/s  err {error:g}"
+                  + oop_text, flush=True)
     return rows
 
 
@@ -307,7 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-bytes", type=int, default=8)
     p.add_argument("--max-bytes", type=int, default=256 * 2**20)
     p.add_argument("--warmup", type=int, default=5, help="untimed iterations per size")
-    p.add_argument("--iters", type=int, default=20, help="timed iterations per size (at most)")
+    p.add_argument("--iters", type=int, default=20, help="timed samples per size (at most)")
+    p.add_argument("--ops-per-sample", type=int, default=20,
+                   help="allreduces back to back in one timed sample (nccl-tests' -n; cut to the budget)")
     p.add_argument("--max-seconds-per-size", type=float, default=5.0)
     p.add_argument("--verbose", action="store_true", help="rank 0 prints a line per size")
     p.add_argument("--record-dir", required=True)
@@ -321,24 +435,41 @@ def validate(args) -> argparse.Namespace:
         fail(f"--min-bytes must be a multiple of {ITEM_BYTES} (float32), got {args.min_bytes}")
     if args.max_bytes < args.min_bytes:
         fail(f"--max-bytes {args.max_bytes} is below --min-bytes {args.min_bytes}")
-    if args.iters < 1 or args.warmup < 0 or args.max_seconds_per_size <= 0:
-        fail("--iters must be >= 1, --warmup >= 0, --max-seconds-per-size > 0")
+    if args.iters < 1 or args.warmup < 0 or args.max_seconds_per_size <= 0 or args.ops_per_sample < 1:
+        fail("--iters and --ops-per-sample must be >= 1, --warmup >= 0, --max-seconds-per-size > 0")
     return args
+
+
+def check_device(args) -> None:
+    """A run that asked for GPUs (bench.gpu_request) reduces device buffers, or does not start."""
+    requested = gpus_requested()
+    if args.backend == "mpi" and requested:
+        refuse(f"the run asked for {requested} GPU(s) per node, but --backend mpi reduces host (numpy) buffers; "
+               "use --backend torch (NCCL on device buffers)", args.record_dir)
+    if args.backend in ("torch", "horovod"):
+        from bench.torch_device import on_gpu
+
+        on_gpu(args.record_dir)  # asked for GPUs and torch sees none: one line
 
 
 def main(argv: list[str] | None = None) -> int:
     args = validate(build_parser().parse_args(argv))
+    check_device(args)
     backend: Any = BACKEND_CLASSES[args.backend]()
     with errors_recorded(args.record_dir, backend.rank):
         started = time.time()
         progress = Progress(args.record_dir, backend.rank, backend.size, "allreduce", args.iters)
+        args.max_bytes, sweep = sweep_top(backend, args.max_bytes)
+        if args.max_bytes < args.min_bytes:
+            refuse(f"the GPU's free memory holds no message of --min-bytes {args.min_bytes} "
+                   f"({sweep['device_free_bytes']} bytes free, {sweep['ranks_per_device']} rank(s) on it)", args.record_dir)
         rows = allreduce_rows(backend, args, progress.batch_starts)
         progress = progress.next_phase("p2p")
         p2p = pingpong_rows(backend, args, progress.batch_starts)
         correct = all(row["max_abs_error"] == 0 for row in rows)
         write_record(args.record_dir, backend.rank, "allreduce", benchmark="allreduce", backend=args.backend,
                      world_size=backend.size, config={k: v for k, v in vars(args).items() if k != "record_dir"},
-                     sizes=rows, p2p=p2p, correct=correct, seconds=time.time() - started,
+                     sizes=rows, p2p=p2p, correct=correct, seconds=time.time() - started, sweep=sweep,
                      backend_info=backend.describe(), versions=common_versions(),
                      status="ok" if correct else "failed")
     backend.shutdown()

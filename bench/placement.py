@@ -91,6 +91,19 @@ def traffic_nic(env=os.environ) -> tuple[str | None, str | None]:
     return None, None
 
 
+MAX_LISTED_NICS = 32
+
+
+def listed_nics(env=os.environ) -> tuple[list[str], str | None]:
+    """Every interface or device the run's first selection variable lists (a multi-rail node's
+    NCCL_IB_HCA names all its rails; which one each rank used, NCCL's log says: launch reads it)."""
+    first, variable = traffic_nic(env)
+    if variable is None:
+        return [], None
+    names = [v.split(":")[0].strip() for v in env.get(variable, "").lstrip("=").split(",") if v.strip()]
+    return names[:MAX_LISTED_NICS], variable
+
+
 def default_route_interface(root: Path = Path("/")) -> str | None:
     text = _read(root / "proc/net/route") or ""
     for line in text.splitlines()[1:]:
@@ -164,6 +177,9 @@ def rank_placement(local_rank: int, gpu: bool, env=os.environ, root: Path = Path
         "numa_nodes": sorted(n for n, members in nodes.items() if set(members) & set(cpus)) if nodes else None,
         "gpu": gpu_placement(local_rank, env, root, run) if gpu else None,
         "nic": nic_placement(*traffic_nic(env), root=root),
+        # each listed rail's NUMA node: the NIC NCCL gives this rank is known only after the run
+        "listed_nics": [nic_placement(name, variable, root=root) for name, variable in
+                        ((n, listed_nics(env)[1]) for n in listed_nics(env)[0])],
         "hwloc": "present" if shutil.which("hwloc-calc") or shutil.which("lstopo") else "absent",
     }
     return place
@@ -171,9 +187,27 @@ def rank_placement(local_rank: int, gpu: bool, env=os.environ, root: Path = Path
 
 # ---------------------------------------------------------------- judging a run's ranks
 
-def flags(records: list[dict]) -> dict:
-    """The placement of every rank (from its train record) and what is wrong with it."""
-    ranks = [r for r in records if r.get("kind") == "train" and r.get("placement")]
+def with_nccl_nics(place: dict, used: list[str] | None) -> dict:
+    """A rank's placement with the NICs NCCL says it used (from its NET/IB/<dev> channel lines) in
+    place of the first listed one: a two-socket, multi-rail node gives each rank a NIC of its own."""
+    if not used:
+        return place
+    known = {n.get("name"): n for n in place.get("listed_nics") or []}
+    nics = [known.get(name) or {"name": name, "numa_node": None, "unknown": f"{name}: not among the listed NICs"}
+            for name in used]
+    numas: set[int] = {n["numa_node"] for n in nics if isinstance(n.get("numa_node"), int)}
+    gpu_numa = (place.get("gpu") or {}).get("numa_node")
+    nearest = gpu_numa if gpu_numa in numas else (min(numas) if len(numas) == 1 else None)
+    nic = {"name": ",".join(used), "source": "NCCL's channel lines (NET/IB/<dev>)", "numa_node": nearest,
+           "numa_nodes": sorted(numas), **({} if numas else {"unknown": "no NUMA node known for NCCL's NICs"})}
+    return {**place, "nic": nic}
+
+
+def flags(records: list[dict], rank_nics: dict[int, list[str]] | None = None) -> dict:
+    """The placement of every rank (from its train record) and what is wrong with it; `rank_nics`:
+    the NICs NCCL used for each rank (launch.results.transport.nccl_rank_nics), where known."""
+    ranks = [{**r, "placement": with_nccl_nics(r["placement"], (rank_nics or {}).get(r["rank"]))}
+             for r in records if r.get("kind") == "train" and r.get("placement")]
     problems: list[dict] = []
     for r in ranks:
         p = r["placement"]

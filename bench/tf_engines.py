@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from bench.rendezvous import free_port, interface_address, mpi_comm
-from bench import horovod_settings, numerics, placement
+from bench import gpu_request, horovod_settings, numerics, placement
 from bench.train_args import fail
 
 
@@ -36,7 +36,12 @@ def configure_runtime(local_rank: int, args) -> tuple[bool, dict]:
     Must run before TensorFlow initialises its runtime.
     """
     gpus = tf.config.list_physical_devices("GPU")
-    if not gpus and placement.nvidia_gpus_visible():
+    requested = gpu_request.gpus_requested()
+    if gpus and requested == 0:  # the run asked for no GPU: hide the ones TensorFlow found
+        tf.config.set_visible_devices([], "GPU")
+        gpus = []
+    gpu_request.use_gpu("TensorFlow", len(gpus), getattr(args, "record_dir", None))  # asked, none seen: one line
+    if not gpus and requested is None and placement.nvidia_gpus_visible():
         cuda = tf.sysconfig.get_build_info().get("cuda_version") or "none (a CPU build)"
         fail(f"this process has an NVIDIA GPU but TensorFlow {tf.__version__} registers none (built for "
              f"CUDA {cuda}): it would train on the CPU; use an image whose TensorFlow matches its CUDA")

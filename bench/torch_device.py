@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from bench.gpu_request import use_gpu
 from bench.placement import SHARED_GPU_ENV
 
 
@@ -16,9 +17,21 @@ def gpu_index(local_rank: int, visible_gpus: int) -> int:
     return local_rank % max(1, visible_gpus)
 
 
+def gpus_seen() -> int:
+    """The CUDA devices torch can use here (0 where CUDA is unusable)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def on_gpu(record_dir: str | None = None) -> bool:
+    """Whether this rank computes on a GPU (bench.gpu_request: the run's request decides, and a
+    request torch cannot meet ends the rank in one line)."""
+    return use_gpu("torch", gpus_seen(), record_dir)
+
+
 def rank_device(local_rank: int) -> torch.device:
-    """The device this rank computes on (made current), or the CPU where no GPU is visible."""
-    if not torch.cuda.is_available():
+    """The device this rank computes on (made current), or the CPU where the run asked for none
+    (or, started by hand, where no GPU is visible)."""
+    if not on_gpu():
         return torch.device("cpu")
     index = gpu_index(local_rank, torch.cuda.device_count())
     torch.cuda.set_device(index)

@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from bench.rendezvous import discover, export_for_torch
 from bench import horovod_settings
-from bench.torch_device import collective_device, name_rank_a_host_for_nccl, rank_device
+from bench.torch_device import collective_device, name_rank_a_host_for_nccl, on_gpu, rank_device
 from bench.train_args import fail
 
 
@@ -26,6 +26,7 @@ class HorovodEngine:
     name = "horovod"
 
     def __init__(self, args):
+        on_gpu(getattr(args, "record_dir", None))  # GPUs asked for and none seen: one line, before Horovod starts
         try:
             import horovod.torch as hvd
         except ImportError as exc:
@@ -86,8 +87,9 @@ class DDPEngine:
         peers = discover()
         export_for_torch(peers)  # torchrun's variables, or found over MPI
         name_rank_a_host_for_nccl(peers.rank)
-        self.backend = args.backend or ("nccl" if torch.cuda.is_available() else "gloo")
-        if self.backend == "nccl" and not torch.cuda.is_available():
+        gpu = on_gpu(getattr(args, "record_dir", None))  # GPUs asked for and none seen: one line, never gloo on the CPU
+        self.backend = args.backend or ("nccl" if gpu else "gloo")
+        if self.backend == "nccl" and not gpu:
             fail("the nccl backend needs a GPU; use --backend gloo on CPUs")
         self.bucket_cap_mb = args.bucket_cap_mb
         dist.init_process_group(backend=self.backend)

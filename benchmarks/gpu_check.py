@@ -13,9 +13,13 @@ not ok, the reason:
    then ResNet-50's compute-only img/s with no process group at all (~30 s), so a
    failed NCCL still leaves a figure;
 4. runs: `fabric-bench run --launcher local` for torch DDP (NCCL on a GPU) x
-   ResNet-50, VGG-16, Inception-v3 x fp32, AMP, one rank each; two DDP ranks sharing
-   the one GPU (NCCL_HOSTID per rank: NCCL's network transport carries their
-   exchange for real); a Horovod run; TF ResNet-50 fp32 and mixed. Each writes
+   ResNet-50, VGG-16, Inception-v3 x fp32, AMP, one rank each at batch 256 (the
+   default on GPUs); ResNet-50 fp32 again at batch 64 (the batch comparison); two
+   DDP ranks sharing the one GPU (NCCL_HOSTID per rank: NCCL's network transport
+   carries their exchange for real); the harness's allreduce (torch/NCCL, device
+   buffers, two ranks on the GPU) and, where a site put it on PATH, nccl-tests'
+   all_reduce_perf with its own conventions beside it; a Horovod run; TF
+   ResNet-50 fp32 and mixed. Each writes
    result.json in the bundle's format under
    runs/<label>/. Where the launch CLI cannot be imported (typer, rich, psutil or
    scipy missing), torch runs fall back to the bench program under torchrun and
@@ -62,7 +66,7 @@ TORCH_PRECISIONS = ("fp32", "amp")
 TF_MODEL, TF_PRECISIONS = "ResNet50", ("fp32", "mixed")
 # GPU: the models' own image sizes, a real batch; CPU: tiny, to prove the path
 SIZES = {
-    "gpu": {"batch_size": 64, "warmup": 5, "iters": 5, "batches_per_iter": 5, "image_size": None},
+    "gpu": {"batch_size": 256, "warmup": 5, "iters": 5, "batches_per_iter": 5, "image_size": None},
     "cpu": {"batch_size": 2, "warmup": 0, "iters": 2, "batches_per_iter": 1, "image_size": 32},
 }
 # Inception-v3 trains with its auxiliary head (bench.torch_train), whose 5x5 conv after a
@@ -72,7 +76,20 @@ CPU_IMAGE_SIZE = {"inception_v3": 299}
 # With --cpu (unless --full), to stay near 2 minutes on 2 cores: AMP on torch ResNet-50 only,
 # bf16 autocast being slow on CPUs (VGG-16 AMP took 206 s for four batches of 2 here, fp32
 # 54 s), and TF in fp32 only (each TF run costs ~40 s of start-up and tracing).
-CPU_SKIPPED = {"torch-ddp-vgg16-amp": "AMP runs on ResNet-50 only (bf16 autocast is slow on CPUs)",
+# The batch comparison (issue 42, item 9): ResNet-50 on one GPU at batch 64 beside the default 256,
+# the batch NVIDIA's published ResNet-50 figures use (64 leaves an H100-class GPU launch-bound in eager mode)
+SMALL_BATCH = 64
+BATCH_RUN = f"torch-ddp-resnet50-fp32-b{SMALL_BATCH}"
+# The harness's allreduce (bench.allreduce: torch/NCCL on device buffers, two ranks sharing the one GPU
+# as separate NCCL hosts) beside nccl-tests' all_reduce_perf where a site has built it: the same
+# conventions (doubling sizes, in place and out of place, algbw and busbw), so the figures sit side by side
+ALLREDUCE_RUN = "allreduce-torch-2ranks"
+NCCL_TESTS_RUN = "nccl-tests-all_reduce_perf"
+ALLREDUCE_MAX_BYTES = {"gpu": 2**30, "cpu": 2**16}   # 1 GiB: the check's budget; the bundle's own runs go to 8 GiB
+NCCL_TESTS_BINARY = "all_reduce_perf"
+CPU_SKIPPED = {BATCH_RUN: "the batch comparison is a GPU measure (the CPU mode trains batches of 2)",
+               NCCL_TESTS_RUN: "nccl-tests needs a GPU",
+               "torch-ddp-vgg16-amp": "AMP runs on ResNet-50 only (bf16 autocast is slow on CPUs)",
                "torch-ddp-inception_v3-amp": "AMP runs on ResNet-50 only (bf16 autocast is slow on CPUs)",
                "tf-native-ResNet50-mixed": "TensorFlow runs in fp32 only (~40 s of start-up per TF run)"}
 DEFAULT_BUDGET_S = {"gpu": 360, "cpu": 900}  # GPU: the last run ends by ~7.5 min
@@ -171,7 +188,7 @@ def discover(log: Log) -> dict:
     except subprocess.TimeoutExpired:
         info = {"probe_error": "probing the Python timed out after 180 s"}
     info["tools"] = {name: tool(name) for name in
-                     ("nvidia-smi", "torchrun", "mpirun", "horovodrun", "nvcc", "cmake", "g++")}
+                     ("nvidia-smi", "torchrun", "mpirun", "horovodrun", "nvcc", "cmake", "g++", NCCL_TESTS_BINARY)}
     info["cpu_count"] = os.cpu_count()
     info["host"] = os.uname().nodename
     info["pythons_tried"] = os.environ.get("GPU_CHECK_FOUND", "").strip().splitlines()
@@ -225,8 +242,10 @@ class Run:
     engine: str
     model: str
     precision: str
-    needs: str  # what must be present: torch | tf | horovod
+    needs: str  # what must be present: torch | tf | horovod | mpirun | nccl-tests
     ranks: int = 1  # 2: two ranks share the one GPU (bench.torch_device.SHARED_GPU_ENV)
+    batch_size: int | None = None  # None: the mode's (SIZES)
+    benchmark: str = "train"  # train | allreduce | nccl-tests
 
 
 SHARED_GPU_RUN = "torch-ddp-resnet50-fp32-2ranks"
@@ -236,7 +255,10 @@ def planned_runs() -> list[Run]:
     """In order of importance: the DDP/NCCL run first, the budget may cut the tail."""
     runs = [Run(f"torch-ddp-{m}-{p}", "torch", "ddp", m, p, "torch") for m in TORCH_MODELS for p in TORCH_PRECISIONS]
     runs.insert(1, Run(SHARED_GPU_RUN, "torch", "ddp", "resnet50", "fp32", "torch", ranks=2))
-    runs.insert(3, Run("torch-horovod-resnet50-fp32", "torch", "horovod", "resnet50", "fp32", "horovod"))
+    runs.insert(2, Run(BATCH_RUN, "torch", "ddp", "resnet50", "fp32", "torch", batch_size=SMALL_BATCH))
+    runs.insert(3, Run(ALLREDUCE_RUN, "torch", "torch", "-", "fp32", "mpirun", ranks=2, benchmark="allreduce"))
+    runs.insert(4, Run(NCCL_TESTS_RUN, "nccl-tests", "nccl", "-", "fp32", "nccl-tests", benchmark="nccl-tests"))
+    runs.insert(5, Run("torch-horovod-resnet50-fp32", "torch", "horovod", "resnet50", "fp32", "horovod"))
     runs += [Run(f"tf-native-{TF_MODEL}-{p}", "tf", "native", TF_MODEL, p, "tf") for p in TF_PRECISIONS]
     return runs
 
@@ -257,6 +279,14 @@ def unavailable(run: Run, info: dict) -> str | None:
             return "the launch CLI is not importable, and Horovod needs its launcher (mpirun/horovodrun)"
         if not (info["tools"].get("mpirun") or info["tools"].get("horovodrun")):
             return "neither mpirun nor horovodrun is present to start a Horovod rank"
+    if run.needs == "mpirun":
+        if not info.get("launch_cli"):
+            return "the launch CLI is not importable (the allreduce benchmark starts through it)"
+        if not info["tools"].get("mpirun"):
+            return "mpirun is absent: the allreduce benchmark's ranks bootstrap over MPI"
+    if run.needs == "nccl-tests" and not info["tools"].get(NCCL_TESTS_BINARY):
+        return (f"nccl-tests' {NCCL_TESTS_BINARY} is not on PATH (a site builds nccl-tests itself; put its build/ "
+                "on PATH to set its figures beside the harness's)")
     if run.framework == "tf":
         if not info.get("tensorflow_importable"):
             return f"TensorFlow is not installed for {info.get('python')} (too large to carry)"
@@ -271,12 +301,37 @@ def sizes_for(run: Run, mode: str) -> dict:
     sizes = dict(SIZES[mode])
     if mode == "cpu":
         sizes["image_size"] = CPU_IMAGE_SIZE.get(run.model, sizes["image_size"])
+    elif run.batch_size:
+        sizes["batch_size"] = run.batch_size
     return sizes
 
 
+FABRIC_BENCH = [sys.executable, "-c", "import sys; sys.argv[0] = 'fabric-bench'; from launch.cli.app import main; main()"]
+
+
+def allreduce_argv(run: Run, mode: str, run_dir: Path, timeout_s: float) -> list[str]:
+    """The harness's allreduce: torch on device buffers (NCCL) on a GPU, gloo with --cpu."""
+    warmup, iters = ("5", "20") if mode == "gpu" else ("1", "3")   # --cpu: prove the path, cheaply
+    argv = [*FABRIC_BENCH, "run", "--benchmark", "allreduce", "--backend", run.engine, "--ranks", str(run.ranks),
+            "--launcher", "local", "--runtime", "host", "--warmup", warmup, "--iters", iters,
+            "--max-bytes", str(ALLREDUCE_MAX_BYTES[mode]), "--results", str(run_dir), "--timeout", str(timeout_s)]
+    if mode == "gpu":
+        argv += ["--gpus-per-node", "1", "--env", f"{SHARED_GPU_ENV}=1"]
+    return argv
+
+
+def nccl_tests_argv(info: dict, mode: str) -> list[str]:
+    """nccl-tests' own conventions: sizes doubling (-f 2) from 8 B, 5 warm-up and 20 timed operations
+    back to back per size, in place and out of place, algbw and busbw; one GPU (-g 1)."""
+    return [info["tools"][NCCL_TESTS_BINARY], "-b", "8", "-e", str(ALLREDUCE_MAX_BYTES[mode]), "-f", "2",
+            "-g", "1", "-w", "5", "-n", "20"]
+
+
 def fabric_bench_argv(run: Run, mode: str, info: dict, run_dir: Path, timeout_s: float) -> list[str]:
+    if run.benchmark == "allreduce":
+        return allreduce_argv(run, mode, run_dir, timeout_s)
     sizes = sizes_for(run, mode)
-    argv = [sys.executable, "-c", "import sys; sys.argv[0] = 'fabric-bench'; from launch.cli.app import main; main()",
+    argv = [*FABRIC_BENCH,
             "run", "--benchmark", "train", "--framework", run.framework, "--engine", run.engine,
             "--model", run.model, "--precision", run.precision, "--ranks", str(run.ranks), "--launcher", "local",
             "--runtime", "host", "--batch-size", str(sizes["batch_size"]), "--warmup", str(sizes["warmup"]),
@@ -416,6 +471,40 @@ def from_result(result: dict, entry: dict) -> dict:
     return entry
 
 
+def from_allreduce_result(result: dict, entry: dict) -> dict:
+    """The summary fields of the harness's allreduce (bench.allreduce): each size's time, algbw and
+    busbw as nccl-tests prints them (GB/s, 1e9 bytes), in place and, where measured, out of place."""
+    def as_nccl_tests(figures: dict | None) -> dict | None:
+        if not figures:
+            return None
+        return {"time_us": figures.get("time_us"), "algbw_gbyte_s": (figures.get("algbw_gbit_s") or 0) / 8,
+                "busbw_gbyte_s": (figures.get("busbw_gbit_s") or 0) / 8, "ops_per_sample": figures.get("ops_per_sample")}
+
+    rows = [{"bytes": row.get("bytes"), "in_place": as_nccl_tests(row),
+             "out_of_place": as_nccl_tests(row.get("out_of_place"))} for row in result.get("sizes") or []]
+    entry.update(status=result.get("status"), reason=result.get("reason"), device=result.get("device"),
+                 backend_info=result.get("backend_info"), versions=result.get("versions"), allreduce=rows,
+                 peak_busbw_gbyte_s=max((r["in_place"]["busbw_gbyte_s"] for r in rows), default=None),
+                 timing=(result.get("backend_info") or {}).get("timing"),
+                 wall_seconds=result.get("wall_seconds"), transport_verdict=(result.get("transport") or {}).get("verdict"),
+                 nccl=((result.get("transport") or {}).get("observed") or {}).get("nccl"))
+    return entry
+
+
+def from_nccl_tests(text: str, entry: dict, exit_code: int) -> dict:
+    """The summary fields of nccl-tests' all_reduce_perf (launch.results.nccl_tests)."""
+    from launch.results import nccl_tests
+
+    parsed = nccl_tests.parse(text)
+    ok = exit_code == 0 and bool(parsed["rows"])
+    entry.update(status="ok" if ok else "failed",
+                 reason=None if ok else f"exit code {exit_code}" + ("" if parsed["rows"] else ", no result rows"),
+                 allreduce=[{k: r[k] for k in ("bytes", "in_place", "out_of_place")} for r in parsed["rows"]],
+                 peak_busbw_gbyte_s=max((r["in_place"]["busbw_gbyte_s"] or 0 for r in parsed["rows"]), default=None),
+                 nccl_tests={k: parsed[k] for k in ("version", "ranks", "warmup", "iters", "avg_busbw_gbyte_s")})
+    return entry
+
+
 def default_image_size(result: dict) -> int | None:
     from bench import catalog  # plain data
 
@@ -481,6 +570,13 @@ def run_all(mode: str, info: dict, out: Path, budget_s: float, run_timeout_s: fl
         run_dir = out / "runs" / run.label
         run_dir.mkdir(parents=True, exist_ok=True)
         timeout_s = min(run_timeout_s, max(30.0, budget_s + 60 - elapsed), deadline - time.monotonic() - 25)
+        if run.benchmark == "nccl-tests":   # nccl-tests' own binary, its own conventions
+            argv, run_env, console = nccl_tests_argv(info, mode), env, run_dir / "all_reduce_perf.out"
+            log(f"run {run.label}: {' '.join(argv)}")
+            code = execute(argv, console, run_env, min(timeout_s, deadline - time.monotonic()), log)
+            from_nccl_tests(console.read_text(errors="replace"), entry, code)
+            log(f"run {run.label}: {entry['status']}" + (f" ({entry['reason']})" if entry.get("reason") else ""))
+            continue
         if info.get("launch_cli"):
             argv, run_env = fabric_bench_argv(run, mode, info, run_dir, timeout_s), env
             console = run_dir / "fabric-bench.out"
@@ -494,7 +590,11 @@ def run_all(mode: str, info: dict, out: Path, budget_s: float, run_timeout_s: fl
         before = set(run_dir.glob("*/result.json"))  # an --out used before keeps its earlier runs
         code = execute(argv, console, run_env, min(timeout_s + 60, deadline - time.monotonic()), log)
         results = sorted(set(run_dir.glob("*/result.json")) - before)
-        if info.get("launch_cli") and results:
+        if info.get("launch_cli") and results and run.benchmark == "allreduce":
+            from_allreduce_result(json.loads(results[-1].read_text()), entry)
+            entry["result"] = str(results[-1].relative_to(out))
+            run_log = results[-1].parent / "output.log"
+        elif info.get("launch_cli") and results:
             from_result(json.loads(results[-1].read_text()), entry)
             entry["result"] = str(results[-1].relative_to(out))
             run_log = results[-1].parent / "output.log"
@@ -547,6 +647,7 @@ def write_summary(out: Path, mode: str, info: dict, captured: dict, entries: lis
                   probes: dict | None = None) -> dict:
     compute_steps = {f"{e['model']} {e['precision']} ({e['framework']})": e["compute_step_s"]
                      for e in entries if e.get("compute_step_s") and e["engine"] != "horovod"
+                     and e["label"] != BATCH_RUN
                      and e.get("ranks", 1) == 1}  # the predictor's step: one rank alone on its GPU
     failed = [e["label"] for e in entries if e.get("status") not in ("ok", "absent", "skipped")]
     failed += [f"probe-{name}" for name, p in (probes or {}).items() if p.get("status") == "failed"]
@@ -582,6 +683,22 @@ def write_summary(out: Path, mode: str, info: dict, captured: dict, entries: lis
     lines += ["", "Not run, or not ok:" if reasons else "All runs ok.", *reasons, "", "Captures:"]
     lines += [f"- {name}: {c['status']}" + (f" ({c['reason']})" if c.get("reason") else "")
               for name, c in captured["captures"].items()]
+    side = [e for e in entries if e.get("allreduce")]
+    if side:   # the harness's allreduce beside nccl-tests' (same conventions; GB/s as nccl-tests prints)
+        lines += ["", "Allreduce, the harness beside nccl-tests (largest sizes; GB/s):", "",
+                  "| run | bytes | in place us | algbw | busbw | out of place us | algbw | busbw |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for e in side:
+            for row in e["allreduce"][-4:]:
+                ip, oop = row.get("in_place") or {}, row.get("out_of_place") or {}
+                lines.append(f"| {e['label']} | {row['bytes']} | {fmt(ip.get('time_us'), '.1f')} | "
+                             f"{fmt(ip.get('algbw_gbyte_s'), '.2f')} | {fmt(ip.get('busbw_gbyte_s'), '.2f')} | "
+                             f"{fmt(oop.get('time_us'), '.1f')} | {fmt(oop.get('algbw_gbyte_s'), '.2f')} | "
+                             f"{fmt(oop.get('busbw_gbyte_s'), '.2f')} |")
+    batches = [e for e in entries if e["label"] in ("torch-ddp-resnet50-fp32", BATCH_RUN) and e.get("img_per_s")]
+    if len(batches) == 2:
+        lines += ["", "Batch per GPU, ResNet-50 fp32 on one GPU: " + ", ".join(
+            f"batch {e.get('batch_size')}: {e['img_per_s']:.1f} img/s" for e in batches)]
     nccl = [(e["label"], e["nccl"]) for e in entries if e.get("nccl")]
     if nccl:
         lines += ["", "NCCL seen (launch.results.transport):"]

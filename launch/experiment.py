@@ -60,7 +60,7 @@ from launch.errors import UsageError
 from launch.kinds import KINDS, TRAIN, trains
 from launch.toml_file import TomlTable, expected, read_toml
 from launch.launchers import LOCAL, MPIRUN, SLURM_LAUNCHERS, launcher_of
-from launch.runspec import RunSpec
+from launch.runspec import HOROVOD_CPU_ONLY, RunSpec
 from launch.site import Site
 
 TOP_KEYS = ("experiment", "matrix", "run")
@@ -213,6 +213,10 @@ NOT_APPLICABLE = (
      lambda f: f["gpudirect"] == "on" and f["allreduce"] == "gloo"),
     (("gpudirect", "gpus_per_node"), "GPUDirect 'on' needs GPUs (gpus_per_node > 0)",
      lambda f: f["gpudirect"] == "on" and not f["gpus_per_node"]),
+    (("engine", "allreduce", "gpus_per_node"),
+     "Horovod on GPUs: its GPU operations are NCCL (built so), whatever allreduce says (launch.runspec)",
+     lambda f: f.get("engine") == "horovod" and f.get("allreduce") in HOROVOD_CPU_ONLY and bool(f.get("gpus_per_node"))
+     and trains(f.get("benchmark", TRAIN.name))),
 )
 
 

@@ -46,6 +46,7 @@ DOCS = {
     "intel": "Intel oneAPI: KMP_AFFINITY, KMP_BLOCKTIME; oneMKL: MKL_NUM_THREADS",
     "cuda": "CUDA C++ Programming Guide, CUDA Environment Variables",
     "nvidia-container": "NVIDIA Container Toolkit: NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES",
+    "fabric-bench": "fabric-bench: bench.gpu_request (the GPUs per node a run asked for; docs/gpu.md)",
 }
 
 
@@ -209,6 +210,7 @@ KNOBS: dict[str, Knob] = {
     # what the launchers set on every rank (launch.launchers.rank_env)
     **_knobs("ompi", {"OMPI_ALLOW_RUN_AS_ROOT": BOOLEAN, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": BOOLEAN}),
     "PYTHONUNBUFFERED": Knob(BOOLEAN, "python"),
+    "FABRIC_BENCH_GPUS_PER_NODE": Knob(integer(0, 1024), "fabric-bench"),
     **_knobs("torch", {"TORCH_NCCL_ASYNC_ERROR_HANDLING": integer(0, 3), "TORCH_NCCL_BLOCKING_WAIT": BOOLEAN,
                        "TORCH_DISTRIBUTED_DEBUG": one_of("OFF", "INFO", "DETAIL")}),
     **_knobs("tf", {"TF_CPP_MIN_LOG_LEVEL": integer(0, 3), "TF_ENABLE_ONEDNN_OPTS": BOOLEAN,

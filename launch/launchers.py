@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from bench.gpu_request import GPUS_REQUESTED_ENV
 from launch import slurm, trust
 from launch.command import Command
 from launch.kinds import kind, trains
@@ -33,6 +34,7 @@ from launch.runtimes import Bind, Runtime
 from launch.reporting import reporting_env
 
 PYTHON_IN_IMAGE = "python3"
+HIDE_GPUS = "-1"  # CUDA_VISIBLE_DEVICES of a run without GPUs
 
 if TYPE_CHECKING:  # launch.runspec validates against this registry; launch.emulate builds on it
     from launch.emulate.cluster import Cluster
@@ -88,6 +90,12 @@ def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
     # image takes OMP_NUM_THREADS from the job's environment; set here, it would be the submitter's
     env = {} if launcher_of(spec).batch else {"OMP_NUM_THREADS": str(cpus_per_rank(spec))}
     env["PYTHONUNBUFFERED"] = "1"
+    # the device the run claims (bench.gpu_request): asked for GPUs, a rank that sees none refuses;
+    # asked for none, the GPUs are hidden (Apptainer's /dev shows /dev/nvidia* even without --nv):
+    # "-1" is an invalid index, and CUDA shows no device from the first invalid one on
+    env[GPUS_REQUESTED_ENV] = str(spec.gpus_per_node)
+    if spec.gpus_per_node == 0:
+        env["CUDA_VISIBLE_DEVICES"] = HIDE_GPUS
     if os.geteuid() == 0:  # Open MPI refuses root without both
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if spec.engine == "horovod" and spec.allreduce in ("mpi", "gloo"):

@@ -20,7 +20,7 @@ from launch.results.assemble import assemble, new_run_id, progress_of, write_res
 from launch.runspec import RunSpec
 from launch.fabric_preset import Preset, ompi_coll_rules, resolve
 from launch.preflight import check_image_fabric, horovod_built_for, preflight, preflight_skipped  # noqa: F401
-from launch.runtimes import Bind, runtime_named
+from launch.runtimes import Bind, host_leaks_set, runtime_named
 from launch.site import Site
 
 
@@ -79,6 +79,16 @@ def result_origin() -> dict:
     return {"host": socket.gethostname(), "bundle_commit": git("rev-parse", "HEAD") or "unknown"}
 
 
+def host_env_record(runtime, spec: RunSpec) -> dict:
+    """Which of the host's Python and preload variables (launch.runtimes.HOST_LEAKS) were set where
+    the run was launched, and whether the image's environment command cleared them (a container
+    runtime, unless the run set them itself); the host runtime keeps them (its ranks run the
+    host's own Python)."""
+    found = host_leaks_set()
+    cleared = [name for name in found if runtime.containerised and name not in spec.extra_env]
+    return {"set": found, "cleared_in_image": cleared}
+
+
 def image_record(runtime, image: str, labels: dict | None = None) -> dict:
     """The image a run used: its digest, its fabric-bench labels (those preflight read, else
     read now) and the stack image's digest (every fabric image of a flavour is FROM one
@@ -124,6 +134,8 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
         reason=reason,
         extra={
             "launch": {"launcher": spec.launcher, "runtime": runtime.name, "preflight": checked,
+                       # the host's PYTHONPATH/PYTHONHOME/LD_PRELOAD: set when launched, cleared in the image
+                       "host_env": host_env_record(runtime, spec),
                        "first_output_seconds": outcome.first_output_seconds,
                        # command start -> first rank running bench code (launcher + runtime overhead)
                        "first_rank_start_seconds":
@@ -131,7 +143,8 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
             "image": image,
             "preflight": prepared.fabric_checks,
             # where each rank sat, and a GPU/NIC on different NUMA nodes or shared cores (bench.placement)
-            "placement": placement_flags(records) if trains(spec.benchmark) else None,
+            "placement": placement_flags(records, transport.nccl_rank_nics(transport.run_log(
+                prepared.run_dir / "output.log"))) if trains(spec.benchmark) else None,
             "slurm": scheduler,
             "origin": result_origin(),  # which site and bundle wrote it (launch.results.store keys by it)
             **emulate.result_fields(spec, prepared.plan),

@@ -20,6 +20,19 @@ CONTROLLERS = ("mpi", "gloo")
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
 COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.allreduce)
+# Horovod's GPU operations are fixed when its wheel is built (HOROVOD_GPU_OPERATIONS=NCCL in the
+# stack recipe); --allreduce mpi|gloo sets only its CPU operations (HOROVOD_CPU_OPERATIONS), so on
+# GPUs NCCL would still move the gradients and the "without NCCL" arm would measure NCCL again.
+HOROVOD_CPU_ONLY = ("mpi", "gloo")
+HOROVOD_GPU_OPERATIONS_REFUSAL = (
+    "--allreduce {allreduce} with Horovod on GPUs is refused: the image's Horovod is built with "
+    "HOROVOD_GPU_OPERATIONS=NCCL, so NCCL would still move the GPU buffers; use --allreduce nccl, or run "
+    "on CPUs, until an image carries a Horovod built with HOROVOD_GPU_OPERATIONS=MPI and CUDA-aware UCX")
+DEVICE_BACKENDS = ("torch", "horovod")  # allreduce backends that reduce GPU buffers (NCCL) on GPUs
+NCCL_MAX_BYTES = 8 * 2**30   # the allreduce sweep's top on GPUs (issue 42, item 3)
+HOST_MAX_BYTES = 256 * 2**20
+GPU_BATCH_SIZE = 256  # images per rank per batch when the run has GPUs (issue 42, item 9)
+CPU_BATCH_SIZE = 32
 NODE_LIST = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,1000}")  # a Slurm host list: n1,n[3-4]
 
 
@@ -77,8 +90,8 @@ class RunSpec:
     model: str = setting("resnet18", part="workload", baseline=True, workload=True,
         help="torchvision / keras.applications model name")
     ranks: int = setting(2, part="placement", cli=False)
-    batch_size: int = setting(32, part="workload", baseline=True, workload=True,
-        help="images per rank per batch")
+    batch_size: int | None = setting(None, part="workload", baseline=True, workload=True,
+        help=f"images per rank per batch (default: {GPU_BATCH_SIZE} on GPUs, {CPU_BATCH_SIZE} on CPUs)")
     image_size: int | None = setting(None, part="workload", baseline=True, workload=True,
         help="square input size (default: the model's)")
     warmup: int = setting(5, part="workload", baseline=True, help="untimed warm-up batches")
@@ -129,10 +142,23 @@ class RunSpec:
         help="allreduce: mpi | torch | horovod")  # allreduce: mpi | torch | horovod
     min_bytes: int = setting(8, part="communication", workload=True,
         help="allreduce: smallest message (bytes)")
-    max_bytes: int = setting(256 * 2**20, part="communication", workload=True,
-        help="allreduce: largest message (bytes)")
+    max_bytes: int | None = setting(None, part="communication", workload=True,
+        help="allreduce: largest message (bytes; default 8 GiB for NCCL on GPUs, cut to what the GPU's "
+             "memory holds, else 256 MiB)")
     grid: int = setting(96, part="communication", workload=True,
         help="halo: global grid points per edge")  # halo: global grid points per edge
+
+    def __post_init__(self) -> None:
+        # the batch the run will use is recorded like every other setting: resolved here, never None
+        # in a spec's dict (256 on GPUs: NVIDIA's published ResNet-50 figures use it, and 32 leaves an
+        # H100-class GPU launch-bound in eager mode; 32 on CPUs)
+        if self.batch_size is None:
+            object.__setattr__(self, "batch_size", GPU_BATCH_SIZE if self.gpus_per_node > 0 else CPU_BATCH_SIZE)
+        if self.max_bytes is None:
+            # NCCL on 8 x 400G nodes reaches a quarter to half of the line rate at 256 MiB: sweep to the
+            # sizes where it is judged (launch.results.plausibility); the bench cuts to the GPU's memory
+            device_buffers = self.gpus_per_node > 0 and self.backend in DEVICE_BACKENDS
+            object.__setattr__(self, "max_bytes", NCCL_MAX_BYTES if device_buffers else HOST_MAX_BYTES)
 
     @classmethod
     def fields_where(cls, role: str) -> tuple[str, ...]:
@@ -182,7 +208,7 @@ class RunSpec:
     def validate_communication(self) -> None:
         if self.backend not in COMM_BACKENDS:
             raise UsageError(f"unknown backend {self.backend!r}; choose from {', '.join(COMM_BACKENDS)}", fields=('backend',))
-        if self.min_bytes < 4 or self.min_bytes % 4 or self.max_bytes < self.min_bytes:
+        if self.min_bytes < 4 or self.min_bytes % 4 or (self.max_bytes or 0) < self.min_bytes:
             raise UsageError(f"--min-bytes must be a positive multiple of 4 (float32) and <= --max-bytes, "
                              f"got {self.min_bytes} and {self.max_bytes}", fields=('min_bytes', 'max_bytes'))
         if self.grid < 2:
@@ -240,8 +266,16 @@ class RunSpec:
             raise UsageError("Horovod's gloo controller is started by horovodrun: use --launcher local, or --controller mpi", fields=('controller', 'launcher'))
         if self.engine == "ddp" and self.allreduce == "mpi":
             raise UsageError("DDP has no MPI backend in PyTorch's wheels; use --allreduce gloo or nccl", fields=('allreduce', 'engine'))
-        if self.allreduce == "nccl" and self.gpus_per_node == 0 and launcher is not LOCAL:
+        if self.allreduce == "nccl" and self.gpus_per_node == 0:
             raise UsageError("--allreduce nccl needs GPUs: give --gpus-per-node", fields=('allreduce', 'gpus_per_node'))
+        if self.engine == "horovod" and self.allreduce in HOROVOD_CPU_ONLY and self.gpus_per_node > 0 \
+                and trains(self.benchmark):
+            raise UsageError(HOROVOD_GPU_OPERATIONS_REFUSAL.format(allreduce=self.allreduce),
+                             fields=('allreduce', 'engine', 'gpus_per_node'))
+        if self.benchmark == "allreduce" and self.backend == "mpi" and self.gpus_per_node > 0:
+            raise UsageError("--backend mpi reduces host (numpy) buffers, a fraction of what the GPUs' own path "
+                             "reaches: with --gpus-per-node use --backend torch (NCCL on device buffers)",
+                             fields=('backend', 'gpus_per_node'))
         if self.gpudirect == "on" and (self.allreduce == "gloo" or self.gpus_per_node == 0):
             raise UsageError("--gpudirect on needs GPUs (--gpus-per-node) and NCCL or CUDA-aware MPI "
                              "(--allreduce nccl or mpi)", fields=('gpudirect', 'gpus_per_node', 'allreduce'))

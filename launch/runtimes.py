@@ -11,7 +11,7 @@ import json
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from launch.errors import UsageError
 
@@ -96,12 +96,30 @@ def file_sha256(path: str) -> str | None:
         return None
 
 
+# The host's Python and preloads, which site modules set and a runtime that passes the host's
+# environment carries into the image: its python3 would import the host's packages (PYTHONPATH),
+# run another prefix (PYTHONHOME) or load a host library into every rank (LD_PRELOAD). Cleared in
+# the image unless the run sets them itself (extra_env); launch.run records which were set.
+HOST_LEAKS = ("LD_PRELOAD", "PYTHONHOME", "PYTHONPATH")
+
+
+def host_leaks_set(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Which of HOST_LEAKS the launching environment holds (what a container run clears)."""
+    import os
+
+    where: Mapping[str, str] = os.environ if environ is None else environ
+    return [name for name in HOST_LEAKS if name in where]
+
+
 def env_command(env: dict[str, str]) -> list[str]:
-    """`env NAME=VALUE ... ` run inside the image, in front of the program: each value reaches the
-    program whole, after everything the image's own start-up sets. Apptainer's `--env` is a
-    key=value map that splits a value holding two `=` at its commas (NCCL_IB_HCA==mlx5_0,mlx5_1
-    fails to start), and older Singularity cut any value at its first comma (UCX_TLS=rc,sm)."""
-    return ["env", *(f"{name}={value}" for name, value in sorted(env.items()))] if env else []
+    """`env -u LEAK ... NAME=VALUE ... ` run inside the image, in front of the program: the host's
+    Python and preloads (HOST_LEAKS) are cleared, then each value reaches the program whole, after
+    everything the image's own start-up sets. Apptainer's `--env` is a key=value map that splits a
+    value holding two `=` at its commas (NCCL_IB_HCA==mlx5_0,mlx5_1 fails to start), and older
+    Singularity cut any value at its first comma (UCX_TLS=rc,sm). Not `--cleanenv`: the MPI
+    launcher's own variables (OMPI_*, PMIX_*, SLURM_*) must pass."""
+    unset = [arg for name in HOST_LEAKS if name not in env for arg in ("-u", name)]
+    return ["env", *unset, *(f"{name}={value}" for name, value in sorted(env.items()))]
 
 
 class ApptainerRuntime(Runtime):
@@ -186,6 +204,7 @@ class CharliecloudRuntime(Runtime):
 
     def wrap(self, image, binds, env, gpus, argv):
         out = [self.binary, "--cd", "/"]
+        out += [f"--unset-env={name}" for name in HOST_LEAKS if name not in env]  # ch-run passes the host's env
         for bind in binds:
             out += ["--bind", f"{bind.source}:{bind.target}"]  # ch-run binds are read-write only
         for name, value in sorted(env.items()):

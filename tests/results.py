@@ -40,3 +40,32 @@ def only_result(results_dir: Path) -> dict:
     """The one result.json a run wrote under results_dir (fails if there is not exactly one)."""
     (path,) = Path(results_dir).glob("*/result.json")
     return json.loads(path.read_text())
+
+
+def through_the_bundle(spec, site, run_dir: Path, rank_fields, log: str = "") -> dict:
+    """A result made the way launch.run.execute_run makes one, without running the ranks: the real
+    plan and command for `spec` on `site` (its env is what the ranks got), each rank's record
+    written by bench.record and read back, launch.results.assemble, then the transport evidence
+    from `log` (the run's output.log) and the plausibility verdict. `rank_fields(rank)` gives a
+    rank's record fields (kind and host included): what that bench program writes."""
+    from bench.placement import flags
+    from bench.record import read_records, write_record
+    from launch.launchers import build_command
+    from launch.results import plausibility, transport
+    from launch.results.assemble import assemble
+    from launch.run import make_plan
+
+    plan, preset = make_plan(spec, run_dir, site)
+    command = build_command(spec, plan)
+    for rank in range(spec.ranks):
+        fields = dict(rank_fields(rank))
+        write_record(plan.record_dir, rank, fields.pop("kind"), **fields)
+    (run_dir / "output.log").write_text(log, encoding="utf-8")
+    records = read_records(plan.record_dir)
+    placement = flags(records, transport.nccl_rank_nics(transport.run_log(run_dir / "output.log"))) \
+        if spec.benchmark == "train" else None
+    result = assemble(run_id=run_dir.name, spec=spec.as_dict(), argv=command.argv, env=command.env,
+                      records=records, exit_code=0, log_tail=[], seconds=1.0, extra={"placement": placement})
+    transport.apply(result, run_dir / "output.log")
+    result["plausibility"] = plausibility.verdict(result, preset.link_gbit_s)
+    return result

@@ -10,6 +10,7 @@ from launch.emulate.links import fabric_profile as profile
 from launch.launchers import launcher_of
 from launch.preflight.checks import Check
 from launch.preflight.devices import device_checks, device_patterns
+from launch.preflight.driver import driver_check, driver_version
 from launch.preflight.facts import (Runner, SideFacts, existing_binds, host_rdma_drivers, host_side, image_side,
                                    run_command)
 from launch.preflight.nccl import nccl_checks
@@ -61,9 +62,10 @@ def fabric_checks(spec, prepared, run: Runner = run_command, opener=None, root: 
     if spec.gpus_per_node > 0:
         code, out = run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) \
             if shutil.which("nvidia-smi") else (127, "")
-        driver = out.strip().splitlines()[0] if code == 0 and out.strip() else None
-        checks.append(Check("NVIDIA driver", "ok" if driver else "unknown",
-                            f"driver {driver}" if driver else "nvidia-smi not available on this host", host=driver))
+        from containers.recipe import LABEL_PREFIX
+
+        cuda = (getattr(prepared, "image_labels", None) or {}).get(f"{LABEL_PREFIX}.version.cuda")
+        checks.append(driver_check(driver_version(out) if code == 0 else None, cuda))
     if not checks:
         checks.append(Check("fabric", "ok", "nothing to check for this run"))
     return checks

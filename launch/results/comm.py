@@ -28,6 +28,7 @@ def allreduce_metrics(records: list[dict], world_size: int, tolerance: float) ->
         "peak_busbw_gbit_s": max((row["busbw_gbit_s"] for row in first["sizes"]), default=None),
         "correct": not wrong,
         "backend_info": first.get("backend_info", {}),
+        "sweep": first.get("sweep"),  # the top size asked and used (cut to the GPU's memory); None before it
         "versions": first.get("versions", {}),
         "hosts": sorted({r["host"] for r in by_rank.values()}),
     }

@@ -39,6 +39,8 @@ HEALTHY = 0.85  # 'about 0.9': a well-behaved shaped 1 Gbit/s link measured 0.89
 SUSPECT = 0.5
 FASTER_THAN = 1.05
 LARGE_MESSAGE_BYTES = 8 * 2**20   # "large messages": the sizes at and above 8 MiB (else the largest)
+TOP_SIZES = 3   # of those, the largest three are judged: 8 x 400G nodes reach only a quarter to half of the
+                # line rate at 8-256 MiB, and NCCL runs sweep to 8 GiB (launch.runspec.NCCL_MAX_BYTES)
 BANDS = {"healthy": HEALTHY, "below expectation": SUSPECT, "suspect: check the transport": 0.0}
 
 
@@ -93,6 +95,7 @@ def rails_in_use(result: dict) -> tuple[int, str]:
     """NICs per node the run's traffic can cross at once, and how that was known: the NICs NCCL's
     log says it used; else the rails the run's selection variables list, one per rank on a node
     at most; else one."""
+    from launch.results.result import ranks_per_node
     from launch.results.transport import listed_devices
 
     if result.get("link_rate_gbit_s"):
@@ -101,7 +104,7 @@ def rails_in_use(result: dict) -> tuple[int, str]:
     if nccl.get("nics_used"):
         return len(nccl["nics_used"]), "NICs NCCL used (its log)"
     env = result.get("env") or {}
-    per_node = ((result.get("spec") or {}).get("ranks_per_node")) or 1
+    per_node = ranks_per_node(result) or 1
     for variable in RAIL_VARIABLES:
         listed = len(listed_devices(env.get(variable, "")))
         if listed > 1:
@@ -111,11 +114,13 @@ def rails_in_use(result: dict) -> tuple[int, str]:
 
 
 def large_message_busbw(sizes: list[dict]) -> tuple[float | None, list[int]]:
-    """Median busbw over the large messages (>= LARGE_MESSAGE_BYTES; else the largest size)."""
+    """Median busbw over the top sizes: the largest TOP_SIZES at or above LARGE_MESSAGE_BYTES (else
+    the largest size)."""
     rows = [r for r in sizes if r.get("busbw_gbit_s") is not None]
     if not rows:
         return None, []
-    large = [r for r in rows if r["bytes"] >= LARGE_MESSAGE_BYTES] or [max(rows, key=lambda r: r["bytes"])]
+    large = sorted((r for r in rows if r["bytes"] >= LARGE_MESSAGE_BYTES), key=lambda r: r["bytes"])[-TOP_SIZES:] \
+        or [max(rows, key=lambda r: r["bytes"])]
     return statistics.median(r["busbw_gbit_s"] for r in large), [r["bytes"] for r in large]
 
 

@@ -141,6 +141,22 @@ def scaling_efficiency(total_img_per_s: float, ranks: int, baseline_total_img_pe
 AGREE = 1e-6  # relative: a stored figure this close to its recomputation agrees with it
 
 
+def ranks_per_node(result: dict) -> Optional[int]:
+    """Ranks on each node, from what every result carries: the spec's ranks over its nodes (a
+    RunSpec spreads ranks evenly), else the world size over the hosts the ranks ran on, else the
+    `ranks_per_node` an older hand-made spec held; None where nothing says."""
+    spec: dict = result["spec"] if isinstance(result.get("spec"), dict) else {}
+    ranks, nodes = spec.get("ranks"), spec.get("nodes")
+    world = result.get("world_size") if isinstance(result.get("world_size"), int) else ranks
+    if isinstance(world, int) and isinstance(nodes, int) and not isinstance(nodes, bool) and 0 < nodes <= world:
+        return max(1, world // nodes)
+    hosts = result.get("hosts")
+    if isinstance(world, int) and world > 0 and isinstance(hosts, list) and hosts:
+        return max(1, world // len(hosts))
+    legacy = spec.get("ranks_per_node")
+    return legacy if isinstance(legacy, int) and legacy > 0 else None
+
+
 def finite_samples(values: Any) -> Optional[list[float]]:
     """A list of finite numbers, or None: samples from a file are checked before use."""
     if not isinstance(values, list) or not values:

@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 
 from launch.emulate.links import fabric_profile as profile
+from launch.results.result import ranks_per_node
 
 # UCX_TLS aliases -> the transport names UCX prints in ep_cfg lanes
 UCX_ALIASES = {
@@ -194,6 +195,45 @@ def gradient_path(result: dict) -> str | None:
     return None
 
 
+def gpu_buffer_library(result: dict) -> tuple[str | None, str]:
+    """The library that moved a GPU run's device buffers (nccl | gloo | mpi), and how that is known;
+    (None, why) for a CPU run or where the ranks did not say. Horovod's GPU operations are fixed
+    when it is built (HOROVOD_GPU_OPERATIONS): with NCCL built they are NCCL whatever
+    HOROVOD_CPU_OPERATIONS (--allreduce mpi|gloo) says."""
+    spec = result.get("spec") or {}
+    if not (spec.get("gpus_per_node") or 0):
+        return None, "no GPUs: host buffers"
+    info = result.get("engine_info") or result.get("backend_info") or {}
+    kind, engine = result.get("benchmark"), result.get("engine")
+    if kind == "allreduce":
+        engine = {"torch": "ddp", "horovod": "horovod"}.get(result.get("backend") or "", result.get("backend"))
+    if engine == "ddp":
+        backend = info.get("backend") or info.get("process_group")
+        return backend, f"torch.distributed process group ({backend})"
+    if engine == "horovod":
+        gpu_ops = info.get("gpu_ops") or ("nccl" if info.get("nccl_built") else None)
+        if gpu_ops == "nccl":
+            return "nccl", "Horovod's GPU operations (built with NCCL; --allreduce sets only its CPU operations)"
+        return None, "Horovod built without NCCL: its GPU operations are not known to the bundle"
+    if engine == "native":  # tf.distribute: CollectiveCommunication NCCL on GPUs
+        collectives = info.get("collectives")
+        return ("nccl" if collectives == "nccl" else collectives), f"tf.distribute collectives ({collectives})"
+    if kind == "allreduce" and result.get("backend") == "mpi":
+        return "mpi", "mpi4py on host (numpy) buffers"
+    return None, "the ranks did not say"
+
+
+def gpu_buffers(result: dict, observed: dict) -> dict | None:
+    """`transport.gpu_buffers`: which library moved the GPU buffers, how that is known, and whether
+    the run's own output confirms it (NCCL's lines in the log where it was NCCL)."""
+    library, source = gpu_buffer_library(result)
+    if library is None and source.startswith("no GPUs"):
+        return None
+    nccl_seen = bool(observed.get("nccl"))
+    return {"library": library, "source": source, "nccl_in_log": nccl_seen,
+            "confirmed": (nccl_seen if library == "nccl" else None)}
+
+
 def listed_devices(value: str) -> list[str]:
     """The devices a selection list names ("=mlx5_0,mlx5_1", "mlx5_0:1,mlx5_1:1"); [] for none
     or an exclusion list ("^mlx5_2")."""
@@ -268,21 +308,73 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
                            for c in failed]}
 
 
-def evidence(result: dict, log_path: Path) -> dict:
-    """The `transport` field of a result: observed, checked against what was asked."""
+_LINE_ORIGIN = re.compile(r"^(?:(\S+?):(\d+):\d+)?\s*\[\d+\] NCCL INFO ")   # [host:pid:tid] [cudaDev]
+_IB_LIST = re.compile(r"NCCL INFO NET/IB\s*: Using (.+?)(?:;|$)")
+_IB_MERGED = re.compile(r"\[(\d+)\]=\{([^}]*)\}")          # "[1]={[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE}"
+_IB_ENTRY = re.compile(r"\[(\d+)\]\s*([A-Za-z][\w.\-]*)")
+_CHANNEL_HOP = re.compile(r"NCCL INFO (?:Channel|Ring) \d+\S*\s*:\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[[^\]]*\]\s*"
+                          r"\[(send|receive)\] via NET/IB(?:ext(?:_v\d+)?)?/(\d+)")
+
+
+def _ib_devices(listing: str) -> dict[int, str]:
+    """'[0]mlx5_8:1/IB [1]mlx5_9:1/IB' -> {0: 'mlx5_8', 1: 'mlx5_9'}; a merged virtual NIC
+    '[1]={[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE}' -> {1: 'mlx5_0+mlx5_1'}."""
+    merged = {int(i): "+".join(name for _, name in _IB_ENTRY.findall(inner)) for i, inner in _IB_MERGED.findall(listing)}
+    return merged or {int(i): name for i, name in _IB_ENTRY.findall(listing)}
+
+
+def nccl_rank_nics(log: str) -> dict[int, list[str]]:
+    """Rank -> the NICs its NET/IB channels used, by name, from NCCL's own lines: a channel line
+    "A[..] -> B[..] [send] via NET/IB/<dev>" is rank A's, "[receive]" rank B's; <dev> indexes the
+    "NET/IB : Using [0]mlx5_0:1/IB ..." list the same process (host:pid) printed, else its host's."""
+    lists: dict[tuple[str, str], dict[int, str]] = {}
+    hops: list[tuple[str, str, int, int]] = []
+    for line in log.splitlines():
+        origin = _LINE_ORIGIN.match(line)
+        if not origin:
+            continue
+        host, pid = origin.group(1) or "", origin.group(2) or ""
+        if listing := _IB_LIST.search(line):
+            lists[(host, pid)] = _ib_devices(listing.group(1))
+        elif hop := _CHANNEL_HOP.search(line):
+            rank = int(hop.group(1) if hop.group(3) == "send" else hop.group(2))
+            hops.append((host, pid, rank, int(hop.group(4))))
+    used: dict[int, set[str]] = {}
+    for host, pid, rank, device in hops:
+        names = lists.get((host, pid)) or next((v for (h, _), v in lists.items() if h == host), {})
+        if device in names:
+            used.setdefault(rank, set()).add(names[device])
+    return {rank: sorted(names) for rank, names in sorted(used.items())}
+
+
+def run_log(log_path: Path) -> str:
+    """A run's output.log, and a batch job's slurm-<id>.out beside it (where its ranks print)."""
     log = ""
-    # sbatch: the ranks print into the job's slurm-<id>.out beside output.log
     for source in [Path(log_path), *sorted(Path(log_path).parent.glob("slurm-*.out"))]:
         try:
             log += source.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+    return log
+
+
+def evidence(result: dict, log_path: Path) -> dict:
+    """The `transport` field of a result: observed, checked against what was asked."""
+    log = run_log(log_path)
     spec = result.get("spec") or {}
     observed = observe(log)
     path = gradient_path(result)
     verdict = judge(spec.get("fabric"), result.get("env") or {}, observed, path, nccl=path == "nccl",
-                    gpus_per_node=spec.get("gpus_per_node") or 0, ranks_per_node=spec.get("ranks_per_node"))
-    return {**verdict, "observed": observed}
+                    gpus_per_node=spec.get("gpus_per_node") or 0, ranks_per_node=ranks_per_node(result))
+    moved = gpu_buffers(result, observed)
+    asked = spec.get("allreduce")
+    if moved and moved["library"] and asked and moved["library"] != asked:
+        # e.g. an older Horovod run with --allreduce mpi on GPUs: NCCL moved the gradients all the same
+        check = {"layer": "gpu_buffers", "asked": asked, "observed": [moved["library"]], "ok": False}
+        verdict["checks"].append(check)
+        verdict["mismatches"].append(f"gpu_buffers: asked {asked}, ran over {moved['library']} ({moved['source']})")
+        verdict["verdict"] = "mismatch"
+    return {**verdict, "gpu_buffers": moved, "observed": observed}
 
 
 def apply(result: dict, log_path: Path) -> dict:

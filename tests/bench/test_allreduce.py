@@ -47,8 +47,69 @@ def test_allreduce_runs_and_checks_values(backend, tmp_path):
     rows = result["sizes"]
     assert [r["bytes"] for r in rows] == message_sizes(8, 2**16)
     for row in rows:
-        assert row["max_abs_error"] == 0 and row["time_us"] > 0
+        assert row["max_abs_error"] == 0 and row["time_us"] > 0 and row["ops_per_sample"] >= 1
         assert row["algbw_gbit_s"] == pytest.approx(gbit_s(row["bytes"], row["time_us"] * 1e-6))
         assert row["busbw_gbit_s"] == pytest.approx(row["algbw_gbit_s"])  # 2 ranks: factor 1
+        assert (row["out_of_place"] is None) is (backend == "torch")   # torch.distributed: in place only
     if backend != "horovod":  # Horovod has no point-to-point operations
         assert [p["bytes"] for p in result["p2p"]] == [8, 2**16]
+
+
+def test_the_sweep_top_is_cut_to_what_the_gpu_memory_holds():
+    """Issue 42, item 3: NCCL runs sweep to 8 GiB, cut to a size whose buffers fit the free device
+    memory of every rank sharing the GPU."""
+    from bench.allreduce import BUFFERS_PER_SIZE, MEMORY_SHARE, largest_fitting
+
+    gib = 2**30
+    assert largest_fitting(8 * gib, 140 * gib, 1) == 8 * gib           # an H200 holds it
+    assert largest_fitting(8 * gib, 20 * gib, 1) == int(MEMORY_SHARE * 20 * gib) // BUFFERS_PER_SIZE
+    assert largest_fitting(8 * gib, 40 * gib, 2) < largest_fitting(8 * gib, 40 * gib, 1)
+
+
+def test_nccl_runs_default_to_8_gib_and_host_runs_to_256_mib():
+    from launch.runspec import RunSpec
+
+    assert RunSpec(benchmark="allreduce", backend="torch", gpus_per_node=8, ranks=8).max_bytes == 8 * 2**30
+    assert RunSpec(benchmark="allreduce", backend="torch", ranks=2).max_bytes == 256 * 2**20
+    assert RunSpec(benchmark="allreduce", backend="torch", gpus_per_node=8, ranks=8, max_bytes=2**20).max_bytes == 2**20
+
+
+def one_rank(backend: str, tmp_path, extra_env=None) -> dict:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "CUDA_VISIBLE_DEVICES": "", **(extra_env or {})}
+    proc = subprocess.run([sys.executable, "-m", "bench.allreduce", "--backend", backend, "--max-bytes", "4096",
+                           "--iters", "3", "--warmup", "2", "--ops-per-sample", "7", "--record-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return next(json.loads(line) for line in (tmp_path / "rank-0.jsonl").read_text().splitlines()
+                if json.loads(line)["kind"] == "allreduce")
+
+
+def test_timing_follows_nccl_tests_back_to_back_in_and_out_of_place(tmp_path):
+    """Issue 42, item 8, on the CPU path (a singleton MPI rank; no GPU here): each sample is
+    --ops-per-sample operations back to back, timed whole, per operation; MPI has an out-of-place
+    allreduce (two buffers) beside the in-place one; values are checked after the timing."""
+    record = one_rank("mpi", tmp_path)
+    assert record["backend_info"]["timing"] == "wall clock" and record["config"]["ops_per_sample"] == 7
+    for row in record["sizes"]:
+        assert row["ops_per_sample"] == 7 and row["n_samples"] == 3 and row["max_abs_error"] == 0
+        assert row["out_of_place"]["n_samples"] == 3 and row["out_of_place"]["time_us"] > 0
+        assert row["algbw_gbit_s"] == pytest.approx(gbit_s(row["bytes"], row["time_us"] * 1e-6))
+        assert row["busbw_gbit_s"] == 0.0   # one rank: 2(n-1)/n = 0, as nccl-tests prints
+
+
+def test_torch_has_no_out_of_place_allreduce_and_says_so(tmp_path):
+    from containers.host import free_ports
+
+    pytest.importorskip("torch")
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_ports(1)[0])}
+    record = one_rank("torch", tmp_path, env)
+    assert record["backend_info"]["timing"] == "wall clock"   # cuda events on a GPU
+    assert all(row["out_of_place"] is None and row["max_abs_error"] == 0 for row in record["sizes"])

@@ -41,6 +41,8 @@ def test_every_gpu_run_is_a_valid_fabric_bench_command(tmp_path):
     """The GPU-mode argv of each run, as a dry run: flags and values the CLI accepts."""
     runner = CliRunner()
     for run in gpu_check.planned_runs():
+        if run.benchmark == "nccl-tests":   # nccl-tests' own binary, not a fabric-bench command
+            continue
         argv = gpu_check.fabric_bench_argv(run, "gpu", GPU_HOST, tmp_path / run.label, 150)
         assert argv[3] == "run" and "--gpus-per-node" in argv
         assert ("--allreduce" in argv) == (run.engine == "ddp")
@@ -51,7 +53,33 @@ def test_every_gpu_run_is_a_valid_fabric_bench_command(tmp_path):
         if run.engine == "horovod":
             assert "--controller" in argv   # no mpirun on that host: horovodrun --gloo
         if run.ranks == 2:   # each rank a host of its own to NCCL (bench.torch_device)
-            assert '"FABRIC_BENCH_SHARED_GPU": "1"' in result.output and '"--nproc-per-node", "2"' in result.output
+            assert '"FABRIC_BENCH_SHARED_GPU": "1"' in result.output
+            assert '"--nproc-per-node", "2"' in result.output or '"-np", "2"' in result.output
+
+
+def test_the_gpu_check_compares_batch_64_with_256_and_sets_the_harness_allreduce_beside_nccl_tests(tmp_path):
+    """Issue 42, item 9: one GPU, ResNet-50 fp32 at the default batch (256) and at 64; the harness's
+    allreduce on device buffers (torch/NCCL, two ranks on the GPU) and nccl-tests' all_reduce_perf with
+    its own conventions (doubling sizes from 8 B, 5 warm-up and 20 timed operations, one GPU)."""
+    runs = {run.label: run for run in gpu_check.planned_runs()}
+    runner = CliRunner()
+    default = runner.invoke(app, [*gpu_check.fabric_bench_argv(runs["torch-ddp-resnet50-fp32"], "gpu", GPU_HOST,
+                                                               tmp_path, 150)[3:], "--dry-run"])
+    small = runner.invoke(app, [*gpu_check.fabric_bench_argv(runs[gpu_check.BATCH_RUN], "gpu", GPU_HOST,
+                                                             tmp_path, 150)[3:], "--dry-run"])
+    assert '"--batch-size", "256"' in default.output and '"--batch-size", "64"' in small.output
+    assert '"--model", "resnet50"' in small.output and '"--gpus-per-node"' not in small.output  # argv of the ranks
+    allreduce = gpu_check.fabric_bench_argv(runs[gpu_check.ALLREDUCE_RUN], "gpu", GPU_HOST, tmp_path, 150)
+    shown = runner.invoke(app, [*allreduce[3:], "--dry-run"])
+    assert shown.exit_code == 0, shown.output
+    assert '"--backend", "torch"' in shown.output and '"FABRIC_BENCH_GPUS_PER_NODE": "1"' in shown.output
+    assert '"NCCL_DEBUG": "INFO"' in shown.output and '"FABRIC_BENCH_SHARED_GPU": "1"' in shown.output
+    with_nccl_tests = {**GPU_HOST, "tools": {**GPU_HOST["tools"], "all_reduce_perf": "/opt/nccl-tests/build/all_reduce_perf"}}
+    assert gpu_check.nccl_tests_argv(with_nccl_tests, "gpu") == [
+        "/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", str(2**30), "-f", "2", "-g", "1", "-w", "5", "-n", "20"]
+    assert "all_reduce_perf is not on PATH" in gpu_check.unavailable(runs[gpu_check.NCCL_TESTS_RUN], GPU_HOST)
+    assert gpu_check.unavailable(runs[gpu_check.NCCL_TESTS_RUN], with_nccl_tests) is None
+    assert "mpirun is absent" in gpu_check.unavailable(runs[gpu_check.ALLREDUCE_RUN], GPU_HOST)
 
 
 def test_what_a_bare_gpu_host_lacks_is_named():

@@ -1,3 +1,4 @@
+import re
 import dataclasses
 from pathlib import Path
 
@@ -6,6 +7,7 @@ import pytest
 from launch.errors import UsageError
 from launch.launchers import local_command
 from launch.runspec import RunSpec
+from tests.conftest import fabric_bench
 
 
 def test_horovod_mpi_runs_under_mpirun_and_exports_its_env():
@@ -57,3 +59,46 @@ def test_one_rule_says_whether_a_run_uses_nccl_and_every_preset_follows_it(allre
     assert ("NCCL_SOCKET_IFNAME" in resolve(spec, Site(fabrics={"ethernet": FabricSite(interface="eth0")})).env) is nccl
     emulated = dataclasses.replace(spec, fabric="emu-eth-1g", launcher="emulated", link_rate="1gbit")
     assert ("NCCL_SOCKET_IFNAME" in fabric_env(emulated)) is nccl
+
+
+@pytest.mark.parametrize("gpus", [0, 4])
+def test_every_rank_is_told_the_gpus_asked_for_and_a_cpu_run_hides_them(gpus, tmp_path):
+    """Issue 42, item 4: gpus_per_node = 0 on a GPU host must not train on the GPU (and TF in the cuda
+    image must not see Apptainer's /dev/nvidia*): CUDA_VISIBLE_DEVICES=-1 hides them; with GPUs it is
+    left to the site, and the bench refuses a GPU run its framework cannot see (bench.gpu_request)."""
+    from bench.gpu_request import GPUS_REQUESTED_ENV
+    from launch.launchers import Plan, rank_env
+    from launch.runtimes import HostRuntime
+
+    spec = RunSpec(ranks=max(1, gpus), gpus_per_node=gpus, launcher="mpirun").validated()
+    env = rank_env(spec, Plan(record_dir=tmp_path, runtime=HostRuntime()))
+    assert env[GPUS_REQUESTED_ENV] == str(gpus)
+    assert ("CUDA_VISIBLE_DEVICES" in env) is (gpus == 0) and env.get("CUDA_VISIBLE_DEVICES", "-1") == "-1"
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"engine": "horovod", "allreduce": "mpi", "gpus_per_node": 4},
+     "--allreduce mpi with Horovod on GPUs is refused: the image's Horovod is built with HOROVOD_GPU_OPERATIONS=NCCL"),
+    ({"engine": "horovod", "allreduce": "gloo", "gpus_per_node": 4, "controller": "mpi"},
+     "--allreduce gloo with Horovod on GPUs is refused"),
+    ({"benchmark": "allreduce", "backend": "mpi", "gpus_per_node": 1},
+     "--backend mpi reduces host (numpy) buffers"),
+    ({"allreduce": "nccl", "gpus_per_node": 0, "launcher": "local"}, "--allreduce nccl needs GPUs"),
+])
+def test_runs_that_would_measure_something_else_on_gpus_are_refused(changes, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        RunSpec(**{"ranks": 4, "launcher": "mpirun", **changes}).validated()
+
+
+def test_horovod_with_mpi_stays_possible_on_cpus():
+    spec = RunSpec(engine="horovod", allreduce="mpi", gpus_per_node=0, ranks=2, launcher="mpirun").validated()
+    assert spec.allreduce == "mpi"
+    assert RunSpec(benchmark="allreduce", backend="torch", gpus_per_node=1, ranks=2, launcher="mpirun").validated()
+
+
+def test_the_horovod_mpi_refusal_is_one_line_exit_2_on_the_command_line(tmp_path):
+    proc = fabric_bench("run", "--engine", "horovod", "--allreduce", "mpi", "--gpus-per-node", "1", "--ranks", "1",
+                        "--results", str(tmp_path), "--dry-run")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in line and "NCCL would still move the GPU buffers" in line

@@ -29,7 +29,7 @@ def test_bands(ratio, band):
 def test_calibration_runs_fall_in_the_expected_bands():
     healthy = plausibility.verdict(allreduce(MEASURED_1G, 1.0))
     assert healthy["verdict"] == "healthy" and 0.89 <= healthy["ratio"] <= 0.91
-    assert healthy["message_bytes"] == [8 * 2**20, 16 * 2**20, 32 * 2**20, 64 * 2**20]
+    assert healthy["message_bytes"] == [16 * 2**20, 32 * 2**20, 64 * 2**20]   # the top three sizes
     cpu_bound = plausibility.verdict(allreduce(MEASURED_5G, 5.0))
     assert cpu_bound["verdict"] == "below expectation"
 
@@ -87,12 +87,14 @@ def test_an_eight_rail_node_is_held_to_eight_nics_not_one():
     """A healthy 2-node allreduce on 8 GPUs x 8 NICs of 400 Gbit/s reaches a busbw near 8 x one
     NIC's; against one NIC's line rate it read 'faster than the line rate' (issue 29, item 7)."""
     rails = {"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))}
-    result = allreduce({64 * 2**20: 2900.0}, rate=None, env=rails, spec={"ranks_per_node": 8})
+    # what results carry: the spec's ranks and nodes (tests/launch/test_ranks_per_node.py makes them
+    # through the bundle's own path)
+    result = allreduce({64 * 2**20: 2900.0}, rate=None, env=rails, spec={"ranks": 16, "nodes": 2}, world_size=16)
     verdict = plausibility.verdict(result, site_link_gbit_s=400)
     assert verdict["rails"] == 8 and verdict["node_rate_gbit_s"] == 3200
     assert verdict["verdict"] == "healthy" and verdict["ratio"] == pytest.approx(2900 / 3200)
     # one rank per node drives one of those rails: the same figure is then impossible
-    one_rank = allreduce({64 * 2**20: 2900.0}, rate=None, env=rails, spec={"ranks_per_node": 1})
+    one_rank = allreduce({64 * 2**20: 2900.0}, rate=None, env=rails, spec={"ranks": 2, "nodes": 2})
     assert plausibility.verdict(one_rank, site_link_gbit_s=400)["verdict"] == "suspect: faster than the line rate"
 
 
@@ -100,5 +102,22 @@ def test_the_nics_nccl_used_count_over_what_the_site_lists():
     observed = transport.observe((Path(__file__).parents[1] / "data" / "nccl" / "ib-gdrdma-a100" /
                                   "nccl_info.log").read_text())
     result = allreduce({}, rate=None, env={"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))},
-                       spec={"ranks_per_node": 8}, transport={"observed": observed})
+                       spec={"ranks": 16, "nodes": 2}, world_size=16, transport={"observed": observed})
     assert plausibility.rails_in_use(result) == (4, "NICs NCCL used (its log)")
+
+
+def test_the_top_sizes_of_an_nccl_sweep_are_judged_not_the_middle_ones():
+    """Issue 42, item 3: on 8 x 400G nodes NCCL reaches a quarter to half of the line rate at 8-256 MiB
+    and nears it only at GiB sizes. The rows are the shape the issue describes (not a measurement): the
+    median over every size >= 8 MiB read 'below expectation'; the top three sizes are judged."""
+    node = 8 * 400.0
+    sweep = {8 * 2**20: 0.25 * node, 64 * 2**20: 0.35 * node, 256 * 2**20: 0.5 * node, 2**30: 0.7 * node,
+             2 * 2**30: 0.88 * node, 4 * 2**30: 0.9 * node, 8 * 2**30: 0.91 * node}
+    rails = {"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))}
+    result = allreduce(sweep, rate=None, env=rails, spec={"ranks": 16, "nodes": 2}, world_size=16)
+    verdict = plausibility.verdict(result, site_link_gbit_s=400)
+    assert verdict["message_bytes"] == [2 * 2**30, 4 * 2**30, 8 * 2**30]
+    assert verdict["verdict"] == "healthy" and verdict["ratio"] == pytest.approx(0.9)
+    cut = {size: busbw for size, busbw in sweep.items() if size <= 256 * 2**20}   # the old 256 MiB top
+    assert plausibility.verdict(allreduce(cut, rate=None, env=rails, spec={"ranks": 16, "nodes": 2}, world_size=16),
+                                site_link_gbit_s=400)["verdict"] != "healthy"

@@ -325,3 +325,53 @@ def test_a_tensorflow_gpu_run_in_the_cuda_image_is_refused_in_one_line():
                                                 image="c.sif", runtime="apptainer"), cuda)
     preflight.check_image_gpu_framework(RunSpec(gpus_per_node=1, image="c.sif", runtime="apptainer"), cuda)
     preflight.check_image_gpu_framework(tf_gpu, {f"{LABEL_PREFIX}.flavour": "cpu"})
+
+
+PROBES = Path(__file__).parents[1] / "data" / "probe"
+DRIVERS = Path(__file__).parents[1] / "data" / "nvidia_smi"
+
+
+@pytest.mark.parametrize("capture, version", [
+    ("driver-550-rtx4070/nvidia_smi_banner.txt", "550.40.07"),    # "Driver Version:" banner
+    ("driver-610-b200-kmd/nvidia_smi_banner.txt", "610.43.02"),   # R610's "KMD Version:" banner
+    ("driver-396-gtx1080-q/nvidia_smi_q.txt", "396.54"),          # nvidia-smi -q
+])
+def test_the_driver_version_is_read_from_recorded_nvidia_smi_outputs(capture, version):
+    from launch.preflight.driver import driver_version
+
+    assert driver_version((DRIVERS / capture).read_text()) == version
+
+
+def test_a_driver_below_the_cuda_13_floor_fails_naming_found_and_needed():
+    """Issue 42, item 5: the cuda images carry CUDA 13, which needs R580."""
+    from launch import probe
+    from launch.preflight.driver import driver_check, driver_version
+
+    cuda = stack.CUDA_VERSION
+    assert cuda.startswith("13.")
+    low = driver_check(driver_version((DRIVERS / "driver-550-rtx4070" / "nvidia_smi_banner.txt").read_text()), cuda)
+    assert low.verdict == "fail" and low.line().startswith(
+        f"fail    NVIDIA driver: driver 550.40.07 found, R580 or newer needed for the image's CUDA {cuda}")
+    fields = ("power.limit", "power.min_limit", "power.max_limit", "memory.total", "vbios_version", "driver_version")
+    (gpu,) = probe.parse_nvidia_smi((PROBES / "nvidia-smi-rtx2080" / "nvidia_smi.txt").read_text(), fields)
+    assert driver_check(gpu.driver, cuda).verdict == "fail" and "440.64" in driver_check(gpu.driver, cuda).detail
+    high = driver_check(driver_version((DRIVERS / "driver-610-b200-kmd" / "nvidia_smi_banner.txt").read_text()), cuda)
+    assert high.verdict == "ok" and "R580+" in high.detail
+    assert driver_check("550.40.07", "12.4").verdict == "ok"           # CUDA 12 needs R525
+    assert driver_check("550.40.07", None).verdict == "ok" and "no floor" in driver_check("550.40.07", None).detail
+
+
+def test_preflight_refuses_a_cuda_13_image_on_an_older_driver_in_one_line(monkeypatch):
+    from containers.recipe import LABEL_PREFIX
+    from launch.run import prepare
+
+    banner = (DRIVERS / "driver-550-rtx4070" / "nvidia_smi_banner.txt").read_text()
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/" + name)
+    s = spec(runtime="host", launcher="local", fabric="ethernet", benchmark="allreduce", backend="torch",
+             gpus_per_node=1, allreduce=None, image=None)
+    prepared = prepare(s, Path("/tmp/never-made"))
+    prepared.image_labels = {f"{LABEL_PREFIX}.version.cuda": stack.CUDA_VERSION}
+    checks = preflight.fabric_checks(s, prepared, run=lambda argv: (0, banner))
+    (driver,) = [c for c in checks if c.check == "NVIDIA driver"]
+    assert driver.verdict == "fail" and driver.host == "550.40.07" and driver.image == stack.CUDA_VERSION
+    assert "\n" not in driver.line() and "R580" in driver.fix

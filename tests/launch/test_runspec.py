@@ -67,3 +67,23 @@ def test_the_run_command_is_generated_from_the_spec_fields():
         else:  # set by the command from other options (ranks from nodes, launcher from the site, ...)
             assert name in {n for n, _, _ in RUN_OPTIONS} | {"extra_env"}, name
     assert set(options) == {n for n, f in fields.items() if f.metadata["cli"]} | {n for n, _, _ in RUN_OPTIONS}
+
+
+def test_the_batch_defaults_to_256_on_gpus_and_32_on_cpus_and_is_recorded():
+    """Issue 42, item 9: NVIDIA's published ResNet-50 figures use 256 per GPU; the resolved batch is
+    what the spec (and so every result) holds, and what the bench program is given."""
+    gpu = RunSpec(gpus_per_node=1, ranks=1).validated()
+    cpu = RunSpec(ranks=1).validated()
+    assert (gpu.batch_size, cpu.batch_size) == (256, 32)
+    assert gpu.as_dict()["batch_size"] == 256 and "256" == gpu.bench_args()[gpu.bench_args().index("--batch-size") + 1]
+    assert RunSpec(gpus_per_node=1, batch_size=64).batch_size == 64   # given: kept
+    assert dataclasses.replace(gpu, ranks=1).batch_size == 256
+    assert RunSpec.from_dict({"batch_size": 32, "gpus_per_node": 8}, "old.json").batch_size == 32  # a result's own
+
+
+def test_the_run_command_shows_the_resolved_batch(tmp_path):
+    from tests.conftest import fabric_bench
+
+    proc = fabric_bench("run", "--gpus-per-node", "1", "--ranks", "1", "--results", str(tmp_path), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert '"--batch-size", "256"' in proc.stdout

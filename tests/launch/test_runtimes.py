@@ -36,7 +36,40 @@ def test_apptainer_sets_the_environment_with_env_inside_the_image(name):
     argv = runtime_named(name).wrap("img", BINDS, ENV, False, ["python3", "-m", "x"])
     assert argv[:4] == [name, "exec", "--pwd", "/"]
     assert argv[4:8] == ["--bind", "/data:/data:ro", "--bind", "/run dir:/run dir"]
-    assert argv[8:] == ["img", "env", "A=1 1", "B=2", "python3", "-m", "x"]  # sorted, one item each
+    assert argv[8:] == ["img", "env", "-u", "LD_PRELOAD", "-u", "PYTHONHOME", "-u", "PYTHONPATH",
+                        "A=1 1", "B=2", "python3", "-m", "x"]  # the host's Python cleared; sorted, one item each
+
+
+def test_the_image_environment_command_clears_the_hosts_python_for_real(tmp_path):
+    """Issue 42, item 10: site modules' PYTHONPATH, PYTHONHOME and LD_PRELOAD pass through Apptainer
+    (and ch-run) into the image. The environment command clears them; here the same argv runs
+    through this host's own `env` with all three set, and the program sees none of them, while a
+    value the run sets itself (extra_env) wins."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from launch.runtimes import HOST_LEAKS, env_command, host_leaks_set
+
+    show = [sys.executable, "-I", "-c",
+            "import json, os; print(json.dumps({k: os.environ.get(k) for k in ('LD_PRELOAD', 'PYTHONHOME', "
+            "'PYTHONPATH', 'A')}))"]
+    leaky = {**os.environ, "PYTHONPATH": str(tmp_path / "site-python"), "PYTHONHOME": sys.prefix,
+             "LD_PRELOAD": ""}
+    assert host_leaks_set(leaky) == list(HOST_LEAKS)
+    seen = json.loads(subprocess.run(env_command({"A": "1"}) + show, env=leaky, capture_output=True,
+                                     text=True, check=True, timeout=60).stdout)
+    assert seen == {"LD_PRELOAD": None, "PYTHONHOME": None, "PYTHONPATH": None, "A": "1"}
+    kept = json.loads(subprocess.run(env_command({"PYTHONPATH": "/opt/mine"}) + show, env=leaky,
+                                     capture_output=True, text=True, check=True, timeout=60).stdout)
+    assert kept["PYTHONPATH"] == "/opt/mine" and kept["PYTHONHOME"] is None
+
+
+def test_charliecloud_unsets_the_hosts_python_in_the_image():
+    argv = runtime_named("charliecloud").wrap("img", [], {"PYTHONPATH": "/opt/mine"}, False, ["python3"])
+    assert "--unset-env=LD_PRELOAD" in argv and "--unset-env=PYTHONHOME" in argv
+    assert "--unset-env=PYTHONPATH" not in argv and "--set-env=PYTHONPATH=/opt/mine" in argv
 
 
 def apptainer_env_flag_values(argv: list[str]) -> dict[str, str]:
@@ -65,7 +98,7 @@ def test_a_multi_rail_value_reaches_the_program_whole(name):
     assert "--env" not in argv
     inside = argv[argv.index("img") + 1:]
     assert inside[0] == "env" and inside[-1] == "python3"
-    assert dict(item.split("=", 1) for item in inside[1:-1]) == env
+    assert dict(item.split("=", 1) for item in inside[1:-1] if "=" in item) == env
 
 
 def test_the_multi_rail_value_as_apptainer_env_flag_would_be_refused():
