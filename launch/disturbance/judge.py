@@ -232,24 +232,3 @@ def record(snapshots: list[Snapshot], records: list[dict], result: dict, interva
     else:
         verdict = "not recorded"
     return {"verdict": verdict, "causes": causes, "window": window, "signals": signals, "sampler": sampler}
-
-
-def summary(disturbance: Any) -> str:
-    """One line for tables and headlines: 'clean', 'disturbed: cpu, stopped', 'not recorded'."""
-    if not isinstance(disturbance, dict):
-        return "not recorded"
-    verdict = disturbance.get("verdict") or "not recorded"
-    causes = [c.get("signal") for c in disturbance.get("causes") or [] if isinstance(c, dict)]
-    return f"{verdict}: {', '.join(map(str, causes))}" if verdict == "disturbed" and causes else str(verdict)
-
-
-def disturbed(result: dict) -> bool:
-    record_ = result.get("disturbance")
-    return isinstance(record_, dict) and record_.get("verdict") == "disturbed"
-
-
-def causes_in_words(result: dict) -> list[str]:
-    record_ = result.get("disturbance")
-    if not isinstance(record_, dict):
-        return []
-    return [str(c.get("words")) for c in record_.get("causes") or [] if isinstance(c, dict)]
