@@ -138,7 +138,8 @@ def own_bytes(result: dict) -> tuple[float | None, str]:
     factor = 2 * (ranks - 1) / ranks  # ring allreduce: each rank sends and receives this x the payload
     per_node = ranks // nodes
     if result.get("benchmark") == "train" and isinstance(result.get("gradient_bytes"), (int, float)):
-        steps = (spec.get("warmup") or 0) + (spec.get("iters") or 0) * (spec.get("batches_per_iter") or 1) + 2
+        # the timed steps (the window's) and the parameter check after them (bench.train_record)
+        steps = (spec.get("iters") or 0) * (spec.get("batches_per_iter") or 1) + 2
         payload = result["gradient_bytes"] * steps * factor * per_node * 2
         return payload * TRAFFIC_OVERHEAD, f"gradient bytes x {steps} steps x {factor:g} (ring) x 2 ways"
     rows = [r for r in result.get("sizes") or [] if isinstance(r, dict)]

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-INTERVAL_S = 0.25  # a 1 s stop is seen in 3-4 snapshots; cost measured in docs/disturbance.md
+INTERVAL_S = 0.5  # a 1 s stop is seen in 1-2 snapshots; the cost (docs/disturbance.md) halves from 0.25 s
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 STOPPED_STATES = ("T", "t")
