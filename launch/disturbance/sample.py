@@ -139,9 +139,11 @@ def interface_bytes(text: str | None, names: tuple[str, ...]) -> dict[str, tuple
     return out
 
 
-def heartbeat_pids(record_dir: Path | None) -> set[int]:
+def heartbeat_pids(record_dir: Path | None, proc: str = "/proc") -> set[int]:
     """The ranks' pids, from their heartbeats (bench.progress): ranks a launcher started outside
-    the keeper's tree (srun's steps on this host) are the run's own too."""
+    the keeper's tree (srun's steps on this host) are the run's own too. A pid counts only where
+    that process names the run's record directory on its command line: a rank in a container's
+    own pid namespace writes a pid that means another process (even init) out here."""
     pids: set[int] = set()
     if record_dir is None:
         return pids
@@ -150,7 +152,7 @@ def heartbeat_pids(record_dir: Path | None) -> set[int]:
             pid = json.loads(path.read_text().strip()).get("pid")
         except (OSError, ValueError, AttributeError):
             continue
-        if isinstance(pid, int):
+        if isinstance(pid, int) and pid > 1 and str(record_dir) in (read_text(f"{proc}/{pid}/cmdline") or ""):
             pids.add(pid)
     return pids
 
@@ -215,7 +217,7 @@ class Sampler:
         busy, steal = cpu_counters(self.proc)
         table = processes(self.proc)
         if len(self.ranks) < 64:  # heartbeats appear once ranks start; read them until found
-            self.ranks |= heartbeat_pids(self.record_dir)
+            self.ranks |= heartbeat_pids(self.record_dir, self.proc)
         own_pids = tree_of({self.root_pid} | self.ranks, table) - {self._self}
         own = {(p.pid, p.start): p.ticks for pid, p in table.items() if pid in own_pids}
         previous = self.snapshots[-1].own if self.snapshots else {}

@@ -163,3 +163,21 @@ def test_a_record_without_a_window_says_not_recorded_and_one_line_summaries():
     assert disturbance_summary({"disturbance": record}) == "disturbed: cpu, stopped"
     assert disturbance_summary({}) == "not recorded"
     assert json.dumps(out)  # plain data
+
+
+def test_a_heartbeat_pid_counts_only_where_that_process_names_the_runs_record_dir(tmp_path):
+    """A rank in a container's pid namespace writes a pid that means another process out here
+    (pid 1 would make every process the run's own)."""
+    record_dir = tmp_path / "ranks"
+    record_dir.mkdir()
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--record-dir", str(record_dir)])
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        for n, pid in enumerate((rank.pid, stranger.pid, 1)):
+            (record_dir / f"heartbeat-{n}.json").write_text(json.dumps({"rank": n, "pid": pid}))
+        assert sample.heartbeat_pids(record_dir) == {rank.pid}
+    finally:
+        for p in (rank, stranger):
+            p.kill()
+            p.wait()
+    assert not alive({rank.pid, stranger.pid})

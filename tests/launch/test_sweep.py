@@ -159,3 +159,37 @@ def test_one_job_passes_force_and_stall_timeout_to_the_sweep_inside_the_job(tmp_
     assert argv[-3:] == ["--force", "--stall-timeout", "30"]
     bad = fabric_bench("sweep", str(path), "--stall-timeout", "0", "--dry-run")
     assert bad.returncode == 2 and bad.stderr.strip() == "fabric-bench: error: --stall-timeout must be > 0, got 0"
+
+
+@pytest.mark.slow
+def test_a_disturbed_point_is_measured_again_and_every_run_is_kept(tmp_path):
+    """Busy processes on every core for the whole sweep: the point's run is disturbed, measured
+    once more (--remeasure-disturbed 1), both runs kept, the second naming the first and why;
+    the table names the disturbed point; no rank and no hog is left."""
+    import os
+    import sys
+
+    from tests.conftest import alive
+
+    path = experiment(tmp_path, "time_limit_s = 300", 'ranks_per_node = [1]', "iters = 6\n")
+    directory = tmp_path / "sweep"
+    hog = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", hog, str(cpu)]) for cpu in sorted(os.sched_getaffinity(0))]
+    try:
+        proc = fabric_bench("sweep", path, "--dir", str(directory), "--remeasure-disturbed", "1", timeout=900)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "measuring again (1 of at most 1)" in proc.stdout
+    (point,) = json.loads((directory / "index.json").read_text())["points"].values()
+    assert len(point["runs"]) == 2
+    first, second = (json.loads((directory / "runs" / run / "result.json").read_text()) for run in point["runs"])
+    assert first["disturbance"]["verdict"] == "disturbed"
+    assert second["remeasure_of"]["run_id"] == first["run_id"] and second["remeasure_of"]["attempt"] == 1
+    assert any(w.startswith("other processes used") for w in second["remeasure_of"]["why"])
+    assert "disturbed" in proc.stdout  # the outcome line and the table's column
+    ranks = {json.loads(line)["pid"] for p in directory.glob("runs/*/ranks/rank-*.jsonl")
+             for line in p.read_text().splitlines()}
+    assert len(ranks) == 2 and not alive(ranks | {h.pid for h in hogs})
