@@ -22,6 +22,8 @@ from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.results import aggregate
 from launch.results.aggregate import run_value
+from launch.results.headline import disturbance_line, impossible_same_cores, ratio_line, run_name, unreadable
+from launch.results.result import disturbed
 from launch.run import execute_run, prepare
 from launch.runspec import RunSpec
 from launch.results.table import training_table
@@ -81,6 +83,9 @@ def main() -> int:
                     return 2
 
     console.print(training_table(results))
+    for r in results:  # every disturbed run named, with its causes (launch.disturbance)
+        if disturbed(r):
+            console.print(f"[yellow]{run_name(r)} ({r['run_id']}): {disturbance_line(r)}[/yellow]", highlight=False)
     points = aggregate.aggregate(results)  # the one baseline rule (launch.results.aggregate)
     for framework in frameworks:
         engines = ENGINES[framework]
@@ -89,19 +94,28 @@ def main() -> int:
                    if r["framework"] == framework and r["world_size"] == ranks and r["status"] == "ok"}
             if len(row) == 2:
                 a, b = (row[e]["throughput"]["total_img_per_s"] for e in engines)
-                console.print(f"{framework} x{ranks}: {engines[0]}/{engines[1]} throughput ratio {a / b:.2f}")
+                console.print(ratio_line(f"{framework} x{ranks}: {engines[0]}/{engines[1]} throughput ratio", a / b,
+                                         [row[e] for e in engines]), highlight=False)
         for r in results:
             point = aggregate.point_of(points, r)
             eff = point.run_efficiency(r) if point is not None else None
             if r["framework"] == framework and r["world_size"] > 1 and eff is not None:
+                built_on = [r, *(point.baseline.runs if point.baseline is not None else [])]
                 same = point.same_cores_efficiency(r)
                 if same is None:
-                    console.print(f"{framework} {r['engine']} x{r['world_size']}: scaling efficiency {eff:.2f}")
+                    console.print(ratio_line(f"{framework} {r['engine']} x{r['world_size']}: scaling efficiency", eff,
+                                             built_on), highlight=False)
                     continue
-                console.print(f"{framework} {r['engine']} x{r['world_size']}: the ranks share this host's cores; "
-                              f"total throughput {run_value(r):.1f} vs {point.baseline.mean:.1f} img/s at 1 rank: "
-                              f"same-cores efficiency {same:.2f} (per-rank scaling efficiency {eff:.2f}, which counts "
-                              f"each rank as if it had the 1-rank run's cores: ~{1 / r['world_size']:.2f} by construction)")
+                label = (f"{framework} {r['engine']} x{r['world_size']}: the ranks share this host's cores; "
+                         f"total throughput {run_value(r):.1f} vs {point.baseline.mean:.1f} img/s at 1 rank: "
+                         f"same-cores efficiency")
+                line = ratio_line(label, same, built_on)
+                if unreadable(built_on) is None:
+                    line += (f" (per-rank scaling efficiency {eff:.2f}, which counts each rank as if it had the "
+                             f"1-rank run's cores: ~{1 / r['world_size']:.2f} by construction)")
+                    if (impossible := impossible_same_cores(same, r["world_size"])) is not None:
+                        line += f"\n  [red]flagged: {impossible}[/red]"
+                console.print(line, highlight=False)
     console.print(f"results under {args.results.resolve()}")
     return 0 if all(r["status"] == "ok" for r in results) else 1
 

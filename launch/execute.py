@@ -17,7 +17,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from bench.progress import PROGRESS_PREFIX
 from launch import keeper
@@ -40,6 +40,7 @@ class Outcome:
     started_unix: float = 0.0
     stopped_by: interrupt.Interrupted | None = None  # the stop signal that ended the run (name, exit code)
     stalled: dict | None = None  # what the watch saw when it ended the run
+    sampler: Any = None  # launch.disturbance.sample.Sampler: what the host looked like meanwhile
 
     @property
     def interrupted(self) -> bool:
@@ -91,8 +92,10 @@ class ProgressEcho:
 
 def execute(command: Command, log_path: Path, timeout: float | None = None,
             echo: bool = True, tail_lines: int = 30, cwd: Path | None = None,
-            watch: Callable[[], dict | None] | None = None) -> Outcome:
-    """Run `command`; `watch`, asked every WATCH_SECONDS, ends the run by returning what it saw."""
+            watch: Callable[[], dict | None] | None = None, sample: Callable[[int], Any] | None = None) -> Outcome:
+    """Run `command`; `watch`, asked every WATCH_SECONDS, ends the run by returning what it saw;
+    `sample(keeper_pid)` makes a sampler (launch.disturbance.sample) that runs beside the run in
+    this process and is stopped when the run ends."""
     env = {**os.environ, **command.env}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=tail_lines)
@@ -122,6 +125,7 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
+        sampler = sample(proc.pid).start() if sample is not None else None
         timed_out, stopped, stalled = False, None, None
         deadline = None if timeout is None else started + timeout
         next_watch = started + WATCH_SECONDS
@@ -143,10 +147,13 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
                     pass
         except KeyboardInterrupt:  # outside stop_requests(): Python's own Ctrl-C
             stopped = interrupt.Interrupted(signal.SIGINT)
+        if sampler is not None:
+            sampler.stop()
         if timed_out or stopped or stalled:
             stop_keeper(proc)
         os.close(lifeline_end)
         reader.join(timeout=STOP_WAIT_SECONDS)
         progress_echo.close()
     return Outcome(proc.returncode if proc.returncode is not None else -9, time.monotonic() - started,
-                   list(tail), timed_out, first_output[0] if first_output else None, started_unix, stopped, stalled)
+                   list(tail), timed_out, first_output[0] if first_output else None, started_unix, stopped, stalled,
+                   sampler)

@@ -16,6 +16,8 @@ from launch.kinds import trains
 from launch.execute import execute
 from launch.launchers import Plan, build_command, launcher_of, sbatch_script
 from launch.heartbeat import StallWatch, stall_reason
+from launch.disturbance import judge as disturbance
+from launch.disturbance.sample import Sampler
 from launch.results.assemble import assemble, new_run_id, progress_of, write_result
 from launch.runspec import RunSpec
 from launch.fabric_preset import Preset, ompi_coll_rules, resolve
@@ -72,6 +74,15 @@ def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
     return StallWatch(prepared.plan.record_dir, spec.ranks, timeout).check
 
 
+def disturbance_sampler(prepared: Prepared):
+    """The sampler of a run (launch.disturbance.sample): this host, the run's tree under its keeper
+    and the ranks named by their heartbeats, and the fabric interface the run's variables name."""
+    from bench.placement import traffic_nic
+
+    nic, _ = traffic_nic(prepared.command.env)
+    return lambda keeper_pid: Sampler(keeper_pid, prepared.plan.record_dir, (nic,) if nic else ())
+
+
 def result_origin() -> dict:
     """The host that launched the run and the bundle's commit."""
     from containers.files import git
@@ -110,7 +121,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
         path.write_text(text, encoding="utf-8")
     with emulate.session(prepared.plan):  # the emulated launcher's cluster is up meanwhile
         outcome = execute(prepared.command, prepared.run_dir / "output.log", timeout=timeout, echo=echo,
-                          watch=stall_watch(spec, prepared, stall_timeout))
+                          watch=stall_watch(spec, prepared, stall_timeout), sample=disturbance_sampler(prepared))
     reason = None
     if outcome.stalled:
         reason = stall_reason(outcome.stalled)
@@ -156,6 +167,10 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
                       interruption={"signal": outcome.stopped_by.name, "progress": progress_of(records)})
     elif outcome.stalled:  # who stopped where, and what they finished before
         result.update(status="stalled", reason=reason, stall={**outcome.stalled, "progress": progress_of(records)})
+    sampler = outcome.sampler
+    # was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md)
+    result["disturbance"] = disturbance.record(sampler.snapshots, records, result, sampler.interval,
+                                               sampler.cost(), socket.gethostname())
     transport.apply(result, prepared.run_dir / "output.log")
     # is the number normal for this link? (launch.results.plausibility: busbw / line rate, GPUDirect asked vs seen)
     result["plausibility"] = plausibility.verdict(result, prepared.preset.link_gbit_s)

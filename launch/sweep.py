@@ -6,6 +6,10 @@ the experiment's time_limit_s (launch.execute kills the launcher and every rank
 it started). Ctrl-C kills the current run, keeps every finished result and
 leaves the sweep resumable.
 
+A point whose run was disturbed while timed (its disturbance record, launch.disturbance) is
+measured again, at most REMEASURE_DISTURBED times; every run is kept, each re-measurement
+names the run it repeats and why (`remeasure_of`), and the latest is the point's result.
+
 With `one_job` (launcher sbatch) the whole sweep is one Slurm job: the job runs
 this same sweep with `--launcher srun` inside its allocation, and this side
 submits it, follows the index for progress and collects the results.
@@ -33,7 +37,7 @@ from launch.execute import execute
 from launch.interrupt import interrupted_by
 from launch.experiment import Experiment, Point, blame, expand
 from launch.launchers import SRUN, launcher_of, tool_path
-from launch.results.result import read as load_result
+from launch.results.result import disturbance_causes, disturbed, read as load_result
 from launch.run import execute_run, prepare
 from launch.site import Site
 from launch.sweep_state import SweepState, exclusive
@@ -42,6 +46,7 @@ from launch.results.table import points_table, verdict_tables
 
 SUMMARY_SCHEMA_VERSION = 1
 JOB_MARGIN_S = 120  # one-job: start-up and collection on top of the runs' limits
+REMEASURE_DISTURBED = 2  # a disturbed point is measured again at most this many times
 
 
 @dataclass
@@ -55,6 +60,8 @@ class Sweep:
     force: bool = False                  # run points whose preflight fails (recorded in each result)
     stall_timeout: float | None = None   # end a point whose ranks stop beating (launch.heartbeat)
     exclude_nodes: str | None = None     # Slurm nodes every point leaves out (e.g. named by `locate`)
+    remeasure_disturbed: int = REMEASURE_DISTURBED  # 0: keep a disturbed point's first run
+    keep_disturbed: bool = False         # verdicts and tables keep disturbed runs (left out by default)
     state: SweepState = field(init=False)
 
     def __post_init__(self):
@@ -116,9 +123,26 @@ def check_node_counts(experiment: Experiment, points: list[Point], exclude_nodes
 # ------------------------------------------------------------------ running
 
 def run_point(sweep: Sweep, point: Point, console: Console | None = None) -> dict:
+    """One point, measured again while its run was disturbed (at most `remeasure_disturbed`
+    times; every run kept, each naming the one it repeats and why)."""
+    result = run_point_on_nodes(sweep, point, console)
+    for attempt in range(1, sweep.remeasure_disturbed + 1):
+        if result.get("status") != "ok" or not disturbed(result):
+            break
+        why = disturbance_causes(result)
+        if console:
+            console.print(f"[yellow]disturbed[/yellow] {point.label}: {'; '.join(why)}: measuring again "
+                          f"({attempt} of at most {sweep.remeasure_disturbed})", highlight=False)
+        result = run_point_on_nodes(sweep, point, console, {"remeasure_of": {
+            "run_id": result.get("run_id"), "attempt": attempt, "why": why}})
+    return result
+
+
+def run_point_on_nodes(sweep: Sweep, point: Point, console: Console | None = None,
+                       annotations: dict | None = None) -> dict:
     """One point; under Slurm, a point whose node failed is run once more without that node
     (`--exclude`), both runs recorded under the point (the second names the first)."""
-    result = run_point_once(sweep, point)
+    result = run_point_once(sweep, point, annotations)
     run_dir = sweep.state.runs_dir / str(result.get("run_id"))
     failed = slurm.failed_nodes(run_dir) if result["status"] != "ok" and launcher_of(point.spec).slurm else []
     if not failed:
@@ -128,7 +152,8 @@ def run_point(sweep: Sweep, point: Point, console: Console | None = None) -> dic
         console.print(f"[yellow]node failure[/yellow] {point.label} on {', '.join(failed)}: "
                       f"once more without {exclude}", highlight=False)
     again = dataclasses.replace(point, spec=dataclasses.replace(point.spec, exclude_nodes=exclude))
-    return run_point_once(sweep, again, {"retry_of": {"run_id": result.get("run_id"), "failed_nodes": failed}})
+    return run_point_once(sweep, again, {**(annotations or {}),
+                                         "retry_of": {"run_id": result.get("run_id"), "failed_nodes": failed}})
 
 
 def run_point_once(sweep: Sweep, point: Point, annotations: dict | None = None) -> dict:
@@ -164,7 +189,8 @@ def outcome_line(point: Point, result: dict) -> str:
     if result["status"] == "ok":
         figure = (f"{result['throughput']['total_img_per_s']:.1f} img/s" if "throughput" in result
                   else f"busbw {result.get('peak_busbw_gbit_s') or 0:.3f} Gbit/s")
-        return f"[green]ok[/green]     {point.label}  {figure} ({result['wall_seconds']:.1f} s)"
+        mark = " [yellow]disturbed[/yellow]" if disturbed(result) else ""
+        return f"[green]ok[/green]     {point.label}  {figure} ({result['wall_seconds']:.1f} s){mark}"
     return f"[red]failed[/red] {point.label}: {result['reason']}"
 
 
@@ -202,6 +228,10 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
         argv += ["--stall-timeout", f"{sweep.stall_timeout:g}"]
     if sweep.exclude_nodes:
         argv += ["--exclude-nodes", sweep.exclude_nodes]
+    if sweep.remeasure_disturbed != REMEASURE_DISTURBED:
+        argv += ["--remeasure-disturbed", str(sweep.remeasure_disturbed)]
+    if sweep.keep_disturbed:
+        argv.append("--keep-disturbed")
     return slurm.sweep_job_script(
         name=sweep.experiment.name, nodes=max(s.nodes for s in specs),
         tasks_per_node=max(s.ranks_per_node for s in specs), gpus_per_node=max(s.gpus_per_node for s in specs),
@@ -279,7 +309,7 @@ def judged(sweep: Sweep, latest: list[tuple[Point, dict | None]] | None = None
            ) -> tuple[list[dict], list[aggregate.Point], dict]:
     """The latest results, their points (launch.results.aggregate) and verdicts (launch.results.verdict)."""
     found = [r for _, r in (latest if latest is not None else latest_results(sweep)) if r is not None]
-    points = aggregate.aggregate(found)
+    points = aggregate.aggregate(found, sweep.keep_disturbed)
     return found, points, verdict.all_verdicts(points, None, orders(sweep))
 
 

@@ -137,6 +137,9 @@ def run(**options: Any) -> None:
     with stoppable_command():  # Ctrl-C, kill, hang-up: every process of the run ends, the result says so
         result = execute_run(spec, prepared, timeout=timeout, stall_timeout=stall_timeout, force=force)
     console.print(training_table([result]) if trains(spec.benchmark) else comm_table(result))
+    from launch.results.headline import disturbance_line
+
+    console.print(disturbance_line(result), highlight=False, markup=False)  # clean, or disturbed and by what
     console.print(f"result: {prepared.run_dir / 'result.json'}")
     if result["status"] != "ok":
         raise typer.Exit(1)

@@ -21,6 +21,8 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="machine-readable JSON"),
     allowed_signers: Optional[Path] = typer.Option(None, help="OpenSSH allowed-signers file for archive inputs"),
     require_signed: bool = typer.Option(False, help="refuse an archive input not signed by an allowed signer"),
+    keep_disturbed: bool = typer.Option(False, help="compare pairs where a run's disturbance record says "
+                                                    "disturbed (by default such a pair cannot tell, and fails)"),
 ):
     """Compare B with A: ratio per metric and whether B is within tolerance (noise-aware).
 
@@ -31,12 +33,16 @@ def compare(
     The first lines say whether both sides ran on the same stack (its digest, and its SBOM
     where one is found) or how the stacks differ ("ucx 1.13.1 vs 1.18.0").
 
+    A pair where either run was disturbed while timed (its disturbance record,
+    docs/disturbance.md) is not compared: the line names the run and the cause, and
+    the gate cannot pass on it; `--keep-disturbed` compares it anyway.
+
     Exit code 0: every metric within tolerance; 1: something is not (or a run
-    failed, has no partner, or disagrees with its own samples); 2: bad input.
+    failed, has no partner, was disturbed, or disagrees with its own samples); 2: bad input.
 
     Example: fabric-bench compare site-a/results site-b/results --tolerance total_img_per_s=0.05
     """
-    from launch.results.result import disagreements
+    from launch.results.result import disagreements, disturbance_causes, disturbed
 
     from launch import stacks
 
@@ -51,22 +57,30 @@ def compare(
         print("\n".join(stack_lines))
     pairs, unpaired = cmp.pair(*sides)
     tolerances = cmp.parse_tolerances(tolerance)
-    rows, failures = [], list(unpaired)
+    rows, failures, left_out = [], list(unpaired), []
     for side, results in zip("AB", sides):
         failures += [f"{side} {r.run_id}: {problem}" for r in results for problem in disagreements(r)]
     for ra, rb in pairs:
         label = f"{ra.get('engine') or ra.get('backend')}/{ra.get('model') or '-'} x{ra.get('world_size')}"
         if rb.get("status") != "ok":
             failures.append(f"{label}: B is {rb.get('status')}: {rb.get('reason')}")
+        noisy = [(side, r) for side, r in (("A", ra), ("B", rb)) if disturbed(r)]
+        if noisy and not keep_disturbed:
+            why = "; ".join(f"{side} {r.run_id} was disturbed ({', '.join(disturbance_causes(r)) or 'no cause named'})"
+                            for side, r in noisy)
+            left_out.append(f"{label}: cannot tell: {why}")
+            failures.append(left_out[-1])
+            continue
         for m in cmp.compare_pair(ra, rb, tolerances, default_tolerance):
             rows.append((label, m))
             if not m.within:
                 failures.append(f"{label} {m.name}: {m.b:.4g} vs {m.a:.4g} (ratio {m.ratio or 0:.3f}, "
                                 f"tolerance {m.tolerance:.0%})")
-    if not rows and not failures:
+    if not rows and not failures and not left_out:
         raise cmp.UsageError("no metric in common between A and B")
     if as_json:
-        print(json.dumps({"within": not failures, "failures": failures, "stacks": stack_lines, "metrics": [
+        print(json.dumps({"within": not failures, "failures": failures, "left_out": left_out,
+                          "stacks": stack_lines, "metrics": [
             {"run": label, "metric": m.name, "a": m.a, "b": m.b, "ratio": m.ratio, "ci95_a": m.ci_a,
              "ci95_b": m.ci_b, "tolerance": m.tolerance, "within": m.within} for label, m in rows]}, indent=2))
     else:

@@ -16,6 +16,8 @@ def report(
                    "else the first by name)"),
     study: Optional[str] = typer.Option(None, help="add a predicted study's answer and figure: hpec2020-today "
                                                    "(launch.results.study; `fabric-bench predict --study`)"),
+    keep_disturbed: bool = typer.Option(False, help="keep runs whose disturbance record says disturbed in the "
+                                                    "points and verdicts (left out by default; docs/disturbance.md)"),
 ):
     """The verdict table first, then tables and plots of results: PNGs and one self-contained HTML page.
 
@@ -32,7 +34,7 @@ def report(
     """
     from launch.results.report import build
 
-    data = build(dirs, output, title, baseline_fabric, study)
+    data = build(dirs, output, title, baseline_fabric, study, keep_disturbed)
     for line in data["stacks"]:
         print(f"stack: {line}")
     for judged in data["verdicts"].values() if data["runs"] else ():  # no runs (a locate directory): no verdict

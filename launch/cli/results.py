@@ -16,7 +16,7 @@ from launch.results import store
 results_app = typer.Typer(help="The results history: every result.json, indexed in SQLite.",
                           no_args_is_help=True)
 LIST_COLUMNS = ("run_id", "fabric", "engine", "model", "world_size", "total_img_per_s", "ci95_img_per_s",
-                "comm_fraction", "status", "transport")
+                "comm_fraction", "status", "transport", "disturbance")
 
 
 def _filters(benchmark, engine, model, fabric, ranks, status, transport) -> dict:
@@ -65,11 +65,18 @@ def list_results(benchmark: Optional[str] = BENCHMARK, engine: Optional[str] = E
 
 @results_app.command()
 def show(run_id: str = typer.Argument(..., help="run id (or a unique prefix)")):
-    """Print one indexed result as JSON.
+    """Print one indexed result as JSON (as the current schema reads it: a result from before the
+    disturbance record says "not recorded"); whether it was disturbed, and by what, goes to stderr.
 
     Example: fabric-bench results show 20260101T120000-torch-ddp
     """
-    print(json.dumps(store.get(store.connect(), run_id), indent=2, sort_keys=True))
+    from launch.results.result import disturbance_causes, disturbance_summary
+    from launch.results.schema import migrate
+
+    found = migrate(store.get(store.connect(), run_id))
+    print(json.dumps(found, indent=2, sort_keys=True))
+    for line in [disturbance_summary(found), *disturbance_causes(found)]:
+        print(f"disturbance: {line}", file=sys.stderr)
 
 
 @results_app.command()

@@ -26,6 +26,10 @@ def sweep(
     exclude_located: Optional[Path] = typer.Option(None, help="leave out what a `fabric-bench locate` named (its "
                                                               "locate.json): each slow node, and one end of each "
                                                               "slow link (the fewest nodes that cut them all)"),
+    remeasure_disturbed: int = typer.Option(2, help="measure a point again while its run was disturbed, at most "
+                                                     "this many times (0: never; docs/disturbance.md)"),
+    keep_disturbed: bool = typer.Option(False, help="keep disturbed runs in the tables and verdicts "
+                                                    "(left out by default, with how many and why)"),
     dry_run: bool = typer.Option(False, help="list the runs and their count, run nothing"),
 ):
     """Run every point of EXPERIMENT; a rerun skips finished points.
@@ -43,6 +47,8 @@ def sweep(
 
     if stall_timeout is not None and stall_timeout <= 0:
         raise UsageError(f"--stall-timeout must be > 0, got {stall_timeout:g}")
+    if not 0 <= remeasure_disturbed <= 5:
+        raise UsageError(f"--remeasure-disturbed must be 0-5, got {remeasure_disturbed}")
     if launcher is not None and launcher not in LAUNCHERS:
         raise UsageError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
     loaded = load_experiment(experiment)
@@ -68,6 +74,7 @@ def sweep(
         because = f"--exclude-located {exclude_located} leaves out {left_out.summary()}"
     swept = plan(loaded, directory, site_config, SRUN.name if one_job else launcher, retry_failed, force,
                  stall_timeout, exclude_nodes, because)
+    swept.remeasure_disturbed, swept.keep_disturbed = remeasure_disturbed, keep_disturbed
     console = make_console()
     for line in left_out.lines() if left_out else []:
         console.print(line, highlight=False, soft_wrap=True, markup=False)

@@ -17,6 +17,10 @@ they cannot disagree:
   that baseline; a 1-rank point has efficiency 1 by definition.
 - Communication share: the mean of the runs' `comm_fraction`; a 1-rank point
   has none (nothing is communicated; what the field holds there is noise).
+- A run whose disturbance record says `disturbed` (launch.disturbance) is left out of
+  its point, which names it (`left_out`); where every run of a configuration was
+  disturbed, the point is kept so readers can name it, marked `disturbed`, and nothing
+  built on it (efficiency, a verdict) is read as clean. `keep_disturbed` keeps them in.
 
 Fields a result lacks leave it out; they never fail an aggregation.
 """
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 from scipy import stats as scipy_stats
 
 from launch.kinds import KINDS, Metric, trains
-from launch.results.result import number, scaling_efficiency
+from launch.results.result import disturbance_causes, disturbed, number, scaling_efficiency
 
 CI_METHOD = ("95 % CI of the mean over repetitions and iterations: Student t with the larger of the "
              "within-run variance (iteration samples around their run's mean, / all samples) and the "
@@ -215,6 +219,18 @@ class Point:
     log_estimate: Estimate          # of log(metric): what verdicts compare
     baseline: "Point | None" = None  # the 1-rank point scaling efficiency divides by
     extras: dict = field(default_factory=dict)
+    left_out: list[dict] = field(default_factory=list)  # disturbed runs not in `runs`: run_id, causes
+    disturbed: bool = False  # every run of it was disturbed: its runs are those, kept to be named
+
+    @property
+    def unreadable_because(self) -> str | None:
+        """Why a figure built on this point (or its baseline) cannot be read: None when it can."""
+        for point, role in ((self, "the run"), (self.baseline, "the 1-rank baseline")):
+            if point is not None and point.disturbed:
+                named = "; ".join(f"{r.get('run_id')}: {', '.join(disturbance_causes(r)) or 'disturbed'}"
+                                  for r in point.runs)
+                return f"{role} was disturbed ({named})"
+        return None
 
     @property
     def metric(self) -> Metric:
@@ -296,6 +312,7 @@ class Point:
             "scaling_efficiency": self.efficiency, "comm_fraction": self.comm_fraction,
             "baseline_runs": [r.get("run_id") for r in self.baseline.runs] if self.baseline else None,
             "runs": [r.get("run_id") for r in self.runs],
+            "disturbed": self.disturbed, "left_out": self.left_out, "unreadable_because": self.unreadable_because,
         }
 
 
@@ -321,8 +338,13 @@ def _unique_names(names: dict[tuple, str], first: dict[tuple, dict]) -> dict[tup
     return out
 
 
-def aggregate(results: Sequence[dict]) -> list[Point]:
-    """Points of every usable result, each with its 1-rank baseline joined (see the module's rule)."""
+def left_out_entry(result: dict) -> dict:
+    return {"run_id": result.get("run_id"), "causes": disturbance_causes(result)}
+
+
+def aggregate(results: Sequence[dict], keep_disturbed: bool = False) -> list[Point]:
+    """Points of every usable result, each with its 1-rank baseline joined (see the module's rule);
+    disturbed runs left out of their point unless `keep_disturbed`."""
     grouped: dict[tuple, dict[int, list[dict]]] = {}
     for r in results:
         ranks = ranks_of(r)
@@ -332,12 +354,16 @@ def aggregate(results: Sequence[dict]) -> list[Point]:
     names = _unique_names({key: series_name(r) for key, r in first.items()}, first)
     points = []
     for key, by_ranks in grouped.items():
-        for ranks, runs in sorted(by_ranks.items()):
+        for ranks, every in sorted(by_ranks.items()):
+            clean = every if keep_disturbed else [r for r in every if not disturbed(r)]
+            runs = clean or every
             samples = [run_samples(r) for r in runs]
             logs = [[math.log(x) for x in s] for s in samples]
             points.append(Point(series=names[key], series_key=key, benchmark=str(benchmark_of(runs[0])),
                                 fabric=fabric_label(runs[0]), ranks=ranks, nodes=nodes_of(runs[0]), runs=runs,
-                                estimate=mean_ci(samples), log_estimate=mean_ci(logs)))
+                                estimate=mean_ci(samples), log_estimate=mean_ci(logs),
+                                left_out=[left_out_entry(r) for r in every if all(r is not x for x in runs)],
+                                disturbed=not clean))
     join_baselines(points)
     return points
 

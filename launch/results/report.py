@@ -128,12 +128,13 @@ def predictions(results: Sequence[dict]) -> dict[str, list[tuple[int, float, flo
 
 
 def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", baseline_fabric: str | None = None,
-          study: str | None = None) -> dict:
+          study: str | None = None, keep_disturbed: bool = False) -> dict:
     """Write OUT/*.png, OUT/report.html and OUT/report_data.json; returns the data. With `study`
-    (launch.results.study), its predicted answer and figure follow the verdicts."""
+    (launch.results.study), its predicted answer and figure follow the verdicts. Disturbed runs are
+    left out of the points and verdicts unless `keep_disturbed` (launch.results.aggregate)."""
     located = located_clusters(dirs)  # a locate run alone makes a report too
     results = load_results(dirs, required=not located)
-    points = aggregate.aggregate(results)
+    points = aggregate.aggregate(results, keep_disturbed)
     curves = aggregate.curves(points)
     judged = verdict.all_verdicts(points, baseline_fabric, verdict.experiment_orders(dirs))
     figures = {}
@@ -173,7 +174,7 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
             "points_table": {"header": point_header, "rows": point_rows},
             "table": {"header": header, "rows": rows},
             "health_table": {"header": health_header, "rows": health_rows}, "plots": {},
-            "stacks": stack_report(results)}
+            "stacks": stack_report(results), "kept_disturbed": keep_disturbed}
     if located:
         data["locate"] = [{k: found[k] for k in ("dir", "nodes", "pattern", "reference_gbit_s", "slow_nodes",
                                                  "slow_links")}

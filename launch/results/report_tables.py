@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 from launch.results import aggregate
 from launch.results.figures import interval_text, value_text
+from launch.results.result import disturbance_causes, disturbance_summary
 
 
 def _cell(value, fmt: str = ".1f") -> str:
@@ -38,7 +39,8 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
 def health_table(results: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
     """Per run, the fabric-truth verdicts beside the numbers: is the figure plausible for the
     link, did the host and image fit, where the ranks sat, who lagged, who hung."""
-    header = ["run", "plausibility (busbw / line rate)", "preflight", "placement", "stragglers", "stall / stop"]
+    header = ["run", "plausibility (busbw / line rate)", "preflight", "placement", "stragglers", "stall / stop",
+              "disturbance"]
     rows = []
     for r in sorted(results, key=lambda x: x.get("run_id") or ""):
         plaus = r.get("plausibility") or {}
@@ -54,21 +56,27 @@ def health_table(results: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
                      (plaus.get("verdict") or "-") + (f" ({ratio:.2f})" if isinstance(ratio, float) else ""),
                      (r.get("preflight") or {}).get("verdict", "-"),
                      (placement.get("verdict") or "-") + (f": {problems}" if problems else ""),
-                     ", ".join(f"rank {x['rank']} +{x['excess']:.0%}" for x in slow) or "-", stopped])
+                     ", ".join(f"rank {x['rank']} +{x['excess']:.0%}" for x in slow) or "-", stopped,
+                     "; ".join([disturbance_summary(r), *disturbance_causes(r)])])
     return header, rows
 
 
 def points_table(points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
     """One row per point: repetitions aggregated (mean, CI across repetitions and iterations)."""
     header = ["series", "ranks", "metric", "mean", "95% CI", "repetitions", "samples", "scaling eff.",
-              "comm share", "1-rank baseline"]
+              "comm share", "1-rank baseline", "disturbed runs"]
     rows = []
     for p in sorted(points, key=lambda p: (p.benchmark, p.series, p.ranks)):
         rows.append([p.series, str(p.ranks), f"{p.metric.label} ({p.metric.unit})", value_text(p.mean, p.metric.unit),
                      interval_text(p.ci95, p.metric.unit, p.repetitions, p.n_samples), str(p.repetitions),
                      str(p.n_samples),
-                     _cell(p.efficiency, ".2f"), _cell(p.comm_fraction, ".0%"),
-                     "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-")])
+                     _cell(p.efficiency, ".2f") + (" (cannot be read: " + p.unreadable_because + ")"
+                                                   if p.unreadable_because and p.efficiency is not None else ""),
+                     _cell(p.comm_fraction, ".0%"),
+                     "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-"),
+                     (f"all {p.repetitions} (kept to be named)" if p.disturbed else
+                      f"{len(p.left_out)} left out: " + ", ".join(str(x["run_id"]) for x in p.left_out)
+                      if p.left_out else "-")])
     return header, rows
 
 

@@ -74,6 +74,28 @@ class Result(dict):
         return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
 
 
+def disturbed(result: dict) -> bool:
+    """The run's disturbance record says it was disturbed while timed (launch.disturbance)."""
+    record = result.get("disturbance")
+    return isinstance(record, dict) and record.get("verdict") == "disturbed"
+
+
+def disturbance_causes(result: dict) -> list[str]:
+    """The named causes of a disturbed run, in words; [] for a clean or unrecorded one."""
+    record = result.get("disturbance")
+    causes = record.get("causes") if isinstance(record, dict) else None
+    return [str(c.get("words")) for c in causes if isinstance(c, dict)] if isinstance(causes, list) else []
+
+
+def disturbance_summary(result: dict) -> str:
+    """One cell: 'clean', 'disturbed: cpu, stopped' or 'not recorded'."""
+    record = result.get("disturbance")
+    if not isinstance(record, dict) or record.get("verdict") not in ("clean", "disturbed"):
+        return "not recorded"
+    causes = [str(c.get("signal")) for c in record.get("causes") or [] if isinstance(c, dict)]
+    return f"disturbed: {', '.join(causes)}" if record["verdict"] == "disturbed" and causes else record["verdict"]
+
+
 def number(value: Any) -> Optional[float]:
     """A finite int or float as float; anything else (None, bool, str, NaN) is None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

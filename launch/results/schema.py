@@ -19,8 +19,11 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
-SCHEMA_VERSION = 2          # what assemble writes
-READABLE_SCHEMAS = (1, 2)   # what is read; older versions are migrated to the current one on load
+SCHEMA_VERSION = 3             # what assemble writes
+READABLE_SCHEMAS = (1, 2, 3)   # what is read; older versions are migrated to the current one on load
+# launch.disturbance.judge.VERDICTS (spelled here too: the schema module imports nothing of launch)
+DISTURBANCE_VERDICTS = ("clean", "disturbed", "not recorded")
+NOT_RECORDED = {"verdict": "not recorded", "causes": []}
 
 
 # ------------------------------------------------------------------ shapes
@@ -101,9 +104,31 @@ Rows = Annotated[Optional[list[SizeRow]], _shape(lambda v: isinstance(v, list) a
                                                  "is not a list of rows")]
 
 
+class Cause(_Open):
+    """One named cause of a disturbance: the signal (cpu, steal, memory, stopped, traffic, steps)
+    and what it was, in words ("other processes used 0.92 of a core during the timed window")."""
+    signal: Text = None
+    words: Text = None
+
+
+Causes = Annotated[Optional[list[Cause]], _shape(lambda v: isinstance(v, list) and all(isinstance(c, dict) for c in v),
+                                                 "is not a list of causes")]
+
+
+class Disturbance(_Open):
+    """Was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md).
+    `signals` holds each signal's figures, limit and verdict; `sampler` the sampler's own cost."""
+    verdict: Annotated[Optional[str], _shape(lambda v: v in DISTURBANCE_VERDICTS,
+                                             "is not one of " + ", ".join(DISTURBANCE_VERDICTS))] = None
+    causes: Causes = None
+    signals: Object = None
+    window: Object = None
+    sampler: Object = None
+
+
 class ResultSchema(_Open):
     """One run's result.json (launch.results.assemble writes it; launch.results.result reads it)."""
-    schema_version: Literal[2]
+    schema_version: Literal[3]
     run_id: str
     status: Text = None             # ok | failed | interrupted | stalled
     reason: Text = None
@@ -132,6 +157,7 @@ class ResultSchema(_Open):
     numerics: Object = None         # bench.numerics: precision, TF32, wire dtype (train runs)
     wire: Object = None             # bench.numerics.wire: what went on the wire (dtype, bytes, buckets/fusion)
     origin: Object = None           # which site and bundle wrote it (launch.results.store keys by it)
+    disturbance: Annotated[Optional[Disturbance], _AN_OBJECT] = None  # clean | disturbed, with causes
 
 
 # ------------------------------------------------------------------ reading
@@ -139,10 +165,14 @@ class ResultSchema(_Open):
 def migrate(value: dict) -> dict:
     """A result of a readable older version as the current version holds it.
     1 -> 2: `numerics` and `origin` became fields every result has (null where unknown: results
-    from before them); the migrated result says what it was."""
+    from before them); the migrated result says what it was.
+    2 -> 3: `disturbance` (launch.disturbance): a result from before it reads as "not recorded"."""
     version = value.get("schema_version")
     if version == 1:
         value = {"numerics": None, "origin": None, **value, "schema_version": 2, "migrated_from": 1}
+    if value.get("schema_version") == 2:
+        value = {"disturbance": dict(NOT_RECORDED), **value, "schema_version": 3,
+                 "migrated_from": value.get("migrated_from", 2)}
     return value
 
 
@@ -169,6 +199,7 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "status": ("status",), "total_img_per_s": ("throughput", "total_img_per_s"),
     "ci95_img_per_s": ("throughput", "ci95_img_per_s"), "comm_fraction": ("comm_fraction",),
     "transport": ("transport", "verdict"), "image_digest": ("image", "digest"), "replay_of": ("replay_of", "run_id"),
+    "disturbance": ("disturbance", "verdict"),
 }
 
 

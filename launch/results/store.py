@@ -42,7 +42,7 @@ def origin_of(result: dict) -> str:
     return ",".join(names) + "@unknown" if names else "unknown"
 
 
-FILTERS = ("benchmark", "framework", "engine", "model", "fabric", "world_size", "status", "transport")
+FILTERS = ("benchmark", "framework", "engine", "model", "fabric", "world_size", "status", "transport", "disturbance")
 
 
 def store_path() -> Path:
@@ -64,6 +64,10 @@ def connect(path: Path | None = None) -> sqlite3.Connection:
                     index_result(db, Path(row["path"]), json.loads(row["result"]))
                 db.execute("DROP TABLE results_before_key")
         _create(db)
+        present = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+        for column in [c for c in COLUMNS if c not in present]:  # a column added since (e.g. disturbance)
+            with db:
+                db.execute(f"ALTER TABLE results ADD COLUMN {column}")
     except sqlite3.Error as exc:
         raise UsageError(f"results store {path}: {exc}") from None
     return db

@@ -6,31 +6,40 @@ from rich.table import Table
 
 from launch.results import aggregate
 from launch.results.figures import interval_text, value_text
+from launch.results.result import disturbance_summary, disturbed
 
 
 def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def efficiency_cell(eff: float | None, unreadable: str | None) -> str:
+    """An efficiency, marked where it is built on a disturbed run (launch.disturbance)."""
+    return fmt(eff, ".2f") + (" [yellow](disturbed)[/yellow]" if eff is not None and unreadable else "")
+
+
 def training_table(results: list[dict], title: str = "Training throughput") -> Table:
     """One row per run; efficiency against the aggregated 1-rank baseline of its series
-    (1 on one rank), no communication share on one rank."""
+    (1 on one rank), no communication share on one rank; whether the run was disturbed."""
     table = Table(title=title)
     for column in ("framework", "engine", "model", "ranks", "img/s total", "img/s per rank",
-                   "95% CI", "scaling eff.", "comm share", "params |diff|", "status"):
-        table.add_column(column, justify="right" if column not in ("framework", "engine", "model", "status") else "left")
+                   "95% CI", "scaling eff.", "comm share", "params |diff|", "disturbance", "status"):
+        table.add_column(column, justify="right" if column not in ("framework", "engine", "model", "status",
+                                                                   "disturbance") else "left")
     points = aggregate.aggregate(results)
     for r in results:
         tp = r.get("throughput", {})
         point = aggregate.point_of(points, r)
         eff = point.run_efficiency(r) if point is not None else None
         comm = r.get("comm_fraction") if r["world_size"] > 1 else None
+        unreadable = "the run" if disturbed(r) else point.unreadable_because if point is not None else None
         table.add_row(
             r["framework"], r["engine"], r["model"], str(r["world_size"]),
             fmt(tp.get("total_img_per_s"), ".1f"), fmt(tp.get("per_rank_img_per_s"), ".1f"),
             interval_text(aggregate.number(tp.get("ci95_img_per_s")), "img/s", samples=len(aggregate.run_samples(r))),
-            fmt(eff, ".2f"),
+            efficiency_cell(eff, unreadable),
             fmt(comm, ".0%"), fmt(r.get("params_max_abs_diff"), ".2g"),
+            f"[yellow]{disturbance_summary(r)}[/yellow]" if disturbed(r) else disturbance_summary(r),
             r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]: {r.get('reason')}",
         )
     return table
@@ -39,14 +48,22 @@ def training_table(results: list[dict], title: str = "Training throughput") -> T
 def points_table(points: list[aggregate.Point], title: str) -> Table:
     """One row per point: repetitions aggregated."""
     table = Table(title=title)
-    for column in ("series", "ranks", "mean", "95% CI", "reps", "scaling eff.", "comm share", "baseline"):
-        table.add_column(column, justify="left" if column in ("series", "baseline") else "right")
+    for column in ("series", "ranks", "mean", "95% CI", "reps", "scaling eff.", "comm share", "disturbed",
+                   "baseline"):
+        table.add_column(column, justify="left" if column in ("series", "baseline", "disturbed") else "right")
     for p in sorted(points, key=lambda p: (p.benchmark, p.series, p.ranks)):
         table.add_row(p.series, str(p.ranks), f"{value_text(p.mean, p.metric.unit)} {p.metric.unit}",
                       interval_text(p.ci95, p.metric.unit, p.repetitions, p.n_samples), str(p.repetitions),
-                      fmt(p.efficiency, ".2f"), fmt(p.comm_fraction, ".0%"),
-                      "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-"))
+                      efficiency_cell(p.efficiency, p.unreadable_because), fmt(p.comm_fraction, ".0%"),
+                      disturbed_cell(p), "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-"))
     return table
+
+
+def disturbed_cell(point: aggregate.Point) -> str:
+    """'-', 'all 2 runs' (the point is only disturbed runs) or '1 left out'."""
+    if point.disturbed:
+        return f"all {point.repetitions} run{'s' if point.repetitions != 1 else ''}"
+    return f"{len(point.left_out)} left out" if point.left_out else "-"
 
 
 def verdict_tables(judged: dict, title: str = "") -> list:

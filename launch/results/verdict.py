@@ -10,6 +10,10 @@ for allreduce) with its 95 % CI, by Welch's t on log(metric) (METHOD), and a
 verdict: 'no significant difference' where the CI of the ratio holds 1, else
 'N % slower' or 'N % faster' (slower: less throughput or bandwidth, more time
 per iteration). One-rank points are left out: one rank uses no fabric.
+
+Disturbed runs (launch.disturbance) are left out of the points by the aggregation unless
+kept on request; each row names how many were left out and why, and where a side has only
+disturbed runs the row's verdict is 'cannot tell' (never a difference).
 """
 from __future__ import annotations
 
@@ -76,6 +80,15 @@ def compare(reference: Point, other: Point) -> dict:
             "significant": significant, "verdict": verdict}
 
 
+def cannot_tell(reference: Point, other: Point) -> str | None:
+    """Why a comparison of these two points cannot be read (a side with only disturbed runs)."""
+    sides = [(name, p) for name, p in (("reference", reference), ("compared", other)) if p.disturbed]
+    if not sides:
+        return None
+    return "cannot tell: " + "; ".join(f"every {name} run was disturbed ({p.unreadable_because})"
+                                       for name, p in sides)
+
+
 def _ordered(values, order: list[str]) -> list[str]:
     def rank(value):
         for i, name in enumerate(order):
@@ -122,7 +135,10 @@ def verdicts(points: list[Point], axis: str = "fabric", reference: str | None = 
                          "reference_repetitions": ref.repetitions, "repetitions": other.repetitions,
                          "reference_samples": ref.n_samples, "samples": other.n_samples,
                          "reference_runs": [r.get("run_id") for r in ref.runs],
-                         "runs": [r.get("run_id") for r in other.runs], **compare(ref, other)})
+                         "runs": [r.get("run_id") for r in other.runs],
+                         "left_out": ref.left_out + other.left_out, **compare(ref, other)})
+            if (why := cannot_tell(ref, other)) is not None:
+                rows[-1].update(verdict=why, significant=False, cannot_tell=True)
     data = {"axis": axis, "title": title, "reference": chosen, "method": METHOD, "within": WITHIN,
             "values": _ordered(values_seen, order), "rows": rows, "nothing_to_compare": None}
     if not rows:
@@ -186,8 +202,19 @@ def paragraph(data: dict) -> str:
     if data["nothing_to_compare"]:
         return data["nothing_to_compare"].capitalize() + "."
     sentences = []
-    for value in [v for v in data["values"] if any(r["value"] == v for r in data["rows"])]:
-        rows = [r for r in data["rows"] if r["value"] == value]
+    left_out = [x for r in data["rows"] for x in r.get("left_out", [])]
+    unknown = [r for r in data["rows"] if r.get("cannot_tell")]
+    if left_out:
+        causes = sorted({c.split(" during")[0] for x in left_out for c in x.get("causes", [])})
+        sentences.append(f"{len(left_out)} disturbed run{'s were' if len(left_out) != 1 else ' was'} left out "
+                         f"({'; '.join(causes) or 'disturbed'}).")
+    if unknown:
+        pairs = ", ".join(f"{r['value']} vs {r['reference']}" for r in unknown)
+        sentences.append(f"In {len(unknown)} group{'s' if len(unknown) != 1 else ''} it cannot tell: a side had "
+                         f"only disturbed runs ({pairs}).")
+    for value in [v for v in data["values"] if any(r["value"] == v and not r.get("cannot_tell")
+                                                   for r in data["rows"])]:
+        rows = [r for r in data["rows"] if r["value"] == value and not r.get("cannot_tell")]
         refs = " / ".join(sorted({r["reference"] for r in rows}))
         significant = [r for r in rows if r["significant"]]
         text = _sentence_of(value, refs, rows, data["within"])
@@ -202,6 +229,8 @@ def paragraph(data: dict) -> str:
             answer = (f"For this data, {data['title']} {value} changes performance significantly in "
                       f"{_share(len(significant), len(rows))} groups.")
         sentences.append(text + ". " + answer)
+    if unknown and len(unknown) == len(data["rows"]):
+        sentences.append(f"For this data, {data['title']} cannot be judged: too few clean runs.")
     return " ".join(sentences)
 
 

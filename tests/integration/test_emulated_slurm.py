@@ -74,7 +74,7 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
         assert 'interface = "fbemu0"' in site.read_text() and 'launcher = "srun"' in site.read_text()
         before = slurm_nodes.node_bytes(emulate.cluster_named(name))
         sweep = fabric_bench("sweep", "experiments/emulated-slurm.experiment.toml", "--site", str(site),
-                             "--dir", str(tmp_path / "sweep"), env=env, timeout=900)
+                             "--dir", str(tmp_path / "sweep"), "--remeasure-disturbed", "0", env=env, timeout=900)
         after = slurm_nodes.node_bytes(emulate.cluster_named(name))
         assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
         summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
@@ -153,7 +153,8 @@ def test_a_point_whose_node_fails_runs_once_more_without_it(tmp_path):
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
         sweep = subprocess.Popen([str(VENV_BIN / "fabric-bench"), "sweep", str(experiment), "--site", str(site),
-                                  "--dir", str(tmp_path / "sweep")], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                  "--dir", str(tmp_path / "sweep"), "--remeasure-disturbed", "0"], cwd=REPO, env=env,
+                                 stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + 300
@@ -223,7 +224,7 @@ def test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes(tmp_
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
         sweep = fabric_bench("sweep", str(experiment), "--site", str(site), "--dir", str(tmp_path / "sweep"),
-                             "--one-job", env=env, timeout=600)
+                             "--one-job", "--remeasure-disturbed", "0", env=env, timeout=600)
         ranks = rank_pids(tmp_path)
     assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
     summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())

@@ -41,7 +41,7 @@ def test_sweep_report_archive_replay_compare(tmp_path):
     experiment.write_text(EXPERIMENT)
     sweep_dir = tmp_path / "sweep"
 
-    sweep = fabric_bench("sweep", str(experiment), "--dir", str(sweep_dir))
+    sweep = fabric_bench("sweep", str(experiment), "--dir", str(sweep_dir), "--remeasure-disturbed", "0")
     assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
     results = [json.loads(p.read_text()) for p in sweep_dir.rglob("result.json")]
     assert sorted(r["world_size"] for r in results) == [1, 2]
@@ -49,7 +49,7 @@ def test_sweep_report_archive_replay_compare(tmp_path):
     two = next(r for r in results if r["world_size"] == 2)
     assert two["link_rate_gbit_s"] == 1.0 and two["spec"]["launcher"] == "emulated"
 
-    report = fabric_bench("report", str(sweep_dir), "--output", str(tmp_path / "report"))
+    report = fabric_bench("report", str(sweep_dir), "--output", str(tmp_path / "report"), "--keep-disturbed")
     assert report.returncode == 0, report.stderr
     data = json.loads((tmp_path / "report" / "report_data.json").read_text())
     plotted = json.dumps(data)
@@ -71,9 +71,9 @@ def test_sweep_report_archive_replay_compare(tmp_path):
     assert {r["replay_of"]["run_id"] if isinstance(r["replay_of"], dict) else r["replay_of"]
             for r in replayed} == originals
 
-    same = fabric_bench("compare", str(sweep_dir), str(sweep_dir))
+    same = fabric_bench("compare", str(sweep_dir), str(sweep_dir), "--keep-disturbed")
     assert same.returncode == 0, same.stdout + same.stderr
-    against = fabric_bench("compare", str(sweep_dir), str(replay_dir), "--json")
+    against = fabric_bench("compare", str(sweep_dir), str(replay_dir), "--json", "--keep-disturbed")
     assert against.returncode in (0, 1), against.stderr  # within tolerance or not: both are answers
     verdict = json.loads(against.stdout)
     assert verdict["within"] == (against.returncode == 0)

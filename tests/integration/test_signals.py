@@ -166,7 +166,8 @@ runtime = "host"
 
 
 def start_sweep(experiment: Path, directory: Path, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([str(VENV_BIN / "fabric-bench"), "sweep", str(experiment), "--dir", str(directory)],
+    return subprocess.Popen([str(VENV_BIN / "fabric-bench"), "sweep", str(experiment), "--dir", str(directory),
+                             "--remeasure-disturbed", "0"],
                             cwd=REPO, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
 
 

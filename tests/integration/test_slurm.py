@@ -74,7 +74,8 @@ launcher = "sbatch"
 runtime = "host"
 """)
     directory = tmp_path / "sweep"
-    proc = fabric_bench("sweep", str(experiment), "--dir", str(directory), "--one-job", env=cluster.env,
+    proc = fabric_bench("sweep", str(experiment), "--dir", str(directory), "--one-job", "--remeasure-disturbed", "0",
+                        env=cluster.env,
                         timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     summary = json.loads((directory / "summary.json").read_text())

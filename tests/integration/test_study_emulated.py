@@ -23,12 +23,13 @@ def emulation_possible():
 def test_emulated_sweep_report_opens_with_the_verdict(tmp_path):
     emulation_possible()
     sweep_dir = tmp_path / "sweep"
-    sweep = fabric_bench("sweep", "experiments/cpu-emulated.experiment.toml", "--dir", str(sweep_dir), timeout=1500)
+    sweep = fabric_bench("sweep", "experiments/cpu-emulated.experiment.toml", "--dir", str(sweep_dir),
+                         "--remeasure-disturbed", "0", "--keep-disturbed", timeout=1500)
     assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
     assert "verdict: fabric" in sweep.stdout and "In the 2 groups" in sweep.stdout.replace("\n", " ")
 
     out = tmp_path / "report"
-    report = fabric_bench("report", str(sweep_dir), "--output", str(out))
+    report = fabric_bench("report", str(sweep_dir), "--output", str(out), "--keep-disturbed")
     assert report.returncode == 0, report.stderr
     data = json.loads((out / "report_data.json").read_text())
     fabric = data["verdicts"]["fabric"]

@@ -62,3 +62,19 @@ def test_bad_input_is_exit_2(tmp_path):
                  (str(good), str(good), "--tolerance", "total_img_per_s")):
         proc = fabric_bench("compare", *args)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_a_disturbed_run_cannot_pass_the_gate_unless_kept(tmp_path):
+    a = write(tmp_path / "a.json", result(100))
+    noisy = {**result(99), "schema_version": 3,
+             "disturbance": {"verdict": "disturbed", "causes": [{"signal": "stopped", "words":
+                             "a process of the run was stopped (SIGSTOP or a debugger): python (pid 7) ~1 s"}]}}
+    b = write(tmp_path / "b.json", noisy)
+    refused = fabric_bench("compare", str(a), str(b), "--json")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    data = json.loads(refused.stdout)
+    assert data["metrics"] == [] and data["left_out"] == [
+        "ddp/resnet18 x2: cannot tell: B r was disturbed (a process of the run was stopped (SIGSTOP or a "
+        "debugger): python (pid 7) ~1 s)"]
+    kept = fabric_bench("compare", str(a), str(b), "--keep-disturbed")
+    assert kept.returncode == 0, kept.stdout + kept.stderr

@@ -112,10 +112,14 @@ def test_the_health_table_shows_each_runs_fabric_truth_verdicts(tmp_path):
                                                           "problems": [{"rank": 1, "problem": "shared_cores"}]},
              "stragglers": {"ranks": [{"rank": 1, "excess": 0.5}]}},
             {"run_id": "b", "stall": {"hanging_ranks": [3]}},
-            {"run_id": "c", "interruption": {"signal": "SIGTERM"}}]
+            {"run_id": "c", "interruption": {"signal": "SIGTERM"},
+             "disturbance": {"verdict": "disturbed", "causes": [{"signal": "cpu", "words": "other processes used "
+                                                                 "0.90 of a core during the timed window"}]}}]
     header, rows = health_table(runs)
-    assert rows[0] == ["a", "healthy (0.93)", "ok", "flagged: rank 1: shared_cores", "rank 1 +50%", "-"]
-    assert rows[1][-1] == "hanging: rank 3" and rows[2][-1] == "interrupted by SIGTERM"
+    assert rows[0] == ["a", "healthy (0.93)", "ok", "flagged: rank 1: shared_cores", "rank 1 +50%", "-",
+                       "not recorded"]
+    assert rows[1][-2] == "hanging: rank 3" and rows[2][-2] == "interrupted by SIGTERM"
+    assert rows[2][-1] == "disturbed: cpu; other processes used 0.90 of a core during the timed window"
     assert len(header) == len(rows[0])
 
 

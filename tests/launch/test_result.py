@@ -45,7 +45,8 @@ def test_typed_views_and_derived_figures():
     r = result.parse(json.dumps(GOOD), "x")
     assert (r.run_id, r.ok, r.world_size, r.fabric, r.total_img_per_s) == ("r1", True, 2, "ethernet", 80.0)
     # the JSON object it was, as the current schema holds it (GOOD is a version-1 result)
-    assert r == {**GOOD, "schema_version": 2, "migrated_from": 1, "numerics": None, "origin": None}
+    assert r == {**GOOD, "schema_version": 3, "migrated_from": 1, "numerics": None, "origin": None,
+                 "disturbance": {"verdict": "not recorded", "causes": []}}
     assert json.loads(json.dumps(r)) == r
     assert result.scaling_efficiency(80.0, 2, 50.0, 1) == pytest.approx(0.8)
     # busbw from the row's own times: 1 MiB in 800 us on 2 ranks (factor 1), spread ±5 %
@@ -76,6 +77,18 @@ def test_the_published_json_schema_is_the_declared_one():
     assert published == schema.json_schema(), \
         "regenerate: python -m launch.results.schema > docs/reference/result.schema.json"
     assert published["properties"]["schema_version"]["const"] == schema.SCHEMA_VERSION
+
+
+def test_a_version_2_result_reads_as_not_recorded_and_a_bad_verdict_is_refused():
+    from launch.results import schema
+
+    old = result.parse(json.dumps({**GOOD, "schema_version": 2}), "old")
+    assert old["schema_version"] == 3 and old["migrated_from"] == 2
+    assert old["disturbance"] == {"verdict": "not recorded", "causes": []} and schema.problem(old) is None
+    assert schema.problem({**old, "disturbance": {"verdict": "fine"}}) == \
+        "disturbance.verdict is not one of clean, disturbed, not recorded ('fine')"
+    assert schema.problem({**old, "disturbance": {"verdict": "disturbed", "causes": "cpu"}}) == \
+        "disturbance.causes is not a list of causes ('cpu')"
 
 
 def test_a_version_1_result_reads_as_the_current_version_and_a_written_one_validates(tmp_path):

@@ -108,3 +108,30 @@ def test_a_store_keyed_by_run_id_and_origin_is_rekeyed_with_its_rows(tmp_path):
     db = store.connect(path)
     assert store.get(db, "old-run")["throughput"]["total_img_per_s"] == 7.0
     assert store.KEY in db.execute("SELECT sql FROM sqlite_master WHERE name = 'results'").fetchone()[0]
+
+
+def test_a_store_from_before_the_disturbance_column_gains_it_and_show_says_not_recorded(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    old_columns = [c for c in store.COLUMNS if c != "disturbance"]
+    with sqlite3.connect(path) as old:  # a store as the bundle made it before the disturbance record
+        old.execute(f"CREATE TABLE results ({', '.join(old_columns)}, origin TEXT, path TEXT, indexed_unix REAL, "
+                    f"result TEXT, PRIMARY KEY (run_id, origin))")
+    db = store.connect(path)
+    assert "disturbance" in [row[1] for row in db.execute("PRAGMA table_info(results)")]
+    noisy = {**result("20260104T000000-d"), "schema_version": 3, "disturbance": {"verdict": "disturbed", "causes": [
+        {"signal": "memory", "words": "memory pressure: some task waited on memory 9% of the timed window (PSI)"}]}}
+    with db:
+        store.index_result(db, tmp_path / "d.json", noisy)
+        store.index_result(db, tmp_path / "a.json", result("20260101T000000-a"))  # a version-1 result, as stored
+    assert [r["run_id"] for r in store.query(db, disturbance="disturbed")] == ["20260104T000000-d"]
+    env = {**os.environ, "FABRIC_BENCH_STORE": str(path)}
+    shown = fabric_bench("results", "show", "20260101T000000-a", env=env)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["disturbance"]["verdict"] == "not recorded"
+    assert shown.stderr.strip() == "disturbance: not recorded"
+    shown = fabric_bench("results", "show", "20260104T000000-d", env=env)
+    assert shown.stderr.splitlines() == ["disturbance: disturbed: memory", "disturbance: memory pressure: some task "
+                                         "waited on memory 9% of the timed window (PSI)"]
+    listed = fabric_bench("results", "list", env=env)
+    assert "disturbed" in listed.stdout

@@ -99,7 +99,7 @@ def leftover_ranks(directory) -> str:
 def test_interrupted_sweep_keeps_finished_results_and_the_rerun_runs_only_the_rest(tmp_path):
     path = experiment(tmp_path, "time_limit_s = 300", 'ranks_per_node = [2]', "iters = 2\n")
     directory = tmp_path / "sweep"
-    argv = [str(VENV_BIN / "fabric-bench"), "sweep", path, "--dir", str(directory)]
+    argv = [str(VENV_BIN / "fabric-bench"), "sweep", path, "--dir", str(directory), "--remeasure-disturbed", "0"]
     first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # the baseline (1 rank) finishes, then Ctrl-C while the 2-rank run trains
     wait_for(lambda: "ok" in statuses(directory).values() and "running" in statuses(directory).values(),
@@ -114,7 +114,7 @@ def test_interrupted_sweep_keeps_finished_results_and_the_rerun_runs_only_the_re
     kept = {p: p.read_text() for p in finished}
 
     started = time.monotonic()
-    again = fabric_bench("sweep", path, "--dir", str(directory), timeout=600)
+    again = fabric_bench("sweep", path, "--dir", str(directory), "--remeasure-disturbed", "0", timeout=600)
     wall_s = time.monotonic() - started
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     assert sorted(statuses(directory).values()) == ["ok", "ok"]
@@ -125,7 +125,7 @@ def test_interrupted_sweep_keeps_finished_results_and_the_rerun_runs_only_the_re
     assert two["scaling_efficiency"] > 0 and "scaling eff." in again.stdout
     print(f"rerun of 1 run: {wall_s:.1f} s, overhead per run {summary['overhead_seconds_per_run']:.2f} s")
     # nothing left to do: a third sweep runs nothing
-    third = fabric_bench("sweep", path, "--dir", str(directory))
+    third = fabric_bench("sweep", path, "--dir", str(directory), "--remeasure-disturbed", "0")
     assert third.returncode == 0 and json.loads((directory / "summary.json").read_text())["ran"] == 0
 
 
@@ -133,7 +133,7 @@ def test_interrupted_sweep_keeps_finished_results_and_the_rerun_runs_only_the_re
 def test_runs_past_their_time_limit_are_killed_with_all_ranks_and_the_sweep_goes_on(tmp_path):
     path = experiment(tmp_path, "time_limit_s = 12", 'ranks_per_node = [2]', "iters = 100000\n")
     directory = tmp_path / "sweep"
-    proc = fabric_bench("sweep", path, "--dir", str(directory), timeout=300)
+    proc = fabric_bench("sweep", path, "--dir", str(directory), "--remeasure-disturbed", "0", timeout=300)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads((directory / "summary.json").read_text())
     assert summary["ran"] == 2 and summary["failed"] == 2  # the first failure did not stop the second run
@@ -159,3 +159,37 @@ def test_one_job_passes_force_and_stall_timeout_to_the_sweep_inside_the_job(tmp_
     assert argv[-3:] == ["--force", "--stall-timeout", "30"]
     bad = fabric_bench("sweep", str(path), "--stall-timeout", "0", "--dry-run")
     assert bad.returncode == 2 and bad.stderr.strip() == "fabric-bench: error: --stall-timeout must be > 0, got 0"
+
+
+@pytest.mark.slow
+def test_a_disturbed_point_is_measured_again_and_every_run_is_kept(tmp_path):
+    """Busy processes on every core for the whole sweep: the point's run is disturbed, measured
+    once more (--remeasure-disturbed 1), both runs kept, the second naming the first and why;
+    the table names the disturbed point; no rank and no hog is left."""
+    import os
+    import sys
+
+    from tests.conftest import alive
+
+    path = experiment(tmp_path, "time_limit_s = 300", 'ranks_per_node = [1]', "iters = 6\n")
+    directory = tmp_path / "sweep"
+    hog = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", hog, str(cpu)]) for cpu in sorted(os.sched_getaffinity(0))]
+    try:
+        proc = fabric_bench("sweep", path, "--dir", str(directory), "--remeasure-disturbed", "1", timeout=900)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "measuring again (1 of at most 1)" in proc.stdout
+    (point,) = json.loads((directory / "index.json").read_text())["points"].values()
+    assert len(point["runs"]) == 2
+    first, second = (json.loads((directory / "runs" / run / "result.json").read_text()) for run in point["runs"])
+    assert first["disturbance"]["verdict"] == "disturbed"
+    assert second["remeasure_of"]["run_id"] == first["run_id"] and second["remeasure_of"]["attempt"] == 1
+    assert any(w.startswith("other processes used") for w in second["remeasure_of"]["why"])
+    assert "disturbed" in proc.stdout  # the outcome line and the table's column
+    ranks = {json.loads(line)["pid"] for p in directory.glob("runs/*/ranks/rank-*.jsonl")
+             for line in p.read_text().splitlines()}
+    assert len(ranks) == 2 and not alive(ranks | {h.pid for h in hogs})

@@ -196,3 +196,51 @@ def test_the_verdict_sentence_reads_right_for_one_group_or_many(rows, expected):
     data = {"nothing_to_compare": None, "values": ["emu-eth-5g"], "rows": rows, "within": verdict.WITHIN,
             "title": "fabric"}
     assert verdict.paragraph(data) == expected
+
+
+DISTURBED = {"verdict": "disturbed", "causes": [
+    {"signal": "cpu", "words": "other processes used 0.90 of a core during the timed window (12.0 s)"}]}
+
+
+def test_a_disturbed_run_is_left_out_of_its_point_and_the_verdict_says_how_many_and_why():
+    runs = emulated_sweep()
+    # a disturbed slow-link repetition that, kept, would make the 1g link look as fast as 10g
+    noisy = train("slow-ddp-noisy", "emu-eth-1g", 2, FAST)
+    runs.append({**noisy, "disturbance": DISTURBED})
+    points = aggregate.aggregate(runs)
+    slow = next(p for p in points if p.fabric == "emu-eth-1g" and p.first["engine"] == "ddp")
+    assert [r["run_id"] for r in slow.runs] == ["slow-ddp"] and not slow.disturbed
+    assert slow.left_out == [{"run_id": "slow-ddp-noisy", "causes": [DISTURBED["causes"][0]["words"]]}]
+    data = verdict.verdicts(points, "fabric", order=["emu-eth-10g", "emu-eth-1g"])
+    row = next(r for r in data["rows"] if r["engine"] == "ddp")
+    assert row["significant"] and row["speed_ratio"] < 0.7 and len(row["left_out"]) == 1
+    assert "1 disturbed run was left out (other processes used 0.90 of a core)" in data["paragraph"]
+    # kept on request: the same repetition pulls the 1g point up
+    kept = aggregate.aggregate(runs, keep_disturbed=True)
+    kept_slow = next(p for p in kept if p.fabric == "emu-eth-1g" and p.first["engine"] == "ddp")
+    assert kept_slow.repetitions == 2 and kept_slow.mean > slow.mean
+
+
+def test_a_side_with_only_disturbed_runs_cannot_tell():
+    runs = [r if r["run_id"] != "slow-ddp" else {**r, "disturbance": DISTURBED} for r in emulated_sweep()]
+    points = aggregate.aggregate(runs)
+    data = verdict.verdicts(points, "fabric", order=["emu-eth-10g", "emu-eth-1g"])
+    row = next(r for r in data["rows"] if r["engine"] == "ddp")
+    assert row["verdict"].startswith("cannot tell: every compared run was disturbed (the run was disturbed "
+                                     "(slow-ddp: other processes used 0.90")
+    assert row["significant"] is False
+    assert "In 1 group it cannot tell: a side had only disturbed runs (emu-eth-1g vs emu-eth-10g)" \
+        in data["paragraph"]
+    slow = next(p for p in points if p.fabric == "emu-eth-1g" and p.first["engine"] == "ddp")
+    assert slow.disturbed and slow.describe()["unreadable_because"].startswith("the run was disturbed")
+
+
+def test_an_efficiency_on_a_disturbed_baseline_cannot_be_read():
+    runs = [r if r["run_id"] != "base-ddp" else {**r, "disturbance": DISTURBED} for r in emulated_sweep()]
+    points = aggregate.aggregate(runs)
+    fast = next(p for p in points if p.fabric == "emu-eth-10g" and p.first["engine"] == "ddp")
+    assert fast.efficiency is not None
+    assert fast.unreadable_because.startswith("the 1-rank baseline was disturbed (base-ddp: other processes")
+    header, rows = report.points_table(points)
+    cell = next(row for row in rows if row[0] == fast.series)[header.index("scaling eff.")]
+    assert "cannot be read: the 1-rank baseline was disturbed" in cell

@@ -1,0 +1,329 @@
+"""The planted battery: does the disturbance record name what was done to a run?
+
+Quiet runs and runs with one planted cause each, interleaved (every round runs every cause
+once, the order rotated round by round), all real: real ranks, real /proc, real processes.
+
+    quiet     nothing planted (on a shared machine others' work still counts: see below)
+    cpu       one busy process pinned to each of the run's cores, for the whole run (right only
+              where the sampler names those processes among the busiest)
+    memory    a process in a 48 MiB memory cgroup writing and reading a 200 MiB file over and
+              over: the kernel reclaims for it, and tasks stall on memory (PSI)
+    stopped   the last rank SIGSTOPped for STOP_S seconds in its timed phase, then SIGCONT
+    traffic   iperf3 between the two emulated nodes of an emulated-launcher run (needs root,
+              ip netns and iperf3); its quiet control is an emulated run with nothing planted
+
+It prints the confusion matrix (planted cause x signal named), the share of planted runs
+named with the right cause, the share of quiet runs flagged, and for every flagged quiet run
+what the sampler named (others' processes on a shared machine are real disturbances the
+battery did not plant). The machine's load (/proc/loadavg) before every run is printed too.
+
+    python benchmarks/disturbance.py                       # 3 rounds of every cause
+    python benchmarks/disturbance.py --rounds 1 --causes quiet,cpu,stopped --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from launch.disturbance.judge import SIGNALS
+from launch.errors import UsageError
+from launch.run import execute_run, prepare
+from launch.runspec import RunSpec
+
+CAUSES = ("quiet", "cpu", "memory", "stopped", "traffic")
+RIGHT = {"cpu": "cpu", "memory": "memory", "stopped": "stopped", "traffic": "traffic"}  # planted -> signal
+STOP_S = 1.0
+MEMORY_LIMIT_BYTES = 48 << 20
+MEMORY_FILE_MB = 200
+CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
+HOG_NAME = "fb-battery-hog"  # its comm: the cpu cause is right only where the sampler names it
+HOG = (f"import os, sys\nopen('/proc/self/comm', 'w').write({HOG_NAME!r})\n"
+       "os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n")
+
+
+def spec_for(cause: str, iters: int) -> RunSpec:
+    common = dict(engine="ddp", model="resnet18", image_size=32, batch_size=8, warmup=2, iters=iters,
+                  batches_per_iter=2)
+    if cause in ("traffic", "quiet-emulated"):
+        return RunSpec(launcher="emulated", nodes=2, ranks=2, fabric="emu-eth-10g", **common)
+    return RunSpec(ranks=2, **common)
+
+
+# ------------------------------------------------------------------ planting
+
+@contextlib.contextmanager
+def cpu_hogs(pids: list[int]):
+    """One busy process on each core this process may use (the run's cores: it is not pinned)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in sorted(os.sched_getaffinity(0))]
+    pids += [h.pid for h in hogs]
+    try:
+        yield
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+@contextlib.contextmanager
+def memory_pressure(pids: list[int]):
+    """A writer/reader in a small memory cgroup (v1): its page cache is reclaimed as it goes."""
+    if not (CGROUP_MEMORY / "memory.limit_in_bytes").exists():
+        raise UsageError(f"no cgroup v1 memory controller at {CGROUP_MEMORY}: the memory cause cannot be planted")
+    group = CGROUP_MEMORY / f"fabric-bench-battery-{os.getpid()}"
+    group.mkdir()
+    scratch = tempfile.NamedTemporaryFile(prefix="fabric-bench-battery-", delete=False)
+    scratch.close()
+    loop = (f"echo $$ > {group}/cgroup.procs; while true; do dd if=/dev/zero of={scratch.name} bs=1M "
+            f"count={MEMORY_FILE_MB} 2>/dev/null; cat {scratch.name} > /dev/null; done")
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(MEMORY_LIMIT_BYTES))
+        writer = subprocess.Popen(["sh", "-c", loop], start_new_session=True)
+        pids.append(writer.pid)
+        try:
+            yield
+        finally:
+            os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait()
+    finally:
+        for _ in range(50):  # the cgroup empties once the killed processes are reaped
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+        os.unlink(scratch.name)
+
+
+def heartbeats(record_dir: Path) -> list[dict]:
+    beats = []
+    for path in record_dir.glob("heartbeat-*.json"):
+        try:
+            beats.append(json.loads(path.read_text().strip()))
+        except (OSError, ValueError):
+            continue
+    return beats
+
+
+@contextlib.contextmanager
+def stopped_rank(record_dir: Path, warmup: int, done: dict):
+    """SIGSTOP the last rank for STOP_S once its timed phase is under way, then SIGCONT."""
+    stop = threading.Event()
+
+    def plant():
+        while not stop.wait(0.05):
+            beats = [b for b in heartbeats(record_dir) if b.get("phase") == "train"
+                     and b.get("batches_started", 0) >= warmup + 3]
+            if beats:
+                target = max(beats, key=lambda b: b["rank"])["pid"]
+                os.kill(target, signal.SIGSTOP)
+                time.sleep(STOP_S)
+                os.kill(target, signal.SIGCONT)
+                done["pid"] = target
+                return
+    thread = threading.Thread(target=plant, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextlib.contextmanager
+def background_traffic(cluster, pids: list[int], done: dict):
+    """iperf3 from node 0 to node 1 of the run's emulated cluster while it runs."""
+    stop = threading.Event()
+    procs: list[subprocess.Popen] = []
+
+    def plant():
+        node0, node1 = cluster.node(0), cluster.node(1)
+        while not stop.wait(0.2):  # the cluster comes up inside execute_run
+            names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+            if node0 in names and node1 in names:
+                break
+        else:
+            return
+        time.sleep(1.0)
+        procs.append(subprocess.Popen(["ip", "netns", "exec", node1, "iperf3", "-s", "-B", cluster.address(1)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        time.sleep(0.5)
+        procs.append(subprocess.Popen(["ip", "netns", "exec", node0, "iperf3", "-c", cluster.address(1), "-t", "600"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        pids.extend(p.pid for p in procs)
+        done["started"] = True
+    thread = threading.Thread(target=plant, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+# ------------------------------------------------------------------ one run
+
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def run_one(cause: str, results: Path, iters: int) -> dict:
+    spec = spec_for(cause, iters)
+    prepared = prepare(spec, results)
+    planted_pids: list[int] = []
+    done: dict = {}
+    load = load_average()
+    if cause == "cpu":
+        plant = cpu_hogs(planted_pids)
+    elif cause == "memory":
+        plant = memory_pressure(planted_pids)
+    elif cause == "stopped":
+        plant = stopped_rank(prepared.plan.record_dir, spec.warmup, done)
+    elif cause == "traffic":
+        plant = background_traffic(prepared.plan.emulated_cluster, planted_pids, done)
+    else:
+        plant = contextlib.nullcontext()
+    with plant:
+        result = execute_run(spec, prepared, timeout=600, echo=False)
+    record = result.get("disturbance") or {}
+    named = sorted({c["signal"] for c in record.get("causes") or []})
+    cpu = (record.get("signals") or {}).get("cpu") or {}
+    return {"cause": cause, "run_id": result["run_id"], "status": result["status"], "load_1min": load,
+            "verdict": record.get("verdict"), "named": named,
+            "words": [c["words"] for c in record.get("causes") or []],
+            "other_cores": cpu.get("other_cores"), "top": cpu.get("top"),
+            "planted_pids": planted_pids, "stopped_pid": done.get("pid"), "traffic_started": done.get("started"),
+            "rank_pids": sorted({r["pid"] for r in rank_records(prepared.plan.record_dir)}),
+            "sampler": record.get("sampler")}
+
+
+def rank_records(record_dir: Path) -> list[dict]:
+    out = []
+    for path in record_dir.glob("rank-*.jsonl"):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+    return [r for r in out if isinstance(r.get("pid"), int)]
+
+
+# ------------------------------------------------------------------ the figures
+
+def named_right(run: dict) -> bool:
+    """The planted cause's signal is named; for busy processes, the planted ones are among the
+    processes named (on a shared machine others' work alone can make the cpu signal fire)."""
+    if RIGHT[run["cause"]] not in run["named"]:
+        return False
+    return run["cause"] != "cpu" or any(t.get("name") == HOG_NAME for t in run.get("top") or [])
+
+
+def confusion(runs: list[dict]) -> dict:
+    planted = [c for c in CAUSES if any(r["cause"].startswith(c) for r in runs)]
+    matrix = {c: {s: 0 for s in (*SIGNALS, "none")} for c in planted}
+    counts = {c: 0 for c in planted}
+    for r in runs:
+        cause = "quiet" if r["cause"].startswith("quiet") else r["cause"]
+        counts[cause] += 1
+        for signal_ in r["named"] or ["none"]:
+            matrix[cause][signal_] += 1
+    planted_runs = [r for r in runs if r["cause"] in RIGHT]
+    right = [r for r in planted_runs if named_right(r)]
+    quiet = [r for r in runs if r["cause"].startswith("quiet")]
+    flagged = [r for r in quiet if r["verdict"] == "disturbed"]
+    return {"matrix": matrix, "runs": counts, "planted_runs": len(planted_runs), "named_right": len(right),
+            "quiet_runs": len(quiet), "quiet_flagged": len(flagged),
+            "quiet_flagged_by": [{"run_id": r["run_id"], "load_1min": r["load_1min"], "words": r["words"]}
+                                 for r in flagged],
+            "missed": [{"run_id": r["run_id"], "cause": r["cause"], "named": r["named"], "words": r["words"]}
+                       for r in planted_runs if r not in right]}
+
+
+def print_figures(runs: list[dict], figures: dict, started_load: str, ended_load: str) -> None:
+    columns = (*SIGNALS, "none")
+    print("\nconfusion matrix: planted cause (rows) x signal named (columns; a run may name several)")
+    print(f"{'planted':<9} {'runs':>4} " + " ".join(f"{c:>8}" for c in columns))
+    for cause, row in figures["matrix"].items():
+        print(f"{cause:<9} {figures['runs'][cause]:>4} " + " ".join(f"{row[c]:>8}" for c in columns))
+    if figures["planted_runs"]:
+        share = figures["named_right"] / figures["planted_runs"]
+        print(f"named with the right cause: {figures['named_right']} of {figures['planted_runs']} planted runs "
+              f"({share:.0%}; target >= 95 %)")
+    if figures["quiet_runs"]:
+        share = figures["quiet_flagged"] / figures["quiet_runs"]
+        print(f"quiet runs flagged: {figures['quiet_flagged']} of {figures['quiet_runs']} ({share:.0%}; target <= 5 %)")
+    for miss in figures["missed"]:
+        print(f"  missed {miss['cause']}: {miss['run_id']} named {miss['named'] or 'nothing'}: {miss['words']}")
+    for flag in figures["quiet_flagged_by"]:
+        print(f"  quiet run flagged: {flag['run_id']} (load {flag['load_1min']:.2f}): {'; '.join(flag['words'])}")
+    loads = [r["load_1min"] for r in runs]
+    print(f"machine load (1-min average before each run): {min(loads):.2f} - {max(loads):.2f}, "
+          f"mean {sum(loads) / len(loads):.2f} on {os.cpu_count()} cores")
+    print(f"uptime at the start: {started_load}\nuptime at the end:   {ended_load}")
+    costs = [r["sampler"] for r in runs if r.get("sampler") and r["sampler"].get("share_of_a_core") is not None]
+    if costs:
+        share = sorted(c["share_of_a_core"] for c in costs)
+        per = sorted(c["per_snapshot_ms"] for c in costs)
+        print(f"sampler cost: median {share[len(share) // 2]:.2%} of a core (range {share[0]:.2%} - {share[-1]:.2%}), "
+              f"{per[len(per) // 2]:.2f} ms per snapshot, every {costs[0]['interval_s']:g} s")
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3, help="each round runs every cause once")
+    p.add_argument("--causes", default=",".join(CAUSES), help="comma list of " + ", ".join(CAUSES))
+    p.add_argument("--iters", type=int, default=8, help="timed iterations per run")
+    p.add_argument("--results", type=Path, default=None, help="where the runs' results go (default: a temp dir)")
+    p.add_argument("--json", type=Path, default=None, help="also write every run and the figures here")
+    args = p.parse_args()
+    causes = [c for c in args.causes.split(",") if c]
+    unknown = [c for c in causes if c not in CAUSES]
+    if unknown or args.rounds < 1 or args.iters < 4:
+        print(f"error: causes must be among {', '.join(CAUSES)} (got {', '.join(unknown) or '-'}); "
+              f"--rounds >= 1; --iters >= 4", file=sys.stderr)
+        return 2
+    if "traffic" in causes:
+        if os.geteuid() != 0 or shutil.which("iperf3") is None or shutil.which("ip") is None:
+            print("error: the traffic cause needs root, ip and iperf3 (make setup-test installs iperf3)",
+                  file=sys.stderr)
+            return 2
+        causes.append("quiet-emulated")  # the traffic cause's quiet control, on the same launcher
+    results = args.results or Path(tempfile.mkdtemp(prefix="fabric-bench-battery-"))
+    started = uptime()
+    print(f"battery: {args.rounds} round(s) of {', '.join(causes)}; results under {results}\n{started}", flush=True)
+    runs = []
+    try:
+        for round_ in range(args.rounds):
+            order = causes[round_ % len(causes):] + causes[:round_ % len(causes)]
+            for cause in order:
+                run = run_one(cause, results, args.iters)
+                runs.append(run)
+                print(f"round {round_ + 1} {cause:<14} load {run['load_1min']:5.2f}  {run['verdict']:<12} "
+                      f"{', '.join(run['named']) or '-'}  ({run['run_id']})", flush=True)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    figures = confusion(runs)
+    print_figures(runs, figures, started, uptime())
+    if args.json:
+        args.json.write_text(json.dumps({"runs": runs, "figures": figures}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""Sampling the host around a run: what /proc says, every INTERVAL_S, from one thread.
+
+The thread runs in fabric-bench's own process (launch.execute starts it beside the run it
+already watches): no extra process, nothing per rank. Each snapshot holds
+
+- the kernel's CPU counters (/proc/stat: busy ticks per CPU, steal);
+- every process's CPU ticks (/proc/PID/stat), split into the run's own (the keeper's
+  descendants and the ranks named by their heartbeats, with theirs) and everyone else's;
+- which of the run's processes were stopped (state T or t: SIGSTOP, a debugger);
+- memory pressure (/proc/pressure/memory where the kernel has PSI) and swap traffic
+  (/proc/vmstat pswpin/pswpout);
+- the byte counters of the run's fabric interfaces, read through a rank's own network
+  namespace (/proc/PID/net/dev), so an emulated node's interfaces are counted too.
+
+Only this host is sampled; ranks on other nodes are named as not sampled (launch.run).
+The sampler times itself: `cost` is the CPU its own reads took.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+INTERVAL_S = 0.5  # a 1 s stop is seen in 1-2 snapshots; the cost (docs/disturbance.md) halves from 0.25 s
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+STOPPED_STATES = ("T", "t")
+
+
+@dataclass
+class Process:
+    pid: int
+    ppid: int
+    name: str
+    state: str
+    ticks: int      # utime + stime
+    start: int      # start time in ticks since boot: a pid reused is another process
+
+
+@dataclass
+class Snapshot:
+    time_unix: float
+    cpu_busy: dict[int, int]        # cpu -> user + nice + system ticks
+    steal: int                      # ticks, all CPUs
+    own_ticks: int                  # the run's processes, incrementally (see Sampler.take)
+    self_ticks: int                 # fabric-bench's own process (the harness and this sampler)
+    foreign: dict[tuple[int, int], tuple[str, int]]  # (pid, start) -> (name, ticks) of everyone else
+    own: dict[tuple[int, int], int]                  # (pid, start) -> ticks of the run's processes
+    stopped: list[tuple[int, str]]  # run processes stopped now: (pid, name)
+    memory_some_us: int | None      # PSI: time some task stalled on memory (None: no PSI)
+    memory_full_us: int | None
+    swapped_pages: int | None       # pswpin + pswpout
+    net: dict[str, tuple[int, int]] = field(default_factory=dict)  # interface -> (rx, tx) bytes
+    run_cpus: list[int] = field(default_factory=list)  # the union of the ranks' affinity
+
+
+def read_text(path: str) -> str | None:
+    """A /proc file's text (os.read: a Python file object costs twice the kernel's own work here)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def parse_stat_line(text: str) -> Process | None:
+    """One /proc/PID/stat (the name may hold spaces and parentheses: split at the last ')')."""
+    left, sep, rest = text.rpartition(")")
+    if not sep or "(" not in left:
+        return None
+    pid_text, _, name = left.partition(" (")
+    fields = rest.split()
+    try:
+        return Process(int(pid_text), int(fields[1]), name, fields[0], int(fields[11]) + int(fields[12]),
+                       int(fields[19]))
+    except (ValueError, IndexError):
+        return None
+
+
+def processes(proc: str = "/proc") -> dict[int, Process]:
+    found = {}
+    for entry in os.listdir(proc):
+        if entry.isdigit() and (text := read_text(f"{proc}/{entry}/stat")) and (p := parse_stat_line(text)):
+            found[p.pid] = p
+    return found
+
+
+def cpu_counters(proc: str = "/proc") -> tuple[dict[int, int], int]:
+    """(cpu -> busy ticks, steal ticks of all CPUs) from /proc/stat."""
+    busy, steal = {}, 0
+    for line in (read_text(f"{proc}/stat") or "").splitlines():
+        name, *values = line.split()
+        if not name.startswith("cpu") or name == "cpu":
+            continue
+        ticks = [int(v) for v in values]
+        busy[int(name[3:])] = ticks[0] + ticks[1] + ticks[2]  # user (guest included) + nice + system
+        steal += ticks[7] if len(ticks) > 7 else 0
+    return busy, steal
+
+
+def psi_totals(text: str | None) -> tuple[int | None, int | None]:
+    """(some, full) total stall microseconds of a /proc/pressure/* file; None where absent."""
+    out: dict[str, int] = {}
+    for line in (text or "").splitlines():
+        kind, *pairs = line.split()
+        for pair in pairs:
+            key, _, value = pair.partition("=")
+            if key == "total" and value.isdigit():
+                out[kind] = int(value)
+    return out.get("some"), out.get("full")
+
+
+def swapped_pages(text: str | None) -> int | None:
+    counters = dict(line.split()[:2] for line in (text or "").splitlines() if len(line.split()) >= 2)
+    if "pswpin" not in counters:
+        return None
+    return int(counters["pswpin"]) + int(counters.get("pswpout", 0))
+
+
+def interface_bytes(text: str | None, names: tuple[str, ...]) -> dict[str, tuple[int, int]]:
+    """interface -> (rx bytes, tx bytes) from a /proc/.../net/dev, for the `names` asked."""
+    out = {}
+    for line in (text or "").splitlines()[2:]:
+        name, _, values = line.partition(":")
+        fields = values.split()
+        if name.strip() in names and len(fields) >= 9:
+            out[name.strip()] = (int(fields[0]), int(fields[8]))
+    return out
+
+
+def heartbeat_pids(record_dir: Path | None, proc: str = "/proc") -> set[int]:
+    """The ranks' pids, from their heartbeats (bench.progress): ranks a launcher started outside
+    the keeper's tree (srun's steps on this host) are the run's own too. A pid counts only where
+    that process names the run's record directory on its command line: a rank in a container's
+    own pid namespace writes a pid that means another process (even init) out here."""
+    pids: set[int] = set()
+    if record_dir is None:
+        return pids
+    for path in record_dir.glob("heartbeat-*.json"):
+        try:
+            pid = json.loads(path.read_text().strip()).get("pid")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(pid, int) and pid > 1 and str(record_dir) in (read_text(f"{proc}/{pid}/cmdline") or ""):
+            pids.add(pid)
+    return pids
+
+
+def tree_of(roots: set[int], table: dict[int, Process]) -> set[int]:
+    """`roots` and every descendant of them present in `table`."""
+    children: dict[int, list[int]] = {}
+    for p in table.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    found, todo = set(), [r for r in roots if r in table]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, ()))
+    return found
+
+
+class Sampler:
+    """Snapshots of this host every `interval` s while a run goes on (a daemon thread)."""
+
+    def __init__(self, root_pid: int, record_dir: Path | None = None, interfaces: tuple[str, ...] = (),
+                 interval: float = INTERVAL_S, proc: str = "/proc"):
+        self.root_pid, self.record_dir, self.interfaces = root_pid, record_dir, interfaces
+        self.interval, self.proc = interval, proc
+        self.snapshots: list[Snapshot] = []
+        self.cost_cpu_s = 0.0      # CPU time of this thread's reads (time.thread_time)
+        self.cost_wall_s = 0.0
+        self.ranks: set[int] = set()
+        self._own_total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="disturbance-sampler", daemon=True)
+        self._self = os.getpid()
+
+    def start(self) -> "Sampler":
+        self._thread.start()
+        return self
+
+    def stop(self) -> "Sampler":
+        self._stop.set()
+        self._thread.join()
+        return self
+
+    def _loop(self) -> None:
+        while True:
+            cpu0, wall0 = time.thread_time(), time.perf_counter()
+            try:
+                self.take()
+            except OSError:  # /proc unreadable this once: the next snapshot covers it
+                pass
+            self.cost_cpu_s += time.thread_time() - cpu0
+            self.cost_wall_s += time.perf_counter() - wall0
+            if self._stop.wait(self.interval):
+                try:
+                    self.take()  # the last snapshot, at the end of the run
+                except OSError:
+                    pass
+                return
+
+    def take(self) -> Snapshot:
+        now = time.time()
+        busy, steal = cpu_counters(self.proc)
+        table = processes(self.proc)
+        if len(self.ranks) < 64:  # heartbeats appear once ranks start; read them until found
+            self.ranks |= heartbeat_pids(self.record_dir, self.proc)
+        own_pids = tree_of({self.root_pid} | self.ranks, table) - {self._self}
+        own = {(p.pid, p.start): p.ticks for pid, p in table.items() if pid in own_pids}
+        previous = self.snapshots[-1].own if self.snapshots else {}
+        # the run's CPU accumulates per process: one that exits takes only its last interval with it
+        self._own_total += sum(t - previous.get(key, 0) for key, t in own.items())
+        me = table.get(self._self)
+        foreign = {(p.pid, p.start): (p.name, p.ticks) for pid, p in table.items()
+                   if pid not in own_pids and pid != self._self}
+        stopped = [(p.pid, p.name) for pid, p in table.items() if pid in own_pids and p.state in STOPPED_STATES]
+        some, full = psi_totals(read_text(f"{self.proc}/pressure/memory"))
+        net: dict[str, tuple[int, int]] = {}
+        if self.interfaces:
+            for pid in sorted(self.ranks & set(table)) or [self.root_pid]:  # a rank's network namespace
+                net = interface_bytes(read_text(f"{self.proc}/{pid}/net/dev"), self.interfaces)
+                if net:
+                    break
+        run_cpus: set[int] = set()
+        for pid in self.ranks & set(table):
+            try:
+                run_cpus |= os.sched_getaffinity(pid)
+            except OSError:
+                pass
+        snapshot = Snapshot(now, busy, steal, self._own_total, me.ticks if me else 0, foreign, own, stopped,
+                            some, full, swapped_pages(read_text(f"{self.proc}/vmstat")), net, sorted(run_cpus))
+        self.snapshots.append(snapshot)
+        return snapshot
+
+    def cost(self) -> dict:
+        """The sampler's own cost over the run: CPU seconds, and the share of one core it took."""
+        span = (self.snapshots[-1].time_unix - self.snapshots[0].time_unix) if len(self.snapshots) > 1 else 0.0
+        return {"interval_s": self.interval, "snapshots": len(self.snapshots),
+                "cpu_seconds": round(self.cost_cpu_s, 4),
+                "per_snapshot_ms": round(1000 * self.cost_cpu_s / len(self.snapshots), 3) if self.snapshots else None,
+                "share_of_a_core": round(self.cost_cpu_s / span, 4) if span > 0 else None}
