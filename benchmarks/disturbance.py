@@ -130,6 +130,13 @@ def stopped_rank(record_dir: Path, warmup: int, done: dict):
                 os.kill(target, signal.SIGCONT)
                 done["pid"] = target
                 return
+    with _beside_the_run(plant, stop):
+        yield
+
+
+@contextlib.contextmanager
+def _beside_the_run(plant, stop: threading.Event):
+    """`plant` in a thread while the run goes on; told to stop (and waited for) when it ends."""
     thread = threading.Thread(target=plant, daemon=True)
     thread.start()
     try:
@@ -161,13 +168,10 @@ def background_traffic(cluster, pids: list[int], done: dict):
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         pids.extend(p.pid for p in procs)
         done["started"] = True
-    thread = threading.Thread(target=plant, daemon=True)
-    thread.start()
     try:
-        yield
+        with _beside_the_run(plant, stop):
+            yield
     finally:
-        stop.set()
-        thread.join()
         for p in procs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
