@@ -35,21 +35,20 @@ class Replay:
     warnings: list[str]
 
 
-def spec_of(result: dict, accepted_env: tuple[str, ...] = (), check_env: bool = True) -> RunSpec:
-    """The run's spec, checked; `check_env=False` leaves the environment's verdicts to the
-    caller (replay --dry-run shows each and refuses afterwards)."""
+def spec_of(result: dict) -> RunSpec:
+    """The run's spec, of its declared types (what it may carry from elsewhere: `refuse_foreign`)."""
     where = f"result {result.get('run_id')}"
     if not isinstance(result.get("spec"), dict):
         raise UsageError(f"{where} has no spec to replay")
-    spec = RunSpec.from_dict(result["spec"], where)
-    if check_env:
-        trust.check_foreign_env(spec.extra_env, accepted_env, where=f"{where}: ")
-    return spec
+    return RunSpec.from_dict(result["spec"], where)
 
 
-def check_paths(spec: RunSpec, where: str) -> None:
-    """A path named by another site is never used here: its hostfile is replaced by this site's."""
-    if spec.hostfile:
+def refuse_foreign(spec: RunSpec, accepted_env: tuple[str, ...], where: str, hostfile_here: bool) -> None:
+    """The first of the archive's variables, or its hostfile, that may not reach a run here, in one
+    line: variables by the allow-list (launch.trust); a path named by another site is never used,
+    so its hostfile needs this site's (`hostfile_here`: replay --hostfile gave one)."""
+    trust.check_foreign_env(spec.extra_env, accepted_env, where=f"{where}: ")
+    if spec.hostfile and not hostfile_here:
         raise UsageError(f"{where}: hostfile {spec.hostfile} is a path at the other site; replay --hostfile "
                          "names this site's", fields=("hostfile",))
 
@@ -102,18 +101,20 @@ def check_image(result: dict, spec: RunSpec, allow_mismatch: bool) -> list[str]:
 
 def plan(archive: archives.Archive, allow_image_mismatch: bool = False,
          accepted_env: tuple[str, ...] = (), image: str | None = None, fabric: str | None = None,
-         check_env: bool = True, hostfile: str | None = None) -> list[Replay]:
+         refuse_now: bool = True, hostfile: str | None = None) -> list[Replay]:
     """The runs to replay. `image`: this site's copy of the archive's image (a pulled one), used
     only where its digest is the one the run recorded; `fabric`: this site's fabric instead of
     the archive's (the same work on another network: what two sites compare); `hostfile`:
-    this site's, for runs that named one; `check_env`: False only to show every variable's
-    and path's verdict before refusing (replay --dry-run)."""
+    this site's, for runs that named one; `refuse_now`: False only to show every variable's
+    and path's verdict before refusing (replay --dry-run calls `refuse_foreign` itself)."""
     results = archive.results()
     if not results:
         raise UsageError(f"archive {archive.path} holds no results")
     replays = []
     for _, result in sorted(results.items(), key=lambda item: item[1]["run_id"]):
-        spec = spec_of(result, accepted_env, check_env)
+        spec = spec_of(result)
+        if refuse_now:
+            refuse_foreign(spec, accepted_env, f"result {result['run_id']}", hostfile_here=hostfile is not None)
         changes: dict[str, Any] = {}
         if image and spec.image:
             changes["image"] = image
@@ -121,8 +122,6 @@ def plan(archive: archives.Archive, allow_image_mismatch: bool = False,
             changes["fabric"] = fabric
         if hostfile and spec.hostfile:
             changes["hostfile"] = hostfile
-        elif check_env:
-            check_paths(spec, f"result {result['run_id']}")
         if changes:
             spec = dataclasses.replace(spec, **changes).validated()
         replays.append(Replay(result, spec, check_image(result, spec, allow_image_mismatch)))

@@ -7,7 +7,6 @@ from typing import Optional
 
 import typer
 from launch.console import console as make_console
-from launch import trust
 from launch.trust import ArchiveLimits
 
 
@@ -74,7 +73,7 @@ def replay(
     verified = archives.read(archive_file)
     print(f"archive {archive_file}: {verified.provenance(allowed_signers, require_signed).line()}")
     planned = replays.plan(verified, allow_image_mismatch, tuple(accept_env), image=image, fabric=fabric,
-                           check_env=not dry_run, hostfile=str(hostfile) if hostfile else None)
+                           refuse_now=not dry_run, hostfile=str(hostfile) if hostfile else None)
     for item in planned:
         spec = item.spec
         print(f"{item.original['run_id']}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
@@ -87,10 +86,8 @@ def replay(
             print(f"  warning: {warning}", file=sys.stderr)
     if dry_run:
         for item in planned:  # each variable was shown with its verdict; now the first that fails is the error
-            where = f"result {item.original['run_id']}"
-            trust.check_foreign_env(item.spec.extra_env, tuple(accept_env), where=f"{where}: ")
-            if hostfile is None:
-                replays.check_paths(item.spec, where)
+            replays.refuse_foreign(item.spec, tuple(accept_env), f"result {item.original['run_id']}",
+                                   hostfile_here=hostfile is not None)
         print(f"archive verified: {len(verified.members)} members; {len(planned)} runs would be replayed")
         return
     from launch.interrupt import stoppable_command
