@@ -7,7 +7,9 @@ not ok, the reason:
 1. environment: what this Python and this host offer (torch, CUDA, NCCL,
    torchvision, TensorFlow, Horovod, torchrun/mpirun/horovodrun, nvidia-smi);
 2. captures: `nvidia-smi -q`, `nvidia-smi topo -m` and `nvidia-smi --query-gpu=...`
-   (absent with --cpu, or where nvidia-smi is missing), parsed by launch.probe;
+   (absent with --cpu, or where nvidia-smi is missing), parsed by launch.probe; then the
+   GPU's state (clocks, clock-event reasons, compute processes) idle, beside one load process
+   and beside two (~40 s), under captures/gpu_states/;
 3. probes (benchmarks/gpu_probes.py), each under a hard deadline: a one-rank NCCL
    all_reduce (gloo with --cpu; ~10 s, its NCCL log kept in nccl/probe-collective.log),
    then ResNet-50's compute-only img/s with no process group at all (~30 s), so a
@@ -233,6 +235,87 @@ def capture(mode: str, out: Path, log: Log) -> dict:
             parsed["gpu_topology"] = dataclasses.asdict(topology)
             parsed["nearest_nics"] = {f"GPU{g.index}": topology.nearest_nics(g.index) for g in topology.gpus}
     return {"captures": captures, "parsed": parsed}
+
+
+# The GPU's state as a disturbance record reads it (issue 37): clocks, clock-event reasons and the
+# compute processes, taken idle, beside one process's load and beside two; the event reasons under
+# both names (clocks_throttle_reasons was renamed clocks_event_reasons in R535; an unknown field
+# fails the whole query, so each name is its own capture)
+GPU_STATE_FIELDS = ("index", "uuid", "pstate", "clocks.sm", "clocks.max.sm", "clocks.mem", "temperature.gpu",
+                    "power.draw", "power.limit", "utilization.gpu", "memory.used")
+EVENT_REASONS = ("active", "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+                 "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown", "sync_boost")
+GPU_STATE_CAPTURES = {
+    "query_gpu_events.csv": ["nvidia-smi", "--query-gpu=" + ",".join(
+        GPU_STATE_FIELDS + tuple(f"clocks_event_reasons.{r}" for r in EVENT_REASONS)), "--format=csv"],
+    "query_gpu_throttle.csv": ["nvidia-smi", "--query-gpu=" + ",".join(
+        GPU_STATE_FIELDS + tuple(f"clocks_throttle_reasons.{r}" for r in EVENT_REASONS)), "--format=csv"],
+    "query_compute_apps.csv": ["nvidia-smi", "--query-compute-apps=pid,process_name,gpu_uuid,used_memory",
+                               "--format=csv"],
+    "q_performance.txt": ["nvidia-smi", "-q", "-d", "PERFORMANCE,CLOCK"],
+}
+LOAD_SECONDS = 25
+
+
+def start_load(env: dict, log: Log) -> tuple[subprocess.Popen, int | None]:
+    """A process multiplying bf16 matrices on the GPU, and its pid once its first product is done."""
+    proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "gpu_probes.py"), "load", str(LOAD_SECONDS)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
+                            start_new_session=True)
+    ready: list[int] = []
+
+    def wait_ready() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            if line.startswith("GPU_PROBE "):
+                ready.append(json.loads(line.split(" ", 1)[1])["pid"])
+                return
+
+    waiter = threading.Thread(target=wait_ready, daemon=True)
+    waiter.start()
+    waiter.join(60)
+    how = "ready" if ready else ("exited before its first product" if proc.poll() is not None
+                                 else "not ready after 60 s")
+    log(f"gpu state: load process {proc.pid} {how}")
+    return proc, (ready[0] if ready else None)
+
+
+def capture_gpu_states(mode: str, info: dict, out: Path, env: dict, log: Log) -> dict:
+    """captures/gpu_states/<state>/<capture> for the states idle, one (one load) and two (two loads)."""
+    folder = out / "captures" / "gpu_states"
+    folder.mkdir(parents=True, exist_ok=True)
+    if mode == "cpu" or not shutil.which("nvidia-smi") or not info.get("cuda_available"):
+        reason = "--cpu" if mode == "cpu" else "nvidia-smi or a CUDA device is absent"
+        (folder / "absent.txt").write_text(reason + "\n", encoding="utf-8")
+        log(f"gpu state captures: absent ({reason})")
+        return {"status": "absent", "reason": reason}
+    loads: list[tuple[subprocess.Popen, int | None]] = []
+    states: dict[str, dict] = {}
+    try:
+        for state in ("idle", "one", "two"):
+            if state != "idle":
+                loads.append(start_load(env, log))
+                time.sleep(3)
+            where = folder / state
+            where.mkdir(exist_ok=True)
+            statuses = {}
+            for name, argv in GPU_STATE_CAPTURES.items():
+                result = probe.run_tool(name, argv, timeout_s=30)
+                (where / name).write_text(result.stdout, encoding="utf-8")
+                statuses[name] = result.status
+            states[state] = {"captures": statuses, "load_pids": [pid for _, pid in loads],
+                             "load_popen_pids": [proc.pid for proc, _ in loads]}
+            log(f"gpu state {state}: " + ", ".join(f"{n} {st}" for n, st in statuses.items()))
+    finally:
+        for proc, _ in loads:
+            os.killpg(proc.pid, signal.SIGTERM) if proc.poll() is None else None
+        for proc, _ in loads:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    (folder / "states.json").write_text(json.dumps(states, indent=2) + "\n", encoding="utf-8")
+    return {"status": "ok", "states": states}
 
 
 @dataclasses.dataclass
@@ -654,7 +737,7 @@ def write_summary(out: Path, mode: str, info: dict, captured: dict, entries: lis
     summary = {
         "schema_version": 1, "mode": mode, "seconds": seconds, "host": info.get("host"),
         "python": info.get("python"), "environment": "environment.json",
-        "captures": captured["captures"], **captured["parsed"],
+        "captures": captured["captures"], **captured["parsed"], "gpu_states": captured.get("gpu_states"),
         "probes": probes or {}, "runs": entries, "compute_step_s": compute_steps,
         "counts": {s: sum(1 for e in entries if e.get("status") == s)
                    for s in ("ok", "failed", "transport_mismatch", "absent", "skipped")},
@@ -743,9 +826,15 @@ def main(argv: list[str] | None = None) -> int:
         log("gpu_check: torch sees no CUDA device here; the runs go ahead on what there is (try --cpu)")
     deadline = started + (args.deadline_s or DEFAULT_DEADLINE_S[mode])
     captured = capture(mode, out, log)
+    try:
+        gpu_states = capture_gpu_states(mode, info, out, check_env(mode, out), log)
+    except Exception as exc:  # the captures are an extra: the runs go ahead without them
+        gpu_states = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+        log(f"gpu state captures: failed ({gpu_states['reason']})")
     probes = run_probes(mode, info, out, check_env(mode, out), deadline, log)
     entries = run_all(mode, info, out, args.budget_s or DEFAULT_BUDGET_S[mode],
                       args.run_timeout_s or DEFAULT_RUN_TIMEOUT_S[mode], log, started, args.full, only, deadline)
+    captured["gpu_states"] = gpu_states
     summary = write_summary(out, mode, info, captured, entries, time.monotonic() - started, probes)
     shutil.rmtree(out / "tmp", ignore_errors=True)
     log((out / "summary.md").read_text())

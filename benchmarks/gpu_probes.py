@@ -3,6 +3,8 @@ runs them under a hard deadline, so a hang costs its timeout and no more):
 
     python benchmarks/gpu_probes.py collective   # one-rank all_reduce: NCCL on a GPU, gloo on CPUs
     python benchmarks/gpu_probes.py compute      # ResNet-50 step img/s without any process group
+    python benchmarks/gpu_probes.py load SECONDS # bf16 matrix products for SECONDS: the load
+                                                 # beside which the GPU state captures are taken
 
 Each prints one `GPU_PROBE {json}` line. The collective probe tells, in ~10 s, whether NCCL
 starts at all here (NCCL_DEBUG=INFO lines go with it); the compute probe gives the compute-only
@@ -74,14 +76,32 @@ def compute(batch_size: int, image_size: int, warmup: int, iters: int) -> None:
            img_per_s=sum(samples) / len(samples), samples_img_per_s=samples, numerics=used)
 
 
+def load(seconds: float) -> None:
+    """Keep the GPU busy: prints `GPU_PROBE {"probe": "load", ...}` once the first product is done."""
+    import os
+
+    import torch
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    (a @ a).sum().item()
+    report(probe="load", pid=os.getpid(), ready=True)
+    ends = time.monotonic() + seconds
+    while time.monotonic() < ends:
+        for _ in range(20):
+            a @ a
+        torch.cuda.synchronize()
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["collective"]:
         collective()
     elif argv[:1] == ["compute"]:
         sizes = [int(a) for a in argv[1:5]] or [64, 224, 5, 10]
         compute(*sizes)
+    elif argv[:1] == ["load"] and len(argv) == 2:
+        load(float(argv[1]))
     else:
-        print("usage: gpu_probes.py collective | compute [BATCH SIZE WARMUP ITERS]", file=sys.stderr)
+        print("usage: gpu_probes.py collective | compute [BATCH SIZE WARMUP ITERS] | load SECONDS", file=sys.stderr)
         return 2
     return 0
 

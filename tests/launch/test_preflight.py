@@ -249,7 +249,7 @@ def test_real_apptainer_run_records_host_image_checks(cpu_ethernet_image, tmp_pa
 def test_a_failed_check_stops_the_run_and_force_runs_it(cpu_ethernet_image, tmp_path):
     """A real fail here: a GPU run asks for /dev/nvidia*, which this host lacks."""
     args = ["run", "--runtime", "apptainer", "--image", str(cpu_ethernet_image.image), "--launcher", "mpirun",
-            "--fabric", "ethernet", "--benchmark", "allreduce", "--backend", "mpi", "--max-bytes", "4096",
+            "--fabric", "ethernet", "--benchmark", "allreduce", "--backend", "torch", "--max-bytes", "4096",
             "--gpus-per-node", "1", "--results", str(tmp_path)]
     need(not Path("/dev/nvidiactl").exists(), "this host has a GPU")
     stopped = fabric_bench(*args)
