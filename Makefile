@@ -22,7 +22,10 @@ setup-tensorflow:
 setup-test:
 	scripts/setup.sh --test
 
-bench: setup
+# bench: the venv first, then the main job, which prints a DDP result before it builds Horovod
+# (~5 min the first time) and runs the engines side by side
+bench:
+	scripts/setup.sh --without-horovod
 	"$(VENV)/bin/python" benchmarks/train_engines.py $(BENCH_ARGS)
 
 test: setup-test

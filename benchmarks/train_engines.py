@@ -4,6 +4,8 @@ Runs each engine at 1 and 2 ranks on this host (alternating engines, so slow
 drifts of a shared machine hit both alike), writes every result under
 results/, and prints the table plus the figures the foundation issue asks for:
 img/s, horovod/ddp ratio, and scaling efficiency against the 1-rank run.
+Where Horovod is not built yet (a fresh `make bench`), a 1-rank DDP run comes
+first and is printed, then scripts/setup.sh builds Horovod, then the engines run.
 
     python benchmarks/train_engines.py [--model resnet18 --image-size 64 ...]
     python benchmarks/train_engines.py --frameworks torch,tf --model resnet50 --tf-model ResNet50
@@ -28,6 +30,7 @@ from launch.run import execute_run, prepare
 from launch.runspec import RunSpec
 from launch.results.table import training_table
 
+REPO = Path(__file__).resolve().parent.parent
 ENGINES = {"torch": ("horovod", "ddp"), "tf": ("horovod", "native")}
 DEFAULT_MODEL = {"torch": "resnet18", "tf": "SmallCNN"}
 
@@ -56,24 +59,48 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
+    models = {"torch": args.model, "tf": args.tf_model}
+
+    def spec_of(framework: str, engine: str, ranks: int) -> RunSpec:
+        return RunSpec(framework=framework, engine=engine, model=models[framework] or DEFAULT_MODEL[framework],
+                       ranks=ranks, batch_size=args.batch_size, image_size=args.image_size,
+                       warmup=args.warmup, iters=args.iters, batches_per_iter=args.batches_per_iter)
+
+    if "torch" in frameworks and not horovod_ready("torch"):
+        # the first look: DDP needs no Horovod, so its 1-rank figure comes before Horovod's build;
+        # the engines are then run side by side as always (this run is kept, not in their table)
+        spec = spec_of("torch", "ddp", min(rank_counts))
+        try:
+            prepared = prepare(spec, args.results)
+        except UsageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        console.rule(f"first result: torch ddp x{spec.ranks} (Horovod is built next)")
+        first = execute_run(spec, prepared, echo=False)
+        console.print(training_table([first]))
+        if disturbed(first):
+            console.print(f"[yellow]{run_name(first)}: {disturbance_line(first)}[/yellow]", highlight=False)
+        side = ["--tensorflow"] if "tf" in frameworks else []
+        print("set-up: building Horovod for the engines side by side (scripts/setup.sh"
+              f"{' ' + side[0] if side else ''}; ~5 min the first time, cached after)", flush=True)
+        built = subprocess.run([str(REPO / "scripts" / "setup.sh"), *side], cwd=REPO,
+                               env={**os.environ, "VENV": sys.prefix})
+        if built.returncode != 0:
+            return built.returncode
     if "tf" in frameworks and not tensorflow_side_ready():
         print("set-up: the TensorFlow runs need TensorFlow and Horovod's TensorFlow ops in this venv, which "
               "`make bench` leaves out to reach its first result sooner: scripts/setup.sh --tensorflow "
               "(~8 min the first time)", flush=True)
-        repo = Path(__file__).resolve().parent.parent
-        built = subprocess.run([str(repo / "scripts" / "setup.sh"), "--tensorflow"], cwd=repo,
+        built = subprocess.run([str(REPO / "scripts" / "setup.sh"), "--tensorflow"], cwd=REPO,
                                env={**os.environ, "VENV": sys.prefix})
         if built.returncode != 0:
             return built.returncode
 
-    models = {"torch": args.model, "tf": args.tf_model}
     results = []
     for framework in frameworks:
         for ranks in rank_counts:
             for engine in ENGINES[framework]:
-                spec = RunSpec(framework=framework, engine=engine, model=models[framework] or DEFAULT_MODEL[framework],
-                               ranks=ranks, batch_size=args.batch_size, image_size=args.image_size,
-                               warmup=args.warmup, iters=args.iters, batches_per_iter=args.batches_per_iter)
+                spec = spec_of(framework, engine, ranks)
                 try:
                     prepared = prepare(spec, args.results)
                     console.rule(f"{framework} {engine} x{ranks}")
@@ -120,13 +147,19 @@ def main() -> int:
     return 0 if all(r["status"] == "ok" for r in results) else 1
 
 
-def tensorflow_side_ready() -> bool:
-    """TensorFlow importable and Horovod built with its TensorFlow ops (its mpi_lib extension)."""
+def horovod_ready(framework: str) -> bool:
+    """Horovod installed with the framework's ops (its mpi_lib extension under horovod/<framework>/)."""
     horovod = importlib.util.find_spec("horovod")
-    if importlib.util.find_spec("tensorflow") is None or horovod is None or not horovod.submodule_search_locations:
+    if horovod is None or not horovod.submodule_search_locations:
         return False
-    return any(library for folder in horovod.submodule_search_locations
-               for library in Path(folder, "tensorflow").glob("mpi_lib*.so"))
+    folder = {"torch": "torch", "tf": "tensorflow"}[framework]
+    return any(library for root in horovod.submodule_search_locations
+               for library in Path(root, folder).glob("mpi_lib*.so"))
+
+
+def tensorflow_side_ready() -> bool:
+    """TensorFlow importable and Horovod built with its TensorFlow ops."""
+    return importlib.util.find_spec("tensorflow") is not None and horovod_ready("tf")
 
 
 if __name__ == "__main__":

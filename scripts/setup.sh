@@ -3,6 +3,9 @@
 # Every step is skipped when its inputs are unchanged, so a rerun takes seconds.
 #
 #   scripts/setup.sh                the PyTorch side: all that `make bench` runs
+#   scripts/setup.sh --without-horovod
+#                                   the PyTorch side but Horovod: what `make bench`'s first
+#                                   result (a DDP run) needs; it builds Horovod after that
 #   scripts/setup.sh --tensorflow   and the TensorFlow side (tensorflow-cpu, keras, tf_keras,
 #                                   and Horovod rebuilt with its TensorFlow ops)
 #   scripts/setup.sh --test         the TensorFlow side and what the test suite drives
@@ -26,12 +29,13 @@ cache=$(realpath -m -- "${FABRIC_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fa
 export FABRIC_BENCH_CACHE=$cache
 cd "$repo"
 python=${PYTHON:-python3}
-test_setup=false tensorflow_side=false
+test_setup=false tensorflow_side=false horovod=true
 case ${1:-} in
   "") ;;
   --test) test_setup=true tensorflow_side=true ;;
   --tensorflow) tensorflow_side=true ;;
-  *) echo "setup: unknown option ${1}; use --tensorflow or --test (or nothing)" >&2; exit 2 ;;
+  --without-horovod) horovod=false ;;
+  *) echo "setup: unknown option ${1}; use --tensorflow, --test or --without-horovod (or nothing)" >&2; exit 2 ;;
 esac
 
 phase_name="" phase_started=0
@@ -131,6 +135,10 @@ if $tensorflow_side; then
   fi
 fi
 
+if ! $horovod; then
+  echo "setup: ready without Horovod ($venv; scripts/setup.sh builds it)"
+  exit 0
+fi
 # Horovod from its sdist with the project's patch, cached by its inputs: built with the
 # frameworks the venv holds (a venv that has TensorFlow, from --tensorflow or from before
 # the sides were split, keeps a Horovod with TensorFlow ops)

@@ -1,6 +1,8 @@
-"""benchmarks/train_engines.py's set-up order: the TensorFlow side only when TensorFlow rows are asked for."""
+"""benchmarks/train_engines.py's set-up order: a DDP result before Horovod is built; the TensorFlow side
+only when TensorFlow rows are asked for."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +32,30 @@ def test_tensorflow_rows_get_the_tensorflow_side_first_and_say_why(tmp_path):
     assert proc.returncode == 2 and "--iters must be >= 1" in proc.stderr  # then the runs, refused here
     torch_only = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert torch_only.returncode == 2 and "set-up:" not in torch_only.stdout and "setup:" not in torch_only.stdout
+
+
+@pytest.mark.slow  # a tiny DDP run, the real set-up against the suite's venv (~1 min), two tiny runs
+def test_a_venv_without_horovod_prints_a_ddp_result_before_building_it(tmp_path):
+    """A fresh `make bench` (Horovod not built: here a Horovod package without its PyTorch ops shadows
+    the suite's) shows a DDP result first, then builds Horovod, then runs the engines side by side."""
+    fake = tmp_path / "shadow" / "horovod"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{REPO}",
+           "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")}
+    results = tmp_path / "results"
+    proc = subprocess.run([str(VENV_BIN / "python"), "benchmarks/train_engines.py", "--ranks", "1",
+                           "--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--warmup", "0",
+                           "--iters", "2", "--batches-per-iter", "1", "--results", str(results)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    out = proc.stdout
+    first, building, wheel = (out.find(s) for s in ("first result: torch ddp x1", "set-up: building Horovod",
+                                                      "setup: horovod wheel "))
+    assert -1 < first < out.find("img/s", first) < building < wheel, out + proc.stderr
+    # the first result is kept; after the set-up come both engines (Horovod's fails here: its ops are shadowed)
+    engines = sorted(json.loads(p.read_text())["engine"] for p in results.glob("*/result.json"))
+    assert engines == ["ddp", "ddp", "horovod"], engines
+    assert proc.returncode == 1
 
 
 @pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="needs the suite's venv")

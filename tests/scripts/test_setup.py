@@ -16,8 +16,8 @@ VENV = VENV_BIN.parent
 PHASES = ["system packages", "venv", "horovod wheel", "horovod install"]
 
 
-def setup(cwd: Path, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([str(REPO / "scripts/setup.sh")], cwd=cwd, capture_output=True, text=True,
+def setup(cwd: Path, *options: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([str(REPO / "scripts/setup.sh"), *options], cwd=cwd, capture_output=True, text=True,
                           timeout=300, env={**os.environ, **env})
 
 
@@ -86,7 +86,11 @@ def test_the_horovod_line_says_which_frameworks_it_builds_for_and_a_wrong_option
     (line,) = [line for line in proc.stdout.splitlines() if line.startswith("setup: horovod wheel ")]
     has_tensorflow = any(VENV.glob("lib/python3*/site-packages/tensorflow/__init__.py"))
     assert ("PyTorch and TensorFlow ops" if has_tensorflow else "PyTorch ops only: all make bench runs") in line
+    bare = setup(REPO, "--without-horovod", VENV=str(VENV))  # make bench's: the venv, Horovod after a first result
+    assert bare.returncode == 0 and "horovod" not in bare.stdout.split("ready without Horovod")[0].lower()
+    assert bare.stdout.splitlines()[-1] == f"setup: ready without Horovod ({VENV}; scripts/setup.sh builds it)"
     wrong = subprocess.run([str(REPO / "scripts/setup.sh"), "--tensorflw"], capture_output=True, text=True,
                            timeout=60)
     assert wrong.returncode == 2 and wrong.stdout == ""
-    assert wrong.stderr.splitlines() == ["setup: unknown option --tensorflw; use --tensorflow or --test (or nothing)"]
+    assert wrong.stderr.splitlines() == [
+        "setup: unknown option --tensorflw; use --tensorflow, --test or --without-horovod (or nothing)"]
