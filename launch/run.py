@@ -16,6 +16,7 @@ from launch.kinds import trains
 from launch.execute import execute
 from launch.launchers import Plan, build_command, launcher_of, sbatch_script
 from launch.heartbeat import StallWatch, stall_reason
+from launch.disturbance import gpu as gpu_readings
 from launch.disturbance import judge as disturbance
 from launch.disturbance.sample import Sampler
 from launch.results.assemble import assemble, new_run_id, progress_of, write_result
@@ -74,13 +75,15 @@ def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
     return StallWatch(prepared.plan.record_dir, spec.ranks, timeout).check
 
 
-def disturbance_sampler(prepared: Prepared):
+def disturbance_sampler(spec: RunSpec, prepared: Prepared):
     """The sampler of a run (launch.disturbance.sample): this host, the run's tree under its keeper
-    and the ranks named by their heartbeats, and the fabric interface the run's variables name."""
+    and the ranks named by their heartbeats, the fabric interface the run's variables name, and
+    the GPUs where the run asked for them and nvidia-smi is here."""
     from bench.placement import traffic_nic
 
     nic, _ = traffic_nic(prepared.command.env)
-    return lambda keeper_pid: Sampler(keeper_pid, prepared.plan.record_dir, (nic,) if nic else ())
+    gpus = spec.gpus_per_node > 0 and gpu_readings.available()
+    return lambda keeper_pid: Sampler(keeper_pid, prepared.plan.record_dir, (nic,) if nic else (), gpus=gpus)
 
 
 def result_origin() -> dict:
@@ -121,7 +124,7 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
         path.write_text(text, encoding="utf-8")
     with emulate.session(prepared.plan):  # the emulated launcher's cluster is up meanwhile
         outcome = execute(prepared.command, prepared.run_dir / "output.log", timeout=timeout, echo=echo,
-                          watch=stall_watch(spec, prepared, stall_timeout), sample=disturbance_sampler(prepared))
+                          watch=stall_watch(spec, prepared, stall_timeout), sample=disturbance_sampler(spec, prepared))
     reason = None
     if outcome.stalled:
         reason = stall_reason(outcome.stalled)
@@ -170,7 +173,8 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     sampler = outcome.sampler
     # was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md)
     result["disturbance"] = disturbance.record(sampler.snapshots, records, result, sampler.interval,
-                                               sampler.cost(), socket.gethostname())
+                                               sampler.cost(), socket.gethostname(),
+                                               sampler.gpu_readings if sampler.gpus else None)
     transport.apply(result, prepared.run_dir / "output.log")
     # is the number normal for this link? (launch.results.plausibility: busbw / line rate, GPUDirect asked vs seen)
     result["plausibility"] = plausibility.verdict(result, prepared.preset.link_gbit_s)

@@ -1,7 +1,8 @@
 """Disturbance: was a run disturbed while it was timed, and by what?
 
 Owns the sampling of the host around a run (`sample`: /proc read by the process that
-already watches the ranks, launch.execute), the judgement of what was sampled
+already watches the ranks, launch.execute; with `gpu`, nvidia-smi's view of the run's GPUs),
+the judgement of what was sampled
 (`judge`: each signal's figure, its threshold and a verdict with named causes) and the
 step-time series (`steps`). Of the rest of launch/ it imports only the kinds' metrics
 (launch.kinds) and a run's samples (launch.results.aggregate); launch.run is its one caller

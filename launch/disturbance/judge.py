@@ -14,12 +14,13 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from launch.disturbance.gpu import GpuReading, gpu_signal, gpu_words
 from launch.disturbance.sample import PAGE_BYTES, TICKS_PER_S, Snapshot
 from launch.disturbance.steps import series_figures, step_times
 
 # cause names: what `causes[].signal` holds and the battery's confusion matrix is keyed by
-CPU, STEAL, MEMORY, STOPPED, TRAFFIC, STEPS = "cpu", "steal", "memory", "stopped", "traffic", "steps"
-SIGNALS = (CPU, STEAL, MEMORY, STOPPED, TRAFFIC, STEPS)
+CPU, STEAL, MEMORY, STOPPED, TRAFFIC, GPU, STEPS = "cpu", "steal", "memory", "stopped", "traffic", "gpu", "steps"
+SIGNALS = (CPU, STEAL, MEMORY, STOPPED, TRAFFIC, GPU, STEPS)
 VERDICTS = ("clean", "disturbed", "not recorded")
 
 OTHER_CORES_LIMIT = 0.25        # other processes' CPU, in cores, averaged over the window
@@ -191,6 +192,8 @@ def _words(signal: str, figures: dict, seconds: float) -> str:
     if signal == TRAFFIC:
         return (f"{figures['foreign_bytes'] / 1e6:.0f} MB of foreign traffic on {', '.join(figures['interfaces'])} "
                 f"beyond the benchmark's own {figures['own_bytes_expected'] / 1e6:.0f} MB")
+    if signal == GPU:
+        return gpu_words(figures)
     return "the steps were not steady: " + "; ".join(figures.get("reasons", []))
 
 
@@ -206,7 +209,7 @@ def steps_signal(result: dict) -> dict:
 
 
 def record(snapshots: list[Snapshot], records: list[dict], result: dict, interval: float,
-           cost: dict | None = None, host: str | None = None) -> dict:
+           cost: dict | None = None, host: str | None = None, gpu_readings: list[GpuReading] | None = None) -> dict:
     """The disturbance record of one run (what result.json's `disturbance` holds)."""
     window = window_of(records)
     hosts = [h for h in result.get("hosts") or [] if isinstance(h, str)]
@@ -223,6 +226,11 @@ def record(snapshots: list[Snapshot], records: list[dict], result: dict, interva
             signals[MEMORY] = memory_signal(span, seconds)
             signals[STOPPED] = stopped_signal(span, interval)
             signals[TRAFFIC] = traffic_signal(span, result)
+            if gpu_readings is not None:  # the run asked for GPUs and this host has nvidia-smi
+                # the readings inside the window, and the last one, taken as the run ended
+                inside = [r for r in gpu_readings if window["start_unix"] <= r.time_unix <= window["end_unix"]]
+                later = [r for r in gpu_readings if r.time_unix > window["end_unix"]]
+                signals[GPU] = gpu_signal(inside + later[:1])
     measured_host = any(s in signals for s in (CPU, MEMORY))
     causes = [{"signal": name, "words": _words(name, signals[name], (window or {}).get("sampled_seconds", 0.0))}
               for name in SIGNALS if signals.get(name, {}).get("verdict") == "disturbed"]

@@ -12,8 +12,11 @@ already watches): no extra process, nothing per rank. Each snapshot holds
 - the byte counters of the run's fabric interfaces, read through a rank's own network
   namespace (/proc/PID/net/dev), so an emulated node's interfaces are counted too.
 
+Where the run asked for GPUs and this host has nvidia-smi, every GPU_INTERVAL_S it also reads
+the GPUs' clock-event reasons, clocks and processes (launch.disturbance.gpu).
+
 Only this host is sampled; ranks on other nodes are named as not sampled (launch.run).
-The sampler times itself: `cost` is the CPU its own reads took.
+The sampler times itself: `cost` is the CPU its own reads took (nvidia-smi's included).
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from launch.disturbance import gpu
 
 INTERVAL_S = 0.5  # a 1 s stop is seen in 1-2 snapshots; the cost (docs/disturbance.md) halves from 0.25 s
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -175,10 +180,12 @@ class Sampler:
     """Snapshots of this host every `interval` s while a run goes on (a daemon thread)."""
 
     def __init__(self, root_pid: int, record_dir: Path | None = None, interfaces: tuple[str, ...] = (),
-                 interval: float = INTERVAL_S, proc: str = "/proc"):
+                 interval: float = INTERVAL_S, proc: str = "/proc", gpus: bool = False):
         self.root_pid, self.record_dir, self.interfaces = root_pid, record_dir, interfaces
-        self.interval, self.proc = interval, proc
+        self.interval, self.proc, self.gpus = interval, proc, gpus
         self.snapshots: list[Snapshot] = []
+        self.gpu_readings: list[gpu.GpuReading] = []
+        self._gpu_read_at = 0.0
         self.cost_cpu_s = 0.0      # CPU time of this thread's reads (time.thread_time)
         self.cost_wall_s = 0.0
         self.ranks: set[int] = set()
@@ -206,13 +213,15 @@ class Sampler:
             self.cost_cpu_s += time.thread_time() - cpu0
             self.cost_wall_s += time.perf_counter() - wall0
             if self._stop.wait(self.interval):
+                cpu0 = time.thread_time()
                 try:
-                    self.take()  # the last snapshot, at the end of the run
+                    self.take(last=True)  # the last snapshot, at the end of the run
                 except OSError:
                     pass
+                self.cost_cpu_s += time.thread_time() - cpu0
                 return
 
-    def take(self) -> Snapshot:
+    def take(self, last: bool = False) -> Snapshot:
         now = time.time()
         busy, steal = cpu_counters(self.proc)
         table = processes(self.proc)
@@ -243,12 +252,19 @@ class Sampler:
         snapshot = Snapshot(now, busy, steal, self._own_total, me.ticks if me else 0, foreign, own, stopped,
                             some, full, swapped_pages(read_text(f"{self.proc}/vmstat")), net, sorted(run_cpus))
         self.snapshots.append(snapshot)
+        if self.gpus and (last or now - self._gpu_read_at >= gpu.GPU_INTERVAL_S):
+            self._gpu_read_at = now
+            reading, child_cpu_s = gpu.read(frozenset(own_pids))
+            self.cost_cpu_s += child_cpu_s
+            if reading is not None:
+                self.gpu_readings.append(reading)
         return snapshot
 
     def cost(self) -> dict:
         """The sampler's own cost over the run: CPU seconds, and the share of one core it took."""
         span = (self.snapshots[-1].time_unix - self.snapshots[0].time_unix) if len(self.snapshots) > 1 else 0.0
         return {"interval_s": self.interval, "snapshots": len(self.snapshots),
+                **({"gpu_interval_s": gpu.GPU_INTERVAL_S, "gpu_readings": len(self.gpu_readings)} if self.gpus else {}),
                 "cpu_seconds": round(self.cost_cpu_s, 4),
                 "per_snapshot_ms": round(1000 * self.cost_cpu_s / len(self.snapshots), 3) if self.snapshots else None,
                 "share_of_a_core": round(self.cost_cpu_s / span, 4) if span > 0 else None}

@@ -105,7 +105,7 @@ Rows = Annotated[Optional[list[SizeRow]], _shape(lambda v: isinstance(v, list) a
 
 
 class Cause(_Open):
-    """One named cause of a disturbance: the signal (cpu, steal, memory, stopped, traffic, steps)
+    """One named cause of a disturbance: the signal (cpu, steal, memory, stopped, traffic, gpu, steps)
     and what it was, in words ("other processes used 0.92 of a core during the timed window")."""
     signal: Text = None
     words: Text = None

@@ -335,6 +335,7 @@ DRIVERS = Path(__file__).parents[1] / "data" / "nvidia_smi"
     ("driver-550-rtx4070/nvidia_smi_banner.txt", "550.40.07"),    # "Driver Version:" banner
     ("driver-610-b200-kmd/nvidia_smi_banner.txt", "610.43.02"),   # R610's "KMD Version:" banner
     ("driver-396-gtx1080-q/nvidia_smi_q.txt", "396.54"),          # nvidia-smi -q
+    ("driver-535-rtx4090-q-process/nvidia_smi_q.txt", "535.154.05"),  # R535's -q
 ])
 def test_the_driver_version_is_read_from_recorded_nvidia_smi_outputs(capture, version):
     from launch.preflight.driver import driver_version
