@@ -37,6 +37,7 @@ from launch.execute import execute
 from launch.interrupt import interrupted_by
 from launch.experiment import Experiment, Point, blame, expand
 from launch.launchers import SRUN, launcher_of, tool_path
+from launch.disturbance import quiet
 from launch.results.result import disturbance_causes, disturbed, read as load_result
 from launch.run import execute_run, prepare
 from launch.site import Site
@@ -62,6 +63,7 @@ class Sweep:
     exclude_nodes: str | None = None     # Slurm nodes every point leaves out (e.g. named by `locate`)
     remeasure_disturbed: int = REMEASURE_DISTURBED  # 0: keep a disturbed point's first run
     keep_disturbed: bool = False         # verdicts and tables keep disturbed runs (left out by default)
+    quiet_check: list[dict] = field(default_factory=list)  # each node's report before the runs (check_quiet)
     state: SweepState = field(init=False)
 
     def __post_init__(self):
@@ -121,6 +123,28 @@ def check_node_counts(experiment: Experiment, points: list[Point], exclude_nodes
 
 
 # ------------------------------------------------------------------ running
+
+def check_quiet(sweep: Sweep, seconds: float = quiet.QUIET_SECONDS) -> list[dict]:
+    """Is every node quiet before the runs? Under Slurm, one task on each node the partition (or
+    allocation) offers, less those left out; else this host (mpirun's other hosts: not checked)."""
+    slurm_points = [p.spec for p in sweep.todo() if launcher_of(p.spec).slurm]
+    if slurm_points:
+        spec = max(slurm_points, key=lambda s: s.nodes)
+        available = slurm.nodes_available(not launcher_of(spec).batch, spec.partition)
+        left_out = len(slurm.expand_nodes(sweep.exclude_nodes)) if sweep.exclude_nodes else 0
+        nodes = max(spec.nodes, (available or 0) - left_out)
+        prefix = ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--job-name=fabric-bench-quiet", "--time=5",
+                  *([f"--partition={spec.partition}"] if spec.partition else []),
+                  *([f"--exclude={sweep.exclude_nodes}"] if sweep.exclude_nodes else [])]
+        reports = quiet.check_nodes(prefix, seconds)
+    else:
+        reports = [quiet.sample_here(seconds)]
+        if any(p.spec.hostfile for p in sweep.todo()):
+            reports.append({"host": "(the hostfile's other hosts)", "verdict": "not checked",
+                            "why": "only this host is sampled without Slurm"})
+    sweep.quiet_check = reports
+    return reports
+
 
 def run_point(sweep: Sweep, point: Point, console: Console | None = None) -> dict:
     """One point, measured again while its run was disturbed (at most `remeasure_disturbed`
@@ -370,7 +394,7 @@ def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: boo
         "wall_seconds": wall_seconds, "benchmark_wall_seconds": benchmark_seconds,
         "overhead_seconds_per_run": (wall_seconds - benchmark_seconds) / len(ran) if ran else None,
         "verdicts": verdicts, "verdict_orders": orders(sweep), "aggregated": [p.describe() for p in points],
-        "runs": rows,
+        "runs": rows, "quiet_check": sweep.quiet_check,
     }
 
 

@@ -30,6 +30,10 @@ def sweep(
                                                      "this many times (0: never; docs/disturbance.md)"),
     keep_disturbed: bool = typer.Option(False, help="keep disturbed runs in the tables and verdicts "
                                                     "(left out by default, with how many and why)"),
+    quiet_check: float = typer.Option(3.0, help="seconds to sample every node before the runs (this host, or one "
+                                                "Slurm task per node); a busy node is named (0: no check)"),
+    accept_busy: bool = typer.Option(False, help="run on busy nodes without asking (without a terminal the "
+                                                 "sweep goes on and says so; each run's record still judges it)"),
     dry_run: bool = typer.Option(False, help="list the runs and their count, run nothing"),
 ):
     """Run every point of EXPERIMENT; a rerun skips finished points.
@@ -47,6 +51,8 @@ def sweep(
 
     if stall_timeout is not None and stall_timeout <= 0:
         raise UsageError(f"--stall-timeout must be > 0, got {stall_timeout:g}")
+    if not 0 <= quiet_check <= 60:
+        raise UsageError(f"--quiet-check must be 0-60 seconds, got {quiet_check:g}")
     if not 0 <= remeasure_disturbed <= 5:
         raise UsageError(f"--remeasure-disturbed must be 0-5, got {remeasure_disturbed}")
     if launcher is not None and launcher not in LAUNCHERS:
@@ -85,10 +91,42 @@ def sweep(
                           f"in {'; '.join(placeholders)} (and the images the runs name)", highlight=False, soft_wrap=True,
                           markup=False)
         return
+    if quiet_check and not one_job and swept.todo():  # one job: its own sweep checks its allocation
+        ask_if_busy(swept, quiet_check, accept_busy, console)
     with stoppable_command():  # Ctrl-C, kill, scancel, hang-up: the run ends whole, results kept
         data = run_sweep(swept, console, one_job)
     if data["failed"] or data["pending"]:
         raise typer.Exit(1)
+
+
+def ask_if_busy(swept, seconds: float, accept_busy: bool, console: Console) -> None:
+    """Sample every node for `seconds`; name the busy ones and ask (a terminal), or go on and say so."""
+    import sys
+
+    from launch.disturbance.quiet import busy_lines
+    from launch.sweep import check_quiet
+
+    reports = check_quiet(swept, seconds)
+    for report in reports:
+        if report.get("verdict") == "not checked":
+            console.print(f"quiet check: {report['host']} not checked ({report['why']})", highlight=False,
+                          markup=False, soft_wrap=True)
+    busy = busy_lines(reports)
+    if not busy:
+        console.print(f"quiet check: {', '.join(r['host'] for r in reports if r.get('verdict') == 'quiet')} "
+                      f"quiet over {seconds:g} s", highlight=False, markup=False, soft_wrap=True)
+        return
+    for line in busy:
+        console.print(f"quiet check: {line}", style="yellow", highlight=False, markup=False, soft_wrap=True)
+    if accept_busy:
+        return
+    if sys.stdin.isatty():
+        if not typer.confirm("run the sweep on busy nodes? (its disturbed runs are measured again)"):
+            raise UsageError("the sweep was not started: busy nodes (--accept-busy runs it anyway)")
+        return
+    console.print("quiet check: no terminal to ask; going on (--accept-busy says so; each run's disturbance "
+                  "record judges it, and disturbed points are measured again)", highlight=False, markup=False,
+                  soft_wrap=True)
 
 
 def print_plan(swept, console: Console, one_job: bool) -> None:

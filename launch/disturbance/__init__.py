@@ -5,8 +5,8 @@ already watches the ranks, launch.execute; with `gpu`, nvidia-smi's view of the 
 the judgement of what was sampled
 (`judge`: each signal's figure, its threshold and a verdict with named causes) and the
 step-time series (`steps`). Of the rest of launch/ it imports only the kinds' metrics
-(launch.kinds) and a run's samples (launch.results.aggregate); launch.run is its one caller
-and writes the record into the result; the readers (tables, report, compare, verdicts,
+(launch.kinds) and a run's samples (launch.results.aggregate); launch.run writes the record
+into the result, and sweeps ask `quiet` whether the nodes are quiet before their runs; the readers (tables, report, compare, verdicts,
 sweeps, `make bench`) read it from there (launch.results.result.disturbed and friends).
 Thresholds and the reasoning behind them: docs/disturbance.md.
 """

@@ -170,19 +170,20 @@ def traffic_signal(span: list[Snapshot], result: dict) -> dict:
             "verdict": "disturbed" if foreign >= limit else "clean"}
 
 
-def _words(signal: str, figures: dict, seconds: float) -> str:
+def cause_words(signal: str, figures: dict, seconds: float, window: str = "the timed window") -> str:
+    """One cause in words; `window` names the span sampled (a run's timed window, a quiet check)."""
     if signal == CPU:
         who = ", ".join(f"{t['name']} {t['cores']:.2f}" for t in figures.get("top", []))
         where = (f"; {figures['other_cores_on_run_cpus']:.2f} on the run's CPUs"
                  if "other_cores_on_run_cpus" in figures else "")
-        return (f"other processes used {figures['other_cores']:.2f} of a core during the timed window "
+        return (f"other processes used {figures['other_cores']:.2f} of a core during {window} "
                 f"({seconds:.1f} s){where}" + (f" (the busiest: {who})" if who else ""))
     if signal == STEAL:
-        return f"the hypervisor took {figures['steal_cores']:.2f} of a core (steal) during the timed window"
+        return f"the hypervisor took {figures['steal_cores']:.2f} of a core (steal) during {window}"
     if signal == MEMORY:
         parts = []
         if figures.get("some_share", 0.0) >= MEMORY_SOME_LIMIT:
-            parts.append(f"some task waited on memory {figures['some_share']:.0%} of the timed window (PSI)")
+            parts.append(f"some task waited on memory {figures['some_share']:.0%} of {window} (PSI)")
         if figures.get("swap_bytes", 0) >= SWAP_BYTES_LIMIT:
             parts.append(f"{figures['swap_bytes'] / 2**20:.1f} MiB swapped in and out")
         return "memory pressure: " + "; ".join(parts)
@@ -232,7 +233,7 @@ def record(snapshots: list[Snapshot], records: list[dict], result: dict, interva
                 later = [r for r in gpu_readings if r.time_unix > window["end_unix"]]
                 signals[GPU] = gpu_signal(inside + later[:1])
     measured_host = any(s in signals for s in (CPU, MEMORY))
-    causes = [{"signal": name, "words": _words(name, signals[name], (window or {}).get("sampled_seconds", 0.0))}
+    causes = [{"signal": name, "words": cause_words(name, signals[name], (window or {}).get("sampled_seconds", 0.0))}
               for name in SIGNALS if signals.get(name, {}).get("verdict") == "disturbed"]
     if causes:
         verdict = "disturbed"

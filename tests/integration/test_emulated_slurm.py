@@ -79,6 +79,8 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
         assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
         summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
         assert summary["ok"] == summary["ran"] == 3
+        # every node was checked before the runs, each by a task of its own (one srun step)
+        assert [r["host"] for r in summary["quiet_check"]] == ["n0", "n1", "n2", "n3"], summary["quiet_check"]
         four = [json.loads((tmp_path / "sweep" / row["result"]).read_text()) for row in summary["runs"]]
         four = next(r for r in four if r["world_size"] == 4)
         # a Slurm job whose step's ranks sat on the four emulated nodes, over TCP on fbemu0

@@ -45,6 +45,10 @@ def test_sweep_report_archive_replay_compare(tmp_path):
     assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
     results = [json.loads(p.read_text()) for p in sweep_dir.rglob("result.json")]
     assert sorted(r["world_size"] for r in results) == [1, 2]
+    # this host was checked before the runs (the emulated launcher: no Slurm), and the sweep went on
+    (checked,) = json.loads((sweep_dir / "summary.json").read_text())["quiet_check"]
+    assert checked["host"] == os.uname().nodename and checked["verdict"] in ("quiet", "busy")
+    assert f"quiet check: {checked['host']}" in sweep.stdout
     assert all(r["status"] == "ok" and r["params_max_abs_diff"] == 0.0 for r in results)
     two = next(r for r in results if r["world_size"] == 2)
     assert two["link_rate_gbit_s"] == 1.0 and two["spec"]["launcher"] == "emulated"
