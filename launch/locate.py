@@ -52,6 +52,7 @@ from pathlib import Path
 
 from containers.untrusted import UntrustedInput, read_json
 from launch import slurm
+from launch.disturbance import quiet
 from launch.errors import UsageError
 from launch.node_names import node_name, node_names
 
@@ -94,9 +95,12 @@ class Verdict:
     slow_nodes: list[str]
     slow_links: list[tuple[str, str]]
     failed_pairs: list[tuple[str, str]]
+    busy: dict[str, str] = field(default_factory=dict)  # node -> what kept it busy at the quiet check
 
     def lines(self) -> list[str]:
-        named = [f"slow node {n} (every pair with it is slow: the node or its own link)" for n in self.slow_nodes]
+        named = [f"slow node {n} (every pair with it is slow: the node or its own link)"
+                 + (f"; but it was busy before the pairs ({self.busy[n]}): busy, perhaps, rather than slow; "
+                    "measure again when it is quiet" if n in self.busy else "") for n in self.slow_nodes]
         named += [f"slow link {a}-{b}" for a, b in self.slow_links]
         named += [f"pair {a}-{b} failed to run" for a, b in self.failed_pairs]
         return named or ["nothing named: every pair within the test"]
@@ -491,7 +495,8 @@ def _num(v) -> str:
 
 
 def write(out: Path, nodes: list[str], pairs: list[Pair], verdict: Verdict, rounds_run: int, steps_run: int,
-          job_id: str, nbytes: int, seconds: float, pattern: str = "all-pairs") -> dict:
+          job_id: str, nbytes: int, seconds: float, pattern: str = "all-pairs",
+          quiet_check: list[dict] | None = None) -> dict:
     grid = matrix(nodes, pairs)
     heatmap_png(nodes, grid, verdict.reference_gbit_s, out / "heatmap.png")
     (out / "heatmap.html").write_text(heatmap_html(nodes, grid, verdict, pairs), encoding="utf-8")
@@ -506,6 +511,7 @@ def write(out: Path, nodes: list[str], pairs: list[Pair], verdict: Verdict, roun
                        else p.best_gbit_s / verdict.reference_gbit_s} for p in pairs],
             "slow_nodes": verdict.slow_nodes, "slow_links": [list(x) for x in verdict.slow_links],
             "failed_pairs": [list(x) for x in verdict.failed_pairs],
+            "quiet_check": quiet_check or [], "busy_nodes": verdict.busy,
             "median_gbit_s": statistics.median([p.best_gbit_s for p in pairs if p.best_gbit_s is not None] or [0])}
     (out / "locate.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return data
@@ -513,8 +519,10 @@ def write(out: Path, nodes: list[str], pairs: list[Pair], verdict: Verdict, roun
 
 def locate(out: Path, nodes: int | None = None, nodelist: str | None = None, exclude: str | None = None,
            nbytes: int = DEFAULT_BYTES, image: str | None = None, interface: str | None = None,
-           expected_gbit_s: float | None = None, minutes: int = 20, echo=print, pattern: str = "auto") -> dict:
-    """Inside an allocation (SLURM_JOB_ID) its nodes; else a fresh allocation, cancelled afterwards."""
+           expected_gbit_s: float | None = None, minutes: int = 20, echo=print, pattern: str = "auto",
+           quiet_seconds: float = quiet.QUIET_SECONDS) -> dict:
+    """Inside an allocation (SLURM_JOB_ID) its nodes; else a fresh allocation, cancelled afterwards.
+    First every node's quiet check (one task each), so a busy node is told from a slow one."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     own = not os.environ.get("SLURM_JOB_ID")
@@ -534,9 +542,15 @@ def locate(out: Path, nodes: int | None = None, nodelist: str | None = None, exc
         else:
             plan = f"{len(names) * (len(names) - 1) // 2} pairs in {len(rounds(names))} rounds"
         echo(f"locate: job {job_id}, nodes {','.join(names)}: {chosen}: {plan}")
+        checked = quiet.check_nodes(["srun", f"--jobid={job_id}", f"--nodes={len(names)}", f"--ntasks={len(names)}",
+                                     "--ntasks-per-node=1"], quiet_seconds) if quiet_seconds else []
+        for line in quiet.busy_lines(checked):
+            echo(f"locate: quiet check: {line}")
         pairs, verdict, done, steps = measure(job_id, names, out, nbytes, image, interface, expected_gbit_s, echo,
                                        pattern=chosen)
     finally:
         if own:
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
-    return write(out, names, pairs, verdict, done, steps, job_id, nbytes, time.monotonic() - started, chosen)
+    verdict.busy = {r["host"]: "; ".join(r["causes"]) for r in checked if r.get("verdict") == "busy"}
+    return write(out, names, pairs, verdict, done, steps, job_id, nbytes, time.monotonic() - started, chosen,
+                 checked)

@@ -25,6 +25,8 @@ def locate(
     minutes: int = typer.Option(20, help="time limit of the allocation locate makes"),
     pattern: str = typer.Option("auto", help="all-pairs (every path), screen (ring and opposite pairs, then all "
                                               "pairs among the suspects) or auto (all-pairs up to 16 nodes)"),
+    quiet_check: float = typer.Option(3.0, help="seconds to sample every node first (one task each), so a busy "
+                                                "node is told from a slow one (0: no check)"),
 ):
     """Pairwise point-to-point traffic as Slurm steps; names the slow node(s) and slow link(s).
 
@@ -42,17 +44,20 @@ def locate(
     if nodes is not None and nodes < 2:
         raise UsageError(f"--nodes must be >= 2, got {nodes}")
     locating.pattern_for(pattern, 2)        # an unknown pattern: one line before any allocation
+    if not 0 <= quiet_check <= 60:
+        raise UsageError(f"--quiet-check must be 0-60 seconds, got {quiet_check:g}")
     if interface is not None:
         interface_name(interface, "--interface")
     expected = parse_rate(expect) / 1e9 if expect else None
     data = locating.locate(out, nodes, nodelist, exclude, message_bytes, image, interface, expected, minutes,
-                           pattern=pattern)
+                           pattern=pattern, quiet_seconds=quiet_check)
     print(f"{data['pattern']}: reference {data['test']['reference_gbit_s'] * 1000:.0f} Mbit/s "
           f"({data['test']['reference_from']}), "
           f"slow below {data['test']['threshold']:g} x; {data['rounds']} rounds, {data['steps']} steps, "
           f"{data['seconds']:.0f} s")
     for name in data["slow_nodes"]:
-        print(f"SLOW NODE {name}")
+        busy = data["busy_nodes"].get(name)
+        print(f"SLOW NODE {name}" + (f" (but busy before the pairs: {busy}; measure again when quiet)" if busy else ""))
     for a, b in data["slow_links"]:
         print(f"SLOW LINK {a}-{b}")
     if not (data["slow_nodes"] or data["slow_links"] or data["failed_pairs"]):

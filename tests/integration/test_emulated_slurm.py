@@ -108,6 +108,8 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
         ranks = rank_pids(tmp_path)
     assert found["slow_nodes"] == [] and found["slow_links"] == [] and found["failed_pairs"] == [], found
     assert len(found["pairs"]) == 6 and found["rounds"] == 3
+    # each node checked first by a task of its own in the allocation (a busy node is told from a slow one)
+    assert [r["host"] for r in found["quiet_check"]] == ["n0", "n1", "n2", "n3"], found["quiet_check"]
     assert all(p["step_id"].startswith(f"{found['job_id']}.") and sorted(p["hosts"]) == sorted([p["a"], p["b"]])
                for p in found["pairs"])
     assert (tmp_path / "locate" / "heatmap.png").stat().st_size > 1000

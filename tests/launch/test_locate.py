@@ -96,6 +96,16 @@ def test_a_slow_node_is_named_and_its_pairs_are_not_links(n):
     assert verdict.slow_nodes == ["n1"] and verdict.slow_links == []
 
 
+def test_a_slow_node_that_was_busy_before_the_pairs_is_said_to_be_perhaps_busy_rather_than_slow():
+    nodes = [f"n{i}" for i in range(4)]
+    verdict = locate.judge(nodes, pairs_of(4, {tuple(sorted(("n1", x))): 0.11 for x in nodes if x != "n1"}))
+    verdict.busy = {"n1": "other processes used 0.97 of a core during the quiet check (3.0 s)", "n2": "steal"}
+    (line,) = verdict.lines()
+    assert line.startswith("slow node n1 (every pair with it is slow") and "but it was busy before the pairs " \
+        "(other processes used 0.97 of a core during the quiet check (3.0 s))" in line
+    assert "n2" not in line  # busy but not slow: nothing to say about a node named for nothing
+
+
 @pytest.mark.parametrize("n", [3, 4, 8])
 def test_a_slow_pair_is_a_link(n):
     nodes = [f"n{i}" for i in range(n)]
