@@ -45,12 +45,12 @@ def test_launch_never_loads_a_framework():
 
 def test_launcher_and_runtime_names_are_spelled_only_by_their_registries():
     """`spec.launcher == "sbatch"` elsewhere would be a second owner of the name: modules ask
-    the registry (launch.launchers.LAUNCHERS traits, launch.runtimes.RUNTIMES) instead."""
-    from launch.launchers import LAUNCHERS
-    from launch.runtimes import RUNTIMES
+    the registry (launch.ranks.launchers.LAUNCHERS traits, launch.ranks.runtimes.RUNTIMES) instead."""
+    from launch.ranks.launchers import LAUNCHERS
+    from launch.ranks.runtimes import RUNTIMES
 
     names = set(LAUNCHERS) | set(RUNTIMES)
-    owners = {REPO / "launch" / "launchers.py", REPO / "launch" / "runtimes.py"}
+    owners = {REPO / "launch" / "ranks" / "launchers.py", REPO / "launch" / "ranks" / "runtimes.py"}
 
     def subject(node) -> str | None:
         return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
@@ -181,7 +181,7 @@ def test_every_benchmark_kind_is_whole():
     from bench import catalog
     from launch.kinds import KINDS
     from launch.results.assemble import ASSEMBLERS
-    from launch.runspec import RunSpec
+    from launch.ranks.runspec import RunSpec
 
     assert set(ASSEMBLERS) == set(KINDS)
     fields = {f.name for f in __import__("dataclasses").fields(RunSpec)}

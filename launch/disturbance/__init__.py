@@ -1,10 +1,10 @@
 """Disturbance: was a run disturbed while it was timed, and by what?
 
 Owns the sampling of the host around a run (`sample`: /proc read by the process that
-already watches the ranks, launch.execute), the judgement of what was sampled
+already watches the ranks, launch.ranks.execute), the judgement of what was sampled
 (`judge`: each signal's figure, its threshold and a verdict with named causes) and the
 step-time series (`steps`). Of the rest of launch/ it imports only the kinds' metrics
-(launch.kinds) and a run's samples (launch.results.aggregate); launch.run is its one caller
+(launch.kinds) and a run's samples (launch.results.aggregate); launch.runs.run is its one caller
 and writes the record into the result; the readers (tables, report, compare, verdicts,
 sweeps, `make bench`) read it from there (launch.results.result.disturbed and friends).
 Thresholds and the reasoning behind them: docs/disturbance.md.

@@ -1,6 +1,6 @@
 """Sampling the host around a run: what /proc says, every INTERVAL_S, from one thread.
 
-The thread runs in fabric-bench's own process (launch.execute starts it beside the run it
+The thread runs in fabric-bench's own process (launch.ranks.execute starts it beside the run it
 already watches): no extra process, nothing per rank. Each snapshot holds
 
 - the kernel's CPU counters (/proc/stat: busy ticks per CPU, steal);
@@ -12,7 +12,7 @@ already watches): no extra process, nothing per rank. Each snapshot holds
 - the byte counters of the run's fabric interfaces, read through a rank's own network
   namespace (/proc/PID/net/dev), so an emulated node's interfaces are counted too.
 
-Only this host is sampled; ranks on other nodes are named as not sampled (launch.run).
+Only this host is sampled; ranks on other nodes are named as not sampled (launch.runs.run).
 The sampler times itself: `cost` is the CPU its own reads took.
 """
 from __future__ import annotations
