@@ -137,6 +137,41 @@ def test_no_import_cycles_and_no_private_names_across_modules():
     assert cycles == []
 
 
+# launch/'s rooms from the bottom up (launch/__init__.py): "launch" is the shared basics at its top
+# level. results/ and disturbance/ sit beside the rooms (a run writes through them, the report
+# reads sweeps and archives), so only their cycles are checked, above.
+LAUNCH_ROOMS = ("launch", "launch.fleet", "launch.ranks", "launch.site", "launch.runs", "launch.provenance",
+                "launch.cli")
+BESIDE_THE_ROOMS = ("launch.results", "launch.disturbance")
+
+
+def launch_room(name: str) -> str | None:
+    """The room of a module of launch/ ("launch.site.preflight.rdma" -> "launch.site")."""
+    parts = name.split(".")
+    if parts[0] != "launch" or len(parts) == 1:
+        return None
+    package = ".".join(parts[:2])
+    if package in LAUNCH_ROOMS or package in BESIDE_THE_ROOMS:
+        return package
+    return "launch" if len(parts) == 2 and not (REPO / "launch" / parts[1]).is_dir() else None
+
+
+def test_every_launch_module_has_a_room_and_imports_no_room_above_its_own():
+    modules = {name: path for name, path in module_names().items() if name.split(".")[0] == "launch"}
+    homeless = sorted(name for name in modules if name != "launch" and launch_room(name) is None)
+    assert homeless == []
+    upward = []
+    for name, path in sorted(modules.items()):
+        room = launch_room(name)
+        if room not in LAUNCH_ROOMS:
+            continue
+        for target in sorted(runtime_imports(path, modules)[0]):
+            other = launch_room(target)
+            if other in LAUNCH_ROOMS and LAUNCH_ROOMS.index(other) > LAUNCH_ROOMS.index(room):
+                upward.append(f"{name} ({room}) imports {target} ({other})")
+    assert upward == []
+
+
 def test_the_cycle_check_sees_a_cycle(tmp_path):
     """The check above can fail: two modules importing each other are found."""
     a, b = tmp_path / "a.py", tmp_path / "b.py"
