@@ -1,7 +1,7 @@
 """Whether a run asked for GPUs, and what a rank does when its framework disagrees.
 
 The launcher tells every rank how many GPUs per node the run asked for
-(FABRIC_BENCH_GPUS_PER_NODE, set by launch.launchers.rank_env from the RunSpec):
+(FABRIC_BENCH_GPUS_PER_NODE, set by launch.ranks.launchers.rank_env from the RunSpec):
 - asked for GPUs, and the framework sees none (a broken driver, a CUDA build that
   does not match it, a missing `--nv`): the rank refuses in one line, exit 2, and
   writes that line as its error record. Silently falling back to gloo on the CPU

@@ -37,8 +37,8 @@ from pathlib import Path
 
 from launch.disturbance.judge import SIGNALS
 from launch.errors import UsageError
-from launch.run import execute_run, prepare
-from launch.runspec import RunSpec
+from launch.runs.run import execute_run, prepare
+from launch.ranks.runspec import RunSpec
 
 CAUSES = ("quiet", "cpu", "memory", "stopped", "traffic")
 RIGHT = {"cpu": "cpu", "memory": "memory", "stopped": "stopped", "traffic": "traffic"}  # planted -> signal

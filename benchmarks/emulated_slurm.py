@@ -20,8 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from launch import emulate
-from launch.emulate import slurm_nodes
+from launch.fleet import emulate
+from launch.fleet.emulate import slurm_nodes
 
 FB = [str(Path(sys.executable).parent / "fabric-bench")]
 

@@ -29,11 +29,11 @@ import sys
 import time
 from pathlib import Path
 
-from launch import emulate
+from launch.fleet import emulate
 from launch.errors import UsageError
 from launch.results.model import describe, fit, predict_training
-from launch.run import execute_run, prepare
-from launch.runspec import RunSpec
+from launch.runs.run import execute_run, prepare
+from launch.ranks.runspec import RunSpec
 
 LARGE_BYTES = 64 * 2**20
 FIT_MIN_BYTES = 8 * 2**20  # beyond tbf's burst (rate x 3 ms) at the rates measured here

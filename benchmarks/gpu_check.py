@@ -7,7 +7,7 @@ not ok, the reason:
 1. environment: what this Python and this host offer (torch, CUDA, NCCL,
    torchvision, TensorFlow, Horovod, torchrun/mpirun/horovodrun, nvidia-smi);
 2. captures: `nvidia-smi -q`, `nvidia-smi topo -m` and `nvidia-smi --query-gpu=...`
-   (absent with --cpu, or where nvidia-smi is missing), parsed by launch.probe; then the
+   (absent with --cpu, or where nvidia-smi is missing), parsed by launch.site.probe; then the
    GPU's state (clocks, clock-event reasons, compute processes) idle, beside one load process
    and beside two (~40 s), under captures/gpu_states/;
 3. probes (benchmarks/gpu_probes.py), each under a hard deadline: a one-rank NCCL
@@ -34,7 +34,7 @@ or not, marks the steps not reached as skipped and still writes the summary.
 Expected on one H200 with 16 cores: environment ~20 s, captures ~5 s, probes ~40 s,
 each 1-rank run 30-50 s, the 2-rank run ~60 s, each TF run ~60 s.
 
-Only the standard library and launch.probe / launch.results.transport are imported here:
+Only the standard library and launch.site.probe / launch.results.transport are imported here:
 the check must report, not crash, whatever is missing.
 """
 from __future__ import annotations
@@ -57,9 +57,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from launch import probe  # noqa: E402  (standard library only)
+from launch.site import probe  # noqa: E402  (standard library only)
 
-from launch.reporting import NCCL_REPORTING_ENV  # noqa: E402  (standard library only)
+from launch.ranks.reporting import NCCL_REPORTING_ENV  # noqa: E402  (standard library only)
 from launch.results import transport  # noqa: E402
 from bench.placement import SHARED_GPU_ENV  # noqa: E402  (standard library only)
 

@@ -1,6 +1,6 @@
 """Harness fidelity: our bench programs against minimal reference loops, like-for-like.
 
-For each case, `ours` is a full `fabric-bench run` (launch.run: keeper, rank
+For each case, `ours` is a full `fabric-bench run` (launch.runs.run: keeper, rank
 environment, records, heartbeats, the compute-only phase) and `reference` is the
 framework's documented synthetic loop (benchmarks/reference/) started by the
 same starter (horovodrun --gloo, mpirun or torchrun) with the same model, batch,
@@ -39,10 +39,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.stats import summarize  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
-from launch.launchers import Plan, mpirun_argv, tool_path  # noqa: E402
-from launch.run import execute_run, prepare  # noqa: E402
-from launch.runspec import RunSpec  # noqa: E402
-from launch.runtimes import HostRuntime  # noqa: E402
+from launch.ranks.launchers import Plan, mpirun_argv, tool_path  # noqa: E402
+from launch.runs.run import execute_run, prepare  # noqa: E402
+from launch.ranks.runspec import RunSpec  # noqa: E402
+from launch.ranks.runtimes import HostRuntime  # noqa: E402
 
 REFERENCE_DIR = ROOT / "benchmarks" / "reference"
 PREFIX = "[reference]"

@@ -1,6 +1,6 @@
 """The scaling predictor (launch.results.predict) against measured runs on emulated fabrics.
 
-Root required (network namespaces + tc tbf, launch.emulate). For every link rate:
+Root required (network namespaces + tc tbf, launch.fleet.emulate). For every link rate:
 - 2-node allreduce micro-benchmarks (backend `torch` = gloo for DDP, `horovod`
   for Horovod), each fitted to an alpha-beta model on rows >= 8 MiB;
 - 2-node training of every model with every engine. The prediction uses the
@@ -44,8 +44,8 @@ from pathlib import Path
 from bench.stats import summarize
 from launch.results import predict
 from launch.errors import UsageError
-from launch.run import execute_run, prepare
-from launch.runspec import RunSpec
+from launch.runs.run import execute_run, prepare
+from launch.ranks.runspec import RunSpec
 
 FIT_MIN_BYTES = 8 * 2**20  # beyond tbf's burst (rate x 3 ms) at these rates
 BACKEND_OF = {"ddp": "torch", "horovod": "horovod"}  # the allreduce the engine's gradients go through on CPUs

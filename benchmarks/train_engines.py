@@ -26,8 +26,8 @@ from launch.results import aggregate
 from launch.results.aggregate import run_value
 from launch.results.headline import disturbance_line, impossible_same_cores, ratio_line, run_name, unreadable
 from launch.results.result import disturbed
-from launch.run import execute_run, prepare
-from launch.runspec import RunSpec
+from launch.runs.run import execute_run, prepare
+from launch.ranks.runspec import RunSpec
 from launch.results.table import training_table
 
 REPO = Path(__file__).resolve().parent.parent

@@ -41,7 +41,7 @@ FABRIC_BENCH = str(Path(sys.executable).parent / "fabric-bench")
 sys.path.insert(0, str(REPO))
 
 from containers import local_registry  # noqa: E402
-from launch import emulate  # noqa: E402
+from launch.fleet import emulate  # noqa: E402
 
 TIMINGS: list[tuple[str, float]] = []
 
@@ -194,8 +194,8 @@ def main() -> int:
 
 
 def _extract(archive: Path, target: Path) -> None:
-    """A's results out of the verified archive (launch.archive: member paths checked)."""
-    from launch import archive as archives
+    """A's results out of the verified archive (launch.provenance.archive: member paths checked)."""
+    from launch.provenance import archive as archives
     archives.extract(archives.read(archive), target)
 
 

@@ -77,7 +77,7 @@ def _build_sif(argv: list[str], log: Path, what: str) -> None:
 
 # podman's own default rlimits (nofile, nproc) are above what a host without CAP_SYS_RESOURCE
 # lets runc set ("error setting rlimit type 6/7"): builds (containers.conf) and runs
-# (launch.runtimes, --ulimit) ask for these instead
+# (launch.ranks.runtimes, --ulimit) ask for these instead
 PODMAN_ULIMITS = ("nofile=16384:16384", "nproc=16384:16384")
 
 

@@ -55,7 +55,7 @@ CUDA_ARCHS = ("80", "90")             # compute capabilities (CUDA 13 has no old
 # TensorFlow's Linux wheels (2.21 included) are built against CUDA 12 and take their GPU
 # libraries from nvidia-*-cu12 wheels; this base and its wheels are CUDA 13 only, so the
 # cuda image's TensorFlow registers no GPU and would train on the CPU. TensorFlow GPU runs
-# are refused in such images (launch.preflight) and by the benchmark itself (bench.tf_engines).
+# are refused in such images (launch.site.preflight) and by the benchmark itself (bench.tf_engines).
 TF_CUDA_MAJOR = 12
 TF_SEES_GPU = CUDA_VERSION.split(".")[0] == str(TF_CUDA_MAJOR)
 # `--base local`: the toolkit as NVIDIA's PyPI wheels lay it out (containers/cudabase.py)

@@ -207,7 +207,7 @@ KNOBS: dict[str, Knob] = {
         "HOROVOD_NUM_NCCL_STREAMS": integer(1, 64),
     }),
     "GLOO_SOCKET_IFNAME": Knob(INTERFACES, "torch"),
-    # what the launchers set on every rank (launch.launchers.rank_env)
+    # what the launchers set on every rank (launch.ranks.launchers.rank_env)
     **_knobs("ompi", {"OMPI_ALLOW_RUN_AS_ROOT": BOOLEAN, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": BOOLEAN}),
     "PYTHONUNBUFFERED": Knob(BOOLEAN, "python"),
     "FABRIC_BENCH_GPUS_PER_NODE": Knob(integer(0, 1024), "fabric-bench"),
@@ -301,7 +301,7 @@ KNOWN_HAZARDS: dict[str, str] = {
 # Files the bundle itself places under the run directory: refused from an archive like any hazard
 BUNDLE_PLACED: dict[str, str] = {
     "OMPI_MCA_coll_tuned_dynamic_rules_filename": "reads a rules file; the bundle writes the run's own "
-                                                  "under the run directory (launch.fabric_preset)",
+                                                  "under the run directory (launch.site.fabric_preset)",
 }
 KNOWN_HAZARDS.update(BUNDLE_PLACED)
 # A name ending so names a path, program or library (new releases add such variables)

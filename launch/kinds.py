@@ -30,7 +30,7 @@ class Kind:
     summary: str
     programs: Mapping[str, str]     # framework -> the bench module every rank runs
     # fields it does not read: where an experiment's [matrix] varies `benchmark`, they are reset
-    # to RunSpec's defaults for it and the duplicates this makes are dropped (launch.experiment)
+    # to RunSpec's defaults for it and the duplicates this makes are dropped (launch.runs.experiment)
     not_read: tuple[str, ...]
     metric: Metric                  # what its points are compared by (launch.results.aggregate)
     trains: bool = False            # a training workload: engines, models, img/s, placement

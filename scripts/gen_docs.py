@@ -2,7 +2,7 @@
 
 docs/reference/cli.md      every command and option of `fabric-bench` (the typer app's own help)
 docs/reference/fabrics.md  the fabric profiles (containers/fabrics/), the emulated fabrics
-                           (launch/emulate) and the predictor's nominal fabrics (launch/results/predict.py)
+                           (launch/fleet/emulate) and the predictor's nominal fabrics (launch/results/predict.py)
 
     .venv/bin/python scripts/gen_docs.py           # write them (`make docs`)
     .venv/bin/python scripts/gen_docs.py --check   # exit 1 naming the stale files, write nothing
@@ -128,13 +128,13 @@ def fabrics_reference() -> str:
     import dataclasses
 
     from containers.fabrics import PROFILES, hca_ports
-    from launch.emulate import fabric_env
+    from launch.fleet.emulate import fabric_env
     from launch.results.predict import NOMINAL
-    from launch.runspec import RunSpec
+    from launch.ranks.runspec import RunSpec
 
     out = [HEADER, "# Fabric presets\n\n",
            "What `--fabric NAME` sets: each profile of `containers/fabrics/`, filled in per run "
-           "from the site file by `launch/fabric_preset.py` (the site's `[env]` wins over the profile, "
+           "from the site file by `launch/site/fabric_preset.py` (the site's `[env]` wins over the profile, "
            "`--env` over both). How to use them: [running at a site](../site.md). "
            f"`{{nic}}` is the site's `interface` (for ethernet, else the default route's), `{{hca}}` its devices, "
            f"`{{hca_ports}}` the same as device:port (`mlx5_0,mlx5_1` -> `{hca_ports('mlx5_0,mlx5_1')}`).\n\n"]

@@ -43,17 +43,17 @@ def only_result(results_dir: Path) -> dict:
 
 
 def through_the_bundle(spec, site, run_dir: Path, rank_fields, log: str = "") -> dict:
-    """A result made the way launch.run.execute_run makes one, without running the ranks: the real
+    """A result made the way launch.runs.run.execute_run makes one, without running the ranks: the real
     plan and command for `spec` on `site` (its env is what the ranks got), each rank's record
     written by bench.record and read back, launch.results.assemble, then the transport evidence
     from `log` (the run's output.log) and the plausibility verdict. `rank_fields(rank)` gives a
     rank's record fields (kind and host included): what that bench program writes."""
     from bench.placement import flags
     from bench.record import read_records, write_record
-    from launch.launchers import build_command
+    from launch.ranks.launchers import build_command
     from launch.results import plausibility, transport
     from launch.results.assemble import assemble
-    from launch.run import make_plan
+    from launch.runs.run import make_plan
 
     plan, preset = make_plan(spec, run_dir, site)
     command = build_command(spec, plan)

@@ -45,12 +45,12 @@ def test_launch_never_loads_a_framework():
 
 def test_launcher_and_runtime_names_are_spelled_only_by_their_registries():
     """`spec.launcher == "sbatch"` elsewhere would be a second owner of the name: modules ask
-    the registry (launch.launchers.LAUNCHERS traits, launch.runtimes.RUNTIMES) instead."""
-    from launch.launchers import LAUNCHERS
-    from launch.runtimes import RUNTIMES
+    the registry (launch.ranks.launchers.LAUNCHERS traits, launch.ranks.runtimes.RUNTIMES) instead."""
+    from launch.ranks.launchers import LAUNCHERS
+    from launch.ranks.runtimes import RUNTIMES
 
     names = set(LAUNCHERS) | set(RUNTIMES)
-    owners = {REPO / "launch" / "launchers.py", REPO / "launch" / "runtimes.py"}
+    owners = {REPO / "launch" / "ranks" / "launchers.py", REPO / "launch" / "ranks" / "runtimes.py"}
 
     def subject(node) -> str | None:
         return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
@@ -137,6 +137,41 @@ def test_no_import_cycles_and_no_private_names_across_modules():
     assert cycles == []
 
 
+# launch/'s rooms from the bottom up (launch/__init__.py): "launch" is the shared basics at its top
+# level. results/ and disturbance/ sit beside the rooms (a run writes through them, the report
+# reads sweeps and archives), so only their cycles are checked, above.
+LAUNCH_ROOMS = ("launch", "launch.fleet", "launch.ranks", "launch.site", "launch.runs", "launch.provenance",
+                "launch.cli")
+BESIDE_THE_ROOMS = ("launch.results", "launch.disturbance")
+
+
+def launch_room(name: str) -> str | None:
+    """The room of a module of launch/ ("launch.site.preflight.rdma" -> "launch.site")."""
+    parts = name.split(".")
+    if parts[0] != "launch" or len(parts) == 1:
+        return None
+    package = ".".join(parts[:2])
+    if package in LAUNCH_ROOMS or package in BESIDE_THE_ROOMS:
+        return package
+    return "launch" if len(parts) == 2 and not (REPO / "launch" / parts[1]).is_dir() else None
+
+
+def test_every_launch_module_has_a_room_and_imports_no_room_above_its_own():
+    modules = {name: path for name, path in module_names().items() if name.split(".")[0] == "launch"}
+    homeless = sorted(name for name in modules if name != "launch" and launch_room(name) is None)
+    assert homeless == []
+    upward = []
+    for name, path in sorted(modules.items()):
+        room = launch_room(name)
+        if room not in LAUNCH_ROOMS:
+            continue
+        for target in sorted(runtime_imports(path, modules)[0]):
+            other = launch_room(target)
+            if other in LAUNCH_ROOMS and LAUNCH_ROOMS.index(other) > LAUNCH_ROOMS.index(room):
+                upward.append(f"{name} ({room}) imports {target} ({other})")
+    assert upward == []
+
+
 def test_the_cycle_check_sees_a_cycle(tmp_path):
     """The check above can fail: two modules importing each other are found."""
     a, b = tmp_path / "a.py", tmp_path / "b.py"
@@ -181,7 +216,7 @@ def test_every_benchmark_kind_is_whole():
     from bench import catalog
     from launch.kinds import KINDS
     from launch.results.assemble import ASSEMBLERS
-    from launch.runspec import RunSpec
+    from launch.ranks.runspec import RunSpec
 
     assert set(ASSEMBLERS) == set(KINDS)
     fields = {f.name for f in __import__("dataclasses").fields(RunSpec)}

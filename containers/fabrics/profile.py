@@ -69,7 +69,7 @@ class DeviceNode:
 
 @dataclass(frozen=True)
 class Detection:
-    """How a host shows it has this fabric (launch.probe reads it; `site init` names the device):
+    """How a host shows it has this fabric (launch.site.probe reads it; `site init` names the device):
       interface          an IP interface that is up
       rdma-port          an ACTIVE port under /sys/class/infiniband: of devices named `device_prefix`
                          (hfi1), or of devices no other profile claims by prefix, with `link_layer`

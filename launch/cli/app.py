@@ -14,11 +14,11 @@ import typer
 
 from launch.console import console as make_console
 from launch.errors import UsageError
-from launch.interrupt import stoppable_command
+from launch.ranks.interrupt import stoppable_command
 from launch.kinds import trains
-from launch.launchers import LAUNCHERS
-from launch.runspec import RunSpec
-from launch.runtimes import RUNTIMES
+from launch.ranks.launchers import LAUNCHERS
+from launch.ranks.runspec import RunSpec
+from launch.ranks.runtimes import RUNTIMES
 
 app = typer.Typer(
     help="Benchmark network fabrics for data-distributed deep-learning training.",
@@ -83,7 +83,7 @@ RUN_OPTIONS: list[tuple[str, Any, Any]] = [  # (name, annotation, typer.Option)
 
 def spec_options() -> list[inspect.Parameter]:
     """One `run` option per RunSpec field that has one: its type, default and help are the
-    field's (launch.runspec.setting), so the command and the spec cannot drift apart."""
+    field's (launch.ranks.runspec.setting), so the command and the spec cannot drift apart."""
     hints = typing.get_type_hints(RunSpec)
     return [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=_optional(hints[f.name]),
                               default=typer.Option(f.default, help=f.metadata["help"] or None))
@@ -105,8 +105,8 @@ def run(**options: Any) -> None:
       fabric-bench run --engine horovod --model resnet18 --ranks 2 --image-size 64
       fabric-bench run --runtime apptainer --image ethernet-cpu.sif --launcher mpirun --fabric ethernet
     """
-    from launch.run import execute_run, preflight_skipped, prepare
-    from launch.site import Site, load_site
+    from launch.runs.run import execute_run, preflight_skipped, prepare
+    from launch.site.config import Site, load_site
     from launch.results.comm import comm_table
     from launch.results.table import training_table
 

@@ -28,7 +28,7 @@ def archive(
 
     Example: fabric-bench archive sweeps/resnet50-ib --output resnet50-ib.tar.gz --site site.toml --sign-key site.key
     """
-    from launch import archive as archives
+    from launch.provenance import archive as archives
 
     with make_console(stderr=True).status("collecting results, stack and host facts"):
         members = archives.collect(directory, site=site, experiment=experiment, system_name=system_name,
@@ -66,9 +66,9 @@ def replay(
 
     Example: fabric-bench replay site-a.tar.gz --allowed-signers trusted --require-signed --results replays/
     """
-    from launch import archive as archives
-    from launch import replay as replays
-    from launch.site import Site, load_site
+    from launch.provenance import archive as archives
+    from launch.provenance import replay as replays
+    from launch.site.config import Site, load_site
 
     verified = archives.read(archive_file)
     print(f"archive {archive_file}: {verified.provenance(allowed_signers, require_signed).line()}")
@@ -90,7 +90,7 @@ def replay(
                                    hostfile_here=hostfile is not None)
         print(f"archive verified: {len(verified.members)} members; {len(planned)} runs would be replayed")
         return
-    from launch.interrupt import stoppable_command
+    from launch.ranks.interrupt import stoppable_command
 
     with stoppable_command():
         outputs = replays.run_all(verified, planned, results, load_site(site) if site else Site.default(),

@@ -44,7 +44,7 @@ def compare(
     """
     from launch.results.result import disagreements, disturbance_causes, disturbed
 
-    from launch import stacks
+    from launch.provenance import stacks
 
     sides = []
     for side, path in (("A", a), ("B", b)):

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 import typer
 
-from launch import emulate
+from launch.fleet import emulate
 from launch.errors import UsageError
 
 emulate_app = typer.Typer(help="Emulated clusters: network namespaces on a bridge with shaped links (root).",

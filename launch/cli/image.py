@@ -116,7 +116,7 @@ def inspect(image: Path = typer.Argument(..., help="a built .sif"),
 def _site_registry(site: Path | None):
     if site is None:
         return None
-    from launch.site import load_site
+    from launch.site.config import load_site
     return load_site(site).registry
 
 
@@ -141,7 +141,7 @@ def push(
     """
     from containers import build as builder
     from containers import oci
-    from launch import images
+    from launch.provenance import images
     registry = _site_registry(site)
     insecure = insecure or bool(registry and registry.insecure)
     reference_file = reference_file or (registry.references if registry else None)
@@ -194,8 +194,8 @@ def pull(
     """
     from containers import build as builder
     from containers import oci
-    from launch import archive as archives
-    from launch import images
+    from launch.provenance import archive as archives
+    from launch.provenance import images
     registry = _site_registry(site)
     if registry:
         insecure = insecure or registry.insecure

@@ -1,4 +1,4 @@
-"""`fabric-bench locate`: name the slow node(s) and link(s) of a Slurm allocation (launch.locate)."""
+"""`fabric-bench locate`: name the slow node(s) and link(s) of a Slurm allocation (launch.fleet.locate)."""
 from __future__ import annotations
 
 import os
@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from launch.emulate.links import parse_rate
+from launch.fleet.emulate.links import parse_rate
 from launch.errors import UsageError
-from launch.node_names import interface_name
+from launch.fleet.node_names import interface_name
 
 
 def locate(
@@ -35,7 +35,7 @@ def locate(
 
     Example: fabric-bench locate --nodes 4 --interface fbemu0 --out locate/
     """
-    from launch import locate as locating
+    from launch.fleet import locate as locating
 
     if message_bytes < 4 or message_bytes % 4:
         raise UsageError(f"--bytes must be a positive multiple of 4, got {message_bytes}")

@@ -7,7 +7,7 @@ import typer
 from rich.table import Table
 
 from launch.console import console as make_console
-from launch.probe import HostFacts, collect, probe_report, verdicts
+from launch.site.probe import HostFacts, collect, probe_report, verdicts
 
 
 def facts_table(facts: HostFacts) -> Table:

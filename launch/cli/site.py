@@ -9,8 +9,8 @@ from typing import Optional
 import typer
 
 from launch.errors import UsageError
-from launch.launchers import SRUN
-from launch.site import FabricSite, Scheduler, Site, load_site, site_from_probe, site_to_toml
+from launch.ranks.launchers import SRUN
+from launch.site.config import FabricSite, Scheduler, Site, load_site, site_from_probe, site_to_toml
 
 site_app = typer.Typer(help="Site configuration (site.toml): runtime, launcher, scheduler, fabrics.",
                        no_args_is_help=True)
@@ -25,7 +25,7 @@ def init(output: Path = typer.Option(Path("site.toml"), "--output", "-o", help="
 
     Example: fabric-bench site init --output site.toml
     """
-    from launch.probe import collect
+    from launch.site.probe import collect
 
     if output.exists() and not force:
         raise UsageError(f"{output}: exists; pass --force to overwrite")
@@ -63,7 +63,7 @@ def show(site: Path = typer.Option(..., "--site", help="site file to validate an
 def emulated_site(probed: Site, name: str) -> tuple[Site, str]:
     """The site of a running emulated Slurm cluster: srun on partition emu, ethernet on every
     node's shaped interface at its rate, rank 0's DDP address on that interface."""
-    from launch import emulate
+    from launch.fleet import emulate
 
     found = emulate.cluster_named(name)
     if found is None or not found.slurm:

@@ -9,8 +9,8 @@ from rich.console import Console
 
 from launch.console import console as make_console
 from launch.errors import UsageError
-from launch.interrupt import stoppable_command
-from launch.launchers import LAUNCHERS, SBATCH, SRUN
+from launch.ranks.interrupt import stoppable_command
+from launch.ranks.launchers import LAUNCHERS, SBATCH, SRUN
 
 
 def sweep(
@@ -45,9 +45,9 @@ def sweep(
       fabric-bench sweep experiments/cpu-small.experiment.toml --dry-run
       fabric-bench sweep experiments/hpec2020.experiment.toml --site site.toml --launcher sbatch --one-job
     """
-    from launch.experiment import load_experiment
-    from launch.site import Site, load_site
-    from launch.sweep import plan, run_sweep
+    from launch.runs.experiment import load_experiment
+    from launch.site.config import Site, load_site
+    from launch.runs.sweep import plan, run_sweep
 
     if stall_timeout is not None and stall_timeout <= 0:
         raise UsageError(f"--stall-timeout must be > 0, got {stall_timeout:g}")
@@ -63,15 +63,15 @@ def sweep(
     site_config = load_site(site) if site else Site.default()
     placeholders: list[str] = []
     if dry_run and not site:  # prepare a cluster run on a laptop: site values as placeholders
-        from launch.experiment import placeholder_site
+        from launch.runs.experiment import placeholder_site
 
         site_config, placeholders = placeholder_site(loaded, site_config)
     directory = directory or Path("results") / "sweeps" / loaded.name
     # one job: the ranks are started by srun inside the job's allocation
     left_out, because = None, None
     if exclude_located:
-        from launch.located import leave_out
-        from launch.slurm import cluster_nodes
+        from launch.fleet.located import leave_out
+        from launch.fleet.slurm import cluster_nodes
 
         # another site's file, perhaps: names this cluster has, when Slurm can say
         left_out = leave_out(exclude_located, cluster_nodes())
@@ -104,7 +104,7 @@ def ask_if_busy(swept, seconds: float, accept_busy: bool, console: Console) -> N
     import sys
 
     from launch.disturbance.quiet import busy_lines
-    from launch.sweep import check_quiet
+    from launch.runs.sweep import check_quiet
 
     reports = check_quiet(swept, seconds)
     for report in reports:
@@ -141,8 +141,8 @@ def print_plan(swept, console: Console, one_job: bool) -> None:
                   f"{counted(swept.experiment.repetitions, 'repetition')}); {len(todo)} to run, "
                   f"{len(swept.points) - len(todo)} finished or failed; nothing was run", highlight=False)
     if one_job:
-        from launch.launchers import tool_path
-        from launch.sweep import one_job_script
+        from launch.ranks.launchers import tool_path
+        from launch.runs.sweep import one_job_script
 
         print("job script:\n" + one_job_script(swept, tool_path("fabric-bench")), end="")
 

@@ -1,6 +1,6 @@
 """Sampling the host around a run: what /proc says, every INTERVAL_S, from one thread.
 
-The thread runs in fabric-bench's own process (launch.execute starts it beside the run it
+The thread runs in fabric-bench's own process (launch.ranks.execute starts it beside the run it
 already watches): no extra process, nothing per rank. Each snapshot holds
 
 - the kernel's CPU counters (/proc/stat: busy ticks per CPU, steal);
@@ -15,7 +15,7 @@ already watches): no extra process, nothing per rank. Each snapshot holds
 Where the run asked for GPUs and this host has nvidia-smi, every GPU_INTERVAL_S it also reads
 the GPUs' clock-event reasons, clocks and processes (launch.disturbance.gpu).
 
-Only this host is sampled; ranks on other nodes are named as not sampled (launch.run).
+Only this host is sampled; ranks on other nodes are named as not sampled (launch.runs.run).
 The sampler times itself: `cost` is the CPU its own reads took (nvidia-smi's included).
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ from containers.files import write_json_atomic
 from launch.results.result import SCHEMA_VERSION
 from launch.results.comm import allreduce_metrics, halo_metrics
 from launch.errors import UsageError
-from launch.heartbeat import stragglers
+from launch.ranks.heartbeat import stragglers
 
 
 
@@ -74,7 +74,7 @@ def train_metrics(records: list[dict], world_size: int, tolerance: float) -> tup
         "device": ranks[0].get("device"),
         "hosts": sorted({r["host"] for r in ranks}),
         "step_time_s": ranks[0]["config"]["batch_size"] / rank_means[0] if rank_means[0] else None,
-        # ranks slower than the median on the step without exchange (launch.heartbeat)
+        # ranks slower than the median on the step without exchange (launch.ranks.heartbeat)
         "stragglers": stragglers([r["compute_samples_img_per_s"] for r in ranks], ranks[0]["config"]["batch_size"]),
     }
     return metrics, problems

@@ -243,11 +243,11 @@ def _pair(value, path: Path, what: str) -> Range:
 
 def from_probe(topo_matrix: str, nic_gbit_s: list[float], transport: str = "rdma") -> tuple[IntraNode, InterNode]:
     """The node as the probe saw it: GPUs and their links from `nvidia-smi topo -m` (parsed by
-    launch.probe), the NICs' count and rates. NV# entries are NVLink: where every pair shows the
+    launch.site.probe), the NICs' count and rates. NV# entries are NVLink: where every pair shows the
     same NV# the GPUs hang off NVSwitches and # is each GPU's links, otherwise a GPU's links are the
     sum over its peers; 25 GB/s per link and direction (NVLink 2-4) is assumed. No NVLink: PCIe
     Gen3 x16 is assumed, the matrix saying nothing more precise."""
-    from launch.probe import parse_nvidia_smi_topo
+    from launch.site.probe import parse_nvidia_smi_topo
 
     return _from_topology(parse_nvidia_smi_topo(topo_matrix), nic_gbit_s, transport)
 
@@ -255,7 +255,7 @@ def from_probe(topo_matrix: str, nic_gbit_s: list[float], transport: str = "rdma
 def from_probe_report(path: Path) -> tuple[IntraNode, InterNode]:
     """The levels from `fabric-bench probe --json` saved on a node (untrusted: checked, nothing runs):
     its topology matrix, and its active RDMA ports' rates (else its up NICs' speeds, TCP)."""
-    from launch.probe import GpuTopology, TopoGpu
+    from launch.site.probe import GpuTopology, TopoGpu
 
     try:
         facts = read_json(path, MAX_DESCRIPTION_BYTES, "file")["facts"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launch.errors import UsageError
-from launch.runspec import RunSpec
+from launch.ranks.runspec import RunSpec
 from launch.results.result import (Result, busbw_recomputed, files_under, malformed, number, read_tree,
                                    throughput_recomputed)
 
@@ -64,7 +64,7 @@ def load(path: Path, allowed_signers: Path | None = None, require_signed: bool =
 
 def load_archive(path: Path, allowed_signers: Path | None = None, require_signed: bool = False):
     """(results, provenance) of an archive: verified member by member, its signature checked."""
-    from launch import archive as archives
+    from launch.provenance import archive as archives
 
     verified = archives.read(path)
     provenance = verified.provenance(allowed_signers, require_signed)
@@ -78,7 +78,7 @@ def load_archive(path: Path, allowed_signers: Path | None = None, require_signed
     return results, provenance
 
 
-WORKLOAD = RunSpec.fields_where("workload")  # what the measured work is (launch.runspec)
+WORKLOAD = RunSpec.fields_where("workload")  # what the measured work is (launch.ranks.runspec)
 
 
 def key(result: dict) -> tuple:

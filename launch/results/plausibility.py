@@ -40,7 +40,7 @@ SUSPECT = 0.5
 FASTER_THAN = 1.05
 LARGE_MESSAGE_BYTES = 8 * 2**20   # "large messages": the sizes at and above 8 MiB (else the largest)
 TOP_SIZES = 3   # of those, the largest three are judged: 8 x 400G nodes reach only a quarter to half of the
-                # line rate at 8-256 MiB, and NCCL runs sweep to 8 GiB (launch.runspec.NCCL_MAX_BYTES)
+                # line rate at 8-256 MiB, and NCCL runs sweep to 8 GiB (launch.ranks.runspec.NCCL_MAX_BYTES)
 BANDS = {"healthy": HEALTHY, "below expectation": SUSPECT, "suspect: check the transport": 0.0}
 
 
@@ -57,7 +57,7 @@ def band(ratio: float) -> str:
 def probed_line_rate(env: dict, root: Path = Path("/")) -> tuple[float | None, str | None]:
     """The line rate of the NIC the run's selection variables name, from sysfs."""
     from bench.placement import traffic_nic
-    from launch.probe import parse_ib_rate
+    from launch.site.probe import parse_ib_rate
 
     name, variable = traffic_nic(env)
     if not name:

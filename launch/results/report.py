@@ -33,14 +33,14 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from launch.errors import UsageError
-from launch.locate import heatmap_figure
+from launch.fleet.locate import heatmap_figure
 from launch.results import aggregate, model, verdict
 from launch.results.plots import (cut_off_text, figure_data, plot_busbw, plot_comm_share,  # noqa: F401
                                   plot_efficiency, plot_predicted, plot_throughput, plot_verdicts)
 from launch.results.report_html import render_html
 from launch.results.report_tables import health_table, points_table, runs_table  # noqa: F401
 from launch.results.result import Result, malformed, read_tree
-from launch.stacks import report_lines as stack_report
+from launch.provenance.stacks import report_lines as stack_report
 
 
 def load_results(dirs: list[Path], required: bool = True) -> list[Result]:
@@ -82,9 +82,9 @@ def allreduce_results(results: Sequence[dict]) -> list[dict]:
 
 
 def located_clusters(dirs: list[Path]) -> list[dict]:
-    """Every locate.json under `dirs` (launch.locate), validated; one that is not is one line on
+    """Every locate.json under `dirs` (launch.fleet.locate), validated; one that is not is one line on
     stderr and left out, as a malformed result is."""
-    from launch.locate import read_locate
+    from launch.fleet.locate import read_locate
 
     found = []
     for path in sorted({p for d in dirs for p in ([d] if d.is_file() else Path(d).rglob("locate.json"))

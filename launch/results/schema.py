@@ -70,7 +70,7 @@ class _Open(BaseModel):
 
 
 class Spec(_Open):
-    """The RunSpec the run was made from (launch.runspec; its own checks run when it is replayed)."""
+    """The RunSpec the run was made from (launch.ranks.runspec; its own checks run when it is replayed)."""
     fabric: Text = None
     engine: Text = None
     model: Text = None

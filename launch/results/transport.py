@@ -1,7 +1,7 @@
 """Transport evidence: which transport actually carried a run's traffic.
 
 Three steps, each a plain function:
-- launch.reporting: the libraries' own reporting, turned on in every rank's
+- launch.ranks.reporting: the libraries' own reporting, turned on in every rank's
   environment at a level that names the selected component and little else;
 - `observe(log)`: the run's output.log in, what the libraries said out;
 - `judge(fabric, env, observed, ...)`: what the run asked for (its fabric
@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from launch.emulate.links import fabric_profile as profile
+from launch.fleet.emulate.links import fabric_profile as profile
 from launch.results.result import ranks_per_node
 
 # UCX_TLS aliases -> the transport names UCX prints in ep_cfg lanes

@@ -249,7 +249,7 @@ def all_verdicts(points: list[Point], baseline_fabric: str | None = None,
 def experiment_orders(dirs: list[Path]) -> dict[str, list[str]]:
     """The order of fabric/allreduce/gpudirect values in the experiment a sweep directory ran (its
     summary.json names the file): the first is the default reference."""
-    from launch.experiment import load_experiment
+    from launch.runs.experiment import load_experiment
 
     orders: dict[str, list[str]] = {}
     for directory in dirs:

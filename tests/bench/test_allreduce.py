@@ -67,7 +67,7 @@ def test_the_sweep_top_is_cut_to_what_the_gpu_memory_holds():
 
 
 def test_nccl_runs_default_to_8_gib_and_host_runs_to_256_mib():
-    from launch.runspec import RunSpec
+    from launch.ranks.runspec import RunSpec
 
     assert RunSpec(benchmark="allreduce", backend="torch", gpus_per_node=8, ranks=8).max_bytes == 8 * 2**30
     assert RunSpec(benchmark="allreduce", backend="torch", ranks=2).max_bytes == 256 * 2**20

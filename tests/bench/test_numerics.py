@@ -3,7 +3,7 @@ import pytest
 
 from bench import numerics, train_args
 from launch.errors import UsageError
-from launch.runspec import RunSpec
+from launch.ranks.runspec import RunSpec
 
 
 def parsed(framework: str, *extra: str):

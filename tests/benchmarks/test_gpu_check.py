@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from launch.cli.app import app
-from launch.run import horovod_built_for
+from launch.runs.run import horovod_built_for
 from tests.conftest import REPO, need
 from launch.results.schema import SCHEMA_VERSION
 

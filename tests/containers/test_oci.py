@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from containers import oci
-from launch import images
+from launch.provenance import images
 from launch.errors import UsageError
 from tests.conftest import alive, fabric_bench, need
 

@@ -6,9 +6,9 @@ import pytest
 from containers import ompi_rules
 from containers.fabrics import ETHERNET
 from containers.ompi_rules import Rule, render
-from launch.run import make_plan
-from launch.runspec import RunSpec
-from launch.site import FabricSite, Site
+from launch.runs.run import make_plan
+from launch.ranks.runspec import RunSpec
+from launch.site.config import FabricSite, Site
 
 SITE = Site(fabrics={"ethernet": FabricSite(interface="eth0"), "infiniband": FabricSite(interface="ib0",
                                                                                       device="mlx5_0")})

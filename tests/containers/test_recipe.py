@@ -13,7 +13,7 @@ from spython.main.parse.writers import DockerWriter, SingularityWriter
 
 from containers import recipe, sources, stack
 from containers.fabrics import FABRICS, profile
-from launch import elf_versions
+from launch.site import elf_versions
 
 PAIRS = [(fabric, flavour) for fabric in FABRICS for flavour in stack.FLAVOURS]
 STACKS = [("stack", flavour) for flavour in stack.FLAVOURS]

@@ -31,7 +31,7 @@ ALLREDUCE_BYTES = 64 * 2**20
 
 
 def run(spec, results):
-    from launch.run import execute_run, prepare
+    from launch.runs.run import execute_run, prepare
 
     result = execute_run(spec, prepare(spec, results), timeout=600, echo=False)
     assert result["status"] == "ok", (result.get("reason"), result.get("log_tail"))
@@ -40,7 +40,7 @@ def run(spec, results):
 
 def test_comm_share_matches_gradient_bytes_over_allreduce_bandwidth(tmp_path):
     need(os.geteuid() == 0 and shutil.which("tc") is not None, "emulated links need root and tc")
-    from launch.runspec import RunSpec
+    from launch.ranks.runspec import RunSpec
 
     train = RunSpec(engine="horovod", model="resnet18", image_size=32, batch_size=8, warmup=2, iters=3,
                     batches_per_iter=2, launcher="emulated", nodes=2, ranks=2, link_rate=RATE)

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from launch import emulate
-from launch.emulate import slurm_nodes
+from launch.fleet import emulate
+from launch.fleet.emulate import slurm_nodes
 from tests.conftest import REPO, VENV_BIN, alive, fabric_bench, need
 
 pytestmark = pytest.mark.slow

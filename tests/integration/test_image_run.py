@@ -45,7 +45,7 @@ def test_multi_rail_values_arrive_whole_inside_apptainer(cpu_ethernet_image):
     import os
     import subprocess
 
-    from launch.runtimes import runtime_named
+    from launch.ranks.runtimes import runtime_named
 
     env = {"NCCL_IB_HCA": "=mlx5_0,mlx5_1", "UCX_TLS": "rc,ud,sm,self", "FB_SPACED": "a b=c,d"}
     argv = runtime_named("apptainer").wrap(cpu_ethernet_image.image, [], env, False,

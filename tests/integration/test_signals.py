@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from launch import emulate
-from launch.run import horovod_built_for
+from launch.fleet import emulate
+from launch.runs.run import horovod_built_for
 from tests.conftest import REPO, VENV_BIN, alive, fabric_bench, need
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from launch.run import horovod_built_for
+from launch.runs.run import horovod_built_for
 from tests.results import only_result
 from tests.conftest import REPO, VENV_BIN, fabric_bench, need
 from launch.results.schema import SCHEMA_VERSION

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from launch.run import horovod_built_for
+from launch.runs.run import horovod_built_for
 from tests.results import only_result
 from tests.conftest import VENV_BIN, REPO, fabric_bench, need
 from launch.results.schema import SCHEMA_VERSION

@@ -9,10 +9,10 @@ import tarfile
 import pytest
 
 from containers.files import sha256_bytes
-from launch import archive as archives
-from launch import replay as replays
+from launch.provenance import archive as archives
+from launch.provenance import replay as replays
 from launch.errors import UsageError
-from launch.runspec import RunSpec
+from launch.ranks.runspec import RunSpec
 from tests.conftest import fabric_bench
 
 

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from launch import fabric_preset, launchers
-from launch.run import make_plan
-from launch.launchers import build_command, sbatch_script
-from launch.runspec import RunSpec
-from launch.runtimes import RUNTIMES
-from launch.site import FabricSite, Site
+from launch.ranks import launchers
+from launch.site import fabric_preset
+from launch.runs.run import make_plan
+from launch.ranks.launchers import build_command, sbatch_script
+from launch.ranks.runspec import RunSpec
+from launch.ranks.runtimes import RUNTIMES
+from launch.site.config import FabricSite, Site
 
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "commands.json"
 RUN_DIR = Path("/results/RUN")

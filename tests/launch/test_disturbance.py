@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from launch.command import Command
+from launch.ranks.command import Command
 from launch.disturbance import judge, sample, steps
-from launch.execute import execute
+from launch.ranks.execute import execute
 from launch.results.result import disturbance_summary
 from tests.conftest import alive
 

@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from launch import emulate
+from launch.fleet import emulate
 from launch.errors import UsageError
-from launch.runspec import RunSpec
+from launch.ranks.runspec import RunSpec
 from tests.conftest import fabric_bench, need
 
 
@@ -60,7 +60,7 @@ def test_emulated_ranks_poll_for_horovod_and_share_the_cores():
     """All emulated nodes share this host's cores: a thread share per rank, and Horovod waits
     that poll (bench.horovod_settings) instead of holding a core the other node's rank needs."""
     from bench import horovod_settings
-    from launch.runspec import RunSpec
+    from launch.ranks.runspec import RunSpec
 
     env = emulate.fabric_env(RunSpec(launcher="emulated", nodes=2, ranks=2, link_rate="1gbit"))
     assert env[horovod_settings.WAIT_ENV] == "poll"

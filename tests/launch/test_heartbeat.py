@@ -1,9 +1,9 @@
-"""launch.heartbeat on heartbeat files as bench.progress writes them."""
+"""launch.ranks.heartbeat on heartbeat files as bench.progress writes them."""
 from __future__ import annotations
 
 import json
 
-from launch.heartbeat import StallWatch, stall_reason, stragglers
+from launch.ranks.heartbeat import StallWatch, stall_reason, stragglers
 
 
 def beat(directory, rank, batches, when, phase="train"):

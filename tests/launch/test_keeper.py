@@ -1,4 +1,4 @@
-"""launch.keeper with plain processes: a grandchild in a session of its own (as
+"""launch.ranks.keeper with plain processes: a grandchild in a session of its own (as
 mpirun's and torchrun's children make them) still ends with the run."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from launch import keeper
+from launch.ranks import keeper
 from tests.conftest import alive
 
 # A command that leaves a grandchild behind in a new session, writes its pid, then waits.

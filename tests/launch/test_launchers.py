@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from launch.errors import UsageError
-from launch.launchers import local_command
-from launch.runspec import RunSpec
+from launch.ranks.launchers import local_command
+from launch.ranks.runspec import RunSpec
 from tests.conftest import fabric_bench
 
 
@@ -49,9 +49,9 @@ def test_bad_specs_are_usage_errors(field, value):
 @pytest.mark.parametrize("allreduce, gpus, nccl", [("nccl", 0, True), ("nccl", 4, True), (None, 4, True),
                                                    (None, 0, False), ("gloo", 4, False), ("mpi", 4, False)])
 def test_one_rule_says_whether_a_run_uses_nccl_and_every_preset_follows_it(allreduce, gpus, nccl):
-    from launch.emulate import fabric_env
-    from launch.fabric_preset import resolve
-    from launch.site import FabricSite, Site
+    from launch.fleet.emulate import fabric_env
+    from launch.site.fabric_preset import resolve
+    from launch.site.config import FabricSite, Site
 
     spec = RunSpec(fabric="ethernet", allreduce=allreduce, gpus_per_node=gpus, ranks=max(1, gpus),
                    launcher="mpirun", runtime="host")
@@ -67,8 +67,8 @@ def test_every_rank_is_told_the_gpus_asked_for_and_a_cpu_run_hides_them(gpus, tm
     image must not see Apptainer's /dev/nvidia*): CUDA_VISIBLE_DEVICES=-1 hides them; with GPUs it is
     left to the site, and the bench refuses a GPU run its framework cannot see (bench.gpu_request)."""
     from bench.gpu_request import GPUS_REQUESTED_ENV
-    from launch.launchers import Plan, rank_env
-    from launch.runtimes import HostRuntime
+    from launch.ranks.launchers import Plan, rank_env
+    from launch.ranks.runtimes import HostRuntime
 
     spec = RunSpec(ranks=max(1, gpus), gpus_per_node=gpus, launcher="mpirun").validated()
     env = rank_env(spec, Plan(record_dir=tmp_path, runtime=HostRuntime()))

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from launch import locate
-from launch.emulate import Cluster, cluster, faults, slurm_nodes
+from launch.fleet import locate
+from launch.fleet.emulate import Cluster, cluster, faults, slurm_nodes
 from launch.errors import UsageError
 from tests.conftest import fabric_bench
 
@@ -220,10 +220,10 @@ def test_locate_bad_input_is_one_line():
 
 
 def test_excluded_nodes_reach_srun_and_sbatch_but_not_the_points_key(tmp_path):
-    from launch.experiment import Point
-    from launch.launchers import Plan, sbatch_script, srun_argv
-    from launch.runspec import RunSpec
-    from launch.runtimes import HostRuntime
+    from launch.runs.experiment import Point
+    from launch.ranks.launchers import Plan, sbatch_script, srun_argv
+    from launch.ranks.runspec import RunSpec
+    from launch.ranks.runtimes import HostRuntime
 
     spec = RunSpec(launcher="srun", nodes=2, ranks=2, benchmark="allreduce", exclude_nodes="n1,n[3-4]").validated()
     plan = Plan(record_dir=tmp_path / "ranks", runtime=HostRuntime())
@@ -282,9 +282,9 @@ def _written(path, data: dict):
     return path
 
 
-# -- what a sweep leaves out (launch.located) -------------------------------------------------
+# -- what a sweep leaves out (launch.fleet.located) -------------------------------------------------
 def test_a_slow_link_loses_one_end_and_the_fewest_nodes_cut_several_links(tmp_path):
-    from launch import located
+    from launch.fleet import located
 
     assert located.cover([("n1", "n3")]) == ["n1"]                        # a tie: the first by name
     assert located.cover([("n0", "n5"), ("n1", "n5"), ("n2", "n5")]) == ["n5"]     # one node, not three

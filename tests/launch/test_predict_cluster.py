@@ -224,7 +224,7 @@ def test_cli_study_writes_its_answer_and_plot(tmp_path):
 def test_a_probe_report_gives_the_levels_and_a_report_without_gpus_is_one_clear_error(tmp_path):
     import dataclasses
 
-    from launch.probe import HostFacts, RdmaPort, parse_nvidia_smi_topo, probe_report
+    from launch.site.probe import HostFacts, RdmaPort, parse_nvidia_smi_topo, probe_report
 
     topo = parse_nvidia_smi_topo((PROBE / "topo-6gpu-nv4-2nic" / "nvidia_smi_topo.txt").read_text())
     facts = HostFacts(gpu_topology=topo, rdma_ports=[RdmaPort("mlx5_0", 1, "ACTIVE", "InfiniBand", 100.0, "sysfs"),

@@ -9,9 +9,9 @@ import pytest
 
 from containers import stack
 from launch.errors import UsageError
-from launch import elf_versions, preflight
-from launch.preflight import Check, SideFacts, device_checks, parse_side, worst
-from launch.runspec import RunSpec
+from launch.site import elf_versions, preflight
+from launch.site.preflight import Check, SideFacts, device_checks, parse_side, worst
+from launch.ranks.runspec import RunSpec
 from tests.conftest import IMAGE_FLAVOUR, fabric_bench, need
 
 DATA = Path(__file__).parents[1] / "data" / "preflight"
@@ -215,7 +215,7 @@ def test_device_patterns_follow_the_fabric_gpus_and_gpudirect():
 
 def test_nvidia_driver_without_nvidia_smi_is_unknown(monkeypatch):
     monkeypatch.setattr(preflight.shutil, "which", lambda name: None if name == "nvidia-smi" else "/usr/bin/" + name)
-    from launch.run import prepare
+    from launch.runs.run import prepare
     s = spec(runtime="host", launcher="local", fabric="ethernet", benchmark="allreduce", backend="torch",
              gpus_per_node=1, allreduce=None, image=None)
     prepared = prepare(s, Path("/tmp/never-made"))
@@ -338,15 +338,15 @@ DRIVERS = Path(__file__).parents[1] / "data" / "nvidia_smi"
     ("driver-535-rtx4090-q-process/nvidia_smi_q.txt", "535.154.05"),  # R535's -q
 ])
 def test_the_driver_version_is_read_from_recorded_nvidia_smi_outputs(capture, version):
-    from launch.preflight.driver import driver_version
+    from launch.site.preflight.driver import driver_version
 
     assert driver_version((DRIVERS / capture).read_text()) == version
 
 
 def test_a_driver_below_the_cuda_13_floor_fails_naming_found_and_needed():
     """Issue 42, item 5: the cuda images carry CUDA 13, which needs R580."""
-    from launch import probe
-    from launch.preflight.driver import driver_check, driver_version
+    from launch.site import probe
+    from launch.site.preflight.driver import driver_check, driver_version
 
     cuda = stack.CUDA_VERSION
     assert cuda.startswith("13.")
@@ -364,7 +364,7 @@ def test_a_driver_below_the_cuda_13_floor_fails_naming_found_and_needed():
 
 def test_preflight_refuses_a_cuda_13_image_on_an_older_driver_in_one_line(monkeypatch):
     from containers.recipe import LABEL_PREFIX
-    from launch.run import prepare
+    from launch.runs.run import prepare
 
     banner = (DRIVERS / "driver-550-rtx4070" / "nvidia_smi_banner.txt").read_text()
     monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/" + name)

@@ -5,8 +5,8 @@ import subprocess
 from pathlib import Path
 
 from containers.fabrics import HOST_FABRICS
-from launch import probe
-from launch.probe import (Gpu, RdmaPort, ToolOutput, UcxTransport, collect, parse_cpu_list, parse_fi_info,
+from launch.site import probe
+from launch.site.probe import (Gpu, RdmaPort, ToolOutput, UcxTransport, collect, parse_cpu_list, parse_fi_info,
                           parse_ibstat, parse_ibv_devinfo, parse_nvidia_smi, parse_nvidia_smi_topo,
                           parse_ucx_info, probe_report, run_tool, verdicts)
 from tests.conftest import fabric_bench, need

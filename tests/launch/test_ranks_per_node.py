@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from launch.results.result import ranks_per_node
-from launch.runspec import RunSpec
-from launch.site import FabricSite, Site
+from launch.ranks.runspec import RunSpec
+from launch.site.config import FabricSite, Site
 from tests.results import through_the_bundle
 
 NCCL_LOGS = Path(__file__).parents[1] / "data" / "nccl"

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from launch.archive import _results
+from launch.provenance.archive import _results
 from launch.results import compare, report, result, store
 from launch.results.result import ResultError
 

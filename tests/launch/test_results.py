@@ -5,7 +5,7 @@ import pytest
 from launch.errors import UsageError
 from launch.results.assemble import assemble, write_result
 from launch.results.result import Result, read as load_result, scaling_efficiency
-from launch.runspec import RunSpec
+from launch.ranks.runspec import RunSpec
 
 
 def train_record(rank, samples, compute, diff=0.0):

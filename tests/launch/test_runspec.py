@@ -5,7 +5,7 @@ import pytest
 
 from launch.errors import UsageError
 from launch.results import compare
-from launch.runspec import PARTS, RunSpec
+from launch.ranks.runspec import PARTS, RunSpec
 
 
 def test_every_field_belongs_to_one_part_and_roles_are_declared_on_the_fields():
@@ -49,7 +49,7 @@ def test_communication_benchmarks_get_their_own_arguments():
 
 def test_the_run_command_is_generated_from_the_spec_fields():
     """`fabric-bench run` has one option per RunSpec field marked for the command line, with the
-    field's default: a default changed in launch.runspec is the command's default, and a new field
+    field's default: a default changed in launch.ranks.runspec is the command's default, and a new field
     is an option without a second edit (the options beyond the spec are listed in RUN_OPTIONS)."""
     import dataclasses
 

@@ -2,7 +2,7 @@
 import pytest
 
 from launch.errors import UsageError
-from launch.runtimes import CONTAINER_RUNTIMES, HOST, RUNTIMES, Bind, PodmanRuntime, runtime_named
+from launch.ranks.runtimes import CONTAINER_RUNTIMES, HOST, RUNTIMES, Bind, PodmanRuntime, runtime_named
 
 BINDS = [Bind("/data", "/data", readonly=True), Bind("/run dir", "/run dir")]
 ENV = {"B": "2", "A": "1 1"}
@@ -50,7 +50,7 @@ def test_the_image_environment_command_clears_the_hosts_python_for_real(tmp_path
     import subprocess
     import sys
 
-    from launch.runtimes import HOST_LEAKS, env_command, host_leaks_set
+    from launch.ranks.runtimes import HOST_LEAKS, env_command, host_leaks_set
 
     show = [sys.executable, "-I", "-c",
             "import json, os; print(json.dumps({k: os.environ.get(k) for k in ('LD_PRELOAD', 'PYTHONHOME', "

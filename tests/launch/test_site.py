@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from launch.errors import UsageError
-from launch.site import FabricSite, Scheduler, Site, load_site, site_from_probe, site_to_toml
+from launch.site.config import FabricSite, Scheduler, Site, load_site, site_from_probe, site_to_toml
 from tests.conftest import fabric_bench
 from tests.launch.test_probe import recorded
 

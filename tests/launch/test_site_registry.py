@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from launch.errors import UsageError
-from launch.site import load_site, site_to_toml
+from launch.site.config import load_site, site_to_toml
 
 
 def _site(tmp_path, body: str):

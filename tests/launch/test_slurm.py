@@ -1,7 +1,7 @@
 """Slurm helpers: one time-limit format both ways, one #SBATCH header for every job script."""
 import pytest
 
-from launch import slurm
+from launch.fleet import slurm
 
 
 @pytest.mark.parametrize("minutes, text", [(1, "00:01:00"), (90, "01:30:00"), (1440, "1-00:00:00"),
@@ -34,9 +34,9 @@ def test_job_header_quotes_values_and_omits_what_is_unset():
 
 
 def test_site_modules_are_loaded_by_run_and_sweep_job_scripts(tmp_path):
-    from launch.run import prepare
-    from launch.runspec import RunSpec
-    from launch.site import Site
+    from launch.runs.run import prepare
+    from launch.ranks.runspec import RunSpec
+    from launch.site.config import Site
 
     site = Site(modules=("openmpi/4.1.6", "cuda 12"))
     spec = RunSpec(launcher="sbatch", ranks=2, nodes=1)

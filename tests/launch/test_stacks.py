@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from containers import sbom
-from launch import stacks
+from launch.provenance import stacks
 from tests.containers.test_sbom import PROBE_OUTPUT
 
 STACK_1, STACK_2 = "1" * 64, "2" * 64

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from launch.errors import UsageError
-from launch.sweep_state import SweepState, exclusive
+from launch.runs.sweep_state import SweepState, exclusive
 from tests.conftest import REPO, VENV_BIN, fabric_bench
 
 TINY = """

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from launch.reporting import reporting_env
+from launch.ranks.reporting import reporting_env
 from launch.results import transport
-from launch.run import horovod_built_for
-from launch.runspec import RunSpec
+from launch.runs.run import horovod_built_for
+from launch.ranks.runspec import RunSpec
 from tests.conftest import fabric_bench, need
 
 # Captured on this host (Open MPI 4.1.4, UCX 1.13.1, libfabric 1.17), two ranks.

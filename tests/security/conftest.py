@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from bench.stats import summarize
-from launch import archive as archives
-from launch.runspec import RunSpec
+from launch.provenance import archive as archives
+from launch.ranks.runspec import RunSpec
 
 RUN_ID = "20260101T000000-torch-ddp-resnet18-n2-abc"
 

@@ -7,8 +7,8 @@ import tracemalloc
 
 import pytest
 
-from launch import archive as archives
-from launch import replay as replays
+from launch.provenance import archive as archives
+from launch.provenance import replay as replays
 from launch.errors import UsageError
 from launch.trust import ArchiveLimits
 from tests.conftest import fabric_bench
@@ -204,7 +204,7 @@ def test_a_result_nested_100k_deep_is_left_out_with_a_warning(tmp_path):
 
 
 def test_an_archive_s_image_records_of_the_wrong_shape_are_one_line_or_ignored(tmp_path):
-    from launch import images
+    from launch.provenance import images
     for body, expected in ((BOMB, "stack/images.json is nested more than 64 levels deep"),
                            (json.dumps({"x": {"digest_recorded": ["sha256:" + "a" * 64], "inspect": BOMB.decode()}}
                                        ).encode(), "records no image with digest")):

@@ -15,7 +15,7 @@ import pytest
 from containers import manifest, sbom
 from containers.host import BuildError
 from containers.untrusted import MAX_DEPTH, UntrustedInput, depth, load_json, read_file
-from launch import images
+from launch.provenance import images
 from tests.conftest import fabric_bench
 from tests.security.conftest import hostile_result, write_archive
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from launch import locate
+from launch.fleet import locate
 from launch.errors import UsageError
-from launch.node_names import interface_name, is_interface_name, is_node_name, node_name
+from launch.fleet.node_names import interface_name, is_interface_name, is_node_name, node_name
 from tests import slurm_cluster
 from tests.conftest import REPO, fabric_bench, need
 
@@ -133,7 +133,7 @@ def test_an_interface_name_that_a_tool_would_read_as_an_option_is_refused_before
     assert not (tmp_path / "located").exists()
     site = tmp_path / "site.toml"
     site.write_text('[fabrics.ethernet]\ninterface = "-oops"\n')
-    from launch.site import load_site
+    from launch.site.config import load_site
     with pytest.raises(UsageError, match=r"\[fabrics.ethernet\].interface"):
         load_site(site)
 

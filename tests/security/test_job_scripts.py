@@ -5,12 +5,12 @@ import subprocess
 
 import pytest
 
-from launch import slurm
+from launch.fleet import slurm
 from launch.errors import UsageError
-from launch.launchers import sbatch_script
-from launch.run import make_plan
-from launch.runspec import RunSpec
-from launch.site import FabricSite, Site
+from launch.ranks.launchers import sbatch_script
+from launch.runs.run import make_plan
+from launch.ranks.runspec import RunSpec
+from launch.site.config import FabricSite, Site
 from tests.conftest import fabric_bench
 
 # printable but shell-active: each must arrive as data

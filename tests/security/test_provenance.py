@@ -5,9 +5,9 @@ import subprocess
 
 import pytest
 
-from launch import archive as archives
+from launch.provenance import archive as archives
 from launch.errors import UsageError
-from launch.signing import NAMESPACE
+from launch.provenance.signing import NAMESPACE
 from tests.conftest import fabric_bench
 from tests.security.conftest import hostile_result, write_archive
 

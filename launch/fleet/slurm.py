@@ -1,0 +1,230 @@
+"""Slurm around a run: what fabric-bench asks of the scheduler beyond the srun and
+sbatch argv (launch.ranks.launchers).
+
+- the facts recorded with a result: job id, nodes, job state, Slurm version;
+- cancelling the job of a run that timed out or was interrupted (killing
+  `sbatch --wait` does not end the job);
+- how many nodes a partition or allocation has, to refuse impossible sweeps;
+- the job script that runs a whole sweep inside one allocation, and the one
+  #SBATCH header every job script starts with;
+- time limits: Slurm's D-HH:MM:SS <-> whole minutes.
+
+Every value reaching a job script is shell-quoted.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any, Optional
+
+from launch import trust
+
+QUERY_TIMEOUT_S = 15
+
+
+def _query(argv: list[str]) -> str | None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def version() -> str | None:
+    """'22.05.8' from `sinfo --version` ('slurm 22.05.8')."""
+    out = _query(["sinfo", "--version"])
+    return out.split()[-1] if out and out.split() else None
+
+
+def job_fields(job_id: str) -> dict[str, str]:
+    """`scontrol show job -o ID` as a dict (empty once Slurm has forgotten the job)."""
+    out = _query(["scontrol", "show", "job", "-o", job_id]) or ""
+    return dict(token.split("=", 1) for token in out.split() if "=" in token)
+
+
+def job_of_run(run_dir: Path, batch: bool) -> str | None:
+    """The job a run ran in: a batch job writes RUN_DIR/slurm-<id>.out; srun runs inside $SLURM_JOB_ID."""
+    if batch:
+        ids = [m.group(1) for p in run_dir.glob("slurm-*.out") if (m := re.fullmatch(r"slurm-(\d+)\.out", p.name))]
+        return max(ids, key=int) if ids else None
+    return os.environ.get("SLURM_JOB_ID")
+
+
+def jobs_running_script(script: Path) -> list[str]:
+    """Ids of queued or running jobs whose batch script is `script`."""
+    out = _query(["squeue", "--noheader", "--format=%i|%o"]) or ""
+    return [line.split("|", 1)[0] for line in out.splitlines()
+            if "|" in line and line.split("|", 1)[1].strip() == str(script)]
+
+
+def cancel(job_ids: list[str]) -> None:
+    if job_ids:
+        _query(["scancel", *job_ids])
+
+
+def log_tail(run_dir: Path, job_id: str | None, lines: int = 30) -> list[str]:
+    path = run_dir / f"slurm-{job_id}.out"
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def after_run(batch: bool, run_dir: Path, job_script: Path | None, stopped: bool) -> tuple[dict, list[str]]:
+    """Facts of the job a run used, and the tail of its job log (a batch job: the ranks' output).
+
+    `stopped`: the run timed out or was interrupted; its batch job is cancelled.
+    """
+    if stopped and batch and job_script is not None:
+        cancel(jobs_running_script(job_script))
+    job_id = job_of_run(run_dir, batch)
+    fields = job_fields(job_id) if job_id else {}
+    facts = {
+        "job_id": job_id,
+        "nodes": fields.get("NodeList") or os.environ.get("SLURM_JOB_NODELIST"),
+        "num_nodes": int(fields["NumNodes"]) if fields.get("NumNodes", "").isdigit() else None,
+        "job_state": fields.get("JobState"),
+        "version": version(),
+    }
+    return facts, log_tail(run_dir, job_id) if batch else []
+
+
+def step_facts(records: list[dict], facts: dict) -> dict:
+    """The job's facts completed from its ranks' records (bench.record.slurm_step): the steps
+    they ran in, the hosts they ran on, and the job id where the run could not see it (an
+    srun outside an allocation makes a job of its own)."""
+    steps = sorted({str(r["slurm_step"]) for r in records if isinstance(r.get("slurm_step"), str)})
+    hosts = sorted({str(r["host"]) for r in records if isinstance(r.get("host"), str)})
+    out = {**facts, "steps": steps, "rank_hosts": hosts}
+    if not out.get("job_id") and steps:
+        out["job_id"] = steps[0].split(".")[0]
+        fields = job_fields(out["job_id"])
+        out["nodes"] = out.get("nodes") or fields.get("NodeList")
+        if fields.get("NumNodes", "").isdigit():
+            out["num_nodes"] = int(fields["NumNodes"])
+        out["job_state"] = out.get("job_state") or fields.get("JobState")
+    return out
+
+
+_NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
+
+
+def failed_nodes(run_dir: Path) -> list[str]:
+    """Nodes Slurm declared failed during a run: srun's "Node failure on NODES" (its node-fail
+    message from slurmctld) in the run's log or its batch job's log."""
+    found: set[str] = set()
+    for path in [run_dir / "output.log", *run_dir.glob("slurm-*.out")]:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for listed in _NODE_FAILURE.findall(text):
+            found.update((_query(["scontrol", "show", "hostnames", listed]) or listed).split())
+    return sorted(found)
+
+
+def expand_nodes(nodelist: str) -> list[str]:
+    """The node names of a Slurm node list (n1,n[3-4]); by Slurm where it answers, else the
+    plain names of a list without ranges."""
+    expanded = _query(["scontrol", "show", "hostnames", nodelist])
+    return expanded.split() if expanded else [n for n in nodelist.split(",") if n]
+
+
+def nodes_available(in_allocation: bool, partition: str | None) -> int | None:
+    """Nodes a run can use: the allocation's (srun inside one), else the partition's (None: unknown)."""
+    if in_allocation and os.environ.get("SLURM_JOB_NUM_NODES", "").isdigit():
+        return int(os.environ["SLURM_JOB_NUM_NODES"])
+    argv = ["sinfo", "--noheader", "--format=%D"] + ([f"--partition={partition}"] if partition else [])
+    out = _query(argv)
+    counts = [int(n) for n in (out or "").split() if n.isdigit()]
+    return sum(counts) if counts else None
+
+
+def cluster_nodes() -> list[str] | None:
+    """Every node name of the cluster (`sinfo --Node`; None when Slurm cannot be asked)."""
+    out = _query(["sinfo", "--noheader", "--Node", "--format=%N"])
+    return sorted(set(out.split())) if out is not None else None
+
+
+def job_header(*, name: str, nodes: int, tasks_per_node: int, output: Path | str, gpus_per_node: int = 0,
+               partition: str | None = None, account: str | None = None, time: str | None = None,
+               exclude: str | None = None) -> list[str]:
+    """The first lines of a job script: shebang and #SBATCH lines, every value one line (a newline
+    would end its #SBATCH line and run the rest as shell code) and quoted."""
+    for field, value in (("job name", name), ("output", str(output)), ("partition", partition),
+                         ("account", account), ("time", time), ("exclude", exclude)):
+        trust.check_text(field, value, "job script: ")
+    # --exclusive: whole nodes, so the ranks share every core of a node between them (without
+    # it, Slurm's default gives each task one CPU, shared by its NCCL proxy, DDP reducer and Python)
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote(name)}",
+             f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={tasks_per_node}", "#SBATCH --exclusive",
+             f"#SBATCH --output={shlex.quote(str(output))}"]
+    for flag, value in (("--partition", partition), ("--account", account), ("--time", time),
+                        ("--exclude", exclude)):
+        if value:
+            lines.append(f"#SBATCH {flag}={shlex.quote(value)}")
+    if gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={gpus_per_node}")
+    return lines
+
+
+def cpus_per_rank_lines(tasks_per_node: int, omp_threads_given: bool) -> list[str]:
+    """Job-script lines giving each rank its share of the node's CPUs, counted on the node the job
+    runs on (SLURM_CPUS_ON_NODE), not on the host that submitted it: srun reads
+    SRUN_CPUS_PER_TASK as its --cpus-per-task; OMP_NUM_THREADS follows unless the user set it."""
+    lines = [f"cpus_per_rank=$(( ${{SLURM_CPUS_ON_NODE:-{tasks_per_node}}} / {tasks_per_node} ))",
+             "(( cpus_per_rank >= 1 )) || cpus_per_rank=1",
+             "export SRUN_CPUS_PER_TASK=$cpus_per_rank"]
+    if not omp_threads_given:
+        lines.append("export OMP_NUM_THREADS=$cpus_per_rank")
+    return lines
+
+
+def module_loads(modules: tuple[str, ...]) -> list[str]:
+    """The site's environment modules, loaded at the top of a job script (before `set -u`:
+    some module systems read unset variables)."""
+    return [f"module load {shlex.quote(name)}" for name in modules]
+
+
+def sweep_job_script(*, name: str, nodes: int, tasks_per_node: int, gpus_per_node: int, minutes: int,
+                     output: Path, partition: str | None, account: str | None, argv: list[str],
+                     modules: tuple[str, ...] = (), exclude: str | None = None) -> str:
+    """One allocation for a whole sweep; inside it, `argv` (the sweep with --launcher srun) runs each point."""
+    lines = job_header(name=f"fabric-bench-sweep-{name}", nodes=nodes, tasks_per_node=tasks_per_node,
+                       output=output, gpus_per_node=gpus_per_node, partition=partition, account=account,
+                       time=str(minutes), exclude=exclude)
+    lines += module_loads(modules)
+    lines += ["set -euo pipefail", 'echo "fabric-bench sweep job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
+              "exec " + shlex.join(argv)]
+    return "\n".join(lines) + "\n"
+
+
+# Time limits ----------------------------------------------------------------
+def minutes_for(seconds: float) -> int:
+    """Whole minutes covering `seconds` (Slurm's --time in its plain-minutes form), at least 1."""
+    return max(1, math.ceil(seconds / 60))
+
+
+def clock(minutes: int) -> str:
+    """Minutes as Slurm's [D-]HH:MM:SS."""
+    days, minutes = divmod(minutes, 24 * 60)
+    hours = f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+    return f"{days}-{hours}" if days else hours
+
+
+def parse_time_limit(value: Any) -> Optional[int]:
+    """'HH:MM:SS', 'D-HH:MM:SS' or whole minutes -> minutes (None if malformed)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value > 0 else None
+    if not isinstance(value, str):
+        return None
+    match = re.fullmatch(r"(?:(\d+)-)?(\d{1,2}):([0-5]\d):([0-5]\d)", value.strip())
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+    return total or None

@@ -1,0 +1,12 @@
+"""The ranks: what one run is and how its processes are started, held, watched and stopped.
+
+Owns the RunSpec (`runspec`: every field of a run, validated), the registries of launchers
+(`launchers`: local, mpirun, srun, sbatch, emulated; the Command that starts every rank) and of
+container runtimes (`runtimes`), the Command itself (`command`), the libraries' transport
+reporting every rank's environment carries (`reporting`), running a Command under a keeper
+(`execute`, `keeper`: `python -m launch.ranks.keeper`), stop signals as requests (`interrupt`)
+and reading the ranks' heartbeats (`heartbeat`).
+
+Imports the shared basics (errors, kinds, trust) and launch.fleet (Slurm, emulated clusters);
+nothing of a site, a result or a sweep: launch.runs puts a run together from these parts.
+"""

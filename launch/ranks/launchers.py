@@ -1,0 +1,255 @@
+"""Launchers: turn a RunSpec (plus its runtime and fabric preset) into the Command
+that starts every rank.
+
+- local:    N ranks on this host with the framework's own starter (mpirun for
+            Horovod/MPI and tf.distribute, horovodrun --gloo, torchrun for DDP);
+            with a container runtime the starter runs inside the image.
+- mpirun:   the hybrid model: host mpirun starts one container per rank.
+- srun:     inside a Slurm allocation, srun --mpi=pmix|pmi2 starts the ranks.
+- sbatch:   a job script running the srun line, submitted with `sbatch --wait`.
+- emulated: mpirun across network namespaces (launch.fleet.emulate).
+
+Ranks started by mpirun/srun find each other over MPI (bench.rendezvous).
+
+LAUNCHERS is the registry: each Launcher carries its name, how it builds the
+command, and the traits other modules ask about (Slurm or not, one host or
+many, a queued batch job, emulated nodes, mpirun on this host). Other modules
+import the names and traits instead of spelling launcher names.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from bench.gpu_request import GPUS_REQUESTED_ENV
+from launch import trust
+from launch.fleet import slurm
+from launch.ranks.command import Command
+from launch.kinds import kind, trains
+from launch.ranks.runtimes import Bind, Runtime
+from launch.ranks.reporting import reporting_env
+
+PYTHON_IN_IMAGE = "python3"
+HIDE_GPUS = "-1"  # CUDA_VISIBLE_DEVICES of a run without GPUs
+
+if TYPE_CHECKING:  # launch.ranks.runspec validates against this registry; launch.fleet.emulate builds on it
+    from launch.fleet.emulate.cluster import Cluster
+    from launch.ranks.runspec import RunSpec
+
+
+def tool_path(name: str) -> str:
+    """A launcher tool from this Python's environment first (venv bin), else PATH.
+
+    A tool found nowhere stays a bare name, so a dry run can still show the
+    command; preflight refuses to execute it.
+    """
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    return shutil.which(name) or name
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the launcher needs besides the spec: resolved by launch.runs.run.prepare."""
+
+    record_dir: Path
+    runtime: Runtime
+    fabric_env: dict[str, str] = field(default_factory=dict)
+    binds: tuple[Bind, ...] = ()
+    mpirun_args: tuple[str, ...] = ()  # e.g. MCA parameters selecting the fabric's transport
+    job_script: Path | None = None  # sbatch only
+    emulated_cluster: Cluster | None = None  # emulated only: the cluster the ranks run in
+    modules: tuple[str, ...] = ()  # the site's environment modules, loaded by job scripts
+    run_files: dict[Path, str] = field(default_factory=dict)  # written before launch (Open MPI rules)
+
+
+def starts_with_mpi(spec: RunSpec) -> bool:
+    """Whether the ranks run under MPI (mpirun/srun/emulated), not horovodrun --gloo or torchrun."""
+    if spec.launcher != "local" or not trains(spec.benchmark):
+        return True
+    return not (spec.engine == "ddp" or (spec.engine == "horovod" and spec.controller == "gloo"))
+
+
+def cpus_per_rank(spec: RunSpec) -> int:
+    """Each rank's share of a node's CPUs: the allocation's on a Slurm node (SLURM_CPUS_ON_NODE,
+    where srun runs inside one), else this host's. Batch jobs count theirs on the node
+    (slurm.cpus_per_rank_lines)."""
+    on_node = os.environ.get("SLURM_CPUS_ON_NODE", "") if launcher_of(spec).slurm else ""
+    cpus = int(on_node) if on_node.isdigit() else (os.cpu_count() or 1)
+    return max(1, cpus // spec.ranks_per_node)
+
+
+def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
+    """Environment of every rank: a CPU share each, the fabric preset, then the user's overrides."""
+    # a batch job counts its node's CPUs in its script (slurm.cpus_per_rank_lines), where the
+    # image takes OMP_NUM_THREADS from the job's environment; set here, it would be the submitter's
+    env = {} if launcher_of(spec).batch else {"OMP_NUM_THREADS": str(cpus_per_rank(spec))}
+    env["PYTHONUNBUFFERED"] = "1"
+    # the device the run claims (bench.gpu_request): asked for GPUs, a rank that sees none refuses;
+    # asked for none, the GPUs are hidden (Apptainer's /dev shows /dev/nvidia* even without --nv):
+    # "-1" is an invalid index, and CUDA shows no device from the first invalid one on
+    env[GPUS_REQUESTED_ENV] = str(spec.gpus_per_node)
+    if spec.gpus_per_node == 0:
+        env["CUDA_VISIBLE_DEVICES"] = HIDE_GPUS
+    if os.geteuid() == 0:  # Open MPI refuses root without both
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if spec.engine == "horovod" and spec.allreduce in ("mpi", "gloo"):
+        env["HOROVOD_CPU_OPERATIONS"] = spec.allreduce
+    if spec.engine == "horovod" and starts_with_mpi(spec) and cpus_per_rank(spec) == 1:
+        # Horovod's MPI controller negotiates every cycle from a background thread, and
+        # Open MPI busy-polls while it waits for the other ranks. With one core per rank
+        # that spinning thread takes the core from the rank's own compute thread (measured
+        # here: Horovod under mpirun at ~0.45 of the same run under gloo, which blocks in
+        # recv). Yielding in the poll loop gives the core back.
+        env["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    if launcher_of(spec).slurm and plan.runtime.containerised:
+        # the image's PMIx client beside the host's PMIx server (srun --mpi=pmix): the shared-memory
+        # data store (gds ds12/ds21) must match on both sides, a known cause of failed starts;
+        # the hash store needs nothing shared
+        env["PMIX_MCA_gds"] = "hash"
+    env.update(reporting_env(spec))  # libraries name their transports (launch.ranks.reporting)
+    env.update(plan.fabric_env)
+    env.update(spec.extra_env)
+    return env
+
+
+def bench_program(spec: RunSpec, plan: Plan) -> list[str]:
+    python = PYTHON_IN_IMAGE if plan.runtime.containerised else sys.executable
+    module = kind(spec.benchmark).programs[spec.framework]
+    return [python, "-m", module, *spec.bench_args(), "--record-dir", str(plan.record_dir)]
+
+
+def in_runtime(spec: RunSpec, plan: Plan, argv: list[str], env: dict[str, str]) -> list[str]:
+    return plan.runtime.wrap(spec.image, list(plan.binds), env, spec.gpus_per_node > 0, argv)
+
+
+def mpirun_argv(spec: RunSpec, plan: Plan, env: dict[str, str], mpirun: str) -> list[str]:
+    argv = [mpirun, "-np", str(spec.ranks), "--map-by", f"ppr:{spec.ranks_per_node}:node", "--bind-to", "none"]
+    if spec.hostfile:
+        argv += ["--hostfile", spec.hostfile]
+    if spec.ranks_per_node > (os.cpu_count() or 1) and spec.nodes == 1:
+        argv.append("--oversubscribe")
+    argv += list(plan.mpirun_args)
+    for name in sorted(env):
+        argv += ["-x", name]
+    return argv
+
+
+def local(spec: RunSpec, plan: Plan) -> Command:
+    env = rank_env(spec, plan)
+    inside = plan.runtime.containerised
+    tool = (lambda name: name) if inside else tool_path  # inside an image: the image's PATH
+    program = bench_program(spec, plan)
+    n = str(spec.ranks)
+    if trains(spec.benchmark) and spec.engine == "horovod" and spec.controller == "gloo":
+        starter = [tool("horovodrun"), "-np", n, "-H", f"localhost:{n}", "--gloo"]
+    elif trains(spec.benchmark) and spec.engine == "ddp":  # torchrun sets RANK/WORLD_SIZE/MASTER_*
+        # --log-dir: torchrun's per-run folder goes with the records, not to a /tmp/torchelastic_* left behind
+        starter = [tool("torchrun"), "--standalone", "--nnodes", "1", "--nproc-per-node", n,
+                   "--log-dir", str(plan.record_dir / "torchrun"), "--module"]
+        program = program[2:]
+    else:  # Horovod's MPI controller; tf.distribute and the communication benchmarks bootstrap over MPI
+        starter = mpirun_argv(spec, plan, env, tool("mpirun"))
+    argv = starter + program
+    return Command(in_runtime(spec, plan, argv, env) if inside else argv, env)
+
+
+def mpirun(spec: RunSpec, plan: Plan) -> Command:
+    env = rank_env(spec, plan)
+    ranks = in_runtime(spec, plan, bench_program(spec, plan), env)
+    return Command(mpirun_argv(spec, plan, env, tool_path("mpirun")) + ranks, env)
+
+
+def srun_argv(spec: RunSpec, plan: Plan, env: dict[str, str]) -> list[str]:
+    argv = ["srun", f"--mpi={spec.mpi_plugin}", f"--nodes={spec.nodes}", f"--ntasks={spec.ranks}",
+            f"--ntasks-per-node={spec.ranks_per_node}", "--kill-on-bad-exit=1"]
+    if not launcher_of(spec).batch:  # a batch job counts the node's CPUs in its script (SRUN_CPUS_PER_TASK)
+        argv.append(f"--cpus-per-task={cpus_per_rank(spec)}")
+    if spec.gpus_per_node:
+        argv.append(f"--gpus-per-node={spec.gpus_per_node}")
+    for flag, value in (("--partition", spec.partition), ("--account", spec.account), ("--time", spec.time_limit),
+                        ("--exclude", spec.exclude_nodes)):
+        if value:
+            argv.append(f"{flag}={value}")
+    return argv + in_runtime(spec, plan, bench_program(spec, plan), env)
+
+
+def srun(spec: RunSpec, plan: Plan) -> Command:
+    env = rank_env(spec, plan)
+    return Command(srun_argv(spec, plan, env), env)
+
+
+def sbatch_script(spec: RunSpec, plan: Plan) -> str:
+    """A job script in which every value is shell-quoted."""
+    env = rank_env(spec, plan)
+    lines = slurm.job_header(name=f"fabric-bench-{spec.model}", nodes=spec.nodes,
+                             tasks_per_node=spec.ranks_per_node, output=plan.record_dir.parent / "slurm-%j.out",
+                             gpus_per_node=spec.gpus_per_node, partition=spec.partition,
+                             account=spec.account, time=spec.time_limit, exclude=spec.exclude_nodes)
+    lines += slurm.module_loads(plan.modules)
+    lines += ["set -euo pipefail", 'echo "fabric-bench job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"']
+    trust.check_env(env, "job script: ")  # names are identifiers, values one line: then quoting holds
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
+    lines += slurm.cpus_per_rank_lines(spec.ranks_per_node, omp_threads_given="OMP_NUM_THREADS" in spec.extra_env)
+    lines.append(shlex.join(srun_argv(spec, plan, env)))
+    return "\n".join(lines) + "\n"
+
+
+def sbatch(spec: RunSpec, plan: Plan) -> Command:
+    script = plan.job_script or plan.record_dir.parent / "job.sbatch"
+    return Command(["sbatch", "--wait", "--parsable", str(script)], {})
+
+
+def emulated(spec: RunSpec, plan: Plan) -> Command:
+    """mpirun inside node 0's namespace; plan.mpirun_args name the nodes and the namespace agent."""
+    from launch.fleet.emulate import in_node
+
+    command = mpirun(spec, plan)
+    assert plan.emulated_cluster is not None, "an emulated plan names its cluster"
+    return Command(in_node(plan.emulated_cluster, 0, command.argv), command.env)
+
+
+@dataclass(frozen=True)
+class Launcher:
+    name: str
+    build: Callable[[RunSpec, Plan], Command]
+    one_host: bool = False        # ranks on this host only
+    slurm: bool = False           # started through Slurm: job facts, --time, partition
+    batch: bool = False           # a queued batch job: its ranks start later, and print to the job's log
+    host_mpirun: bool = False     # mpirun on this host starts the ranks (image or host MPI must match)
+    emulated: bool = False        # the nodes are network namespaces on this machine (launch.fleet.emulate)
+    site_default: bool = True     # may be a site file's default launcher
+
+
+LOCAL = Launcher("local", local, one_host=True)
+MPIRUN = Launcher("mpirun", mpirun, host_mpirun=True)
+SRUN = Launcher("srun", srun, slurm=True)
+SBATCH = Launcher("sbatch", sbatch, slurm=True, batch=True)
+EMULATED = Launcher("emulated", emulated, host_mpirun=True, emulated=True, site_default=False)
+LAUNCHERS = {launcher.name: launcher for launcher in (LOCAL, MPIRUN, SRUN, SBATCH, EMULATED)}
+SLURM_LAUNCHERS = tuple(name for name, launcher in LAUNCHERS.items() if launcher.slurm)
+SITE_LAUNCHERS = tuple(name for name, launcher in LAUNCHERS.items() if launcher.site_default)
+
+
+def launcher_of(spec: RunSpec) -> Launcher:
+    return LAUNCHERS[spec.launcher]
+
+
+def build_command(spec: RunSpec, plan: Plan) -> Command:
+    return launcher_of(spec).build(spec, plan)
+
+
+def local_command(spec: RunSpec, record_dir: Path, python: str | None = None) -> Command:
+    """The host-runtime local command (kept for callers that need nothing else)."""
+    from launch.ranks.runtimes import HostRuntime
+
+    command = local(spec, Plan(record_dir=record_dir, runtime=HostRuntime()))
+    if python:
+        command = Command([python if a == sys.executable else a for a in command.argv], command.env)
+    return command

@@ -1,0 +1,186 @@
+"""One run end to end: RunSpec -> Plan -> Command -> processes -> rank records -> result.json."""
+from __future__ import annotations
+
+import socket
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.placement import flags as placement_flags
+from bench.record import read_records
+from containers import ompi_rules
+from launch.fleet import emulate, slurm
+from launch.ranks import interrupt
+from launch.results import plausibility, store, transport
+from launch.ranks.command import Command
+from launch.kinds import trains
+from launch.ranks.execute import execute
+from launch.ranks.launchers import Plan, build_command, launcher_of, sbatch_script
+from launch.ranks.heartbeat import StallWatch, stall_reason
+from launch.disturbance import gpu as gpu_readings
+from launch.disturbance import judge as disturbance
+from launch.disturbance.sample import Sampler
+from launch.results.assemble import assemble, new_run_id, progress_of, write_result
+from launch.ranks.runspec import RunSpec
+from launch.site.fabric_preset import Preset, ompi_coll_rules, resolve
+from launch.site.preflight import check_image_fabric, horovod_built_for, preflight, preflight_skipped  # noqa: F401
+from launch.ranks.runtimes import Bind, host_leaks_set, runtime_named
+from launch.site.config import Site
+
+
+@dataclass
+class Prepared:
+    run_id: str
+    run_dir: Path
+    plan: Plan
+    command: Command
+    preset: Preset
+    job_script: str | None = None  # sbatch only: written into run_dir at execution
+    fabric_checks: dict | None = None  # launch.site.preflight: host <-> image checks, filled before launch
+    image_labels: dict | None = None   # launch.site.preflight: the image's labels, read once before launch
+
+
+def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
+    runtime = runtime_named(spec.runtime)
+    preset = resolve(spec, site)
+    binds: tuple[Bind, ...] = ()
+    if runtime.containerised:  # ranks write their records into the run directory
+        binds = (Bind(str(run_dir), str(run_dir)), *preset.binds)
+    fabric_env, run_files = preset.env, {}
+    rules = ompi_coll_rules(spec, site)
+    if rules:  # in the run directory: every rank reads it, in or out of a container
+        rules_file = run_dir / ompi_rules.FILE_NAME
+        run_files[rules_file] = rules
+        fabric_env = {**fabric_env, **ompi_rules.environment(str(rules_file))}
+    plan = Plan(record_dir=run_dir / "ranks", runtime=runtime, fabric_env=fabric_env, binds=binds,
+                job_script=run_dir / "job.sbatch", modules=site.modules, run_files=run_files)
+    if launcher_of(spec).emulated:  # nodes are network namespaces (launch.fleet.emulate)
+        plan = emulate.plan_for(spec, plan)
+    return plan, preset
+
+
+def prepare(spec: RunSpec, results_dir: Path, site: Site | None = None, run_id: str | None = None) -> Prepared:
+    spec.validated()
+    run_id = run_id or new_run_id(*spec.label_parts(), f"n{spec.ranks}")
+    run_dir = results_dir.resolve() / run_id
+    plan, preset = make_plan(spec, run_dir, site or Site.default())
+    script = sbatch_script(spec, plan) if launcher_of(spec).batch else None
+    return Prepared(run_id, run_dir, plan, build_command(spec, plan), preset, script)
+
+
+def stall_watch(spec: RunSpec, prepared: Prepared, timeout: float | None):
+    """The heartbeat check of a run with a stall timeout. Every benchmark beats (bench.progress);
+    the clock starts at the first beat, so a batch job's time in the queue is not a stall."""
+    if timeout is None:
+        return None
+    return StallWatch(prepared.plan.record_dir, spec.ranks, timeout).check
+
+
+def disturbance_sampler(spec: RunSpec, prepared: Prepared):
+    """The sampler of a run (launch.disturbance.sample): this host, the run's tree under its keeper
+    and the ranks named by their heartbeats, the fabric interface the run's variables name, and
+    the GPUs where the run asked for them and nvidia-smi is here."""
+    from bench.placement import traffic_nic
+
+    nic, _ = traffic_nic(prepared.command.env)
+    gpus = spec.gpus_per_node > 0 and gpu_readings.available()
+    return lambda keeper_pid: Sampler(keeper_pid, prepared.plan.record_dir, (nic,) if nic else (), gpus=gpus)
+
+
+def result_origin() -> dict:
+    """The host that launched the run and the bundle's commit."""
+    from containers.files import git
+
+    return {"host": socket.gethostname(), "bundle_commit": git("rev-parse", "HEAD") or "unknown"}
+
+
+def host_env_record(runtime, spec: RunSpec) -> dict:
+    """Which of the host's Python and preload variables (launch.ranks.runtimes.HOST_LEAKS) were set where
+    the run was launched, and whether the image's environment command cleared them (a container
+    runtime, unless the run set them itself); the host runtime keeps them (its ranks run the
+    host's own Python)."""
+    found = host_leaks_set()
+    cleared = [name for name in found if runtime.containerised and name not in spec.extra_env]
+    return {"set": found, "cleared_in_image": cleared}
+
+
+def image_record(runtime, image: str, labels: dict | None = None) -> dict:
+    """The image a run used: its digest, its fabric-bench labels (those preflight read, else
+    read now) and the stack image's digest (every fabric image of a flavour is FROM one
+    stack image: the same stack_digest)."""
+    labels = runtime.labels(image) if labels is None else labels
+    return {"path": image, "digest": runtime.digest(image), "labels": labels,
+            "stack_digest": labels.get("org.fabric-bench.stack-digest")}
+
+
+def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None, echo: bool = True,
+                annotations: dict | None = None, stall_timeout: float | None = None, force: bool = False) -> dict:
+    checked = preflight(spec, prepared, force=force, echo=echo)
+    runtime = prepared.plan.runtime
+    image = image_record(runtime, spec.image, prepared.image_labels) if spec.image else None  # before the run
+    prepared.run_dir.mkdir(parents=True, exist_ok=False)
+    if prepared.job_script is not None and prepared.plan.job_script is not None:
+        prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")
+    for path, text in prepared.plan.run_files.items():
+        path.write_text(text, encoding="utf-8")
+    with emulate.session(prepared.plan):  # the emulated launcher's cluster is up meanwhile
+        outcome = execute(prepared.command, prepared.run_dir / "output.log", timeout=timeout, echo=echo,
+                          watch=stall_watch(spec, prepared, stall_timeout), sample=disturbance_sampler(spec, prepared))
+    reason = None
+    if outcome.stalled:
+        reason = stall_reason(outcome.stalled)
+    elif outcome.timed_out:
+        reason = f"timed out after {timeout:g} s; all ranks killed"
+    elif outcome.stopped_by is not None:
+        reason = f"interrupted by {outcome.stopped_by.name}; all processes of the run ended"
+    log_tail, scheduler = outcome.log_tail, None
+    if launcher_of(spec).slurm:  # job id, nodes, version; a batch job: the ranks' log is the job's
+        scheduler, job_log = slurm.after_run(launcher_of(spec).batch, prepared.run_dir, prepared.plan.job_script,
+                                             stopped=outcome.ended_early)
+        log_tail = job_log or log_tail
+    records = read_records(prepared.plan.record_dir)
+    if scheduler is not None:  # the steps and hosts the ranks ran in (bench.record.slurm_step)
+        scheduler = slurm.step_facts(records, scheduler)
+    rank_starts = [r["program_start_unix"] for r in records if r.get("program_start_unix")]
+    result = assemble(
+        run_id=prepared.run_id, spec=spec.as_dict(), argv=prepared.command.argv,
+        env=prepared.command.env, records=records,
+        exit_code=outcome.exit_code, log_tail=log_tail, seconds=outcome.seconds,
+        reason=reason,
+        extra={
+            "launch": {"launcher": spec.launcher, "runtime": runtime.name, "preflight": checked,
+                       # the host's PYTHONPATH/PYTHONHOME/LD_PRELOAD: set when launched, cleared in the image
+                       "host_env": host_env_record(runtime, spec),
+                       "first_output_seconds": outcome.first_output_seconds,
+                       # command start -> first rank running bench code (launcher + runtime overhead)
+                       "first_rank_start_seconds":
+                           min(rank_starts) - outcome.started_unix if rank_starts else None},
+            "image": image,
+            "preflight": prepared.fabric_checks,
+            # where each rank sat, and a GPU/NIC on different NUMA nodes or shared cores (bench.placement)
+            "placement": placement_flags(records, transport.nccl_rank_nics(transport.run_log(
+                prepared.run_dir / "output.log"))) if trains(spec.benchmark) else None,
+            "slurm": scheduler,
+            "origin": result_origin(),  # which site and bundle wrote it (launch.results.store keys by it)
+            **emulate.result_fields(spec, prepared.plan),
+            **(annotations or {}),  # e.g. replay_of
+        },
+    )
+    if outcome.stopped_by is not None:  # what the ranks finished before the signal
+        result.update(status="interrupted", reason=reason,
+                      interruption={"signal": outcome.stopped_by.name, "progress": progress_of(records)})
+    elif outcome.stalled:  # who stopped where, and what they finished before
+        result.update(status="stalled", reason=reason, stall={**outcome.stalled, "progress": progress_of(records)})
+    sampler = outcome.sampler
+    # was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md)
+    result["disturbance"] = disturbance.record(sampler.snapshots, records, result, sampler.interval,
+                                               sampler.cost(), socket.gethostname(),
+                                               sampler.gpu_readings if sampler.gpus else None)
+    transport.apply(result, prepared.run_dir / "output.log")
+    # is the number normal for this link? (launch.results.plausibility: busbw / line rate, GPUDirect asked vs seen)
+    result["plausibility"] = plausibility.verdict(result, prepared.preset.link_gbit_s)
+    store.index_quietly(write_result(prepared.run_dir, result), result)
+    if outcome.stopped_by is not None:
+        raise outcome.stopped_by
+    interrupt.check()  # a stop asked as the run ended: its result is already written
+    return result

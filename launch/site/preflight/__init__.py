@@ -1,0 +1,157 @@
+"""Preflight: what must hold before a run starts, checked on this host and inside the image.
+
+Two parts:
+- the basics (`preflight`): the launcher and runtime binaries, the image and its
+  fabric label, Horovod's build, the fabric's required host paths, the emulated
+  cluster. A failure raises before anything starts.
+- fabric truth (`fabric_checks`): what the image brings against what the host
+  provides, for the run's fabric. One `sh` inside the container (the run's own
+  runtime, binds and environment) reports the image's libfabric, UCX, Open MPI,
+  NCCL and net plugin, rdma-core providers and the device nodes it can open; the
+  host's side comes from the same tools and /sys, /dev. Each check has a verdict:
+  ok | warn | fail (with the fix) | unknown (could not be checked here: never
+  `ok`). A fail stops the run unless --force; every check goes into result.json
+  under `preflight`.
+
+What the checks look for, and why (the reports behind them):
+- libfabric/UCX/Open MPI versions, host vs image; with host mpirun starting
+  containers (the hybrid model) Open MPI must agree across them.
+- the host's libfabric bound in (Slingshot): every symbol version the image's
+  consumers (aws-ofi-nccl's libnccl-net, Open MPI's mtl ofi) need must be defined
+  by the host's library: aws-ofi-nccl built against libfabric 1.18 and run on
+  1.17 fails with "version `FABRIC_1.7' not found" (aws/aws-ofi-nccl#241,
+  awslabs/awsome-distributed-ai#292); the host's libfabric replacing the image's
+  (charliecloud#1449) is exactly this route.
+- the host's RDMA drivers vs the image's rdma-core providers (libmlx5 for mlx5_core,
+  libefa for efa, libhfi1verbs + libpsm2 for hfi1): without the provider verbs
+  sees no device; and the image's libibverbs opening the host's devices (`ibv_devinfo
+  -l` in the container): a provider for another kernel ABI than the host driver
+  speaks drops the device although its file is there (k8snetworkplumbingwg/sriov-cni#348).
+- aws-ofi-nccl on EFA needs libfabric >= 1.18 (aws/aws-ofi-nccl#333).
+- device nodes: /dev/infiniband/uverbs* (and rdma_cm), /dev/hfi1_*, /dev/cxi*,
+  /dev/nvidia*, /dev/gdrdrv (GPUDirect on), present on the host, openable, and
+  present inside the container (a container without /dev/infiniband is
+  NVIDIA/nccl-tests#1020's "no IB device").
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import asdict
+from pathlib import Path
+import shutil  # noqa: F401  (tests patch preflight.shutil.which)
+
+from containers.fabrics import PROFILES
+from launch.fleet import emulate
+from launch.fleet.emulate.links import fabric_profile as profile
+from launch.errors import UsageError
+from launch.site.preflight.checks import VERDICT_ORDER, Check, worst  # noqa: F401  (the package's names)
+from launch.site.preflight.devices import device_checks, device_patterns  # noqa: F401
+from launch.site.preflight.facts import SideFacts, parse_side  # noqa: F401
+from launch.site.preflight.fabric import fabric_checks  # noqa: F401
+from launch.site.preflight.rdma import provider_checks, verbs_checks  # noqa: F401
+from launch.site.preflight.versions import abi_checks, pmix_checks, version_checks  # noqa: F401
+
+# ---------------------------------------------------------------- the basics
+
+def horovod_built_for(framework: str) -> bool:
+    """Whether this environment's Horovod has the framework's extension compiled in.
+
+    Looks for the extension file instead of importing it: launch never imports
+    torch or TensorFlow.
+    """
+    spec = importlib.util.find_spec("horovod")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    package = Path(next(iter(spec.submodule_search_locations)))
+    folder = {"torch": "torch", "tf": "tensorflow"}[framework]
+    return any((package / folder).glob("mpi_lib*.so"))
+
+
+def check_image_fabric(spec, labels: dict[str, str], required: bool) -> str:
+    """The image's fabric label (`labels`: the runtime's reading of them) must match the
+    fabric asked for (universal serves any). `required`: an image without the label is
+    refused (a .sif: ours carry it); else it passes as unknown (a directory image, say)."""
+    from containers.recipe import LABEL_PREFIX
+
+    built_for = labels.get(f"{LABEL_PREFIX}.fabric")
+    wanted = profile(spec.fabric).name if spec.fabric else None  # emu-eth-1g is ethernet
+    if wanted and built_for is None and required:
+        raise UsageError(f"image {spec.image} has no readable {LABEL_PREFIX}.fabric label (not built by "
+                         f"`fabric-bench image build`?): cannot tell whether it serves fabric {spec.fabric!r}",
+                         fields=("image", "fabric"))
+    if wanted and built_for is not None and built_for != wanted and not (built_for in PROFILES
+                                                                        and PROFILES[built_for].control):
+        raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}",
+                         fields=("image", "fabric"))
+    return f"image built for fabric {built_for or 'unknown (no fabric-bench labels)'}"
+
+
+def check_image_gpu_framework(spec, labels: dict[str, str]) -> None:
+    """A TensorFlow GPU run in an image whose TensorFlow cannot see a GPU is refused: it would
+    train on the CPU and be reported as a GPU result (containers.stack.TF_SEES_GPU)."""
+    from containers import stack
+    from containers.recipe import LABEL_PREFIX
+
+    if (spec.framework == "tf" and spec.gpus_per_node > 0 and not stack.TF_SEES_GPU
+            and labels.get(f"{LABEL_PREFIX}.flavour") == "cuda"):
+        raise UsageError(f"image {spec.image}: its TensorFlow is built for CUDA {stack.TF_CUDA_MAJOR} and "
+                         f"finds no GPU on the image's CUDA {stack.CUDA_VERSION}; run TensorFlow on CPUs "
+                         f"(--gpus-per-node 0) or benchmark GPUs with --framework torch",
+                         fields=("framework", "image"))
+
+
+def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[str]:
+    """Checks before a real run; raises on the first failure of the basics, or on a
+    failed fabric check unless `force`. Returns what it checked (one line each);
+    the fabric checks are left in `prepared.fabric_checks` for the result."""
+    checked = []
+    tool = prepared.command.argv[0]
+    if shutil.which(tool) is None:
+        raise UsageError(f"{tool} not found: cannot start the ranks")
+    checked.append(f"{tool} present")
+    runtime = prepared.plan.runtime
+    if runtime.containerised:
+        if not runtime.available():
+            raise UsageError(f"runtime {runtime.name}: {runtime.binary} not found on PATH", fields=("runtime",))
+        if runtime.image_is_file and not Path(spec.image).is_file():
+            raise UsageError(f"image {spec.image} not found", fields=("image",))
+        checked.append(f"image {spec.image} present")
+        prepared.image_labels = runtime.labels(spec.image)  # read once: the result's image record reuses them
+        checked.append(check_image_fabric(spec, prepared.image_labels, required=runtime.image_is_file))
+        check_image_gpu_framework(spec, prepared.image_labels)
+    elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
+        raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
+    if prepared.preset.missing:
+        raise UsageError(f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)",
+                         fields=("fabric",))
+    if spec.fabric:
+        checked.append(f"host paths of fabric {spec.fabric} present")
+    if prepared.plan.emulated_cluster is not None:
+        checked += emulate.preflight(prepared.plan.emulated_cluster)
+    checks = fabric_checks(spec, prepared)
+    prepared.fabric_checks = {"verdict": worst(checks), "forced": False,
+                              "checks": [asdict(c) for c in checks]}
+    if echo:
+        for c in checks:
+            print(f"preflight: {c.line()}", flush=True)
+    failed = [c for c in checks if c.verdict == "fail"]
+    if failed and not force:
+        raise UsageError(f"preflight failed ({len(failed)} of {len(checks)} checks; --force runs anyway): "
+                         + "; ".join(c.line() for c in failed))
+    prepared.fabric_checks["forced"] = bool(failed)
+    return checked + [c.line() for c in checks]
+
+
+def preflight_skipped(spec, prepared) -> list[str]:
+    """What a dry run did not check (it needs nothing present on this host)."""
+    skipped = [f"{prepared.command.argv[0]} present"]
+    if spec.containerised:
+        skipped += [f"{spec.runtime} present", f"image {spec.image} present and built for fabric {spec.fabric}",
+                    "host <-> image libraries (libfabric, UCX, Open MPI, NCCL, providers)"]
+    elif spec.engine == "horovod":
+        skipped.append(f"Horovod built with {spec.framework}")
+    if spec.fabric:
+        skipped.append(f"host devices and libraries of fabric {spec.fabric}")
+    return skipped
+
+
