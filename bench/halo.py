@@ -57,6 +57,7 @@ class Block:
         from mpi4py import MPI
 
         u = self.u
+        assert self.neighbours is not None  # only a block on a Cartesian communicator exchanges
         for axis, (lower, upper) in enumerate(self.neighbours):
             def face(index):
                 return (slice(None),) * axis + (index,)

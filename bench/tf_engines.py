@@ -194,4 +194,4 @@ class NativeEngine(Local):
         self.comm.Barrier()  # no worker leaves while a peer may still talk to it
 
 
-ENGINES = {"horovod": HorovodEngine, "native": NativeEngine}
+ENGINES: dict[str, type[HorovodEngine] | type[NativeEngine]] = {"horovod": HorovodEngine, "native": NativeEngine}

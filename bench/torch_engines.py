@@ -136,4 +136,4 @@ class DDPEngine:
             dist.destroy_process_group()
 
 
-ENGINES = {"horovod": HorovodEngine, "ddp": DDPEngine}
+ENGINES: dict[str, type[HorovodEngine] | type[DDPEngine]] = {"horovod": HorovodEngine, "ddp": DDPEngine}

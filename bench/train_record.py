@@ -6,7 +6,7 @@ from bench import numerics, placement, train_args
 from bench.record import write_record
 
 
-def finish(args, engine, *, framework: str, device: str, threads: int, versions: dict, parameters: int,
+def finish(args, engine, *, framework: str, device: str, threads: int | None, versions: dict, parameters: int,
            numerics_used: dict,
            samples: list[float], compute_samples: list[float], train_seconds: float,
            params_max_abs_diff: float, params_sha256: str) -> int:

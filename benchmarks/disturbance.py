@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from launch.disturbance.judge import SIGNALS
 from launch.errors import UsageError
@@ -51,9 +52,20 @@ HOG = (f"import os, sys\nopen('/proc/self/comm', 'w').write({HOG_NAME!r})\n"
        "os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n")
 
 
+class Workload(TypedDict):
+    """The RunSpec fields every cause's run shares (spec_for)."""
+    engine: str
+    model: str
+    image_size: int
+    batch_size: int
+    warmup: int
+    iters: int
+    batches_per_iter: int
+
+
 def spec_for(cause: str, iters: int) -> RunSpec:
-    common = dict(engine="ddp", model="resnet18", image_size=32, batch_size=8, warmup=2, iters=iters,
-                  batches_per_iter=2)
+    common: Workload = {"engine": "ddp", "model": "resnet18", "image_size": 32, "batch_size": 8, "warmup": 2,
+                        "iters": iters, "batches_per_iter": 2}
     if cause in ("traffic", "quiet-emulated"):
         return RunSpec(launcher="emulated", nodes=2, ranks=2, fabric="emu-eth-10g", **common)
     return RunSpec(ranks=2, **common)
@@ -190,6 +202,7 @@ def run_one(cause: str, results: Path, iters: int) -> dict:
     planted_pids: list[int] = []
     done: dict = {}
     load = load_average()
+    plant: contextlib.AbstractContextManager[None]
     if cause == "cpu":
         plant = cpu_hogs(planted_pids)
     elif cause == "memory":

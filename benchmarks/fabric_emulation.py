@@ -126,6 +126,7 @@ def main() -> int:
                 continue
             print(f"{rate}: ddp training ...", flush=True)
             trained = run(dataclasses.replace(train, link_rate=rate), args.results)
+            assert baseline is not None  # run above unless --no-training, which continued before here
             if trained["status"] == "ok" and "torch" in fits:
                 prediction = predict_training(fits["torch"], trained, baseline if baseline["status"] == "ok" else None)
                 model_lines.append(f"{rate:>7} ddp {args.model}: {describe(prediction)}")

@@ -52,6 +52,7 @@ import tarfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -67,7 +68,7 @@ TORCH_MODELS = ("resnet50", "vgg16", "inception_v3")
 TORCH_PRECISIONS = ("fp32", "amp")
 TF_MODEL, TF_PRECISIONS = "ResNet50", ("fp32", "mixed")
 # GPU: the models' own image sizes, a real batch; CPU: tiny, to prove the path
-SIZES = {
+SIZES: dict[str, dict[str, int | None]] = {
     "gpu": {"batch_size": 256, "warmup": 5, "iters": 5, "batches_per_iter": 5, "image_size": None},
     "cpu": {"batch_size": 2, "warmup": 0, "iters": 2, "batches_per_iter": 1, "image_size": 32},
 }
@@ -186,7 +187,7 @@ def discover(log: Log) -> dict:
         proc = subprocess.run([sys.executable, "-c", ENV_PROBE], capture_output=True, text=True, timeout=180,
                               env=env, cwd=REPO)
         line = next((l for l in proc.stdout.splitlines() if l.startswith("GPU_CHECK_ENV ")), None)
-        info = json.loads(line.split(" ", 1)[1]) if line else {"probe_error": proc.stderr[-2000:]}
+        info: dict[str, Any] = json.loads(line.split(" ", 1)[1]) if line else {"probe_error": proc.stderr[-2000:]}
     except subprocess.TimeoutExpired:
         info = {"probe_error": "probing the Python timed out after 180 s"}
     info["tools"] = {name: tool(name) for name in
@@ -461,6 +462,7 @@ def execute(argv: list[str], log_path: Path, env: dict, timeout_s: float, log: L
                                 cwd=REPO, start_new_session=True, errors="replace")
 
         def copy_output() -> None:
+            assert proc.stdout is not None  # stdout=PIPE above
             for line in proc.stdout:
                 out.write(line)
                 log.file.write(line)
@@ -591,7 +593,10 @@ def from_nccl_tests(text: str, entry: dict, exit_code: int) -> dict:
 def default_image_size(result: dict) -> int | None:
     from bench import catalog  # plain data
 
-    return catalog.MODELS.get(result.get("framework"), {}).get(result.get("model"))
+    framework, model = result.get("framework"), result.get("model")
+    if framework is None or model is None:
+        return None
+    return catalog.MODELS.get(framework, {}).get(model)
 
 
 def from_records(records: list[dict], entry: dict, exit_code: int) -> dict:

@@ -145,7 +145,8 @@ def main() -> int:
                            batch_size=args.tf_batch_size if tf else args.batch_size, image_size=args.image_size,
                            warmup=args.warmup, iters=args.iters, batches_per_iter=args.batches_per_iter,
                            extra_env=ours_env)
-            ours, theirs = [], []
+            ours: list[float | None] = []
+            theirs: list[float | None] = []
             for round_ in range(args.rounds):
                 sides = [("ours", lambda: run_ours(spec, args.results)),
                          ("reference", lambda: run_reference(spec, script, ref_env,

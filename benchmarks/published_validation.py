@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    out = {"cases": [], "rows": []}
+    out: dict[str, list[dict]] = {"cases": [], "rows": []}
     for case in every:
         src = case["source"]
         out["cases"].append({"id": case["id"], "title": case["title"], "source": src,

@@ -126,13 +126,14 @@ def main() -> int:
         for r in results:
             point = aggregate.point_of(points, r)
             eff = point.run_efficiency(r) if point is not None else None
-            if r["framework"] == framework and r["world_size"] > 1 and eff is not None:
+            if point is not None and r["framework"] == framework and r["world_size"] > 1 and eff is not None:
                 built_on = [r, *(point.baseline.runs if point.baseline is not None else [])]
                 same = point.same_cores_efficiency(r)
                 if same is None:
                     console.print(ratio_line(f"{framework} {r['engine']} x{r['world_size']}: scaling efficiency", eff,
                                              built_on), highlight=False)
                     continue
+                assert point.baseline is not None  # same_cores_efficiency is None without one
                 label = (f"{framework} {r['engine']} x{r['world_size']}: the ranks share this host's cores; "
                          f"total throughput {run_value(r):.1f} vs {point.baseline.mean:.1f} img/s at 1 rank: "
                          f"same-cores efficiency")

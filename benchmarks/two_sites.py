@@ -35,6 +35,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
 FABRIC_BENCH = str(Path(sys.executable).parent / "fabric-bench")
@@ -55,7 +56,22 @@ def phase(name: str):
     print(f"   {name}: {TIMINGS[-1][1]:.1f} s", flush=True)
 
 
-def fb(site: dict, *args: str, ok: tuple[int, ...] = (0,)) -> str:
+class Site(TypedDict):
+    """One site's name, folders and files (make_site)."""
+    name: str
+    dir: Path
+    cache: Path
+    store: Path
+    images: Path
+    results: Path
+    key: Path
+    references: Path
+    allowed: Path
+    site_file: Path
+    cluster: str
+
+
+def fb(site: Site, *args: str, ok: tuple[int, ...] = (0,)) -> str:
     """fabric-bench as one site runs it: its own cache and result store."""
     env = {**os.environ, "FABRIC_BENCH_CACHE": str(site["cache"]), "FABRIC_BENCH_STORE": str(site["store"])}
     out = subprocess.run([FABRIC_BENCH, *args], capture_output=True, text=True, env=env, timeout=3600)
@@ -69,14 +85,14 @@ def last_json(text: str) -> dict:
     return json.loads(text[text.rindex("\n{") + 1:] if "\n{" in text else text[text.index("{"):])
 
 
-def make_site(root: Path, name: str, registry: str) -> dict:
+def make_site(root: Path, name: str, registry: str) -> Site:
     folder = root / name
-    site = {"name": name, "dir": folder, "cache": folder / "cache", "store": folder / "results.sqlite",
+    site: Site = {"name": name, "dir": folder, "cache": folder / "cache", "store": folder / "results.sqlite",
             "images": folder / "images", "results": folder / "results", "key": folder / f"{name}.key",
             "references": folder / "images.json", "allowed": folder / "allowed_signers",
             "site_file": folder / "site.toml", "cluster": name.replace("-", "")}
-    for key in ("cache", "images"):
-        site[key].mkdir(parents=True, exist_ok=True)
+    for made in (site["cache"], site["images"]):
+        made.mkdir(parents=True, exist_ok=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(site["key"])], check=True)
     site["site_file"].write_text(
         f'runtime = "apptainer"\n\n[registry]\nurl = "{registry}/fabric-bench"\n'
