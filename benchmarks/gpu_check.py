@@ -308,13 +308,7 @@ def capture_gpu_states(mode: str, info: dict, out: Path, env: dict, log: Log) ->
             log(f"gpu state {state}: " + ", ".join(f"{n} {st}" for n, st in statuses.items()))
     finally:
         for proc, _ in loads:
-            os.killpg(proc.pid, signal.SIGTERM) if proc.poll() is None else None
-        for proc, _ in loads:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            end_session(proc)
     (folder / "states.json").write_text(json.dumps(states, indent=2) + "\n", encoding="utf-8")
     return {"status": "ok", "states": states}
 
@@ -453,6 +447,20 @@ def direct_argv(run: Run, mode: str, info: dict, run_dir: Path) -> list[str]:
     return argv
 
 
+def end_session(proc: subprocess.Popen) -> None:
+    """SIGTERM to a process started in its own session and all of it, then SIGKILL if it stays."""
+    for signum, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def execute(argv: list[str], log_path: Path, env: dict, timeout_s: float, log: Log) -> int:
     """Run one command in its own session, its output to the console, the check's log and log_path;
     past the timeout, output or none: SIGTERM to the whole session (fabric-bench ends its ranks),
@@ -474,16 +482,7 @@ def execute(argv: list[str], log_path: Path, env: dict, timeout_s: float, log: L
         except subprocess.TimeoutExpired:
             log(f"  ... no end after {timeout_s:.0f} s: stopping it")
             code = 124
-            for signum, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
-                try:
-                    os.killpg(proc.pid, signum)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(timeout=grace)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            end_session(proc)
         finally:
             if proc.poll() is None:
                 proc.kill()

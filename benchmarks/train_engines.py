@@ -83,18 +83,14 @@ def main() -> int:
         side = ["--tensorflow"] if "tf" in frameworks else []
         print("set-up: building Horovod for the engines side by side (scripts/setup.sh"
               f"{' ' + side[0] if side else ''}; ~5 min the first time, cached after)", flush=True)
-        built = subprocess.run([str(REPO / "scripts" / "setup.sh"), *side], cwd=REPO,
-                               env={**os.environ, "VENV": sys.prefix})
-        if built.returncode != 0:
-            return built.returncode
+        if (code := set_up(*side)) != 0:
+            return code
     if "tf" in frameworks and not tensorflow_side_ready():
         print("set-up: the TensorFlow runs need TensorFlow and Horovod's TensorFlow ops in this venv, which "
               "`make bench` leaves out to reach its first result sooner: scripts/setup.sh --tensorflow "
               "(~8 min the first time)", flush=True)
-        built = subprocess.run([str(REPO / "scripts" / "setup.sh"), "--tensorflow"], cwd=REPO,
-                               env={**os.environ, "VENV": sys.prefix})
-        if built.returncode != 0:
-            return built.returncode
+        if (code := set_up("--tensorflow")) != 0:
+            return code
 
     results = []
     for framework in frameworks:
@@ -146,6 +142,12 @@ def main() -> int:
                 console.print(line, highlight=False)
     console.print(f"results under {args.results.resolve()}")
     return 0 if all(r["status"] == "ok" for r in results) else 1
+
+
+def set_up(*options: str) -> int:
+    """scripts/setup.sh for this venv (its phase lines on the console); its exit code."""
+    return subprocess.run([str(REPO / "scripts" / "setup.sh"), *options], cwd=REPO,
+                          env={**os.environ, "VENV": sys.prefix}).returncode
 
 
 def horovod_ready(framework: str) -> bool:

@@ -1,6 +1,7 @@
 """`fabric-bench sweep EXPERIMENT`: run an experiment's matrix, resumably."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -101,32 +102,30 @@ def sweep(
 
 def ask_if_busy(swept, seconds: float, accept_busy: bool, console: Console) -> None:
     """Sample every node for `seconds`; name the busy ones and ask (a terminal), or go on and say so."""
-    import sys
-
     from launch.disturbance.quiet import busy_lines
     from launch.runs.sweep import check_quiet
+
+    def say(line: str, style: str | None = None) -> None:
+        console.print(f"quiet check: {line}", style=style, highlight=False, markup=False, soft_wrap=True)
 
     reports = check_quiet(swept, seconds)
     for report in reports:
         if report.get("verdict") == "not checked":
-            console.print(f"quiet check: {report['host']} not checked ({report['why']})", highlight=False,
-                          markup=False, soft_wrap=True)
+            say(f"{report['host']} not checked ({report['why']})")
     busy = busy_lines(reports)
     if not busy:
-        console.print(f"quiet check: {', '.join(r['host'] for r in reports if r.get('verdict') == 'quiet')} "
-                      f"quiet over {seconds:g} s", highlight=False, markup=False, soft_wrap=True)
+        say(f"{', '.join(r['host'] for r in reports if r.get('verdict') == 'quiet')} quiet over {seconds:g} s")
         return
     for line in busy:
-        console.print(f"quiet check: {line}", style="yellow", highlight=False, markup=False, soft_wrap=True)
+        say(line, style="yellow")
     if accept_busy:
         return
     if sys.stdin.isatty():
         if not typer.confirm("run the sweep on busy nodes? (its disturbed runs are measured again)"):
             raise UsageError("the sweep was not started: busy nodes (--accept-busy runs it anyway)")
         return
-    console.print("quiet check: no terminal to ask; going on (--accept-busy says so; each run's disturbance "
-                  "record judges it, and disturbed points are measured again)", highlight=False, markup=False,
-                  soft_wrap=True)
+    say("no terminal to ask; going on (--accept-busy says so; each run's disturbance record judges it, and "
+        "disturbed points are measured again)")
 
 
 def print_plan(swept, console: Console, one_job: bool) -> None:

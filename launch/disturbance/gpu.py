@@ -87,7 +87,7 @@ def parse_query(text: str) -> list[GpuState]:
         key, sep, value = line.strip().partition(":")
         key, value = key.strip(), value.strip()
         section = section[:max(depth - 1, 0)]
-        if not sep or (not value and key not in ("Process ID",)):
+        if not sep or not value:  # a heading: the lines below it belong to it
             section.append(key)
             continue
         where = section[0] if section else ""

@@ -12,16 +12,24 @@ import pytest
 from tests.conftest import REPO, VENV_BIN
 
 
+def shadowed_horovod(tmp_path, *ops: str) -> dict:
+    """The environment of a run whose Horovod is a package with only the ops folders `ops` (no
+    extension in them), shadowing the suite's: a venv where Horovod lacks those frameworks' ops."""
+    fake = tmp_path / "shadow" / "horovod"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    for folder in ops:
+        (fake / folder).mkdir()
+    return {**os.environ, "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{REPO}",
+            "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")}
+
+
 @pytest.mark.slow  # runs the real set-up against the suite's venv (every phase finds its inputs: ~1 min)
 def test_tensorflow_rows_get_the_tensorflow_side_first_and_say_why(tmp_path):
     """A venv whose Horovod has no TensorFlow ops (here: a Horovod package without them shadowing the
     suite's) runs scripts/setup.sh --tensorflow before any TensorFlow run, with a line saying why;
     PyTorch rows alone never do."""
-    fake = tmp_path / "shadow" / "horovod"
-    (fake / "tensorflow").mkdir(parents=True)
-    (fake / "__init__.py").write_text("")
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{REPO}",
-           "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")}
+    env = shadowed_horovod(tmp_path, "tensorflow")
     argv = [str(VENV_BIN / "python"), "benchmarks/train_engines.py", "--iters", "0",
             "--results", str(tmp_path / "results")]
     proc = subprocess.run([*argv, "--frameworks", "tf"], cwd=REPO, env=env, capture_output=True, text=True,
@@ -38,11 +46,7 @@ def test_tensorflow_rows_get_the_tensorflow_side_first_and_say_why(tmp_path):
 def test_a_venv_without_horovod_prints_a_ddp_result_before_building_it(tmp_path):
     """A fresh `make bench` (Horovod not built: here a Horovod package without its PyTorch ops shadows
     the suite's) shows a DDP result first, then builds Horovod, then runs the engines side by side."""
-    fake = tmp_path / "shadow" / "horovod"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("")
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{REPO}",
-           "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")}
+    env = shadowed_horovod(tmp_path)
     results = tmp_path / "results"
     proc = subprocess.run([str(VENV_BIN / "python"), "benchmarks/train_engines.py", "--ranks", "1",
                            "--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--warmup", "0",
