@@ -9,7 +9,7 @@ BENCH_ARGS ?=
 PYTEST_ARGS ?=
 export PYTHON VENV
 
-.PHONY: setup setup-tensorflow setup-test bench test test-fast clean lint typecheck docs
+.PHONY: setup setup-tensorflow setup-test bench test test-fast clean lint format typecheck docs
 
 # setup: the PyTorch side, all `make bench` runs; setup-tensorflow adds TensorFlow and Horovod's
 # TensorFlow ops (what `--frameworks tf` and the tests need); setup-test adds the test tools
@@ -37,11 +37,17 @@ test-fast: setup-tensorflow
 clean:
 	rm -rf results .pytest_cache
 
-# Lint (ruff; its rule set and the rules left out are in pyproject.toml). CI runs it first.
+# Lint (ruff; its rule set and the rules left out are in pyproject.toml) and the formatter's
+# check (`make format` formats). CI runs it first.
 LINT_PATHS = bench launch containers benchmarks tests scripts
 lint: setup
 	"$(VENV)/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	"$(VENV)/bin/ruff" check $(LINT_PATHS)
+	"$(VENV)/bin/ruff" format --check $(LINT_PATHS)
+
+format: setup
+	"$(VENV)/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	"$(VENV)/bin/ruff" format $(LINT_PATHS)
 
 # Type check (mypy; what it checks and how is in pyproject.toml). CI runs it after lint.
 typecheck: setup

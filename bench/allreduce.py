@@ -18,6 +18,7 @@ the round trip of the smallest message) and bandwidth (largest message).
 Large sizes take long on slow links: a size's warm-up and timed iterations are
 cut (to >= 3 timed) so that it needs about --max-seconds-per-size.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,10 @@ def message_sizes(min_bytes: int, max_bytes: int) -> list[int]:
 # place; None where not. `reset` refills the output from the input, untimed, before the value check.
 # `elapsed(run)` times `run` (operations back to back) to their completion on the device.
 
+
 class MPIBackend:
     """mpi4py on numpy buffers: MPI_Allreduce (MPI_IN_PLACE) as the MPI library chooses it."""
+
     name = "mpi"
 
     def __init__(self):
@@ -122,8 +125,12 @@ class MPIBackend:
         self.comm.Recv(buf, source=peer)
 
     def describe(self) -> dict:
-        return {"mpi_library": self.MPI.Get_library_version().splitlines()[0].strip(),
-                "mpi4py": package_version("mpi4py"), "numpy": self.np.__version__, "timing": self.timing}
+        return {
+            "mpi_library": self.MPI.Get_library_version().splitlines()[0].strip(),
+            "mpi4py": package_version("mpi4py"),
+            "numpy": self.np.__version__,
+            "timing": self.timing,
+        }
 
     def shutdown(self):
         pass
@@ -132,6 +139,7 @@ class MPIBackend:
 class TorchBackend:
     """torch.distributed: gloo on CPU, nccl on GPU. all_reduce is in place, so the
     input is copied into the output buffer before each (untimed) iteration."""
+
     name = "torch"
 
     def __init__(self):
@@ -172,7 +180,7 @@ class TorchBackend:
         self.sync()
 
     def allreduce(self, send, recv):
-        self.dist.all_reduce(recv)   # on a GPU: queued on NCCL's stream; elapsed() waits for the end
+        self.dist.all_reduce(recv)  # on a GPU: queued on NCCL's stream; elapsed() waits for the end
 
     allreduce_out = None  # torch.distributed has no out-of-place allreduce (a copy first would be timed too)
 
@@ -229,6 +237,7 @@ class HorovodBackend(TorchBackend):
     """horovod.torch allreduce_ (in place; MPI or gloo CPU operations, NCCL on GPU), waited
     for as bench.horovod_settings.wait says. Horovod has no point-to-point operations: no
     ping-pong."""
+
     name = "horovod"
 
     def __init__(self):
@@ -261,10 +270,15 @@ class HorovodBackend(TorchBackend):
 
     def describe(self) -> dict:
         hvd = self.hvd
-        return {"horovod": package_version("horovod"), "torch": self.torch.__version__,
-                "controller": "mpi" if hvd.mpi_enabled() else "gloo",
-                "cpu_operations": "mpi" if hvd.mpi_enabled() else "gloo", "nccl_built": bool(hvd.nccl_built()),
-                "wait": "poll" if horovod_settings.polls() else "synchronize", "timing": self.timing}
+        return {
+            "horovod": package_version("horovod"),
+            "torch": self.torch.__version__,
+            "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+            "cpu_operations": "mpi" if hvd.mpi_enabled() else "gloo",
+            "nccl_built": bool(hvd.nccl_built()),
+            "wait": "poll" if horovod_settings.polls() else "synchronize",
+            "timing": self.timing,
+        }
 
     def shutdown(self):
         self.hvd.shutdown()
@@ -275,10 +289,11 @@ BACKEND_CLASSES = {"mpi": MPIBackend, "torch": TorchBackend, "horovod": HorovodB
 
 # -- measuring ------------------------------------------------------------------
 
-def timed(backend, step, reset, warmup: int, iters: int, budget_s: float,
-          beat=lambda: None) -> list[float]:
+
+def timed(backend, step, reset, warmup: int, iters: int, budget_s: float, beat=lambda: None) -> list[float]:
     """Seconds of each timed iteration (slowest rank), after a warm-up; both cut to the budget.
     `beat` (bench.progress) is called before every operation, warm-up included."""
+
     def once() -> float:
         beat()
         reset()
@@ -295,8 +310,8 @@ def timed(backend, step, reset, warmup: int, iters: int, budget_s: float,
     return backend.slowest([once() for _ in range(n)])
 
 
-BUFFERS_PER_SIZE = 4   # the check pattern, send and receive buffers, and room for the library's own
-MEMORY_SHARE = 0.8     # of the device memory free when the sweep starts
+BUFFERS_PER_SIZE = 4  # the check pattern, send and receive buffers, and room for the library's own
+MEMORY_SHARE = 0.8  # of the device memory free when the sweep starts
 
 
 def largest_fitting(max_bytes: int, free_bytes: int, sharing: int) -> int:
@@ -313,23 +328,30 @@ def sweep_top(backend, max_bytes: int) -> tuple[int, dict]:
         return max_bytes, {"asked_max_bytes": max_bytes, "max_bytes": max_bytes, "bounded_by": None}
     free, sharing = fits
     own = largest_fitting(max_bytes, free, sharing)
-    top = int(-backend.slowest([-float(own)])[0])   # the smallest across ranks
-    return top, {"asked_max_bytes": max_bytes, "max_bytes": top, "bounded_by": "device memory" if top < max_bytes
-                 else None, "device_free_bytes": free, "ranks_per_device": sharing}
+    top = int(-backend.slowest([-float(own)])[0])  # the smallest across ranks
+    return top, {
+        "asked_max_bytes": max_bytes,
+        "max_bytes": top,
+        "bounded_by": "device memory" if top < max_bytes else None,
+        "device_free_bytes": free,
+        "ranks_per_device": sharing,
+    }
 
 
-def back_to_back(backend, step, warmup: int, iters: int, ops: int, budget_s: float,
-                 beat=lambda: None) -> tuple[list[float], int]:
+def back_to_back(
+    backend, step, warmup: int, iters: int, ops: int, budget_s: float, beat=lambda: None
+) -> tuple[list[float], int]:
     """nccl-tests' timing: warm-up operations, then `iters` samples of `ops` operations back to
     back, each sample behind a barrier and timed whole (backend.elapsed: CUDA events on a GPU);
     a sample is its time over `ops`, the slowest rank's. Counts are cut to the budget from a
     first single operation every rank agrees on. Returns (seconds per operation per sample, ops)."""
+
     def sample(n: int) -> float:
         beat()
         backend.barrier()
         return backend.elapsed(lambda: [step() for _ in range(n)]) / n
 
-    per_op = max(backend.slowest([sample(1)])[0], 1e-9)   # the same on every rank
+    per_op = max(backend.slowest([sample(1)])[0], 1e-9)  # the same on every rank
     for _ in range(min(max(warmup - 1, 0), int(0.25 * budget_s / per_op))):
         step()
     ops = max(1, min(ops, int(0.25 * budget_s / per_op)))
@@ -340,10 +362,15 @@ def back_to_back(backend, step, warmup: int, iters: int, ops: int, budget_s: flo
 def figures(nbytes: int, samples: list[float], factor: float) -> dict:
     median, summary = statistics.median(samples), summarize(samples)
     algbw = gbit_s(nbytes, median)
-    return {"time_us": median * 1e6, "time_us_mean": summary.mean * 1e6,
-            "ci95_us": summary.ci95 * 1e6 if math.isfinite(summary.ci95) else None,
-            "n_samples": summary.n, "samples_us": [t * 1e6 for t in samples],
-            "algbw_gbit_s": algbw, "busbw_gbit_s": algbw * factor}
+    return {
+        "time_us": median * 1e6,
+        "time_us_mean": summary.mean * 1e6,
+        "ci95_us": summary.ci95 * 1e6 if math.isfinite(summary.ci95) else None,
+        "n_samples": summary.n,
+        "samples_us": [t * 1e6 for t in samples],
+        "algbw_gbit_s": algbw,
+        "busbw_gbit_s": algbw * factor,
+    }
 
 
 def allreduce_rows(backend, args, beat=lambda: None) -> list[dict]:
@@ -358,27 +385,53 @@ def allreduce_rows(backend, args, beat=lambda: None) -> list[dict]:
         count = nbytes // ITEM_BYTES
         s, r = send[:count], recv[:count]
         backend.reset(s, r)
-        samples, ops = back_to_back(backend, lambda: backend.allreduce(s, r), args.warmup, args.iters,
-                                    args.ops_per_sample, args.max_seconds_per_size, beat)
+        samples, ops = back_to_back(
+            backend,
+            lambda: backend.allreduce(s, r),
+            args.warmup,
+            args.iters,
+            args.ops_per_sample,
+            args.max_seconds_per_size,
+            beat,
+        )
         out_of_place = None
         if backend.allreduce_out is not None:
-            oop, oop_ops = back_to_back(backend, lambda: backend.allreduce_out(s, r), args.warmup, args.iters,
-                                        args.ops_per_sample, args.max_seconds_per_size, beat)
+            oop, oop_ops = back_to_back(
+                backend,
+                lambda: backend.allreduce_out(s, r),
+                args.warmup,
+                args.iters,
+                args.ops_per_sample,
+                args.max_seconds_per_size,
+                beat,
+            )
             out_of_place = {**figures(nbytes, oop, factor), "ops_per_sample": oop_ops}
-        backend.reset(s, r)   # the check: one operation from known values
+        backend.reset(s, r)  # the check: one operation from known values
         backend.barrier()
         backend.allreduce(s, r)
         backend.sync()
         error = backend.max_error(r, pattern[:count])
-        row = {"bytes": nbytes, "count": count, "dtype": "float32", **figures(nbytes, samples, factor),
-               "ops_per_sample": ops, "out_of_place": out_of_place, "max_abs_error": error}
+        row = {
+            "bytes": nbytes,
+            "count": count,
+            "dtype": "float32",
+            **figures(nbytes, samples, factor),
+            "ops_per_sample": ops,
+            "out_of_place": out_of_place,
+            "max_abs_error": error,
+        }
         rows.append(row)
         if backend.rank == 0 and args.verbose:
-            oop_text = (f"  out of place {out_of_place['time_us']:12.1f} us busbw {out_of_place['busbw_gbit_s']:7.3f}"
-                        if out_of_place else "")
-            print(f"[allreduce {backend.name}] {nbytes:>11} B  {row['time_us']:12.1f} us  "
-                  f"algbw {row['algbw_gbit_s']:7.3f}  busbw {row['busbw_gbit_s']:7.3f} Gbit/s  err {error:g}"
-                  + oop_text, flush=True)
+            oop_text = (
+                f"  out of place {out_of_place['time_us']:12.1f} us busbw {out_of_place['busbw_gbit_s']:7.3f}"
+                if out_of_place
+                else ""
+            )
+            print(
+                f"[allreduce {backend.name}] {nbytes:>11} B  {row['time_us']:12.1f} us  "
+                f"algbw {row['algbw_gbit_s']:7.3f}  busbw {row['busbw_gbit_s']:7.3f} Gbit/s  err {error:g}" + oop_text,
+                flush=True,
+            )
     return rows
 
 
@@ -401,36 +454,52 @@ def pingpong_rows(backend, args, beat=lambda: None) -> list[dict]:
                 backend.recv(b, 0)
                 backend.send(b, 0)
 
-        samples = timed(backend, round_trip, lambda: None, args.warmup, max(args.iters, 20),
-                        args.max_seconds_per_size, beat)
+        samples = timed(
+            backend, round_trip, lambda: None, args.warmup, max(args.iters, 20), args.max_seconds_per_size, beat
+        )
         one_way = statistics.median(samples) / 2
-        rows.append({"bytes": nbytes, "time_us": one_way * 1e6, "bandwidth_gbit_s": gbit_s(nbytes, one_way),
-                     "n_samples": len(samples), "samples_us": [t / 2 * 1e6 for t in samples],
-                     "peers": [0, last]})
+        rows.append(
+            {
+                "bytes": nbytes,
+                "time_us": one_way * 1e6,
+                "bandwidth_gbit_s": gbit_s(nbytes, one_way),
+                "n_samples": len(samples),
+                "samples_us": [t / 2 * 1e6 for t in samples],
+                "peers": [0, last],
+            }
+        )
         if backend.rank == 0 and args.verbose:
-            print(f"[p2p {backend.name}] {nbytes:>11} B  {one_way * 1e6:12.1f} us one way  "
-                  f"{gbit_s(nbytes, one_way):7.3f} Gbit/s", flush=True)
+            print(
+                f"[p2p {backend.name}] {nbytes:>11} B  {one_way * 1e6:12.1f} us one way  "
+                f"{gbit_s(nbytes, one_way):7.3f} Gbit/s",
+                flush=True,
+            )
     return rows
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.allreduce", description=__doc__.splitlines()[0])
-    p.add_argument("--backend", default="mpi", help=" | ".join(BACKENDS))
+def sweep_parser(prog: str, description: str, backends: tuple[str, ...], operation: str) -> argparse.ArgumentParser:
+    """The arguments of a size-sweeping collective (allreduce; alltoall shares them)."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--backend", default="mpi", help=" | ".join(backends))
     p.add_argument("--min-bytes", type=int, default=8)
     p.add_argument("--max-bytes", type=int, default=256 * 2**20)
     p.add_argument("--warmup", type=int, default=5, help="untimed iterations per size")
     p.add_argument("--iters", type=int, default=20, help="timed samples per size (at most)")
-    p.add_argument("--ops-per-sample", type=int, default=20,
-                   help="allreduces back to back in one timed sample (nccl-tests' -n; cut to the budget)")
+    p.add_argument(
+        "--ops-per-sample",
+        type=int,
+        default=20,
+        help=f"{operation} back to back in one timed sample (nccl-tests' -n; cut to the budget)",
+    )
     p.add_argument("--max-seconds-per-size", type=float, default=5.0)
     p.add_argument("--verbose", action="store_true", help="rank 0 prints a line per size")
     p.add_argument("--record-dir", required=True)
     return p
 
 
-def validate(args) -> argparse.Namespace:
-    if args.backend not in BACKENDS:
-        fail(f"unknown backend {args.backend!r}; choose from {', '.join(BACKENDS)}")
+def validate_sweep(args, backends: tuple[str, ...]) -> argparse.Namespace:
+    if args.backend not in backends:
+        fail(f"unknown backend {args.backend!r}; choose from {', '.join(backends)}")
     if args.min_bytes < ITEM_BYTES or args.min_bytes % ITEM_BYTES:
         fail(f"--min-bytes must be a multiple of {ITEM_BYTES} (float32), got {args.min_bytes}")
     if args.max_bytes < args.min_bytes:
@@ -440,16 +509,28 @@ def validate(args) -> argparse.Namespace:
     return args
 
 
-def check_device(args) -> None:
-    """A run that asked for GPUs (bench.gpu_request) reduces device buffers, or does not start."""
+def check_device(args, verb: str = "reduces") -> None:
+    """A run that asked for GPUs (bench.gpu_request) works on device buffers, or does not start:
+    mpi moves host (numpy) buffers; every other backend is torch's (NCCL on the GPU)."""
     requested = gpus_requested()
     if args.backend == "mpi" and requested:
-        refuse(f"the run asked for {requested} GPU(s) per node, but --backend mpi reduces host (numpy) buffers; "
-               "use --backend torch (NCCL on device buffers)", args.record_dir)
-    if args.backend in ("torch", "horovod"):
+        refuse(
+            f"the run asked for {requested} GPU(s) per node, but --backend mpi {verb} host (numpy) buffers; "
+            "use --backend torch (NCCL on device buffers)",
+            args.record_dir,
+        )
+    if args.backend != "mpi":
         from bench.torch_device import on_gpu
 
         on_gpu(args.record_dir)  # asked for GPUs and torch sees none: one line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return sweep_parser("python -m bench.allreduce", __doc__.splitlines()[0], BACKENDS, "allreduces")
+
+
+def validate(args) -> argparse.Namespace:
+    return validate_sweep(args, BACKENDS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -461,17 +542,32 @@ def main(argv: list[str] | None = None) -> int:
         progress = Progress(args.record_dir, backend.rank, backend.size, "allreduce", args.iters)
         args.max_bytes, sweep = sweep_top(backend, args.max_bytes)
         if args.max_bytes < args.min_bytes:
-            refuse(f"the GPU's free memory holds no message of --min-bytes {args.min_bytes} "
-                   f"({sweep['device_free_bytes']} bytes free, {sweep['ranks_per_device']} rank(s) on it)", args.record_dir)
+            refuse(
+                f"the GPU's free memory holds no message of --min-bytes {args.min_bytes} "
+                f"({sweep['device_free_bytes']} bytes free, {sweep['ranks_per_device']} rank(s) on it)",
+                args.record_dir,
+            )
         rows = allreduce_rows(backend, args, progress.batch_starts)
         progress = progress.next_phase("p2p")
         p2p = pingpong_rows(backend, args, progress.batch_starts)
         correct = all(row["max_abs_error"] == 0 for row in rows)
-        write_record(args.record_dir, backend.rank, "allreduce", benchmark="allreduce", backend=args.backend,
-                     world_size=backend.size, config={k: v for k, v in vars(args).items() if k != "record_dir"},
-                     sizes=rows, p2p=p2p, correct=correct, seconds=time.time() - started, sweep=sweep,
-                     backend_info=backend.describe(), versions=common_versions(),
-                     status="ok" if correct else "failed")
+        write_record(
+            args.record_dir,
+            backend.rank,
+            "allreduce",
+            benchmark="allreduce",
+            backend=args.backend,
+            world_size=backend.size,
+            config={k: v for k, v in vars(args).items() if k != "record_dir"},
+            sizes=rows,
+            p2p=p2p,
+            correct=correct,
+            seconds=time.time() - started,
+            sweep=sweep,
+            backend_info=backend.describe(),
+            versions=common_versions(),
+            status="ok" if correct else "failed",
+        )
     backend.shutdown()
     return 0 if correct else 1
 

@@ -2,6 +2,7 @@
 
 `launch` validates user input against this before starting any rank.
 """
+
 from __future__ import annotations
 
 # torchvision model name -> default square image size

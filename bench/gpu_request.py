@@ -11,6 +11,7 @@ The launcher tells every rank how many GPUs per node the run asked for
 - no request at all (a bench program started by hand, the GPU check's direct
   runs): whatever the framework sees, as before.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,7 @@ def launcher_rank(env: Mapping[str, str] = os.environ) -> int:
     return 0
 
 
-def use_gpu(framework: str, seen: int, record_dir: str | None = None,
-            env: Mapping[str, str] = os.environ) -> bool:
+def use_gpu(framework: str, seen: int, record_dir: str | None = None, env: Mapping[str, str] = os.environ) -> bool:
     """Whether this rank computes on a GPU, given the `seen` GPUs its framework reports."""
     requested = gpus_requested(env)
     if requested is None:
@@ -47,9 +47,11 @@ def use_gpu(framework: str, seen: int, record_dir: str | None = None,
         return False
     if seen == 0:
         visible = env.get("CUDA_VISIBLE_DEVICES")
-        message = (f"the run asked for {requested} GPU{'s' if requested != 1 else ''} per node but {framework} "
-                   f"sees none here (CUDA_VISIBLE_DEVICES={'unset' if visible is None else repr(visible)}): "
-                   f"refusing to run on the CPU; check the driver, the image's CUDA and the runtime's GPU flag")
+        message = (
+            f"the run asked for {requested} GPU{'s' if requested != 1 else ''} per node but {framework} "
+            f"sees none here (CUDA_VISIBLE_DEVICES={'unset' if visible is None else repr(visible)}): "
+            f"refusing to run on the CPU; check the driver, the image's CUDA and the runtime's GPU flag"
+        )
         refuse(message, record_dir, env)
     return True
 

@@ -13,6 +13,7 @@ same floating-point operations whatever the decomposition, so the integer sum
 of the values' bit patterns (order-independent) must equal that of a 1-rank run
 exactly; rank 0 computes that reference itself unless --no-check.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,9 @@ class Block:
         extents = [split(grid, d, c) for d, c in zip(dims, coords)]
         self.offsets = [e[0] for e in extents]
         shape = [e[1] + 2 for e in extents]
-        x, y, z = np.meshgrid(*[np.arange(o, o + n - 2, dtype=np.float64) for o, n in zip(self.offsets, shape)],
-                              indexing="ij")
+        x, y, z = np.meshgrid(
+            *[np.arange(o, o + n - 2, dtype=np.float64) for o, n in zip(self.offsets, shape)], indexing="ij"
+        )
         self.u = np.zeros(shape)
         self.u[1:-1, 1:-1, 1:-1] = np.sin(0.1 * x) * np.cos(0.07 * y) + 0.001 * z  # any fixed field
         if coords[0] == 0:
@@ -59,6 +61,7 @@ class Block:
         u = self.u
         assert self.neighbours is not None  # only a block on a Cartesian communicator exchanges
         for axis, (lower, upper) in enumerate(self.neighbours):
+
             def face(index):
                 return (slice(None),) * axis + (index,)
 
@@ -73,8 +76,14 @@ class Block:
 
     def relax(self) -> None:
         u, v = self.u, self.v
-        v[1:-1, 1:-1, 1:-1] = (u[:-2, 1:-1, 1:-1] + u[2:, 1:-1, 1:-1] + u[1:-1, :-2, 1:-1]
-                               + u[1:-1, 2:, 1:-1] + u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:]) / 6.0
+        v[1:-1, 1:-1, 1:-1] = (
+            u[:-2, 1:-1, 1:-1]
+            + u[2:, 1:-1, 1:-1]
+            + u[1:-1, :-2, 1:-1]
+            + u[1:-1, 2:, 1:-1]
+            + u[1:-1, 1:-1, :-2]
+            + u[1:-1, 1:-1, 2:]
+        ) / 6.0
         self.u, self.v = v, u
 
     def interior(self) -> np.ndarray:
@@ -122,18 +131,35 @@ def run(args) -> int:
     reference = reference_checksum(args.grid, steps) if args.check and cart.rank == 0 else None
     correct = reference is None or reference == checksum
     summary = summarize(slowest.tolist())
-    write_record(args.record_dir, cart.rank, "halo", benchmark="halo", world_size=cart.size, dims=list(dims),
-                 grid=args.grid, steps=steps, config={k: v for k, v in vars(args).items() if k != "record_dir"},
-                 samples_s=slowest.tolist(), time_per_iter_s=statistics.median(slowest.tolist()),
-                 time_per_iter_mean_s=summary.mean, ci95_s=summary.ci95,
-                 comm_fraction=comm_share, checksum=checksum, value_sum=value_sum,
-                 reference_checksum=reference, correct=correct, versions=common_versions(),
-                 status="ok" if correct else "failed")
+    write_record(
+        args.record_dir,
+        cart.rank,
+        "halo",
+        benchmark="halo",
+        world_size=cart.size,
+        dims=list(dims),
+        grid=args.grid,
+        steps=steps,
+        config={k: v for k, v in vars(args).items() if k != "record_dir"},
+        samples_s=slowest.tolist(),
+        time_per_iter_s=statistics.median(slowest.tolist()),
+        time_per_iter_mean_s=summary.mean,
+        ci95_s=summary.ci95,
+        comm_fraction=comm_share,
+        checksum=checksum,
+        value_sum=value_sum,
+        reference_checksum=reference,
+        correct=correct,
+        versions=common_versions(),
+        status="ok" if correct else "failed",
+    )
     if cart.rank == 0:
-        print(f"[halo] {args.grid}^3 on {'x'.join(map(str, dims))} ranks: "
-              f"{statistics.median(slowest.tolist()) * 1e3:.2f} ms/iter, comm {comm_share:.0%}, "
-              f"checksum {checksum:#x} ({'matches 1 rank' if reference is not None and correct else 'MISMATCH' if not correct else 'unchecked'})",
-              flush=True)
+        print(
+            f"[halo] {args.grid}^3 on {'x'.join(map(str, dims))} ranks: "
+            f"{statistics.median(slowest.tolist()) * 1e3:.2f} ms/iter, comm {comm_share:.0%}, "
+            f"checksum {checksum:#x} ({'matches 1 rank' if reference is not None and correct else 'MISMATCH' if not correct else 'unchecked'})",
+            flush=True,
+        )
     return 0 if correct else 1
 
 

@@ -1,6 +1,7 @@
 """Horovod knobs shared by the torch and tf engines: tuning passed through the
 environment before hvd.init(), and what the engine reports about itself; and how
 the allreduce benchmark waits for a Horovod operation."""
+
 from __future__ import annotations
 
 import os

@@ -6,21 +6,34 @@ autotuning on), each is switchable, and every train record carries what was used
 
 No framework import: torch_train and tf_engines apply the choices.
 """
+
 from __future__ import annotations
 
 import argparse
 
 SWITCH = ("on", "off")
-MEMORY_FORMATS = ("channels_last", "channels_first")   # NHWC | NCHW (torch's default contiguous)
+MEMORY_FORMATS = ("channels_last", "channels_first")  # NHWC | NCHW (torch's default contiguous)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tf32", choices=SWITCH, default="on",
-                   help="TF32 math for float32 convolutions and matmuls on GPUs (TensorFlow's default)")
-    p.add_argument("--memory-format", choices=MEMORY_FORMATS, default=None,
-                   help="activation layout (default: channels_last on GPUs; on CPUs each framework's own)")
-    p.add_argument("--cudnn-benchmark", choices=SWITCH, default="on",
-                   help="let cuDNN time its convolution algorithms for the first batches")
+    p.add_argument(
+        "--tf32",
+        choices=SWITCH,
+        default="on",
+        help="TF32 math for float32 convolutions and matmuls on GPUs (TensorFlow's default)",
+    )
+    p.add_argument(
+        "--memory-format",
+        choices=MEMORY_FORMATS,
+        default=None,
+        help="activation layout (default: channels_last on GPUs; on CPUs each framework's own)",
+    )
+    p.add_argument(
+        "--cudnn-benchmark",
+        choices=SWITCH,
+        default="on",
+        help="let cuDNN time its convolution algorithms for the first batches",
+    )
 
 
 def memory_format(args: argparse.Namespace, framework: str, gpu: bool) -> str:
@@ -33,7 +46,7 @@ def memory_format(args: argparse.Namespace, framework: str, gpu: bool) -> str:
 
 def record(args: argparse.Namespace, framework: str, gpu: bool, compiled: str) -> dict:
     """The `numerics` field of a train record: what this rank's step ran with."""
-    half = "float16" if gpu else "bfloat16"   # autocast / Keras mixed policy on each device
+    half = "float16" if gpu else "bfloat16"  # autocast / Keras mixed policy on each device
     mixed = args.precision in ("amp", "mixed")
     return {
         "precision": args.precision,
@@ -55,8 +68,8 @@ def wire_dtype(args: argparse.Namespace) -> str:
 
 
 WIRE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
-MIB = 2 ** 20
-DDP_FIRST_BUCKET_BYTES = 1 * MIB   # torch.distributed's first bucket (reducer default)
+MIB = 2**20
+DDP_FIRST_BUCKET_BYTES = 1 * MIB  # torch.distributed's first bucket (reducer default)
 
 
 def wire(args: argparse.Namespace, engine_info: dict, parameters: int) -> dict:
@@ -73,7 +86,9 @@ def wire(args: argparse.Namespace, engine_info: dict, parameters: int) -> dict:
         record.update(bucket_bytes=int(float(cap) * MIB) if cap else None, first_bucket_bytes=DDP_FIRST_BUCKET_BYTES)
     elif args.engine == "horovod":
         threshold, cycle = engine_info.get("fusion_threshold_bytes"), engine_info.get("cycle_time_ms")
-        record.update(fusion_threshold_bytes=int(threshold) if threshold not in (None, "") else None,
-                      cycle_time_ms=float(cycle) if cycle not in (None, "") else None,
-                      compression="fp16" if dtype == "float16" else "none")
+        record.update(
+            fusion_threshold_bytes=int(threshold) if threshold not in (None, "") else None,
+            cycle_time_ms=float(cycle) if cycle not in (None, "") else None,
+            compression="fp16" if dtype == "float16" else "none",
+        )
     return record

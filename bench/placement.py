@@ -13,6 +13,7 @@ ranks on one host pinned to overlapping cores.
 
 Imports nothing from launch/ and no framework: it runs inside the image.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,15 @@ import subprocess
 from pathlib import Path
 
 # Variables naming the interface or device a rank's traffic uses, most specific first.
-NIC_VARIABLES = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES", "OMPI_MCA_btl_tcp_if_include",
-                 "FI_TCP_IFACE", "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE")
+NIC_VARIABLES = (
+    "NCCL_IB_HCA",
+    "NCCL_SOCKET_IFNAME",
+    "UCX_NET_DEVICES",
+    "OMPI_MCA_btl_tcp_if_include",
+    "FI_TCP_IFACE",
+    "GLOO_SOCKET_IFNAME",
+    "HOROVOD_GLOO_IFACE",
+)
 
 
 def cpu_list_text(cpus: list[int]) -> str:
@@ -122,11 +130,21 @@ def nic_placement(name: str | None, source: str | None, root: Path = Path("/")) 
         if base.exists():
             device = base / "device"
             if not device.exists():
-                return {"name": name, "kind": kind, "source": source, "numa_node": None,
-                        "unknown": f"{name} has no PCI device (virtual interface): NUMA node unknown"}
+                return {
+                    "name": name,
+                    "kind": kind,
+                    "source": source,
+                    "numa_node": None,
+                    "unknown": f"{name} has no PCI device (virtual interface): NUMA node unknown",
+                }
             numa = numa_node_of(device)
-            return {"name": name, "kind": kind, "source": source, "numa_node": numa,
-                    **({} if numa is not None else {"unknown": f"{name}: the kernel reports no NUMA node"})}
+            return {
+                "name": name,
+                "kind": kind,
+                "source": source,
+                "numa_node": numa,
+                **({} if numa is not None else {"unknown": f"{name}: the kernel reports no NUMA node"}),
+            }
     return {"name": name, "source": source, "numa_node": None, "unknown": f"{name} not found in /sys here"}
 
 
@@ -158,28 +176,36 @@ def gpu_placement(local_rank: int, env=os.environ, root: Path = Path("/"), run=N
     if not match:
         return {"index": index, "pci_bus": None, "numa_node": None, "unknown": "nvidia-smi gave no PCI bus"}
     bus = match.group(2).lower()
-    bus = bus[-12:] if len(bus) > 12 else bus   # 00000000:07:00.0 -> 0000:07:00.0
+    bus = bus[-12:] if len(bus) > 12 else bus  # 00000000:07:00.0 -> 0000:07:00.0
     numa = numa_node_of(root / "sys/bus/pci/devices" / bus)
-    return {"index": int(match.group(1)), "pci_bus": bus, "numa_node": numa,
-            **({} if numa is not None else {"unknown": f"no numa_node for {bus} in sysfs"})}
+    return {
+        "index": int(match.group(1)),
+        "pci_bus": bus,
+        "numa_node": numa,
+        **({} if numa is not None else {"unknown": f"no numa_node for {bus} in sysfs"}),
+    }
 
 
-def rank_placement(local_rank: int, gpu: bool, env=os.environ, root: Path = Path("/"), run=None,
-                   affinity: list[int] | None = None) -> dict:
+def rank_placement(
+    local_rank: int, gpu: bool, env=os.environ, root: Path = Path("/"), run=None, affinity: list[int] | None = None
+) -> dict:
     """Everything above for this process; every value read, none assumed."""
     cpus = sorted(affinity if affinity is not None else os.sched_getaffinity(0))
     nodes = numa_nodes(root)
     online = _read(root / "sys/devices/system/cpu/online")
     all_cpus = parse_cpu_list(online) if online else None
     place = {
-        "cpus": cpu_list_text(cpus), "cpu_count": len(cpus),
+        "cpus": cpu_list_text(cpus),
+        "cpu_count": len(cpus),
         "pinned": (set(cpus) != set(all_cpus)) if all_cpus else None,
         "numa_nodes": sorted(n for n, members in nodes.items() if set(members) & set(cpus)) if nodes else None,
         "gpu": gpu_placement(local_rank, env, root, run) if gpu else None,
         "nic": nic_placement(*traffic_nic(env), root=root),
         # each listed rail's NUMA node: the NIC NCCL gives this rank is known only after the run
-        "listed_nics": [nic_placement(name, variable, root=root) for name, variable in
-                        ((n, listed_nics(env)[1]) for n in listed_nics(env)[0])],
+        "listed_nics": [
+            nic_placement(name, variable, root=root)
+            for name, variable in ((n, listed_nics(env)[1]) for n in listed_nics(env)[0])
+        ],
         "hwloc": "present" if shutil.which("hwloc-calc") or shutil.which("lstopo") else "absent",
     }
     return place
@@ -187,54 +213,85 @@ def rank_placement(local_rank: int, gpu: bool, env=os.environ, root: Path = Path
 
 # ---------------------------------------------------------------- judging a run's ranks
 
+
 def with_nccl_nics(place: dict, used: list[str] | None) -> dict:
     """A rank's placement with the NICs NCCL says it used (from its NET/IB/<dev> channel lines) in
     place of the first listed one: a two-socket, multi-rail node gives each rank a NIC of its own."""
     if not used:
         return place
     known = {n.get("name"): n for n in place.get("listed_nics") or []}
-    nics = [known.get(name) or {"name": name, "numa_node": None, "unknown": f"{name}: not among the listed NICs"}
-            for name in used]
+    nics = [
+        known.get(name) or {"name": name, "numa_node": None, "unknown": f"{name}: not among the listed NICs"}
+        for name in used
+    ]
     numas: set[int] = {n["numa_node"] for n in nics if isinstance(n.get("numa_node"), int)}
     gpu_numa = (place.get("gpu") or {}).get("numa_node")
     nearest = gpu_numa if gpu_numa in numas else (min(numas) if len(numas) == 1 else None)
-    nic = {"name": ",".join(used), "source": "NCCL's channel lines (NET/IB/<dev>)", "numa_node": nearest,
-           "numa_nodes": sorted(numas), **({} if numas else {"unknown": "no NUMA node known for NCCL's NICs"})}
+    nic = {
+        "name": ",".join(used),
+        "source": "NCCL's channel lines (NET/IB/<dev>)",
+        "numa_node": nearest,
+        "numa_nodes": sorted(numas),
+        **({} if numas else {"unknown": "no NUMA node known for NCCL's NICs"}),
+    }
     return {**place, "nic": nic}
 
 
 def flags(records: list[dict], rank_nics: dict[int, list[str]] | None = None) -> dict:
     """The placement of every rank (from its train record) and what is wrong with it; `rank_nics`:
     the NICs NCCL used for each rank (launch.results.transport.nccl_rank_nics), where known."""
-    ranks = [{**r, "placement": with_nccl_nics(r["placement"], (rank_nics or {}).get(r["rank"]))}
-             for r in records if r.get("kind") == "train" and r.get("placement")]
+    ranks = [
+        {**r, "placement": with_nccl_nics(r["placement"], (rank_nics or {}).get(r["rank"]))}
+        for r in records
+        if r.get("kind") == "train" and r.get("placement")
+    ]
     problems: list[dict] = []
     for r in ranks:
         p = r["placement"]
         gpu_numa = (p.get("gpu") or {}).get("numa_node")
         nic_numa = (p.get("nic") or {}).get("numa_node")
         if gpu_numa is not None and nic_numa is not None and gpu_numa != nic_numa:
-            problems.append({"rank": r["rank"], "problem": "gpu_nic_numa_mismatch",
-                             "detail": f"GPU {p['gpu'].get('index')} on NUMA node {gpu_numa}, "
-                                       f"NIC {p['nic'].get('name')} on NUMA node {nic_numa}"})
+            problems.append(
+                {
+                    "rank": r["rank"],
+                    "problem": "gpu_nic_numa_mismatch",
+                    "detail": f"GPU {p['gpu'].get('index')} on NUMA node {gpu_numa}, "
+                    f"NIC {p['nic'].get('name')} on NUMA node {nic_numa}",
+                }
+            )
     by_host: dict[str, list[dict]] = {}
     for r in ranks:
         by_host.setdefault(r.get("host", "?"), []).append(r)
     for host, members in by_host.items():
         for i, a in enumerate(members):
-            for b in members[i + 1:]:
+            for b in members[i + 1 :]:
                 if not (a["placement"].get("pinned") and b["placement"].get("pinned")):
                     continue  # unpinned ranks float: the scheduler shares cores, nobody asked otherwise
                 shared = set(parse_cpu_list(a["placement"]["cpus"])) & set(parse_cpu_list(b["placement"]["cpus"]))
                 if shared:
-                    problems.append({"rank": b["rank"], "problem": "shared_cores",
-                                     "detail": f"ranks {a['rank']} and {b['rank']} on {host} are both pinned "
-                                               f"to CPUs {cpu_list_text(sorted(shared))}"})
-    unknown = sorted({f"{k}: {v['unknown']}" for r in ranks for k in ("gpu", "nic")
-                      if isinstance(v := r["placement"].get(k), dict) and v.get("unknown")})
+                    problems.append(
+                        {
+                            "rank": b["rank"],
+                            "problem": "shared_cores",
+                            "detail": f"ranks {a['rank']} and {b['rank']} on {host} are both pinned "
+                            f"to CPUs {cpu_list_text(sorted(shared))}",
+                        }
+                    )
+    unknown = sorted(
+        {
+            f"{k}: {v['unknown']}"
+            for r in ranks
+            for k in ("gpu", "nic")
+            if isinstance(v := r["placement"].get(k), dict) and v.get("unknown")
+        }
+    )
     # a GPU rank whose GPU or NIC NUMA node is unknown: the far-NUMA check could not run
-    unchecked = [r for r in ranks if r["placement"].get("gpu") is not None
-                 and None in (r["placement"]["gpu"].get("numa_node"), (r["placement"].get("nic") or {}).get("numa_node"))]
+    unchecked = [
+        r
+        for r in ranks
+        if r["placement"].get("gpu") is not None
+        and None in (r["placement"]["gpu"].get("numa_node"), (r["placement"].get("nic") or {}).get("numa_node"))
+    ]
     return {
         "ranks": [{"rank": r["rank"], "host": r.get("host"), **r["placement"]} for r in ranks],
         "problems": problems,

@@ -14,6 +14,7 @@
   sleeps SECONDS before every batch (a straggler), or once before batch BATCH (a
   hang). Tests use it to check that exactly that rank is named.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,7 @@ def injected_fault(rank: int) -> tuple[float, int | None] | None:
 
 
 class Progress:
-    def __init__(self, record_dir: str, rank: int, world_size: int, phase: str, iters: int,
-                 batches_started: int = 0):
+    def __init__(self, record_dir: str, rank: int, world_size: int, phase: str, iters: int, batches_started: int = 0):
         self.record_dir, self.rank, self.world_size = record_dir, rank, world_size
         self.phase, self.iters = phase, iters
         self.samples: list[float] = []
@@ -65,17 +65,35 @@ class Progress:
             seconds, batch = self.fault
             if batch is None or batch == self.batches_started:
                 time.sleep(seconds)
-        beat = json.dumps({"rank": self.rank, "phase": self.phase, "batches_started": self.batches_started,
-                           "time_unix": time.time(), "pid": os.getpid()})
+        beat = json.dumps(
+            {
+                "rank": self.rank,
+                "phase": self.phase,
+                "batches_started": self.batches_started,
+                "time_unix": time.time(),
+                "pid": os.getpid(),
+            }
+        )
         os.pwrite(self._beat_fd, beat.ljust(HEARTBEAT_BYTES).encode()[:HEARTBEAT_BYTES], 0)
 
     def __call__(self, sample_img_per_s: float) -> None:
         """One timed iteration finished with this img/s sample."""
         self.samples.append(sample_img_per_s)
         step = len(self.samples)
-        write_record(self.record_dir, self.rank, "progress", phase=self.phase, step=step, iters=self.iters,
-                     sample_img_per_s=sample_img_per_s, step_end_unix=time.time())
+        write_record(
+            self.record_dir,
+            self.rank,
+            "progress",
+            phase=self.phase,
+            step=step,
+            iters=self.iters,
+            sample_img_per_s=sample_img_per_s,
+            step_end_unix=time.time(),
+        )
         if self.rank == 0:
             mean = sum(self.samples) / step
-            print(f"{PROGRESS_PREFIX} {self.phase} iteration {step}/{self.iters}: "
-                  f"{mean * self.world_size:.1f} img/s ({self.world_size} ranks)", flush=True)
+            print(
+                f"{PROGRESS_PREFIX} {self.phase} iteration {step}/{self.iters}: "
+                f"{mean * self.world_size:.1f} img/s ({self.world_size} ranks)",
+                flush=True,
+            )

@@ -4,6 +4,7 @@ Each rank appends its records to `<record_dir>/rank-<rank>.jsonl`; the launcher
 reads them back. A record is a flat JSON object with `schema_version`, `kind`
 and `rank`; the rest depends on the kind (`train`, `allreduce`, `halo`, `error`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -58,8 +59,13 @@ def errors_recorded(record_dir: str | os.PathLike, rank: int | Callable[[], int]
     try:
         yield
     except Exception as exc:
-        write_record(record_dir, rank() if callable(rank) else rank, "error",
-                     error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-4000:])
+        write_record(
+            record_dir,
+            rank() if callable(rank) else rank,
+            "error",
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc()[-4000:],
+        )
         raise
 
 

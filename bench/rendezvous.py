@@ -5,6 +5,7 @@ mpirun, srun or an emulated cluster the ranks were started by MPI/PMIx, so rank
 0 picks a free port on its host and broadcasts (host, port) over MPI; MPI is only
 the bootstrap, the training traffic goes through the engine's own transport.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -59,8 +60,14 @@ def mpi_comm():
 def discover() -> Peers:
     if "RANK" in os.environ and "MASTER_ADDR" in os.environ:
         rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        return Peers(rank, size, int(os.environ.get("LOCAL_RANK", 0)), os.environ["MASTER_ADDR"],
-                     int(os.environ["MASTER_PORT"]), [])
+        return Peers(
+            rank,
+            size,
+            int(os.environ.get("LOCAL_RANK", 0)),
+            os.environ["MASTER_ADDR"],
+            int(os.environ["MASTER_PORT"]),
+            [],
+        )
     comm = mpi_comm()
     host = socket.gethostname()
     hosts = comm.allgather(host)
@@ -71,5 +78,10 @@ def discover() -> Peers:
 
 def export_for_torch(peers: Peers) -> None:
     """The env:// variables torch.distributed reads."""
-    os.environ.update(RANK=str(peers.rank), WORLD_SIZE=str(peers.size), LOCAL_RANK=str(peers.local_rank),
-                      MASTER_ADDR=peers.master_addr, MASTER_PORT=str(peers.master_port))
+    os.environ.update(
+        RANK=str(peers.rank),
+        WORLD_SIZE=str(peers.size),
+        LOCAL_RANK=str(peers.local_rank),
+        MASTER_ADDR=peers.master_addr,
+        MASTER_PORT=str(peers.master_port),
+    )

@@ -1,4 +1,5 @@
 """Summary statistics for per-iteration samples (mean, median, 95 % CI)."""
+
 from __future__ import annotations
 
 import math

@@ -14,6 +14,7 @@ upstream issue #4290). The step therefore differentiates with respect to the
 `tf.Variable` behind each Keras variable (`v.value`), and Horovod only ever
 sees `tf.Variable`s and tensors.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,8 +44,10 @@ def configure_runtime(local_rank: int, args) -> tuple[bool, dict]:
     gpu_request.use_gpu("TensorFlow", len(gpus), getattr(args, "record_dir", None))  # asked, none seen: one line
     if not gpus and requested is None and placement.nvidia_gpus_visible():
         cuda = tf.sysconfig.get_build_info().get("cuda_version") or "none (a CPU build)"
-        fail(f"this process has an NVIDIA GPU but TensorFlow {tf.__version__} registers none (built for "
-             f"CUDA {cuda}): it would train on the CPU; use an image whose TensorFlow matches its CUDA")
+        fail(
+            f"this process has an NVIDIA GPU but TensorFlow {tf.__version__} registers none (built for "
+            f"CUDA {cuda}): it would train on the CPU; use an image whose TensorFlow matches its CUDA"
+        )
     if gpus:
         gpu = gpus[local_rank % len(gpus)]
         tf.config.set_visible_devices(gpu, "GPU")
@@ -152,8 +155,9 @@ class NativeEngine(Local):
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         hosts, workers = zip(*self.comm.allgather((socket.gethostname(), worker_address())))
         self.local_rank = hosts[: self.rank].count(hosts[self.rank])
-        os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": list(workers)},
-                                              "task": {"type": "worker", "index": self.rank}})
+        os.environ["TF_CONFIG"] = json.dumps(
+            {"cluster": {"worker": list(workers)}, "task": {"type": "worker", "index": self.rank}}
+        )
         self.gpu, self.numerics = configure_runtime(self.local_rank, args)
         implementation = tf.distribute.experimental.CommunicationImplementation
         self.collectives = implementation.NCCL if self.gpu else implementation.RING
@@ -183,8 +187,12 @@ class NativeEngine(Local):
         return self.compile(sum_over_replicas)(contribution).numpy()
 
     def describe(self) -> dict:
-        return {"strategy": "MultiWorkerMirroredStrategy", "collectives": self.collectives.name.lower(),
-                "bootstrap": "mpi", "workers": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]}
+        return {
+            "strategy": "MultiWorkerMirroredStrategy",
+            "collectives": self.collectives.name.lower(),
+            "bootstrap": "mpi",
+            "workers": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"],
+        }
 
     def stop(self):
         self.comm.Barrier()  # every rank times the exchange-free step at once; tf.distribute's

@@ -9,6 +9,7 @@ per-iteration img/s, the img/s of the same step without gradient exchange (for
 the communication share; timed after the engine's threads stopped), and a check that its variables equal rank 0's at the
 end. Keras 3 is used as installed (no TF_USE_LEGACY_KERAS).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,7 +17,7 @@ import os
 import sys
 import time
 
-from bench import train_args
+from bench import tf_cuda, train_args
 from bench.record import errors_recorded
 from bench.progress import Progress
 from bench.timing import timed_iterations
@@ -38,16 +39,19 @@ def input_shape(keras, size: int) -> tuple[int, int, int]:
 def small_cnn(keras, size: int):
     """A CNN small enough to train on a couple of CPU cores (~90 k parameters)."""
     layers = keras.layers
-    return keras.Sequential([
-        keras.Input(input_shape(keras, size)),
-        layers.Conv2D(16, 3, padding="same", activation="relu"),
-        layers.MaxPooling2D(),
-        layers.Conv2D(32, 3, padding="same", activation="relu"),
-        layers.MaxPooling2D(),
-        layers.Conv2D(64, 3, padding="same", activation="relu"),
-        layers.GlobalAveragePooling2D(),
-        layers.Dense(CLASSES),
-    ], name="SmallCNN")
+    return keras.Sequential(
+        [
+            keras.Input(input_shape(keras, size)),
+            layers.Conv2D(16, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Conv2D(32, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Conv2D(64, 3, padding="same", activation="relu"),
+            layers.GlobalAveragePooling2D(),
+            layers.Dense(CLASSES),
+        ],
+        name="SmallCNN",
+    )
 
 
 def make_model(keras, name: str, size: int):
@@ -98,8 +102,9 @@ class Trainer:
         if self.loss is not None:
             self.loss.numpy()  # waits for the step's device work
 
-    def run(self, warmup: int, iters: int, batches_per_iter: int, batch_size: int,
-            progress: Progress | None = None) -> list[float]:
+    def run(
+        self, warmup: int, iters: int, batches_per_iter: int, batch_size: int, progress: Progress | None = None
+    ) -> list[float]:
         """img/s of each timed iteration on this rank."""
         return timed_iterations(self.batch, self.sync, warmup, iters, batches_per_iter, batch_size, progress)
 
@@ -118,14 +123,16 @@ def tf_versions(tf, keras) -> dict:
     if tf.config.list_physical_devices("GPU"):
         versions["cuda"] = build.get("cuda_version")
         versions["cudnn"] = build.get("cudnn_version")
-        versions["gpu"] = tf.config.experimental.get_device_details(
-            tf.config.list_physical_devices("GPU")[0]).get("device_name")
+        versions["gpu"] = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0]).get(
+            "device_name"
+        )
     versions["horovod"] = package_version("horovod")
     return versions
 
 
 def main(argv: list[str] | None = None) -> int:
     args = train_args.validate("tf", build_parser().parse_args(argv))
+    tf_cuda.on_library_path()  # the cuda image: TensorFlow's CUDA 12 libraries first
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # keep TensorFlow's INFO lines out of the log
     import keras
     import tensorflow as tf
@@ -175,13 +182,21 @@ def train(tf, keras, engine, args) -> int:
     engine.stop()
     compute_samples = compute.run(*run, progress.next_phase("compute"))
     return finish(
-        args, engine, framework="tf", device=device,
+        args,
+        engine,
+        framework="tf",
+        device=device,
         threads=tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count(),
-        versions=tf_versions(tf, keras), numerics_used=engine.numerics,
+        versions=tf_versions(tf, keras),
+        numerics_used=engine.numerics,
         parameters=sum(int(np.prod(v.shape)) for v in trainer.model.trainable_variables),
-        samples=samples, compute_samples=compute_samples, train_seconds=train_seconds,
-        params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256,
+        samples=samples,
+        compute_samples=compute_samples,
+        train_seconds=train_seconds,
+        params_max_abs_diff=params_max_abs_diff,
+        params_sha256=params_sha256,
     )
+
 
 if __name__ == "__main__":
     sys.exit(main())

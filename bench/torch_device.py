@@ -4,6 +4,7 @@ Sites hand GPUs to ranks two ways: every rank sees the node's GPUs and picks its
 local rank's (mpirun, torchrun, srun --gpus-per-node), or each rank sees one GPU
 only (srun --gpus-per-task, --gpu-bind): there, local rank 3 must take device 0.
 """
+
 from __future__ import annotations
 
 import torch
@@ -45,7 +46,6 @@ def collective_device(group, local_rank: int) -> torch.device:
     if "cpu" in {torch.device(t).type for t in group._device_types}:
         return torch.device("cpu")
     return torch.device("cuda", gpu_index(local_rank, torch.cuda.device_count()))
-
 
 
 def name_rank_a_host_for_nccl(rank: int, env=None) -> None:

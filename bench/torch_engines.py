@@ -9,6 +9,7 @@ before the step without exchange is timed, so nothing of the engine competes
 with it for the cores; what the engine reported about itself is kept for the
 record, and the final `shutdown()` is then a no-op.
 """
+
 from __future__ import annotations
 
 import os

@@ -9,6 +9,7 @@ same step without gradient exchange (for the communication share; timed after
 the engine has stopped, so none of its threads competes), and a check that its
 parameters equal rank 0's at the end of training.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +29,12 @@ from bench.versions import common_versions, package_version
 def build_parser():
     p = train_args.parser("torch")
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size")
-    p.add_argument("--backend", choices=("gloo", "nccl"), default=None,
-                   help="DDP process-group backend (default: nccl on GPU, gloo on CPU)")
+    p.add_argument(
+        "--backend",
+        choices=("gloo", "nccl"),
+        default=None,
+        help="DDP process-group backend (default: nccl on GPU, gloo on CPU)",
+    )
     return p
 
 
@@ -79,8 +84,9 @@ class Trainer:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize()
 
-    def run(self, warmup: int, iters: int, batches_per_iter: int, batch_size: int,
-            progress: Progress | None = None) -> list[float]:
+    def run(
+        self, warmup: int, iters: int, batches_per_iter: int, batch_size: int, progress: Progress | None = None
+    ) -> list[float]:
         """img/s of each timed iteration on this rank."""
         return timed_iterations(self.batch, self.sync, warmup, iters, batches_per_iter, batch_size, progress)
 
@@ -170,12 +176,21 @@ def train(torch, torchvision, engine, args) -> int:
     engine.stop()
     compute_samples = compute.run(*run, progress.next_phase("compute"))
     return finish(
-        args, engine, framework="torch", device=str(device), threads=torch.get_num_threads(),
-        versions=torch_versions(torch, torchvision), numerics_used=used,
+        args,
+        engine,
+        framework="torch",
+        device=str(device),
+        threads=torch.get_num_threads(),
+        versions=torch_versions(torch, torchvision),
+        numerics_used=used,
         parameters=sum(p.numel() for p in trainer.model.parameters()),
-        samples=samples, compute_samples=compute_samples, train_seconds=train_seconds,
-        params_max_abs_diff=params_max_abs_diff, params_sha256=params_sha256,
+        samples=samples,
+        compute_samples=compute_samples,
+        train_seconds=train_seconds,
+        params_max_abs_diff=params_max_abs_diff,
+        params_sha256=params_sha256,
     )
+
 
 if __name__ == "__main__":
     sys.exit(main())

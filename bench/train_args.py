@@ -2,6 +2,7 @@
 
 Bad values end the program with one line on stderr and exit code 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,12 @@ def parser(framework: str) -> argparse.ArgumentParser:
     p.add_argument("--cycle-time-ms", type=float, default=None, help="Horovod cycle time")
     numerics.add_arguments(p)
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--param-tolerance", type=float, default=1e-6,
-                   help="largest parameter difference between ranks still counted as identical")
+    p.add_argument(
+        "--param-tolerance",
+        type=float,
+        default=1e-6,
+        help="largest parameter difference between ranks still counted as identical",
+    )
     p.add_argument("--record-dir", required=True, help="where each rank writes rank-<N>.jsonl")
     return p
 

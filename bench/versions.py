@@ -1,4 +1,5 @@
 """Versions of the communication stack as seen from inside a rank."""
+
 from __future__ import annotations
 
 import importlib.metadata

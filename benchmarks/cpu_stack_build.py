@@ -15,6 +15,7 @@ in alternating rounds: the image/host time ratio of a 16 MiB allreduce.
 
 A cold build took ~17 min here on 2 cores (devel 830 s, runtime 167 s; `make image` builds the same stack).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,11 +55,33 @@ int main(int argc, char **argv) {
 # pml/mtl/btl selections of the presets, each run on its own (libfabric's tcp provider for ofi)
 PATHS = {
     # Open MPI 4.1's pml ucx declines without an RDMA transport unless told any will do
-    "pml ucx": ["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any", "--mca", "pml_ucx_devices", "any",
-                "-x", "UCX_TLS=sm,self,tcp"],
+    "pml ucx": [
+        "--mca",
+        "pml",
+        "ucx",
+        "--mca",
+        "pml_ucx_tls",
+        "any",
+        "--mca",
+        "pml_ucx_devices",
+        "any",
+        "-x",
+        "UCX_TLS=sm,self,tcp",
+    ],
     # the ofi MTL leaves out tcp unless a provider list names it
-    "pml cm + mtl ofi (tcp)": ["--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include",
-                               "tcp", "-x", "FI_PROVIDER=tcp"],
+    "pml cm + mtl ofi (tcp)": [
+        "--mca",
+        "pml",
+        "cm",
+        "--mca",
+        "mtl",
+        "ofi",
+        "--mca",
+        "mtl_ofi_provider_include",
+        "tcp",
+        "-x",
+        "FI_PROVIDER=tcp",
+    ],
     "pml ob1 + btl tcp": ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp"],
 }
 COMPONENTS = ("pml: ucx", "mtl: ofi", "mtl: psm2", "pmix: ext3x", "btl: tcp", "btl: vader")
@@ -97,8 +120,7 @@ def checks(sif: Path) -> bool:
 
 
 def allreduce(mpirun: list[str], binary: str, extra: list[str]) -> float:
-    out = subprocess.run([*mpirun, "-np", "2", *ROOT, *extra, binary], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run([*mpirun, "-np", "2", *ROOT, *extra, binary], capture_output=True, text=True, timeout=300)
     match = re.search(r"sum_ok=(\d) seconds_16MiB=([0-9.]+)", out.stdout)
     if out.returncode != 0 or not match or match.group(1) != "1":
         raise RuntimeError(f"allreduce failed (exit {out.returncode}): {out.stdout[-500:]} {out.stderr[-1500:]}")
@@ -108,7 +130,9 @@ def allreduce(mpirun: list[str], binary: str, extra: list[str]) -> float:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--image", type=Path, help="check and run this image (with a compiler) instead of the cpu stack image")
+    p.add_argument(
+        "--image", type=Path, help="check and run this image (with a compiler) instead of the cpu stack image"
+    )
     args = p.parse_args()
     if args.image:
         if not args.image.is_file():
@@ -121,8 +145,10 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     log = Path(entry.log)
-    print(f"\ncpu stack {entry.image}: built in {entry.build_seconds:.0f} s ({entry.build_seconds / 60:.1f} min; "
-          f"stages {entry.stages}), {entry.size_bytes / 2**30:.2f} GiB")
+    print(
+        f"\ncpu stack {entry.image}: built in {entry.build_seconds:.0f} s ({entry.build_seconds / 60:.1f} min; "
+        f"stages {entry.stages}), {entry.size_bytes / 2**30:.2f} GiB"
+    )
     if log.is_file():
         print("seconds per component:")
         for name, value in sorted(rehearse.component_seconds(log).items(), key=lambda kv: -kv[1]):
@@ -139,8 +165,9 @@ def prove(sif: Path, rounds: int, compiler_image: Path | None = None) -> int:
         with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
             (Path(tmp) / "allreduce.c").write_text(PROGRAM)
             image_bin, host_bin = f"{tmp}/allreduce-image", f"{tmp}/allreduce-host"
-            built = in_image(compiler_image or sif,
-                             ["/usr/local/openmpi/bin/mpicc", "-O2", "-o", image_bin, f"{tmp}/allreduce.c"])
+            built = in_image(
+                compiler_image or sif, ["/usr/local/openmpi/bin/mpicc", "-O2", "-o", image_bin, f"{tmp}/allreduce.c"]
+            )
             if built.returncode != 0:
                 raise RuntimeError(f"mpicc in the image: {built.stderr[-800:]}")
             image_mpirun = [*exec_argv(sif), "/usr/local/openmpi/bin/mpirun"]
@@ -154,15 +181,19 @@ def prove(sif: Path, rounds: int, compiler_image: Path | None = None) -> int:
             subprocess.run([host_mpicc, "-O2", "-o", host_bin, f"{tmp}/allreduce.c"], check=True)
             vader = ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"]
             host, image = [], []
-            for round_ in range(rounds):      # alternating: a shared host drifts
-                sides = [lambda: host.append(allreduce([host_mpirun], host_bin, vader)),
-                         lambda: image.append(allreduce(image_mpirun, image_bin, vader))]
+            for round_ in range(rounds):  # alternating: a shared host drifts
+                sides = [
+                    lambda: host.append(allreduce([host_mpirun], host_bin, vader)),
+                    lambda: image.append(allreduce(image_mpirun, image_bin, vader)),
+                ]
                 for go in sides if round_ % 2 == 0 else sides[::-1]:
                     go()
             host_s, image_s = statistics.mean(host), statistics.mean(image)
-            print(f"\n16 MiB allreduce, 2 ranks, shared memory (ob1/vader), {rounds} alternating rounds: "
-                  f"host (Debian Open MPI) {host_s * 1e3:.1f} ms, image (source-built) "
-                  f"{image_s * 1e3:.1f} ms: image/host time {image_s / host_s:.3f}")
+            print(
+                f"\n16 MiB allreduce, 2 ranks, shared memory (ob1/vader), {rounds} alternating rounds: "
+                f"host (Debian Open MPI) {host_s * 1e3:.1f} ms, image (source-built) "
+                f"{image_s * 1e3:.1f} ms: image/host time {image_s / host_s:.3f}"
+            )
     except (RuntimeError, subprocess.SubprocessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

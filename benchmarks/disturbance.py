@@ -20,6 +20,7 @@ battery did not plant). The machine's load (/proc/loadavg) before every run is p
     python benchmarks/disturbance.py                       # 3 rounds of every cause
     python benchmarks/disturbance.py --rounds 1 --causes quiet,cpu,stopped --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,12 +49,15 @@ MEMORY_LIMIT_BYTES = 48 << 20
 MEMORY_FILE_MB = 200
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
 HOG_NAME = "fb-battery-hog"  # its comm: the cpu cause is right only where the sampler names it
-HOG = (f"import os, sys\nopen('/proc/self/comm', 'w').write({HOG_NAME!r})\n"
-       "os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n")
+HOG = (
+    f"import os, sys\nopen('/proc/self/comm', 'w').write({HOG_NAME!r})\n"
+    "os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+)
 
 
 class Workload(TypedDict):
     """The RunSpec fields every cause's run shares (spec_for)."""
+
     engine: str
     model: str
     image_size: int
@@ -64,14 +68,22 @@ class Workload(TypedDict):
 
 
 def spec_for(cause: str, iters: int) -> RunSpec:
-    common: Workload = {"engine": "ddp", "model": "resnet18", "image_size": 32, "batch_size": 8, "warmup": 2,
-                        "iters": iters, "batches_per_iter": 2}
+    common: Workload = {
+        "engine": "ddp",
+        "model": "resnet18",
+        "image_size": 32,
+        "batch_size": 8,
+        "warmup": 2,
+        "iters": iters,
+        "batches_per_iter": 2,
+    }
     if cause in ("traffic", "quiet-emulated"):
         return RunSpec(launcher="emulated", nodes=2, ranks=2, fabric="emu-eth-10g", **common)
     return RunSpec(ranks=2, **common)
 
 
 # ------------------------------------------------------------------ planting
+
 
 @contextlib.contextmanager
 def cpu_hogs(pids: list[int]):
@@ -95,8 +107,10 @@ def memory_pressure(pids: list[int]):
     group.mkdir()
     scratch = tempfile.NamedTemporaryFile(prefix="fabric-bench-battery-", delete=False)
     scratch.close()
-    loop = (f"echo $$ > {group}/cgroup.procs; while true; do dd if=/dev/zero of={scratch.name} bs=1M "
-            f"count={MEMORY_FILE_MB} 2>/dev/null; cat {scratch.name} > /dev/null; done")
+    loop = (
+        f"echo $$ > {group}/cgroup.procs; while true; do dd if=/dev/zero of={scratch.name} bs=1M "
+        f"count={MEMORY_FILE_MB} 2>/dev/null; cat {scratch.name} > /dev/null; done"
+    )
     try:
         (group / "memory.limit_in_bytes").write_text(str(MEMORY_LIMIT_BYTES))
         writer = subprocess.Popen(["sh", "-c", loop], start_new_session=True)
@@ -133,8 +147,11 @@ def stopped_rank(record_dir: Path, warmup: int, done: dict):
 
     def plant():
         while not stop.wait(0.05):
-            beats = [b for b in heartbeats(record_dir) if b.get("phase") == "train"
-                     and b.get("batches_started", 0) >= warmup + 3]
+            beats = [
+                b
+                for b in heartbeats(record_dir)
+                if b.get("phase") == "train" and b.get("batches_started", 0) >= warmup + 3
+            ]
             if beats:
                 target = max(beats, key=lambda b: b["rank"])["pid"]
                 os.kill(target, signal.SIGSTOP)
@@ -142,6 +159,7 @@ def stopped_rank(record_dir: Path, warmup: int, done: dict):
                 os.kill(target, signal.SIGCONT)
                 done["pid"] = target
                 return
+
     with _beside_the_run(plant, stop):
         yield
 
@@ -173,13 +191,26 @@ def background_traffic(cluster, pids: list[int], done: dict):
         else:
             return
         time.sleep(1.0)
-        procs.append(subprocess.Popen(["ip", "netns", "exec", node1, "iperf3", "-s", "-B", cluster.address(1)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                ["ip", "netns", "exec", node1, "iperf3", "-s", "-B", cluster.address(1)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         time.sleep(0.5)
-        procs.append(subprocess.Popen(["ip", "netns", "exec", node0, "iperf3", "-c", cluster.address(1), "-t", "600"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                ["ip", "netns", "exec", node0, "iperf3", "-c", cluster.address(1), "-t", "600"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         pids.extend(p.pid for p in procs)
         done["started"] = True
+
     try:
         with _beside_the_run(plant, stop):
             yield
@@ -191,6 +222,7 @@ def background_traffic(cluster, pids: list[int], done: dict):
 
 
 # ------------------------------------------------------------------ one run
+
 
 def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
@@ -218,13 +250,22 @@ def run_one(cause: str, results: Path, iters: int) -> dict:
     record = result.get("disturbance") or {}
     named = sorted({c["signal"] for c in record.get("causes") or []})
     cpu = (record.get("signals") or {}).get("cpu") or {}
-    return {"cause": cause, "run_id": result["run_id"], "status": result["status"], "load_1min": load,
-            "verdict": record.get("verdict"), "named": named,
-            "words": [c["words"] for c in record.get("causes") or []],
-            "other_cores": cpu.get("other_cores"), "top": cpu.get("top"),
-            "planted_pids": planted_pids, "stopped_pid": done.get("pid"), "traffic_started": done.get("started"),
-            "rank_pids": sorted({r["pid"] for r in rank_records(prepared.plan.record_dir)}),
-            "sampler": record.get("sampler")}
+    return {
+        "cause": cause,
+        "run_id": result["run_id"],
+        "status": result["status"],
+        "load_1min": load,
+        "verdict": record.get("verdict"),
+        "named": named,
+        "words": [c["words"] for c in record.get("causes") or []],
+        "other_cores": cpu.get("other_cores"),
+        "top": cpu.get("top"),
+        "planted_pids": planted_pids,
+        "stopped_pid": done.get("pid"),
+        "traffic_started": done.get("started"),
+        "rank_pids": sorted({r["pid"] for r in rank_records(prepared.plan.record_dir)}),
+        "sampler": record.get("sampler"),
+    }
 
 
 def rank_records(record_dir: Path) -> list[dict]:
@@ -237,6 +278,7 @@ def rank_records(record_dir: Path) -> list[dict]:
 
 
 # ------------------------------------------------------------------ the figures
+
 
 def named_right(run: dict) -> bool:
     """The planted cause's signal is named; for busy processes, the planted ones are among the
@@ -259,12 +301,22 @@ def confusion(runs: list[dict]) -> dict:
     right = [r for r in planted_runs if named_right(r)]
     quiet = [r for r in runs if r["cause"].startswith("quiet")]
     flagged = [r for r in quiet if r["verdict"] == "disturbed"]
-    return {"matrix": matrix, "runs": counts, "planted_runs": len(planted_runs), "named_right": len(right),
-            "quiet_runs": len(quiet), "quiet_flagged": len(flagged),
-            "quiet_flagged_by": [{"run_id": r["run_id"], "load_1min": r["load_1min"], "words": r["words"]}
-                                 for r in flagged],
-            "missed": [{"run_id": r["run_id"], "cause": r["cause"], "named": r["named"], "words": r["words"]}
-                       for r in planted_runs if r not in right]}
+    return {
+        "matrix": matrix,
+        "runs": counts,
+        "planted_runs": len(planted_runs),
+        "named_right": len(right),
+        "quiet_runs": len(quiet),
+        "quiet_flagged": len(flagged),
+        "quiet_flagged_by": [
+            {"run_id": r["run_id"], "load_1min": r["load_1min"], "words": r["words"]} for r in flagged
+        ],
+        "missed": [
+            {"run_id": r["run_id"], "cause": r["cause"], "named": r["named"], "words": r["words"]}
+            for r in planted_runs
+            if r not in right
+        ],
+    }
 
 
 def print_figures(runs: list[dict], figures: dict, started_load: str, ended_load: str) -> None:
@@ -275,8 +327,10 @@ def print_figures(runs: list[dict], figures: dict, started_load: str, ended_load
         print(f"{cause:<9} {figures['runs'][cause]:>4} " + " ".join(f"{row[c]:>8}" for c in columns))
     if figures["planted_runs"]:
         share = figures["named_right"] / figures["planted_runs"]
-        print(f"named with the right cause: {figures['named_right']} of {figures['planted_runs']} planted runs "
-              f"({share:.0%}; target >= 95 %)")
+        print(
+            f"named with the right cause: {figures['named_right']} of {figures['planted_runs']} planted runs "
+            f"({share:.0%}; target >= 95 %)"
+        )
     if figures["quiet_runs"]:
         share = figures["quiet_flagged"] / figures["quiet_runs"]
         print(f"quiet runs flagged: {figures['quiet_flagged']} of {figures['quiet_runs']} ({share:.0%}; target <= 5 %)")
@@ -285,15 +339,19 @@ def print_figures(runs: list[dict], figures: dict, started_load: str, ended_load
     for flag in figures["quiet_flagged_by"]:
         print(f"  quiet run flagged: {flag['run_id']} (load {flag['load_1min']:.2f}): {'; '.join(flag['words'])}")
     loads = [r["load_1min"] for r in runs]
-    print(f"machine load (1-min average before each run): {min(loads):.2f} - {max(loads):.2f}, "
-          f"mean {sum(loads) / len(loads):.2f} on {os.cpu_count()} cores")
+    print(
+        f"machine load (1-min average before each run): {min(loads):.2f} - {max(loads):.2f}, "
+        f"mean {sum(loads) / len(loads):.2f} on {os.cpu_count()} cores"
+    )
     print(f"uptime at the start: {started_load}\nuptime at the end:   {ended_load}")
     costs = [r["sampler"] for r in runs if r.get("sampler") and r["sampler"].get("share_of_a_core") is not None]
     if costs:
         share = sorted(c["share_of_a_core"] for c in costs)
         per = sorted(c["per_snapshot_ms"] for c in costs)
-        print(f"sampler cost: median {share[len(share) // 2]:.2%} of a core (range {share[0]:.2%} - {share[-1]:.2%}), "
-              f"{per[len(per) // 2]:.2f} ms per snapshot, every {costs[0]['interval_s']:g} s")
+        print(
+            f"sampler cost: median {share[len(share) // 2]:.2%} of a core (range {share[0]:.2%} - {share[-1]:.2%}), "
+            f"{per[len(per) // 2]:.2f} ms per snapshot, every {costs[0]['interval_s']:g} s"
+        )
 
 
 def uptime() -> str:
@@ -311,13 +369,17 @@ def main() -> int:
     causes = [c for c in args.causes.split(",") if c]
     unknown = [c for c in causes if c not in CAUSES]
     if unknown or args.rounds < 1 or args.iters < 4:
-        print(f"error: causes must be among {', '.join(CAUSES)} (got {', '.join(unknown) or '-'}); "
-              f"--rounds >= 1; --iters >= 4", file=sys.stderr)
+        print(
+            f"error: causes must be among {', '.join(CAUSES)} (got {', '.join(unknown) or '-'}); "
+            f"--rounds >= 1; --iters >= 4",
+            file=sys.stderr,
+        )
         return 2
     if "traffic" in causes:
         if os.geteuid() != 0 or shutil.which("iperf3") is None or shutil.which("ip") is None:
-            print("error: the traffic cause needs root, ip and iperf3 (make setup-test installs iperf3)",
-                  file=sys.stderr)
+            print(
+                "error: the traffic cause needs root, ip and iperf3 (make setup-test installs iperf3)", file=sys.stderr
+            )
             return 2
         causes.append("quiet-emulated")  # the traffic cause's quiet control, on the same launcher
     results = args.results or Path(tempfile.mkdtemp(prefix="fabric-bench-battery-"))
@@ -326,12 +388,15 @@ def main() -> int:
     runs = []
     try:
         for round_ in range(args.rounds):
-            order = causes[round_ % len(causes):] + causes[:round_ % len(causes)]
+            order = causes[round_ % len(causes) :] + causes[: round_ % len(causes)]
             for cause in order:
                 run = run_one(cause, results, args.iters)
                 runs.append(run)
-                print(f"round {round_ + 1} {cause:<14} load {run['load_1min']:5.2f}  {run['verdict']:<12} "
-                      f"{', '.join(run['named']) or '-'}  ({run['run_id']})", flush=True)
+                print(
+                    f"round {round_ + 1} {cause:<14} load {run['load_1min']:5.2f}  {run['verdict']:<12} "
+                    f"{', '.join(run['named']) or '-'}  ({run['run_id']})",
+                    flush=True,
+                )
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

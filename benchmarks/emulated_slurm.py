@@ -11,6 +11,7 @@
     python benchmarks/emulated_slurm.py [--rate 300mbit] [--rounds 3] [--nodes 6] [--bytes 16777216]
                                         [--skip-allreduce] [--skip-locate] [--patterns all-pairs,screen]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,24 @@ def busbw(results: Path) -> float | None:
 
 def allreduce_rounds(rate: str, rounds: int, nbytes: int, work: Path) -> None:
     link = emulate.parse_rate(rate) / 1e9
-    size = ["--benchmark", "allreduce", "--min-bytes", str(nbytes), "--max-bytes", str(nbytes), "--iters", "3",
-            "--warmup", "1", "--nodes", "2", "--ranks", "2", "--runtime", "host"]
+    size = [
+        "--benchmark",
+        "allreduce",
+        "--min-bytes",
+        str(nbytes),
+        "--max-bytes",
+        str(nbytes),
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--nodes",
+        "2",
+        "--ranks",
+        "2",
+        "--runtime",
+        "host",
+    ]
     assert fb("emulate", "up", "--nodes", "3", "--link", rate, "--slurm", "--name", "bench").returncode == 0
     try:
         env = slurm_nodes.client_env("bench")
@@ -63,8 +80,11 @@ def allreduce_rounds(rate: str, rounds: int, nbytes: int, work: Path) -> None:
                     fb("run", "--launcher", "emulated", "--fabric", f"emu-eth-{rate}", *size, "--results", str(out))
                 got[kind] = busbw(out)
             s, e = got["slurm"], got["emulated"]
-            print(f"{k:>5} {s / link if s else float('nan'):8.3f} {e / link if e else float('nan'):9.3f} "
-                  f"{s / e if s and e else float('nan'):15.3f}", flush=True)
+            print(
+                f"{k:>5} {s / link if s else float('nan'):8.3f} {e / link if e else float('nan'):9.3f} "
+                f"{s / e if s and e else float('nan'):15.3f}",
+                flush=True,
+            )
     finally:
         fb("emulate", "down", "bench")
 
@@ -73,23 +93,45 @@ def locate_cases(nodes: int, rate: str, work: Path, patterns: list[str]) -> None
     """Each planted case on one cluster, located with each pattern in turn (the order alternates
     from case to case)."""
     half = nodes // 2
-    cases = {"healthy": [], f"bad link n1-n{1 + half}": ["--link", f"n1-n{1 + half}=75mbit"],
-             "bad link n1-n3": ["--link", "n1-n3=75mbit"], "slow node n2": ["--slow", "n2"]}
-    print(f"\nlocate on {nodes} nodes, links {rate} (n1-n{1 + half}: a pair the screen measures; n1-n3: one it "
-          f"does not)")
+    cases = {
+        "healthy": [],
+        f"bad link n1-n{1 + half}": ["--link", f"n1-n{1 + half}=75mbit"],
+        "bad link n1-n3": ["--link", "n1-n3=75mbit"],
+        "slow node n2": ["--slow", "n2"],
+    }
+    print(
+        f"\nlocate on {nodes} nodes, links {rate} (n1-n{1 + half}: a pair the screen measures; n1-n3: one it does not)"
+    )
     for k, (label, planted) in enumerate(cases.items()):
-        assert fb("emulate", "up", "--nodes", str(nodes), "--link", rate, *planted, "--slurm",
-                  "--name", "bench").returncode == 0
+        assert (
+            fb(
+                "emulate", "up", "--nodes", str(nodes), "--link", rate, *planted, "--slurm", "--name", "bench"
+            ).returncode
+            == 0
+        )
         try:
-            for pattern in (patterns if k % 2 == 0 else patterns[::-1]):
+            for pattern in patterns if k % 2 == 0 else patterns[::-1]:
                 out = work / f"locate-{label.replace(' ', '-')}-{pattern}"
-                fb("locate", "--interface", "fbemu0", "--bytes", str(2 * 2**20), "--out", str(out),
-                   "--pattern", pattern, env=slurm_nodes.client_env("bench"))
+                fb(
+                    "locate",
+                    "--interface",
+                    "fbemu0",
+                    "--bytes",
+                    str(2 * 2**20),
+                    "--out",
+                    str(out),
+                    "--pattern",
+                    pattern,
+                    env=slurm_nodes.client_env("bench"),
+                )
                 data = json.loads((out / "locate.json").read_text())
                 named = [f"node {n}" for n in data["slow_nodes"]] + [f"link {a}-{b}" for a, b in data["slow_links"]]
-                print(f"  {label:<16} {pattern:<9} named: {', '.join(named) or 'nothing':<14} rounds "
-                      f"{data['rounds']:>2}  steps {data['steps']:>2}  {data['seconds']:4.0f} s  reference "
-                      f"{data['test']['reference_gbit_s'] * 1000:.0f} Mbit/s", flush=True)
+                print(
+                    f"  {label:<16} {pattern:<9} named: {', '.join(named) or 'nothing':<14} rounds "
+                    f"{data['rounds']:>2}  steps {data['steps']:>2}  {data['seconds']:4.0f} s  reference "
+                    f"{data['test']['reference_gbit_s'] * 1000:.0f} Mbit/s",
+                    flush=True,
+                )
         finally:
             fb("emulate", "down", "bench")
 

@@ -17,6 +17,7 @@ the `burst-free` column charges that burst back (time + 3 ms).
 
     python benchmarks/fabric_emulation.py [--rates 1gbit,5gbit] [--backends mpi,mpi-fixed,torch,horovod,horovod-fixed]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,13 @@ LARGE_BYTES = 64 * 2**20
 FIT_MIN_BYTES = 8 * 2**20  # beyond tbf's burst (rate x 3 ms) at the rates measured here
 # Open MPI's own fixed decision tree: an environment that steers coll/tuned gets no rules file
 FIXED = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "0"}
-BACKENDS = {"mpi": ("mpi", {}), "mpi-fixed": ("mpi", FIXED), "torch": ("torch", {}),
-            "horovod": ("horovod", {}), "horovod-fixed": ("horovod", FIXED)}
+BACKENDS = {
+    "mpi": ("mpi", {}),
+    "mpi-fixed": ("mpi", FIXED),
+    "torch": ("torch", {}),
+    "horovod": ("horovod", {}),
+    "horovod-fixed": ("horovod", FIXED),
+}
 
 
 def iperf3_goodput_gbit_s(rate: str, seconds: int = 5) -> float | None:
@@ -49,12 +55,19 @@ def iperf3_goodput_gbit_s(rate: str, seconds: int = 5) -> float | None:
         return None
     cluster = emulate.Cluster(f"i{secrets.token_hex(3)}", 2, emulate.parse_rate(rate))
     with emulate.running(cluster):
-        server = subprocess.Popen(["ip", "netns", "exec", cluster.node(1), "iperf3", "-s", "-1", "-B",
-                                   cluster.address(1)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", cluster.node(1), "iperf3", "-s", "-1", "-B", cluster.address(1)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             time.sleep(1.0)
-            client = subprocess.run(["ip", "netns", "exec", cluster.node(0), "iperf3", "-c", cluster.address(1),
-                                     "-t", str(seconds), "-J"], capture_output=True, text=True, timeout=60)
+            client = subprocess.run(
+                ["ip", "netns", "exec", cluster.node(0), "iperf3", "-c", cluster.address(1), "-t", str(seconds), "-J"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
         finally:
             server.kill()
             server.wait()
@@ -88,24 +101,41 @@ def main() -> int:
         print(f"error: unknown backends {sorted(unknown)}; choose from {', '.join(BACKENDS)}", file=sys.stderr)
         return 2
     emulated = RunSpec(launcher="emulated", nodes=2, ranks=2)
-    comm = dataclasses.replace(emulated, benchmark="allreduce", min_bytes=args.min_bytes, max_bytes=LARGE_BYTES,
-                               iters=args.iters, warmup=1)
-    train = dataclasses.replace(emulated, engine="ddp", model=args.model, image_size=args.image_size,
-                                batch_size=args.batch_size, iters=5, batches_per_iter=2, warmup=2)
+    comm = dataclasses.replace(
+        emulated, benchmark="allreduce", min_bytes=args.min_bytes, max_bytes=LARGE_BYTES, iters=args.iters, warmup=1
+    )
+    train = dataclasses.replace(
+        emulated,
+        engine="ddp",
+        model=args.model,
+        image_size=args.image_size,
+        batch_size=args.batch_size,
+        iters=5,
+        batches_per_iter=2,
+        warmup=2,
+    )
     busbw_lines, model_lines = [], []
     try:
         baseline = None
         if not args.no_training:
             print("1-rank training baseline ...", flush=True)
             # one thread per rank, as each emulated rank gets (2 threads on a busy 2-core host crawl)
-            baseline = run(dataclasses.replace(train, launcher="local", nodes=1, ranks=1,
-                                               extra_env={"OMP_NUM_THREADS": "1"}), args.results)
+            baseline = run(
+                dataclasses.replace(train, launcher="local", nodes=1, ranks=1, extra_env={"OMP_NUM_THREADS": "1"}),
+                args.results,
+            )
         for rate in args.rates.split(","):
             fits = {}
             goodput = iperf3_goodput_gbit_s(rate)
             link = emulate.parse_rate(rate) / 1e9
-            busbw_lines.append(f"{rate:>7} {'iperf3 (TCP)':<13} " + (
-                f"{goodput:8.3f} Gbit/s  {goodput / link:5.3f} of link" if goodput else "not measured (iperf3 missing)"))
+            busbw_lines.append(
+                f"{rate:>7} {'iperf3 (TCP)':<13} "
+                + (
+                    f"{goodput:8.3f} Gbit/s  {goodput / link:5.3f} of link"
+                    if goodput
+                    else "not measured (iperf3 missing)"
+                )
+            )
             for name in backends:
                 backend, env = BACKENDS[name]
                 print(f"{rate}: allreduce {name} ...", flush=True)
@@ -118,10 +148,12 @@ def main() -> int:
                 beside = f"  {large['busbw_gbit_s'] / goodput:5.3f} of iperf3" if goodput else ""
                 seconds = large["time_us"] / 1e6
                 burst_free = large["busbw_gbit_s"] * seconds / (seconds + result["emulation"]["burst_s"])
-                busbw_lines.append(f"{rate:>7} {name:<13} {large['busbw_gbit_s']:8.3f} Gbit/s  "
-                                   f"{large['busbw_gbit_s'] / link:5.3f} of link{beside}  "
-                                   f"burst-free {burst_free / link:5.3f}   fit: alpha "
-                                   f"{model.alpha_s * 1e6:7.1f} us, {model.bandwidth_gbit_s:6.3f} Gbit/s")
+                busbw_lines.append(
+                    f"{rate:>7} {name:<13} {large['busbw_gbit_s']:8.3f} Gbit/s  "
+                    f"{large['busbw_gbit_s'] / link:5.3f} of link{beside}  "
+                    f"burst-free {burst_free / link:5.3f}   fit: alpha "
+                    f"{model.alpha_s * 1e6:7.1f} us, {model.bandwidth_gbit_s:6.3f} Gbit/s"
+                )
             if args.no_training:
                 continue
             print(f"{rate}: ddp training ...", flush=True)
@@ -135,8 +167,10 @@ def main() -> int:
         return 2
     print("\nallreduce busbw at 64 MiB, 2 emulated nodes (busbw = algbw x 2(n-1)/n)")
     print("\n".join(busbw_lines))
-    print(f"\npredicted (alpha-beta fitted on gloo allreduce rows >= {FIT_MIN_BYTES >> 20} MiB, "
-          "no overlap) vs measured DDP step")
+    print(
+        f"\npredicted (alpha-beta fitted on gloo allreduce rows >= {FIT_MIN_BYTES >> 20} MiB, "
+        "no overlap) vs measured DDP step"
+    )
     print("\n".join(model_lines) or "  (no training comparison)")
     return 0
 

@@ -10,6 +10,7 @@ Each prints one `GPU_PROBE {json}` line. The collective probe tells, in ~10 s, w
 starts at all here (NCCL_DEBUG=INFO lines go with it); the compute probe gives the compute-only
 throughput whether or not NCCL works, so a failed NCCL still leaves a figure.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,14 @@ def collective() -> None:
     seconds = time.monotonic() - started
     dist.destroy_process_group()
     nccl = ".".join(map(str, torch.cuda.nccl.version())) if device.type == "cuda" else None
-    report(probe="collective", backend=backend, device=str(device), ok=float(tensor[0]) == 1.0,
-           seconds=round(seconds, 3), nccl=nccl)
+    report(
+        probe="collective",
+        backend=backend,
+        device=str(device),
+        ok=float(tensor[0]) == 1.0,
+        seconds=round(seconds, 3),
+        nccl=nccl,
+    )
 
 
 def compute(batch_size: int, image_size: int, warmup: int, iters: int) -> None:
@@ -62,8 +69,9 @@ def compute(batch_size: int, image_size: int, warmup: int, iters: int) -> None:
     from bench.torch_train import Trainer, apply_numerics, make_model, torch_memory_format
 
     device = rank_device(0)
-    args = argparse.Namespace(precision="fp32", tf32="on", cudnn_benchmark="on", memory_format=None,
-                              fp16_allreduce=False)
+    args = argparse.Namespace(
+        precision="fp32", tf32="on", cudnn_benchmark="on", memory_format=None, fp16_allreduce=False
+    )
     used = apply_numerics(torch, args, device)
     layout = torch_memory_format(torch, used)
     model = make_model(torchvision, "resnet50").to(device, memory_format=layout).train()
@@ -72,8 +80,16 @@ def compute(batch_size: int, image_size: int, warmup: int, iters: int) -> None:
     labels = torch.randint(0, 1000, (batch_size,), device=device)
     trainer = Trainer(torch, model, optimizer, images, labels, "fp32", device, lambda opt, scaler: opt.step())
     samples = timed_iterations(trainer.batch, trainer.sync, warmup, iters, 1, batch_size, None)
-    report(probe="compute", model="resnet50", device=str(device), batch_size=batch_size, image_size=image_size,
-           img_per_s=sum(samples) / len(samples), samples_img_per_s=samples, numerics=used)
+    report(
+        probe="compute",
+        model="resnet50",
+        device=str(device),
+        batch_size=batch_size,
+        image_size=image_size,
+        img_per_s=sum(samples) / len(samples),
+        samples_img_per_s=samples,
+        numerics=used,
+    )
 
 
 def load(seconds: float) -> None:

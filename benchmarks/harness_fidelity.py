@@ -22,6 +22,7 @@ The ratio's 95 % CI is a paired Student-t interval on the per-round log ratios
     python benchmarks/harness_fidelity.py --cases torch-ddp --rounds 2 --image-size 64
     python benchmarks/harness_fidelity.py --cases torch-horovod --controller mpi --env HOROVOD_CYCLE_TIME=5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,10 +65,22 @@ def minimal_env(spec: RunSpec) -> dict[str, str]:
 
 
 def reference_argv(spec: RunSpec, script: str, env: dict[str, str]) -> list[str]:
-    program = [sys.executable, str(REFERENCE_DIR / script), "--model", spec.model,
-               "--batch-size", str(spec.batch_size), "--image-size", str(spec.effective_image_size),
-               "--warmup", str(spec.warmup), "--iters", str(spec.iters),
-               "--batches-per-iter", str(spec.batches_per_iter)]
+    program = [
+        sys.executable,
+        str(REFERENCE_DIR / script),
+        "--model",
+        spec.model,
+        "--batch-size",
+        str(spec.batch_size),
+        "--image-size",
+        str(spec.effective_image_size),
+        "--warmup",
+        str(spec.warmup),
+        "--iters",
+        str(spec.iters),
+        "--batches-per-iter",
+        str(spec.batches_per_iter),
+    ]
     n = str(spec.ranks)
     if spec.engine == "ddp":
         return [tool_path("torchrun"), "--standalone", "--nnodes", "1", "--nproc-per-node", n, *program[1:]]
@@ -104,7 +117,7 @@ def paired_ci(ratios: list[float]) -> str:
         return "(one round: no CI)"
     logs = summarize([math.log(r) for r in ratios])
     low, high = math.exp(logs.mean - logs.ci95), math.exp(logs.mean + logs.ci95)
-    shown = ("ours faster" if low > 1 else "ours slower" if high < 1 else "no significant difference")
+    shown = "ours faster" if low > 1 else "ours slower" if high < 1 else "no significant difference"
     return f"paired {math.exp(logs.mean):.3f}, 95 % CI [{low:.3f}, {high:.3f}]: {shown}"
 
 
@@ -131,8 +144,9 @@ def main() -> int:
     args = p.parse_args()
     cases = args.cases.split(",")
     if set(cases) - set(CASES):
-        print(f"error: unknown cases {sorted(set(cases) - set(CASES))}; choose from {', '.join(CASES)}",
-              file=sys.stderr)
+        print(
+            f"error: unknown cases {sorted(set(cases) - set(CASES))}; choose from {', '.join(CASES)}", file=sys.stderr
+        )
         return 2
     ours_env = parse_env(args.env)
     table = []
@@ -140,17 +154,31 @@ def main() -> int:
         for case in cases:
             framework, engine, script, ref_env = CASES[case]
             tf = framework == "tf"
-            spec = RunSpec(framework=framework, engine=engine, ranks=args.ranks, controller=args.controller,
-                           model=args.tf_model if tf else args.model,
-                           batch_size=args.tf_batch_size if tf else args.batch_size, image_size=args.image_size,
-                           warmup=args.warmup, iters=args.iters, batches_per_iter=args.batches_per_iter,
-                           extra_env=ours_env)
+            spec = RunSpec(
+                framework=framework,
+                engine=engine,
+                ranks=args.ranks,
+                controller=args.controller,
+                model=args.tf_model if tf else args.model,
+                batch_size=args.tf_batch_size if tf else args.batch_size,
+                image_size=args.image_size,
+                warmup=args.warmup,
+                iters=args.iters,
+                batches_per_iter=args.batches_per_iter,
+                extra_env=ours_env,
+            )
             ours: list[float | None] = []
             theirs: list[float | None] = []
             for round_ in range(args.rounds):
-                sides = [("ours", lambda: run_ours(spec, args.results)),
-                         ("reference", lambda: run_reference(spec, script, ref_env,
-                                                             args.results / f"reference-{case}-{time.time():.0f}.log"))]
+                sides = [
+                    ("ours", lambda: run_ours(spec, args.results)),
+                    (
+                        "reference",
+                        lambda: run_reference(
+                            spec, script, ref_env, args.results / f"reference-{case}-{time.time():.0f}.log"
+                        ),
+                    ),
+                ]
                 for side, go in sides if round_ % 2 == 0 else sides[::-1]:
                     value = go()
                     (ours if side == "ours" else theirs).append(value)
@@ -160,8 +188,10 @@ def main() -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"\nours/reference, {args.ranks} ranks, like-for-like (same starter, model, batch, threads), "
-          f"controller {args.controller}" + (f", ours with {ours_env}" if ours_env else ""))
+    print(
+        f"\nours/reference, {args.ranks} ranks, like-for-like (same starter, model, batch, threads), "
+        f"controller {args.controller}" + (f", ours with {ours_env}" if ours_env else "")
+    )
     ok = True
     for case, spec, ours, theirs in table:
         pairs = [(a, b) for a, b in zip(ours, theirs) if a and b]
@@ -171,9 +201,11 @@ def main() -> int:
             continue
         rounds = " ".join(f"{a / b:.3f}" for a, b in pairs)
         ratio = statistics.mean(a for a, _ in pairs) / statistics.mean(b for _, b in pairs)
-        print(f"{case:<17} {spec.model} b{spec.batch_size} {spec.effective_image_size}px: ours "
-              f"{statistics.mean(a for a, _ in pairs):7.2f}  reference {statistics.mean(b for _, b in pairs):7.2f} "
-              f"img/s  ratio {ratio:.3f}  (rounds: {rounds})  {paired_ci([a / b for a, b in pairs])}")
+        print(
+            f"{case:<17} {spec.model} b{spec.batch_size} {spec.effective_image_size}px: ours "
+            f"{statistics.mean(a for a, _ in pairs):7.2f}  reference {statistics.mean(b for _, b in pairs):7.2f} "
+            f"img/s  ratio {ratio:.3f}  (rounds: {rounds})  {paired_ci([a / b for a, b in pairs])}"
+        )
     return 0 if ok else 1
 
 

@@ -6,6 +6,7 @@ Alternates host and image runs (a shared 2-core machine drifts); prints the
 mean total img/s of each and the ratio image/host. The image defaults to the
 newest recorded cpu ethernet Apptainer image (fabric-bench image build).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,14 +20,29 @@ from pathlib import Path
 from bench.record import read_records
 from containers import build
 
-TRAIN = ["-m", "bench.torch_train", "--engine", "ddp", "--model", "resnet18", "--image-size", "32",
-         "--batch-size", "16", "--warmup", "2", "--iters", "5", "--batches-per-iter", "3"]
+TRAIN = [
+    "-m",
+    "bench.torch_train",
+    "--engine",
+    "ddp",
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "16",
+    "--warmup",
+    "2",
+    "--iters",
+    "5",
+    "--batches-per-iter",
+    "3",
+]
 
 
 def total_img_per_s(prefix: list[str]) -> float:
     with tempfile.TemporaryDirectory() as work:
-        argv = [*prefix, "torchrun", "--standalone", "--nproc-per-node", "2", *TRAIN,
-                "--record-dir", f"{work}/records"]
+        argv = [*prefix, "torchrun", "--standalone", "--nproc-per-node", "2", *TRAIN, "--record-dir", f"{work}/records"]
         subprocess.run(argv, cwd=work, check=True, capture_output=True)
         train = [r for r in read_records(f"{work}/records") if r["kind"] == "train"]
         assert len(train) == 2 and all(r["status"] == "ok" for r in train)
@@ -50,9 +66,11 @@ def main() -> int:
         host.append(total_img_per_s(host_prefix))
         inside.append(total_img_per_s(image_prefix))
         print(f"round {round_number + 1}: host {host[-1]:.1f} img/s, image {inside[-1]:.1f} img/s")
-    print(f"mean: host {statistics.mean(host):.1f} img/s, image {statistics.mean(inside):.1f} img/s, "
-          f"ratio image/host {statistics.mean(inside) / statistics.mean(host):.3f} "
-          f"({args.rounds} alternating rounds, 2 ranks, resnet18 32x32, batch 16)")
+    print(
+        f"mean: host {statistics.mean(host):.1f} img/s, image {statistics.mean(inside):.1f} img/s, "
+        f"ratio image/host {statistics.mean(inside) / statistics.mean(host):.3f} "
+        f"({args.rounds} alternating rounds, 2 ranks, resnet18 32x32, batch 16)"
+    )
     return 0
 
 

@@ -13,6 +13,7 @@ Cases whose source is too vague to predict are listed with the reason.
 
 Arithmetic only: seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ from launch.results.predict import HOROVOD_CYCLE_MS, MIB, Workload  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "published"
 WIRE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-MAX_CASE_BYTES = 1 << 20       # a case is a few KiB
+MAX_CASE_BYTES = 1 << 20  # a case is a few KiB
 EFFICIENCY_GOAL = 0.05
 EXPOSED_FACTOR = 1.5
 EXPOSED_FLOOR = 0.05
@@ -63,8 +64,11 @@ def _checked(case: dict, path: Path) -> dict:
         if key not in case:
             raise UsageError(f"{path}: a predicted case needs '{key}'")
     w = case["workload"]
-    undeclared = [k for k in ("parameters", "wire_dtype", "bucket_mb", "backward_share", "tokens_per_sample")
-                  if k in w and k not in case["assumed"] and k not in case["source"].get("states", [])]
+    undeclared = [
+        k
+        for k in ("parameters", "wire_dtype", "bucket_mb", "backward_share", "tokens_per_sample")
+        if k in w and k not in case["assumed"] and k not in case["source"].get("states", [])
+    ]
     if undeclared:
         raise UsageError(f"{path}: inputs {undeclared} are neither stated by the source nor marked assumed")
     if w.get("wire_dtype") not in WIRE_BYTES or w.get("engine") not in ("ddp", "horovod"):
@@ -72,7 +76,7 @@ def _checked(case: dict, path: Path) -> dict:
     base = case.setdefault("baseline", {"nodes": 1, "gpus_per_node": 1})
     if not any(m["nodes"] == base["nodes"] and m["gpus_per_node"] == base["gpus_per_node"] for m in case["measured"]):
         raise UsageError(f"{path}: the measurements need the baseline run (efficiency is relative to it)")
-    for m in case["measured"]:   # samples/s: images, or tokens over the tokens per sample
+    for m in case["measured"]:  # samples/s: images, or tokens over the tokens per sample
         if "img_per_s" not in m:
             if not w.get("tokens_per_sample") or "tok_per_s" not in m:
                 raise UsageError(f"{path}: a measurement needs img_per_s, or tok_per_s and workload.tokens_per_sample")
@@ -95,17 +99,23 @@ def workload(case: dict) -> Workload:
     w = case["workload"]
     one = baseline(case)
     ranks = one["nodes"] * one["gpus_per_node"]
-    return Workload(engine=w["engine"], batch_size=w["batch_size"],
-                    compute_step_s=w["batch_size"] * ranks / one["img_per_s"],
-                    gradient_bytes=w["parameters"] * WIRE_BYTES[w["wire_dtype"]], bucket_bytes=w["bucket_mb"] * MIB,
-                    cycle_s=w.get("cycle_ms", HOROVOD_CYCLE_MS) / 1e3, backward_share=w["backward_share"],
-                    source={"case": case["id"], "compute_img_per_s": one["img_per_s"]})
+    return Workload(
+        engine=w["engine"],
+        batch_size=w["batch_size"],
+        compute_step_s=w["batch_size"] * ranks / one["img_per_s"],
+        gradient_bytes=w["parameters"] * WIRE_BYTES[w["wire_dtype"]],
+        bucket_bytes=w["bucket_mb"] * MIB,
+        cycle_s=w.get("cycle_ms", HOROVOD_CYCLE_MS) / 1e3,
+        backward_share=w["backward_share"],
+        source={"case": case["id"], "compute_img_per_s": one["img_per_s"]},
+    )
 
 
 def cluster_for(case: dict, gpus_per_node: int) -> clusters.Cluster:
     s = case["system"]
-    return clusters.make(s["node_type"], s["network"], s.get("library", "nccl"), s.get("algorithm", "auto"),
-                         gpus_per_node=gpus_per_node)
+    return clusters.make(
+        s["node_type"], s["network"], s.get("library", "nccl"), s.get("algorithm", "auto"), gpus_per_node=gpus_per_node
+    )
 
 
 def judge(case: dict) -> list[dict]:
@@ -115,8 +125,13 @@ def judge(case: dict) -> list[dict]:
     at = next(m for m in case["measured"] if m["nodes"] == cal["nodes"] and m["gpus_per_node"] == cal["gpus_per_node"])
     cal_ranks = at["nodes"] * at["gpus_per_node"]
     cal_cluster = cluster_for(case, at["gpus_per_node"])
-    calibrated = predict_cluster.calibrate(w, cal_cluster, cal_ranks, cal_ranks * w.batch_size / at["img_per_s"],
-                                           f"{case['id']} {at['nodes']}x{at['gpus_per_node']}")
+    calibrated = predict_cluster.calibrate(
+        w,
+        cal_cluster,
+        cal_ranks,
+        cal_ranks * w.batch_size / at["img_per_s"],
+        f"{case['id']} {at['nodes']}x{at['gpus_per_node']}",
+    )
     rows = []
     base = baseline(case)
     base_ranks = base["nodes"] * base["gpus_per_node"]
@@ -127,27 +142,42 @@ def judge(case: dict) -> list[dict]:
         c = cluster_for(case, m["gpus_per_node"])
         published = (m["img_per_s"] / ranks) / (base["img_per_s"] / base_ranks)
         exposed = 1 / published - 1
-        row = {"case": case["id"], "nodes": m["nodes"], "gpus_per_node": m["gpus_per_node"], "ranks": ranks,
-               "published_efficiency": published, "measured_exposed": exposed}
+        row = {
+            "case": case["id"],
+            "nodes": m["nodes"],
+            "gpus_per_node": m["gpus_per_node"],
+            "ranks": ranks,
+            "published_efficiency": published,
+            "measured_exposed": exposed,
+        }
         for label, nonnet in (("uncalibrated", predict_cluster.uncalibrated(w)), ("calibrated", calibrated)):
             if label == "calibrated" and m is at:
                 row["calibrated"] = None  # the calibration run does not judge itself
                 continue
             p = predict_cluster.point(w, c, ranks, nonnet)
-            if base_ranks > 1:   # relative to the baseline's predicted step, not the compute step
+            if base_ranks > 1:  # relative to the baseline's predicted step, not the compute step
                 b = predict_cluster.point(w, c, base_ranks, nonnet)["step_s"]
-                p = {**p, "scaling_efficiency": b / p["step_s"], "exposed_comm": p["step_s"] / b - 1,
-                     # the baseline at mid against N's corners; more ranks never beat the baseline
-                     "scaling_efficiency_range": [b / p["step_s_range"][1], min(1.0, b / p["step_s_range"][0])]}
+                p = {
+                    **p,
+                    "scaling_efficiency": b / p["step_s"],
+                    "exposed_comm": p["step_s"] / b - 1,
+                    # the baseline at mid against N's corners; more ranks never beat the baseline
+                    "scaling_efficiency_range": [b / p["step_s_range"][1], min(1.0, b / p["step_s_range"][0])],
+                }
             err = p["scaling_efficiency"] / published - 1
             ratio = p["exposed_comm"] / exposed if exposed > 0 else math.inf
-            row[label] = {"efficiency": p["scaling_efficiency"], "range": p["scaling_efficiency_range"],
-                          "error": err, "within_goal": abs(err) <= EFFICIENCY_GOAL,
-                          "in_range": p["scaling_efficiency_range"][0] <= published <= p["scaling_efficiency_range"][1],
-                          "exposed": p["exposed_comm"], "exposed_ratio": ratio,
-                          "exposed_within_goal": (exposed <= EXPOSED_FLOOR
-                                                  or 1 / EXPOSED_FACTOR <= ratio <= EXPOSED_FACTOR),
-                          "algorithms": p["algorithms"], "network_only_efficiency": p["network_only_efficiency"]}
+            row[label] = {
+                "efficiency": p["scaling_efficiency"],
+                "range": p["scaling_efficiency_range"],
+                "error": err,
+                "within_goal": abs(err) <= EFFICIENCY_GOAL,
+                "in_range": p["scaling_efficiency_range"][0] <= published <= p["scaling_efficiency_range"][1],
+                "exposed": p["exposed_comm"],
+                "exposed_ratio": ratio,
+                "exposed_within_goal": (exposed <= EXPOSED_FLOOR or 1 / EXPOSED_FACTOR <= ratio <= EXPOSED_FACTOR),
+                "algorithms": p["algorithms"],
+                "network_only_efficiency": p["network_only_efficiency"],
+            }
         rows.append(row)
     return rows
 
@@ -165,8 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, list[dict]] = {"cases": [], "rows": []}
     for case in every:
         src = case["source"]
-        out["cases"].append({"id": case["id"], "title": case["title"], "source": src,
-                             "assumed": case.get("assumed", {}), "not_predicted": case.get("not_predicted")})
+        out["cases"].append(
+            {
+                "id": case["id"],
+                "title": case["title"],
+                "source": src,
+                "assumed": case.get("assumed", {}),
+                "not_predicted": case.get("not_predicted"),
+            }
+        )
         if "not_predicted" not in case:
             out["rows"] += judge(case)
     if args.json:
@@ -174,33 +211,52 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for case in out["cases"]:
         src = case["source"]
-        print(f"\n{case['id']}: {case['title']}\n  source: {src['repository']} {src['path']} @ {src['commit'][:12]}, "
-              f"{src['where']}")
+        print(
+            f"\n{case['id']}: {case['title']}\n  source: {src['repository']} {src['path']} @ {src['commit'][:12]}, "
+            f"{src['where']}"
+        )
         for key, why in case["assumed"].items():
             print(f"  assumed {key}: {why}")
         if case["not_predicted"]:
             print(f"  NOT PREDICTED: {case['not_predicted']}")
             continue
-        print(f"  {'scale':>6} {'published':>9} | {'uncalibrated [range]':>26} {'err':>7} | {'calibrated':>10} "
-              f"{'err':>7} | exposed measured / predicted (cal.)")
+        print(
+            f"  {'scale':>6} {'published':>9} | {'uncalibrated [range]':>26} {'err':>7} | {'calibrated':>10} "
+            f"{'err':>7} | exposed measured / predicted (cal.)"
+        )
         for r in (r for r in out["rows"] if r["case"] == case["id"]):
             u, c = r["uncalibrated"], r["calibrated"]
-            cal = (f"{c['efficiency']:>10.3f} {c['error']:>+7.1%}{'' if c['within_goal'] else '!'}" if c
-                   else f"{'(calib.)':>10} {'':>7}")
-            exposed = (f"{r['measured_exposed']:.1%} / {c['exposed']:.1%} (x{c['exposed_ratio']:.2f}"
-                       f"{'' if c['exposed_within_goal'] else '!'})" if c else f"{r['measured_exposed']:.1%} / -")
-            print(f"  {r['nodes']:>2}x{r['gpus_per_node']:<3} {r['published_efficiency']:>9.3f} | "
-                  f"{u['efficiency']:>7.3f} [{u['range'][0]:.3f}, {u['range'][1]:.3f}]{'*' if u['in_range'] else ' '}"
-                  f" {u['error']:>+7.1%} | {cal} | {exposed}")
+            cal = (
+                f"{c['efficiency']:>10.3f} {c['error']:>+7.1%}{'' if c['within_goal'] else '!'}"
+                if c
+                else f"{'(calib.)':>10} {'':>7}"
+            )
+            exposed = (
+                f"{r['measured_exposed']:.1%} / {c['exposed']:.1%} (x{c['exposed_ratio']:.2f}"
+                f"{'' if c['exposed_within_goal'] else '!'})"
+                if c
+                else f"{r['measured_exposed']:.1%} / -"
+            )
+            print(
+                f"  {r['nodes']:>2}x{r['gpus_per_node']:<3} {r['published_efficiency']:>9.3f} | "
+                f"{u['efficiency']:>7.3f} [{u['range'][0]:.3f}, {u['range'][1]:.3f}]{'*' if u['in_range'] else ' '}"
+                f" {u['error']:>+7.1%} | {cal} | {exposed}"
+            )
     judged = [r["calibrated"] for r in out["rows"] if r["calibrated"]]
-    print(f"\ncalibrated: {sum(j['within_goal'] for j in judged)}/{len(judged)} points within "
-          f"{EFFICIENCY_GOAL:.0%} in efficiency; exposed communication within x{EXPOSED_FACTOR} (where above "
-          f"{EXPOSED_FLOOR:.0%}): {sum(j['exposed_within_goal'] for j in judged)}/{len(judged)}")
+    print(
+        f"\ncalibrated: {sum(j['within_goal'] for j in judged)}/{len(judged)} points within "
+        f"{EFFICIENCY_GOAL:.0%} in efficiency; exposed communication within x{EXPOSED_FACTOR} (where above "
+        f"{EXPOSED_FLOOR:.0%}): {sum(j['exposed_within_goal'] for j in judged)}/{len(judged)}"
+    )
     unc = [r["uncalibrated"] for r in out["rows"]]
-    print(f"uncalibrated: {sum(u['within_goal'] for u in unc)}/{len(unc)} within {EFFICIENCY_GOAL:.0%}; published "
-          f"value inside the predicted range (*): {sum(u['in_range'] for u in unc)}/{len(unc)}")
-    print("! misses the goal. Efficiency is relative to each case's baseline run (1 GPU, so the 1-node points hold "
-          "the intra-node loss too; or 1 node)")
+    print(
+        f"uncalibrated: {sum(u['within_goal'] for u in unc)}/{len(unc)} within {EFFICIENCY_GOAL:.0%}; published "
+        f"value inside the predicted range (*): {sum(u['in_range'] for u in unc)}/{len(unc)}"
+    )
+    print(
+        "! misses the goal. Efficiency is relative to each case's baseline run (1 GPU, so the 1-node points hold "
+        "the intra-node loss too; or 1 node)"
+    )
     return 0
 
 

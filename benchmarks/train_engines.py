@@ -10,6 +10,7 @@ first and is printed, then scripts/setup.sh builds Horovod, then the engines run
     python benchmarks/train_engines.py [--model resnet18 --image-size 64 ...]
     python benchmarks/train_engines.py --frameworks torch,tf --model resnet50 --tf-model ResNet50
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--frameworks", default="torch", help="comma list: torch,tf")
     p.add_argument("--model", default=None, help="torch model (default: resnet18)")
-    p.add_argument("--tf-model", default=None, help="tf model (default: SmallCNN), e.g. ResNet50 beside --model resnet50")
+    p.add_argument(
+        "--tf-model", default=None, help="tf model (default: SmallCNN), e.g. ResNet50 beside --model resnet50"
+    )
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--iters", type=int, default=8)
@@ -62,9 +65,17 @@ def main() -> int:
     models = {"torch": args.model, "tf": args.tf_model}
 
     def spec_of(framework: str, engine: str, ranks: int) -> RunSpec:
-        return RunSpec(framework=framework, engine=engine, model=models[framework] or DEFAULT_MODEL[framework],
-                       ranks=ranks, batch_size=args.batch_size, image_size=args.image_size,
-                       warmup=args.warmup, iters=args.iters, batches_per_iter=args.batches_per_iter)
+        return RunSpec(
+            framework=framework,
+            engine=engine,
+            model=models[framework] or DEFAULT_MODEL[framework],
+            ranks=ranks,
+            batch_size=args.batch_size,
+            image_size=args.image_size,
+            warmup=args.warmup,
+            iters=args.iters,
+            batches_per_iter=args.batches_per_iter,
+        )
 
     if "torch" in frameworks and not horovod_ready("torch"):
         # the first look: DDP needs no Horovod, so its 1-rank figure comes before Horovod's build;
@@ -81,14 +92,20 @@ def main() -> int:
         if disturbed(first):
             console.print(f"[yellow]{run_name(first)}: {disturbance_line(first)}[/yellow]", highlight=False)
         side = ["--tensorflow"] if "tf" in frameworks else []
-        print("set-up: building Horovod for the engines side by side (scripts/setup.sh"
-              f"{' ' + side[0] if side else ''}; ~5 min the first time, cached after)", flush=True)
+        print(
+            "set-up: building Horovod for the engines side by side (scripts/setup.sh"
+            f"{' ' + side[0] if side else ''}; ~5 min the first time, cached after)",
+            flush=True,
+        )
         if (code := set_up(*side)) != 0:
             return code
     if "tf" in frameworks and not tensorflow_side_ready():
-        print("set-up: the TensorFlow runs need TensorFlow and Horovod's TensorFlow ops in this venv, which "
-              "`make bench` leaves out to reach its first result sooner: scripts/setup.sh --tensorflow "
-              "(~8 min the first time)", flush=True)
+        print(
+            "set-up: the TensorFlow runs need TensorFlow and Horovod's TensorFlow ops in this venv, which "
+            "`make bench` leaves out to reach its first result sooner: scripts/setup.sh --tensorflow "
+            "(~8 min the first time)",
+            flush=True,
+        )
         if (code := set_up("--tensorflow")) != 0:
             return code
 
@@ -113,12 +130,21 @@ def main() -> int:
     for framework in frameworks:
         engines = ENGINES[framework]
         for ranks in rank_counts:
-            row = {r["engine"]: r for r in results
-                   if r["framework"] == framework and r["world_size"] == ranks and r["status"] == "ok"}
+            row = {
+                r["engine"]: r
+                for r in results
+                if r["framework"] == framework and r["world_size"] == ranks and r["status"] == "ok"
+            }
             if len(row) == 2:
                 a, b = (row[e]["throughput"]["total_img_per_s"] for e in engines)
-                console.print(ratio_line(f"{framework} x{ranks}: {engines[0]}/{engines[1]} throughput ratio", a / b,
-                                         [row[e] for e in engines]), highlight=False)
+                console.print(
+                    ratio_line(
+                        f"{framework} x{ranks}: {engines[0]}/{engines[1]} throughput ratio",
+                        a / b,
+                        [row[e] for e in engines],
+                    ),
+                    highlight=False,
+                )
         for r in results:
             point = aggregate.point_of(points, r)
             eff = point.run_efficiency(r) if point is not None else None
@@ -126,17 +152,23 @@ def main() -> int:
                 built_on = [r, *(point.baseline.runs if point.baseline is not None else [])]
                 same = point.same_cores_efficiency(r)
                 if same is None:
-                    console.print(ratio_line(f"{framework} {r['engine']} x{r['world_size']}: scaling efficiency", eff,
-                                             built_on), highlight=False)
+                    console.print(
+                        ratio_line(f"{framework} {r['engine']} x{r['world_size']}: scaling efficiency", eff, built_on),
+                        highlight=False,
+                    )
                     continue
                 assert point.baseline is not None  # same_cores_efficiency is None without one
-                label = (f"{framework} {r['engine']} x{r['world_size']}: the ranks share this host's cores; "
-                         f"total throughput {run_value(r):.1f} vs {point.baseline.mean:.1f} img/s at 1 rank: "
-                         f"same-cores efficiency")
+                label = (
+                    f"{framework} {r['engine']} x{r['world_size']}: the ranks share this host's cores; "
+                    f"total throughput {run_value(r):.1f} vs {point.baseline.mean:.1f} img/s at 1 rank: "
+                    f"same-cores efficiency"
+                )
                 line = ratio_line(label, same, built_on)
                 if unreadable(built_on) is None:
-                    line += (f" (per-rank scaling efficiency {eff:.2f}, which counts each rank as if it had the "
-                             f"1-rank run's cores: ~{1 / r['world_size']:.2f} by construction)")
+                    line += (
+                        f" (per-rank scaling efficiency {eff:.2f}, which counts each rank as if it had the "
+                        f"1-rank run's cores: ~{1 / r['world_size']:.2f} by construction)"
+                    )
                     if (impossible := impossible_same_cores(same, r["world_size"])) is not None:
                         line += f"\n  [red]flagged: {impossible}[/red]"
                 console.print(line, highlight=False)
@@ -146,8 +178,9 @@ def main() -> int:
 
 def set_up(*options: str) -> int:
     """scripts/setup.sh for this venv (its phase lines on the console); its exit code."""
-    return subprocess.run([str(REPO / "scripts" / "setup.sh"), *options], cwd=REPO,
-                          env={**os.environ, "VENV": sys.prefix}).returncode
+    return subprocess.run(
+        [str(REPO / "scripts" / "setup.sh"), *options], cwd=REPO, env={**os.environ, "VENV": sys.prefix}
+    ).returncode
 
 
 def horovod_ready(framework: str) -> bool:
@@ -156,8 +189,9 @@ def horovod_ready(framework: str) -> bool:
     if horovod is None or not horovod.submodule_search_locations:
         return False
     folder = {"torch": "torch", "tf": "tensorflow"}[framework]
-    return any(library for root in horovod.submodule_search_locations
-               for library in Path(root, folder).glob("mpi_lib*.so"))
+    return any(
+        library for root in horovod.submodule_search_locations for library in Path(root, folder).glob("mpi_lib*.so")
+    )
 
 
 def tensorflow_side_ready() -> bool:

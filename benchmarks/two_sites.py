@@ -22,6 +22,7 @@ site is left (checked by pid and by name).
 
     python benchmarks/two_sites.py [--small] [--rate-a 1gbit --rate-b 5gbit] [--work DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,6 +59,7 @@ def phase(name: str):
 
 class Site(TypedDict):
     """One site's name, folders and files (make_site)."""
+
     name: str
     dir: Path
     cache: Path
@@ -76,37 +78,69 @@ def fb(site: Site, *args: str, ok: tuple[int, ...] = (0,)) -> str:
     env = {**os.environ, "FABRIC_BENCH_CACHE": str(site["cache"]), "FABRIC_BENCH_STORE": str(site["store"])}
     out = subprocess.run([FABRIC_BENCH, *args], capture_output=True, text=True, env=env, timeout=3600)
     if out.returncode not in ok:
-        sys.exit(f"two_sites: fabric-bench {' '.join(args[:2])} failed ({out.returncode}):\n"
-                 f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        sys.exit(
+            f"two_sites: fabric-bench {' '.join(args[:2])} failed ({out.returncode}):\n"
+            f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+        )
     return out.stdout
 
 
 def last_json(text: str) -> dict:
-    return json.loads(text[text.rindex("\n{") + 1:] if "\n{" in text else text[text.index("{"):])
+    return json.loads(text[text.rindex("\n{") + 1 :] if "\n{" in text else text[text.index("{") :])
 
 
 def make_site(root: Path, name: str, registry: str) -> Site:
     folder = root / name
-    site: Site = {"name": name, "dir": folder, "cache": folder / "cache", "store": folder / "results.sqlite",
-            "images": folder / "images", "results": folder / "results", "key": folder / f"{name}.key",
-            "references": folder / "images.json", "allowed": folder / "allowed_signers",
-            "site_file": folder / "site.toml", "cluster": name.replace("-", "")}
+    site: Site = {
+        "name": name,
+        "dir": folder,
+        "cache": folder / "cache",
+        "store": folder / "results.sqlite",
+        "images": folder / "images",
+        "results": folder / "results",
+        "key": folder / f"{name}.key",
+        "references": folder / "images.json",
+        "allowed": folder / "allowed_signers",
+        "site_file": folder / "site.toml",
+        "cluster": name.replace("-", ""),
+    }
     for made in (site["cache"], site["images"]):
         made.mkdir(parents=True, exist_ok=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(site["key"])], check=True)
     site["site_file"].write_text(
         f'runtime = "apptainer"\n\n[registry]\nurl = "{registry}/fabric-bench"\n'
-        f'references = "{site["references"]}"\nallowed_signers = "{site["allowed"]}"\ninsecure = true\n')
+        f'references = "{site["references"]}"\nallowed_signers = "{site["allowed"]}"\ninsecure = true\n'
+    )
     return site
 
 
 def study(args) -> list[list[str]]:
     common = ["--launcher", "emulated", "--nodes", "2", "--ranks-per-node", "1", "--runtime", "apptainer"]
     iters = ["--warmup", "1", "--iters", "3" if args.small else "5"]
-    train = ["--benchmark", "train", "--model", "resnet18", "--image-size", "32", "--batch-size", "8",
-             "--batches-per-iter", "2", *iters]
-    allreduce = ["--benchmark", "allreduce", "--backend", "mpi", "--min-bytes", "1048576",
-                 "--max-bytes", str((4 if args.small else 16) * 2**20), *iters]
+    train = [
+        "--benchmark",
+        "train",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "8",
+        "--batches-per-iter",
+        "2",
+        *iters,
+    ]
+    allreduce = [
+        "--benchmark",
+        "allreduce",
+        "--backend",
+        "mpi",
+        "--min-bytes",
+        "1048576",
+        "--max-bytes",
+        str((4 if args.small else 16) * 2**20),
+        *iters,
+    ]
     return [common + train, common + allreduce]
 
 
@@ -150,9 +184,20 @@ def main() -> int:
             if not args.small:
                 images.insert(0, ("stack-cpu-debian", built["stack_image"]))
             for name, image in images:
-                pushed[name] = last_json(fb(a, "image", "push", image, "--site", str(a["site_file"]),
-                                            "--to", f"{registry.address}/fabric-bench/{name}:v1",
-                                            "--sign-key", str(a["key"])))
+                pushed[name] = last_json(
+                    fb(
+                        a,
+                        "image",
+                        "push",
+                        image,
+                        "--site",
+                        str(a["site_file"]),
+                        "--to",
+                        f"{registry.address}/fabric-bench/{name}:v1",
+                        "--sign-key",
+                        str(a["key"]),
+                    )
+                )
                 print(f"   {pushed[name]['reference']}")
         with phase("A and B: each site's emulated cluster up (2 nodes)"):
             for site, rate in ((a, args.rate_a), (b, args.rate_b)):
@@ -163,8 +208,19 @@ def main() -> int:
                 fb(a, "run", *argv, "--fabric", fabric_a, "--image", built["image"], "--results", str(a["results"]))
         archive = a["dir"] / "study-a.tar.gz"
         with phase("A: archive and sign"):
-            fb(a, "archive", str(a["results"]), "--output", str(archive), "--sign-key", str(a["key"]),
-               "--site", str(a["site_file"]), "--system-name", "site-a")
+            fb(
+                a,
+                "archive",
+                str(a["results"]),
+                "--output",
+                str(archive),
+                "--sign-key",
+                str(a["key"]),
+                "--site",
+                str(a["site_file"]),
+                "--system-name",
+                "site-a",
+            )
         with phase("A -> B: the archive, the reference file and A's public key"):
             shutil.copy(archive, b["dir"] / archive.name)
             shutil.copy(a["references"], b["dir"] / "images-from-a.json")
@@ -172,22 +228,56 @@ def main() -> int:
             b["allowed"].write_text(f"site-a {Path(str(a['key']) + '.pub').read_text()}")
             archive = b["dir"] / archive.name
         with phase("B: pull by digest and verify (image, references, archive)"):
-            pulled = last_json(fb(b, "image", "pull", pushed["ethernet-cpu-debian"]["reference"],
-                                  "--out", str(b["images"] / "ethernet-cpu-debian.sif"),
-                                  "--reference-file", str(b["dir"] / "images-from-a.json"),
-                                  "--archive", str(archive), "--allowed-signers", str(b["allowed"]),
-                                  "--insecure"))
+            pulled = last_json(
+                fb(
+                    b,
+                    "image",
+                    "pull",
+                    pushed["ethernet-cpu-debian"]["reference"],
+                    "--out",
+                    str(b["images"] / "ethernet-cpu-debian.sif"),
+                    "--reference-file",
+                    str(b["dir"] / "images-from-a.json"),
+                    "--archive",
+                    str(archive),
+                    "--allowed-signers",
+                    str(b["allowed"]),
+                    "--insecure",
+                )
+            )
             assert pulled["image_digest"] == pushed["ethernet-cpu-debian"]["image_digest"]
-            print(f"   {pulled['image']}: {pulled['image_digest'][:23]}… checked against "
-                  f"{', '.join(pulled['checked_against'])}")
+            print(
+                f"   {pulled['image']}: {pulled['image_digest'][:23]}… checked against "
+                f"{', '.join(pulled['checked_against'])}"
+            )
         with phase(f"B: replay the archive on {fabric_b}"):
-            fb(b, "replay", str(archive), "--results", str(b["results"]), "--image", pulled["image"],
-               "--fabric", fabric_b, "--allowed-signers", str(b["allowed"]), "--require-signed")
+            fb(
+                b,
+                "replay",
+                str(archive),
+                "--results",
+                str(b["results"]),
+                "--image",
+                pulled["image"],
+                "--fabric",
+                fabric_b,
+                "--allowed-signers",
+                str(b["allowed"]),
+                "--require-signed",
+            )
         with phase("B: report (A's runs and B's replays: the fabric verdict)"):
             extracted = b["dir"] / "from-a"
             _extract(archive, extracted)
-            report = fb(b, "report", str(extracted / "results"), str(b["results"]), "--output", str(b["dir"] / "report"),
-                        "--baseline-fabric", fabric_a)
+            report = fb(
+                b,
+                "report",
+                str(extracted / "results"),
+                str(b["results"]),
+                "--output",
+                str(b["dir"] / "report"),
+                "--baseline-fabric",
+                fabric_a,
+            )
             print("   report at B:")
             print("\n".join("     " + line for line in report.splitlines() if line.startswith(("stack:", "verdict"))))
     finally:
@@ -200,8 +290,10 @@ def main() -> int:
                 shutil.rmtree(work, ignore_errors=True)
                 print(f"   work folder {work} removed")
     alive = registry.proc is not None and registry.proc.poll() is None
-    print(f"afterwards: registry pid {registry.pid} {'STILL RUNNING' if alive else 'gone'}; "
-          f"new namespaces left: {left or 'none'}")
+    print(
+        f"afterwards: registry pid {registry.pid} {'STILL RUNNING' if alive else 'gone'}; "
+        f"new namespaces left: {left or 'none'}"
+    )
     print("phase timings:")
     for name, seconds in TIMINGS:
         print(f"  {seconds:7.1f} s  {name}")
@@ -212,6 +304,7 @@ def main() -> int:
 def _extract(archive: Path, target: Path) -> None:
     """A's results out of the verified archive (launch.provenance.archive: member paths checked)."""
     from launch.provenance import archive as archives
+
     archives.extract(archives.read(archive), target)
 
 

@@ -1,6 +1,7 @@
 """The two build back ends: apptainer (to a partial name, %test, rename; once more when packing
 the SIF failed after every step passed) and podman (runc, rlimits without CAP_SYS_RESOURCE,
 the debootstrap base imported); and reading a built SIF's labels."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ from containers.host import BuildError, DiskFull, Progress, cache_dir, run_logge
 SQUASHFS_ARGS = os.environ.get("FABRIC_BENCH_SQUASHFS_ARGS", "-comp lz4")
 
 
-def build_apptainer(binary: str, definition: Path, final: Path, binds: list[str],
-                     log: Path, test: bool = True) -> tuple[float, float]:
+def build_apptainer(
+    binary: str, definition: Path, final: Path, binds: list[str], log: Path, test: bool = True
+) -> tuple[float, float]:
     """Build to a partial name, run its %test, rename: (build seconds, test seconds).
     A failing %test is one BuildError line; nothing is left under the final name."""
     partial = final.with_name(final.name + ".partial")
@@ -28,8 +30,17 @@ def build_apptainer(binary: str, definition: Path, final: Path, binds: list[str]
     # builds at once (a cpu and a cuda stack) shared one /var/tmp/ucx-1.13.1 tree, and the cpu
     # build installed the cuda build's configuration. Each build gets a /var/tmp of its own.
     scratch = Path(tempfile.mkdtemp(prefix=f".{final.name}.var-tmp-", dir=final.parent))
-    argv = [binary, "build", "--fakeroot", "--force", "--notest", "--mksquashfs-args", SQUASHFS_ARGS,
-            "--bind", f"{scratch}:/var/tmp"]
+    argv = [
+        binary,
+        "build",
+        "--fakeroot",
+        "--force",
+        "--notest",
+        "--mksquashfs-args",
+        SQUASHFS_ARGS,
+        "--bind",
+        f"{scratch}:/var/tmp",
+    ]
     for bind in binds:
         argv += ["--bind", bind]
     try:
@@ -37,8 +48,7 @@ def build_apptainer(binary: str, definition: Path, final: Path, binds: list[str]
         _build_sif([*argv, str(partial), str(definition)], log, f"apptainer build of {final.name}")
         built = time.monotonic()
         if test:
-            run_logged([binary, "test", str(partial)], log, f"%test of {final.name}", cwd=stack.REPO,
-                        stamped=True)
+            run_logged([binary, "test", str(partial)], log, f"%test of {final.name}", cwd=stack.REPO, stamped=True)
         tested = time.monotonic()
         partial.rename(final)
     finally:
@@ -70,8 +80,10 @@ def _build_sif(argv: list[str], log: Path, what: str) -> None:
             if PACKING.encode() not in attempt.read():
                 raise
         with log.open("a") as out:
-            out.write("fabric-bench: the build failed while packing the SIF, after every step of the "
-                      "recipe had passed: building once more\n")
+            out.write(
+                "fabric-bench: the build failed while packing the SIF, after every step of the "
+                "recipe had passed: building once more\n"
+            )
         run_logged(argv, log, what, cwd=stack.REPO, stamped=True)
 
 
@@ -86,33 +98,43 @@ def podman_env() -> dict[str, str]:
     ulimits that need no CAP_SYS_RESOURCE (see ../shared/ENVIRONMENT.md)."""
     conf = cache_dir() / "podman-containers.conf"
     conf.parent.mkdir(parents=True, exist_ok=True)
-    conf.write_text('[engine]\nruntime = "runc"\n[containers]\n'
-                    f'default_ulimits = {json.dumps(list(PODMAN_ULIMITS))}\n')
+    conf.write_text(f'[engine]\nruntime = "runc"\n[containers]\ndefault_ulimits = {json.dumps(list(PODMAN_ULIMITS))}\n')
     return {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(conf))}
 
 
 def podman_base(binary: str, log: Path, progress: Progress) -> str:
     """Import the debootstrap rootfs as the podman base image; returns its id."""
     env = podman_env()
-    found = subprocess.run([binary, "image", "inspect", "--format", "{{.Id}}", stack.BASE_IMAGE_TAG],
-                           capture_output=True, text=True, env=env)
+    found = subprocess.run(
+        [binary, "image", "inspect", "--format", "{{.Id}}", stack.BASE_IMAGE_TAG],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if found.returncode == 0:
         return found.stdout.strip()
     sif = base_image(log, progress)
     with tempfile.TemporaryDirectory() as work:
         # a SIF is not a bare squashfs (its root filesystem sits at an offset): apptainer unpacks it
-        run_logged([runtime_binary("apptainer"), "build", "--sandbox", f"{work}/rootfs", str(sif)], log,
-                    "unpacking base.sif")
+        run_logged(
+            [runtime_binary("apptainer"), "build", "--sandbox", f"{work}/rootfs", str(sif)], log, "unpacking base.sif"
+        )
         tar = subprocess.Popen(["tar", "-C", f"{work}/rootfs", "-c", "."], stdout=subprocess.PIPE)
-        run_logged([binary, "import", "-", stack.BASE_IMAGE_TAG], log, "podman import of the base",
-                    stdin=tar.stdout, env=env)
+        run_logged(
+            [binary, "import", "-", stack.BASE_IMAGE_TAG], log, "podman import of the base", stdin=tar.stdout, env=env
+        )
         tar.wait()
-    return subprocess.run([binary, "image", "inspect", "--format", "{{.Id}}", stack.BASE_IMAGE_TAG],
-                          capture_output=True, text=True, env=env).stdout.strip()
+    return subprocess.run(
+        [binary, "image", "inspect", "--format", "{{.Id}}", stack.BASE_IMAGE_TAG],
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout.strip()
 
 
-def build_podman(binary: str, dockerfile: Path, name: str, binds: list[str],
-                  log: Path, tag_as: str = "", target: str = "") -> tuple[str, str, int]:
+def build_podman(
+    binary: str, dockerfile: Path, name: str, binds: list[str], log: Path, tag_as: str = "", target: str = ""
+) -> tuple[str, str, int]:
     env = podman_env()
     tag = tag_as or f"localhost/fabric-bench:{name}"
     argv = [binary, "build", "--network=host", "-f", str(dockerfile), "-t", tag]
@@ -121,8 +143,9 @@ def build_podman(binary: str, dockerfile: Path, name: str, binds: list[str],
     for bind in binds:
         argv += ["-v", f"{bind}:ro"]
     run_logged([*argv, str(stack.REPO)], log, f"podman build of {tag}", env=env, stamped=True)
-    info = json.loads(subprocess.run([binary, "image", "inspect", tag], capture_output=True,
-                                     text=True, env=env, check=True).stdout)[0]
+    info = json.loads(
+        subprocess.run([binary, "image", "inspect", tag], capture_output=True, text=True, env=env, check=True).stdout
+    )[0]
     return tag, info["Id"], int(info.get("Size", 0))
 
 

@@ -1,6 +1,7 @@
 """What an image build takes from this host, each cached by what it is made of: the cpu base
 (debootstrap -> base.sif), the Horovod wheel, the wheelhouse of the pinned Python stack, and the
 hashes that key builds by their inputs."""
+
 from __future__ import annotations
 
 import hashlib
@@ -46,8 +47,7 @@ def base_image(log: Path, progress: Progress = print) -> Path:
         sources.install_wget(root)
         progress("base image: apptainer build base.sif")
         partial = final.with_suffix(".sif.partial")
-        run_logged([apptainer, "build", "--force", str(partial), str(root)], log,
-                    "building base.sif")
+        run_logged([apptainer, "build", "--force", str(partial), str(root)], log, "building base.sif")
         partial.rename(final)
     return final
 
@@ -55,8 +55,12 @@ def base_image(log: Path, progress: Progress = print) -> Path:
 def horovod_wheel(log: Path) -> Path:
     """The host's Horovod wheel (built once by containers/horovod/build-wheel.sh)."""
     with log.open("a") as err:
-        out = subprocess.run([str(stack.HOROVOD_DIR / "build-wheel.sh"), sys.executable,
-                              str(cache_dir())], stdout=subprocess.PIPE, stderr=err, text=True)
+        out = subprocess.run(
+            [str(stack.HOROVOD_DIR / "build-wheel.sh"), sys.executable, str(cache_dir())],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
     # the script's last line is the wheel's path, which may hold spaces (a cache under "cold start é")
     wheel = Path(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else Path()
     if out.returncode != 0 or not wheel.is_file():
@@ -67,8 +71,9 @@ def horovod_wheel(log: Path) -> Path:
 def wheelhouse(log: Path, progress: Progress = print) -> Path:
     """Local wheels of the Python stack (this host's pip), bound into cpu builds."""
     wheel = horovod_wheel(log)
-    key = sha256_bytes((hash_files([stack.REQUIREMENTS, stack.REQUIREMENTS_NODEPS])
-                        + wheel.name + sys.version).encode())[:16]
+    key = sha256_bytes(
+        (hash_files([stack.REQUIREMENTS, stack.REQUIREMENTS_NODEPS]) + wheel.name + sys.version).encode()
+    )[:16]
     final = cache_dir() / f"wheelhouse-{key}"
     if final.exists():
         return final
@@ -84,5 +89,3 @@ def wheelhouse(log: Path, progress: Progress = print) -> Path:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return final
-
-

@@ -30,6 +30,7 @@ wheels first through /etc/pip.conf (find-links REHEARSAL/wheels, when bound)
 and trusts the host's CA bundle (bound at REHEARSAL/certs).
 So the rendered recipe is the site's, except its base lines.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,12 +45,11 @@ from pathlib import Path
 
 from containers import stack
 from containers.sources import REHEARSAL, WGET, install_wget
-from containers.host import (BuildError, Progress, cache_dir, debian_mirror, debootstrap_root, run_logged,
-                             runtime_binary)
+from containers.host import BuildError, Progress, cache_dir, debian_mirror, debootstrap_root, run_logged, runtime_binary
 
 CUDA_ROOT = "usr/local/cuda"
-STUB_ERROR = 34                           # CUDA_ERROR_STUB_LIBRARY in cuda.h
-VERSION = "v4"                            # bump when the layout below changes
+STUB_ERROR = 34  # CUDA_ERROR_STUB_LIBRARY in cuda.h
+VERSION = "v4"  # bump when the layout below changes
 
 
 ENVIRONMENT = """export PATH=/usr/local/cuda/bin:$PATH
@@ -90,19 +90,24 @@ def local_bases(log: Path, progress: Progress = print) -> tuple[Path, Path]:
             _install_cuda(cuda, tree, full)
             if full:
                 _install_rehearsal_tools(tree)
-            else:   # builds FROM the runtime base (runtime stage, fabric layers) get the same binds
+            else:  # builds FROM the runtime base (runtime stage, fabric layers) get the same binds
                 _rehearsal_mount_points(tree)
             raw, partial = work / f"{name}-raw.sif", folder / f"{name}.sif.partial"
             progress(f"cuda base: apptainer build {name}.sif")
-            run_logged([apptainer, "build", "--force", str(raw), str(tree)], log,
-                        f"building the local cuda {name} base")
+            run_logged(
+                [apptainer, "build", "--force", str(raw), str(tree)], log, f"building the local cuda {name} base"
+            )
             # the environment through a definition: apptainer keeps it across localimage builds
             definition = work / f"{name}.def"
-            definition.write_text(f"Bootstrap: localimage\nFrom: {raw}\n\n%environment\n"
-                                  + "".join(f"    {line}\n" for line in
-                                            (ENVIRONMENT if full else RUNTIME_ENVIRONMENT).splitlines()))
-            run_logged([apptainer, "build", "--force", str(partial), str(definition)], log,
-                        f"adding the environment to the local cuda {name} base")
+            definition.write_text(
+                f"Bootstrap: localimage\nFrom: {raw}\n\n%environment\n"
+                + "".join(f"    {line}\n" for line in (ENVIRONMENT if full else RUNTIME_ENVIRONMENT).splitlines())
+            )
+            run_logged(
+                [apptainer, "build", "--force", str(partial), str(definition)],
+                log,
+                f"adding the environment to the local cuda {name} base",
+            )
             raw.unlink()
             partial.rename(folder / f"{name}.sif")
     check_layout(devel, log)
@@ -112,8 +117,23 @@ def local_bases(log: Path, progress: Progress = print) -> tuple[Path, Path]:
 def _cuda_wheels(folder: Path, log: Path, progress: Progress) -> Path:
     progress(f"cuda base: pip download {len(stack.CUDA_WHEELS)} CUDA {stack.CUDA_VERSION} wheels")
     folder.mkdir(parents=True)
-    run_logged([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
-                 "-d", str(folder), *stack.CUDA_WHEELS], log, "pip download of the CUDA wheels")
+    run_logged(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "-d",
+            str(folder),
+            *stack.CUDA_WHEELS,
+        ],
+        log,
+        "pip download of the CUDA wheels",
+    )
     return folder
 
 
@@ -133,7 +153,7 @@ def _lay_out_toolkit(wheels: Path, cuda: Path, log: Path) -> Path:
                 target.chmod(mode or 0o644)
     (cuda / "lib64").symlink_to("lib")
     lib = cuda / "lib"
-    for so in sorted(lib.glob("lib*.so.*")):            # the unversioned link names
+    for so in sorted(lib.glob("lib*.so.*")):  # the unversioned link names
         plain = lib / (so.name.split(".so.")[0] + ".so")
         if not plain.exists():
             plain.symlink_to(so.name)
@@ -146,19 +166,26 @@ def _lay_out_toolkit(wheels: Path, cuda: Path, log: Path) -> Path:
 
 
 # (header, its result type and calling-convention macro, function prefix, soname, stub result)
-STUBS = (("cuda.h", "CUresult", "CUDAAPI", "cu", "libcuda.so.1", STUB_ERROR),
-         # NVML_ERROR_LIBRARY_NOT_FOUND: UCX links the driver's NVML too
-         ("nvml.h", "nvmlReturn_t", "DECLDIR", "nvml", "libnvidia-ml.so.1", 12))
+STUBS = (
+    ("cuda.h", "CUresult", "CUDAAPI", "cu", "libcuda.so.1", STUB_ERROR),
+    # NVML_ERROR_LIBRARY_NOT_FOUND: UCX links the driver's NVML too
+    ("nvml.h", "nvmlReturn_t", "DECLDIR", "nvml", "libnvidia-ml.so.1", 12),
+)
 
 
-def stub_symbols(header: Path, result: str = "CUresult", convention: str = "CUDAAPI",
-                 prefix: str = "cu", cc: str = "cc") -> list[str]:
+def stub_symbols(
+    header: Path, result: str = "CUresult", convention: str = "CUDAAPI", prefix: str = "cu", cc: str = "cc"
+) -> list[str]:
     """Every function the header declares, plain and as its preprocessor renames it
     (cuCtxCreate -> cuCtxCreate_v4)."""
     text = header.read_text()
     plain = set(re.findall(rf"{result}\s+{convention}\s+({prefix}\w+)\s*\(", text))
-    done = subprocess.run([cc, "-E", "-P", "-x", "c", "-I", str(header.parent), "-"],
-                          input=f'#include "{header.name}"\n', capture_output=True, text=True)
+    done = subprocess.run(
+        [cc, "-E", "-P", "-x", "c", "-I", str(header.parent), "-"],
+        input=f'#include "{header.name}"\n',
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise BuildError(f"preprocessing {header.name} failed: {done.stderr.strip().splitlines()[-1:]}")
     mapped = set(re.findall(rf"{result}\s+({prefix}\w+)\s*\(", done.stdout))
@@ -170,12 +197,17 @@ def _link_stubs(include: Path, stubs: Path, log: Path) -> None:
         names = stub_symbols(include / header, result, convention, prefix)
         if len(names) < 50:
             raise BuildError(f"local cuda base: only {len(names)} functions found in {header}; log: {log}")
-        target = stubs / (soname.rsplit(".", 1)[0])          # libcuda.so, libnvidia-ml.so
+        target = stubs / (soname.rsplit(".", 1)[0])  # libcuda.so, libnvidia-ml.so
         source = target.with_suffix(".c")
-        source.write_text(f"/* link stub generated from {header} by containers/cudabase.py */\n" + "".join(
-            f"int {name}(void) {{ return {code}; }}\n" for name in names))
-        run_logged(["cc", "-shared", "-fPIC", "-nostdlib", "-O1", f"-Wl,-soname,{soname}",
-                     "-o", str(target), str(source)], log, f"compiling the {soname} link stub")
+        source.write_text(
+            f"/* link stub generated from {header} by containers/cudabase.py */\n"
+            + "".join(f"int {name}(void) {{ return {code}; }}\n" for name in names)
+        )
+        run_logged(
+            ["cc", "-shared", "-fPIC", "-nostdlib", "-O1", f"-Wl,-soname,{soname}", "-o", str(target), str(source)],
+            log,
+            f"compiling the {soname} link stub",
+        )
         source.unlink()
 
 
@@ -183,7 +215,7 @@ def _install_cuda(cuda: Path, tree: Path, full: bool) -> None:
     dest = tree / CUDA_ROOT
     if full:
         shutil.copytree(cuda, dest, symlinks=True)
-    else:                                   # runtime: shared libraries only, no stubs
+    else:  # runtime: shared libraries only, no stubs
         (dest / "lib").mkdir(parents=True)
         for so in (cuda / "lib").glob("lib*.so*"):
             shutil.copy2(so, dest / "lib" / so.name, follow_symlinks=False)
@@ -202,8 +234,9 @@ def _install_rehearsal_tools(tree: Path) -> None:
     install_wget(tree)
     _rehearsal_mount_points(tree)
     # pip's TLS trust: the host's CA bundle, bound at certs/ (this machine's registries need it)
-    (tree / "etc/pip.conf").write_text(f"[global]\nfind-links = {REHEARSAL}/wheels\n"
-                                       f"cert = {REHEARSAL}/certs/ca-certificates.crt\n")
+    (tree / "etc/pip.conf").write_text(
+        f"[global]\nfind-links = {REHEARSAL}/wheels\ncert = {REHEARSAL}/certs/ca-certificates.crt\n"
+    )
     # nvcc and the stubs for %post, whichever way apptainer sources the base's environment
     nvcc = tree / "usr/local/bin/nvcc"
     nvcc.write_text('#!/bin/sh\nexec /usr/local/cuda/bin/nvcc "$@"\n')
@@ -213,16 +246,21 @@ def _install_rehearsal_tools(tree: Path) -> None:
 def check_layout(devel: Path, log: Path) -> None:
     """A broken base (no toolkit, wrong layout) stops here, not an hour into a build."""
     apptainer = runtime_binary("apptainer")
-    probe = ("test -x /usr/local/cuda/bin/nvcc && test -f /usr/local/cuda/include/cuda.h && "
-             "test -f /usr/local/cuda/lib64/stubs/libcuda.so && test -f /usr/local/cuda/lib64/stubs/libnvidia-ml.so && "
-             "test -e /usr/local/cuda/lib64/libcudart.so && test -f /usr/local/cuda/include/nvml.h && "
-             "/usr/local/cuda/bin/nvcc --version")
+    probe = (
+        "test -x /usr/local/cuda/bin/nvcc && test -f /usr/local/cuda/include/cuda.h && "
+        "test -f /usr/local/cuda/lib64/stubs/libcuda.so && test -f /usr/local/cuda/lib64/stubs/libnvidia-ml.so && "
+        "test -e /usr/local/cuda/lib64/libcudart.so && test -f /usr/local/cuda/include/nvml.h && "
+        "/usr/local/cuda/bin/nvcc --version"
+    )
     try:
-        run_logged([apptainer, "exec", "--containall", str(devel), "sh", "-c", probe], log,
-                    f"local cuda base check ({devel})")
+        run_logged(
+            [apptainer, "exec", "--containall", str(devel), "sh", "-c", probe], log, f"local cuda base check ({devel})"
+        )
     except BuildError:
-        raise BuildError(f"local cuda base {devel} lacks the CUDA toolkit layout "
-                         f"(nvcc, cuda.h, lib64/stubs/libcuda.so, libcudart); log: {log}") from None
+        raise BuildError(
+            f"local cuda base {devel} lacks the CUDA toolkit layout "
+            f"(nvcc, cuda.h, lib64/stubs/libcuda.so, libcudart); log: {log}"
+        ) from None
 
 
 if __name__ == "__main__":

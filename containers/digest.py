@@ -6,6 +6,7 @@ CACHE/digests.json, keyed by its real path, inode, size and mtime: a file that
 changed in any of these is hashed again. An unwritable cache only costs the
 re-hash.
 """
+
 from __future__ import annotations
 
 import json

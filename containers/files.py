@@ -4,6 +4,7 @@ JSON writer, sha256 of bytes and of files, and the checkout's git state.
 Used on the host by containers/ and launch/ (launch imports containers; bench/,
 which runs inside images, needs none of it).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,7 @@ def write_json_atomic(path: Path, data, *, indent: int = 2) -> Path:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=indent, sort_keys=True, default=str) + "\n",
-                       encoding="utf-8")
+        tmp.write_text(json.dumps(data, indent=indent, sort_keys=True, default=str) + "\n", encoding="utf-8")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -44,8 +44,9 @@ def sha256_file(path: str | os.PathLike) -> str:
 def git(*args: str, repo: Path = REPO) -> str:
     """`git -C repo ARGS` stdout, stripped; "" where git or the checkout is missing."""
     try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                              timeout=20).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=20
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return ""
 

@@ -4,6 +4,7 @@ directory, the configured Debian mirror, a debootstrap root, the container runti
 commands run into a build log, and the one-line BuildError they raise; and free TCP ports for
 the services tools start on this host (a registry, an emulated Slurm cluster's daemons).
 """
+
 from __future__ import annotations
 
 import os
@@ -30,7 +31,8 @@ class DiskFull(BuildError):
 
 def cache_dir() -> Path:
     root = os.environ.get("FABRIC_BENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fabric-bench")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fabric-bench"
+    )
     return Path(root)
 
 
@@ -39,8 +41,9 @@ def runtime_binary(runtime: str) -> str:
         raise BuildError(f"unknown runtime {runtime!r}; choose from {', '.join(RUNTIMES)}")
     path = shutil.which(runtime)
     if not path:
-        raise BuildError(f"container runtime {runtime!r} not found on PATH "
-                         f"(CI/dev hosts: scripts/provision-apptainer.sh)")
+        raise BuildError(
+            f"container runtime {runtime!r} not found on PATH (CI/dev hosts: scripts/provision-apptainer.sh)"
+        )
     return path
 
 
@@ -57,12 +60,10 @@ def run_logged(argv: list[str], log: Path, what: str, stamped: bool = False, **k
                 code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, **kwargs).returncode
             else:
                 started = time.monotonic()
-                with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      **kwargs) as proc:
+                with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs) as proc:
                     assert proc.stdout is not None
                     for raw in proc.stdout:
-                        out.write(f"[{time.monotonic() - started:8.1f}s] "
-                                  f"{raw.decode(errors='replace')}")
+                        out.write(f"[{time.monotonic() - started:8.1f}s] {raw.decode(errors='replace')}")
                         out.flush()
                 code = proc.returncode
         except OSError as exc:
@@ -129,9 +130,8 @@ def debootstrap_root(root: Path, log: Path, suite: str, progress: Progress = pri
     if not shutil.which("debootstrap"):
         raise BuildError("base image missing and debootstrap not installed (apt-get install debootstrap)")
     progress(f"base image: debootstrap {suite} minbase from {mirror} (~1 min)")
-    run_logged(["debootstrap", "--variant=minbase", suite, str(root), mirror],
-                log, "debootstrap of the base image")
-    for node in (root / "dev").iterdir():     # apptainer binds /dev itself
+    run_logged(["debootstrap", "--variant=minbase", suite, str(root), mirror], log, "debootstrap of the base image")
+    for node in (root / "dev").iterdir():  # apptainer binds /dev itself
         subprocess.run(["rm", "-rf", str(node)], check=True)
     (root / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
 

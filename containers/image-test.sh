@@ -5,7 +5,7 @@
 #
 # NAME=VERSION pairs are checked against what the image reports; ldd:DIR, ldd-python:PKG,
 # ompi-cuda, ompi:KIND:NAME, fi:PROVIDER, ucx:TRANSPORT, ucx-cuda, nccl-net:NAME,
-# horovod-nccl, torch-cuda, fi-abi:FABRIC_X.Y are checks (below); any other argument names a
+# horovod-nccl, torch-cuda, tf-cuda, gdrcopy, fi-abi:FABRIC_X.Y are checks (below); any other argument names a
 # command the fabric layer must provide. Exit 1 on a mismatch.
 set -eu
 fail() { echo "image-test: FAIL: $*" >&2; exit 1; }
@@ -57,12 +57,14 @@ check_nccl_net() {
   case $1 in
     Socket|IB) $py -c "import torch; assert torch.cuda.nccl.version()" || fail "nccl-net $1: no NCCL"
                ok "nccl-net: $1 (built into NCCL)" ;;
-    *) found=""
+    *) # the file NCCL opens: libnccl-net-$NCCL_NET_PLUGIN.so (libnccl-net.so when unset), on the path
+       plugin=libnccl-net${NCCL_NET_PLUGIN:+-$NCCL_NET_PLUGIN}.so found=""
        for dir in $(echo "${LD_LIBRARY_PATH:-}" | tr : ' ') /usr/lib /usr/local/lib; do
-         ls "$dir"/libnccl-net*.so >/dev/null 2>&1 && found="$dir"
+         [ -z "$found" ] && [ -e "$dir/$plugin" ] && found="$dir/$plugin"
        done
-       [ -n "$found" ] || fail "nccl-net $1: no libnccl-net*.so plugin on LD_LIBRARY_PATH"
-       ok "nccl-net: $1 (plugin in $found)" ;;
+       [ -n "$found" ] || fail "nccl-net $1: no $plugin (NCCL_NET_PLUGIN=${NCCL_NET_PLUGIN:-}) on LD_LIBRARY_PATH"
+       check_ldd "$(readlink -f "$found")"
+       ok "nccl-net: $1 (NCCL opens $found)" ;;
   esac
 }
 for check in "$@"; do
@@ -107,6 +109,13 @@ for check in "$@"; do
                     fail "horovodrun --check-build: no NCCL operations"
                   $py -c "import horovod.torch as hvd; assert hvd.nccl_built()" || fail "horovod: nccl_built() false"
                   ok "horovod: NCCL GPU operations built"; continue ;;
+    tf-cuda) # TensorFlow's CUDA 12 libraries: all resolve among themselves, and TensorFlow's
+             # CUDA build loads them from their folder (bench.tf_cuda)
+      libs=$(ls -d "${FABRIC_BENCH_TF_CUDA:?}"/nvidia/*/lib | tr '\n' :)
+      LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:-}" check_ldd "$FABRIC_BENCH_TF_CUDA"
+      got=$($py -m bench.tf_cuda --check) || fail "$got"; ok "tf-cuda: $got"; continue ;;
+    gdrcopy) ls /usr/local/gdrcopy/lib/libgdrapi.so.2* >/dev/null 2>&1 || fail "gdrcopy: no libgdrapi.so.2"
+             check_ldd /usr/local/gdrcopy/lib; continue ;;
     torch-cuda) got=$($py -c "import torch; print('cuda', torch.version.cuda, 'nccl', '.'.join(map(str, torch.cuda.nccl.version())))") ||
                   fail "torch: CUDA/NCCL versions"; ok "torch: $got"; continue ;;
     openmpi=*) got=$(ompi_info --version | sed -n 's/^Open MPI v//p' | head -1) ;;

@@ -1,6 +1,7 @@
 """The images this machine has built: one record each (digest, inputs, seconds per stage, log)
 in CACHE/images/registry.json; an older apptainer image of the same (fabric, flavour) is deleted
 when its successor is recorded (each is several GB)."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ class ImageRecord:
     fabric: str
     flavour: str
     runtime: str
-    image: str                 # .sif path (apptainer) or image name (podman)
+    image: str  # .sif path (apptainer) or image name (podman)
     sha256: str
     size_bytes: int
     input_key: str
@@ -27,12 +28,12 @@ class ImageRecord:
     build_seconds: float
     log: str
     base: str = "site"
-    omitted: list = field(default_factory=list)     # components a rehearsal could not fetch
-    stages: dict = field(default_factory=dict)      # seconds per build stage
-    stack_digest: str = ""                          # sha256 of the stack image it was built FROM
+    omitted: list = field(default_factory=list)  # components a rehearsal could not fetch
+    stages: dict = field(default_factory=dict)  # seconds per build stage
+    stack_digest: str = ""  # sha256 of the stack image it was built FROM
     stack_image: str = ""
     stack_stages: dict = field(default_factory=dict)
-    devel_image: str = ""                           # cuda stack: its devel stage's image
+    devel_image: str = ""  # cuda stack: its devel stage's image
 
 
 def registry_path() -> Path:
@@ -51,8 +52,11 @@ def record(entry: ImageRecord) -> None:
     for old in registry():
         if old["image"] == entry.image:
             continue
-        if (old["fabric"], old["flavour"], old["runtime"]) == (entry.fabric, entry.flavour, "apptainer") \
-                and entry.runtime == "apptainer":
+        if (old["fabric"], old["flavour"], old["runtime"]) == (
+            entry.fabric,
+            entry.flavour,
+            "apptainer",
+        ) and entry.runtime == "apptainer":
             Path(old["image"]).unlink(missing_ok=True)
             if old.get("devel_image"):
                 Path(old["devel_image"]).unlink(missing_ok=True)
@@ -67,9 +71,8 @@ def record(entry: ImageRecord) -> None:
 def find(fabric: str, flavour: str, runtime: str = "apptainer") -> Optional[dict]:
     """The newest recorded image of (fabric, flavour, runtime) that still exists."""
     for entry in reversed(registry()):
-        if (entry["fabric"], entry["flavour"], entry["runtime"]) == (fabric, flavour, runtime) and \
-                (runtime != "apptainer" or Path(entry["image"]).exists()):
+        if (entry["fabric"], entry["flavour"], entry["runtime"]) == (fabric, flavour, runtime) and (
+            runtime != "apptainer" or Path(entry["image"]).exists()
+        ):
             return entry
     return None
-
-

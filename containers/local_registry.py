@@ -7,6 +7,7 @@ distribution registry behind TLS) and names it in its site file instead.
     with LocalRegistry(tmp_path) as reg:
         reg.address              # "127.0.0.1:PORT"
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -39,18 +40,23 @@ def available() -> bool:
 
 def config(data: Path, port: int) -> str:
     """distribution's YAML config: plain HTTP on 127.0.0.1 only, filesystem storage, deletes on."""
-    return "\n".join([
-        "version: 0.1",
-        "log:",
-        "  level: warn",
-        "storage:",
-        "  filesystem:",
-        f"    rootdirectory: {data}",
-        "  delete:",
-        "    enabled: true",
-        "http:",
-        f"  addr: 127.0.0.1:{port}",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "version: 0.1",
+                "log:",
+                "  level: warn",
+                "storage:",
+                "  filesystem:",
+                f"    rootdirectory: {data}",
+                "  delete:",
+                "    enabled: true",
+                "http:",
+                f"  addr: 127.0.0.1:{port}",
+            ]
+        )
+        + "\n"
+    )
 
 
 class LocalRegistry:
@@ -74,12 +80,17 @@ class LocalRegistry:
             raise RegistryError(f"{BINARY} not installed (apt-get install docker-registry)")
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "data").mkdir(exist_ok=True)
-        self.port, = free_ports(1)
+        (self.port,) = free_ports(1)
         conf = self.directory / "config.yml"
         conf.write_text(config(self.directory / "data", self.port))
         log = (self.directory / "registry.log").open("w")
-        self.proc = subprocess.Popen([binary, "serve", str(conf)], stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(
+            [binary, "serve", str(conf)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
         log.close()
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:

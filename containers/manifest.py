@@ -16,6 +16,7 @@ unpacked with squashfs-tools' `unsquashfs -o OFFSET` into a temporary folder.
 A manifest saved at another site (`image verify --save`) travels instead of its image where
 the image is large: `load` reads it as untrusted data, within bounds and by shape.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,11 +43,13 @@ CAUSES = (
     ("generated at install time (/etc)", re.compile(r"^/etc/")),
 )
 OTHER = "other"
-MAX_BYTES = 64 << 20          # a stack image's manifest is ~8 MiB (68919 entries)
+MAX_BYTES = 64 << 20  # a stack image's manifest is ~8 MiB (68919 entries)
 MAX_ENTRIES = 500_000
 _PATH = re.compile(r"/[^\x00-\x1f\x7f]{1,4095}")
-_ENTRY = re.compile(r"file [0-7]{4} (labels:)?[0-9a-f]{64}|dir [0-7]{4}|special [0-7]{4}"
-                    r"|link [0-7]{4} [^\x00-\x1f\x7f]{1,4096}")
+_ENTRY = re.compile(
+    r"file [0-7]{4} (labels:)?[0-9a-f]{64}|dir [0-7]{4}|special [0-7]{4}"
+    r"|link [0-7]{4} [^\x00-\x1f\x7f]{1,4096}"
+)
 LABELS_FILE = "/.singularity.d/labels.json"
 TIME_LABELS = ("org.label-schema.build-date",)
 
@@ -67,7 +70,7 @@ def _labels_digest(path: Path) -> str:
 class Comparison:
     total: int
     identical: int
-    differing: dict[str, list[str]]          # cause -> paths (content or mode differ, or only in one)
+    differing: dict[str, list[str]]  # cause -> paths (content or mode differ, or only in one)
 
     @property
     def share(self) -> float:
@@ -76,8 +79,9 @@ class Comparison:
     def lines(self, limit: int = 5) -> list[str]:
         out = [f"identical: {self.identical} of {self.total} entries ({100 * self.share:.2f} %)"]
         for cause, paths in sorted(self.differing.items(), key=lambda kv: -len(kv[1])):
-            out.append(f"  {len(paths):6d}  {cause}: " + ", ".join(paths[:limit])
-                       + (" ..." if len(paths) > limit else ""))
+            out.append(
+                f"  {len(paths):6d}  {cause}: " + ", ".join(paths[:limit]) + (" ..." if len(paths) > limit else "")
+            )
         return out
 
 
@@ -123,6 +127,7 @@ class UnpackLimits:
     """Bounds on unpacking an image (perhaps another site's copy) to take its manifest, far
     above a real one (a stack image: ~69k entries, ~5 GiB): a SIF of a few KiB can hold a
     terabyte of sparse file, which unpacks sparse but is then hashed byte by byte."""
+
     entries: int = MAX_ENTRIES
     file_bytes: int = 64 << 30
 
@@ -130,8 +135,13 @@ class UnpackLimits:
         """Count what `unsquashfs -lls` lists (nothing unpacked; the listing is read as a stream
         and stopped at the first limit passed)."""
         entries = total = 0
-        with subprocess.Popen(["unsquashfs", "-n", "-lls", "-o", str(offset), str(sif)], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True, errors="replace") as lister:
+        with subprocess.Popen(
+            ["unsquashfs", "-n", "-lls", "-o", str(offset), str(sif)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+        ) as lister:
             assert lister.stdout is not None
             for line in lister.stdout:
                 fields = line.split(None, 3)
@@ -141,8 +151,11 @@ class UnpackLimits:
                 total += int(fields[2]) if fields[0].startswith("-") and fields[2].isdigit() else 0
                 if entries > self.entries or total > self.file_bytes:
                     lister.kill()
-                    what = f"more than {self.entries} entries" if entries > self.entries else \
-                        f"more than {self.file_bytes} bytes of files"
+                    what = (
+                        f"more than {self.entries} entries"
+                        if entries > self.entries
+                        else f"more than {self.file_bytes} bytes of files"
+                    )
                     raise BuildError(f"{sif} unpacks to {what}; refused")
         if lister.returncode != 0:
             raise BuildError(f"{sif}: unsquashfs cannot list its root filesystem (exit {lister.returncode})")
@@ -158,8 +171,11 @@ def of_sif(sif: Path, scratch: Path | None = None, limits: UnpackLimits = Unpack
     work = Path(tempfile.mkdtemp(prefix="fabric-bench-manifest.", dir=scratch))
     try:
         root = work / "root"
-        out = subprocess.run(["unsquashfs", "-q", "-n", "-no-xattrs", "-o", str(offset), "-d", str(root), str(sif)],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["unsquashfs", "-q", "-n", "-no-xattrs", "-o", str(offset), "-d", str(root), str(sif)],
+            capture_output=True,
+            text=True,
+        )
         if out.returncode != 0:
             raise BuildError(f"unsquashfs of {sif} failed: {(out.stderr.strip().splitlines() or [''])[-1]}")
         return of_tree(root)
@@ -201,6 +217,8 @@ def load(path: Path) -> dict[str, str]:
         if not _PATH.fullmatch(entry_path) or any(part in ("", ".", "..") for part in entry_path.split("/")[1:]):
             raise BuildError(f"content manifest {path}: {entry_path!r:.80} is not a path inside an image")
         if not isinstance(entry, str) or not _ENTRY.fullmatch(entry):
-            raise BuildError(f"content manifest {path}: the entry of {entry_path!r:.80} is not "
-                             "'file|dir|link|special MODE [sha256|target]'")
+            raise BuildError(
+                f"content manifest {path}: the entry of {entry_path!r:.80} is not "
+                "'file|dir|link|special MODE [sha256|target]'"
+            )
     return data

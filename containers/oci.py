@@ -15,6 +15,7 @@ a deadline per answer however slowly it trickles), checked against the digest as
 parsed as untrusted JSON (containers/untrusted.py). The blobs themselves are fetched by the
 runtime, which checks each against its digest; the pulled image's digest is checked again here.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,20 +39,21 @@ from containers.host import RUNTIMES, BuildError, cache_dir, runtime_binary
 from containers.untrusted import UntrustedInput, load_json
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
-MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json",
-                  "application/vnd.docker.distribution.manifest.v2+json")
+MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 SIF_LAYER = "application/vnd.sylabs.sif.layer.v1.sif"
-TIMEOUT_S = 30                  # one connection attempt or one read
-DEADLINE_S = 60                 # a whole answer, however slowly it comes
-MANIFEST_MAX_BYTES = 4 << 20    # a manifest is a few KiB
+TIMEOUT_S = 30  # one connection attempt or one read
+DEADLINE_S = 60  # a whole answer, however slowly it comes
+MANIFEST_MAX_BYTES = 4 << 20  # a manifest is a few KiB
 TOKEN_MAX_BYTES = 1 << 20
-MAX_IMAGE_BYTES = 1 << 40       # what a manifest may declare (the largest images here are ~5 GiB)
-PULL_BASE_S = 600               # a pull's start-up, unpacking (podman) and checks
+MAX_IMAGE_BYTES = 1 << 40  # what a manifest may declare (the largest images here are ~5 GiB)
+PULL_BASE_S = 600  # a pull's start-up, unpacking (podman) and checks
 PULL_MIN_BYTES_PER_S = 1 << 20  # the slowest transfer a pull is waited for
 _HOST = r"(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?|\[::1\](?::[0-9]{1,5})?)"  # never an option
 _NAME = r"(?P<name>[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
-_REFERENCE = re.compile(rf"^{_HOST}/{_NAME}(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}))?"
-                        r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+_REFERENCE = re.compile(
+    rf"^{_HOST}/{_NAME}(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}))?"
+    r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
 
 
 class RegistryError(BuildError):
@@ -63,7 +65,7 @@ class Reference:
     host: str
     name: str
     tag: str = ""
-    digest: str = ""          # the manifest's digest, sha256:...
+    digest: str = ""  # the manifest's digest, sha256:...
 
     @property
     def local(self) -> bool:
@@ -78,8 +80,11 @@ class Reference:
         return f"{self.host}/{self.name}@{self.digest}"
 
     def __str__(self) -> str:
-        return f"{self.host}/{self.name}" + (f":{self.tag}" if self.tag else "") + \
-            (f"@{self.digest}" if self.digest else "")
+        return (
+            f"{self.host}/{self.name}"
+            + (f":{self.tag}" if self.tag else "")
+            + (f"@{self.digest}" if self.digest else "")
+        )
 
 
 def parse(text: str) -> Reference:
@@ -98,27 +103,31 @@ def _check_insecure(ref: Reference, insecure: bool) -> None:
 
 @dataclass(frozen=True)
 class Pushed:
-    reference: str            # HOST/NAME@sha256:MANIFEST
+    reference: str  # HOST/NAME@sha256:MANIFEST
     manifest_digest: str
-    image_digest: str         # apptainer: the SIF's sha256 (= its layer); podman: the image id
+    image_digest: str  # apptainer: the SIF's sha256 (= its layer); podman: the image id
 
 
 @dataclass(frozen=True)
 class Pulled:
-    image: str                # .sif path (apptainer) or local image name (podman)
+    image: str  # .sif path (apptainer) or local image name (podman)
     image_digest: str
     reference: str
 
 
 # ---------------------------------------------------------------- resolving tags
 
+
 def _auth_files() -> list[Path]:
     """Where the runtimes keep their logins (podman/skopeo, docker, apptainer)."""
     home = Path.home()
-    files = [os.environ.get("REGISTRY_AUTH_FILE", ""),
-             f"{os.environ.get('XDG_RUNTIME_DIR', '')}/containers/auth.json" if os.environ.get("XDG_RUNTIME_DIR")
-             else "", str(home / ".config/containers/auth.json"), str(home / ".docker/config.json"),
-             str(home / ".apptainer/docker-config.json")]
+    files = [
+        os.environ.get("REGISTRY_AUTH_FILE", ""),
+        f"{os.environ.get('XDG_RUNTIME_DIR', '')}/containers/auth.json" if os.environ.get("XDG_RUNTIME_DIR") else "",
+        str(home / ".config/containers/auth.json"),
+        str(home / ".docker/config.json"),
+        str(home / ".apptainer/docker-config.json"),
+    ]
     return [Path(f) for f in files if f]
 
 
@@ -159,7 +168,7 @@ def _get(url: str, headers: dict[str, str], max_bytes: int, deadline_s: float) -
                         return
                     chunks.append(chunk)
                 outcome["answer"] = (b"".join(chunks), answer.headers)
-        except BaseException as exc:        # handed to the caller's thread
+        except BaseException as exc:  # handed to the caller's thread
             outcome["error"] = exc
 
     worker = threading.Thread(target=fetch, name="registry-get", daemon=True)
@@ -219,8 +228,9 @@ def manifest(ref: Reference, insecure: bool = False, deadline_s: float = DEADLIN
         raise RegistryError(f"{ref}: cannot reach the registry ({reason})") from None
     computed = "sha256:" + hashlib.sha256(body).hexdigest()
     if digest and digest != computed:
-        raise RegistryError(f"{ref}: the manifest's bytes hash to {computed}, not the {digest[:80]} the registry "
-                            "claims")
+        raise RegistryError(
+            f"{ref}: the manifest's bytes hash to {computed}, not the {digest[:80]} the registry claims"
+        )
     if ref.digest and computed != ref.digest:
         raise RegistryError(f"{ref}: the registry served a manifest with digest {computed}")
     try:
@@ -235,10 +245,10 @@ def manifest(ref: Reference, insecure: bool = False, deadline_s: float = DEADLIN
 
 # ---------------------------------------------------------------- runtimes
 
+
 def _run(argv: list[str], what: str, env: dict | None = None, timeout: float = 3600) -> str:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout,
-                             stdin=subprocess.DEVNULL)
+        out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RegistryError(f"{what} failed: {exc}") from None
     if out.returncode != 0:
@@ -272,13 +282,17 @@ def podman(store: Path | None = None) -> list[str]:
 
 
 def podman_id(image: str, store: Path | None = None) -> str:
-    out = _run([*podman(store), "image", "inspect", "--format", "{{.Id}}", image],
-               f"podman image inspect {image}", env=podman_env())
+    out = _run(
+        [*podman(store), "image", "inspect", "--format", "{{.Id}}", image],
+        f"podman image inspect {image}",
+        env=podman_env(),
+    )
     return "sha256:" + out.strip().removeprefix("sha256:")
 
 
-def push(image: str, target: str, runtime: str = "apptainer", insecure: bool = False,
-         store: Path | None = None) -> Pushed:
+def push(
+    image: str, target: str, runtime: str = "apptainer", insecure: bool = False, store: Path | None = None
+) -> Pushed:
     """Push a .sif (apptainer, as ORAS) or a local image (podman; from `store` when given) to
     `target` (HOST/NAME:TAG)."""
     if runtime not in RUNTIMES:
@@ -324,13 +338,21 @@ def pull_timeout_s(ref: Reference, insecure: bool, deadline_s: float = DEADLINE_
         raise RegistryError(f"{ref}: the manifest gives a blob without a size")
     total = sum(sizes)
     if total > MAX_IMAGE_BYTES:
-        raise RegistryError(f"{ref}: the manifest's blobs add up to {total} bytes, over the "
-                            f"{MAX_IMAGE_BYTES // 2**30} GiB limit")
+        raise RegistryError(
+            f"{ref}: the manifest's blobs add up to {total} bytes, over the {MAX_IMAGE_BYTES // 2**30} GiB limit"
+        )
     return PULL_BASE_S + total / PULL_MIN_BYTES_PER_S
 
 
-def pull(reference: str, runtime: str = "apptainer", out: Path | None = None, insecure: bool = False,
-         local_name: str = "", store: Path | None = None, deadline_s: float = DEADLINE_S) -> Pulled:
+def pull(
+    reference: str,
+    runtime: str = "apptainer",
+    out: Path | None = None,
+    insecure: bool = False,
+    local_name: str = "",
+    store: Path | None = None,
+    deadline_s: float = DEADLINE_S,
+) -> Pulled:
     """Pull HOST/NAME@sha256:MANIFEST: apptainer to `out` (a .sif path), podman into its store
     (or `store`; tagged `local_name` when given), within pull_timeout_s. The image's digest is
     computed from what arrived."""
@@ -378,8 +400,11 @@ def labels(image: str, runtime: str = "apptainer", store: Path | None = None) ->
         out = _run([runtime_binary(runtime), "inspect", "--json", "--labels", image], f"apptainer inspect {image}")
         found = json.loads(out)["data"]["attributes"].get("labels")
     else:
-        out = _run([*podman(store), "image", "inspect", "--format", "{{json .Labels}}", image],
-                   f"podman image inspect {image}", env=podman_env())
+        out = _run(
+            [*podman(store), "image", "inspect", "--format", "{{json .Labels}}", image],
+            f"podman image inspect {image}",
+            env=podman_env(),
+        )
         found = json.loads(out or "{}")
     return {str(k): str(v) for k, v in (found or {}).items()}
 

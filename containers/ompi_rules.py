@@ -8,6 +8,7 @@ smallest size the rules apply to and the number of message sizes; per message si
 line "bytes algorithm fan-in/out segment-bytes". Algorithm 0 leaves the choice to
 Open MPI's fixed decision tree, so rules only change what they name.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,13 +19,23 @@ FILE_NAME = "ompi-coll-rules.conf"
 # coll/tuned's collective ids (its COLLTYPE enumeration) and allreduce algorithm numbers
 # (`ompi_info --param coll tuned --level 9`: coll_tuned_allreduce_algorithm)
 COLLECTIVES = {"allreduce": 2}
-ALGORITHMS = {"allreduce": {"fixed": 0, "basic_linear": 1, "nonoverlapping": 2, "recursive_doubling": 3,
-                            "ring": 4, "segmented_ring": 5, "rabenseifner": 6}}
+ALGORITHMS = {
+    "allreduce": {
+        "fixed": 0,
+        "basic_linear": 1,
+        "nonoverlapping": 2,
+        "recursive_doubling": 3,
+        "ring": 4,
+        "segmented_ring": 5,
+        "rabenseifner": 6,
+    }
+}
 
 
 @dataclass(frozen=True)
 class Rule:
     """From `min_bytes` (per rank's buffer) on, on communicators of `min_ranks` or more."""
+
     collective: str
     min_bytes: int
     algorithm: str

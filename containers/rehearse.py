@@ -20,6 +20,7 @@ Dockerfile has no record, so a recipe change cannot land without a rebuild
 that proves it. A failed build records nothing: one line naming the stage and
 the log, exit 2.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -80,9 +81,11 @@ def _segments(log: Path) -> list[list[tuple[float, str]]]:
 
 
 # Where a build step starts in the log (apptainer echoes %post commands with `+ `)
-_MARKS = ((re.compile(r"^\+ python3 -m venv "), "python stack (pip)"),
-          (re.compile(r"^\+ .*build-wheel\.sh "), "horovod (build)"),
-          (re.compile(r"^INFO: +Creating SIF file"), "squashfs"))
+_MARKS = (
+    (re.compile(r"^\+ python3 -m venv "), "python stack (pip)"),
+    (re.compile(r"^\+ .*build-wheel\.sh "), "horovod (build)"),
+    (re.compile(r"^INFO: +Creating SIF file"), "squashfs"),
+)
 
 
 def component_seconds(log: Path) -> dict[str, float]:
@@ -96,7 +99,7 @@ def component_seconds(log: Path) -> dict[str, float]:
             continue
         starts: list[tuple[float, str]] = [(0.0, "os packages and copies")]
         for t, text in segment:
-            if (m := re.match(r"rehearsal wget: (\S+) <-", text)):
+            if m := re.match(r"rehearsal wget: (\S+) <-", text):
                 starts.append((t, by_url.get(m.group(1), m.group(1))))
             starts += [(t, name) for mark, name in _MARKS if mark.match(text)]
         end = segment[-1][0]
@@ -120,16 +123,26 @@ def write_record(entry: build.ImageRecord, **more) -> Path:
     log = Path(entry.log)
     podman = entry.runtime == "podman"
     record = {
-        "schema_version": SCHEMA_VERSION, "image": image, "flavour": entry.flavour,
-        "base": entry.base, "runtime": entry.runtime, "recipe_hash": entry.recipe_hash,
-        "stack_digest": entry.stack_digest or entry.sha256, "sif_sha256": entry.sha256,
-        "size_bytes": entry.size_bytes, "stage_seconds": entry.stages,
-        "stack_stage_seconds": entry.stack_stages, "component_seconds": component_seconds(log),
-        "test_output": test_output(log), "omitted": entry.omitted,
-        "bundle_commit": entry.bundle_commit, "built_at": entry.built_at,
+        "schema_version": SCHEMA_VERSION,
+        "image": image,
+        "flavour": entry.flavour,
+        "base": entry.base,
+        "runtime": entry.runtime,
+        "recipe_hash": entry.recipe_hash,
+        "stack_digest": entry.stack_digest or entry.sha256,
+        "sif_sha256": entry.sha256,
+        "size_bytes": entry.size_bytes,
+        "stage_seconds": entry.stages,
+        "stack_stage_seconds": entry.stack_stages,
+        "component_seconds": component_seconds(log),
+        "test_output": test_output(log),
+        "omitted": entry.omitted,
+        "bundle_commit": entry.bundle_commit,
+        "built_at": entry.built_at,
         "apptainer": _version("apptainer"),
         "sources": (sources.sources_dir(build.cache_dir()) / "served" / "urls.tsv").read_text().splitlines()
-        if entry.base == "local" or entry.flavour == "cpu" else [],
+        if entry.base == "local" or entry.flavour == "cpu"
+        else [],
     }
     if podman:
         record |= {"dockerfile_hash": dockerfile_hash(image, entry.flavour), "podman": _version("podman")}
@@ -145,8 +158,14 @@ def write_record(entry: build.ImageRecord, **more) -> Path:
 
 
 def podman_self_test(entry: build.ImageRecord) -> list[str]:
-    argv = [build.runtime_binary("podman"), "run", "--rm", "--network=host", entry.image,
-            *recipe.self_test_argv(profile(entry.fabric), entry.flavour)]
+    argv = [
+        build.runtime_binary("podman"),
+        "run",
+        "--rm",
+        "--network=host",
+        entry.image,
+        *recipe.self_test_argv(profile(entry.fabric), entry.flavour),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=build.podman_env(), timeout=900)
     lines = (done.stdout + done.stderr).splitlines()
     if done.returncode != 0:
@@ -158,27 +177,64 @@ def podman_two_ranks(entry: build.ImageRecord) -> dict:
     """A 2-rank MPI allreduce in the image, host mpirun, one container per rank; then no rank
     pid alive and no container running."""
     with tempfile.TemporaryDirectory(prefix="fabric-bench-podman.") as results:
-        argv = [str(Path(sys.executable).with_name("fabric-bench")), "run", "--runtime", "podman",
-                "--image", entry.image, "--launcher", "mpirun", "--fabric", entry.fabric,
-                "--benchmark", "allreduce", "--backend", "mpi", "--ranks", "2", "--min-bytes", "8",
-                "--max-bytes", str(2**20), "--iters", "3", "--warmup", "1", "--results", results,
-                "--timeout", "300"]
+        argv = [
+            str(Path(sys.executable).with_name("fabric-bench")),
+            "run",
+            "--runtime",
+            "podman",
+            "--image",
+            entry.image,
+            "--launcher",
+            "mpirun",
+            "--fabric",
+            entry.fabric,
+            "--benchmark",
+            "allreduce",
+            "--backend",
+            "mpi",
+            "--ranks",
+            "2",
+            "--min-bytes",
+            "8",
+            "--max-bytes",
+            str(2**20),
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--results",
+            results,
+            "--timeout",
+            "300",
+        ]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
         found = list(Path(results).glob("*/result.json"))
         if done.returncode != 0 or len(found) != 1:
-            raise build.BuildError(f"2-rank run in {entry.image} failed (exit {done.returncode}): "
-                                   f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+            raise build.BuildError(
+                f"2-rank run in {entry.image} failed (exit {done.returncode}): "
+                f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}"
+            )
         result = json.loads(found[0].read_text())
-        pids = sorted({json.loads(beat.read_text())["pid"]
-                       for beat in (found[0].parent / "ranks").glob("heartbeat-*.json")})
+        pids = sorted(
+            {json.loads(beat.read_text())["pid"] for beat in (found[0].parent / "ranks").glob("heartbeat-*.json")}
+        )
     alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-    running = subprocess.run([build.runtime_binary("podman"), "ps", "-q"], capture_output=True, text=True,
-                             env=build.podman_env()).stdout.split()
-    return {"argv": argv[1:], "status": result["status"], "correct": result["correct"],
-            "world_size": result["world_size"], "launch_argv": result["argv"],
-            "image_labels": result["image"]["labels"], "image_stack_digest": result["image"]["stack_digest"],
-            "mpi": result["versions"].get("mpi", ""),
-            "rank_pids": pids, "ranks_alive_after": alive, "containers_running_after": running}
+    running = subprocess.run(
+        [build.runtime_binary("podman"), "ps", "-q"], capture_output=True, text=True, env=build.podman_env()
+    ).stdout.split()
+    return {
+        "argv": argv[1:],
+        "status": result["status"],
+        "correct": result["correct"],
+        "world_size": result["world_size"],
+        "launch_argv": result["argv"],
+        "image_labels": result["image"]["labels"],
+        "image_stack_digest": result["image"]["stack_digest"],
+        "mpi": result["versions"].get("mpi", ""),
+        "rank_pids": pids,
+        "ranks_alive_after": alive,
+        "containers_running_after": running,
+    }
 
 
 def rehearse_podman() -> int:

@@ -12,6 +12,7 @@ carried by archives, shown by `image inspect --sbom`, and compared by `compare` 
 An SBOM from another site is data: `read` validates its shape and bounds its size and nesting
 (containers/untrusted.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,23 +29,27 @@ from containers.host import BuildError, cache_dir, runtime_binary
 from containers.untrusted import UntrustedInput, load_json
 
 SUFFIX = ".sbom.cdx.json"
-RUNTIMES = ("apptainer", "podman")            # the runtimes whose images have an SBOM
+RUNTIMES = ("apptainer", "podman")  # the runtimes whose images have an SBOM
 MAX_BYTES = 8 << 20
 PROPERTY = "fabric-bench"
 # Debian source packages that make the communication stack (cpu-debian), by component name
 STACK_SOURCES = ("openmpi", "ucx", "libfabric", "pmix", "rdma-core", "hwloc", "libpsm2", "python3.11")
 # What runs inside the image (fixed text; no outside value reaches it)
-PROBE = (r"dpkg-query -W -f '${Package}\t${Version}\t${source:Package}\t${source:Version}\n'; "
-         "echo '@@pip'; " + stack.VENV + "/bin/python -m pip list --format json --disable-pip-version-check "
-         "2>/dev/null; echo '@@cc'; gcc --version 2>/dev/null | head -n 1; echo '@@pycc'; "
-         + stack.VENV + "/bin/python -c 'import platform; print(platform.python_compiler())'; "
-         "echo '@@local'; ls /usr/local")
+PROBE = (
+    r"dpkg-query -W -f '${Package}\t${Version}\t${source:Package}\t${source:Version}\n'; "
+    "echo '@@pip'; " + stack.VENV + "/bin/python -m pip list --format json --disable-pip-version-check "
+    "2>/dev/null; echo '@@cc'; gcc --version 2>/dev/null | head -n 1; echo '@@pycc'; "
+    + stack.VENV
+    + "/bin/python -c 'import platform; print(platform.python_compiler())'; "
+    "echo '@@local'; ls /usr/local"
+)
 
 
 @dataclass
 class Facts:
     """What an image says about itself."""
-    debs: list[tuple[str, str, str, str]] = field(default_factory=list)   # package, version, source, src version
+
+    debs: list[tuple[str, str, str, str]] = field(default_factory=list)  # package, version, source, src version
     python: list[tuple[str, str]] = field(default_factory=list)
     compiler: str = ""
     python_compiler: str = ""
@@ -66,8 +71,7 @@ def parse_probe(text: str) -> Facts:
         if len(parts) == 4 and parts[0]:
             facts.debs.append((parts[0], parts[1], parts[2] or parts[0], parts[3] or parts[1]))
     try:
-        facts.python = sorted((p["name"], p["version"]) for p in json.loads("\n".join(sections.get("pip", []))
-                                                                          or "[]"))
+        facts.python = sorted((p["name"], p["version"]) for p in json.loads("\n".join(sections.get("pip", [])) or "[]"))
     except (ValueError, KeyError, TypeError):
         facts.python = []
     facts.compiler = " ".join(sections.get("cc", [])).strip()
@@ -82,6 +86,7 @@ def probe(image: str, runtime: str = "apptainer", store: Path | None = None) -> 
         env = None
     else:
         from containers.oci import podman, podman_env
+
         argv = [*podman(store), "run", "--rm", "--network=none", image, "sh", "-c", PROBE]
         env = podman_env()
     out = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
@@ -101,17 +106,24 @@ def upstream(debian_version: str) -> str:
 def configure_flags(flavour: str) -> dict[str, str]:
     """Each source-built component's ./configure flags, as the flavour's stack recipe renders them."""
     from containers import recipe
+
     if flavour not in stack.FLAVOURS or flavour == "cpu-debian":
         return {}
     rendered = recipe.render_stack(flavour)
     text = rendered.definition + (rendered.devel_definition if rendered.devel_template else "")
     flags = {}
     for src in sources.SOURCES:
-        match = re.search(rf"cd /var/tmp/{re.escape(src.basename.split('.tar')[0])}[^\n]*?&&\s+(?:\S+=\S+\s+)*"
-                          rf"\./configure ([^\n&]*)", text)
+        match = re.search(
+            rf"cd /var/tmp/{re.escape(src.basename.split('.tar')[0])}[^\n]*?&&\s+(?:\S+=\S+\s+)*"
+            rf"\./configure ([^\n&]*)",
+            text,
+        )
         if match is None:
-            match = re.search(rf"/var/tmp/[^\s/]*{re.escape(src.component)}[^\s/]*-{re.escape(src.version)}"
-                              rf"[^\n]*?\./configure ([^\n&]*)", text)
+            match = re.search(
+                rf"/var/tmp/[^\s/]*{re.escape(src.component)}[^\s/]*-{re.escape(src.version)}"
+                rf"[^\n]*?\./configure ([^\n&]*)",
+                text,
+            )
         if match:
             flags[src.component] = match.group(1).strip()
     return flags
@@ -119,11 +131,13 @@ def configure_flags(flavour: str) -> dict[str, str]:
 
 def _prop(name: str, value: str):
     from cyclonedx.model import Property
+
     return Property(name=f"{PROPERTY}:{name}", value=value)
 
 
-def document(facts: Facts, *, image_digest: str, flavour: str, fabric: str, base_digest: str,
-             stack_digest: str = "") -> str:
+def document(
+    facts: Facts, *, image_digest: str, flavour: str, fabric: str, base_digest: str, stack_digest: str = ""
+) -> str:
     """The CycloneDX 1.6 JSON of an image (deterministic for the same facts)."""
     from cyclonedx.model import ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, XsUri
     from cyclonedx.model.bom import Bom
@@ -132,57 +146,90 @@ def document(facts: Facts, *, image_digest: str, flavour: str, fabric: str, base
     from packageurl import PackageURL
 
     bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"fabric-bench:{image_digest}"))
-    meta = [_prop("flavour", flavour), _prop("fabric", fabric), _prop("base-image-digest", base_digest or "unknown"),
-            _prop("compiler", facts.compiler or "none in the image"),
-            _prop("python-compiler", facts.python_compiler or "unknown")]
+    meta = [
+        _prop("flavour", flavour),
+        _prop("fabric", fabric),
+        _prop("base-image-digest", base_digest or "unknown"),
+        _prop("compiler", facts.compiler or "none in the image"),
+        _prop("python-compiler", facts.python_compiler or "unknown"),
+    ]
     if stack_digest:
         meta.append(_prop("stack-digest", stack_digest))
-    bom.metadata.component = Component(name=f"fabric-bench-{fabric}-{flavour}", type=ComponentType.CONTAINER,
-                                       bom_ref="image",
-                                       version=image_digest, properties=meta)
+    bom.metadata.component = Component(
+        name=f"fabric-bench-{fabric}-{flavour}",
+        type=ComponentType.CONTAINER,
+        bom_ref="image",
+        version=image_digest,
+        properties=meta,
+    )
     flags = configure_flags(flavour)
-    for src in sources.SOURCES:       # built from source: /usr/local/<component> (cpu, cuda)
+    for src in sources.SOURCES:  # built from source: /usr/local/<component> (cpu, cuda)
         if src.component not in facts.local:
             continue
-        refs = [ExternalReference(type=ExternalReferenceType.SOURCE_DISTRIBUTION, url=XsUri(src.site_url),
-                                  hashes=[HashType(alg=HashAlgorithm.SHA_256, content=src.rehearsal.sha256)]
-                                  if src.rehearsal else None)]
-        props = [_prop("role", "stack"), _prop("built", "from source"),
-                 _prop("compiler", facts.compiler or "unknown")]
+        refs = [
+            ExternalReference(
+                type=ExternalReferenceType.SOURCE_DISTRIBUTION,
+                url=XsUri(src.site_url),
+                hashes=[HashType(alg=HashAlgorithm.SHA_256, content=src.rehearsal.sha256)] if src.rehearsal else None,
+            )
+        ]
+        props = [_prop("role", "stack"), _prop("built", "from source"), _prop("compiler", facts.compiler or "unknown")]
         if src.component in flags:
             props.append(_prop("configure-flags", flags[src.component]))
         if src.rehearsal:
             props.append(_prop("source-file", src.rehearsal.file))
-        bom.components.add(Component(name=src.component, version=src.version, bom_ref=f"src:{src.component}",
-                                     external_references=refs, properties=props))
+        bom.components.add(
+            Component(
+                name=src.component,
+                version=src.version,
+                bom_ref=f"src:{src.component}",
+                external_references=refs,
+                properties=props,
+            )
+        )
     seen_stack: set[str] = set()
     for package, version, source_pkg, source_version in sorted(facts.debs):
         role = "stack" if source_pkg in STACK_SOURCES and source_pkg not in seen_stack else "os"
-        props = [_prop("role", role), _prop("debian-source", f"{source_pkg} {source_version}"),
-                 _prop("built", "Debian package")]
+        props = [
+            _prop("role", role),
+            _prop("debian-source", f"{source_pkg} {source_version}"),
+            _prop("built", "Debian package"),
+        ]
         if role == "stack":
             seen_stack.add(source_pkg)
             name, shown = source_pkg, upstream(source_version)
         else:
             name, shown = package, version
-        bom.components.add(Component(
-            name=name, version=shown, bom_ref=f"deb:{package}",
-            purl=PackageURL("deb", "debian", package, version, qualifiers={"arch": "amd64"}),
-            properties=props))
+        bom.components.add(
+            Component(
+                name=name,
+                version=shown,
+                bom_ref=f"deb:{package}",
+                purl=PackageURL("deb", "debian", package, version, qualifiers={"arch": "amd64"}),
+                properties=props,
+            )
+        )
     for name, version in facts.python:
-        bom.components.add(Component(name=name, version=version, bom_ref=f"pypi:{name.lower()}",
-                                     purl=PackageURL("pypi", None, name.lower(), version),
-                                     properties=[_prop("role", "python")]))
-    with warnings.catch_warnings():     # the image's dependency graph is not modelled, and the library says so
+        bom.components.add(
+            Component(
+                name=name,
+                version=version,
+                bom_ref=f"pypi:{name.lower()}",
+                purl=PackageURL("pypi", None, name.lower(), version),
+                properties=[_prop("role", "python")],
+            )
+        )
+    with warnings.catch_warnings():  # the image's dependency graph is not modelled, and the library says so
         warnings.simplefilter("ignore", UserWarning)
         text = JsonV1Dot6(bom).output_as_string(indent=1)
     data = json.loads(text)
-    data["metadata"].pop("timestamp", None)        # the same image gives the same bytes
+    data["metadata"].pop("timestamp", None)  # the same image gives the same bytes
     data["metadata"].pop("tools", None)
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
 # ---------------------------------------------------------------- where it lives
+
 
 def path_for(image: str, runtime: str = "apptainer", digest: str = "") -> Path:
     if runtime == "apptainer":
@@ -195,8 +242,17 @@ def _base_digest(labels: dict) -> str:
     return "sha256:" + remembered_sha256(base, cache_dir()) if base and Path(base).is_file() else ""
 
 
-def write_for(image: str, runtime: str, *, fabric: str, flavour: str, image_digest: str,
-              base_digest: str = "", stack_digest: str = "", store: Path | None = None) -> Path:
+def write_for(
+    image: str,
+    runtime: str,
+    *,
+    fabric: str,
+    flavour: str,
+    image_digest: str,
+    base_digest: str = "",
+    stack_digest: str = "",
+    store: Path | None = None,
+) -> Path:
     """Probe the image and write its SBOM beside it; returns the path."""
     facts = probe(image, runtime, store)
     stack_digest = f"sha256:{stack_digest}" if stack_digest and ":" not in stack_digest else stack_digest
@@ -204,8 +260,16 @@ def write_for(image: str, runtime: str, *, fabric: str, flavour: str, image_dige
     target.parent.mkdir(parents=True, exist_ok=True)
     digest = image_digest if image_digest.startswith("sha256:") else f"sha256:{image_digest}"
     partial = target.with_name(target.name + ".partial")
-    partial.write_text(document(facts, image_digest=digest, flavour=flavour, fabric=fabric,
-                                base_digest=base_digest, stack_digest=stack_digest))
+    partial.write_text(
+        document(
+            facts,
+            image_digest=digest,
+            flavour=flavour,
+            fabric=fabric,
+            base_digest=base_digest,
+            stack_digest=stack_digest,
+        )
+    )
     partial.rename(target)
     return target
 
@@ -214,19 +278,26 @@ def ensure(image: str, runtime: str = "apptainer", store: Path | None = None) ->
     """The image's SBOM, written now when the image has none yet (from its labels)."""
     from containers.oci import labels as image_labels
     from containers.oci import podman_id
-    digest = "sha256:" + remembered_sha256(image, cache_dir()) if runtime == "apptainer" else \
-        podman_id(image, store)
+
+    digest = "sha256:" + remembered_sha256(image, cache_dir()) if runtime == "apptainer" else podman_id(image, store)
     target = path_for(image, runtime, digest)
     if target.is_file():
         return target
     labels = image_labels(image, runtime, store)
-    return write_for(image, runtime, fabric=labels.get("org.fabric-bench.fabric", "unknown"),
-                     flavour=labels.get("org.fabric-bench.flavour", "unknown"), image_digest=digest,
-                     base_digest=_base_digest(labels), stack_digest=labels.get("org.fabric-bench.stack-digest", ""),
-                     store=store)
+    return write_for(
+        image,
+        runtime,
+        fabric=labels.get("org.fabric-bench.fabric", "unknown"),
+        flavour=labels.get("org.fabric-bench.flavour", "unknown"),
+        image_digest=digest,
+        base_digest=_base_digest(labels),
+        stack_digest=labels.get("org.fabric-bench.stack-digest", ""),
+        store=store,
+    )
 
 
 # ---------------------------------------------------------------- reading and comparing
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -234,7 +305,7 @@ class Summary:
     base_digest: str
     compiler: str
     stack_digest: str
-    stack: dict[str, str]          # communication-stack component -> version
+    stack: dict[str, str]  # communication-stack component -> version
     python: dict[str, str]
     os: dict[str, str]
 
@@ -260,9 +331,15 @@ def read(text: str | bytes) -> Summary:
             raise SbomError("SBOM component without a name")
         role = _properties(comp, f"component {comp['name']!r:.40}").get(f"{PROPERTY}:role", "os")
         groups.get(role, groups["os"])[comp["name"]] = _text(comp.get("version"))
-    return Summary(_text(meta.get("version")), props.get(f"{PROPERTY}:base-image-digest", ""),
-                   props.get(f"{PROPERTY}:compiler", ""), props.get(f"{PROPERTY}:stack-digest", ""),
-                   groups["stack"], groups["python"], groups["os"])
+    return Summary(
+        _text(meta.get("version")),
+        props.get(f"{PROPERTY}:base-image-digest", ""),
+        props.get(f"{PROPERTY}:compiler", ""),
+        props.get(f"{PROPERTY}:stack-digest", ""),
+        groups["stack"],
+        groups["python"],
+        groups["os"],
+    )
 
 
 def _shaped(value, kind: type, where: str):
@@ -282,9 +359,11 @@ def _text(value) -> str:
 
 
 def _properties(owner: dict, where: str) -> dict[str, str]:
-    return {str(p["name"]): _text(p.get("value")) for p in _shaped(owner.get("properties"), list,
-                                                                    f"{where} properties")
-            if isinstance(p, dict) and isinstance(p.get("name"), str)}
+    return {
+        str(p["name"]): _text(p.get("value"))
+        for p in _shaped(owner.get("properties"), list, f"{where} properties")
+        if isinstance(p, dict) and isinstance(p.get("name"), str)
+    }
 
 
 def _changes(a: dict[str, str], b: dict[str, str], label: str = "") -> list[str]:
@@ -311,7 +390,6 @@ def diff(a: Summary, b: Summary) -> list[str]:
     return lines or ["same components, rebuilt (the image digests differ)"]
 
 
-
 def for_archive(image: str, runtime: str, recorded: list[dict]) -> dict[str, bytes]:
     """The SBOMs an archive carries for its runs' image: `stack/sbom.cdx.json` (the image) and
     `stack/stack-sbom.cdx.json` (the stack image it was built FROM, found among the `recorded`
@@ -323,9 +401,12 @@ def for_archive(image: str, runtime: str, recorded: list[dict]) -> dict[str, byt
         members = {"stack/sbom.cdx.json": ensure(image, runtime).read_bytes()}
         stack_digest = read(members["stack/sbom.cdx.json"]).stack_digest.removeprefix("sha256:")
         for entry in recorded:
-            if stack_digest and entry.get("sha256", "").removeprefix("sha256:") == stack_digest \
-                    and entry.get("runtime") == runtime \
-                    and (not str(entry.get("image")).endswith(".sif") or Path(entry["image"]).exists()):
+            if (
+                stack_digest
+                and entry.get("sha256", "").removeprefix("sha256:") == stack_digest
+                and entry.get("runtime") == runtime
+                and (not str(entry.get("image")).endswith(".sif") or Path(entry["image"]).exists())
+            ):
                 members["stack/stack-sbom.cdx.json"] = ensure(entry["image"], runtime).read_bytes()
                 break
     except (BuildError, SbomError, OSError):

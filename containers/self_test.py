@@ -1,5 +1,6 @@
 """An image's self-test (its %test; `podman run IMAGE <argv>`): the stack's versions and
 components, and every component the fabric's preset selects, checked by containers/image-test.sh."""
+
 from __future__ import annotations
 
 from containers import stack
@@ -17,17 +18,24 @@ def preset_checks(prof: FabricProfile, flavour: str, omit: tuple[str, ...] = ())
     def add(check: str) -> None:
         if check not in checks:
             checks.append(check)
+
     for env in envs:
-        for var, kind in (("OMPI_MCA_pml", "pml"), ("OMPI_MCA_mtl", "mtl"), ("OMPI_MCA_btl", "btl"),
-                          ("OMPI_MCA_osc", "osc")):
+        for var, kind in (
+            ("OMPI_MCA_pml", "pml"),
+            ("OMPI_MCA_mtl", "mtl"),
+            ("OMPI_MCA_btl", "btl"),
+            ("OMPI_MCA_osc", "osc"),
+        ):
             value = env.get(var, "")
-            if value.startswith("^"):          # "^openib,tcp" excludes both: nothing selected
+            if value.startswith("^"):  # "^openib,tcp" excludes both: nothing selected
                 continue
             for name in value.split(","):
                 if name:
                     add(f"ompi:{kind}:{name}")
-        providers = [*env.get("FI_PROVIDER", "").split(","),
-                     *env.get("OMPI_MCA_mtl_ofi_provider_include", "").split(",")]
+        providers = [
+            *env.get("FI_PROVIDER", "").split(","),
+            *env.get("OMPI_MCA_mtl_ofi_provider_include", "").split(","),
+        ]
         for name in providers:
             # cxi is the host's (Slingshot binds its libfabric): checked by preflight, not here
             if name and name != "cxi":
@@ -47,25 +55,53 @@ def test_section(prof: FabricProfile | None, flavour: str, omit: tuple[str, ...]
     return f"\n%test\n    {' '.join(self_test_argv(prof, flavour, omit, base))}\n"
 
 
-def self_test_argv(prof: FabricProfile | None, flavour: str, omit: tuple[str, ...] = (),
-                   base: str = "site") -> list[str]:
+def self_test_argv(
+    prof: FabricProfile | None, flavour: str, omit: tuple[str, ...] = (), base: str = "site"
+) -> list[str]:
     """The image's self-test command (its %test; also `podman run IMG <this>`)."""
     versions = stack.versions(flavour, base)
-    checks = [f"{name}={versions[name]}" for name in
-              ("openmpi", "ucx", "libfabric", "python", "torch", "torchvision", "tensorflow",
-               "horovod", "numpy", "mpi4py")]
+    checks = [
+        f"{name}={versions[name]}"
+        for name in (
+            "openmpi",
+            "ucx",
+            "libfabric",
+            "python",
+            "torch",
+            "torchvision",
+            "tensorflow",
+            "horovod",
+            "numpy",
+            "mpi4py",
+        )
+    ]
     # cuda and cpu build the same communication stack: the same components checked (Debian's
     # Open MPI has them too; nothing of it is under /usr/local)
-    stack_checks = ["ldd:/usr/local", "ldd-python:horovod", "ompi:pml:ucx", "ompi:mtl:ofi",
-                    "ompi:pmix:ext3x", "ompi:mtl:psm2"]
+    stack_checks = [
+        "ldd:/usr/local",
+        "ldd-python:horovod",
+        "ompi:pml:ucx",
+        "ompi:mtl:ofi",
+        "ompi:pmix:ext3x",
+        "ompi:mtl:psm2",
+    ]
     if flavour == "cuda":
-        checks += [*stack_checks[:2], "ldd-python:nvidia/nccl", "ompi-cuda", *stack_checks[2:],
-                   "ucx-cuda", "horovod-nccl", "torch-cuda"]
+        checks += [
+            *stack_checks[:2],
+            "ldd-python:nvidia/nccl",
+            "ompi-cuda",
+            *stack_checks[2:],
+            "ucx-cuda",
+            "horovod-nccl",
+            "torch-cuda",
+            "tf-cuda",
+            *([] if "gdrcopy" in omit else ["gdrcopy"]),
+        ]
     else:
         checks += stack_checks[1:] if flavour == "cpu-debian" else stack_checks
     if prof is not None:
         tools = list(prof.self_test_tools)
-        if prof.binds_host_libfabric:        # every flavour: cpu-debian's is Debian's Open MPI
+        if prof.binds_host_libfabric:  # every flavour: cpu-debian's is Debian's Open MPI
             tools.append(f"fi-abi:{HOST_ABI_NODE}")
         checks += tools + preset_checks(prof, flavour, omit)
     return [IMAGE_TEST, *dict.fromkeys(checks)]

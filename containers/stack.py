@@ -21,6 +21,7 @@ below with the same hpccm blocks and configure flags (containers/recipe.py
   and UCX releases as `cpu`'s source build; libfabric 1.17.0 and Debian's
   PMIx): minutes to build, where `cpu` does not fit CI's budget beside the tests.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,44 +29,67 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FLAVOURS = ("cuda", "cpu", "cpu-debian")
-CPU_FLAVOURS = ("cpu", "cpu-debian")        # a Debian bookworm base, local wheels, no CUDA
+CPU_FLAVOURS = ("cpu", "cpu-debian")  # a Debian bookworm base, local wheels, no CUDA
 
 # Where everything of ours lives inside an image.
 PREFIX = "/opt/fabric-bench"
 VENV = f"{PREFIX}/venv"
-BENCH_PARENT = f"{PREFIX}/lib"        # holds bench/; put on sys.path by a .pth file
-WHEELHOUSE = "/wheelhouse"            # cpu builds: local wheels bound here at build time
+BENCH_PARENT = f"{PREFIX}/lib"  # holds bench/; put on sys.path by a .pth file
+WHEELHOUSE = "/wheelhouse"  # cpu builds: local wheels bound here at build time
 
 
 @dataclass(frozen=True)
 class SourceBuild:
     """A component built from source (cuda flavour)."""
+
     name: str
     version: str
-    url: str = ""                     # empty: the hpccm building block knows where
+    url: str = ""  # empty: the hpccm building block knows where
 
 
 # cuda flavour ------------------------------------------------------------
 CUDA_VERSION = "13.0.2"
 CUDA_DEVEL_IMAGE = f"nvidia/cuda:{CUDA_VERSION}-devel-ubuntu24.04"
 CUDA_RUNTIME_IMAGE = f"nvidia/cuda:{CUDA_VERSION}-runtime-ubuntu24.04"
-CUDA_DISTRO = "ubuntu24"              # hpccm's name for the base distribution
-CUDA_PYTHON = "3.12"                  # Ubuntu 24.04's python3
-CUDA_ARCHS = ("80", "90")             # compute capabilities (CUDA 13 has no older ones)
+CUDA_DISTRO = "ubuntu24"  # hpccm's name for the base distribution
+CUDA_PYTHON = "3.12"  # Ubuntu 24.04's python3
+CUDA_ARCHS = ("80", "90", "100")  # A100, H100/H200, B200/GB200 (CUDA 13 has no older ones)
 # TensorFlow's Linux wheels (2.21 included) are built against CUDA 12 and take their GPU
-# libraries from nvidia-*-cu12 wheels; this base and its wheels are CUDA 13 only, so the
-# cuda image's TensorFlow registers no GPU and would train on the CPU. TensorFlow GPU runs
-# are refused in such images (launch.site.preflight) and by the benchmark itself (bench.tf_engines).
+# libraries from nvidia-*-cu12 wheels (its `and-cuda` extra), which run beside this CUDA 13 base on
+# any driver that runs CUDA 13: the cuda image carries them, pinned, in their own folder
+# (TF_CUDA_DIR; bench.tf_cuda puts it on a TensorFlow process's library path). What still cannot
+# work is refused (launch.site.preflight): Horovod's GPU operations are built with CUDA 13 and
+# NCCL for torch, so TensorFlow + Horovod on GPUs would mix two CUDA runtimes in one process.
 TF_CUDA_MAJOR = 12
-TF_SEES_GPU = CUDA_VERSION.split(".")[0] == str(TF_CUDA_MAJOR)
+TF_CUDA_REQUIREMENTS = REPO / "requirements-tf-cuda.txt"
+TF_CUDA_DIR = f"{PREFIX}/tf-cuda{TF_CUDA_MAJOR}"
+
+
+def tf_cuda_version() -> str:
+    """The CUDA release of TensorFlow's libraries in the cuda image ("12.9"): its label says
+    which images carry them (older cuda images do not: their TensorFlow sees no GPU)."""
+    runtime = pinned(TF_CUDA_REQUIREMENTS)[f"nvidia-cuda-runtime-cu{TF_CUDA_MAJOR}"]
+    return ".".join(runtime.split(".")[:2])
+
+
 # `--base local`: the toolkit as NVIDIA's PyPI wheels lay it out (containers/cudabase.py)
-CUDA_WHEELS = ("nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-runtime==13.0.96", "nvidia-cuda-cccl==13.0.85",
-               "nvidia-cuda-crt==13.0.88", "nvidia-nvvm==13.0.88", "nvidia-cuda-cupti==13.0.85",
-               "nvidia-nvtx==13.0.85", "nvidia-cuda-culibos==13.0.85", "nvidia-nvml-dev==13.0.87")
+CUDA_WHEELS = (
+    "nvidia-cuda-nvcc==13.0.88",
+    "nvidia-cuda-runtime==13.0.96",
+    "nvidia-cuda-cccl==13.0.85",
+    "nvidia-cuda-crt==13.0.88",
+    "nvidia-nvvm==13.0.88",
+    "nvidia-cuda-cupti==13.0.85",
+    "nvidia-nvtx==13.0.85",
+    "nvidia-cuda-culibos==13.0.85",
+    "nvidia-nvml-dev==13.0.87",
+)
+
 
 # Versions and canonical URLs: containers/sources.py (re-pins there say why)
 def _built(name: str) -> SourceBuild:
     from containers.sources import source
+
     src = source(name)
     return SourceBuild(name, src.version, src.site_url)
 
@@ -76,21 +100,21 @@ UCX = _built("ucx")
 LIBFABRIC = _built("libfabric")
 PMIX = _built("pmix")
 OPENMPI = _built("openmpi")
-NCCL = _built("nccl")                  # NVIDIA's binary NCCL: torch's nvidia-nccl-cu13 wheel
+NCCL = _built("nccl")  # NVIDIA's binary NCCL: torch's nvidia-nccl-cu13 wheel
 AWS_OFI_NCCL = _built("aws-ofi-nccl")
 LIBPSM2 = _built("libpsm2")
 SOURCE_BUILDS = (RDMA_CORE, GDRCOPY, UCX, LIBFABRIC, PMIX, OPENMPI, NCCL, AWS_OFI_NCCL, LIBPSM2)
 
 # cpu flavour -------------------------------------------------------------
 DEBIAN_SUITE = "bookworm"
-DEBIAN_PYTHON = "3.11"                # bookworm's python3, as the host venv
+DEBIAN_PYTHON = "3.11"  # bookworm's python3, as the host venv
 # The communication stack of the cpu flavour: the cuda flavour's, less what needs CUDA
 CPU_SOURCE_BUILDS = tuple(b for b in SOURCE_BUILDS if b.name not in ("gdrcopy", "nccl", "aws-ofi-nccl"))
 # cpu-debian: what bookworm ships; each image's %test checks the MPI/UCX/libfabric ones
 DEBIAN_VERSIONS = {"openmpi": "4.1.4", "ucx": "1.13.1", "libfabric": "1.17.0"}
 # v2: the base carries the rehearsal's wget (containers/sources.py); bump when the base changes
 BASE_VERSION = "v2"
-BASE_IMAGE_TAG = f"localhost/fabric-bench-base:{DEBIAN_SUITE}-{BASE_VERSION}"   # podman's name for the base
+BASE_IMAGE_TAG = f"localhost/fabric-bench-base:{DEBIAN_SUITE}-{BASE_VERSION}"  # podman's name for the base
 # podman's names for the local CUDA bases (`--base local`, containers/cudabase.py)
 LOCAL_CUDA_DEVEL_TAG = f"localhost/fabric-bench-cuda:{CUDA_VERSION}-devel-{DEBIAN_SUITE}"
 LOCAL_CUDA_RUNTIME_TAG = f"localhost/fabric-bench-cuda:{CUDA_VERSION}-runtime-{DEBIAN_SUITE}"
@@ -116,9 +140,14 @@ def pinned(path: Path) -> dict[str, str]:
 def python_versions() -> dict[str, str]:
     """The framework versions every image carries (and labels)."""
     pins = pinned(REQUIREMENTS) | pinned(REQUIREMENTS_NODEPS)
-    return {"torch": pins["torch"], "torchvision": pins["torchvision"],
-            "tensorflow": pins["tensorflow-cpu"], "horovod": HOROVOD_VERSION,
-            "numpy": pins["numpy"], "mpi4py": pins["mpi4py"]}
+    return {
+        "torch": pins["torch"],
+        "torchvision": pins["torchvision"],
+        "tensorflow": pins["tensorflow-cpu"],
+        "horovod": HOROVOD_VERSION,
+        "numpy": pins["numpy"],
+        "mpi4py": pins["mpi4py"],
+    }
 
 
 def versions(flavour: str, base: str = "site") -> dict[str, str]:
@@ -127,11 +156,12 @@ def versions(flavour: str, base: str = "site") -> dict[str, str]:
     if flavour == "cuda":
         stack = {"base": CUDA_DEVEL_IMAGE, "cuda": CUDA_VERSION, "python": CUDA_PYTHON}
         if base == "local":
-            stack |= {"base": f"local/debian:{DEBIAN_SUITE}+cuda-wheels-{CUDA_VERSION}",
-                      "python": DEBIAN_PYTHON}
+            stack |= {"base": f"local/debian:{DEBIAN_SUITE}+cuda-wheels-{CUDA_VERSION}", "python": DEBIAN_PYTHON}
         stack |= {build.name: build.version for build in SOURCE_BUILDS}
+        stack["tensorflow-cuda"] = tf_cuda_version()
     else:
         stack = {"base": f"local/debian:{DEBIAN_SUITE}-minbase", "python": DEBIAN_PYTHON}
-        stack |= (DEBIAN_VERSIONS if flavour == "cpu-debian"
-                  else {build.name: build.version for build in CPU_SOURCE_BUILDS})
+        stack |= (
+            DEBIAN_VERSIONS if flavour == "cpu-debian" else {build.name: build.version for build in CPU_SOURCE_BUILDS}
+        )
     return stack | python_versions()

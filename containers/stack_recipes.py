@@ -1,6 +1,7 @@
 """A stack image per flavour: cpu (the cuda flavour's communication stack with CUDA off, on a
 Debian bookworm base), cpu-debian (Debian's packaged stack, one stage) and cuda (a devel stage
 builds the stack on NVIDIA's CUDA base; the runtime stage copies what runs)."""
+
 from __future__ import annotations
 
 from hpccm.primitives import baseimage, comment, copy, shell
@@ -8,28 +9,37 @@ from hpccm.building_blocks import apt_get
 
 from containers import stack
 from containers.placeholders import LOCAL_DEVEL_BASE, LOCAL_RUNTIME_BASE
-from containers.stack_blocks import (BUILD_PACKAGES, RUNTIME_PACKAGES, bundle_files, common_blocks, python_site,
-                                     runtime_copies, wheelhouse_venv)
+from containers.stack_blocks import (
+    BUILD_PACKAGES,
+    RUNTIME_PACKAGES,
+    bundle_files,
+    common_blocks,
+    python_site,
+    runtime_copies,
+    wheelhouse_venv,
+)
 
-CPU_DISTRO = "ubuntu22"       # hpccm's name for an apt distribution (the cpu base is Debian bookworm)
+CPU_DISTRO = "ubuntu22"  # hpccm's name for an apt distribution (the cpu base is Debian bookworm)
 
 
 # cpu: Debian bookworm base, the cuda flavour's communication stack with CUDA off ---
 def cpu_start(base: str, fmt: str, name: str):
     if fmt == "singularity":
-        return baseimage(image=base or "base.sif", _bootstrap="localimage", _distro=CPU_DISTRO,
-                         _docker_env=False, _as=name)
+        return baseimage(
+            image=base or "base.sif", _bootstrap="localimage", _distro=CPU_DISTRO, _docker_env=False, _as=name
+        )
     return baseimage(image=stack.BASE_IMAGE_TAG, _distro=CPU_DISTRO, _as=name)
 
 
 def cpu_stack(base: str, fmt: str) -> list[list]:
-    devel_base = cpu_start(base, fmt, "devel")     # first: hpccm's blocks render for the distribution it sets
+    devel_base = cpu_start(base, fmt, "devel")  # first: hpccm's blocks render for the distribution it sets
     blocks = common_blocks((), cuda=False)
-    devel = [devel_base,
-             comment("common stack: the site images' communication stack (the same blocks, versions and "
-                     "flags), CUDA off"),
-             apt_get(ospackages=["python3", *BUILD_PACKAGES]),     # rdma-core's cmake runs python3
-             *blocks]
+    devel = [
+        devel_base,
+        comment("common stack: the site images' communication stack (the same blocks, versions and flags), CUDA off"),
+        apt_get(ospackages=["python3", *BUILD_PACKAGES]),  # rdma-core's cmake runs python3
+        *blocks,
+    ]
     runtime = [
         cpu_start(base, fmt, "runtime"),
         comment("common stack: what runs, copied from the devel stage; Python venv"),
@@ -43,35 +53,72 @@ def cpu_stack(base: str, fmt: str) -> list[list]:
 
 # cpu-debian: the same base, Debian's packaged communication stack, one stage ---
 def debian_stack(base: str, fmt: str) -> list[list]:
-    return [[cpu_start(base, fmt, "runtime"),
-             comment("common stack: Debian's Open MPI (UCX, libfabric, PMIx inside), Python venv"),
-             apt_get(ospackages=["python3", "python3-venv", "openmpi-bin", "ucx-utils", "libfabric-bin",
-                                 "ca-certificates", "file"]),
-             *wheelhouse_venv(deterministic=True),
-             comment("what differs between two builds and is not the stack: dates in package logs "
-                     "and caches (containers/manifest.py)"),
-             shell(commands=[f"rm -f {' '.join(BUILD_DATED)}"]),
-             *bundle_files()]]
+    return [
+        [
+            cpu_start(base, fmt, "runtime"),
+            comment("common stack: Debian's Open MPI (UCX, libfabric, PMIx inside), Python venv"),
+            apt_get(
+                ospackages=[
+                    "python3",
+                    "python3-venv",
+                    "openmpi-bin",
+                    "ucx-utils",
+                    "libfabric-bin",
+                    "ca-certificates",
+                    "file",
+                ]
+            ),
+            *wheelhouse_venv(deterministic=True),
+            comment(
+                "what differs between two builds and is not the stack: dates in package logs "
+                "and caches (containers/manifest.py)"
+            ),
+            shell(commands=[f"rm -f {' '.join(BUILD_DATED)}"]),
+            *bundle_files(),
+        ]
+    ]
 
 
 # Files whose content is the build's date, not the stack (`image verify --rebuild` found them)
-BUILD_DATED = ("/var/log/dpkg.log", "/var/log/alternatives.log", "/var/log/apt/history.log",
-               "/var/log/apt/term.log", "/var/cache/apt/pkgcache.bin", "/var/cache/apt/srcpkgcache.bin",
-               "/var/cache/ldconfig/aux-cache")
+BUILD_DATED = (
+    "/var/log/dpkg.log",
+    "/var/log/alternatives.log",
+    "/var/log/apt/history.log",
+    "/var/log/apt/term.log",
+    "/var/cache/apt/pkgcache.bin",
+    "/var/cache/apt/srcpkgcache.bin",
+    "/var/cache/ldconfig/aux-cache",
+)
 
 
 # cuda: a devel stage builds the communication stack; the runtime stage copies --
 def cuda_bases(base: str, fmt: str) -> tuple:
     if base == "local":
         if fmt == "singularity":
-            return (baseimage(image=LOCAL_DEVEL_BASE, _bootstrap="localimage", _distro=stack.CUDA_DISTRO,
-                              _docker_env=False, _as="devel"),
-                    baseimage(image=LOCAL_RUNTIME_BASE, _bootstrap="localimage", _distro=stack.CUDA_DISTRO,
-                              _docker_env=False, _as="runtime"))
-        return (baseimage(image=stack.LOCAL_CUDA_DEVEL_TAG, _distro=stack.CUDA_DISTRO, _as="devel"),
-                baseimage(image=stack.LOCAL_CUDA_RUNTIME_TAG, _distro=stack.CUDA_DISTRO, _as="runtime"))
-    return (baseimage(image=stack.CUDA_DEVEL_IMAGE, _distro=stack.CUDA_DISTRO, _as="devel"),
-            baseimage(image=stack.CUDA_RUNTIME_IMAGE, _distro=stack.CUDA_DISTRO, _as="runtime"))
+            return (
+                baseimage(
+                    image=LOCAL_DEVEL_BASE,
+                    _bootstrap="localimage",
+                    _distro=stack.CUDA_DISTRO,
+                    _docker_env=False,
+                    _as="devel",
+                ),
+                baseimage(
+                    image=LOCAL_RUNTIME_BASE,
+                    _bootstrap="localimage",
+                    _distro=stack.CUDA_DISTRO,
+                    _docker_env=False,
+                    _as="runtime",
+                ),
+            )
+        return (
+            baseimage(image=stack.LOCAL_CUDA_DEVEL_TAG, _distro=stack.CUDA_DISTRO, _as="devel"),
+            baseimage(image=stack.LOCAL_CUDA_RUNTIME_TAG, _distro=stack.CUDA_DISTRO, _as="runtime"),
+        )
+    return (
+        baseimage(image=stack.CUDA_DEVEL_IMAGE, _distro=stack.CUDA_DISTRO, _as="devel"),
+        baseimage(image=stack.CUDA_RUNTIME_IMAGE, _distro=stack.CUDA_DISTRO, _as="runtime"),
+    )
 
 
 def cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
@@ -84,15 +131,19 @@ def cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
     nccl = f"{site}/nvidia/nccl"
     venv_cmds = [
         f"python3 -m venv {stack.VENV}",
-        f"sed 's/^tensorflow_cpu==/tensorflow==/' {stack.PREFIX}/src/requirements.txt "
-        f"> /tmp/requirements-gpu.txt",
+        f"sed 's/^tensorflow_cpu==/tensorflow==/' {stack.PREFIX}/src/requirements.txt > /tmp/requirements-gpu.txt",
         f"{stack.VENV}/bin/pip install --no-cache-dir -r /tmp/requirements-gpu.txt",
-        f"{stack.VENV}/bin/pip install --no-cache-dir --no-deps -r "
-        f"{stack.PREFIX}/src/requirements-nodeps.txt",
+        f"{stack.VENV}/bin/pip install --no-cache-dir --no-deps -r {stack.PREFIX}/src/requirements-nodeps.txt",
         # Horovod's --no-build-isolation build needs these in the venv (pinned as the host's)
         f"{stack.VENV}/bin/pip install --no-cache-dir setuptools==84.2.1 wheel==0.48.0",
         # NCCL: torch's own nvidia-nccl-cu13 wheel (containers/sources.py); Horovod links it too
         f"ln -sf libnccl.so.2 {nccl}/lib/libnccl.so",
+        # TensorFlow's CUDA 12 libraries (its and-cuda extra, pinned): in their own folder, as
+        # nvidia-nccl-cu12 and nvidia-cudnn-cu12 would overwrite torch's CUDA 13 NCCL and cuDNN
+        # (the same nvidia/nccl, nvidia/cudnn paths); bench.tf_cuda puts them on a TensorFlow
+        # process's library path
+        f"{stack.VENV}/bin/pip install --no-cache-dir --no-deps --target {stack.TF_CUDA_DIR} "
+        f"-r {stack.PREFIX}/src/{stack.TF_CUDA_REQUIREMENTS.name}",
         # Horovod 0.28.1 with the project's patch and NCCL GPU operations
         f"PATH=/usr/local/openmpi/bin:$PATH HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED "
         f"HOROVOD_NCCL_HOME={nccl} CUDA_HOME=/usr/local/cuda "
@@ -101,16 +152,25 @@ def cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
         f"{stack.VENV}/bin/pip install --no-cache-dir --no-deps /tmp/horovod/horovod-*/horovod-*.whl",
         "rm -rf /tmp/horovod /tmp/requirements-gpu.txt",
     ]
-    devel += [copy(src=["requirements.txt", "requirements-nodeps.txt"], dest=f"{stack.PREFIX}/src/"),
-              copy(src="containers/horovod", dest=f"{stack.PREFIX}/src/horovod"),
-              shell(commands=venv_cmds)]
+    devel += [
+        copy(
+            src=["requirements.txt", "requirements-nodeps.txt", stack.TF_CUDA_REQUIREMENTS.name],
+            dest=f"{stack.PREFIX}/src/",
+        ),
+        copy(src="containers/horovod", dest=f"{stack.PREFIX}/src/horovod"),
+        shell(commands=venv_cmds),
+    ]
 
-    runtime = [runtime_base, comment("common stack: what runs, copied from the devel stage"),
-               apt_get(ospackages=list(RUNTIME_PACKAGES))]
+    runtime = [
+        runtime_base,
+        comment("common stack: what runs, copied from the devel stage"),
+        apt_get(ospackages=list(RUNTIME_PACKAGES)),
+    ]
     runtime += runtime_copies(blocks)
-    runtime += [copy(_from="devel", src=stack.VENV, dest=stack.VENV),
-                shell(commands=[f"echo {stack.BENCH_PARENT} > {site}/fabric-bench.pth"]),
-                *bundle_files()]
+    runtime += [
+        copy(_from="devel", src=stack.VENV, dest=stack.VENV),
+        copy(_from="devel", src=stack.TF_CUDA_DIR, dest=stack.TF_CUDA_DIR),
+        shell(commands=[f"echo {stack.BENCH_PARENT} > {site}/fabric-bench.pth"]),
+        *bundle_files(),
+    ]
     return [devel, runtime]
-
-

@@ -11,6 +11,7 @@ still breaks whatever walks or re-encodes it later).
 Every refusal is an UntrustedInput (a ValueError) whose message is one line naming what
 was read; each room turns it into its own error (launch: UsageError, exit 2).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-MAX_DEPTH = 64          # the deepest file the bundle writes (a result, an SBOM) is under 10
+MAX_DEPTH = 64  # the deepest file the bundle writes (a result, an SBOM) is under 10
 
 
 class UntrustedInput(ValueError):

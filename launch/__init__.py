@@ -4,8 +4,7 @@ Rooms, from the bottom up; a module imports from its own room and the rooms list
 it, never from one listed after (tests/test_architecture.py checks it):
 
     launch/*.py   shared basics, each used by several rooms: errors (UsageError, the CLI's one
-                  line), console (the CLI's and scripts' rich console), kinds (the benchmark
-                  kinds' registry), toml_file (reading a site or experiment file), trust and
+                  line), console (the CLI's and scripts' rich console), toml_file (reading a site or experiment file), trust and
                   foreign_env (the trust boundary every door checks through; the fleet's Slurm
                   scripts and the RunSpec already do, so it sits below every room)
     fleet/        the nodes: Slurm, emulated clusters, node names, which node or link is slow
@@ -15,7 +14,8 @@ it, never from one listed after (tests/test_architecture.py checks it):
     provenance/   archives, replay, signatures, what a pulled image must be, software stacks
     cli/          the `fabric-bench` app: options in, a room's function called, its answer printed
 
-results/ (result.json and everything read from it) and disturbance/ (was a run disturbed) sit
-beside the rooms rather than between two of them: launch.runs.run writes through both, and the
-report and comparisons in results/ read sweeps and archives.
+results/ (result.json and everything read from it), disturbance/ (was a run disturbed) and
+kinds/ (the benchmark kinds, one plug-in each) sit beside the rooms rather than between two of
+them: launch.runs.run writes through results/ and disturbance/, the report and comparisons in
+results/ read sweeps and archives, and both RunSpec (ranks/) and results/ ask kinds/.
 """

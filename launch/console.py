@@ -1,5 +1,6 @@
 """The one console set-up: a terminal keeps its own width; a pipe or log gets a
 fixed wide one, so tables are not wrapped at rich's default of 80 columns."""
+
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
 """User-facing errors: the CLI prints the message as one line and exits 2."""
+
 from __future__ import annotations
 
 

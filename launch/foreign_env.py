@@ -23,6 +23,7 @@ Verdicts (`judge`), shown one per variable by `replay --dry-run`:
 Files a run writes (timelines, debug logs, dumps) are the bundle's to place under the run
 directory; none is ever taken from an archive.
 """
+
 from __future__ import annotations
 
 import re
@@ -53,6 +54,7 @@ DOCS = {
 @dataclass(frozen=True)
 class Shape:
     """What a value must look like: `describe` is shown when it does not."""
+
     describe: str
     fits: Callable[[str], bool]
 
@@ -65,6 +67,7 @@ def _pattern(describe: str, regex: str) -> Shape:
 def integer(low: int = 0, high: int = 2**31 - 1) -> Shape:
     def fits(value: str) -> bool:
         return re.fullmatch(r"-?\d{1,12}", value) is not None and low <= int(value) <= high
+
     return Shape(f"an integer {low}..{high}", fits)
 
 
@@ -75,8 +78,10 @@ def one_of(*values: str, integers: tuple[int, int] | None = None) -> Shape:
 
     def fits(value: str) -> bool:
         return value.lower() in allowed or (number is not None and number.fits(value))
-    return Shape("one of " + ", ".join(values) + (f" or an integer {integers[0]}..{integers[1]}" if integers else ""),
-                 fits)
+
+    return Shape(
+        "one of " + ", ".join(values) + (f" or an integer {integers[0]}..{integers[1]}" if integers else ""), fits
+    )
 
 
 def list_of(*values: str, negate: bool = True, separator: str = ",") -> Shape:
@@ -86,8 +91,10 @@ def list_of(*values: str, negate: bool = True, separator: str = ",") -> Shape:
     def fits(value: str) -> bool:
         items = value[1:] if negate and value.startswith("^") else value
         return bool(items) and all(item.lower() in allowed for item in items.split(separator))
-    return Shape(f"a {separator!r}-separated list of {', '.join(values)}" + (" (^ first: all but)" if negate else ""),
-                 fits)
+
+    return Shape(
+        f"a {separator!r}-separated list of {', '.join(values)}" + (" (^ first: all but)" if negate else ""), fits
+    )
 
 
 BOOLEAN = one_of("0", "1", "yes", "no", "y", "n", "true", "false", "on", "off", "enable", "disable")
@@ -98,26 +105,103 @@ SIZE = _pattern("a size in bytes (digits, then optionally k, m or g)", r"\d{1,15
 # Open MPI's if_include also takes IPv4 subnets in CIDR form
 _IFNAME = r"[A-Za-z0-9_.:@][A-Za-z0-9_.:@-]{0,14}"
 _CIDR = r"\d{1,3}(\.\d{1,3}){3}/\d{1,2}"
-INTERFACES = _pattern("interface names (eth0,ib0; NCCL: ^ or = first) or IPv4 subnets",
-                      rf"[\^=]?({_IFNAME}|{_CIDR})(,({_IFNAME}|{_CIDR})){{0,63}}")
+INTERFACES = _pattern(
+    "interface names (eth0,ib0; NCCL: ^ or = first) or IPv4 subnets",
+    rf"[\^=]?({_IFNAME}|{_CIDR})(,({_IFNAME}|{_CIDR})){{0,63}}",
+)
 # RDMA devices, optionally with a port (mlx5_0:1), comma-separated; NCCL: ^ or = first; UCX: "all"
 _DEVICE = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:\d{1,3})?"
-DEVICES = _pattern("device names (mlx5_0, mlx5_0:1, ...; ^ or = first) or all",
-                   rf"all|[\^=]?{_DEVICE}(,{_DEVICE}){{0,63}}")
-GPUS = _pattern("GPU indices or UUIDs (0,1 / GPU-... / MIG-...), all or none",
-                r"all|none|void|NoDevFiles|-1|[A-Za-z0-9-]{1,64}(,[A-Za-z0-9-]{1,64}){0,63}")
+DEVICES = _pattern(
+    "device names (mlx5_0, mlx5_0:1, ...; ^ or = first) or all", rf"all|[\^=]?{_DEVICE}(,{_DEVICE}){{0,63}}"
+)
+GPUS = _pattern(
+    "GPU indices or UUIDs (0,1 / GPU-... / MIG-...), all or none",
+    r"all|none|void|NoDevFiles|-1|[A-Za-z0-9-]{1,64}(,[A-Za-z0-9-]{1,64}){0,63}",
+)
 # OpenMP / Intel affinity strings: words, numbers, commas, = and braces, never a path
 AFFINITY = _pattern("an affinity list (words, numbers, ',', '=', ':', braces)", r"[A-Za-z0-9_,=:{}\[\]-]{1,200}")
 
 BTL = ("self", "vader", "sm", "tcp", "openib", "uct", "ofi", "smcuda", "usnic")
-UCX_TRANSPORTS = ("all", "self", "sm", "shm", "mm", "posix", "sysv", "xpmem", "cma", "knem", "tcp", "ib", "rc", "rc_v",
-                  "rc_x", "rc_verbs", "rc_mlx5", "ud", "ud_v", "ud_x", "ud_verbs", "ud_mlx5", "dc", "dc_x", "dc_mlx5",
-                  "srd", "cuda", "cuda_copy", "cuda_ipc", "gdr_copy", "rocm", "rocm_copy", "rocm_ipc", "rdmacm",
-                  "sockcm", "cm")
-FI_PROVIDERS = ("tcp", "udp", "sockets", "shm", "verbs", "efa", "psm2", "psm3", "opx", "cxi", "ucx", "rxm", "rxd",
-                "ofi_rxm", "ofi_rxd", "tcp;ofi_rxm", "verbs;ofi_rxm", "udp;ofi_rxd", "lnx", "sm2", "net")
-NCCL_SUBSYSTEMS = ("INIT", "COLL", "P2P", "SHM", "NET", "GRAPH", "TUNING", "ENV", "ALLOC", "CALL", "PROXY", "NVLS",
-                   "BOOTSTRAP", "REG", "PROFILE", "RAS", "ALL")
+UCX_TRANSPORTS = (
+    "all",
+    "self",
+    "sm",
+    "shm",
+    "mm",
+    "posix",
+    "sysv",
+    "xpmem",
+    "cma",
+    "knem",
+    "tcp",
+    "ib",
+    "rc",
+    "rc_v",
+    "rc_x",
+    "rc_verbs",
+    "rc_mlx5",
+    "ud",
+    "ud_v",
+    "ud_x",
+    "ud_verbs",
+    "ud_mlx5",
+    "dc",
+    "dc_x",
+    "dc_mlx5",
+    "srd",
+    "cuda",
+    "cuda_copy",
+    "cuda_ipc",
+    "gdr_copy",
+    "rocm",
+    "rocm_copy",
+    "rocm_ipc",
+    "rdmacm",
+    "sockcm",
+    "cm",
+)
+FI_PROVIDERS = (
+    "tcp",
+    "udp",
+    "sockets",
+    "shm",
+    "verbs",
+    "efa",
+    "psm2",
+    "psm3",
+    "opx",
+    "cxi",
+    "ucx",
+    "rxm",
+    "rxd",
+    "ofi_rxm",
+    "ofi_rxd",
+    "tcp;ofi_rxm",
+    "verbs;ofi_rxm",
+    "udp;ofi_rxd",
+    "lnx",
+    "sm2",
+    "net",
+)
+NCCL_SUBSYSTEMS = (
+    "INIT",
+    "COLL",
+    "P2P",
+    "SHM",
+    "NET",
+    "GRAPH",
+    "TUNING",
+    "ENV",
+    "ALLOC",
+    "CALL",
+    "PROXY",
+    "NVLS",
+    "BOOTSTRAP",
+    "REG",
+    "PROFILE",
+    "RAS",
+    "ALL",
+)
 GDR_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
 
 
@@ -328,8 +412,12 @@ class Verdict:
 
     def line(self) -> str:
         """What `replay --dry-run` shows for it."""
-        words = {"allowed": "allowed by name", "accepted": "accepted by --accept-env", "refused": "refused",
-                 "needs-accept": "needs --accept-env"}
+        words = {
+            "allowed": "allowed by name",
+            "accepted": "accepted by --accept-env",
+            "refused": "refused",
+            "needs-accept": "needs --accept-env",
+        }
         return f"env {self.name}={self.value}: {words[self.status]} ({self.reason})"
 
 
@@ -341,16 +429,20 @@ def judge(name: str, value: str, accepted: Iterable[str] = ()) -> Verdict:
     if name in KNOWN_HAZARDS:
         return Verdict(name, value, "refused", KNOWN_HAZARDS[name] + "; --accept-env cannot admit it")
     if knob is None and name.endswith(HAZARD_SUFFIXES):
-        return Verdict(name, value, "refused",
-                       "its name says it names a path, program or library; --accept-env cannot admit it")
+        return Verdict(
+            name, value, "refused", "its name says it names a path, program or library; --accept-env cannot admit it"
+        )
     if name in set(accepted):
         if "/" in value:
-            return Verdict(name, value, "refused", "accepted by name, but a value from another site may not hold a path")
+            return Verdict(
+                name, value, "refused", "accepted by name, but a value from another site may not hold a path"
+            )
         return Verdict(name, value, "accepted", "accepted here with --accept-env")
     if knob is not None:
         return Verdict(name, value, "refused", f"its value must be {knob.shape.describe}")
-    return Verdict(name, value, "needs-accept",
-                   f"not on the allow-list; replay with --accept-env {name} only if you trust it")
+    return Verdict(
+        name, value, "needs-accept", f"not on the allow-list; replay with --accept-env {name} only if you trust it"
+    )
 
 
 def judge_all(env: Mapping[str, str], accepted: Iterable[str] = ()) -> list[Verdict]:

@@ -1,5 +1,6 @@
 """Reading a TOML config file (site, experiment) and checking its tables: every failure is
 one UsageError line naming the file and the key."""
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,7 @@ from typing import Any, Optional
 from containers.untrusted import UntrustedInput, read_file
 from launch.errors import UsageError
 
-MAX_TOML_BYTES = 4 << 20   # a site or experiment file is a few KiB
+MAX_TOML_BYTES = 4 << 20  # a site or experiment file is a few KiB
 
 
 def read_toml(path: Path, kind: str) -> dict:
@@ -53,8 +54,9 @@ class TomlTable:
     def reject_unknown(self, allowed) -> None:
         for key in self.table:
             if key not in allowed:
-                raise UsageError(f"{self.path.name}: {self.where(key)}: unknown key "
-                                 f"(expected one of {', '.join(allowed)})")
+                raise UsageError(
+                    f"{self.path.name}: {self.where(key)}: unknown key (expected one of {', '.join(allowed)})"
+                )
 
     def string(self, key: str, choices=None, pattern: str = r".+") -> Optional[str]:
         value = self.table.get(key)
@@ -63,8 +65,7 @@ class TomlTable:
         if choices and value not in choices:
             raise self.fail(key, "one of " + " | ".join(choices), value)
         if not isinstance(value, str) or not re.fullmatch(pattern, value):
-            raise self.fail(key, "a non-empty string" if pattern == r".+" else f"a name matching {pattern}",
-                            value)
+            raise self.fail(key, "a non-empty string" if pattern == r".+" else f"a name matching {pattern}", value)
         return value
 
     def strings(self, key: str) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ it, and behind the doors nothing is re-checked:
   refused with its name and reason, unless this site accepts it by name;
 - archives are read within limits (ArchiveLimits) before memory grows.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,12 +39,24 @@ def check_env(env: Mapping[str, str], where: str = "") -> None:
     """Names are identifiers, values are one line of text."""
     for name, value in env.items():
         if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-            raise UsageError(f"{where}environment variable name {name!r} is not an identifier "
-                             f"([A-Za-z_][A-Za-z0-9_]*)", fields=("extra_env",))
+            raise UsageError(
+                f"{where}environment variable name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)",
+                fields=("extra_env",),
+            )
         if not isinstance(value, str):
-            raise UsageError(f"{where}environment variable {name} must be a string, got {type(value).__name__}",
-                             fields=("extra_env",))
+            raise UsageError(
+                f"{where}environment variable {name} must be a string, got {type(value).__name__}",
+                fields=("extra_env",),
+            )
         check_text(f"environment variable {name}", value, where)
+
+
+def check_script(texts: Iterable[tuple[str, object]], env: Mapping[str, str], where: str = "") -> None:
+    """Everything a script is written from: each (field, value) one line of text, the environment's
+    names identifiers and its values one line; then quoting holds. Its sinks call it once."""
+    for field, value in texts:
+        check_text(field, value, where)
+    check_env(env, where)
 
 
 def check_foreign_env(env: Mapping[str, str], accepted: Iterable[str] = (), where: str = "") -> None:
@@ -54,17 +67,23 @@ def check_foreign_env(env: Mapping[str, str], accepted: Iterable[str] = (), wher
     if failing:
         first = failing[0]
         more = f" (and {len(failing) - 1} more: replay --dry-run lists them)" if len(failing) > 1 else ""
-        raise UsageError(f"{where}environment variable {first.name} is not one a run may carry from another site: "
-                         f"{first.explained()}{more}", fields=("extra_env",))
+        raise UsageError(
+            f"{where}environment variable {first.name} is not one a run may carry from another site: "
+            f"{first.explained()}{more}",
+            fields=("extra_env",),
+        )
 
 
 @dataclass(frozen=True)
 class ArchiveLimits:
     """Bounds on reading an archive, far above any real one (a sweep archive is a few MB)."""
+
     members: int = 20_000
     member_bytes: int = 128 * 2**20
     total_bytes: int = 512 * 2**20
 
     def describe(self) -> str:
-        return (f"at most {self.members} members, {self.member_bytes // 2**20} MiB each, "
-                f"{self.total_bytes // 2**20} MiB unpacked in all")
+        return (
+            f"at most {self.members} members, {self.member_bytes // 2**20} MiB each, "
+            f"{self.total_bytes // 2**20} MiB unpacked in all"
+        )

@@ -3,12 +3,14 @@
 docs/reference/cli.md      every command and option of `fabric-bench` (the typer app's own help)
 docs/reference/fabrics.md  the fabric profiles (containers/fabrics/), the emulated fabrics
                            (launch/fleet/emulate) and the predictor's nominal fabrics (launch/results/predict.py)
+docs/reference/kinds.md    the benchmark kinds (launch/kinds/): program, figure of merit, result fields
 
     .venv/bin/python scripts/gen_docs.py           # write them (`make docs`)
     .venv/bin/python scripts/gen_docs.py --check   # exit 1 naming the stale files, write nothing
 
 tests/test_docs.py runs the check.
 """
+
 from __future__ import annotations
 
 import sys
@@ -40,9 +42,12 @@ def cli_reference() -> str:
     from launch.cli.app import app
 
     root = typer.main.get_command(app)
-    out = [HEADER, "# Command-line reference\n\n",
-           "Every command of `fabric-bench` and its options, as `--help` prints them. "
-           "User guides: [docs](../../README.md#documentation).\n\n"]
+    out = [
+        HEADER,
+        "# Command-line reference\n\n",
+        "Every command of `fabric-bench` and its options, as `--help` prints them. "
+        "User guides: [docs](../../README.md#documentation).\n\n",
+    ]
 
     def command(cmd, ctx, path: str, depth: int) -> None:
         out.append(f"{'#' * min(depth, 4)} {path}\n\n")
@@ -55,8 +60,10 @@ def cli_reference() -> str:
         if arguments:
             out.append("| Argument | Required | Meaning |\n|---|---|---|\n")
             for p in arguments:
-                out.append(f"| {_code(p.name.upper())} | {'yes' if p.required else 'no'} "
-                           f"| {_cell(getattr(p, 'help', None) or '')} |\n")
+                out.append(
+                    f"| {_code(p.name.upper())} | {'yes' if p.required else 'no'} "
+                    f"| {_cell(getattr(p, 'help', None) or '')} |\n"
+                )
             out.append("\n")
         options = [(p, record) for p, record in options if record]
         if options:
@@ -89,19 +96,23 @@ def _binds_table(binds, title: str) -> list[str]:
     if not binds:
         return []
     rows = [f"{title}:\n\n| Host path | In the container | Required | Why |\n|---|---|---|---|\n"]
-    rows += [f"| {_code(b.host)} | {_code(b.target)} | {'yes' if b.required else 'no'} | {_cell(b.why)} |\n"
-             for b in binds]
+    rows += [
+        f"| {_code(b.host)} | {_code(b.target)} | {'yes' if b.required else 'no'} | {_cell(b.why)} |\n" for b in binds
+    ]
     return [*rows, "\n"]
 
 
 def _profile(p) -> list[str]:
     out = [f"## {p.name}\n\n{p.summary}.\n\n"]
-    keys = [k for k in (p.site_device_key,) if k] + list(p.site_path_keys)
+    keys = [f"`{k}`" for k in (p.site_device_key, *p.site_path_keys) if k]
+    keys += [f"`{k.name}` ({k.expected})" for k in p.site_keys]
     needs = sorted(p.placeholders())
-    out.append(f"Site file, `[fabrics.{p.name}]`: "
-               + (", ".join(f"`{k}`" for k in keys) if keys else "no device or path keys")
-               + (f"; the presets fill in {', '.join(f'`{{{n}}}`' for n in needs)}" if needs else "")
-               + ".\n\n")
+    out.append(
+        f"Site file, `[fabrics.{p.name}]`: "
+        + (", ".join(keys) if keys else "no device or path keys")
+        + (f"; the presets fill in {', '.join(f'`{{{n}}}`' for n in needs)}" if needs else "")
+        + ".\n\n"
+    )
     out += _env_table(p.env, "Environment, every run")
     out += _env_table(p.nccl_env, "Added when NCCL does the allreduce")
     for state in ("on", "off"):
@@ -115,12 +126,17 @@ def _profile(p) -> list[str]:
             out.append(f"Fabric layer packages ({flavour}): {', '.join(_code(x) for x in packages)}.\n\n")
     for name in p.source_builds:
         flags = p.configure_flags.get(name, ())
-        out.append(f"Built from source in the layer: `{name}`"
-                   + (f" ({' '.join(_code(f) for f in flags)})" if flags else "") + ".\n\n")
+        out.append(
+            f"Built from source in the layer: `{name}`"
+            + (f" ({' '.join(_code(f) for f in flags)})" if flags else "")
+            + ".\n\n"
+        )
     for rule in p.ompi_coll_rules:
         segments = f", {rule.segment_bytes} B segments" if rule.segment_bytes else ""
-        out.append(f"Open MPI coll/tuned rule (`containers/ompi_rules.py`): {rule.collective} from "
-                   f"{rule.min_bytes} B per rank on {rule.min_ranks} ranks or more: {rule.algorithm}{segments}.\n\n")
+        out.append(
+            f"Open MPI coll/tuned rule (`containers/ompi_rules.py`): {rule.collective} from "
+            f"{rule.min_bytes} B per rank on {rule.min_ranks} ranks or more: {rule.algorithm}{segments}.\n\n"
+        )
     return out
 
 
@@ -132,41 +148,111 @@ def fabrics_reference() -> str:
     from launch.results.predict import NOMINAL
     from launch.ranks.runspec import RunSpec
 
-    out = [HEADER, "# Fabric presets\n\n",
-           "What `--fabric NAME` sets: each profile of `containers/fabrics/`, filled in per run "
-           "from the site file by `launch/site/fabric_preset.py` (the site's `[env]` wins over the profile, "
-           "`--env` over both). How to use them: [running at a site](../site.md). "
-           f"`{{nic}}` is the site's `interface` (for ethernet, else the default route's), `{{hca}}` its devices, "
-           f"`{{hca_ports}}` the same as device:port (`mlx5_0,mlx5_1` -> `{hca_ports('mlx5_0,mlx5_1')}`).\n\n"]
+    out = [
+        HEADER,
+        "# Fabric presets\n\n",
+        "What `--fabric NAME` sets: each profile of `containers/fabrics/`, filled in per run "
+        "from the site file by `launch/site/fabric_preset.py` (the site's `[env]` wins over the profile, "
+        "`--env` over both). How to use them: [running at a site](../site.md). "
+        f"`{{nic}}` is the site's `interface` (for ethernet, else the default route's), `{{hca}}` its devices, "
+        f"`{{hca_ports}}` the same as device:port (`mlx5_0,mlx5_1` -> `{hca_ports('mlx5_0,mlx5_1')}`).\n\n",
+    ]
     for p in PROFILES.values():
         out += _profile(p)
 
     spec = RunSpec(launcher="emulated", nodes=2, ranks=2, fabric="emu-eth-1g")
-    env = {name: ("cores of this machine // ranks, at least 1" if name == "OMP_NUM_THREADS" else value)
-           for name, value in fabric_env(spec).items()}
-    nccl_only = {name: value for name, value in fabric_env(dataclasses.replace(spec, allreduce="nccl")).items()
-                 if name not in env}
-    out.append("## Emulated fabrics\n\n`emu-eth-<rate>` (e.g. `emu-eth-1g`), or `--link-rate RATE` alone, "
-               "under `--launcher emulated`: the ethernet profile on every node's `fbemu0`, and what "
-               "nodes sharing one machine's cores need ([emulated fabrics](../emulated.md)).\n\n")
+    env = {
+        name: ("cores of this machine // ranks, at least 1" if name == "OMP_NUM_THREADS" else value)
+        for name, value in fabric_env(spec).items()
+    }
+    nccl_only = {
+        name: value
+        for name, value in fabric_env(dataclasses.replace(spec, allreduce="nccl")).items()
+        if name not in env
+    }
+    out.append(
+        "## Emulated fabrics\n\n`emu-eth-<rate>` (e.g. `emu-eth-1g`), or `--link-rate RATE` alone, "
+        "under `--launcher emulated`: the ethernet profile on every node's `fbemu0`, and what "
+        "nodes sharing one machine's cores need ([emulated fabrics](../emulated.md)).\n\n"
+    )
     out += _env_table(env, "Environment, every run")
     out += _env_table(nccl_only, "Added when NCCL does the allreduce")
 
-    out.append("## Nominal fabrics of the predictor\n\n`fabric-bench predict --nominal` "
-               "([predicting scale](../predict.md)): line rates and latencies, not measurements.\n\n"
-               "| Name | Latency (us) | Rate (Gbit/s) |\n|---|---|---|\n")
+    out.append(
+        "## Nominal fabrics of the predictor\n\n`fabric-bench predict --nominal` "
+        "([predicting scale](../predict.md)): line rates and latencies, not measurements.\n\n"
+        "| Name | Latency (us) | Rate (Gbit/s) |\n|---|---|---|\n"
+    )
     for fabric in NOMINAL.values():
         out.append(f"| {_code(fabric.name)} | {fabric.alpha_s * 1e6:g} | {fabric.bandwidth_gbit_s:g} |\n")
     return "".join(out).rstrip() + "\n"
 
 
-PAGES = {"docs/reference/cli.md": cli_reference, "docs/reference/fabrics.md": fabrics_reference}
+# --- the benchmark kinds -----------------------------------------------------------------
+
+
+def _field_type(info) -> str:
+    """A model field's type as the JSON Schema names it ('number', 'array of SizeRow', ...)."""
+    schema = info if isinstance(info, dict) else {}
+    arms = [a for a in schema.get("anyOf", [schema]) if a.get("type") != "null"]
+
+    def name(arm: dict) -> str:
+        if "$ref" in arm:
+            return arm["$ref"].rsplit("/", 1)[-1]
+        if arm.get("type") == "array":
+            return f"array of {name(arm.get('items', {}))}"
+        return str(arm.get("type", "any"))
+
+    return " or ".join(name(a) for a in arms) or "any"
+
+
+def kinds_reference() -> str:
+    from launch.kinds import KINDS
+    from launch.results.schema import ResultSchema
+
+    shared = set(ResultSchema.model_fields)
+    out = [
+        HEADER,
+        "# Benchmark kinds\n\n",
+        "Each kind is one module, `launch/kinds/NAME.py`, and its name in `_MODULES` of "
+        "`launch/kinds/__init__.py` ([set-up](../setup.md#adding-a-fabric-a-benchmark-kind-a-result-field)). "
+        "Every result also holds the shared fields of [result.schema.json](result.schema.json).\n\n",
+        "| Kind | What | Program | Figure of merit | Unit | Better | Plausibility |\n|---|---|---|---|---|---|---|\n",
+    ]
+    for k in KINDS.values():
+        out.append(
+            f"| {_code(k.name)} | {_cell(k.summary)} | {_code(k.programs['torch'])} | {_cell(k.metric.label)} "
+            f"(`{k.metric.name}`) | {_cell(k.metric.unit)} | {'higher' if k.metric.higher_is_better else 'lower'} "
+            f"| {_cell(k.plausibility_rule)} |\n"
+        )
+    out.append("\n")
+    for k in KINDS.values():
+        schema = k.fields.model_json_schema()
+        own = [(name, info) for name, info in schema.get("properties", {}).items() if name not in shared]
+        described = (sys.modules[type(k).__module__].__doc__ or k.summary).strip()
+        out.append(f"## {k.name}\n\n{_cell(described)}\n\n")
+        out.append(
+            f"Run with `--benchmark {k.name}`; RunSpec fields it does not read: "
+            f"{', '.join(_code(f) for f in k.not_read) or 'none'}. Its figure, {_cell(k.metric.label)} "
+            f"({_code(k.metric.name)}), is read from {', '.join(_code(p) for p in k.metric.paths())}.\n\n"
+        )
+        if own:
+            out.append("| Result field | Type |\n|---|---|\n")
+            out += [f"| {_code(name)} | {_cell(_field_type(info))} |\n" for name, info in own]
+            out.append("\n")
+    return "".join(out).rstrip() + "\n"
+
+
+PAGES = {
+    "docs/reference/cli.md": cli_reference,
+    "docs/reference/fabrics.md": fabrics_reference,
+    "docs/reference/kinds.md": kinds_reference,
+}
 
 
 def stale(root: Path = REPO) -> list[str]:
     """The generated pages under `root` whose text differs from what the code gives now."""
-    return [path for path, make in PAGES.items()
-            if not (root / path).is_file() or (root / path).read_text() != make()]
+    return [path for path, make in PAGES.items() if not (root / path).is_file() or (root / path).read_text() != make()]
 
 
 def main(argv: list[str], root: Path = REPO) -> int:

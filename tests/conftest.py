@@ -3,6 +3,7 @@
 `need(ok, why)` skips a test when a component is missing on a user's machine;
 under CI (CI=true) a missing component is a failure, because CI installs all.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -44,13 +45,20 @@ def alive(pids) -> set[int]:
             return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             return False
+
     return {pid for pid in pids if running(pid)}
 
 
 def fabric_bench(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
     """Run the installed `fabric-bench` command for real."""
-    return subprocess.run([str(VENV_BIN / "fabric-bench"), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=kwargs.pop("cwd", REPO), **kwargs)
+    return subprocess.run(
+        [str(VENV_BIN / "fabric-bench"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=kwargs.pop("cwd", REPO),
+        **kwargs,
+    )
 
 
 # The image flavour the tests build and run (.ci/run builds the same): Debian's packaged
@@ -65,8 +73,7 @@ def cpu_ethernet_image():
     built once per session (builds are cached by their inputs in the fabric-bench cache dir)."""
     from containers import build
 
-    need(shutil.which("apptainer") is not None,
-         "apptainer not installed (CI: scripts/provision-apptainer.sh)")
+    need(shutil.which("apptainer") is not None, "apptainer not installed (CI: scripts/provision-apptainer.sh)")
     need(shutil.which("debootstrap") is not None, "debootstrap not installed (the cpu base image)")
     try:
         return build.build("ethernet", IMAGE_FLAVOUR, "apptainer", progress=lambda line: None)

@@ -8,6 +8,7 @@ cred/none; free ports; state, spool, logs and pids in that directory).
 The daemons run in the foreground as our children and are stopped on exit,
 also when the test fails; jobs still queued are cancelled first.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,21 +29,43 @@ def available() -> bool:
 
 
 def slurm_conf(directory: Path, host: str, cpus: int, ctld_port: int, slurmd_port: int) -> str:
-    return "\n".join([
-        "ClusterName=fbtest", f"SlurmctldHost={host}", "SlurmUser=root", "SlurmdUser=root",
-        f"SlurmctldPort={ctld_port}", f"SlurmdPort={slurmd_port}",
-        "AuthType=auth/none", "CredType=cred/none",
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none", "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core", "MpiDefault=pmix", "EnforcePartLimits=ALL",
-        "KillWait=2", "OverTimeLimit=0", "InactiveLimit=0", "MinJobAge=300", "ReturnToService=2",
-        f"StateSaveLocation={directory}/state", f"SlurmdSpoolDir={directory}/spool",
-        f"SlurmctldPidFile={directory}/slurmctld.pid", f"SlurmdPidFile={directory}/slurmd.pid",
-        f"SlurmctldLogFile={directory}/slurmctld.log", f"SlurmdLogFile={directory}/slurmd.log",
-        f"TmpFS={directory}/tmp",
-        f"NodeName={host} CPUs={cpus} State=UNKNOWN",
-        f"PartitionName=debug Nodes={host} Default=YES MaxTime=60 State=UP",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "ClusterName=fbtest",
+                f"SlurmctldHost={host}",
+                "SlurmUser=root",
+                "SlurmdUser=root",
+                f"SlurmctldPort={ctld_port}",
+                f"SlurmdPort={slurmd_port}",
+                "AuthType=auth/none",
+                "CredType=cred/none",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "JobAcctGatherType=jobacct_gather/none",
+                "AccountingStorageType=accounting_storage/none",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core",
+                "MpiDefault=pmix",
+                "EnforcePartLimits=ALL",
+                "KillWait=2",
+                "OverTimeLimit=0",
+                "InactiveLimit=0",
+                "MinJobAge=300",
+                "ReturnToService=2",
+                f"StateSaveLocation={directory}/state",
+                f"SlurmdSpoolDir={directory}/spool",
+                f"SlurmctldPidFile={directory}/slurmctld.pid",
+                f"SlurmdPidFile={directory}/slurmd.pid",
+                f"SlurmctldLogFile={directory}/slurmctld.log",
+                f"SlurmdLogFile={directory}/slurmd.log",
+                f"TmpFS={directory}/tmp",
+                f"NodeName={host} CPUs={cpus} State=UNKNOWN",
+                f"PartitionName=debug Nodes={host} Default=YES MaxTime=60 State=UP",
+            ]
+        )
+        + "\n"
+    )
 
 
 class SlurmCluster:
@@ -62,9 +85,15 @@ class SlurmCluster:
         try:
             for daemon in DAEMONS:
                 log = open(self.directory / f"{daemon}.stdout", "w")
-                self.daemons.append(subprocess.Popen([daemon, "-D", "-f", str(self.conf)], env=self.env,
-                                                     stdout=log, stderr=subprocess.STDOUT,
-                                                     start_new_session=True))
+                self.daemons.append(
+                    subprocess.Popen(
+                        [daemon, "-D", "-f", str(self.conf)],
+                        env=self.env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
             self.wait_idle()
         except BaseException:
             self.stop()
@@ -75,8 +104,9 @@ class SlurmCluster:
         self.stop()
 
     def sinfo_state(self) -> str:
-        proc = subprocess.run(["sinfo", "--noheader", "--format=%T"], env=self.env, capture_output=True,
-                              text=True, timeout=10)
+        proc = subprocess.run(
+            ["sinfo", "--noheader", "--format=%T"], env=self.env, capture_output=True, text=True, timeout=10
+        )
         return proc.stdout.strip()
 
     def wait_idle(self) -> None:

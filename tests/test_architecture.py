@@ -1,6 +1,7 @@
 """The rooms stay apart: bench/ imports nothing from launch/; launch/ never
 imports a framework (the host that launches may have none); no two modules import
 each other, however indirectly; no module imports another module's private name."""
+
 import ast
 import subprocess
 import sys
@@ -21,23 +22,32 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_bench_imports_nothing_from_launch():
-    offenders = {str(p.relative_to(REPO)): sorted(m for m in imported_modules(p) if m.split(".")[0] == "launch")
-                 for p in (REPO / "bench").rglob("*.py")}
+    offenders = {
+        str(p.relative_to(REPO)): sorted(m for m in imported_modules(p) if m.split(".")[0] == "launch")
+        for p in (REPO / "bench").rglob("*.py")
+    }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_containers_imports_nothing_from_launch():
     """launch/ builds on containers/ (recipes, profiles, builds); never the other way round."""
-    offenders = {str(p.relative_to(REPO)): sorted(m for m in imported_modules(p) if m.split(".")[0] == "launch")
-                 for p in (REPO / "containers").rglob("*.py")}
+    offenders = {
+        str(p.relative_to(REPO)): sorted(m for m in imported_modules(p) if m.split(".")[0] == "launch")
+        for p in (REPO / "containers").rglob("*.py")
+    }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_launch_never_loads_a_framework():
-    modules = sorted(p.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
-                     for p in (REPO / "launch").rglob("*.py") if p.name != "__init__.py")
-    code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'tensorflow', 'keras')))")
+    modules = sorted(
+        p.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
+        for p in (REPO / "launch").rglob("*.py")
+        if p.name != "__init__.py"
+    )
+    code = (
+        f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'tensorflow', 'keras')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -66,8 +76,9 @@ def test_launcher_and_runtime_names_are_spelled_only_by_their_registries():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Compare):
                 sides = [node.left, *node.comparators]
-                if any(subject(s) in ("launcher", "runtime") for s in sides) and \
-                        any(constants(s) & names for s in sides):
+                if any(subject(s) in ("launcher", "runtime") for s in sides) and any(
+                    constants(s) & names for s in sides
+                ):
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert offenders == []
 
@@ -89,9 +100,12 @@ def runtime_imports(path: Path, modules: dict[str, Path]) -> tuple[set[str], lis
     the (module, name) pairs of private names it imports from another module). Imports under
     `if TYPE_CHECKING:` do not run and are left out."""
     tree = ast.parse(path.read_text())
-    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                   and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
-                   for n in ast.walk(node)}
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+        for n in ast.walk(node)
+    }
     found, private = set(), []
     for node in ast.walk(tree):
         if id(node) in typing_only:
@@ -127,10 +141,11 @@ def test_no_import_cycles_and_no_private_names_across_modules():
         state[node] = "open"
         for target in sorted(graph[node]):
             if state.get(target) == "open":
-                cycles.append(" -> ".join(trail[trail.index(target):] + [target]))
+                cycles.append(" -> ".join(trail[trail.index(target) :] + [target]))
             elif target not in state:
                 visit(target, trail + [target])
         state[node] = "done"
+
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
@@ -140,9 +155,17 @@ def test_no_import_cycles_and_no_private_names_across_modules():
 # launch/'s rooms from the bottom up (launch/__init__.py): "launch" is the shared basics at its top
 # level. results/ and disturbance/ sit beside the rooms (a run writes through them, the report
 # reads sweeps and archives), so only their cycles are checked, above.
-LAUNCH_ROOMS = ("launch", "launch.fleet", "launch.ranks", "launch.site", "launch.runs", "launch.provenance",
-                "launch.cli")
-BESIDE_THE_ROOMS = ("launch.results", "launch.disturbance")
+LAUNCH_ROOMS = (
+    "launch",
+    "launch.fleet",
+    "launch.ranks",
+    "launch.site",
+    "launch.runs",
+    "launch.provenance",
+    "launch.cli",
+)
+# launch.kinds too: RunSpec (launch.ranks) and the readers of results both ask it
+BESIDE_THE_ROOMS = ("launch.results", "launch.disturbance", "launch.kinds")
 
 
 def launch_room(name: str) -> str | None:
@@ -202,25 +225,248 @@ def test_fabric_names_are_spelled_only_by_their_profiles():
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Compare) and any(constants(s) & names for s in [node.left, *node.comparators]):
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: compares a fabric name")
-                elif isinstance(node, ast.Dict) and len(names & {k.value for k in node.keys
-                                                                   if isinstance(k, ast.Constant)}) >= 2:
+                elif (
+                    isinstance(node, ast.Dict)
+                    and len(names & {k.value for k in node.keys if isinstance(k, ast.Constant)}) >= 2
+                ):
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: a table keyed by fabric names")
     assert offenders == []
 
 
 def test_every_benchmark_kind_is_whole():
-    """A kind (launch.kinds) has a bench program per framework that exists, an assembler for its
-    rank records, and a metric its results carry; nothing else names the kinds' set."""
+    """A kind (launch.kinds) has a bench program per framework that exists, RunSpec fields it does
+    not read that exist, and a figure of merit its typed result declares (checked at registration)."""
     import importlib.util
 
-    from bench import catalog
     from launch.kinds import KINDS
-    from launch.results.assemble import ASSEMBLERS
     from launch.ranks.runspec import RunSpec
 
-    assert set(ASSEMBLERS) == set(KINDS)
     fields = {f.name for f in __import__("dataclasses").fields(RunSpec)}
     for kind in KINDS.values():
-        assert set(kind.programs) == set(catalog.ENGINES), kind.name  # every framework
         assert all(importlib.util.find_spec(module) for module in kind.programs.values()), kind.name
         assert set(kind.not_read) <= fields, kind.name
+
+
+def test_a_kind_that_declares_nothing_for_sweeps_and_verdicts_is_refused_at_registration():
+    """Not dropped at report time: a kind without a figure of merit, or whose metric reads a field
+    its result model does not declare, or without a plausibility rule, never registers."""
+    import pytest
+
+    from launch.kinds import KindRefused, check
+    from launch.kinds.allreduce import Allreduce
+    from launch.kinds.kind import Kind, Metric
+
+    class NoMetric(Allreduce):
+        metric = None  # type: ignore[assignment]
+
+    class ElsewhereMetric(Allreduce):
+        metric = Metric("x_gbit_s", "x", "Gbit/s", True, value_at=("nowhere.x_gbit_s",))
+
+    # a kind module that leaves its plausibility rule out
+    NoRule = type(
+        "NoRule", (Kind,), {k: v for k, v in vars(Allreduce).items() if not k.startswith("_") and k != "plausibility"}
+    )
+
+    with pytest.raises(KindRefused, match="declares no metric"):
+        check(NoMetric(), "allreduce")
+    with pytest.raises(KindRefused, match="nowhere.x_gbit_s"):
+        check(ElsewhereMetric(), "allreduce")
+    with pytest.raises(TypeError, match="plausibility"):
+        check(NoRule(), "allreduce")
+    assert check(Allreduce(), "allreduce").name == "allreduce"
+
+
+def _kind_names() -> set[str]:
+    from launch.kinds import KINDS
+
+    return set(KINDS)
+
+
+def kind_name_offenders(paths, root: Path = REPO) -> list[str]:
+    names = _kind_names()
+
+    def constants(node) -> set[str]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+
+    offenders = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(constants(s) & names for s in [node.left, *node.comparators]):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}: compares a kind name")
+            elif (
+                isinstance(node, ast.Dict)
+                and len(names & {k.value for k in node.keys if isinstance(k, ast.Constant)}) >= 2
+            ):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}: a table keyed by kind names")
+    return offenders
+
+
+def test_kind_names_are_compared_only_by_their_kinds():
+    """A benchmark kind is one plug-in (launch/kinds/NAME.py): no other module of launch/ or
+    containers/ compares a kind's name or keeps a table keyed by kind names; it asks the registry for
+    the kind and calls what the kind declares (its metric, table, plausibility rule, arguments, ...).
+    bench/ (each program writes its own records) and the scripts of benchmarks/ (each runs the kinds
+    it measures, as a user would) are outside the bundle's plumbing."""
+    paths = [
+        p
+        for room in ("launch", "containers")
+        for p in sorted((REPO / room).rglob("*.py"))
+        if (REPO / "launch" / "kinds") not in p.parents
+    ]
+    assert kind_name_offenders(paths) == []
+
+
+def test_the_kind_name_check_sees_a_comparison(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('def f(result):\n    return result.get("benchmark") == "halo"\nT = {"train": 1, "allreduce": 2}\n')
+    assert sorted(kind_name_offenders([bad], tmp_path)) == [
+        "bad.py:2: compares a kind name",
+        "bad.py:3: a table keyed by kind names",
+    ]
+
+
+def test_kind_modules_import_nothing_that_imports_the_registry():
+    """The registry loads its kind modules by name (importlib), so the cycle check above does not
+    see registry -> kind: a kind module must not reach the registry back through what it imports."""
+    modules = module_names()
+    graph = {name: runtime_imports(path, modules)[0] - {name} for name, path in modules.items()}
+
+    def reaches(start: str, target: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            if node == target:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo += sorted(graph.get(node, ()))
+        return False
+
+    kinds = [name for name in modules if name.startswith("launch.kinds.")]
+    assert len(kinds) >= 5  # kind, sizes and the kinds themselves
+    assert [k for k in kinds if any(reaches(t, "launch.kinds") for t in graph[k])] == []
+
+
+# Modules outside launch/results/ that still read a result's keys raw, and why (issue 43, item 2).
+RAW_RESULT_READERS = {
+    # an archive's results travel as data across the trust boundary: copied into runs.json and the
+    # manifest as they are, their spec checked by RunSpec.from_dict before a replay uses it
+    "launch/provenance/archive.py",
+    "launch/provenance/replay.py",
+}
+
+
+def result_declared_fields() -> set[str]:
+    from launch.kinds import KINDS
+    from launch.results.schema import ResultSchema
+
+    found = set(ResultSchema.model_fields)
+    for kind in KINDS.values():
+        found |= set(kind.fields.model_fields)
+    # what every run's result holds beside the declared fields (launch.runs.run, launch.results.assemble)
+    return found | {
+        "plausibility",
+        "argv",
+        "env",
+        "exit_code",
+        "stall",
+        "stragglers",
+        "placement",
+        "launch",
+        "preflight",
+        "slurm",
+        "replay_of",
+        "interruption",
+        "log_tail",
+        "migrated_from",
+    }
+
+
+def raw_result_reads(path: Path, fields: set[str], root: Path = REPO) -> list[str]:
+    """`result["x"]` and `result.get("x")` of a result field, where `result` is a name results go by
+    (result, original, or the loop name over something named *result*)."""
+    tree = ast.parse(path.read_text())
+    names = {"result", "original"}
+    for node in ast.walk(tree):
+        loops = [node] if isinstance(node, (ast.For, ast.comprehension)) else []
+        for loop in loops:
+            over = {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}
+            if isinstance(loop.target, ast.Name) and any("result" in name for name in over):
+                names.add(loop.target.id)
+    found = []
+    for node in ast.walk(tree):
+        key, base = None, None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key, base = node.slice.value, node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            key, base = node.args[0].value, node.func.value
+        if isinstance(key, str) and key in fields and isinstance(base, ast.Name) and base.id in names:
+            found.append(f"{path.relative_to(root)}:{node.lineno}: {base.id}[{key!r}]")
+    return found
+
+
+def test_results_are_read_typed_outside_launch_results():
+    """Readers take the schema's typed model (launch.results.result.typed: the shared fields and the
+    kind's own), so a field's name and shape live in one place; launch/results/ (the owner) and the
+    kinds (each reads its own model) excepted, and the allow-listed modules above."""
+    fields = result_declared_fields()
+    owners = (REPO / "launch" / "results", REPO / "launch" / "kinds")
+    offenders = []
+    for path in sorted((REPO / "launch").rglob("*.py")):
+        if any(owner in path.parents for owner in owners) or str(path.relative_to(REPO)) in RAW_RESULT_READERS:
+            continue
+        offenders += raw_result_reads(path, fields)
+    assert offenders == []
+
+
+def test_the_raw_read_check_sees_a_raw_read(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        'def f(result, results):\n    a = result["status"]\n'
+        '    return [r.get("world_size") for r in results] + [row["bytes"] for row in a]\n'
+    )
+    assert raw_result_reads(bad, result_declared_fields(), tmp_path) == [
+        "bad.py:2: result['status']",
+        "bad.py:3: r['world_size']",
+    ]
+
+
+def test_only_the_builder_writes_into_a_result():
+    """A result is built in one place (launch.results.assemble.build, from what each stage
+    contributes): no other module of launch/ assigns a result's key or updates it."""
+    offenders = []
+    builder = REPO / "launch" / "results" / "assemble.py"
+    for path in sorted((REPO / "launch").rglob("*.py")):
+        if path == builder:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AugAssign)
+                else []
+            )
+            for target in targets:
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "result"
+                ):
+                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: assigns into a result")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("update", "setdefault", "pop")
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "result"
+            ):
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: result.{node.func.attr}(...)")
+    assert offenders == []

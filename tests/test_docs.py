@@ -2,6 +2,7 @@
 gives now (a changed option, help text or fabric preset fails here until `make docs`
 regenerates them), and every relative link of the README and docs/ reaches a file and heading.
 (Their command lines run in tests/test_readme.py.)"""
+
 from __future__ import annotations
 
 import importlib.util

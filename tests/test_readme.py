@@ -10,6 +10,7 @@ list must be exactly the lines that name such things. Each command line appears
 once across the README and the docs (a page links to another's instead), so
 nothing runs twice.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,28 +29,37 @@ pytestmark = pytest.mark.slow
 
 # The order a user follows: later pages use what earlier ones made (site.toml, the image,
 # results/sweeps/cpu-small and cpu-emulated). Docs with shell blocks not listed run after these.
-DOCS_ORDER = ("README.md", "docs/running.md", "docs/images.md", "docs/site.md", "docs/emulated.md",
-              "docs/sweeps.md", "docs/verdicts.md", "docs/predict.md", "docs/results.md", "docs/gpu.md")
+DOCS_ORDER = (
+    "README.md",
+    "docs/running.md",
+    "docs/images.md",
+    "docs/site.md",
+    "docs/emulated.md",
+    "docs/sweeps.md",
+    "docs/verdicts.md",
+    "docs/predict.md",
+    "docs/results.md",
+    "docs/gpu.md",
+)
 TINY_TRAIN = "--image-size 32 --batch-size 4 --warmup 1 --iters 2 --batches-per-iter 1"
 # What this machine cannot have: a Slurm allocation at a site, GPUs, cuda images
 # (hours to build; see the image rehearsals), or the suite itself.
-CANNOT_HAVE = re.compile(r"--launcher (sbatch|srun)|--one-job|--gpus-per-node [1-9]|FLAVOUR=(cuda|cpu)\b(?!-)"
-                         r"|^make test\b|^make (image|podman)-rehearsal\b")
+CANNOT_HAVE = re.compile(
+    r"--launcher (sbatch|srun)|--one-job|--gpus-per-node [1-9]|FLAVOUR=(cuda|cpu)\b(?!-)"
+    r"|^make test\b|^make (image|podman)-rehearsal\b"
+)
 NOT_RUN = {
     "make test": "it is the command running this test",
-    "fabric-bench sweep experiments/hpec2020.experiment.toml --site site.toml --launcher sbatch --one-job":
-        "needs a Slurm cluster at a site with the study's fabrics (the test Slurm cluster runs "
-        "tests/integration/test_slurm.py)",
-    "make image FABRIC=efa FLAVOUR=cuda BASE=local":
-        "the cuda stack builds from source for hours on this 2-core machine (the rehearsal, "
-        "`make image-rehearsal`, records it); tests/containers render it and check the local base",
-    "make image FABRIC=ethernet FLAVOUR=cpu RUNTIME=apptainer":
-        "the site stack from source, ~35 min on 2 cores: beyond CI's budget beside the tests (CI builds "
-        "FLAVOUR=cpu-debian); the podman rehearsal's records prove the same recipe",
+    "fabric-bench sweep experiments/hpec2020.experiment.toml --site site.toml --launcher sbatch --one-job": "needs a Slurm cluster at a site with the study's fabrics (the test Slurm cluster runs "
+    "tests/integration/test_slurm.py)",
+    "make image FABRIC=efa FLAVOUR=cuda BASE=local": "the cuda stack builds from source for hours on this 2-core machine (the rehearsal, "
+    "`make image-rehearsal`, records it); tests/containers render it and check the local base",
+    "make image FABRIC=ethernet FLAVOUR=cpu RUNTIME=apptainer": "the site stack from source, ~35 min on 2 cores: beyond CI's budget beside the tests (CI builds "
+    "FLAVOUR=cpu-debian); the podman rehearsal's records prove the same recipe",
     "make image-rehearsal": "builds the cuda stack and five fabric images from source: hours on 2 cores, "
-                            "longer than CI's whole budget; its records are checked instead",
+    "longer than CI's whole budget; its records are checked instead",
     "make podman-rehearsal": "a second ~25 min source build of the cpu stack (podman's), beyond CI's budget; "
-                             "its records are checked instead",
+    "its records are checked instead",
 }
 # Long jobs, made small: README line prefix -> arguments appended.
 SMALLER = {
@@ -91,8 +101,7 @@ def documents() -> list[Path]:
 
 def documented_lines() -> list[tuple[str, str]]:
     """(page, command line) of every shell block, in the order they run."""
-    return [(str(page.relative_to(REPO)), line) for page in documents()
-            for line in readme_lines(page.read_text())]
+    return [(str(page.relative_to(REPO)), line) for page in documents() for line in readme_lines(page.read_text())]
 
 
 def without_comment(line: str) -> str:
@@ -135,8 +144,11 @@ def test_each_command_line_appears_once_across_the_readme_and_docs():
 def test_every_other_readme_line_runs(tmp_path, cpu_ethernet_image):
     need(os.geteuid() == 0 and shutil.which("tc") is not None, "the README's emulated fabrics need root and tc")
     work = scratch_checkout(tmp_path)
-    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
-           "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")}
+    env = {
+        **os.environ,
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+        "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite"),
+    }
     before = {p.pid for p in psutil.process_iter()}
     ran = []
     for page, line in documented_lines():
@@ -144,15 +156,20 @@ def test_every_other_readme_line_runs(tmp_path, cpu_ethernet_image):
             continue
         command = made_small(line)
         started = time.monotonic()
-        proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=900
+        )
         allowed = next((codes for prefix, codes in EXIT_CODES.items() if command.startswith(prefix)), {0})
-        assert proc.returncode in allowed, (f"{page} line failed (exit {proc.returncode}): {command}\n"
-                                            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        assert proc.returncode in allowed, (
+            f"{page} line failed (exit {proc.returncode}): {command}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
         ran.append(command)
         print(f"{time.monotonic() - started:7.1f} s  {command}", flush=True)
     assert len(ran) >= 20
     # every line's processes ended with it
-    left = [p for p in psutil.process_iter(["pid", "cmdline"])
-            if p.pid not in before and str(work) in " ".join(p.info["cmdline"] or [])]
+    left = [
+        p
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if p.pid not in before and str(work) in " ".join(p.info["cmdline"] or [])
+    ]
     assert not left, [p.info["cmdline"] for p in left]

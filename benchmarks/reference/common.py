@@ -7,6 +7,7 @@ after --warmup batches. No records, heartbeats, barriers or environment of our
 own. Rank 0 prints one line: REFERENCE_PREFIX + JSON with the mean img/s per
 rank and in total (per rank x ranks, as Horovod's benchmarks report it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,7 @@ def torch_step(torch, model, optimizer, args):
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(model(data), target).backward()
         optimizer.step()
+
     return step
 
 
@@ -55,5 +57,16 @@ def timed(step, args) -> list[float]:
 def report(rank: int, size: int, samples: list[float], **facts) -> None:
     if rank == 0:
         per_rank = sum(samples) / len(samples)
-        print(REFERENCE_PREFIX, json.dumps({"per_rank_img_per_s": per_rank, "total_img_per_s": per_rank * size,
-                                            "ranks": size, "samples_img_per_s": samples, **facts}), flush=True)
+        print(
+            REFERENCE_PREFIX,
+            json.dumps(
+                {
+                    "per_rank_img_per_s": per_rank,
+                    "total_img_per_s": per_rank * size,
+                    "ranks": size,
+                    "samples_img_per_s": samples,
+                    **facts,
+                }
+            ),
+            flush=True,
+        )

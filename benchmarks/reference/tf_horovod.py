@@ -11,6 +11,7 @@ down to the model code; the legacy one is like-for-like with Horovod's script.
 
     TF_USE_LEGACY_KERAS=1 horovodrun -np 2 -H localhost:2 --gloo python benchmarks/reference/tf_horovod.py --model ResNet50
 """
+
 import os
 import sys
 
@@ -54,5 +55,10 @@ def train_step(first_batch):
 
 
 train_step(True)
-report(hvd.rank(), hvd.size(), timed(lambda: train_step(False).numpy(), args), keras=keras.__name__,
-       threads=tf.config.threading.get_intra_op_parallelism_threads())
+report(
+    hvd.rank(),
+    hvd.size(),
+    timed(lambda: train_step(False).numpy(), args),
+    keras=keras.__name__,
+    threads=tf.config.threading.get_intra_op_parallelism_threads(),
+)

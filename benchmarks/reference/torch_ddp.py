@@ -1,7 +1,8 @@
 """Reference: PyTorch DistributedDataParallel (gloo), the documented loop.
 
-    torchrun --standalone --nnodes 1 --nproc-per-node 2 benchmarks/reference/torch_ddp.py --model resnet18
+torchrun --standalone --nnodes 1 --nproc-per-node 2 benchmarks/reference/torch_ddp.py --model resnet18
 """
+
 import os
 import sys
 

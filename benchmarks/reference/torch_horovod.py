@@ -1,7 +1,8 @@
 """Reference: PyTorch + Horovod, the documented synthetic benchmark's loop.
 
-    horovodrun -np 2 -H localhost:2 --gloo python benchmarks/reference/torch_horovod.py --model resnet18
+horovodrun -np 2 -H localhost:2 --gloo python benchmarks/reference/torch_horovod.py --model resnet18
 """
+
 import os
 import sys
 
@@ -20,5 +21,10 @@ optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_par
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 step = torch_step(torch, model, optimizer, args)
-report(hvd.rank(), hvd.size(), timed(step, args), threads=torch.get_num_threads(),
-       controller="mpi" if hvd.mpi_enabled() else "gloo")
+report(
+    hvd.rank(),
+    hvd.size(),
+    timed(step, args),
+    threads=torch.get_num_threads(),
+    controller="mpi" if hvd.mpi_enabled() else "gloo",
+)

@@ -1,4 +1,5 @@
 """Ethernet: TCP/IP only. The baseline every site has, and the fabric the emulated clusters shape."""
+
 from __future__ import annotations
 
 from containers import ompi_rules
@@ -8,15 +9,22 @@ from containers.fabrics.profile import Detection, FabricProfile, frozen
 PROFILE = FabricProfile(
     name="ethernet",
     summary="TCP/IP only: Open MPI ob1 + tcp BTL, UCX/libfabric tcp, NCCL sockets",
-    env=frozen({
-        "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader,tcp",
-        "OMPI_MCA_btl_tcp_if_include": "{nic}", "OMPI_MCA_oob_tcp_if_include": "{nic}",
-        # Two TCP connections per peer: over one, one iteration in six of the segmented ring
-        # below stalled ~0.3 s on emulated 1 Gbit links (mpi and horovod; none seen over two)
-        "OMPI_MCA_btl_tcp_links": "2",
-        "UCX_TLS": "tcp,sm,self", "UCX_NET_DEVICES": "{nic}",
-        "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "{nic}", **GLOO,
-    }),
+    env=frozen(
+        {
+            "OMPI_MCA_pml": "ob1",
+            "OMPI_MCA_btl": "self,vader,tcp",
+            "OMPI_MCA_btl_tcp_if_include": "{nic}",
+            "OMPI_MCA_oob_tcp_if_include": "{nic}",
+            # Two TCP connections per peer: over one, one iteration in six of the segmented ring
+            # below stalled ~0.3 s on emulated 1 Gbit links (mpi and horovod; none seen over two)
+            "OMPI_MCA_btl_tcp_links": "2",
+            "UCX_TLS": "tcp,sm,self",
+            "UCX_NET_DEVICES": "{nic}",
+            "FI_PROVIDER": "tcp",
+            "FI_TCP_IFACE": "{nic}",
+            **GLOO,
+        }
+    ),
     nccl_env=frozen({"NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "{nic}"}),
     # Large allreduces as a segmented ring: the reduction of one segment overlaps the
     # transfer of the next. Open MPI 4.1's fixed choice for 2 ranks (emulated 5 Gbit links,

@@ -1,4 +1,5 @@
-"""InfiniBand (and RoCE, today folded in here): rdma-core verbs, Open MPI over UCX, NCCL's IB transport."""
+"""InfiniBand: rdma-core verbs, Open MPI over UCX, NCCL's IB transport (RoCE: roce.py)."""
+
 from __future__ import annotations
 
 from containers.fabrics.common import GDRDRV, GLOO, VERBS_CONFIG, VERBS_DEVICES, VERBS_NODES
@@ -6,19 +7,25 @@ from containers.fabrics.profile import Detection, DeviceNode, FabricProfile, fro
 
 PROFILE = FabricProfile(
     name="infiniband",
-    summary="InfiniBand / RoCE: rdma-core verbs, Open MPI over UCX (rc/ud), NCCL IB verbs",
+    summary="InfiniBand: rdma-core verbs, Open MPI over UCX (rc/ud), NCCL IB verbs",
     site_device_key="hca",
-    packages=layer_packages("ibverbs-utils", "rdmacm-utils", "infiniband-diags", "perftest",
-                            debian=("ibverbs-providers", "librdmacm1")),
-    env=frozen({
-        "OMPI_MCA_pml": "ucx", "OMPI_MCA_osc": "ucx", "OMPI_MCA_btl": "^openib,tcp",
-        # every rail as device:port (UCX_NET_DEVICES=mlx5_0:1 alone would pin UCX to one NIC)
-        "UCX_TLS": "rc,ud,sm,self", "UCX_NET_DEVICES": "{hca_ports}", **GLOO,
-    }),
+    packages=layer_packages(
+        "ibverbs-utils", "rdmacm-utils", "infiniband-diags", "perftest", debian=("ibverbs-providers", "librdmacm1")
+    ),
+    env=frozen(
+        {
+            "OMPI_MCA_pml": "ucx",
+            "OMPI_MCA_osc": "ucx",
+            "OMPI_MCA_btl": "^openib,tcp",
+            # every rail as device:port (UCX_NET_DEVICES=mlx5_0:1 alone would pin UCX to one NIC)
+            "UCX_TLS": "rc,ud,sm,self",
+            "UCX_NET_DEVICES": "{hca_ports}",
+            **GLOO,
+        }
+    ),
     # NCCL_IB_HCA is a prefix list: "mlx5_1" also matches mlx5_10, mlx5_11; a leading "="
     # makes it exact (NCCL's environment-variable documentation, NCCL_IB_HCA)
-    nccl_env=frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "={hca}",
-                     "NCCL_SOCKET_IFNAME": "{nic}"}),
+    nccl_env=frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "={hca}", "NCCL_SOCKET_IFNAME": "{nic}"}),
     # GPUDirect RDMA for MPI over UCX is the HCA reading GPU memory: UCX_IB_GPU_DIRECT_RDMA
     # (`ucx_info -f`: yes|no|try, default try). "yes" fails the device, and MPI_Init with it,
     # wherever UCX finds no peer-memory driver file (UCX 1.13's ib_md.c looks for
@@ -26,12 +33,20 @@ PROFILE = FabricProfile(
     # NCCL's own GPUDirect works there. MPI carries no GPU buffers in these benchmarks (NCCL
     # does), so "on" asks UCX to try; whether GPUDirect ran is read from NCCL's log.
     # Dropping gdr_copy/cuda_ipc from UCX_TLS alone leaves it on: "off" says no.
-    gpudirect_env=frozen({
-        "on": frozen({"NCCL_NET_GDR_LEVEL": "PHB", "UCX_IB_GPU_DIRECT_RDMA": "try",
-                      "UCX_TLS": "rc,ud,sm,self,cuda_copy,cuda_ipc,gdr_copy"}),
-        "off": frozen({"NCCL_NET_GDR_LEVEL": "LOC", "UCX_IB_GPU_DIRECT_RDMA": "no",
-                       "UCX_TLS": "rc,ud,sm,self,cuda_copy"}),
-    }),
+    gpudirect_env=frozen(
+        {
+            "on": frozen(
+                {
+                    "NCCL_NET_GDR_LEVEL": "PHB",
+                    "UCX_IB_GPU_DIRECT_RDMA": "try",
+                    "UCX_TLS": "rc,ud,sm,self,cuda_copy,cuda_ipc,gdr_copy",
+                }
+            ),
+            "off": frozen(
+                {"NCCL_NET_GDR_LEVEL": "LOC", "UCX_IB_GPU_DIRECT_RDMA": "no", "UCX_TLS": "rc,ud,sm,self,cuda_copy"}
+            ),
+        }
+    ),
     binds=(VERBS_DEVICES, VERBS_CONFIG),
     gpudirect_binds=(GDRDRV,),
     device_nodes=(VERBS_NODES, DeviceNode("/dev/infiniband/rdma_cm", "RDMA connection manager (rdmacm)", "warn")),

@@ -13,6 +13,7 @@ preflight and the transport check). Values may name site settings as `{placehold
     {hca_ports}       the same as device:port for UCX (mlx5_0:1,mlx5_1:1)
     {host_libfabric}  directory of the host's libfabric (Slingshot: the cxi provider)
     {host_libcxi}     the host's libcxi.so.1 (Slingshot)
+    {NAME}            any other setting the profile declares in `site_keys` (SiteKey)
 
 Facts, briefly: Open MPI 4.1 selects transports by pml (ob1 = BTLs such as
 tcp/vader; ucx; cm = an MTL such as ofi or psm2); UCX by UCX_TLS (rc/ud/dc
@@ -21,6 +22,7 @@ libfabric by FI_PROVIDER (tcp, verbs, efa, psm2, opx, cxi); NCCL by NCCL_NET
 ("Socket", "IB", or a plugin's name: aws-ofi-nccl >= 1.12 answers to "OFI"),
 NCCL_IB_DISABLE, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_NET_GDR_LEVEL.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,9 +48,10 @@ def layer_packages(*packages: str, debian: tuple[str, ...] = ()) -> Mapping:
 @dataclass(frozen=True)
 class Bind:
     """A host path bound into the container (`host` may hold a * glob or placeholders)."""
+
     host: str
-    container: str = ""               # empty: the same path as on the host
-    required: bool = True             # missing on the host -> launch refuses to start
+    container: str = ""  # empty: the same path as on the host
+    required: bool = True  # missing on the host -> launch refuses to start
     why: str = ""
 
     @property
@@ -61,6 +64,7 @@ class DeviceNode:
     """A device node a run over this fabric opens: preflight checks it on the host and in the
     container (a glob; `severity` when absent: fail or warn; `nccl_only`: needed only when NCCL
     carries the gradients)."""
+
     glob: str
     why: str
     severity: Literal["fail", "warn"] = "fail"
@@ -75,6 +79,7 @@ class Detection:
                          (hfi1), or of devices no other profile claims by prefix, with `link_layer`
       libfabric-provider an RDM endpoint of libfabric `provider` (`fi_info -p`)
     `library`: a user-space library the fabric cannot run without (reported missing by the probe)."""
+
     kind: Literal["interface", "rdma-port", "libfabric-provider", "none"]
     link_layer: Optional[str] = None
     device_prefix: Optional[str] = None
@@ -83,17 +88,42 @@ class Detection:
 
 
 @dataclass(frozen=True)
+class SiteKey:
+    """A setting a fabric reads from its [fabrics.NAME] table besides the interface, device and host
+    paths (RoCE's GID index, say). The site file checks each declared key by its `kind` (an int
+    within `minimum`..`maximum`, or a str matching `pattern`) and refuses another value in one line
+    saying `expected`; the presets fill `{name}` with it."""
+
+    name: str
+    expected: str  # what the complaint says the key holds ("a GID index, 0-255")
+    kind: type = str  # int or str
+    minimum: Optional[int] = None  # an int's bounds, inclusive
+    maximum: Optional[int] = None
+    pattern: str = r"[^\x00-\x1f\x7f]+"  # a str's whole shape (default: one line of text)
+
+    def accepts(self, value: object) -> bool:
+        if self.kind is int:
+            return (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and (self.minimum is None or value >= self.minimum)
+                and (self.maximum is None or value <= self.maximum)
+            )
+        return isinstance(value, str) and re.fullmatch(self.pattern, value) is not None
+
+
+@dataclass(frozen=True)
 class FabricProfile:
     name: str
     summary: str
-    packages: Mapping[str, tuple[str, ...]] = field(default_factory=frozen)   # flavour -> apt packages
-    source_builds: tuple[str, ...] = ()                  # cuda flavour: stack.SourceBuild names
+    packages: Mapping[str, tuple[str, ...]] = field(default_factory=frozen)  # flavour -> apt packages
+    source_builds: tuple[str, ...] = ()  # cuda flavour: stack.SourceBuild names
     configure_flags: Mapping[str, tuple[str, ...]] = field(default_factory=frozen)
-    env: Mapping[str, str] = field(default_factory=frozen)          # MPI, UCX, libfabric, gloo
-    nccl_env: Mapping[str, str] = field(default_factory=frozen)     # when NCCL does the allreduce
+    env: Mapping[str, str] = field(default_factory=frozen)  # MPI, UCX, libfabric, gloo
+    nccl_env: Mapping[str, str] = field(default_factory=frozen)  # when NCCL does the allreduce
     gpudirect_env: Mapping[str, Mapping[str, str]] = field(default_factory=frozen)  # "on"/"off"
     binds: tuple[Bind, ...] = ()
-    gpudirect_binds: tuple[Bind, ...] = ()               # bound when GPUDirect is on
+    gpudirect_binds: tuple[Bind, ...] = ()  # bound when GPUDirect is on
     # Directories put first on the image's LD_LIBRARY_PATH (baked into the image,
     # empty unless bound at run time: the host-library route of Slingshot).
     library_path: tuple[str, ...] = ()
@@ -101,6 +131,8 @@ class FabricProfile:
     # and the host paths the presets bind (placeholders of the same names).
     site_device_key: Optional[str] = None
     site_path_keys: tuple[str, ...] = ()
+    # any further keys of its [fabrics.NAME] table, each with the value it must hold (SiteKey)
+    site_keys: tuple[SiteKey, ...] = ()
     # Open MPI coll/tuned rules for this fabric (containers.ompi_rules), written per run
     ompi_coll_rules: tuple[ompi_rules.Rule, ...] = ()
     # The device nodes a run needs (preflight opens them on the host and looks in the container)
@@ -131,15 +163,19 @@ class FabricProfile:
 
     def placeholders(self) -> set[str]:
         """Site settings this profile needs (see the module docstring)."""
-        texts = [*self.env.values(), *self.nccl_env.values(),
-                 *(v for env in self.gpudirect_env.values() for v in env.values()),
-                 *(b.host for b in (*self.binds, *self.gpudirect_binds)),
-                 *(b.container for b in (*self.binds, *self.gpudirect_binds))]
+        texts = [
+            *self.env.values(),
+            *self.nccl_env.values(),
+            *(v for env in self.gpudirect_env.values() for v in env.values()),
+            *(b.host for b in (*self.binds, *self.gpudirect_binds)),
+            *(b.container for b in (*self.binds, *self.gpudirect_binds)),
+        ]
         # {hca_ports} is derived from {hca}: the site names only the devices
         return {"hca" if name == "hca_ports" else name for text in texts for name in _PLACEHOLDER.findall(text)}
 
-    def environment(self, site: Mapping[str, str], *, nccl: bool = True,
-                    gpudirect: Optional[bool] = None) -> dict[str, str]:
+    def environment(
+        self, site: Mapping[str, str], *, nccl: bool = True, gpudirect: Optional[bool] = None
+    ) -> dict[str, str]:
         """The environment selecting this fabric, placeholders filled from `site`."""
         env = dict(self.env)
         if nccl:
@@ -150,8 +186,9 @@ class FabricProfile:
 
     def bind_mounts(self, site: Mapping[str, str], gpudirect: Optional[bool] = None) -> list[Bind]:
         binds = (*self.binds, *(self.gpudirect_binds if gpudirect else ()))
-        return [Bind(_fill(b.host, site, self.name), _fill(b.container, site, self.name),
-                     b.required, b.why) for b in binds]
+        return [
+            Bind(_fill(b.host, site, self.name), _fill(b.container, site, self.name), b.required, b.why) for b in binds
+        ]
 
 
 def hca_ports(hca: str) -> str:
@@ -168,4 +205,5 @@ def _fill(text: str, site: Mapping[str, str], fabric: str) -> str:
             wanted = "hca" if match.group(1) == "hca_ports" else match.group(1)
             raise KeyError(f"fabric {fabric!r} needs the site setting {wanted!r}")
         return site[match.group(1)]
+
     return _PLACEHOLDER.sub(value, text)

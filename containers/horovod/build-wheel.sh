@@ -66,7 +66,7 @@ env $frameworks \
   HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_MXNET=1 \
   CMAKE_TOOLCHAIN_FILE="$here/toolchain-cxx20.cmake" \
   CUDA_HOME="$cuda_home" CUDAToolkit_ROOT="$cuda_home" \
-  HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-80,90} \
+  HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-80,90,100} \
   MAKEFLAGS="-j$(nproc)" \
   "$build_python" -m pip wheel --no-deps --no-build-isolation -w "$out.tmp" "$src" >&2
 mv "$out.tmp" "$out"   # only a finished build appears under the final name

@@ -1,4 +1,5 @@
 """The `fabric-bench` command line (typer)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,14 +16,16 @@ import typer
 from launch.console import console as make_console
 from launch.errors import UsageError
 from launch.ranks.interrupt import stoppable_command
-from launch.kinds import trains
+from launch.kinds import kind
 from launch.ranks.launchers import LAUNCHERS
 from launch.ranks.runspec import RunSpec
 from launch.ranks.runtimes import RUNTIMES
 
 app = typer.Typer(
     help="Benchmark network fabrics for data-distributed deep-learning training.",
-    add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
 )
 console = make_console()
 
@@ -47,8 +50,15 @@ def show_version(value: bool) -> None:
 
 
 @app.callback()
-def root(version: bool = typer.Option(False, "--version", callback=show_version, is_eager=True,
-                                      help="print the version and the bundle's commit, then exit")) -> None:
+def root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=show_version,
+        is_eager=True,
+        help="print the version and the bundle's commit, then exit",
+    ),
+) -> None:
     """fabric-bench: run the same training and communication benchmarks on any fabric."""
 
 
@@ -72,12 +82,22 @@ RUN_OPTIONS: list[tuple[str, Any, Any]] = [  # (name, annotation, typer.Option)
     ("env", list[str], typer.Option([], help="extra NAME=VALUE for every rank, overriding presets (repeatable)")),
     ("results", Path, typer.Option(Path("results"), help="results directory")),
     ("timeout", Optional[float], typer.Option(None, help="kill the run (all ranks) after this many seconds")),
-    ("stall_timeout", Optional[float], typer.Option(None, help="end the run when a rank starts no step (batch, "
-                                                              "allreduce, halo step) for this many seconds; the "
-                                                              "result names who stopped where")),
+    (
+        "stall_timeout",
+        Optional[float],
+        typer.Option(
+            None,
+            help="end the run when a rank starts no step (batch, "
+            "allreduce, halo step) for this many seconds; the "
+            "result names who stopped where",
+        ),
+    ),
     ("dry_run", bool, typer.Option(False, help="print the exact argv and env, run nothing")),
-    ("force", bool, typer.Option(False, help="run even when a host <-> image preflight check fails (recorded in "
-                                             "the result)")),
+    (
+        "force",
+        bool,
+        typer.Option(False, help="run even when a host <-> image preflight check fails (recorded in the result)"),
+    ),
 ]
 
 
@@ -85,9 +105,16 @@ def spec_options() -> list[inspect.Parameter]:
     """One `run` option per RunSpec field that has one: its type, default and help are the
     field's (launch.ranks.runspec.setting), so the command and the spec cannot drift apart."""
     hints = typing.get_type_hints(RunSpec)
-    return [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=_optional(hints[f.name]),
-                              default=typer.Option(f.default, help=f.metadata["help"] or None))
-            for f in dataclasses.fields(RunSpec) if f.metadata.get("cli")]
+    return [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=_optional(hints[f.name]),
+            default=typer.Option(f.default, help=f.metadata["help"] or None),
+        )
+        for f in dataclasses.fields(RunSpec)
+        if f.metadata.get("cli")
+    ]
 
 
 def _optional(hint: Any) -> Any:
@@ -107,24 +134,30 @@ def run(**options: Any) -> None:
     """
     from launch.runs.run import execute_run, preflight_skipped, prepare
     from launch.site.config import Site, load_site
-    from launch.results.comm import comm_table
-    from launch.results.table import training_table
+    from launch.results.result import typed
 
     fields = {p.name: options.pop(p.name) for p in SPEC_OPTIONS}
     ranks, ranks_per_node, launcher, runtime, site, env, results, timeout, stall_timeout, dry_run, force = (
-        options.pop(name) for name, _, _ in RUN_OPTIONS)
+        options.pop(name) for name, _, _ in RUN_OPTIONS
+    )
     for name, value in (("--timeout", timeout), ("--stall-timeout", stall_timeout)):
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be > 0, got {value}")
     site_config = load_site(site) if site else Site.default()
     scheduler = site_config.scheduler
-    spec = RunSpec(**{
-        **fields, "ranks": resolve_ranks(ranks, fields["nodes"], ranks_per_node), "extra_env": parse_env(env),
-        "launcher": launcher or site_config.launcher, "runtime": runtime or site_config.runtime,
-        "hostfile": str(fields["hostfile"]) if fields["hostfile"] else None,
-        "partition": fields["partition"] or scheduler.partition, "account": fields["account"] or scheduler.account,
-        "time_limit": fields["time_limit"] or scheduler.slurm_time(),
-    })
+    spec = RunSpec(
+        **{
+            **fields,
+            "ranks": resolve_ranks(ranks, fields["nodes"], ranks_per_node),
+            "extra_env": parse_env(env),
+            "launcher": launcher or site_config.launcher,
+            "runtime": runtime or site_config.runtime,
+            "hostfile": str(fields["hostfile"]) if fields["hostfile"] else None,
+            "partition": fields["partition"] or scheduler.partition,
+            "account": fields["account"] or scheduler.account,
+            "time_limit": fields["time_limit"] or scheduler.slurm_time(),
+        }
+    )
     prepared = prepare(spec, results, site_config)
     if dry_run:
         print("argv:", json.dumps(prepared.command.argv))
@@ -136,12 +169,14 @@ def run(**options: Any) -> None:
         return
     with stoppable_command():  # Ctrl-C, kill, hang-up: every process of the run ends, the result says so
         result = execute_run(spec, prepared, timeout=timeout, stall_timeout=stall_timeout, force=force)
-    console.print(training_table([result]) if trains(spec.benchmark) else comm_table(result))
+    run_fields = typed(result)
+    if run_fields is not None:  # the run's table, as its kind draws it (launch.kinds)
+        console.print(kind(spec.benchmark).table(run_fields))
     from launch.results.headline import disturbance_line
 
     console.print(disturbance_line(result), highlight=False, markup=False)  # clean, or disturbed and by what
     console.print(f"result: {prepared.run_dir / 'result.json'}")
-    if result["status"] != "ok":
+    if run_fields is None or run_fields.status != "ok":
         raise typer.Exit(1)
 
 
@@ -149,7 +184,8 @@ def run(**options: Any) -> None:
 SPEC_OPTIONS = spec_options()
 _PARAMETERS = sorted(SPEC_OPTIONS, key=lambda p: p.name != "benchmark") + [
     inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=option)
-    for name, annotation, option in RUN_OPTIONS]
+    for name, annotation, option in RUN_OPTIONS
+]
 run.__signature__ = inspect.Signature(_PARAMETERS)  # type: ignore[attr-defined]
 run.__annotations__ = {p.name: p.annotation for p in _PARAMETERS}
 app.command()(run)

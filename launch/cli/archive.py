@@ -1,4 +1,5 @@
 """`fabric-bench archive DIR --output FILE` and `fabric-bench replay ARCHIVE`."""
+
 from __future__ import annotations
 
 import sys
@@ -17,8 +18,9 @@ def archive(
     experiment: Optional[Path] = typer.Option(None, help="experiment file of the sweep (carried in config/)"),
     system_name: Optional[str] = typer.Option(None, help="name of the system description (default: host name)"),
     submitter: str = typer.Option("", help="submitter field of the system description"),
-    sign_key: Optional[Path] = typer.Option(None, help="sign the manifest with this OpenSSH private key "
-                                                      "(make one: ssh-keygen -t ed25519 -f site.key -N '')"),
+    sign_key: Optional[Path] = typer.Option(
+        None, help="sign the manifest with this OpenSSH private key (make one: ssh-keygen -t ed25519 -f site.key -N '')"
+    ),
 ):
     """Archive a run or sweep with its stack into one tar.gz with a manifest.
 
@@ -31,11 +33,14 @@ def archive(
     from launch.provenance import archive as archives
 
     with make_console(stderr=True).status("collecting results, stack and host facts"):
-        members = archives.collect(directory, site=site, experiment=experiment, system_name=system_name,
-                                   submitter=submitter)
+        members = archives.collect(
+            directory, site=site, experiment=experiment, system_name=system_name, submitter=submitter
+        )
         manifest = archives.write(members, output, sign_key)
-    print(f"{output}: {len(manifest['members'])} members, {output.stat().st_size} bytes"
-          + (f", signed with {sign_key}" if sign_key else ", unsigned"))
+    print(
+        f"{output}: {len(manifest['members'])} members, {output.stat().st_size} bytes"
+        + (f", signed with {sign_key}" if sign_key else ", unsigned")
+    )
 
 
 def replay(
@@ -45,15 +50,22 @@ def replay(
     allow_image_mismatch: bool = typer.Option(False, help="replay even if an image's digest differs (warns)"),
     timeout: Optional[float] = typer.Option(None, help="kill a run after this many seconds"),
     dry_run: bool = typer.Option(False, help="verify the archive, show every value it brings to the run; run nothing"),
-    accept_env: list[str] = typer.Option([], help="a variable outside the allow-list the archive may set "
-                                                  "(repeatable; its value may hold no path)"),
-    allowed_signers: Optional[Path] = typer.Option(None, help="OpenSSH allowed-signers file: the keys this site trusts"),
+    accept_env: list[str] = typer.Option(
+        [], help="a variable outside the allow-list the archive may set (repeatable; its value may hold no path)"
+    ),
+    allowed_signers: Optional[Path] = typer.Option(
+        None, help="OpenSSH allowed-signers file: the keys this site trusts"
+    ),
     require_signed: bool = typer.Option(False, help="refuse an archive not signed by a key in --allowed-signers"),
-    image: Optional[str] = typer.Option(None, help="this site's copy of the archive's image (e.g. pulled by "
-                                                   "`image pull`); its digest must be the recorded one"),
+    image: Optional[str] = typer.Option(
+        None,
+        help="this site's copy of the archive's image (e.g. pulled by "
+        "`image pull`); its digest must be the recorded one",
+    ),
     fabric: Optional[str] = typer.Option(None, help="replay on this site's fabric instead of the archive's"),
-    hostfile: Optional[Path] = typer.Option(None, help="this site's mpirun hostfile, for runs that named one "
-                                                       "(a path from the archive is never used)"),
+    hostfile: Optional[Path] = typer.Option(
+        None, help="this site's mpirun hostfile, for runs that named one (a path from the archive is never used)"
+    ),
 ):
     """Re-run an archive's runs here; new results name their original (replay_of).
 
@@ -72,13 +84,22 @@ def replay(
 
     verified = archives.read(archive_file)
     print(f"archive {archive_file}: {verified.provenance(allowed_signers, require_signed).line()}")
-    planned = replays.plan(verified, allow_image_mismatch, tuple(accept_env), image=image, fabric=fabric,
-                           refuse_now=not dry_run, hostfile=str(hostfile) if hostfile else None)
+    planned = replays.plan(
+        verified,
+        allow_image_mismatch,
+        tuple(accept_env),
+        image=image,
+        fabric=fabric,
+        refuse_now=not dry_run,
+        hostfile=str(hostfile) if hostfile else None,
+    )
     for item in planned:
         spec = item.spec
-        print(f"{item.original['run_id']}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
-              f"fabric={spec.fabric or '-'} launcher={spec.launcher} runtime={spec.runtime}"
-              f"{' image=' + spec.image if spec.image else ''}")
+        print(
+            f"{item.original['run_id']}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
+            f"fabric={spec.fabric or '-'} launcher={spec.launcher} runtime={spec.runtime}"
+            f"{' image=' + spec.image if spec.image else ''}"
+        )
         if dry_run:
             for line in replays.shown(spec, tuple(accept_env), hostfile_here=hostfile is not None):
                 print(f"  {line}")
@@ -86,18 +107,24 @@ def replay(
             print(f"  warning: {warning}", file=sys.stderr)
     if dry_run:
         for item in planned:  # each variable was shown with its verdict; now the first that fails is the error
-            replays.refuse_foreign(item.spec, tuple(accept_env), f"result {item.original['run_id']}",
-                                   hostfile_here=hostfile is not None)
+            replays.refuse_foreign(
+                item.spec, tuple(accept_env), f"result {item.original['run_id']}", hostfile_here=hostfile is not None
+            )
         print(f"archive verified: {len(verified.members)} members; {len(planned)} runs would be replayed")
         return
     from launch.ranks.interrupt import stoppable_command
 
     with stoppable_command():
-        outputs = replays.run_all(verified, planned, results, load_site(site) if site else Site.default(),
-                                  timeout=timeout)
-    for result in outputs:
-        print(f"{result['run_id']} (replay of {result['replay_of']['run_id']}): {result['status']}")
-    if any(r["status"] != "ok" for r in outputs):
+        outputs = replays.run_all(
+            verified, planned, results, load_site(site) if site else Site.default(), timeout=timeout
+        )
+    from launch.results.schema import at
+    from launch.results.result import fields_of
+
+    ran = [fields_of(result) for result in outputs]
+    for fields in ran:
+        print(f"{fields.run_id} (replay of {at(fields, 'replay_of.run_id')}): {fields.status}")
+    if any(fields.status != "ok" for fields in ran):
         raise typer.Exit(1)
 
 

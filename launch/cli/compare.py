@@ -1,4 +1,5 @@
 """`fabric-bench compare A B`: B against A per metric; the exit code gates CI."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,11 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="machine-readable JSON"),
     allowed_signers: Optional[Path] = typer.Option(None, help="OpenSSH allowed-signers file for archive inputs"),
     require_signed: bool = typer.Option(False, help="refuse an archive input not signed by an allowed signer"),
-    keep_disturbed: bool = typer.Option(False, help="compare pairs where a run's disturbance record says "
-                                                    "disturbed (by default such a pair cannot tell, and fails)"),
+    keep_disturbed: bool = typer.Option(
+        False,
+        help="compare pairs where a run's disturbance record says "
+        "disturbed (by default such a pair cannot tell, and fails)",
+    ),
 ):
     """Compare B with A: ratio per metric and whether B is within tolerance (noise-aware).
 
@@ -66,30 +70,62 @@ def compare(
             failures.append(f"{label}: B is {rb.get('status')}: {rb.get('reason')}")
         noisy = [(side, r) for side, r in (("A", ra), ("B", rb)) if disturbed(r)]
         if noisy and not keep_disturbed:
-            why = "; ".join(f"{side} {r.run_id} was disturbed ({', '.join(disturbance_causes(r)) or 'no cause named'})"
-                            for side, r in noisy)
+            why = "; ".join(
+                f"{side} {r.run_id} was disturbed ({', '.join(disturbance_causes(r)) or 'no cause named'})"
+                for side, r in noisy
+            )
             left_out.append(f"{label}: cannot tell: {why}")
             failures.append(left_out[-1])
             continue
         for m in cmp.compare_pair(ra, rb, tolerances, default_tolerance):
             rows.append((label, m))
             if not m.within:
-                failures.append(f"{label} {m.name}: {m.b:.4g} vs {m.a:.4g} (ratio {m.ratio or 0:.3f}, "
-                                f"tolerance {m.tolerance:.0%})")
+                failures.append(
+                    f"{label} {m.name}: {m.b:.4g} vs {m.a:.4g} (ratio {m.ratio or 0:.3f}, tolerance {m.tolerance:.0%})"
+                )
     if not rows and not failures and not left_out:
         raise cmp.UsageError("no metric in common between A and B")
     if as_json:
-        print(json.dumps({"within": not failures, "failures": failures, "left_out": left_out,
-                          "stacks": stack_lines, "metrics": [
-            {"run": label, "metric": m.name, "a": m.a, "b": m.b, "ratio": m.ratio, "ci95_a": m.ci_a,
-             "ci95_b": m.ci_b, "tolerance": m.tolerance, "within": m.within} for label, m in rows]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "within": not failures,
+                    "failures": failures,
+                    "left_out": left_out,
+                    "stacks": stack_lines,
+                    "metrics": [
+                        {
+                            "run": label,
+                            "metric": m.name,
+                            "a": m.a,
+                            "b": m.b,
+                            "ratio": m.ratio,
+                            "ci95_a": m.ci_a,
+                            "ci95_b": m.ci_b,
+                            "tolerance": m.tolerance,
+                            "within": m.within,
+                        }
+                        for label, m in rows
+                    ],
+                },
+                indent=2,
+            )
+        )
     else:
         table = Table(title=f"{b} vs {a}")
         for column in ("run", "metric", "A", "B", "B/A", "noise ±", "tolerance", "within"):
             table.add_column(column)
         for label, m in rows:
-            table.add_row(label, m.name, f"{m.a:.4g}", f"{m.b:.4g}", f"{m.ratio:.3f}" if m.ratio else "-",
-                          f"{m.noise:.3g}", f"{m.tolerance:.0%}", "[green]yes[/green]" if m.within else "[red]no[/red]")
+            table.add_row(
+                label,
+                m.name,
+                f"{m.a:.4g}",
+                f"{m.b:.4g}",
+                f"{m.ratio:.3f}" if m.ratio else "-",
+                f"{m.noise:.3g}",
+                f"{m.tolerance:.0%}",
+                "[green]yes[/green]" if m.within else "[red]no[/red]",
+            )
         make_console().print(table)
         for failure in failures:
             print(f"not within: {failure}")

@@ -1,4 +1,5 @@
 """`fabric-bench locate`: name the slow node(s) and link(s) of a Slurm allocation (launch.fleet.locate)."""
+
 from __future__ import annotations
 
 import os
@@ -17,16 +18,22 @@ def locate(
     nodes: Optional[int] = typer.Option(None, help="nodes to allocate (outside an allocation; default: all)"),
     nodelist: Optional[str] = typer.Option(None, help="Slurm node list to allocate, e.g. n[0-3]"),
     exclude: Optional[str] = typer.Option(None, help="Slurm node list to leave out"),
-    expect: Optional[str] = typer.Option(None, help="the expected link rate, e.g. 200mbit (default: the upper "
-                                                    "quartile of the pairs)"),
+    expect: Optional[str] = typer.Option(
+        None, help="the expected link rate, e.g. 200mbit (default: the upper quartile of the pairs)"
+    ),
     message_bytes: int = typer.Option(4 * 2**20, "--bytes", help="message size of the point-to-point test"),
     image: Optional[str] = typer.Option(None, help="run the ranks in this Apptainer image (SIF)"),
     interface: Optional[str] = typer.Option(None, help="network interface the ranks use (btl_tcp_if_include)"),
     minutes: int = typer.Option(20, help="time limit of the allocation locate makes"),
-    pattern: str = typer.Option("auto", help="all-pairs (every path), screen (ring and opposite pairs, then all "
-                                              "pairs among the suspects) or auto (all-pairs up to 16 nodes)"),
-    quiet_check: float = typer.Option(3.0, help="seconds to sample every node first (one task each), so a busy "
-                                                "node is told from a slow one (0: no check)"),
+    pattern: str = typer.Option(
+        "auto",
+        help="all-pairs (every path), screen (ring and opposite pairs, then all "
+        "pairs among the suspects) or auto (all-pairs up to 16 nodes)",
+    ),
+    quiet_check: float = typer.Option(
+        3.0,
+        help="seconds to sample every node first (one task each), so a busy node is told from a slow one (0: no check)",
+    ),
 ):
     """Pairwise point-to-point traffic as Slurm steps; names the slow node(s) and slow link(s).
 
@@ -43,18 +50,31 @@ def locate(
         raise UsageError(f"--image {image}: no such file")
     if nodes is not None and nodes < 2:
         raise UsageError(f"--nodes must be >= 2, got {nodes}")
-    locating.pattern_for(pattern, 2)        # an unknown pattern: one line before any allocation
+    locating.pattern_for(pattern, 2)  # an unknown pattern: one line before any allocation
     if not 0 <= quiet_check <= 60:
         raise UsageError(f"--quiet-check must be 0-60 seconds, got {quiet_check:g}")
     if interface is not None:
         interface_name(interface, "--interface")
     expected = parse_rate(expect) / 1e9 if expect else None
-    data = locating.locate(out, nodes, nodelist, exclude, message_bytes, image, interface, expected, minutes,
-                           pattern=pattern, quiet_seconds=quiet_check)
-    print(f"{data['pattern']}: reference {data['test']['reference_gbit_s'] * 1000:.0f} Mbit/s "
-          f"({data['test']['reference_from']}), "
-          f"slow below {data['test']['threshold']:g} x; {data['rounds']} rounds, {data['steps']} steps, "
-          f"{data['seconds']:.0f} s")
+    data = locating.locate(
+        out,
+        nodes,
+        nodelist,
+        exclude,
+        message_bytes,
+        image,
+        interface,
+        expected,
+        minutes,
+        pattern=pattern,
+        quiet_seconds=quiet_check,
+    )
+    print(
+        f"{data['pattern']}: reference {data['test']['reference_gbit_s'] * 1000:.0f} Mbit/s "
+        f"({data['test']['reference_from']}), "
+        f"slow below {data['test']['threshold']:g} x; {data['rounds']} rounds, {data['steps']} steps, "
+        f"{data['seconds']:.0f} s"
+    )
     for name in data["slow_nodes"]:
         busy = data["busy_nodes"].get(name)
         print(f"SLOW NODE {name}" + (f" (but busy before the pairs: {busy}; measure again when quiet)" if busy else ""))

@@ -1,4 +1,5 @@
 """`fabric-bench probe`: host facts and a usable/not verdict per fabric."""
+
 from __future__ import annotations
 
 import json
@@ -15,17 +16,22 @@ def facts_table(facts: HostFacts) -> Table:
     table.add_column("fact", style="bold")
     table.add_column("value")
     gpus = ", ".join(f"{g.name} ({g.memory_mib} MiB)" for g in facts.gpus)
-    nics = ", ".join(f"{n.name} {n.operstate}"
-                     f"{f' {n.speed_mbps} Mb/s' if n.speed_mbps else ''} mtu {n.mtu}"
-                     for n in facts.nics)
-    rdma = ", ".join(f"{p.device}:{p.port} {p.state} {p.link_layer or '?'}"
-                     f"{f' {p.rate_gbps:g} Gb/s' if p.rate_gbps else ''}" for p in facts.rdma_ports)
+    nics = ", ".join(
+        f"{n.name} {n.operstate}{f' {n.speed_mbps} Mb/s' if n.speed_mbps else ''} mtu {n.mtu}" for n in facts.nics
+    )
+    rdma = ", ".join(
+        f"{p.device}:{p.port} {p.state} {p.link_layer or '?'}{f' {p.rate_gbps:g} Gb/s' if p.rate_gbps else ''}"
+        for p in facts.rdma_ports
+    )
     ucx = ", ".join(sorted({f"{t.transport}/{t.device}" for t in facts.ucx_transports}))
     mpi = f"{facts.mpi.flavour} {facts.mpi.version}" if facts.mpi.version else "-"
     if facts.mpi.components:
         mpi += "  pml: " + ",".join(facts.mpi.components.get("pml", []))
-    slurm = f"{facts.slurm_version} (mpi: {', '.join(facts.slurm_mpi_plugins) or '?'})" \
-        if facts.slurm_version else slurm_absent(facts.tools.get("sinfo_version", "absent"))
+    slurm = (
+        f"{facts.slurm_version} (mpi: {', '.join(facts.slurm_mpi_plugins) or '?'})"
+        if facts.slurm_version
+        else slurm_absent(facts.tools.get("sinfo_version", "absent"))
+    )
     runtimes = ", ".join(f"{name} {version}" for name, version in facts.runtimes.items() if version)
     for name, value in (
         ("CPUs", f"{facts.cpu_count} x {facts.cpu_model}"),
@@ -33,8 +39,10 @@ def facts_table(facts: HostFacts) -> Table:
         ("NICs", nics or "-"),
         ("RDMA ports", rdma or "-"),
         ("/dev/infiniband", ", ".join(facts.infiniband_dev_nodes) or "-"),
-        ("Omni-Path", f"/dev/hfi1*: {', '.join(facts.hfi_dev_nodes) or 'none'}; "
-                      f"libpsm2: {'yes' if facts.libpsm2 else 'no'}"),
+        (
+            "Omni-Path",
+            f"/dev/hfi1*: {', '.join(facts.hfi_dev_nodes) or 'none'}; libpsm2: {'yes' if facts.libpsm2 else 'no'}",
+        ),
         ("libfabric", ", ".join(facts.libfabric_providers) or facts.tools.get("fi_info_list", "-")),
         ("UCX", ucx or facts.tools.get("ucx_info", "-")),
         ("MPI", mpi),
@@ -63,15 +71,19 @@ def topology_table(facts: HostFacts) -> Table:
     for name, device_node in facts.device_numa.items():
         table.add_row(name, "?" if device_node is None else str(device_node), "")
     topo = facts.gpu_topology
-    for gpu in (topo.gpus if topo else []):
+    for gpu in topo.gpus if topo else []:
         assert topo is not None
         nearest = [topo.nics.get(n) or n for n in topo.nearest_nics(gpu.index)]
-        table.add_row(f"GPU{gpu.index}", "?" if gpu.numa_affinity is None else str(gpu.numa_affinity),
-                      f"CPUs {gpu.cpu_affinity or '?'}; NICs {', '.join(nearest) or '-'}")
+        table.add_row(
+            f"GPU{gpu.index}",
+            "?" if gpu.numa_affinity is None else str(gpu.numa_affinity),
+            f"CPUs {gpu.cpu_affinity or '?'}; NICs {', '.join(nearest) or '-'}",
+        )
     if not topo:
         seen = facts.tools.get("nvidia_smi_topo", "absent")
-        table.caption = ("GPUs: none (no nvidia-smi)" if seen == "absent"
-                         else f"GPUs: no topology (nvidia-smi topo -m: {seen})")
+        table.caption = (
+            "GPUs: none (no nvidia-smi)" if seen == "absent" else f"GPUs: no topology (nvidia-smi topo -m: {seen})"
+        )
     return table
 
 
@@ -80,8 +92,7 @@ def verdict_table(facts: HostFacts) -> Table:
     for column in ("fabric", "usable", "why"):
         table.add_column(column)
     for name, verdict in verdicts(facts).items():
-        table.add_row(name, "[green]yes[/green]" if verdict.usable else "[red]no[/red]",
-                      verdict.reason)
+        table.add_row(name, "[green]yes[/green]" if verdict.usable else "[red]no[/red]", verdict.reason)
     return table
 
 

@@ -1,4 +1,5 @@
 """`fabric-bench report DIR...`: the verdict, tables and plots of results (launch.results.report)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,12 +13,20 @@ def report(
     output: Path = typer.Option(Path("report"), help="directory for the PNGs, report.html, report_data.json"),
     title: str = typer.Option("fabric-bench report", help="page title"),
     baseline_fabric: Optional[str] = typer.Option(
-        None, help="the reference fabric of the verdict table (default: the first in the sweep's experiment, "
-                   "else the first by name)"),
-    study: Optional[str] = typer.Option(None, help="add a predicted study's answer and figure: hpec2020-today "
-                                                   "(launch.results.study; `fabric-bench predict --study`)"),
-    keep_disturbed: bool = typer.Option(False, help="keep runs whose disturbance record says disturbed in the "
-                                                    "points and verdicts (left out by default; docs/disturbance.md)"),
+        None,
+        help="the reference fabric of the verdict table (default: the first in the sweep's experiment, "
+        "else the first by name)",
+    ),
+    study: Optional[str] = typer.Option(
+        None,
+        help="add a predicted study's answer and figure: hpec2020-today "
+        "(launch.results.study; `fabric-bench predict --study`)",
+    ),
+    keep_disturbed: bool = typer.Option(
+        False,
+        help="keep runs whose disturbance record says disturbed in the "
+        "points and verdicts (left out by default; docs/disturbance.md)",
+    ),
 ):
     """The verdict table first, then tables and plots of results: PNGs and one self-contained HTML page.
 
@@ -43,10 +52,15 @@ def report(
         print(f"study {study} (predicted): {line}")
     for plot in data["plots"].values():
         series = len(plot["series"])
-        print(f"{output / plot['png']}: {'; '.join(plot['title'].splitlines())}" + (f" ({series} series)" if series else ""))
+        print(
+            f"{output / plot['png']}: {'; '.join(plot['title'].splitlines())}"
+            + (f" ({series} series)" if series else "")
+        )
     located = len(data.get("locate") or [])
-    print(f"{output / 'report.html'} ({data['runs']} runs"
-          + (f", {located} locate result{'s' if located != 1 else ''})" if located else ")"))
+    print(
+        f"{output / 'report.html'} ({data['runs']} runs"
+        + (f", {located} locate result{'s' if located != 1 else ''})" if located else ")")
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,5 @@
 """`fabric-bench results list|show|export|index`: the results history (launch.results.store)."""
+
 from __future__ import annotations
 
 import csv
@@ -13,15 +14,32 @@ from rich.table import Table
 from launch.console import console as make_console
 from launch.results import store
 
-results_app = typer.Typer(help="The results history: every result.json, indexed in SQLite.",
-                          no_args_is_help=True)
-LIST_COLUMNS = ("run_id", "fabric", "engine", "model", "world_size", "total_img_per_s", "ci95_img_per_s",
-                "comm_fraction", "status", "transport", "disturbance")
+results_app = typer.Typer(help="The results history: every result.json, indexed in SQLite.", no_args_is_help=True)
+LIST_COLUMNS = (
+    "run_id",
+    "fabric",
+    "engine",
+    "model",
+    "world_size",
+    "total_img_per_s",
+    "ci95_img_per_s",
+    "comm_fraction",
+    "status",
+    "transport",
+    "disturbance",
+)
 
 
 def _filters(benchmark, engine, model, fabric, ranks, status, transport) -> dict:
-    return {"benchmark": benchmark, "engine": engine, "model": model, "fabric": fabric,
-            "world_size": ranks, "status": status, "transport": transport}
+    return {
+        "benchmark": benchmark,
+        "engine": engine,
+        "model": model,
+        "fabric": fabric,
+        "world_size": ranks,
+        "status": status,
+        "transport": transport,
+    }
 
 
 def _cell(value) -> str:
@@ -41,17 +59,24 @@ TRANSPORT = typer.Option(None, help="transport verdict: match | mismatch | unver
 
 
 @results_app.command("list")
-def list_results(benchmark: Optional[str] = BENCHMARK, engine: Optional[str] = ENGINE,
-                 model: Optional[str] = MODEL, fabric: Optional[str] = FABRIC, ranks: Optional[int] = RANKS,
-                 status: Optional[str] = STATUS, transport: Optional[str] = TRANSPORT,
-                 limit: int = typer.Option(50, help="at most this many, newest first (0: all)"),
-                 as_json: bool = typer.Option(False, "--json", help="machine-readable JSON")):
+def list_results(
+    benchmark: Optional[str] = BENCHMARK,
+    engine: Optional[str] = ENGINE,
+    model: Optional[str] = MODEL,
+    fabric: Optional[str] = FABRIC,
+    ranks: Optional[int] = RANKS,
+    status: Optional[str] = STATUS,
+    transport: Optional[str] = TRANSPORT,
+    limit: int = typer.Option(50, help="at most this many, newest first (0: all)"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable JSON"),
+):
     """List indexed results, newest first.
 
     Example: fabric-bench results list --fabric ethernet --status ok
     """
-    rows = store.query(store.connect(), limit or None,
-                       **_filters(benchmark, engine, model, fabric, ranks, status, transport))
+    rows = store.query(
+        store.connect(), limit or None, **_filters(benchmark, engine, model, fabric, ranks, status, transport)
+    )
     if as_json:
         print(json.dumps([{c: row[c] for c in (*store.COLUMNS, "path")} for row in rows], indent=2))
         return
@@ -80,11 +105,17 @@ def show(run_id: str = typer.Argument(..., help="run id (or a unique prefix)")):
 
 
 @results_app.command()
-def export(benchmark: Optional[str] = BENCHMARK, engine: Optional[str] = ENGINE,
-           model: Optional[str] = MODEL, fabric: Optional[str] = FABRIC, ranks: Optional[int] = RANKS,
-           status: Optional[str] = STATUS, transport: Optional[str] = TRANSPORT,
-           _csv: bool = typer.Option(True, "--csv", hidden=True),  # accepted for old scripts; CSV is the only format
-           output: Optional[Path] = typer.Option(None, help="file to write (default: stdout)")):
+def export(
+    benchmark: Optional[str] = BENCHMARK,
+    engine: Optional[str] = ENGINE,
+    model: Optional[str] = MODEL,
+    fabric: Optional[str] = FABRIC,
+    ranks: Optional[int] = RANKS,
+    status: Optional[str] = STATUS,
+    transport: Optional[str] = TRANSPORT,
+    _csv: bool = typer.Option(True, "--csv", hidden=True),  # accepted for old scripts; CSV is the only format
+    output: Optional[Path] = typer.Option(None, help="file to write (default: stdout)"),
+):
     """Export indexed results as CSV (one row per run, the indexed columns and path).
 
     Example: fabric-bench results export --engine horovod --output horovod.csv

@@ -1,4 +1,5 @@
 """`fabric-bench sweep EXPERIMENT`: run an experiment's matrix, resumably."""
+
 from __future__ import annotations
 
 import sys
@@ -21,20 +22,37 @@ def sweep(
     launcher: Optional[str] = typer.Option(None, help="override the experiment's launcher: " + " | ".join(LAUNCHERS)),
     one_job: bool = typer.Option(False, help="with --launcher sbatch: the whole sweep as one Slurm job"),
     retry_failed: bool = typer.Option(False, help="rerun points that failed (finished ones are always skipped)"),
-    force: bool = typer.Option(False, help="run points even when a host <-> image preflight check fails (recorded in each result)"),
-    stall_timeout: Optional[float] = typer.Option(None, help="end a point when a rank starts no step for this many seconds; its result names who stopped where"),
+    force: bool = typer.Option(
+        False, help="run points even when a host <-> image preflight check fails (recorded in each result)"
+    ),
+    stall_timeout: Optional[float] = typer.Option(
+        None, help="end a point when a rank starts no step for this many seconds; its result names who stopped where"
+    ),
     exclude_nodes: Optional[str] = typer.Option(None, help="Slurm nodes every point leaves out, e.g. n3,n[5-6]"),
-    exclude_located: Optional[Path] = typer.Option(None, help="leave out what a `fabric-bench locate` named (its "
-                                                              "locate.json): each slow node, and one end of each "
-                                                              "slow link (the fewest nodes that cut them all)"),
-    remeasure_disturbed: int = typer.Option(2, help="measure a point again while its run was disturbed, at most "
-                                                     "this many times (0: never; docs/disturbance.md)"),
-    keep_disturbed: bool = typer.Option(False, help="keep disturbed runs in the tables and verdicts "
-                                                    "(left out by default, with how many and why)"),
-    quiet_check: float = typer.Option(3.0, help="seconds to sample every node before the runs (this host, or one "
-                                                "Slurm task per node); a busy node is named (0: no check)"),
-    accept_busy: bool = typer.Option(False, help="run on busy nodes without asking (without a terminal the "
-                                                 "sweep goes on and says so; each run's record still judges it)"),
+    exclude_located: Optional[Path] = typer.Option(
+        None,
+        help="leave out what a `fabric-bench locate` named (its "
+        "locate.json): each slow node, and one end of each "
+        "slow link (the fewest nodes that cut them all)",
+    ),
+    remeasure_disturbed: int = typer.Option(
+        2,
+        help="measure a point again while its run was disturbed, at most "
+        "this many times (0: never; docs/disturbance.md)",
+    ),
+    keep_disturbed: bool = typer.Option(
+        False, help="keep disturbed runs in the tables and verdicts (left out by default, with how many and why)"
+    ),
+    quiet_check: float = typer.Option(
+        3.0,
+        help="seconds to sample every node before the runs (this host, or one "
+        "Slurm task per node); a busy node is named (0: no check)",
+    ),
+    accept_busy: bool = typer.Option(
+        False,
+        help="run on busy nodes without asking (without a terminal the "
+        "sweep goes on and says so; each run's record still judges it)",
+    ),
     dry_run: bool = typer.Option(False, help="list the runs and their count, run nothing"),
 ):
     """Run every point of EXPERIMENT; a rerun skips finished points.
@@ -60,7 +78,7 @@ def sweep(
         raise UsageError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
     loaded = load_experiment(experiment)
     if one_job and (launcher or loaded.fixed.get("launcher")) != SBATCH.name:
-        raise UsageError("--one-job needs --launcher sbatch (or launcher = \"sbatch\" in [run])")
+        raise UsageError('--one-job needs --launcher sbatch (or launcher = "sbatch" in [run])')
     site_config = load_site(site) if site else Site.default()
     placeholders: list[str] = []
     if dry_run and not site:  # prepare a cluster run on a laptop: site values as placeholders
@@ -79,8 +97,17 @@ def sweep(
         given = [n for n in (exclude_nodes or "").split(",") if n]
         exclude_nodes = ",".join(dict.fromkeys([*given, *left_out.nodes])) or None
         because = f"--exclude-located {exclude_located} leaves out {left_out.summary()}"
-    swept = plan(loaded, directory, site_config, SRUN.name if one_job else launcher, retry_failed, force,
-                 stall_timeout, exclude_nodes, because)
+    swept = plan(
+        loaded,
+        directory,
+        site_config,
+        SRUN.name if one_job else launcher,
+        retry_failed,
+        force,
+        stall_timeout,
+        exclude_nodes,
+        because,
+    )
     swept.remeasure_disturbed, swept.keep_disturbed = remeasure_disturbed, keep_disturbed
     console = make_console()
     for line in left_out.lines() if left_out else []:
@@ -88,9 +115,13 @@ def sweep(
     if dry_run:
         print_plan(swept, console, one_job)
         if placeholders:
-            console.print("no --site: site-specific values are placeholders (<fabric.key>); a site file must fill "
-                          f"in {'; '.join(placeholders)} (and the images the runs name)", highlight=False, soft_wrap=True,
-                          markup=False)
+            console.print(
+                "no --site: site-specific values are placeholders (<fabric.key>); a site file must fill "
+                f"in {'; '.join(placeholders)} (and the images the runs name)",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
         return
     if quiet_check and not one_job and swept.todo():  # one job: its own sweep checks its allocation
         ask_if_busy(swept, quiet_check, accept_busy, console)
@@ -124,8 +155,10 @@ def ask_if_busy(swept, seconds: float, accept_busy: bool, console: Console) -> N
         if not typer.confirm("run the sweep on busy nodes? (its disturbed runs are measured again)"):
             raise UsageError("the sweep was not started: busy nodes (--accept-busy runs it anyway)")
         return
-    say("no terminal to ask; going on (--accept-busy says so; each run's disturbance record judges it, and "
-        "disturbed points are measured again)")
+    say(
+        "no terminal to ask; going on (--accept-busy says so; each run's disturbance record judges it, and "
+        "disturbed points are measured again)"
+    )
 
 
 def print_plan(swept, console: Console, one_job: bool) -> None:
@@ -133,12 +166,19 @@ def print_plan(swept, console: Console, one_job: bool) -> None:
     for number, point in enumerate(swept.points, 1):
         s = point.spec
         state = "run" if point.key in todo else swept.state.status(point.key)
-        console.print(f"{number:4d}  {point.key}  {state:7s}  {s.launcher:8s} {s.ranks:4d} rank{'s' if s.ranks != 1 else ' '}"
-                      f"  {point.label}", highlight=False, soft_wrap=True)
+        console.print(
+            f"{number:4d}  {point.key}  {state:7s}  {s.launcher:8s} {s.ranks:4d} rank{'s' if s.ranks != 1 else ' '}"
+            f"  {point.label}",
+            highlight=False,
+            soft_wrap=True,
+        )
     baselines = sum(p.baseline for p in swept.points)
-    console.print(f"{counted(len(swept.points), 'run')} ({counted(baselines, '1-rank baseline')}, "
-                  f"{counted(swept.experiment.repetitions, 'repetition')}); {len(todo)} to run, "
-                  f"{len(swept.points) - len(todo)} finished or failed; nothing was run", highlight=False)
+    console.print(
+        f"{counted(len(swept.points), 'run')} ({counted(baselines, '1-rank baseline')}, "
+        f"{counted(swept.experiment.repetitions, 'repetition')}); {len(todo)} to run, "
+        f"{len(swept.points) - len(todo)} finished or failed; nothing was run",
+        highlight=False,
+    )
     if one_job:
         from launch.ranks.launchers import tool_path
         from launch.runs.sweep import one_job_script

@@ -15,6 +15,7 @@ Two signals come of them (tests: the recorded real outputs under tests/data/nvid
   processes. The run's GPUs are those its own processes appear on; where none appears (a pid
   namespace hides them), every GPU of the host.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,7 +25,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-GPU_INTERVAL_S = 5.0   # nvidia-smi -q costs tens of ms of CPU: every 10th snapshot, and one at the end
+GPU_INTERVAL_S = 5.0  # nvidia-smi -q costs tens of ms of CPU: every 10th snapshot, and one at the end
 QUERY = ("nvidia-smi", "-q", "-d", "PERFORMANCE,CLOCK,PIDS")
 QUERY_TIMEOUT_S = 10
 SLOWDOWNS = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown")
@@ -35,7 +36,7 @@ REASON_HEADINGS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
 @dataclass(frozen=True)
 class GpuProcess:
     pid: int
-    kind: str          # C (compute), G (graphics), C+G
+    kind: str  # C (compute), G (graphics), C+G
     name: str
     used_mib: int | None
 
@@ -53,7 +54,7 @@ class GpuState:
 class GpuReading:
     time_unix: float
     gpus: list[GpuState]
-    run_pids: frozenset[int]   # the run's processes when it was read
+    run_pids: frozenset[int]  # the run's processes when it was read
 
 
 def _mhz(value: str) -> int | None:
@@ -64,15 +65,21 @@ def _mhz(value: str) -> int | None:
 def parse_query(text: str) -> list[GpuState]:
     """Each GPU block of `nvidia-smi -q` (any -d selection): reasons, SM clocks, processes."""
     gpus: list[GpuState] = []
-    section: list[str] = []   # the headings above the current line, by indent level
+    section: list[str] = []  # the headings above the current line, by indent level
     process: dict | None = None
 
     def close_process() -> None:
         nonlocal process
         if process and gpus and "pid" in process:
             used = re.match(r"(\d+) MiB", process.get("Used GPU Memory", ""))
-            gpus[-1].processes.append(GpuProcess(process["pid"], process.get("Type", "?"),
-                                                 process.get("Name", "?"), int(used.group(1)) if used else None))
+            gpus[-1].processes.append(
+                GpuProcess(
+                    process["pid"],
+                    process.get("Type", "?"),
+                    process.get("Name", "?"),
+                    int(used.group(1)) if used else None,
+                )
+            )
         process = None
 
     for line in text.splitlines():
@@ -86,7 +93,7 @@ def parse_query(text: str) -> list[GpuState]:
         depth = (len(line) - len(line.lstrip(" "))) // 4
         key, sep, value = line.strip().partition(":")
         key, value = key.strip(), value.strip()
-        section = section[:max(depth - 1, 0)]
+        section = section[: max(depth - 1, 0)]
         if not sep or not value:  # a heading: the lines below it belong to it
             section.append(key)
             continue
@@ -140,17 +147,23 @@ def gpu_signal(readings: list[GpuReading]) -> dict:
         for g in states:
             foreign.update({p.pid: p for p in g.processes if p.pid not in run_pids and "C" in p.kind})
         clocks = [g.sm_mhz for g in states if g.sm_mhz is not None]
-        per_gpu.append({
-            "bus_id": bus_id, "snapshots": len(states),
-            "slowdowns": {reason: n for reason, n in slowdowns.items() if n},
-            "power_cap_share": round(sum(POWER_CAP in g.active_reasons for g in states) / len(states), 3),
-            "sm_mhz_mean": round(sum(clocks) / len(clocks)) if clocks else None,
-            "sm_max_mhz": next((g.sm_max_mhz for g in states if g.sm_max_mhz), None),
-            "foreign_processes": [{"pid": p.pid, "name": p.name, "used_mib": p.used_mib} for p in foreign.values()],
-        })
+        per_gpu.append(
+            {
+                "bus_id": bus_id,
+                "snapshots": len(states),
+                "slowdowns": {reason: n for reason, n in slowdowns.items() if n},
+                "power_cap_share": round(sum(POWER_CAP in g.active_reasons for g in states) / len(states), 3),
+                "sm_mhz_mean": round(sum(clocks) / len(clocks)) if clocks else None,
+                "sm_max_mhz": next((g.sm_max_mhz for g in states if g.sm_max_mhz), None),
+                "foreign_processes": [{"pid": p.pid, "name": p.name, "used_mib": p.used_mib} for p in foreign.values()],
+            }
+        )
     disturbed = any(g["slowdowns"] or g["foreign_processes"] for g in per_gpu)
-    return {"gpus": per_gpu, "judged": "the run's GPUs" if mine else "every GPU of the host",
-            "verdict": "disturbed" if disturbed else "clean"}
+    return {
+        "gpus": per_gpu,
+        "judged": "the run's GPUs" if mine else "every GPU of the host",
+        "verdict": "disturbed" if disturbed else "clean",
+    }
 
 
 def gpu_words(figures: dict) -> str:
@@ -159,8 +172,9 @@ def gpu_words(figures: dict) -> str:
         for reason, n in g["slowdowns"].items():
             parts.append(f"GPU {g['bus_id']}: {reason} active in {n} of {g['snapshots']} readings")
         if g["foreign_processes"]:
-            who = ", ".join(f"pid {p['pid']} ({p['name']}"
-                            + (f", {p['used_mib']} MiB)" if p["used_mib"] is not None else ")")
-                            for p in g["foreign_processes"])
+            who = ", ".join(
+                f"pid {p['pid']} ({p['name']}" + (f", {p['used_mib']} MiB)" if p["used_mib"] is not None else ")")
+                for p in g["foreign_processes"]
+            )
             parts.append(f"GPU {g['bus_id']}: another process was on it during the timed window: {who}")
     return "; ".join(parts)

@@ -9,6 +9,7 @@ The timed window comes from the ranks' own progress records (bench.progress: the
 every timed iteration); a benchmark without them (allreduce, halo) is judged over the
 ranks' whole run, which the record says.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -23,15 +24,15 @@ CPU, STEAL, MEMORY, STOPPED, TRAFFIC, GPU, STEPS = "cpu", "steal", "memory", "st
 SIGNALS = (CPU, STEAL, MEMORY, STOPPED, TRAFFIC, GPU, STEPS)
 VERDICTS = ("clean", "disturbed", "not recorded")
 
-OTHER_CORES_LIMIT = 0.25        # other processes' CPU, in cores, averaged over the window
-STEAL_CORES_LIMIT = 0.10        # the hypervisor's steal, in cores
-MEMORY_SOME_LIMIT = 0.02        # share of the window some task stalled on memory (PSI "some")
-SWAP_BYTES_LIMIT = 1 << 20      # swapped in + out during the window
-STOPPED_SNAPSHOTS_LIMIT = 1     # a run process seen stopped in this many snapshots
-TRAFFIC_OVERHEAD = 1.15         # TCP/IP headers and the control traffic on top of the payload
-FOREIGN_BYTES_LIMIT = 8 << 20   # and at least this much, or 25 % of the run's own bytes
+OTHER_CORES_LIMIT = 0.25  # other processes' CPU, in cores, averaged over the window
+STEAL_CORES_LIMIT = 0.10  # the hypervisor's steal, in cores
+MEMORY_SOME_LIMIT = 0.02  # share of the window some task stalled on memory (PSI "some")
+SWAP_BYTES_LIMIT = 1 << 20  # swapped in + out during the window
+STOPPED_SNAPSHOTS_LIMIT = 1  # a run process seen stopped in this many snapshots
+TRAFFIC_OVERHEAD = 1.15  # TCP/IP headers and the control traffic on top of the payload
+FOREIGN_BYTES_LIMIT = 8 << 20  # and at least this much, or 25 % of the run's own bytes
 FOREIGN_SHARE_LIMIT = 0.25
-TOP_PROCESSES = 3               # named in a CPU cause
+TOP_PROCESSES = 3  # named in a CPU cause
 
 
 def window_of(records: list[dict]) -> dict | None:
@@ -52,8 +53,11 @@ def window_of(records: list[dict]) -> dict | None:
     begun = [r["program_start_unix"] for r in records if isinstance(r.get("program_start_unix"), (int, float))]
     ended = [r["time_unix"] for r in records if isinstance(r.get("time_unix"), (int, float))]
     if begun and ended:
-        return {"start_unix": min(begun), "end_unix": max(ended),
-                "from": "the ranks' whole run (this benchmark writes no per-iteration records)"}
+        return {
+            "start_unix": min(begun),
+            "end_unix": max(ended),
+            "from": "the ranks' whole run (this benchmark writes no per-iteration records)",
+        }
     return None
 
 
@@ -61,7 +65,7 @@ def bracket(snapshots: list[Snapshot], start: float, end: float) -> list[Snapsho
     """The snapshots that cover [start, end]: the last at or before start to the first at or after end."""
     first = max((i for i, s in enumerate(snapshots) if s.time_unix <= start), default=0)
     last = min((i for i, s in enumerate(snapshots) if s.time_unix >= end), default=len(snapshots) - 1)
-    return snapshots[first:last + 1]
+    return snapshots[first : last + 1]
 
 
 def _cores(ticks: float, seconds: float) -> float:
@@ -87,17 +91,25 @@ def cpu_signal(span: list[Snapshot], seconds: float) -> tuple[dict, dict]:
     if unnamed >= 0.05:
         top.append(("short-lived processes and the kernel", unnamed))
     run_cpus = next((s.run_cpus for s in reversed(span) if s.run_cpus), [])
-    cpu = {"other_cores": round(other_cores, 3), "limit_cores": OTHER_CORES_LIMIT,
-           "run_cores": round(_cores(own, seconds), 3), "harness_cores": round(_cores(harness, seconds), 3),
-           "host_cpus": len(cpus), "run_cpus": run_cpus,
-           "top": [{"name": n, "cores": round(c, 3)} for n, c in top if c >= 0.01],
-           "verdict": "disturbed" if other_cores >= OTHER_CORES_LIMIT else "clean"}
+    cpu = {
+        "other_cores": round(other_cores, 3),
+        "limit_cores": OTHER_CORES_LIMIT,
+        "run_cores": round(_cores(own, seconds), 3),
+        "harness_cores": round(_cores(harness, seconds), 3),
+        "host_cpus": len(cpus),
+        "run_cpus": run_cpus,
+        "top": [{"name": n, "cores": round(c, 3)} for n, c in top if c >= 0.01],
+        "verdict": "disturbed" if other_cores >= OTHER_CORES_LIMIT else "clean",
+    }
     if run_cpus and len(run_cpus) < len(cpus):  # pinned: others on the run's own cores are what hurts
         on_run = sum(b.cpu_busy[c] - a.cpu_busy[c] for c in run_cpus if c in a.cpu_busy and c in b.cpu_busy)
         cpu["other_cores_on_run_cpus"] = round(max(0.0, _cores(on_run - own - harness, seconds)), 3)
     steal_cores = _cores(b.steal - a.steal, seconds)
-    steal = {"steal_cores": round(steal_cores, 3), "limit_cores": STEAL_CORES_LIMIT,
-             "verdict": "disturbed" if steal_cores >= STEAL_CORES_LIMIT else "clean"}
+    steal = {
+        "steal_cores": round(steal_cores, 3),
+        "limit_cores": STEAL_CORES_LIMIT,
+        "verdict": "disturbed" if steal_cores >= STEAL_CORES_LIMIT else "clean",
+    }
     return cpu, steal
 
 
@@ -122,36 +134,32 @@ def stopped_signal(span: list[Snapshot], interval: float) -> dict:
         for pid, name in s.stopped:
             seen[pid] = (name, seen.get(pid, (name, 0))[1] + 1)
     snapshots = max((n for _, n in seen.values()), default=0)
-    return {"processes": [{"pid": pid, "name": name, "snapshots": n, "about_seconds": round(n * interval, 2)}
-                          for pid, (name, n) in sorted(seen.items())],
-            "limit_snapshots": STOPPED_SNAPSHOTS_LIMIT,
-            "verdict": "disturbed" if snapshots >= STOPPED_SNAPSHOTS_LIMIT else "clean"}
+    return {
+        "processes": [
+            {"pid": pid, "name": name, "snapshots": n, "about_seconds": round(n * interval, 2)}
+            for pid, (name, n) in sorted(seen.items())
+        ],
+        "limit_snapshots": STOPPED_SNAPSHOTS_LIMIT,
+        "verdict": "disturbed" if snapshots >= STOPPED_SNAPSHOTS_LIMIT else "clean",
+    }
 
 
 def own_bytes(result: dict) -> tuple[float | None, str]:
     """What the benchmark itself moved through one node's interface, sent + received (an upper
-    bound: warm-ups counted whole), and how that was reckoned."""
-    ranks = result.get("world_size") or 0
-    spec = result.get("spec") or {}
-    nodes = spec.get("nodes") or 1
-    if not isinstance(ranks, int) or ranks < 2 or not isinstance(nodes, int) or nodes < 2:
+    bound: warm-ups counted whole), and how that was reckoned (its kind's count: launch.kinds)."""
+    from launch.kinds import kind_of
+    from launch.results.result import typed
+
+    fields = typed(result)
+    ranks = fields.world_size if fields is not None else None
+    nodes = (fields.spec.nodes if fields is not None and fields.spec is not None else None) or 1
+    if fields is None or not ranks or ranks < 2 or nodes < 2:
         return None, "one node: nothing crosses the fabric"
-    factor = 2 * (ranks - 1) / ranks  # ring allreduce: each rank sends and receives this x the payload
-    per_node = ranks // nodes
-    if result.get("benchmark") == "train" and isinstance(result.get("gradient_bytes"), (int, float)):
-        # the timed steps (the window's) and the parameter check after them (bench.train_record)
-        steps = (spec.get("iters") or 0) * (spec.get("batches_per_iter") or 1) + 2
-        payload = result["gradient_bytes"] * steps * factor * per_node * 2
-        return payload * TRAFFIC_OVERHEAD, f"gradient bytes x {steps} steps x {factor:g} (ring) x 2 ways"
-    rows = [r for r in result.get("sizes") or [] if isinstance(r, dict)]
-    if rows:
-        warmup = spec.get("warmup") or 0
-        payload = sum((r.get("bytes") or 0) * ((r.get("n_samples") or 0) + warmup + 1) for r in rows)
-        p2p = sum((r.get("bytes") or 0) * ((r.get("n_samples") or 0) + warmup + 1) * 2
-                  for r in result.get("p2p") or [] if isinstance(r, dict))
-        return (payload * factor * per_node * 2 + p2p) * TRAFFIC_OVERHEAD, \
-            "allreduce sizes x (iterations + warm-up) x 2(n-1)/n x 2 ways"
-    return None, "this benchmark's own bytes are not known"
+    kind = kind_of(result)
+    counted = kind.own_bytes(fields, ranks, ranks // nodes) if kind is not None else None
+    if counted is None:
+        return None, "this benchmark's own bytes are not known"
+    return counted[0] * TRAFFIC_OVERHEAD, counted[1]
 
 
 def traffic_signal(span: list[Snapshot], result: dict) -> dict:
@@ -165,19 +173,30 @@ def traffic_signal(span: list[Snapshot], result: dict) -> dict:
         own = 0.0
     foreign = max(0.0, moved - own)
     limit = max(FOREIGN_BYTES_LIMIT, FOREIGN_SHARE_LIMIT * own)
-    return {"interfaces": names, "bytes_moved": moved, "own_bytes_expected": round(own), "own_bytes_how": how,
-            "foreign_bytes": round(foreign), "limit_bytes": round(limit),
-            "verdict": "disturbed" if foreign >= limit else "clean"}
+    return {
+        "interfaces": names,
+        "bytes_moved": moved,
+        "own_bytes_expected": round(own),
+        "own_bytes_how": how,
+        "foreign_bytes": round(foreign),
+        "limit_bytes": round(limit),
+        "verdict": "disturbed" if foreign >= limit else "clean",
+    }
 
 
 def cause_words(signal: str, figures: dict, seconds: float, window: str = "the timed window") -> str:
     """One cause in words; `window` names the span sampled (a run's timed window, a quiet check)."""
     if signal == CPU:
         who = ", ".join(f"{t['name']} {t['cores']:.2f}" for t in figures.get("top", []))
-        where = (f"; {figures['other_cores_on_run_cpus']:.2f} on the run's CPUs"
-                 if "other_cores_on_run_cpus" in figures else "")
-        return (f"other processes used {figures['other_cores']:.2f} of a core during {window} "
-                f"({seconds:.1f} s){where}" + (f" (the busiest: {who})" if who else ""))
+        where = (
+            f"; {figures['other_cores_on_run_cpus']:.2f} on the run's CPUs"
+            if "other_cores_on_run_cpus" in figures
+            else ""
+        )
+        return (
+            f"other processes used {figures['other_cores']:.2f} of a core during {window} "
+            f"({seconds:.1f} s){where}" + (f" (the busiest: {who})" if who else "")
+        )
     if signal == STEAL:
         return f"the hypervisor took {figures['steal_cores']:.2f} of a core (steal) during {window}"
     if signal == MEMORY:
@@ -191,38 +210,57 @@ def cause_words(signal: str, figures: dict, seconds: float, window: str = "the t
         who = ", ".join(f"{p['name']} (pid {p['pid']}) ~{p['about_seconds']:g} s" for p in figures["processes"])
         return f"a process of the run was stopped (SIGSTOP or a debugger): {who}"
     if signal == TRAFFIC:
-        return (f"{figures['foreign_bytes'] / 1e6:.0f} MB of foreign traffic on {', '.join(figures['interfaces'])} "
-                f"beyond the benchmark's own {figures['own_bytes_expected'] / 1e6:.0f} MB")
+        return (
+            f"{figures['foreign_bytes'] / 1e6:.0f} MB of foreign traffic on {', '.join(figures['interfaces'])} "
+            f"beyond the benchmark's own {figures['own_bytes_expected'] / 1e6:.0f} MB"
+        )
     if signal == GPU:
         return gpu_words(figures)
     return "the steps were not steady: " + "; ".join(figures.get("reasons", []))
 
 
 def steps_signal(result: dict) -> dict:
-    from launch.kinds import kind
-    from launch.results.aggregate import benchmark_of, run_samples
+    from launch.kinds import kind_of
+    from launch.results.result import typed
 
-    name = benchmark_of(result)
-    samples = run_samples(result) if name else []
-    if name is None or len(samples) < 2:
+    kind, fields = kind_of(result), typed(result)
+    samples = kind.samples(fields) if kind is not None and fields is not None else []
+    if kind is None or len(samples) < 2:
         return {"verdict": "not measured", "why": "no per-iteration samples"}
-    return series_figures(step_times(samples, kind(name).metric.higher_is_better))
+    return series_figures(step_times(samples, kind.metric.higher_is_better))
 
 
-def record(snapshots: list[Snapshot], records: list[dict], result: dict, interval: float,
-           cost: dict | None = None, host: str | None = None, gpu_readings: list[GpuReading] | None = None) -> dict:
+def record(
+    snapshots: list[Snapshot],
+    records: list[dict],
+    result: dict,
+    interval: float,
+    cost: dict | None = None,
+    host: str | None = None,
+    gpu_readings: list[GpuReading] | None = None,
+) -> dict:
     """The disturbance record of one run (what result.json's `disturbance` holds)."""
+    from launch.results.result import typed
+
     window = window_of(records)
-    hosts = [h for h in result.get("hosts") or [] if isinstance(h, str)]
-    sampler = {**(cost or {}), "host": host,
-               "not_sampled_hosts": sorted({h for h in hosts if host and h != host and not h.startswith("fbemu-")})}
+    fields = typed(result)
+    hosts = list(fields.hosts or []) if fields is not None else []
+    sampler = {
+        **(cost or {}),
+        "host": host,
+        "not_sampled_hosts": sorted({h for h in hosts if host and h != host and not h.startswith("fbemu-")}),
+    }
     signals: dict[str, dict] = {STEPS: steps_signal(result)}
     if window is not None and len(snapshots) >= 2:
         span = bracket(snapshots, window["start_unix"], window["end_unix"])
         if len(span) >= 2:
             seconds = span[-1].time_unix - span[0].time_unix
-            window = {**window, "seconds": round(window["end_unix"] - window["start_unix"], 3),
-                      "sampled_seconds": round(seconds, 3), "snapshots": len(span)}
+            window = {
+                **window,
+                "seconds": round(window["end_unix"] - window["start_unix"], 3),
+                "sampled_seconds": round(seconds, 3),
+                "snapshots": len(span),
+            }
             signals[CPU], signals[STEAL] = cpu_signal(span, seconds)
             signals[MEMORY] = memory_signal(span, seconds)
             signals[STOPPED] = stopped_signal(span, interval)
@@ -233,8 +271,11 @@ def record(snapshots: list[Snapshot], records: list[dict], result: dict, interva
                 later = [r for r in gpu_readings if r.time_unix > window["end_unix"]]
                 signals[GPU] = gpu_signal(inside + later[:1])
     measured_host = any(s in signals for s in (CPU, MEMORY))
-    causes = [{"signal": name, "words": cause_words(name, signals[name], (window or {}).get("sampled_seconds", 0.0))}
-              for name in SIGNALS if signals.get(name, {}).get("verdict") == "disturbed"]
+    causes = [
+        {"signal": name, "words": cause_words(name, signals[name], (window or {}).get("sampled_seconds", 0.0))}
+        for name in SIGNALS
+        if signals.get(name, {}).get("verdict") == "disturbed"
+    ]
     if causes:
         verdict = "disturbed"
     elif measured_host:

@@ -7,6 +7,7 @@ Under Slurm the same module runs as one task per node (`srun --ntasks-per-node=1
 node is judged on its own /proc; elsewhere only this host is (mpirun's other hosts are named
 as not checked by the caller).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,18 @@ def sample_here(seconds: float = QUIET_SECONDS) -> dict:
     cpu, steal = cpu_signal(snapshots, span)
     signals = {CPU: cpu, STEAL: steal, MEMORY: memory_signal(snapshots, span)}
     window = "the quiet check"
-    causes = [cause_words(name, figures, span, window) for name, figures in signals.items()
-              if figures.get("verdict") == "disturbed"]
-    return {"host": socket.gethostname(), "verdict": "busy" if causes else "quiet", "seconds": round(span, 2),
-            "causes": causes, "signals": signals}
+    causes = [
+        cause_words(name, figures, span, window)
+        for name, figures in signals.items()
+        if figures.get("verdict") == "disturbed"
+    ]
+    return {
+        "host": socket.gethostname(),
+        "verdict": "busy" if causes else "quiet",
+        "seconds": round(span, 2),
+        "causes": causes,
+        "signals": signals,
+    }
 
 
 def parse_reports(text: str) -> list[dict]:
@@ -46,7 +55,7 @@ def parse_reports(text: str) -> list[dict]:
     for line in text.splitlines():
         if line.startswith(REPORT_PREFIX):
             try:
-                report = json.loads(line[len(REPORT_PREFIX):])
+                report = json.loads(line[len(REPORT_PREFIX) :])
             except ValueError:
                 continue
             if isinstance(report, dict) and isinstance(report.get("host"), str):

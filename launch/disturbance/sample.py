@@ -18,6 +18,7 @@ the GPUs' clock-event reasons, clocks and processes (launch.disturbance.gpu).
 Only this host is sampled; ranks on other nodes are named as not sampled (launch.runs.run).
 The sampler times itself: `cost` is the CPU its own reads took (nvidia-smi's included).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,23 +42,23 @@ class Process:
     ppid: int
     name: str
     state: str
-    ticks: int      # utime + stime
-    start: int      # start time in ticks since boot: a pid reused is another process
+    ticks: int  # utime + stime
+    start: int  # start time in ticks since boot: a pid reused is another process
 
 
 @dataclass
 class Snapshot:
     time_unix: float
-    cpu_busy: dict[int, int]        # cpu -> user + nice + system ticks
-    steal: int                      # ticks, all CPUs
-    own_ticks: int                  # the run's processes, incrementally (see Sampler.take)
-    self_ticks: int                 # fabric-bench's own process (the harness and this sampler)
+    cpu_busy: dict[int, int]  # cpu -> user + nice + system ticks
+    steal: int  # ticks, all CPUs
+    own_ticks: int  # the run's processes, incrementally (see Sampler.take)
+    self_ticks: int  # fabric-bench's own process (the harness and this sampler)
     foreign: dict[tuple[int, int], tuple[str, int]]  # (pid, start) -> (name, ticks) of everyone else
-    own: dict[tuple[int, int], int]                  # (pid, start) -> ticks of the run's processes
+    own: dict[tuple[int, int], int]  # (pid, start) -> ticks of the run's processes
     stopped: list[tuple[int, str]]  # run processes stopped now: (pid, name)
-    memory_some_us: int | None      # PSI: time some task stalled on memory (None: no PSI)
+    memory_some_us: int | None  # PSI: time some task stalled on memory (None: no PSI)
     memory_full_us: int | None
-    swapped_pages: int | None       # pswpin + pswpout
+    swapped_pages: int | None  # pswpin + pswpout
     net: dict[str, tuple[int, int]] = field(default_factory=dict)  # interface -> (rx, tx) bytes
     run_cpus: list[int] = field(default_factory=list)  # the union of the ranks' affinity
 
@@ -87,8 +88,9 @@ def parse_stat_line(text: str) -> Process | None:
     pid_text, _, name = left.partition(" (")
     fields = rest.split()
     try:
-        return Process(int(pid_text), int(fields[1]), name, fields[0], int(fields[11]) + int(fields[12]),
-                       int(fields[19]))
+        return Process(
+            int(pid_text), int(fields[1]), name, fields[0], int(fields[11]) + int(fields[12]), int(fields[19])
+        )
     except (ValueError, IndexError):
         return None
 
@@ -179,14 +181,21 @@ def tree_of(roots: set[int], table: dict[int, Process]) -> set[int]:
 class Sampler:
     """Snapshots of this host every `interval` s while a run goes on (a daemon thread)."""
 
-    def __init__(self, root_pid: int, record_dir: Path | None = None, interfaces: tuple[str, ...] = (),
-                 interval: float = INTERVAL_S, proc: str = "/proc", gpus: bool = False):
+    def __init__(
+        self,
+        root_pid: int,
+        record_dir: Path | None = None,
+        interfaces: tuple[str, ...] = (),
+        interval: float = INTERVAL_S,
+        proc: str = "/proc",
+        gpus: bool = False,
+    ):
         self.root_pid, self.record_dir, self.interfaces = root_pid, record_dir, interfaces
         self.interval, self.proc, self.gpus = interval, proc, gpus
         self.snapshots: list[Snapshot] = []
         self.gpu_readings: list[gpu.GpuReading] = []
         self._gpu_read_at = 0.0
-        self.cost_cpu_s = 0.0      # CPU time of this thread's reads (time.thread_time)
+        self.cost_cpu_s = 0.0  # CPU time of this thread's reads (time.thread_time)
         self.cost_wall_s = 0.0
         self.ranks: set[int] = set()
         self._own_total = 0
@@ -233,8 +242,9 @@ class Sampler:
         # the run's CPU accumulates per process: one that exits takes only its last interval with it
         self._own_total += sum(t - previous.get(key, 0) for key, t in own.items())
         me = table.get(self._self)
-        foreign = {(p.pid, p.start): (p.name, p.ticks) for pid, p in table.items()
-                   if pid not in own_pids and pid != self._self}
+        foreign = {
+            (p.pid, p.start): (p.name, p.ticks) for pid, p in table.items() if pid not in own_pids and pid != self._self
+        }
         stopped = [(p.pid, p.name) for pid, p in table.items() if pid in own_pids and p.state in STOPPED_STATES]
         some, full = psi_totals(read_text(f"{self.proc}/pressure/memory"))
         net: dict[str, tuple[int, int]] = {}
@@ -249,8 +259,21 @@ class Sampler:
                 run_cpus |= os.sched_getaffinity(pid)
             except OSError:
                 pass
-        snapshot = Snapshot(now, busy, steal, self._own_total, me.ticks if me else 0, foreign, own, stopped,
-                            some, full, swapped_pages(read_text(f"{self.proc}/vmstat")), net, sorted(run_cpus))
+        snapshot = Snapshot(
+            now,
+            busy,
+            steal,
+            self._own_total,
+            me.ticks if me else 0,
+            foreign,
+            own,
+            stopped,
+            some,
+            full,
+            swapped_pages(read_text(f"{self.proc}/vmstat")),
+            net,
+            sorted(run_cpus),
+        )
         self.snapshots.append(snapshot)
         if self.gpus and (last or now - self._gpu_read_at >= gpu.GPU_INTERVAL_S):
             self._gpu_read_at = now
@@ -263,8 +286,11 @@ class Sampler:
     def cost(self) -> dict:
         """The sampler's own cost over the run: CPU seconds, and the share of one core it took."""
         span = (self.snapshots[-1].time_unix - self.snapshots[0].time_unix) if len(self.snapshots) > 1 else 0.0
-        return {"interval_s": self.interval, "snapshots": len(self.snapshots),
-                **({"gpu_interval_s": gpu.GPU_INTERVAL_S, "gpu_readings": len(self.gpu_readings)} if self.gpus else {}),
-                "cpu_seconds": round(self.cost_cpu_s, 4),
-                "per_snapshot_ms": round(1000 * self.cost_cpu_s / len(self.snapshots), 3) if self.snapshots else None,
-                "share_of_a_core": round(self.cost_cpu_s / span, 4) if span > 0 else None}
+        return {
+            "interval_s": self.interval,
+            "snapshots": len(self.snapshots),
+            **({"gpu_interval_s": gpu.GPU_INTERVAL_S, "gpu_readings": len(self.gpu_readings)} if self.gpus else {}),
+            "cpu_seconds": round(self.cost_cpu_s, 4),
+            "per_snapshot_ms": round(1000 * self.cost_cpu_s / len(self.snapshots), 3) if self.snapshots else None,
+            "share_of_a_core": round(self.cost_cpu_s / span, 4) if span > 0 else None,
+        }

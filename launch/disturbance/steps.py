@@ -10,15 +10,16 @@ microseconds) are turned into step times and read three ways:
 Each is set against its limit (docs/disturbance.md says why these): a run past any of
 them is not steady, whatever the host's counters say.
 """
+
 from __future__ import annotations
 
 import statistics
 
-CV_LIMIT = 0.15           # a quiet 2-core host: 0.01-0.08 (docs/disturbance.md)
-DRIFT_LIMIT = 0.15        # second half vs first half
-OUTLIER_FACTOR = 1.5      # a step this many times the median is an outlier
+CV_LIMIT = 0.15  # a quiet 2-core host: 0.01-0.08 (docs/disturbance.md)
+DRIFT_LIMIT = 0.15  # second half vs first half
+OUTLIER_FACTOR = 1.5  # a step this many times the median is an outlier
 OUTLIER_SHARE_LIMIT = 0.2  # more than one step in five
-MIN_STEPS = 4             # fewer: too short a series to judge (not measured)
+MIN_STEPS = 4  # fewer: too short a series to judge (not measured)
 
 
 def step_times(samples: list[float], higher_is_better: bool) -> list[float]:
@@ -30,12 +31,15 @@ def step_times(samples: list[float], higher_is_better: bool) -> list[float]:
 def series_figures(times: list[float]) -> dict:
     """cv, drift, outlier share and the verdict of one step-time series."""
     if len(times) < MIN_STEPS:
-        return {"verdict": "not measured", "steps": len(times),
-                "why": f"{len(times)} timed steps (fewer than {MIN_STEPS}: too few to judge)"}
+        return {
+            "verdict": "not measured",
+            "steps": len(times),
+            "why": f"{len(times)} timed steps (fewer than {MIN_STEPS}: too few to judge)",
+        }
     mean = statistics.fmean(times)
     median = statistics.median(times)
     half = len(times) // 2
-    first, second = statistics.fmean(times[:half]), statistics.fmean(times[len(times) - half:])
+    first, second = statistics.fmean(times[:half]), statistics.fmean(times[len(times) - half :])
     cv = statistics.stdev(times) / mean
     drift = second / first - 1.0
     outliers = [t for t in times if t > OUTLIER_FACTOR * median]
@@ -44,11 +48,21 @@ def series_figures(times: list[float]) -> dict:
     if cv > CV_LIMIT:
         reasons.append(f"step times varied by {cv:.0%} (coefficient of variation; limit {CV_LIMIT:.0%})")
     if abs(drift) > DRIFT_LIMIT:
-        reasons.append(f"the second half's steps were {abs(drift):.0%} {'slower' if drift > 0 else 'faster'} "
-                       f"than the first half's (limit {DRIFT_LIMIT:.0%})")
+        reasons.append(
+            f"the second half's steps were {abs(drift):.0%} {'slower' if drift > 0 else 'faster'} "
+            f"than the first half's (limit {DRIFT_LIMIT:.0%})"
+        )
     if share > OUTLIER_SHARE_LIMIT:
-        reasons.append(f"{len(outliers)} of {len(times)} steps took over {OUTLIER_FACTOR:g}x the median "
-                       f"(limit {OUTLIER_SHARE_LIMIT:.0%} of steps)")
-    return {"verdict": "disturbed" if reasons else "clean", "steps": len(times), "cv": round(cv, 4),
-            "drift": round(drift, 4), "outlier_share": round(share, 4),
-            "slowest_over_median": round(max(times) / median, 3), "reasons": reasons}
+        reasons.append(
+            f"{len(outliers)} of {len(times)} steps took over {OUTLIER_FACTOR:g}x the median "
+            f"(limit {OUTLIER_SHARE_LIMIT:.0%} of steps)"
+        )
+    return {
+        "verdict": "disturbed" if reasons else "clean",
+        "steps": len(times),
+        "cv": round(cv, 4),
+        "drift": round(drift, 4),
+        "outlier_share": round(share, 4),
+        "slowest_over_median": round(max(times) / median, 3),
+        "reasons": reasons,
+    }

@@ -3,7 +3,7 @@
 Owns Slurm around a run (`slurm`: job facts, cancelling, node counts, job scripts, time
 limits), emulated clusters (`emulate/`: nodes as network namespaces on this machine), the
 shape of node and interface names (`node_names`), and finding the slow node or link of an
-allocation (`locate`) with what a sweep then leaves out (`located`).
+allocation (`locate/`) with what a sweep then leaves out (`located`).
 
 Imports only the shared basics at the top of launch/ (errors, trust); every other room may
 import it (the launchers start ranks across it, the site file names its nodes and scheduler).

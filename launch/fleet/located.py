@@ -11,6 +11,7 @@ name (n2 before n10). Each node left out carries the reason a user reads.
 
 Imports launch.fleet.locate (the file's one reader) and nothing of the sweep.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,8 +28,8 @@ EXACT_UP_TO = 20  # ends of uncovered links searched exactly; beyond, the greedy
 @dataclass
 class LeftOut:
     source: Path
-    nodes: list[str] = field(default_factory=list)       # in name order
-    why: dict[str, str] = field(default_factory=dict)    # node -> the reason, as a user reads it
+    nodes: list[str] = field(default_factory=list)  # in name order
+    why: dict[str, str] = field(default_factory=dict)  # node -> the reason, as a user reads it
     choice: dict[str, str] = field(default_factory=dict)  # node -> why this end of its link
 
     @property
@@ -39,8 +40,11 @@ class LeftOut:
     def lines(self) -> list[str]:
         if not self.nodes:
             return [f"--exclude-located {self.source}: nothing to leave out (no slow node or link named)"]
-        return [f"leaving out {node} (named in {self.source}): {self.why[node]}"
-                + (f"; {self.choice[node]}" if node in self.choice else "") for node in self.nodes]
+        return [
+            f"leaving out {node} (named in {self.source}): {self.why[node]}"
+            + (f"; {self.choice[node]}" if node in self.choice else "")
+            for node in self.nodes
+        ]
 
     def summary(self) -> str:
         """One clause for a refusal: 'n3 (one end of slow link n1-n3)'."""

@@ -12,6 +12,7 @@ never starting with `-` (a tool would read it as an option) or `.` (`..` is a pa
 
 `node_names(values, where)` checks a list read from a file and says which entry is wrong.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,6 +49,8 @@ def node_names(values: object, where: str) -> list[str]:
 
 def interface_name(value: object, where: str) -> str:
     if not is_interface_name(value):
-        raise UsageError(f"{where}: {value!r:.60} is not a network interface name (letters, digits, '_', '.', "
-                         "':', '-', not starting with '-' or '.', at most 15)")
+        raise UsageError(
+            f"{where}: {value!r:.60} is not a network interface name (letters, digits, '_', '.', "
+            "':', '-', not starting with '-' or '.', at most 15)"
+        )
     return str(value)

@@ -5,12 +5,12 @@ sbatch argv (launch.ranks.launchers).
 - cancelling the job of a run that timed out or was interrupted (killing
   `sbatch --wait` does not end the job);
 - how many nodes a partition or allocation has, to refuse impossible sweeps;
-- the job script that runs a whole sweep inside one allocation, and the one
-  #SBATCH header every job script starts with;
+- job scripts: `job_script`, the one sink every job script is written through (a run's,
+  launch.ranks.launchers.sbatch_script, and a whole sweep's in one allocation): each value
+  reaching it is checked there once (launch.trust) and shell-quoted;
 - time limits: Slurm's D-HH:MM:SS <-> whole minutes.
-
-Every value reaching a job script is shell-quoted.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,7 +19,7 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from launch import trust
 
@@ -57,8 +57,11 @@ def job_of_run(run_dir: Path, batch: bool) -> str | None:
 def jobs_running_script(script: Path) -> list[str]:
     """Ids of queued or running jobs whose batch script is `script`."""
     out = _query(["squeue", "--noheader", "--format=%i|%o"]) or ""
-    return [line.split("|", 1)[0] for line in out.splitlines()
-            if "|" in line and line.split("|", 1)[1].strip() == str(script)]
+    return [
+        line.split("|", 1)[0]
+        for line in out.splitlines()
+        if "|" in line and line.split("|", 1)[1].strip() == str(script)
+    ]
 
 
 def cancel(job_ids: list[str]) -> None:
@@ -150,21 +153,71 @@ def cluster_nodes() -> list[str] | None:
     return sorted(set(out.split())) if out is not None else None
 
 
-def job_header(*, name: str, nodes: int, tasks_per_node: int, output: Path | str, gpus_per_node: int = 0,
-               partition: str | None = None, account: str | None = None, time: str | None = None,
-               exclude: str | None = None) -> list[str]:
-    """The first lines of a job script: shebang and #SBATCH lines, every value one line (a newline
-    would end its #SBATCH line and run the rest as shell code) and quoted."""
-    for field, value in (("job name", name), ("output", str(output)), ("partition", partition),
-                         ("account", account), ("time", time), ("exclude", exclude)):
-        trust.check_text(field, value, "job script: ")
+def job_script(
+    *,
+    name: str,
+    nodes: int,
+    tasks_per_node: int,
+    output: Path | str,
+    announce: str,
+    body: list[str],
+    gpus_per_node: int = 0,
+    partition: str | None = None,
+    account: str | None = None,
+    time: str | None = None,
+    exclude: str | None = None,
+    modules: tuple[str, ...] = (),
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """A job script: shebang and #SBATCH lines, the site's modules, `set -euo pipefail`, a line
+    naming the job (`announce`), the exported environment, then `body` (the caller's lines, their
+    values quoted). Every value is checked here, once (launch.trust: one line each, a newline
+    would end its #SBATCH line and run the rest as shell code; variable names identifiers), then
+    quoted."""
+    env = env or {}
+    trust.check_script(
+        [
+            ("job name", name),
+            ("output", str(output)),
+            ("partition", partition),
+            ("account", account),
+            ("time", time),
+            ("exclude", exclude),
+            *(("module", m) for m in modules),
+        ],
+        env,
+        "job script: ",
+    )
+    lines = _header(name, nodes, tasks_per_node, output, gpus_per_node, partition, account, time, exclude)
+    lines += _module_loads(modules)
+    lines += ["set -euo pipefail", f'echo "{announce} $SLURM_JOB_ID on $SLURM_JOB_NODELIST"']
+    lines += [f"export {var}={shlex.quote(value)}" for var, value in sorted(env.items())]
+    return "\n".join(lines + body) + "\n"
+
+
+def _header(
+    name: str,
+    nodes: int,
+    tasks_per_node: int,
+    output: Path | str,
+    gpus_per_node: int,
+    partition: str | None,
+    account: str | None,
+    time: str | None,
+    exclude: str | None,
+) -> list[str]:
+    """Shebang and #SBATCH lines, every value quoted."""
     # --exclusive: whole nodes, so the ranks share every core of a node between them (without
     # it, Slurm's default gives each task one CPU, shared by its NCCL proxy, DDP reducer and Python)
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={shlex.quote(name)}",
-             f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={tasks_per_node}", "#SBATCH --exclusive",
-             f"#SBATCH --output={shlex.quote(str(output))}"]
-    for flag, value in (("--partition", partition), ("--account", account), ("--time", time),
-                        ("--exclude", exclude)):
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={shlex.quote(name)}",
+        f"#SBATCH --nodes={nodes}",
+        f"#SBATCH --ntasks-per-node={tasks_per_node}",
+        "#SBATCH --exclusive",
+        f"#SBATCH --output={shlex.quote(str(output))}",
+    ]
+    for flag, value in (("--partition", partition), ("--account", account), ("--time", time), ("--exclude", exclude)):
         if value:
             lines.append(f"#SBATCH {flag}={shlex.quote(value)}")
     if gpus_per_node:
@@ -176,31 +229,51 @@ def cpus_per_rank_lines(tasks_per_node: int, omp_threads_given: bool) -> list[st
     """Job-script lines giving each rank its share of the node's CPUs, counted on the node the job
     runs on (SLURM_CPUS_ON_NODE), not on the host that submitted it: srun reads
     SRUN_CPUS_PER_TASK as its --cpus-per-task; OMP_NUM_THREADS follows unless the user set it."""
-    lines = [f"cpus_per_rank=$(( ${{SLURM_CPUS_ON_NODE:-{tasks_per_node}}} / {tasks_per_node} ))",
-             "(( cpus_per_rank >= 1 )) || cpus_per_rank=1",
-             "export SRUN_CPUS_PER_TASK=$cpus_per_rank"]
+    lines = [
+        f"cpus_per_rank=$(( ${{SLURM_CPUS_ON_NODE:-{tasks_per_node}}} / {tasks_per_node} ))",
+        "(( cpus_per_rank >= 1 )) || cpus_per_rank=1",
+        "export SRUN_CPUS_PER_TASK=$cpus_per_rank",
+    ]
     if not omp_threads_given:
         lines.append("export OMP_NUM_THREADS=$cpus_per_rank")
     return lines
 
 
-def module_loads(modules: tuple[str, ...]) -> list[str]:
+def _module_loads(modules: tuple[str, ...]) -> list[str]:
     """The site's environment modules, loaded at the top of a job script (before `set -u`:
     some module systems read unset variables)."""
     return [f"module load {shlex.quote(name)}" for name in modules]
 
 
-def sweep_job_script(*, name: str, nodes: int, tasks_per_node: int, gpus_per_node: int, minutes: int,
-                     output: Path, partition: str | None, account: str | None, argv: list[str],
-                     modules: tuple[str, ...] = (), exclude: str | None = None) -> str:
+def sweep_job_script(
+    *,
+    name: str,
+    nodes: int,
+    tasks_per_node: int,
+    gpus_per_node: int,
+    minutes: int,
+    output: Path,
+    partition: str | None,
+    account: str | None,
+    argv: list[str],
+    modules: tuple[str, ...] = (),
+    exclude: str | None = None,
+) -> str:
     """One allocation for a whole sweep; inside it, `argv` (the sweep with --launcher srun) runs each point."""
-    lines = job_header(name=f"fabric-bench-sweep-{name}", nodes=nodes, tasks_per_node=tasks_per_node,
-                       output=output, gpus_per_node=gpus_per_node, partition=partition, account=account,
-                       time=str(minutes), exclude=exclude)
-    lines += module_loads(modules)
-    lines += ["set -euo pipefail", 'echo "fabric-bench sweep job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
-              "exec " + shlex.join(argv)]
-    return "\n".join(lines) + "\n"
+    return job_script(
+        name=f"fabric-bench-sweep-{name}",
+        nodes=nodes,
+        tasks_per_node=tasks_per_node,
+        output=output,
+        announce="fabric-bench sweep job",
+        body=["exec " + shlex.join(argv)],
+        gpus_per_node=gpus_per_node,
+        partition=partition,
+        account=account,
+        time=str(minutes),
+        exclude=exclude,
+        modules=modules,
+    )
 
 
 # Time limits ----------------------------------------------------------------

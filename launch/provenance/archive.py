@@ -20,6 +20,7 @@ right sha256, within launch.trust.ArchiveLimits) before anything is written;
 signature of the manifest (launch.provenance.signing): readers show who signed and refuse a
 signature that does not verify.
 """
+
 from __future__ import annotations
 
 import io
@@ -45,12 +46,26 @@ from launch.ranks.runtimes import runtime_named
 
 ARCHIVE_SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
-SIGNATURE = "manifest.sig"     # signs the manifest's bytes as stored; not listed in it
-RECIPE_INPUTS = ("containers/stack.py", "containers/fabrics", "containers/recipe.py", "containers/placeholders.py",
-                 "containers/stack_blocks.py", "containers/stack_recipes.py", "containers/fabric_layer.py",
-                 "containers/self_test.py", "containers/build.py", "containers/build_inputs.py",
-                 "containers/build_backends.py", "containers/image_store.py", "containers/host.py", "containers/image-test.sh",
-                 "requirements.txt", "requirements-nodeps.txt", "containers/horovod")
+SIGNATURE = "manifest.sig"  # signs the manifest's bytes as stored; not listed in it
+RECIPE_INPUTS = (
+    "containers/stack.py",
+    "containers/fabrics",
+    "containers/recipe.py",
+    "containers/placeholders.py",
+    "containers/stack_blocks.py",
+    "containers/stack_recipes.py",
+    "containers/fabric_layer.py",
+    "containers/self_test.py",
+    "containers/build.py",
+    "containers/build_inputs.py",
+    "containers/build_backends.py",
+    "containers/image_store.py",
+    "containers/host.py",
+    "containers/image-test.sh",
+    "requirements.txt",
+    "requirements-nodeps.txt",
+    "containers/horovod",
+)
 
 
 def _json(data) -> bytes:
@@ -58,17 +73,24 @@ def _json(data) -> bytes:
 
 
 def bundle_state() -> dict:
-    return {"commit": git("rev-parse", "HEAD") or "unknown", "describe": git("describe", "--always", "--dirty"),
-            "dirty": bool(git("status", "--porcelain")), "created_unix": time.time(),
-            "host": socket.gethostname()}
+    return {
+        "commit": git("rev-parse", "HEAD") or "unknown",
+        "describe": git("describe", "--always", "--dirty"),
+        "dirty": bool(git("status", "--porcelain")),
+        "created_unix": time.time(),
+        "host": socket.gethostname(),
+    }
 
 
 def _tree(directory: Path, prefix: str) -> dict[str, bytes]:
     """Regular files under directory (links are not followed and not carried)."""
     members = {}
     for path in sorted(directory.rglob("*")):
-        if path.is_file() and not path.is_symlink() and not any(p.is_symlink() for p in path.parents
-                                                                if directory in p.parents):
+        if (
+            path.is_file()
+            and not path.is_symlink()
+            and not any(p.is_symlink() for p in path.parents if directory in p.parents)
+        ):
             members[f"{prefix}/{path.relative_to(directory).as_posix()}"] = path.read_bytes()
     return members
 
@@ -94,9 +116,14 @@ def _images(results: list[dict]) -> tuple[dict, dict[str, bytes]]:
         if not image or image in images:
             continue
         runtime = runtime_named(str(runtime_name))
-        entry = {"path": image, "runtime": runtime_name, "digest_recorded": r["image"].get("digest"),
-                 "stack_digest": r["image"].get("stack_digest"),
-                 "digest_now": runtime.digest(image), "inspect": None}
+        entry = {
+            "path": image,
+            "runtime": runtime_name,
+            "digest_recorded": r["image"].get("digest"),
+            "stack_digest": r["image"].get("stack_digest"),
+            "digest_now": runtime.digest(image),
+            "inspect": None,
+        }
         argv = runtime.inspect_argv(image)
         if argv and runtime.available():
             out = subprocess.run(argv, capture_output=True, text=True)
@@ -157,8 +184,14 @@ def _labels(inspect_text: str | None) -> dict:
         return {}
 
 
-def collect(directory: Path, *, site: Path | None = None, experiment: Path | None = None,
-            system_name: str | None = None, submitter: str = "") -> dict[str, bytes]:
+def collect(
+    directory: Path,
+    *,
+    site: Path | None = None,
+    experiment: Path | None = None,
+    system_name: str | None = None,
+    submitter: str = "",
+) -> dict[str, bytes]:
     """Every member of the archive of `directory` (a run or a sweep), manifest excluded."""
     from launch.site import software, system_description
     from launch.site.probe import collect as probe_host, probe_report
@@ -170,21 +203,34 @@ def collect(directory: Path, *, site: Path | None = None, experiment: Path | Non
     results = _results(members)
     if not results:
         raise UsageError(f"{directory}: no result.json inside; nothing to archive")
-    runs = [{"member": name, "run_id": r["run_id"], "argv": r.get("argv"), "env": r.get("env"),
-             "spec": r.get("spec"), "image": r.get("image"), "status": r.get("status")}
-            for name, r in sorted(results.items())]
+    runs = [
+        {
+            "member": name,
+            "run_id": r["run_id"],
+            "argv": r.get("argv"),
+            "env": r.get("env"),
+            "spec": r.get("spec"),
+            "image": r.get("image"),
+            "status": r.get("status"),
+        }
+        for name, r in sorted(results.items())
+    ]
     members["runs.json"] = _json(runs)
     images, inspect_members = _images(list(results.values()))
     members.update(inspect_members)
     members["stack/images.json"] = _json(images)
     members.update(_recipes(list(results.values()), images))
     first = next(iter(images.values()), None)
-    stack = software.capture(runtime_named(first["runtime"]), first["path"]) if first and \
-        runtime_named(first["runtime"]).available() else software.capture()
+    stack = (
+        software.capture(runtime_named(first["runtime"]), first["path"])
+        if first and runtime_named(first["runtime"]).available()
+        else software.capture()
+    )
     members["stack/software.json"] = _json(stack)
-    if first:           # the bills of materials of the image and its stack (containers/sbom.py)
+    if first:  # the bills of materials of the image and its stack (containers/sbom.py)
         from containers.build import registry
         from containers.sbom import for_archive
+
         members.update(for_archive(first["path"], first["runtime"], registry()))
     facts = probe_host()
     members["host/probe.json"] = _json(probe_report(facts))
@@ -195,8 +241,9 @@ def collect(directory: Path, *, site: Path | None = None, experiment: Path | Non
             except OSError as exc:
                 raise UsageError(f"cannot read {name} file {path}: {exc.strerror}") from None
     name = system_name or socket.gethostname()
-    members[f"systems/{name}.json"] = _json(system_description.describe(
-        facts, list(results.values()), stack, system_name=name, submitter=submitter))
+    members[f"systems/{name}.json"] = _json(
+        system_description.describe(facts, list(results.values()), stack, system_name=name, submitter=submitter)
+    )
     members["bundle.json"] = _json(bundle_state())
     return members
 
@@ -204,9 +251,12 @@ def collect(directory: Path, *, site: Path | None = None, experiment: Path | Non
 def write(members: dict[str, bytes], output: Path, sign_key: Path | None = None) -> dict:
     """Write the tar.gz (manifest first, then its signature with `sign_key`); returns the manifest.
     It is written under a unique temporary name beside `output`, removed on any failure."""
-    manifest = {"schema_version": ARCHIVE_SCHEMA_VERSION, "created_unix": time.time(),
-                "bundle_commit": json.loads(members.get("bundle.json", b"{}")).get("commit"),
-                "members": {name: {"sha256": sha256_bytes(data), "bytes": len(data)} for name, data in sorted(members.items())}}
+    manifest = {
+        "schema_version": ARCHIVE_SCHEMA_VERSION,
+        "created_unix": time.time(),
+        "bundle_commit": json.loads(members.get("bundle.json", b"{}")).get("commit"),
+        "members": {name: {"sha256": sha256_bytes(data), "bytes": len(data)} for name, data in sorted(members.items())},
+    }
     manifest_bytes = _json(manifest)
     head = [(MANIFEST, manifest_bytes)]
     if sign_key is not None:
@@ -233,6 +283,7 @@ def write(members: dict[str, bytes], output: Path, sign_key: Path | None = None)
 
 # ------------------------------------------------------------------ reading
 
+
 @dataclass
 class Archive:
     path: Path
@@ -246,8 +297,9 @@ class Archive:
 
     def provenance(self, allowed_signers: Path | None = None, require_signed: bool = False) -> signing.Provenance:
         """Who signed this archive (launch.provenance.signing.check: a broken signature is always refused)."""
-        return signing.check(self.manifest_bytes, self.signature, allowed_signers, require_signed,
-                             where=f"archive {self.path}")
+        return signing.check(
+            self.manifest_bytes, self.signature, allowed_signers, require_signed, where=f"archive {self.path}"
+        )
 
 
 def safe_name(name: str) -> str:
@@ -282,8 +334,10 @@ def read(path: Path, limits: ArchiveLimits = ArchiveLimits()) -> Archive:
                 if name in files:
                     raise UsageError(f"archive member {name!r} appears twice")
                 if member.size > limits.member_bytes:
-                    raise UsageError(f"archive member {name!r} unpacks to {member.size} bytes, over the "
-                                     f"{limits.member_bytes // 2**20} MiB limit; refused")
+                    raise UsageError(
+                        f"archive member {name!r} unpacks to {member.size} bytes, over the "
+                        f"{limits.member_bytes // 2**20} MiB limit; refused"
+                    )
                 total += member.size
                 if total > limits.total_bytes:
                     raise UsageError(f"archive {path} unpacks to more than {limits.total_bytes // 2**20} MiB; refused")
@@ -330,8 +384,9 @@ def extract(archive: Archive, target: Path) -> list[Path]:
     root = target.resolve()
     written = []
     signature = {SIGNATURE: archive.signature} if archive.signature is not None else {}
-    for name, data in sorted({MANIFEST: archive.manifest_bytes or _json(archive.manifest), **signature,
-                              **archive.members}.items()):
+    for name, data in sorted(
+        {MANIFEST: archive.manifest_bytes or _json(archive.manifest), **signature, **archive.members}.items()
+    ):
         destination = (root / safe_name(name)).resolve()
         if root not in destination.parents:
             raise UsageError(f"archive member {name!r} escapes the target directory")

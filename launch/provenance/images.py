@@ -12,6 +12,7 @@ Two sources of expectation, both untrusted data validated on load:
 `check(pulled_digest, labels, expectation)` lists every disagreement (digest, stack digest,
 recipe hash, fabric, flavour); an empty list is the pass.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,13 @@ from launch.errors import UsageError
 
 SCHEMA = "fabric-bench-image-references/1"
 MAX_BYTES = 16 << 20
-MAX_SIGNATURE_BYTES = 64 << 10           # an OpenSSH signature is under 1 KiB
-CHECKED_LABELS = ("org.fabric-bench.recipe-hash", "org.fabric-bench.fabric", "org.fabric-bench.flavour",
-                  "org.fabric-bench.stack-digest")
+MAX_SIGNATURE_BYTES = 64 << 10  # an OpenSSH signature is under 1 KiB
+CHECKED_LABELS = (
+    "org.fabric-bench.recipe-hash",
+    "org.fabric-bench.fabric",
+    "org.fabric-bench.flavour",
+    "org.fabric-bench.stack-digest",
+)
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
@@ -40,18 +45,24 @@ def normal(digest: str | None) -> str:
 
 @dataclass(frozen=True)
 class Expectation:
-    where: str                                   # "reference file R.json", "archive A.tar.gz"
-    image_digest: str                            # sha256:...
-    labels: dict = field(default_factory=dict)   # only the CHECKED_LABELS that were recorded
-    sbom: str = ""                               # the SBOM text the source carried, if any
+    where: str  # "reference file R.json", "archive A.tar.gz"
+    image_digest: str  # sha256:...
+    labels: dict = field(default_factory=dict)  # only the CHECKED_LABELS that were recorded
+    sbom: str = ""  # the SBOM text the source carried, if any
     reference: str = ""
 
 
 # ---------------------------------------------------------------- reference files
 
+
 def reference_entry(reference: str, runtime: str, image_digest: str, labels: dict, sbom: str) -> dict:
-    return {"reference": reference, "runtime": runtime, "image_digest": normal(image_digest),
-            "labels": {k: v for k, v in labels.items() if k in CHECKED_LABELS}, "sbom": sbom}
+    return {
+        "reference": reference,
+        "runtime": runtime,
+        "image_digest": normal(image_digest),
+        "labels": {k: v for k, v in labels.items() if k in CHECKED_LABELS},
+        "sbom": sbom,
+    }
 
 
 def write_references(path: Path, entry: dict, sign_key: Path | None = None) -> None:
@@ -65,11 +76,12 @@ def write_references(path: Path, entry: dict, sign_key: Path | None = None) -> N
     if sign_key:
         signature.write_bytes(signing.sign(data, sign_key, namespace=signing.IMAGE_NAMESPACE))
     else:
-        signature.unlink(missing_ok=True)        # a stale signature would no longer verify
+        signature.unlink(missing_ok=True)  # a stale signature would no longer verify
 
 
-def read_references(path: Path, verify: bool = True, allowed_signers: Path | None = None,
-                    require_signed: bool = False) -> list[dict]:
+def read_references(
+    path: Path, verify: bool = True, allowed_signers: Path | None = None, require_signed: bool = False
+) -> list[dict]:
     """The entries of a reference file; its signature (R.json.sig), where there is one, must verify."""
     path = Path(path)
     try:
@@ -77,8 +89,14 @@ def read_references(path: Path, verify: bool = True, allowed_signers: Path | Non
         if verify:
             signature = Path(str(path) + ".sig")
             sig = read_file(signature, MAX_SIGNATURE_BYTES, "signature") if signature.is_file() else None
-            signing.check(data, sig, allowed_signers, require_signed, where=f"image reference file {path}",
-                          namespace=signing.IMAGE_NAMESPACE)
+            signing.check(
+                data,
+                sig,
+                allowed_signers,
+                require_signed,
+                where=f"image reference file {path}",
+                namespace=signing.IMAGE_NAMESPACE,
+            )
         body = load_json(data, f"image reference file {path}", MAX_BYTES)
     except UntrustedInput as exc:
         raise UsageError(str(exc)) from None
@@ -95,10 +113,16 @@ def read_references(path: Path, verify: bool = True, allowed_signers: Path | Non
 def _well_formed(entry) -> bool:
     """An entry names an image pinned by digest, its runtime, digest, labels (text) and SBOM (text)."""
     from containers.oci import RegistryError, parse
-    if not (isinstance(entry, dict) and isinstance(entry.get("reference"), str)
-            and DIGEST.fullmatch(str(entry.get("image_digest", ""))) and isinstance(entry.get("labels"), dict)
-            and all(isinstance(v, str) for v in entry["labels"].values())
-            and isinstance(entry.get("sbom", ""), str) and entry.get("runtime") in RUNTIMES):
+
+    if not (
+        isinstance(entry, dict)
+        and isinstance(entry.get("reference"), str)
+        and DIGEST.fullmatch(str(entry.get("image_digest", "")))
+        and isinstance(entry.get("labels"), dict)
+        and all(isinstance(v, str) for v in entry["labels"].values())
+        and isinstance(entry.get("sbom", ""), str)
+        and entry.get("runtime") in RUNTIMES
+    ):
         return False
     try:
         return bool(parse(entry["reference"]).digest)
@@ -106,26 +130,35 @@ def _well_formed(entry) -> bool:
         return False
 
 
-def from_references(path: Path, reference: str, allowed_signers: Path | None = None,
-                    require_signed: bool = False) -> Expectation:
+def from_references(
+    path: Path, reference: str, allowed_signers: Path | None = None, require_signed: bool = False
+) -> Expectation:
     from containers.oci import parse
+
     wanted = parse(reference)
     for entry in read_references(path, allowed_signers=allowed_signers, require_signed=require_signed):
         ref = parse(entry["reference"])
         if (ref.host, ref.name, ref.digest) == (wanted.host, wanted.name, wanted.digest):
-            return Expectation(f"reference file {path}", entry["image_digest"], entry["labels"],
-                               entry.get("sbom", ""), entry["reference"])
+            return Expectation(
+                f"reference file {path}",
+                entry["image_digest"],
+                entry["labels"],
+                entry.get("sbom", ""),
+                entry["reference"],
+            )
     raise UsageError(f"image reference file {path} does not list {reference}")
 
 
 # ---------------------------------------------------------------- archives
 
+
 def from_archive(archive, digest: str) -> Expectation:
     """What the archive recorded for the image whose digest is `digest` (its runs' image, or
     the stack image those were built FROM)."""
     try:
-        images = load_json(archive.members.get("stack/images.json", b"{}"), f"archive {archive.path}: "
-                           "stack/images.json", MAX_BYTES)
+        images = load_json(
+            archive.members.get("stack/images.json", b"{}"), f"archive {archive.path}: stack/images.json", MAX_BYTES
+        )
     except UntrustedInput as exc:
         raise UsageError(str(exc)) from None
     wanted = normal(digest)
@@ -134,17 +167,26 @@ def from_archive(archive, digest: str) -> Expectation:
         if not isinstance(entry, dict):
             continue
         labels = _archive_labels(entry.get("inspect"))
-        image_digest, stack_digest = (normal(value) if isinstance(value, str) else ""
-                                      for value in (entry.get("digest_recorded"), entry.get("stack_digest")))
+        image_digest, stack_digest = (
+            normal(value) if isinstance(value, str) else ""
+            for value in (entry.get("digest_recorded"), entry.get("stack_digest"))
+        )
         recorded += [image_digest, stack_digest]
         if wanted == image_digest:
-            return Expectation(f"archive {archive.path}", image_digest,
-                               {k: v for k, v in labels.items() if k in CHECKED_LABELS},
-                               archive.members.get("stack/sbom.cdx.json", b"").decode(errors="replace"))
+            return Expectation(
+                f"archive {archive.path}",
+                image_digest,
+                {k: v for k, v in labels.items() if k in CHECKED_LABELS},
+                archive.members.get("stack/sbom.cdx.json", b"").decode(errors="replace"),
+            )
         if wanted == stack_digest:
             keep = {k: labels[k] for k in ("org.fabric-bench.flavour",) if k in labels}
-            return Expectation(f"archive {archive.path} (the stack its image was built FROM)", stack_digest, keep,
-                               archive.members.get("stack/stack-sbom.cdx.json", b"").decode(errors="replace"))
+            return Expectation(
+                f"archive {archive.path} (the stack its image was built FROM)",
+                stack_digest,
+                keep,
+                archive.members.get("stack/stack-sbom.cdx.json", b"").decode(errors="replace"),
+            )
     shown = ", ".join(d[:19] for d in recorded if d) or "none"
     raise UsageError(f"archive {archive.path} records no image with digest {wanted[:19]}... (it records {shown})")
 
@@ -156,10 +198,12 @@ def _archive_labels(inspect_text) -> dict:
         data = load_json(inspect_text, "inspect output", MAX_BYTES)
     except UntrustedInput:
         return {}
+
     def field(value, *keys):
         for key in keys:
             value = value.get(key) if isinstance(value, dict) else None
         return value
+
     found = field(data, "data", "attributes", "labels")
     if found is None and isinstance(data, list) and data:
         found = field(data[0], "Labels") or field(data[0], "Config", "Labels")
@@ -167,6 +211,7 @@ def _archive_labels(inspect_text) -> dict:
 
 
 # ---------------------------------------------------------------- the check
+
 
 def check(digest: str, labels: dict, expected: Expectation) -> list[str]:
     """Every way the pulled image disagrees with what was expected ([] = it is that image)."""

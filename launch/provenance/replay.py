@@ -7,6 +7,7 @@ in the allow-list with values of their shape (launch.foreign_env; others only wh
 site accepts them by name). The image must have the digest the original recorded (a mismatch is refused
 unless allowed, then warned about).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,8 +25,20 @@ from launch.ranks.runtimes import runtime_named
 from launch.site.config import Site
 
 # What a replayed run takes from the archive and may reach a process, a shell line or a job script
-FROM_ARCHIVE = ("extra_env", "hostfile", "partition", "account", "time_limit", "image", "launcher", "runtime",
-                "fabric", "nodes", "ranks", "gpus_per_node")
+FROM_ARCHIVE = (
+    "extra_env",
+    "hostfile",
+    "partition",
+    "account",
+    "time_limit",
+    "image",
+    "launcher",
+    "runtime",
+    "fabric",
+    "nodes",
+    "ranks",
+    "gpus_per_node",
+)
 
 
 @dataclass
@@ -49,8 +62,10 @@ def refuse_foreign(spec: RunSpec, accepted_env: tuple[str, ...], where: str, hos
     so its hostfile needs this site's (`hostfile_here`: replay --hostfile gave one)."""
     trust.check_foreign_env(spec.extra_env, accepted_env, where=f"{where}: ")
     if spec.hostfile and not hostfile_here:
-        raise UsageError(f"{where}: hostfile {spec.hostfile} is a path at the other site; replay --hostfile "
-                         "names this site's", fields=("hostfile",))
+        raise UsageError(
+            f"{where}: hostfile {spec.hostfile} is a path at the other site; replay --hostfile names this site's",
+            fields=("hostfile",),
+        )
 
 
 def shown(spec: RunSpec, accepted_env: tuple[str, ...] = (), hostfile_here: bool = False) -> list[str]:
@@ -60,13 +75,14 @@ def shown(spec: RunSpec, accepted_env: tuple[str, ...] = (), hostfile_here: bool
     for name in FROM_ARCHIVE:
         value = getattr(spec, name)
         if name == "extra_env":
-            lines += [f"from the archive: {verdict.line()}"
-                      for verdict in foreign_env.judge_all(value, accepted_env)]
+            lines += [f"from the archive: {verdict.line()}" for verdict in foreign_env.judge_all(value, accepted_env)]
         elif name == "hostfile" and value and hostfile_here:
             lines.append(f"this site's hostfile = {value} (--hostfile)")
         elif name == "hostfile" and value:
-            lines.append(f"from the archive: hostfile = {value}: refused (a path at the other site; "
-                         "replay --hostfile names this site's)")
+            lines.append(
+                f"from the archive: hostfile = {value}: refused (a path at the other site; "
+                "replay --hostfile names this site's)"
+            )
         elif value not in (None, ""):
             lines.append(f"from the archive: {name.replace('_', '-')} = {value}")
     return lines
@@ -92,16 +108,24 @@ def check_image(result: dict, spec: RunSpec, allow_mismatch: bool) -> list[str]:
     current = runtime_named(spec.runtime).digest(spec.image)
     if recorded and current == recorded:
         return []
-    problem = (f"image {spec.image}: digest {current or 'unknown (image absent?)'} differs from the "
-               f"recorded {recorded or 'unknown'}")
+    problem = (
+        f"image {spec.image}: digest {current or 'unknown (image absent?)'} differs from the "
+        f"recorded {recorded or 'unknown'}"
+    )
     if not allow_mismatch:
         raise UsageError(problem + "; pass --allow-image-mismatch to replay anyway")
     return [problem]
 
 
-def plan(archive: archives.Archive, allow_image_mismatch: bool = False,
-         accepted_env: tuple[str, ...] = (), image: str | None = None, fabric: str | None = None,
-         refuse_now: bool = True, hostfile: str | None = None) -> list[Replay]:
+def plan(
+    archive: archives.Archive,
+    allow_image_mismatch: bool = False,
+    accepted_env: tuple[str, ...] = (),
+    image: str | None = None,
+    fabric: str | None = None,
+    refuse_now: bool = True,
+    hostfile: str | None = None,
+) -> list[Replay]:
     """The runs to replay. `image`: this site's copy of the archive's image (a pulled one), used
     only where its digest is the one the run recorded; `fabric`: this site's fabric instead of
     the archive's (the same work on another network: what two sites compare); `hostfile`:
@@ -128,8 +152,14 @@ def plan(archive: archives.Archive, allow_image_mismatch: bool = False,
     return replays
 
 
-def run_all(archive: archives.Archive, replays: list[Replay], results_dir: Path, site: Site | None = None,
-            timeout: float | None = None, echo: bool = True) -> list[dict]:
+def run_all(
+    archive: archives.Archive,
+    replays: list[Replay],
+    results_dir: Path,
+    site: Site | None = None,
+    timeout: float | None = None,
+    echo: bool = True,
+) -> list[dict]:
     from launch.runs.run import execute_run, prepare
 
     outputs = []
@@ -138,14 +168,21 @@ def run_all(archive: archives.Archive, replays: list[Replay], results_dir: Path,
     for replay in replays:
         prepared = prepare(replay.spec, results_dir, site or Site.default())
         original = replay.original
-        same_shape = argv_shape(prepared.command.argv, prepared.run_id) == \
-            argv_shape([a for a in original.get("argv") or [] if isinstance(a, str)]
-                       if isinstance(original.get("argv"), list) else [], original["run_id"])
+        same_shape = argv_shape(prepared.command.argv, prepared.run_id) == argv_shape(
+            [a for a in original.get("argv") or [] if isinstance(a, str)]
+            if isinstance(original.get("argv"), list)
+            else [],
+            original["run_id"],
+        )
         recorded_image = original["image"] if isinstance(original.get("image"), dict) else {}
-        link = {"run_id": original["run_id"], "archive": str(Path(archive.path).resolve()),
-                "archive_sha256": archive_sha, "argv_shape_same": same_shape,
-                "image_digest": recorded_image.get("digest"), "warnings": replay.warnings,
-                "signed_by": signed_by}
-        outputs.append(execute_run(replay.spec, prepared, timeout=timeout, echo=echo,
-                                   annotations={"replay_of": link}))
+        link = {
+            "run_id": original["run_id"],
+            "archive": str(Path(archive.path).resolve()),
+            "archive_sha256": archive_sha,
+            "argv_shape_same": same_shape,
+            "image_digest": recorded_image.get("digest"),
+            "warnings": replay.warnings,
+            "signed_by": signed_by,
+        }
+        outputs.append(execute_run(replay.spec, prepared, timeout=timeout, echo=echo, annotations={"replay_of": link}))
     return outputs

@@ -9,6 +9,7 @@ allowed-signers file (one line per signer: `site-a@example.org ssh-ed25519 AAAA.
     sign(manifest, key)                      -> the signature (armored text)
     check(manifest, signature, allowed)      -> who signed (principal, or the key's fingerprint)
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,8 @@ TIMEOUT_S = 30
 @dataclass(frozen=True)
 class Provenance:
     signed: bool
-    trusted: bool                 # verified against an allowed-signers file
-    signer: str | None = None     # principal (trusted) or key fingerprint (not checked against a list)
+    trusted: bool  # verified against an allowed-signers file
+    signer: str | None = None  # principal (trusted) or key fingerprint (not checked against a list)
 
     def line(self) -> str:
         if not self.signed:
@@ -68,8 +69,14 @@ def sign(data: bytes, key: Path, namespace: str = NAMESPACE) -> bytes:
         return signature.read_bytes()
 
 
-def check(data: bytes, signature: bytes | None, allowed_signers: Path | None = None,
-          require_trusted: bool = False, where: str = "archive", namespace: str = NAMESPACE) -> Provenance:
+def check(
+    data: bytes,
+    signature: bytes | None,
+    allowed_signers: Path | None = None,
+    require_trusted: bool = False,
+    where: str = "archive",
+    namespace: str = NAMESPACE,
+) -> Provenance:
     """Who signed `data`; a signature that does not verify is refused, always. With
     `require_trusted`, so is an unsigned archive or one whose signer the allowed signers lack."""
     if require_trusted and allowed_signers is None:
@@ -84,10 +91,14 @@ def check(data: bytes, signature: bytes | None, allowed_signers: Path | None = N
         tool = _ssh_keygen()
         checked = _run([tool, "-Y", "check-novalidate", "-n", namespace, "-s", str(sig)], data)
         if checked.returncode != 0:
-            raise UsageError(f"{where}: its signature does not verify (the manifest was changed after signing, "
-                             f"or the signature is not one): refused")
-        match = re.search(r"(SHA256:[A-Za-z0-9+/=]+)", checked.stdout.decode(errors="replace")
-                          + checked.stderr.decode(errors="replace"))
+            raise UsageError(
+                f"{where}: its signature does not verify (the manifest was changed after signing, "
+                f"or the signature is not one): refused"
+            )
+        match = re.search(
+            r"(SHA256:[A-Za-z0-9+/=]+)",
+            checked.stdout.decode(errors="replace") + checked.stderr.decode(errors="replace"),
+        )
         fingerprint = match.group(1) if match else "unknown"
         if allowed_signers is None:
             return Provenance(signed=True, trusted=False, signer=fingerprint)
@@ -97,8 +108,9 @@ def check(data: bytes, signature: bytes | None, allowed_signers: Path | None = N
         found = _run([tool, "-Y", "find-principals", "-s", str(sig), "-f", str(allowed)])
         principals = found.stdout.decode(errors="replace").split()
         for principal in principals:
-            verified = _run([tool, "-Y", "verify", "-f", str(allowed), "-I", principal, "-n", namespace,
-                             "-s", str(sig)], data)
+            verified = _run(
+                [tool, "-Y", "verify", "-f", str(allowed), "-I", principal, "-n", namespace, "-s", str(sig)], data
+            )
             if verified.returncode == 0:
                 return Provenance(signed=True, trusted=True, signer=principal)
         if require_trusted:

@@ -9,6 +9,7 @@ host, from the SBOM beside the run's image or beside the recorded stack image of
     stack_lines(a, b)  ->  ["stacks identical: sha256:60678f7bd770… on both sides (SBOM: 8 stack
                             components, 92 Python packages): what differs is the fabric and the hosts"]
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from containers import sbom as boms
 from launch.provenance.images import normal
+from launch.results.result import typed
 
 HOST = "host (no image)"
 
@@ -25,7 +27,7 @@ HOST = "host (no image)"
 class Stack:
     digests: set[str] = field(default_factory=set)
     summary: boms.Summary | None = None
-    note: str = ""                       # why no SBOM, when there is none
+    note: str = ""  # why no SBOM, when there is none
 
     @property
     def digest(self) -> str:
@@ -35,7 +37,8 @@ class Stack:
 def _run_digests(results: list) -> set[str]:
     found = set()
     for r in results:
-        image = r.get("image") if hasattr(r, "get") else None
+        fields = typed(r) if isinstance(r, dict) else None
+        image = fields.image if fields is not None else None
         if not isinstance(image, dict) or not (image.get("digest") or image.get("stack_digest")):
             found.add(HOST)
             continue
@@ -47,8 +50,13 @@ def _local_sbom(results: list, digest: str) -> boms.Summary | None:
     """The SBOM of the stack `digest` on this host: beside the recorded stack image, else beside a
     run's image (whose SBOM names the same stack digest)."""
     from containers.build import registry
+
     candidates = [Path(e["image"]) for e in registry() if normal(e.get("sha256")) == digest]
-    candidates += [Path(str((r.get("image") or {}).get("path") or "")) for r in results if hasattr(r, "get")]
+    candidates += [
+        Path(str((f.image or {}).get("path") or ""))
+        for f in (typed(r) for r in results if isinstance(r, dict))
+        if f is not None
+    ]
     for image in candidates:
         path = boms.path_for(str(image))
         if image.suffix == ".sif" and path.is_file():
@@ -105,16 +113,24 @@ def stack_lines(a: Stack, b: Stack) -> list[str]:
     if a.digests == b.digests and len(a.digests) == 1 and HOST not in a.digests:
         digest = next(iter(a.digests))
         line = f"stacks identical: {digest[:19]}… on both sides{_components(a.summary or b.summary)}"
-        if a.summary and b.summary and boms.diff(a.summary, b.summary) not in (
-                ["identical stack (same image digest)"], ["same components, rebuilt (the image digests differ)"]):
+        if (
+            a.summary
+            and b.summary
+            and boms.diff(a.summary, b.summary)
+            not in (["identical stack (same image digest)"], ["same components, rebuilt (the image digests differ)"])
+        ):
             return [line, "but the two SBOMs disagree: " + "; ".join(boms.diff(a.summary, b.summary)[:5])]
         return [line + ": what differs is the fabric and the hosts"]
     lines = [f"stacks differ: A {a.digest} vs B {b.digest}"]
     if a.summary and b.summary:
         lines += ["  " + line for line in boms.diff(a.summary, b.summary)[:12]]
     else:
-        lines.append("  what differs is unknown: " + "; ".join(
-            f"{side}: {stack.note or 'no SBOM'}" for side, stack in (("A", a), ("B", b)) if not stack.summary))
+        lines.append(
+            "  what differs is unknown: "
+            + "; ".join(
+                f"{side}: {stack.note or 'no SBOM'}" for side, stack in (("A", a), ("B", b)) if not stack.summary
+            )
+        )
     return lines
 
 
@@ -123,6 +139,7 @@ def of_path(path: Path, results: list) -> Stack:
     path = Path(path)
     if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
         from launch.provenance import archive as archives
+
         return of_archive(archives.read(path))
     return of_results(results)
 
@@ -138,7 +155,8 @@ def report_lines(results: list) -> list[str]:
         digest, runs = next(iter(groups.items()))
         if digest == HOST:
             return ["every run ran on the host (no image): no stack digest to compare"]
-        fabrics = sorted({str((r.get("spec") or {}).get("fabric")) for r in runs if (r.get("spec") or {}).get("fabric")})
+        specs = [f.spec for f in (typed(r) for r in runs if isinstance(r, dict)) if f is not None and f.spec]
+        fabrics = sorted({str(spec.fabric) for spec in specs if spec.fabric})
         differs = f": the fabric ({', '.join(fabrics)}) is what differs" if len(fabrics) > 1 else ""
         return [f"every run ran on one stack: {digest[:19]}…{_components(_local_sbom(runs, digest))}{differs}"]
     stacks = {d: of_results(runs) for d, runs in groups.items()}
@@ -147,4 +165,3 @@ def report_lines(results: list) -> list[str]:
     for other in others:
         lines += ["  " + line for line in stack_lines(first, other)]
     return lines
-

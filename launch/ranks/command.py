@@ -1,4 +1,5 @@
 """A fully resolved command: the argv to execute and the environment it adds."""
+
 from __future__ import annotations
 
 import shlex

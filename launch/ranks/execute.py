@@ -6,6 +6,7 @@ if fabric-bench itself dies, the keeper notices (its lifeline closes) and does
 the same. The console shows only the ranks' progress lines (bench.progress);
 everything, verbose MPI/UCX/NCCL output included, goes to the log.
 """
+
 from __future__ import annotations
 
 import os
@@ -76,7 +77,7 @@ class ProgressEcho:
     def show(self, line: str) -> None:
         if not self.enabled or not line.startswith(PROGRESS_PREFIX):
             return
-        text = line[len(PROGRESS_PREFIX):].strip()
+        text = line[len(PROGRESS_PREFIX) :].strip()
         if self.tty:
             sys.stdout.write("\r\033[K" + text)
             self.open_line = True
@@ -90,9 +91,16 @@ class ProgressEcho:
             sys.stdout.flush()
 
 
-def execute(command: Command, log_path: Path, timeout: float | None = None,
-            echo: bool = True, tail_lines: int = 30, cwd: Path | None = None,
-            watch: Callable[[], dict | None] | None = None, sample: Callable[[int], Any] | None = None) -> Outcome:
+def execute(
+    command: Command,
+    log_path: Path,
+    timeout: float | None = None,
+    echo: bool = True,
+    tail_lines: int = 30,
+    cwd: Path | None = None,
+    watch: Callable[[], dict | None] | None = None,
+    sample: Callable[[int], Any] | None = None,
+) -> Outcome:
     """Run `command`; `watch`, asked every WATCH_SECONDS, ends the run by returning what it saw;
     `sample(keeper_pid)` makes a sampler (launch.disturbance.sample) that runs beside the run in
     this process and is stopped when the run ends."""
@@ -108,9 +116,17 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
         log.flush()
         lifeline, lifeline_end = os.pipe()  # we hold the only write end
         try:
-            proc = subprocess.Popen(keeper.command_line(lifeline, command.argv), env=env, cwd=cwd,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    errors="replace", start_new_session=True, pass_fds=(lifeline,))
+            proc = subprocess.Popen(
+                keeper.command_line(lifeline, command.argv),
+                env=env,
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+                pass_fds=(lifeline,),
+            )
         finally:
             os.close(lifeline)
 
@@ -154,6 +170,14 @@ def execute(command: Command, log_path: Path, timeout: float | None = None,
         os.close(lifeline_end)
         reader.join(timeout=STOP_WAIT_SECONDS)
         progress_echo.close()
-    return Outcome(proc.returncode if proc.returncode is not None else -9, time.monotonic() - started,
-                   list(tail), timed_out, first_output[0] if first_output else None, started_unix, stopped, stalled,
-                   sampler)
+    return Outcome(
+        proc.returncode if proc.returncode is not None else -9,
+        time.monotonic() - started,
+        list(tail),
+        timed_out,
+        first_output[0] if first_output else None,
+        started_unix,
+        stopped,
+        stalled,
+        sampler,
+    )

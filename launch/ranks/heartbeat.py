@@ -13,6 +13,7 @@ A straggler: a rank whose step time, measured on the same step without exchange
 (where no rank waits for another), exceeds the median rank's by more than a set
 share over the timed window.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,9 +56,16 @@ class StallWatch:
         hanging = sorted(r for r, n in started.items() if n == fewest)
         return {
             "timeout_s": self.timeout_s,
-            "ranks": [{"rank": r, "phase": beats.get(r, {}).get("phase"), "batches_started": started[r],
-                       "seconds_since_beat": round(now - last[r], 1), "stopped": r in stopped}
-                      for r in range(self.world_size)],
+            "ranks": [
+                {
+                    "rank": r,
+                    "phase": beats.get(r, {}).get("phase"),
+                    "batches_started": started[r],
+                    "seconds_since_beat": round(now - last[r], 1),
+                    "stopped": r in stopped,
+                }
+                for r in range(self.world_size)
+            ],
             # the ranks behind the others; unknown when every rank stopped at the same batch
             "hanging_ranks": hanging if len(hanging) < self.world_size else None,
         }
@@ -80,6 +88,9 @@ def stragglers(rank_compute_samples: list[list[float]], batch_size: int, share: 
     if len(known) < 2:
         return {"share": share, "median_step_s": None, "ranks": []}
     median = statistics.median(known)
-    slow = [{"rank": r, "step_s": t, "excess": t / median - 1.0}
-            for r, t in enumerate(step_s) if t and t > median * (1.0 + share)]
+    slow = [
+        {"rank": r, "step_s": t, "excess": t / median - 1.0}
+        for r, t in enumerate(step_s)
+        if t and t > median * (1.0 + share)
+    ]
     return {"share": share, "median_step_s": median, "rank_step_s": step_s, "ranks": slow}

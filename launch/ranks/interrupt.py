@@ -8,6 +8,7 @@ command exits with 128 + the signal (130, 143, 129). The first signal counts;
 later ones change nothing while the run ends (the keeper bounds how long).
 Outside that context Python's defaults stay (Ctrl-C raises KeyboardInterrupt).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -81,4 +82,3 @@ def stoppable_command():
         stop = interrupted_by(exc)
         print(f"fabric-bench: interrupted by {stop.name}; finished results are kept", file=sys.stderr)
         raise typer.Exit(stop.exit_code) from None
-

@@ -18,6 +18,7 @@ processes Slurm starts on other nodes (srun's steps end when srun does; an sbatc
 job is cancelled by launch.fleet.slurm) and a SIGKILL of the keeper itself.
 The keeper's exit code is the command's, or 128 + the signal that stopped it.
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -16,6 +16,7 @@ command, and the traits other modules ask about (Slurm or not, one host or
 many, a queued batch job, emulated nodes, mpirun on this host). Other modules
 import the names and traits instead of spelling launcher names.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from bench.gpu_request import GPUS_REQUESTED_ENV
-from launch import trust
 from launch.fleet import slurm
 from launch.ranks.command import Command
 from launch.kinds import kind, trains
@@ -151,8 +151,17 @@ def local(spec: RunSpec, plan: Plan) -> Command:
         starter = [tool("horovodrun"), "-np", n, "-H", f"localhost:{n}", "--gloo"]
     elif trains(spec.benchmark) and spec.engine == "ddp":  # torchrun sets RANK/WORLD_SIZE/MASTER_*
         # --log-dir: torchrun's per-run folder goes with the records, not to a /tmp/torchelastic_* left behind
-        starter = [tool("torchrun"), "--standalone", "--nnodes", "1", "--nproc-per-node", n,
-                   "--log-dir", str(plan.record_dir / "torchrun"), "--module"]
+        starter = [
+            tool("torchrun"),
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            n,
+            "--log-dir",
+            str(plan.record_dir / "torchrun"),
+            "--module",
+        ]
         program = program[2:]
     else:  # Horovod's MPI controller; tf.distribute and the communication benchmarks bootstrap over MPI
         starter = mpirun_argv(spec, plan, env, tool("mpirun"))
@@ -167,14 +176,24 @@ def mpirun(spec: RunSpec, plan: Plan) -> Command:
 
 
 def srun_argv(spec: RunSpec, plan: Plan, env: dict[str, str]) -> list[str]:
-    argv = ["srun", f"--mpi={spec.mpi_plugin}", f"--nodes={spec.nodes}", f"--ntasks={spec.ranks}",
-            f"--ntasks-per-node={spec.ranks_per_node}", "--kill-on-bad-exit=1"]
+    argv = [
+        "srun",
+        f"--mpi={spec.mpi_plugin}",
+        f"--nodes={spec.nodes}",
+        f"--ntasks={spec.ranks}",
+        f"--ntasks-per-node={spec.ranks_per_node}",
+        "--kill-on-bad-exit=1",
+    ]
     if not launcher_of(spec).batch:  # a batch job counts the node's CPUs in its script (SRUN_CPUS_PER_TASK)
         argv.append(f"--cpus-per-task={cpus_per_rank(spec)}")
     if spec.gpus_per_node:
         argv.append(f"--gpus-per-node={spec.gpus_per_node}")
-    for flag, value in (("--partition", spec.partition), ("--account", spec.account), ("--time", spec.time_limit),
-                        ("--exclude", spec.exclude_nodes)):
+    for flag, value in (
+        ("--partition", spec.partition),
+        ("--account", spec.account),
+        ("--time", spec.time_limit),
+        ("--exclude", spec.exclude_nodes),
+    ):
         if value:
             argv.append(f"{flag}={value}")
     return argv + in_runtime(spec, plan, bench_program(spec, plan), env)
@@ -186,19 +205,25 @@ def srun(spec: RunSpec, plan: Plan) -> Command:
 
 
 def sbatch_script(spec: RunSpec, plan: Plan) -> str:
-    """A job script in which every value is shell-quoted."""
+    """The run's job script (slurm.job_script checks and quotes every value): the ranks'
+    environment exported, each rank's CPU share counted on the node, the srun line."""
     env = rank_env(spec, plan)
-    lines = slurm.job_header(name=f"fabric-bench-{spec.model}", nodes=spec.nodes,
-                             tasks_per_node=spec.ranks_per_node, output=plan.record_dir.parent / "slurm-%j.out",
-                             gpus_per_node=spec.gpus_per_node, partition=spec.partition,
-                             account=spec.account, time=spec.time_limit, exclude=spec.exclude_nodes)
-    lines += slurm.module_loads(plan.modules)
-    lines += ["set -euo pipefail", 'echo "fabric-bench job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"']
-    trust.check_env(env, "job script: ")  # names are identifiers, values one line: then quoting holds
-    lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
-    lines += slurm.cpus_per_rank_lines(spec.ranks_per_node, omp_threads_given="OMP_NUM_THREADS" in spec.extra_env)
-    lines.append(shlex.join(srun_argv(spec, plan, env)))
-    return "\n".join(lines) + "\n"
+    body = slurm.cpus_per_rank_lines(spec.ranks_per_node, omp_threads_given="OMP_NUM_THREADS" in spec.extra_env)
+    return slurm.job_script(
+        name=f"fabric-bench-{spec.model}",
+        nodes=spec.nodes,
+        tasks_per_node=spec.ranks_per_node,
+        output=plan.record_dir.parent / "slurm-%j.out",
+        announce="fabric-bench job",
+        body=[*body, shlex.join(srun_argv(spec, plan, env))],
+        gpus_per_node=spec.gpus_per_node,
+        partition=spec.partition,
+        account=spec.account,
+        time=spec.time_limit,
+        exclude=spec.exclude_nodes,
+        modules=plan.modules,
+        env=env,
+    )
 
 
 def sbatch(spec: RunSpec, plan: Plan) -> Command:
@@ -219,12 +244,12 @@ def emulated(spec: RunSpec, plan: Plan) -> Command:
 class Launcher:
     name: str
     build: Callable[[RunSpec, Plan], Command]
-    one_host: bool = False        # ranks on this host only
-    slurm: bool = False           # started through Slurm: job facts, --time, partition
-    batch: bool = False           # a queued batch job: its ranks start later, and print to the job's log
-    host_mpirun: bool = False     # mpirun on this host starts the ranks (image or host MPI must match)
-    emulated: bool = False        # the nodes are network namespaces on this machine (launch.fleet.emulate)
-    site_default: bool = True     # may be a site file's default launcher
+    one_host: bool = False  # ranks on this host only
+    slurm: bool = False  # started through Slurm: job facts, --time, partition
+    batch: bool = False  # a queued batch job: its ranks start later, and print to the job's log
+    host_mpirun: bool = False  # mpirun on this host starts the ranks (image or host MPI must match)
+    emulated: bool = False  # the nodes are network namespaces on this machine (launch.fleet.emulate)
+    site_default: bool = True  # may be a site file's default launcher
 
 
 LOCAL = Launcher("local", local, one_host=True)

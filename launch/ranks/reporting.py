@@ -2,6 +2,7 @@
 verbosity, UCX's and libfabric's log levels, NCCL's INIT,NET lines on NCCL runs. Every rank's
 environment carries it (launch.ranks.launchers); launch.results.transport reads what they printed.
 """
+
 from __future__ import annotations
 
 REPORTING_ENV = {

@@ -1,4 +1,5 @@
 """RunSpec: everything that defines one benchmark run, as plain validated data."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,18 +9,17 @@ import types
 import typing
 from dataclasses import dataclass, field
 
-from bench import catalog, numerics
+from bench import catalog
 from containers.fabrics import HOST_FABRICS
 from launch import trust
 from launch.errors import UsageError
-from launch.kinds import BENCHMARKS, trains
+from launch.kinds import BENCHMARKS, DEFAULT, field_help, help_text, kind, trains
+from launch.kinds.sizes import DEVICE_BACKENDS
 from launch.ranks.launchers import LAUNCHERS, LOCAL
 from launch.ranks.runtimes import HOST
 
-CONTROLLERS = ("mpi", "gloo")
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
-COMM_BACKENDS = ("mpi", "torch", "horovod")  # allreduce micro-benchmark (bench.allreduce)
 # Horovod's GPU operations are fixed when its wheel is built (HOROVOD_GPU_OPERATIONS=NCCL in the
 # stack recipe); --allreduce mpi|gloo sets only its CPU operations (HOROVOD_CPU_OPERATIONS), so on
 # GPUs NCCL would still move the gradients and the "without NCCL" arm would measure NCCL again.
@@ -27,9 +27,9 @@ HOROVOD_CPU_ONLY = ("mpi", "gloo")
 HOROVOD_GPU_OPERATIONS_REFUSAL = (
     "--allreduce {allreduce} with Horovod on GPUs is refused: the image's Horovod is built with "
     "HOROVOD_GPU_OPERATIONS=NCCL, so NCCL would still move the GPU buffers; use --allreduce nccl, or run "
-    "on CPUs, until an image carries a Horovod built with HOROVOD_GPU_OPERATIONS=MPI and CUDA-aware UCX")
-DEVICE_BACKENDS = ("torch", "horovod")  # allreduce backends that reduce GPU buffers (NCCL) on GPUs
-NCCL_MAX_BYTES = 8 * 2**30   # the allreduce sweep's top on GPUs (issue 42, item 3)
+    "on CPUs, until an image carries a Horovod built with HOROVOD_GPU_OPERATIONS=MPI and CUDA-aware UCX"
+)
+NCCL_MAX_BYTES = 8 * 2**30  # the allreduce sweep's top on GPUs (issue 42, item 3)
 HOST_MAX_BYTES = 256 * 2**20
 GPU_BATCH_SIZE = 256  # images per rank per batch when the run has GPUs (issue 42, item 9)
 CPU_BATCH_SIZE = 32
@@ -57,8 +57,9 @@ def _of_type(value: object, hint: object) -> bool:
 def _type_name(hint: object) -> str:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return " or ".join(_type_name(arm) for arm in typing.get_args(hint))
-    return {type(None): "null", dict: "an object of strings"}.get(typing.get_origin(hint) or hint,
-                                                                  getattr(hint, "__name__", str(hint)))
+    return {type(None): "null", dict: "an object of strings"}.get(
+        typing.get_origin(hint) or hint, getattr(hint, "__name__", str(hint))
+    )
 
 
 # What a field is part of, and the roles the rest of the bundle asks about (one place, so
@@ -69,8 +70,16 @@ def _type_name(hint: object) -> str:
 PARTS = ("workload", "communication", "placement", "start", "slurm", "emulation")
 
 
-def setting(default=dataclasses.MISSING, *, part: str, baseline: bool = False, workload: bool = False,
-            factory=None, help: str = "", cli: bool = True):
+def setting(
+    default=dataclasses.MISSING,
+    *,
+    part: str,
+    baseline: bool = False,
+    workload: bool = False,
+    factory=None,
+    help: str = "",
+    cli: bool = True,
+):
     """A RunSpec field: its part of the run, its roles, and its `fabric-bench run` option (`help`;
     `cli=False`: the command sets it from other options). The run command is generated from these
     (launch.cli.app), so an option's default is the field's."""
@@ -83,70 +92,89 @@ def setting(default=dataclasses.MISSING, *, part: str, baseline: bool = False, w
 @dataclass(frozen=True)
 class RunSpec:
     # what to run: the training workload
-    framework: str = setting("torch", part="workload", baseline=True, workload=True,
-        help="torch | tf")
-    engine: str = setting("ddp", part="workload", baseline=True, workload=True,
-        help="torch: horovod | ddp; tf: horovod | native")
-    model: str = setting("resnet18", part="workload", baseline=True, workload=True,
-        help="torchvision / keras.applications model name")
+    framework: str = setting("torch", part="workload", baseline=True, workload=True, help="torch | tf")
+    engine: str = setting(
+        "ddp", part="workload", baseline=True, workload=True, help="torch: horovod | ddp; tf: horovod | native"
+    )
+    model: str = setting(
+        "resnet18", part="workload", baseline=True, workload=True, help="torchvision / keras.applications model name"
+    )
     ranks: int = setting(2, part="placement", cli=False)
-    batch_size: int | None = setting(None, part="workload", baseline=True, workload=True,
-        help=f"images per rank per batch (default: {GPU_BATCH_SIZE} on GPUs, {CPU_BATCH_SIZE} on CPUs)")
-    image_size: int | None = setting(None, part="workload", baseline=True, workload=True,
-        help="square input size (default: the model's)")
+    batch_size: int | None = setting(
+        None,
+        part="workload",
+        baseline=True,
+        workload=True,
+        help=f"images per rank per batch (default: {GPU_BATCH_SIZE} on GPUs, {CPU_BATCH_SIZE} on CPUs)",
+    )
+    image_size: int | None = setting(
+        None, part="workload", baseline=True, workload=True, help="square input size (default: the model's)"
+    )
     warmup: int = setting(5, part="workload", baseline=True, help="untimed warm-up batches")
     iters: int = setting(10, part="workload", baseline=True, help="timed iterations")
     batches_per_iter: int = setting(5, part="workload", baseline=True, help="batches per timed iteration")
-    precision: str = setting("fp32", part="workload", baseline=True, workload=True,
-        help="torch: fp32 | amp; tf: fp32 | mixed")
-    controller: str = setting("mpi", part="start", baseline=True,
-        help="Horovod controller: mpi (mpirun) | gloo (horovodrun)")  # how Horovod ranks are started and coordinated
+    precision: str = setting(
+        "fp32", part="workload", baseline=True, workload=True, help="torch: fp32 | amp; tf: fp32 | mixed"
+    )
+    controller: str = setting(
+        "mpi", part="start", baseline=True, help="Horovod controller: mpi (mpirun) | gloo (horovodrun)"
+    )  # how Horovod ranks are started and coordinated
     fp16_allreduce: bool = setting(False, part="workload", help="Horovod fp16 gradient compression")
     fusion_threshold_mb: float | None = setting(None, part="workload", help="Horovod fusion buffer (MiB)")
     cycle_time_ms: float | None = setting(None, part="workload", help="Horovod cycle time (ms)")
     bucket_cap_mb: float | None = setting(None, part="workload", help="DDP bucket size (MiB)")
     # GPU numerics (bench.numerics): the same defaults for torch and TF, recorded in every result
-    tf32: str = setting("on", part="workload", baseline=True,
-        help="on | off: TF32 math for float32 convolutions and matmuls on GPUs")
-    memory_format: str | None = setting(None, part="workload", baseline=True,
-        help="channels_last | channels_first (default: channels_last on GPUs)")  # None: channels_last on GPUs
-    cudnn_benchmark: str = setting("on", part="workload", baseline=True,
-        help="on | off: cuDNN autotuning of convolutions")
-    seed: int = setting(1234, part="workload", baseline=True,
-        help="random seed; rank r uses seed + r (the engine must make the weights equal)")
-    benchmark: str = setting("train", part="workload", baseline=True, workload=True,
-        help="train (data-parallel training) | allreduce (micro-benchmark) | halo (3-D stencil)")
+    tf32: str = setting(
+        "on", part="workload", baseline=True, help="on | off: TF32 math for float32 convolutions and matmuls on GPUs"
+    )
+    memory_format: str | None = setting(
+        None, part="workload", baseline=True, help="channels_last | channels_first (default: channels_last on GPUs)"
+    )  # None: channels_last on GPUs
+    cudnn_benchmark: str = setting(
+        "on", part="workload", baseline=True, help="on | off: cuDNN autotuning of convolutions"
+    )
+    seed: int = setting(
+        1234,
+        part="workload",
+        baseline=True,
+        help="random seed; rank r uses seed + r (the engine must make the weights equal)",
+    )
+    benchmark: str = setting(DEFAULT, part="workload", baseline=True, workload=True, help=help_text())
     extra_env: dict[str, str] = setting(part="start", factory=dict, cli=False)
     # where and how the ranks run
     launcher: str = setting(LOCAL.name, part="start", cli=False)
     runtime: str = setting(HOST, part="start", baseline=True, cli=False)
-    image: str | None = setting(None, part="start", baseline=True,
-        help="container image (SIF path, podman name, ch-run dir)")
-    fabric: str | None = setting(None, part="placement",
-        help="fabric preset: " + " | ".join(HOST_FABRICS))  # None: no fabric preset, the libraries choose
+    image: str | None = setting(
+        None, part="start", baseline=True, help="container image (SIF path, podman name, ch-run dir)"
+    )
+    fabric: str | None = setting(
+        None, part="placement", help="fabric preset: " + " | ".join(HOST_FABRICS)
+    )  # None: no fabric preset, the libraries choose
     nodes: int = setting(1, part="placement", help="nodes")
     gpus_per_node: int = setting(0, part="placement", help="GPUs on each node (0: CPU run)")
     hostfile: str | None = setting(None, part="placement", help="mpirun hostfile")
-    allreduce: str | None = setting(None, part="start",
-        help="nccl | mpi | gloo (default: the engine's choice)")  # None: the engine's default for the device
-    gpudirect: str | None = setting(None, part="start", help="on | off (GPUDirect RDMA for NCCL/UCX)")  # "on" | "off" | None (library default)
+    allreduce: str | None = setting(
+        None, part="start", help="nccl | mpi | gloo (default: the engine's choice)"
+    )  # None: the engine's default for the device
+    gpudirect: str | None = setting(
+        None, part="start", help="on | off (GPUDirect RDMA for NCCL/UCX)"
+    )  # "on" | "off" | None (library default)
     mpi_plugin: str = setting("pmix", part="slurm", help="srun --mpi= plugin: pmix | pmi2")  # srun --mpi=
     partition: str | None = setting(None, part="slurm", help="Slurm partition (default: the site's)")
     account: str | None = setting(None, part="slurm", help="Slurm account (default: the site's)")
     time_limit: str | None = setting(None, part="slurm", help="Slurm time limit (default: the site's)")
-    exclude_nodes: str | None = setting(None, part="slurm",
-        help="Slurm nodes to leave out (srun/sbatch --exclude), e.g. n1,n[3-4]")
-    link_rate: str | None = setting(None, part="emulation", help="emulated launcher: link rate, e.g. 1gbit")  # emulated launcher: shaped link rate, e.g. "1gbit"
-    # communication benchmarks: allreduce (bench.allreduce) and halo (bench.halo)
-    backend: str = setting("mpi", part="communication", workload=True,
-        help="allreduce: mpi | torch | horovod")  # allreduce: mpi | torch | horovod
-    min_bytes: int = setting(8, part="communication", workload=True,
-        help="allreduce: smallest message (bytes)")
-    max_bytes: int | None = setting(None, part="communication", workload=True,
-        help="allreduce: largest message (bytes; default 8 GiB for NCCL on GPUs, cut to what the GPU's "
-             "memory holds, else 256 MiB)")
-    grid: int = setting(96, part="communication", workload=True,
-        help="halo: global grid points per edge")  # halo: global grid points per edge
+    exclude_nodes: str | None = setting(
+        None, part="slurm", help="Slurm nodes to leave out (srun/sbatch --exclude), e.g. n1,n[3-4]"
+    )
+    link_rate: str | None = setting(
+        None, part="emulation", help="emulated launcher: link rate, e.g. 1gbit"
+    )  # emulated launcher: shaped link rate, e.g. "1gbit"
+    # communication benchmarks: the size sweeps (launch.kinds.sizes: allreduce, alltoall) and halo (bench.halo)
+    # (their help: what each kind that reads them says, launch.kinds.field_help)
+    backend: str = setting("mpi", part="communication", workload=True, help=field_help("backend"))
+    min_bytes: int = setting(8, part="communication", workload=True, help=field_help("min_bytes"))
+    max_bytes: int | None = setting(None, part="communication", workload=True, help=field_help("max_bytes"))
+    grid: int = setting(96, part="communication", workload=True, help=field_help("grid"))
 
     def __post_init__(self) -> None:
         # the batch the run will use is recorded like every other setting: resolved here, never None
@@ -185,106 +213,92 @@ class RunSpec:
         hints = typing.get_type_hints(cls)
         for name, value in data.items():
             if not _of_type(value, hints[name]):
-                raise UsageError(f"{where}: spec field {name} must be {_type_name(hints[name])}, got {value!r}"[:300],
-                                 fields=(name,))
+                raise UsageError(
+                    f"{where}: spec field {name} must be {_type_name(hints[name])}, got {value!r}"[:300], fields=(name,)
+                )
         return cls(**data).validated()
 
     def validated(self) -> "RunSpec":
+        """This spec, checked by type and value (launch.trust's checks among them); once: the door a
+        spec enters by (the CLI's run, an experiment file, a result, an archive) checks it, and a
+        spec already checked passes as it is (dataclasses.replace makes a new, unchecked one)."""
+        if self.__dict__.get("_validated"):
+            return self
         for f in dataclasses.fields(self):  # whatever may reach a shell line or a job script
             trust.check_text(f"--{f.name.replace('_', '-')}", getattr(self, f.name))
         trust.check_env(self.extra_env)
         if self.exclude_nodes is not None and not NODE_LIST.fullmatch(self.exclude_nodes):
-            raise UsageError(f"exclude_nodes {self.exclude_nodes!r}: a Slurm node list (n1,n[3-4])",
-                             fields=("exclude_nodes",))
+            raise UsageError(
+                f"exclude_nodes {self.exclude_nodes!r}: a Slurm node list (n1,n[3-4])", fields=("exclude_nodes",)
+            )
         if self.benchmark not in BENCHMARKS:
-            raise UsageError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}", fields=('benchmark',))
+            raise UsageError(
+                f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}", fields=("benchmark",)
+            )
         self.validate_placement()
-        if trains(self.benchmark):
-            self.validate_training()
-        else:
-            self.validate_communication()
+        kind(self.benchmark).validate(self)  # the fields its kind reads (launch.kinds)
+        object.__setattr__(self, "_validated", True)  # not a field: no part of the spec's value
         return self
-
-    def validate_communication(self) -> None:
-        if self.backend not in COMM_BACKENDS:
-            raise UsageError(f"unknown backend {self.backend!r}; choose from {', '.join(COMM_BACKENDS)}", fields=('backend',))
-        if self.min_bytes < 4 or self.min_bytes % 4 or (self.max_bytes or 0) < self.min_bytes:
-            raise UsageError(f"--min-bytes must be a positive multiple of 4 (float32) and <= --max-bytes, "
-                             f"got {self.min_bytes} and {self.max_bytes}", fields=('min_bytes', 'max_bytes'))
-        if self.grid < 2:
-            raise UsageError(f"--grid must be >= 2, got {self.grid}", fields=('grid',))
-        if self.ranks < 1 or self.iters < 1 or self.warmup < 0:
-            raise UsageError("--ranks and --iters must be >= 1, --warmup >= 0", fields=('ranks', 'iters', 'warmup'))
-
-    def validate_training(self) -> None:
-        if self.framework not in catalog.ENGINES:
-            raise UsageError(f"unknown framework {self.framework!r}; choose from {', '.join(catalog.ENGINES)}", fields=('framework',))
-        engines = catalog.ENGINES[self.framework]
-        if self.engine not in engines:
-            raise UsageError(f"unknown engine {self.engine!r} for {self.framework}; choose from {', '.join(engines)}", fields=('engine', 'framework'))
-        models = catalog.MODELS[self.framework]
-        if self.model not in models:
-            raise UsageError(f"unknown model {self.model!r} for {self.framework}; choose from {', '.join(models)}", fields=('model', 'framework'))
-        precisions = catalog.PRECISIONS[self.framework]
-        if self.precision not in precisions:
-            raise UsageError(f"unknown precision {self.precision!r}; choose from {', '.join(precisions)}", fields=('precision',))
-        if self.controller not in CONTROLLERS:
-            raise UsageError(f"unknown controller {self.controller!r}; choose from {', '.join(CONTROLLERS)}", fields=('controller',))
-        for name in ("ranks", "batch_size", "iters", "batches_per_iter"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}", fields=(name,))
-        for name, allowed in (("tf32", numerics.SWITCH), ("cudnn_benchmark", numerics.SWITCH),
-                              ("memory_format", (None, *numerics.MEMORY_FORMATS))):
-            if getattr(self, name) not in allowed:
-                raise UsageError(f"--{name.replace('_', '-')} must be one of "
-                                 f"{', '.join(a for a in allowed if a)}, got {getattr(self, name)!r}", fields=(name,))
-        if self.bucket_cap_mb is not None and self.engine != "ddp":
-            raise UsageError("--bucket-cap-mb applies to the ddp engine only", fields=('bucket_cap_mb', 'engine'))
-        if self.warmup < 0:
-            raise UsageError(f"--warmup must be >= 0, got {self.warmup}", fields=('warmup',))
-        minimum = catalog.MIN_IMAGE_SIZE.get(self.model, 32)
-        if self.image_size is not None and self.image_size < minimum:
-            raise UsageError(f"--image-size {self.image_size} is too small for {self.model} (minimum {minimum})", fields=('image_size', 'model'))
 
     def validate_placement(self) -> None:
         choices = {"launcher": LAUNCHERS, "mpi_plugin": MPI_PLUGINS}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise UsageError(f"unknown {name.replace('_', '-')} {getattr(self, name)!r}; choose from {', '.join(allowed)}", fields=(name,))
+                raise UsageError(
+                    f"unknown {name.replace('_', '-')} {getattr(self, name)!r}; choose from {', '.join(allowed)}",
+                    fields=(name,),
+                )
         if self.allreduce is not None and self.allreduce not in ALLREDUCE:
-            raise UsageError(f"unknown allreduce {self.allreduce!r}; choose from {', '.join(ALLREDUCE)}", fields=('allreduce',))
+            raise UsageError(
+                f"unknown allreduce {self.allreduce!r}; choose from {', '.join(ALLREDUCE)}", fields=("allreduce",)
+            )
         if self.gpudirect not in (None, "on", "off"):
-            raise UsageError(f"--gpudirect must be on or off, got {self.gpudirect!r}", fields=('gpudirect',))
+            raise UsageError(f"--gpudirect must be on or off, got {self.gpudirect!r}", fields=("gpudirect",))
         if self.nodes < 1 or self.gpus_per_node < 0:
-            raise UsageError("--nodes must be >= 1 and --gpus-per-node >= 0", fields=('nodes', 'gpus_per_node'))
+            raise UsageError("--nodes must be >= 1 and --gpus-per-node >= 0", fields=("nodes", "gpus_per_node"))
         if self.ranks % self.nodes:
-            raise UsageError(f"{self.ranks} ranks do not divide evenly over {self.nodes} nodes", fields=('ranks', 'nodes'))
+            raise UsageError(
+                f"{self.ranks} ranks do not divide evenly over {self.nodes} nodes", fields=("ranks", "nodes")
+            )
         launcher = LAUNCHERS[self.launcher]
         if launcher.one_host and self.nodes > 1:
-            raise UsageError("--launcher local runs on this host only; use mpirun, srun, sbatch or emulated for --nodes > 1", fields=('launcher', 'nodes'))
+            raise UsageError(
+                "--launcher local runs on this host only; use mpirun, srun, sbatch or emulated for --nodes > 1",
+                fields=("launcher", "nodes"),
+            )
         if self.engine == "horovod" and self.controller == "gloo" and launcher is not LOCAL:
-            raise UsageError("Horovod's gloo controller is started by horovodrun: use --launcher local, or --controller mpi", fields=('controller', 'launcher'))
+            raise UsageError(
+                "Horovod's gloo controller is started by horovodrun: use --launcher local, or --controller mpi",
+                fields=("controller", "launcher"),
+            )
         if self.engine == "ddp" and self.allreduce == "mpi":
-            raise UsageError("DDP has no MPI backend in PyTorch's wheels; use --allreduce gloo or nccl", fields=('allreduce', 'engine'))
+            raise UsageError(
+                "DDP has no MPI backend in PyTorch's wheels; use --allreduce gloo or nccl",
+                fields=("allreduce", "engine"),
+            )
         if self.allreduce == "nccl" and self.gpus_per_node == 0:
-            raise UsageError("--allreduce nccl needs GPUs: give --gpus-per-node", fields=('allreduce', 'gpus_per_node'))
-        if self.engine == "horovod" and self.allreduce in HOROVOD_CPU_ONLY and self.gpus_per_node > 0 \
-                and trains(self.benchmark):
-            raise UsageError(HOROVOD_GPU_OPERATIONS_REFUSAL.format(allreduce=self.allreduce),
-                             fields=('allreduce', 'engine', 'gpus_per_node'))
-        if self.benchmark == "allreduce" and self.backend == "mpi" and self.gpus_per_node > 0:
-            raise UsageError("--backend mpi reduces host (numpy) buffers, a fraction of what the GPUs' own path "
-                             "reaches: with --gpus-per-node use --backend torch (NCCL on device buffers)",
-                             fields=('backend', 'gpus_per_node'))
+            raise UsageError("--allreduce nccl needs GPUs: give --gpus-per-node", fields=("allreduce", "gpus_per_node"))
+        if (
+            self.engine == "horovod"
+            and self.allreduce in HOROVOD_CPU_ONLY
+            and self.gpus_per_node > 0
+            and trains(self.benchmark)
+        ):
+            raise UsageError(
+                HOROVOD_GPU_OPERATIONS_REFUSAL.format(allreduce=self.allreduce),
+                fields=("allreduce", "engine", "gpus_per_node"),
+            )
         if self.gpudirect == "on" and (self.allreduce == "gloo" or self.gpus_per_node == 0):
-            raise UsageError("--gpudirect on needs GPUs (--gpus-per-node) and NCCL or CUDA-aware MPI "
-                             "(--allreduce nccl or mpi)", fields=('gpudirect', 'gpus_per_node', 'allreduce'))
+            raise UsageError(
+                "--gpudirect on needs GPUs (--gpus-per-node) and NCCL or CUDA-aware MPI (--allreduce nccl or mpi)",
+                fields=("gpudirect", "gpus_per_node", "allreduce"),
+            )
         if self.containerised and not self.image:
-            raise UsageError(f"--runtime {self.runtime} needs --image", fields=('runtime', 'image'))
+            raise UsageError(f"--runtime {self.runtime} needs --image", fields=("runtime", "image"))
         if launcher.emulated and self.nodes < 2:
-            raise UsageError("the emulated launcher needs --nodes >= 2", fields=('launcher', 'nodes'))
+            raise UsageError("the emulated launcher needs --nodes >= 2", fields=("launcher", "nodes"))
         if self.link_rate and not launcher.emulated:
-            raise UsageError("--link-rate applies to --launcher emulated only", fields=('link_rate', 'launcher'))
+            raise UsageError("--link-rate applies to --launcher emulated only", fields=("link_rate", "launcher"))
 
     @property
     def emulated(self) -> bool:
@@ -307,42 +321,12 @@ class RunSpec:
         return self.image_size or catalog.MODELS[self.framework][self.model]
 
     def bench_args(self) -> list[str]:
-        """The bench program's own arguments (the part after `python -m bench.X`)."""
-        if self.benchmark == "allreduce":
-            return ["--backend", self.backend, "--min-bytes", str(self.min_bytes), "--max-bytes",
-                    str(self.max_bytes), "--warmup", str(self.warmup), "--iters", str(self.iters), "--verbose"]
-        if self.benchmark == "halo":
-            return ["--grid", str(self.grid), "--warmup", str(self.warmup), "--iters", str(self.iters)]
-        args = [
-            "--engine", self.engine, "--model", self.model,
-            "--batch-size", str(self.batch_size), "--image-size", str(self.effective_image_size),
-            "--warmup", str(self.warmup), "--iters", str(self.iters),
-            "--batches-per-iter", str(self.batches_per_iter),
-            "--precision", self.precision, "--seed", str(self.seed),
-            "--tf32", self.tf32, "--cudnn-benchmark", self.cudnn_benchmark,
-        ]
-        if self.fp16_allreduce:
-            args.append("--fp16-allreduce")
-        if self.engine == "ddp" and self.allreduce:
-            args += ["--backend", self.allreduce]
-        optional = {
-            "--fusion-threshold-mb": self.fusion_threshold_mb,
-            "--cycle-time-ms": self.cycle_time_ms,
-            "--bucket-cap-mb": self.bucket_cap_mb,
-            "--memory-format": self.memory_format,
-        }
-        for flag, value in optional.items():
-            if value is not None:
-                args += [flag, str(value)]
-        return args
+        """The bench program's own arguments (the part after `python -m bench.X`): its kind's."""
+        return kind(self.benchmark).bench_args(self)
 
     def label_parts(self) -> tuple[str, ...]:
-        """What a run id names: framework, engine, model; or the communication benchmark."""
-        if self.benchmark == "allreduce":
-            return ("allreduce", self.backend)
-        if self.benchmark == "halo":
-            return ("halo", f"g{self.grid}")
-        return (self.framework, self.engine, self.model)
+        """What a run id names: framework, engine, model; or the communication benchmark (its kind's)."""
+        return kind(self.benchmark).label_parts(self)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

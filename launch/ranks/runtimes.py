@@ -5,6 +5,7 @@ inspects and digests an image, and whether its images are files live only in
 its class; `host` runs without a container. Other modules import the names
 (RUNTIMES, CONTAINER_RUNTIMES) instead of spelling them.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,7 @@ class Runtime:
         """How the archive records an image's metadata (None: this runtime cannot)."""
         return None
 
-    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool,
-             argv: list[str]) -> list[str]:
+    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
         raise NotImplementedError
 
     def available(self) -> bool:
@@ -145,8 +145,12 @@ class ApptainerRuntime(Runtime):
         return [self.binary, "inspect", "--json", "--all", image]
 
     def labels(self, image):
-        return ours(inspected([self.binary, "inspect", "--json", "--labels", image],
-                              lambda out: out["data"]["attributes"]["labels"]) or {})
+        return ours(
+            inspected(
+                [self.binary, "inspect", "--json", "--labels", image], lambda out: out["data"]["attributes"]["labels"]
+            )
+            or {}
+        )
 
 
 class SingularityRuntime(ApptainerRuntime):
@@ -162,9 +166,27 @@ class PodmanRuntime(Runtime):
 
     name = "podman"
     binary = "podman"
-    HOST_ENV = ("OMPI_*", "OPAL_*", "PMIX_*", "PMI_*", "SLURM_*", "HOROVOD_*", "FABRIC_BENCH_*", "NCCL_*",
-                "UCX_*", "FI_*", "CUDA_*", "NVIDIA_*", "OMP_*", "GLOO_*", "MASTER_*", "RANK", "WORLD_SIZE",
-                "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+    HOST_ENV = (
+        "OMPI_*",
+        "OPAL_*",
+        "PMIX_*",
+        "PMI_*",
+        "SLURM_*",
+        "HOROVOD_*",
+        "FABRIC_BENCH_*",
+        "NCCL_*",
+        "UCX_*",
+        "FI_*",
+        "CUDA_*",
+        "NVIDIA_*",
+        "OMP_*",
+        "GLOO_*",
+        "MASTER_*",
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+    )
 
     def wrap(self, image, binds, env, gpus, argv):
         from containers.build import PODMAN_ULIMITS
@@ -212,8 +234,9 @@ class CharliecloudRuntime(Runtime):
         return out + [image, "--", *argv]
 
 
-RUNTIMES = {cls.name: cls for cls in
-            (HostRuntime, ApptainerRuntime, SingularityRuntime, PodmanRuntime, CharliecloudRuntime)}
+RUNTIMES = {
+    cls.name: cls for cls in (HostRuntime, ApptainerRuntime, SingularityRuntime, PodmanRuntime, CharliecloudRuntime)
+}
 HOST = HostRuntime.name
 CONTAINER_RUNTIMES = tuple(name for name, cls in RUNTIMES.items() if cls.binary)  # in order of preference
 

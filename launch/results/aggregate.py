@@ -24,6 +24,7 @@ they cannot disagree:
 
 Fields a result lacks leave it out; they never fail an aggregation.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,71 +34,42 @@ from dataclasses import dataclass, field
 
 from scipy import stats as scipy_stats
 
-from launch.kinds import KINDS, Metric, trains
-from launch.results.result import disturbance_causes, disturbed, number, scaling_efficiency
+from launch.kinds import KINDS, kind_of, trains
+from launch.kinds.kind import Metric
+from launch.results.result import disturbance_causes, disturbed, number, scaling_efficiency, typed
 
-CI_METHOD = ("95 % CI of the mean over repetitions and iterations: Student t with the larger of the "
-             "within-run variance (iteration samples around their run's mean, / all samples) and the "
-             "between-run variance (run means around the point's mean, / repetitions)")
+CI_METHOD = (
+    "95 % CI of the mean over repetitions and iterations: Student t with the larger of the "
+    "within-run variance (iteration samples around their run's mean, / all samples) and the "
+    "between-run variance (run means around the point's mean, / repetitions)"
+)
 
 
 METRICS = {name: k.metric for name, k in KINDS.items()}  # each kind's figure (launch.kinds)
 
 
 def benchmark_of(result: dict) -> str | None:
-    bench = result.get("benchmark")
-    if bench in METRICS:
-        return bench
-    if isinstance(result.get("sizes"), list):
-        return "allreduce"
-    if isinstance(result.get("throughput"), dict):
-        return "train"
-    return None
-
-
-def _largest_row(result: dict) -> dict | None:
-    rows = [row for row in result.get("sizes") or [] if isinstance(row, dict)
-            and number(row.get("bytes")) and number(row.get("busbw_gbit_s"))]
-    return max(rows, key=lambda row: row["bytes"]) if rows else None
+    """The result's kind (launch.kinds.kind_of), by name; None: no kind this bundle knows."""
+    found = kind_of(result)
+    return found.name if found is not None else None
 
 
 def run_value(result: dict) -> float | None:
-    """The run's figure of merit (its mean over iterations)."""
-    bench = benchmark_of(result)
-    if bench == "train":
-        return number((result.get("throughput") or {}).get("total_img_per_s"))
-    if bench == "halo":
-        return number(result.get("time_per_iter_mean_s")) or number(result.get("time_per_iter_s"))
-    if bench == "allreduce":
-        row = _largest_row(result)
-        return number(row["busbw_gbit_s"]) if row else None
-    return None
+    """The run's figure of merit (its mean over iterations), found through its kind's declared metric."""
+    found, fields = kind_of(result), typed(result)
+    return found.value(fields) if found is not None and fields is not None else None
 
 
 def run_samples(result: dict) -> list[float]:
     """Every timed iteration's value of the metric (the run's value alone if none are stored)."""
-    bench = benchmark_of(result)
-    samples = None
-    if bench == "train":
-        samples = (result.get("samples") or {}).get("total_img_per_s")
-    elif bench == "halo":
-        samples = result.get("samples_s")
-    elif bench == "allreduce":
-        row = _largest_row(result)
-        times = row.get("samples_us") if row else None
-        if row and times and number(row.get("time_us")):
-            # busbw is inversely proportional to the time: rescale the stored (median) busbw
-            samples = [row["busbw_gbit_s"] * row["time_us"] / t for t in times if number(t) and t > 0]
-    samples = [s for s in (number(v) for v in samples or []) if s is not None and s > 0]
-    if samples:
-        return samples
-    value = run_value(result)
-    return [value] if value is not None and value > 0 else []
+    found, fields = kind_of(result), typed(result)
+    return found.samples(fields) if found is not None and fields is not None else []
 
 
 @dataclass(frozen=True)
 class Estimate:
     """A mean with its 95 % CI half-width and the variance and degrees of freedom it came from."""
+
     mean: float
     variance: float | None  # of the mean; None: not estimable (one sample)
     df: float | None
@@ -145,22 +117,20 @@ def what_of(result: dict) -> str:
     """How the ranks communicate: a training run's engine, an allreduce run's backend, the halo
     proxy's MPI (each kind says which: launch.kinds); a RunSpec field a kind does not read (an
     allreduce run's default engine) never names it."""
-    bench = benchmark_of(result)
-    if bench is None:
+    kind = kind_of(result)
+    if kind is None:
         return result.get("engine") or result.get("backend") or "-"
-    kind = KINDS[bench]
     if kind.communicates_by is None:
         return kind.communicates_always
     return result.get(kind.communicates_by) or spec_of(result).get(kind.communicates_by) or kind.communicates_always
 
 
 def subject_of(result: dict) -> str:
-    """What ran: the model, or the communication benchmark (with its grid for the halo proxy)."""
-    if benchmark_of(result) == "halo":
-        grid = spec_of(result).get("grid") or result.get("grid")
-        return f"halo{f' {grid}^3' if grid else ''}"
-    if benchmark_of(result) == "allreduce":
-        return "allreduce"
+    """What ran, as its kind names it: the model, or the communication benchmark (with its grid for
+    the halo proxy)."""
+    kind, fields = kind_of(result), typed(result)
+    if kind is not None and fields is not None:
+        return kind.subject(fields)
     return result.get("model") or result.get("benchmark") or "-"
 
 
@@ -180,8 +150,15 @@ def series_name(result: dict) -> str:
 def baseline_key(result: dict) -> tuple:
     """What a 1-rank baseline must share with the runs it serves (not the fabric, not the knobs)."""
     spec = spec_of(result)
-    return (benchmark_of(result), result.get("framework"), what_of(result), subject_of(result),
-            spec.get("batch_size"), spec.get("image_size"), spec.get("precision"))
+    return (
+        benchmark_of(result),
+        result.get("framework"),
+        what_of(result),
+        subject_of(result),
+        spec.get("batch_size"),
+        spec.get("image_size"),
+        spec.get("precision"),
+    )
 
 
 def ranks_of(result: dict) -> int | None:
@@ -196,18 +173,29 @@ def nodes_of(result: dict) -> int:
 
 def series_key(result: dict) -> tuple:
     spec = spec_of(result)
-    return (*baseline_key(result), fabric_label(result), *knobs_of(result), spec.get("gpus_per_node"),
-            spec.get("runtime"), spec.get("image"))
+    return (
+        *baseline_key(result),
+        fabric_label(result),
+        *knobs_of(result),
+        spec.get("gpus_per_node"),
+        spec.get("runtime"),
+        spec.get("image"),
+    )
 
 
 def usable(result: dict) -> bool:
-    return (result.get("status") == "ok" and benchmark_of(result) is not None and ranks_of(result) is not None
-            and run_value(result) is not None)
+    return (
+        result.get("status") == "ok"
+        and benchmark_of(result) is not None
+        and ranks_of(result) is not None
+        and run_value(result) is not None
+    )
 
 
 @dataclass
 class Point:
     """Every ok repetition of one configuration."""
+
     series: str
     series_key: tuple
     benchmark: str
@@ -215,8 +203,8 @@ class Point:
     ranks: int
     nodes: int
     runs: list[dict]
-    estimate: Estimate              # of the metric itself
-    log_estimate: Estimate          # of log(metric): what verdicts compare
+    estimate: Estimate  # of the metric itself
+    log_estimate: Estimate  # of log(metric): what verdicts compare
     baseline: "Point | None" = None  # the 1-rank point scaling efficiency divides by
     extras: dict = field(default_factory=dict)
     left_out: list[dict] = field(default_factory=list)  # disturbed runs not in `runs`: run_id, causes
@@ -227,8 +215,9 @@ class Point:
         """Why a figure built on this point (or its baseline) cannot be read: None when it can."""
         for point, role in ((self, "the run"), (self.baseline, "the 1-rank baseline")):
             if point is not None and point.disturbed:
-                named = "; ".join(f"{r.get('run_id')}: {', '.join(disturbance_causes(r)) or 'disturbed'}"
-                                  for r in point.runs)
+                named = "; ".join(
+                    f"{r.get('run_id')}: {', '.join(disturbance_causes(r)) or 'disturbed'}" for r in point.runs
+                )
                 return f"{role} was disturbed ({named})"
         return None
 
@@ -302,24 +291,42 @@ class Point:
         """Plain data (report_data.json, summary.json)."""
         spec = spec_of(self.first)
         return {
-            "series": self.series, "benchmark": self.benchmark, "fabric": self.fabric,
-            "engine": what_of(self.first), "model": subject_of(self.first),
-            "allreduce": spec.get("allreduce"), "gpudirect": spec.get("gpudirect"),
-            "nodes": self.nodes, "ranks": self.ranks, "ranks_per_node": self.ranks // self.nodes,
-            "metric": self.metric.name, "unit": self.metric.unit, "mean": self.mean, "ci95": self.ci95,
-            "repetitions": self.repetitions, "n_samples": self.n_samples,
+            "series": self.series,
+            "benchmark": self.benchmark,
+            "fabric": self.fabric,
+            "engine": what_of(self.first),
+            "model": subject_of(self.first),
+            "allreduce": spec.get("allreduce"),
+            "gpudirect": spec.get("gpudirect"),
+            "nodes": self.nodes,
+            "ranks": self.ranks,
+            "ranks_per_node": self.ranks // self.nodes,
+            "metric": self.metric.name,
+            "unit": self.metric.unit,
+            "mean": self.mean,
+            "ci95": self.ci95,
+            "repetitions": self.repetitions,
+            "n_samples": self.n_samples,
             "repetition_values": [run_value(r) for r in self.runs],
-            "scaling_efficiency": self.efficiency, "comm_fraction": self.comm_fraction,
+            "scaling_efficiency": self.efficiency,
+            "comm_fraction": self.comm_fraction,
             "baseline_runs": [r.get("run_id") for r in self.baseline.runs] if self.baseline else None,
             "runs": [r.get("run_id") for r in self.runs],
-            "disturbed": self.disturbed, "left_out": self.left_out, "unreadable_because": self.unreadable_because,
+            "disturbed": self.disturbed,
+            "left_out": self.left_out,
+            "unreadable_because": self.unreadable_because,
         }
 
 
 def _detail(result: dict) -> tuple[str, ...]:
     spec = spec_of(result)
-    return (f"b{spec.get('batch_size')}", f"{spec.get('image_size')}px", str(spec.get("precision")),
-            str(spec.get("runtime")), str(spec.get("image")))
+    return (
+        f"b{spec.get('batch_size')}",
+        f"{spec.get('image_size')}px",
+        str(spec.get("precision")),
+        str(spec.get("runtime")),
+        str(spec.get("image")),
+    )
 
 
 def _unique_names(names: dict[tuple, str], first: dict[tuple, dict]) -> dict[tuple, str]:
@@ -359,11 +366,21 @@ def aggregate(results: Sequence[dict], keep_disturbed: bool = False) -> list[Poi
             runs = clean or every
             samples = [run_samples(r) for r in runs]
             logs = [[math.log(x) for x in s] for s in samples]
-            points.append(Point(series=names[key], series_key=key, benchmark=str(benchmark_of(runs[0])),
-                                fabric=fabric_label(runs[0]), ranks=ranks, nodes=nodes_of(runs[0]), runs=runs,
-                                estimate=mean_ci(samples), log_estimate=mean_ci(logs),
-                                left_out=[left_out_entry(r) for r in every if all(r is not x for x in runs)],
-                                disturbed=not clean))
+            points.append(
+                Point(
+                    series=names[key],
+                    series_key=key,
+                    benchmark=str(benchmark_of(runs[0])),
+                    fabric=fabric_label(runs[0]),
+                    ranks=ranks,
+                    nodes=nodes_of(runs[0]),
+                    runs=runs,
+                    estimate=mean_ci(samples),
+                    log_estimate=mean_ci(logs),
+                    left_out=[left_out_entry(r) for r in every if all(r is not x for x in runs)],
+                    disturbed=not clean,
+                )
+            )
     join_baselines(points)
     return points
 
@@ -378,24 +395,29 @@ def join_baselines(points: list[Point]) -> None:
             point.baseline = own[0]
             continue
         # the fabric-less 1-rank baseline of the same benchmark/engine/model/sizes; same image first
-        shared = [p for p in ones if not spec_of(p.first).get("fabric")
-                  and baseline_key(p.first) == baseline_key(point.first)]
-        shared.sort(key=lambda p: (spec_of(p.first).get("image") != spec_of(point.first).get("image"),
-                                   spec_of(p.first).get("extra_env") != spec_of(point.first).get("extra_env")))
+        shared = [
+            p for p in ones if not spec_of(p.first).get("fabric") and baseline_key(p.first) == baseline_key(point.first)
+        ]
+        shared.sort(
+            key=lambda p: (
+                spec_of(p.first).get("image") != spec_of(point.first).get("image"),
+                spec_of(p.first).get("extra_env") != spec_of(point.first).get("extra_env"),
+            )
+        )
         point.baseline = shared[0] if shared else None
 
 
-def curves(points: list[Point], benchmark: str = "train") -> dict[str, list[Point]]:
-    """series -> its points by rank count, each series with its (possibly shared) 1-rank baseline first.
+def curves(points: list[Point]) -> dict[str, list[Point]]:
+    """The training kinds' series -> its points by rank count, each series with its (possibly
+    shared) 1-rank baseline first.
 
     A fabric-less 1-rank point that serves other series is not a curve of its own."""
     out: dict[str, dict[int, Point]] = {}
     serving = {id(p.baseline) for p in points if p.baseline is not None}
     for p in points:
-        if p.benchmark != benchmark:
+        if not trains(p.benchmark):
             continue
-        if p.ranks == 1 and id(p) in serving and not any(q.series_key == p.series_key and q.ranks > 1
-                                                           for q in points):
+        if p.ranks == 1 and id(p) in serving and not any(q.series_key == p.series_key and q.ranks > 1 for q in points):
             continue  # drawn as the first point of the series it serves
         out.setdefault(p.series, {})[p.ranks] = p
         if p.baseline is not None:

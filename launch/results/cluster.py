@@ -10,6 +10,7 @@ name, flags (`--gpus-per-node`, `--intra`, `--inter`), a site file (JSON,
 validated: nothing in it executes), or the probe's `nvidia-smi topo -m` text
 and NIC list (`from_probe`).
 """
+
 from __future__ import annotations
 
 import re
@@ -25,23 +26,25 @@ Range = tuple[float, float]
 @dataclass(frozen=True)
 class IntraNode:
     """What one GPU can push to its peers in the node: per-direction bandwidth per GPU."""
+
     name: str
     gpus: int
-    gbit_s: float                 # per GPU, one direction, nominal
-    latency_us: Range             # per hop
-    fraction: Range = (0.80, 0.90)   # achievable share of nominal in NCCL's busbw (assumed)
+    gbit_s: float  # per GPU, one direction, nominal
+    latency_us: Range  # per hop
+    fraction: Range = (0.80, 0.90)  # achievable share of nominal in NCCL's busbw (assumed)
     source: str = "preset (nominal datasheet rate; fraction and latency assumed)"
 
 
 @dataclass(frozen=True)
 class InterNode:
     """The node's network: rails x rate, the achievable share of it, the per-hop latency."""
+
     name: str
     rails: int
-    gbit_s: float                 # per rail, line rate
-    fraction: Range               # achievable share of rails x rate (assumed unless measured)
-    latency_us: Range             # per hop, small messages
-    transport: str = "rdma"       # rdma | tcp
+    gbit_s: float  # per rail, line rate
+    fraction: Range  # achievable share of rails x rate (assumed unless measured)
+    latency_us: Range  # per hop, small messages
+    transport: str = "rdma"  # rdma | tcp
     source: str = "preset (line rate; fraction and latency assumed)"
 
     @property
@@ -85,11 +88,12 @@ ALGORITHMS = ("auto", "ring", "tree", "hierarchical-ring", "halving-doubling")
 @dataclass(frozen=True)
 class Cluster:
     """Nodes of gpus_per_node GPUs, one intra and one inter level, and the library that reduces."""
+
     name: str
     intra: IntraNode
     inter: InterNode
     library: str = "nccl"
-    algorithm: str = "auto"       # auto: what the library would choose (launch.results.collectives)
+    algorithm: str = "auto"  # auto: what the library would choose (launch.results.collectives)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -100,8 +104,14 @@ class Cluster:
         return {**asdict(self), "gpus_per_node": self.gpus_per_node, "node_gbit_s": self.inter.node_gbit_s}
 
 
-def make(node_type: str, network: str, library: str = "nccl", algorithm: str = "auto",
-         gpus_per_node: int | None = None, name: str | None = None) -> Cluster:
+def make(
+    node_type: str,
+    network: str,
+    library: str = "nccl",
+    algorithm: str = "auto",
+    gpus_per_node: int | None = None,
+    name: str | None = None,
+) -> Cluster:
     if node_type not in NODE_TYPES:
         raise UsageError(f"node type {node_type!r}: one of {', '.join(NODE_TYPES)}")
     if network not in NETWORKS:
@@ -152,16 +162,26 @@ def parse_inter(text: str) -> InterNode:
     head, *rest = text.split(",")
     m = re.fullmatch(r"(\d+)x(\d+(?:\.\d+)?)", head.strip())
     if not m or len(rest) > 3:
-        raise UsageError(f"--inter expects a preset ({', '.join(NETWORKS)}) or "
-                         f"RAILSxGBIT[,FRACTION[-HIGH]][,LATENCY_US[-HIGH]][,tcp], got {text!r}")
+        raise UsageError(
+            f"--inter expects a preset ({', '.join(NETWORKS)}) or "
+            f"RAILSxGBIT[,FRACTION[-HIGH]][,LATENCY_US[-HIGH]][,tcp], got {text!r}"
+        )
     transport = "tcp" if rest and rest[-1].strip() == "tcp" else "rdma"
     if transport == "tcp":
         rest = rest[:-1]
     fraction = _range(rest[0], "--inter FRACTION") if rest else ((0.5, 0.9) if transport == "tcp" else (0.8, 0.95))
-    latency = _range(rest[1], "--inter LATENCY_US") if len(rest) > 1 else ((15.0, 40.0) if transport == "tcp"
-                                                                           else (3.0, 8.0))
-    return InterNode(f"{m[1]} x {m[2]} Gbit/s ({transport})", int(m[1]), float(m[2]), fraction, latency, transport,
-                     "command line" + ("" if len(rest) > 1 else " (fraction/latency assumed)"))
+    latency = (
+        _range(rest[1], "--inter LATENCY_US") if len(rest) > 1 else ((15.0, 40.0) if transport == "tcp" else (3.0, 8.0))
+    )
+    return InterNode(
+        f"{m[1]} x {m[2]} Gbit/s ({transport})",
+        int(m[1]),
+        float(m[2]),
+        fraction,
+        latency,
+        transport,
+        "command line" + ("" if len(rest) > 1 else " (fraction/latency assumed)"),
+    )
 
 
 def parse_intra(text: str, gpus: int | None) -> IntraNode:
@@ -175,14 +195,22 @@ def parse_intra(text: str, gpus: int | None) -> IntraNode:
         except ValueError:
             rate = -1
         if rate <= 0 or len(rest) > 1:
-            raise UsageError(f"--intra expects a node type ({', '.join(NODE_TYPES)}) or "
-                             f"GBIT_PER_GPU[,LATENCY_US[-HIGH]], got {text!r}")
-        intra = IntraNode(f"{rate:g} Gbit/s per GPU", gpus or 8, rate,
-                          _range(rest[0], "--intra LATENCY_US") if rest else (1.0, 5.0), (0.8, 0.9), "command line")
+            raise UsageError(
+                f"--intra expects a node type ({', '.join(NODE_TYPES)}) or "
+                f"GBIT_PER_GPU[,LATENCY_US[-HIGH]], got {text!r}"
+            )
+        intra = IntraNode(
+            f"{rate:g} Gbit/s per GPU",
+            gpus or 8,
+            rate,
+            _range(rest[0], "--intra LATENCY_US") if rest else (1.0, 5.0),
+            (0.8, 0.9),
+            "command line",
+        )
     return replace(intra, gpus=_positive_int(gpus, "--gpus-per-node")) if gpus is not None else intra
 
 
-MAX_DESCRIPTION_BYTES = 16 << 20   # a cluster description or a probe report is a few KiB
+MAX_DESCRIPTION_BYTES = 16 << 20  # a cluster description or a probe report is a few KiB
 SITE_KEYS = {"name", "node_type", "gpus_per_node", "intra", "inter", "library", "algorithm"}
 
 
@@ -198,16 +226,23 @@ def from_site_file(path: Path) -> Cluster:
     except UntrustedInput as exc:
         raise UsageError(f"--cluster-file {path}: not a readable JSON cluster description ({exc.reason})") from None
     if not isinstance(data, dict) or set(data) - SITE_KEYS:
-        raise UsageError(f"--cluster-file {path}: an object with keys among {sorted(SITE_KEYS)}"
-                         + (f", not {sorted(set(data) - SITE_KEYS)}" if isinstance(data, dict) else ""))
+        raise UsageError(
+            f"--cluster-file {path}: an object with keys among {sorted(SITE_KEYS)}"
+            + (f", not {sorted(set(data) - SITE_KEYS)}" if isinstance(data, dict) else "")
+        )
     gpus = data.get("gpus_per_node")
     if gpus is not None:
         _positive_int(gpus, f"{path}: gpus_per_node")
     if isinstance(data.get("intra"), dict):
         i = data["intra"]
-        intra = IntraNode(str(i.get("name", "site intra-node level")), gpus or 8, _num(i.get("gbit_s"), path, "intra.gbit_s"),
-                          _pair(i.get("latency_us", [1, 5]), path, "intra.latency_us"),
-                          _pair(i.get("fraction", [0.8, 0.9]), path, "intra.fraction"), f"site file {path.name}")
+        intra = IntraNode(
+            str(i.get("name", "site intra-node level")),
+            gpus or 8,
+            _num(i.get("gbit_s"), path, "intra.gbit_s"),
+            _pair(i.get("latency_us", [1, 5]), path, "intra.latency_us"),
+            _pair(i.get("fraction", [0.8, 0.9]), path, "intra.fraction"),
+            f"site file {path.name}",
+        )
     else:
         intra = parse_intra(str(data.get("node_type", "hgx-h100")), gpus)
     if isinstance(data.get("inter"), dict):
@@ -217,15 +252,28 @@ def from_site_file(path: Path) -> Cluster:
         transport = n.get("transport", "rdma")
         if transport not in ("rdma", "tcp"):
             raise UsageError(f"{path}: inter.transport is rdma or tcp, not {transport!r}")
-        inter = InterNode(str(n.get("name", "site network")), rails, _num(n.get("gbit_s"), path, "inter.gbit_s"),
-                          _pair(n.get("fraction"), path, "inter.fraction"),
-                          _pair(n.get("latency_us"), path, "inter.latency_us"), transport, f"site file {path.name}")
+        inter = InterNode(
+            str(n.get("name", "site network")),
+            rails,
+            _num(n.get("gbit_s"), path, "inter.gbit_s"),
+            _pair(n.get("fraction"), path, "inter.fraction"),
+            _pair(n.get("latency_us"), path, "inter.latency_us"),
+            transport,
+            f"site file {path.name}",
+        )
     elif isinstance(data.get("inter"), str):
         inter = parse_inter(data["inter"])
     else:
         raise UsageError(f"--cluster-file {path}: 'inter' (a network preset or an object) is required")
-    return checked(Cluster(str(data.get("name", path.stem)), intra, inter, str(data.get("library", "nccl")),
-                           str(data.get("algorithm", "auto"))))
+    return checked(
+        Cluster(
+            str(data.get("name", path.stem)),
+            intra,
+            inter,
+            str(data.get("library", "nccl")),
+            str(data.get("algorithm", "auto")),
+        )
+    )
 
 
 def _num(value, path: Path, what: str) -> float:
@@ -235,8 +283,11 @@ def _num(value, path: Path, what: str) -> float:
 
 
 def _pair(value, path: Path, what: str) -> Range:
-    if (not isinstance(value, list) or len(value) != 2
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    ):
         raise UsageError(f"{path}: {what} must be [low, high], got {value!r}")
     return (float(value[0]), float(value[1]))
 
@@ -260,16 +311,27 @@ def from_probe_report(path: Path) -> tuple[IntraNode, InterNode]:
     try:
         facts = read_json(path, MAX_DESCRIPTION_BYTES, "file")["facts"]
         topo = facts.get("gpu_topology") or {}
-        topology = GpuTopology(gpus=[TopoGpu(int(g["index"]), None, None, {str(k): str(v) for k, v in
-                                                                             (g.get("links") or {}).items()})
-                                     for g in topo.get("gpus") or []])
-        rdma = [float(p["rate_gbps"]) for p in facts.get("rdma_ports") or []
-                if p.get("state") == "ACTIVE" and isinstance(p.get("rate_gbps"), (int, float))]
-        tcp = [n["speed_mbps"] / 1e3 for n in facts.get("nics") or []
-               if n.get("operstate") == "up" and isinstance(n.get("speed_mbps"), int) and n["speed_mbps"] > 0]
+        topology = GpuTopology(
+            gpus=[
+                TopoGpu(int(g["index"]), None, None, {str(k): str(v) for k, v in (g.get("links") or {}).items()})
+                for g in topo.get("gpus") or []
+            ]
+        )
+        rdma = [
+            float(p["rate_gbps"])
+            for p in facts.get("rdma_ports") or []
+            if p.get("state") == "ACTIVE" and isinstance(p.get("rate_gbps"), (int, float))
+        ]
+        tcp = [
+            n["speed_mbps"] / 1e3
+            for n in facts.get("nics") or []
+            if n.get("operstate") == "up" and isinstance(n.get("speed_mbps"), int) and n["speed_mbps"] > 0
+        ]
     except (UntrustedInput, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UsageError(f"--probe-json {path}: not a `fabric-bench probe --json` report "
-                         f"({exc.reason if isinstance(exc, UntrustedInput) else exc})") from None
+        raise UsageError(
+            f"--probe-json {path}: not a `fabric-bench probe --json` report "
+            f"({exc.reason if isinstance(exc, UntrustedInput) else exc})"
+        ) from None
     return _from_topology(topology, rdma or tcp, "rdma" if rdma else "tcp")
 
 
@@ -283,16 +345,33 @@ def _from_topology(topology, nic_gbit_s: list[float], transport: str) -> tuple[I
         flat = [k for row in nv for k in row]
         switched = gpus > 2 and all(len(row) == gpus - 1 for row in nv) and len(set(flat)) == 1
         links = flat[0] if switched else max(sum(row) for row in nv)  # a switch: every pair shows all links
-        intra = IntraNode(f"NVLink, {links} links per GPU{' (switched)' if switched else ''} in topo -m", gpus,
-                          links * 25 * 8, (1.0, 3.0), source="probe (nvidia-smi topo -m; 25 GB/s per link and "
-                                                            "direction assumed: NVLink 2-4)")
+        intra = IntraNode(
+            f"NVLink, {links} links per GPU{' (switched)' if switched else ''} in topo -m",
+            gpus,
+            links * 25 * 8,
+            (1.0, 3.0),
+            source="probe (nvidia-smi topo -m; 25 GB/s per link and direction assumed: NVLink 2-4)",
+        )
     else:
-        intra = IntraNode("PCIe (no NVLink in topo -m)", gpus, 16 * 8, (2.0, 5.0), (0.6, 0.8),
-                          "probe (nvidia-smi topo -m; PCIe Gen3 x16 assumed)")
+        intra = IntraNode(
+            "PCIe (no NVLink in topo -m)",
+            gpus,
+            16 * 8,
+            (2.0, 5.0),
+            (0.6, 0.8),
+            "probe (nvidia-smi topo -m; PCIe Gen3 x16 assumed)",
+        )
     rates = [r for r in nic_gbit_s if r > 0]
     if not rates:
         raise UsageError("the probe found no NIC with a rate")
     preset = NETWORKS["tcp-100" if transport == "tcp" else "ib-edr-1x100"]
-    inter = InterNode(f"{len(rates)} x {min(rates):g} Gbit/s ({transport}, probed)", len(rates), min(rates),
-                      preset.fraction, preset.latency_us, transport, "probe (NIC count and rate; fraction assumed)")
+    inter = InterNode(
+        f"{len(rates)} x {min(rates):g} Gbit/s ({transport}, probed)",
+        len(rates),
+        min(rates),
+        preset.fraction,
+        preset.latency_us,
+        transport,
+        "probe (NIC count and rate; fraction assumed)",
+    )
     return intra, inter

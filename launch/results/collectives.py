@@ -29,6 +29,7 @@ Gloo's allreduce (torch.distributed, Horovod's Gloo ops) is a ring. Open MPI's t
 allreduce for large messages is taken as halving-doubling (Rabenseifner); its decision
 tables vary by version. A run's NCCL log can name the algorithm (`algorithm_from_nccl_log`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,10 +42,36 @@ from launch.results.cluster import Cluster
 
 # NCCL's tuning model (Simple protocol), microseconds: base latency and per-step hardware latency
 NCCL_BASE_LAT_US = {"tree": 0.0, "ring": 8.4}
-NCCL_HW_LAT_US = {"nvlink": {"tree": 28.0, "ring": 3.4}, "pci": {"tree": 28.0, "ring": 5.7},
-                  "net": {"tree": 50.0, "ring": 9.6}}
+NCCL_HW_LAT_US = {
+    "nvlink": {"tree": 28.0, "ring": 3.4},
+    "pci": {"tree": 28.0, "ring": 5.7},
+    "net": {"tree": 50.0, "ring": 9.6},
+}
 # The tree's correction for medium sizes, Simple protocol, by log2(bytes / 64) = 0 .. 21
-NCCL_TREE_CORRECTION = (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7, .8, .9)
+NCCL_TREE_CORRECTION = (
+    0.9,
+    0.9,
+    0.9,
+    0.9,
+    0.9,
+    0.9,
+    0.9,
+    0.8,
+    0.7,
+    0.6,
+    0.6,
+    0.5,
+    0.5,
+    0.5,
+    0.5,
+    0.5,
+    0.5,
+    0.6,
+    0.6,
+    0.7,
+    0.8,
+    0.9,
+)
 TREE_BW_FACTOR = 0.9
 RING_PLATEAU = 1.9
 
@@ -52,6 +79,7 @@ RING_PLATEAU = 1.9
 @dataclass(frozen=True)
 class Corner:
     """One setting of the uncertain inputs: fractions of nominal bandwidth and latencies (us)."""
+
     name: str
     intra_fraction: float
     inter_fraction: float
@@ -63,9 +91,11 @@ def corners(c: Cluster) -> dict[str, Corner]:
     """fast (high fractions, low latencies), mid (midpoints), slow (low fractions, high latencies)."""
     i, n = c.intra, c.inter
     mid = lambda r: (r[0] + r[1]) / 2  # noqa: E731
-    return {"fast": Corner("fast", i.fraction[1], n.fraction[1], i.latency_us[0], n.latency_us[0]),
-            "mid": Corner("mid", mid(i.fraction), mid(n.fraction), mid(i.latency_us), mid(n.latency_us)),
-            "slow": Corner("slow", i.fraction[0], n.fraction[0], i.latency_us[1], n.latency_us[1])}
+    return {
+        "fast": Corner("fast", i.fraction[1], n.fraction[1], i.latency_us[0], n.latency_us[0]),
+        "mid": Corner("mid", mid(i.fraction), mid(n.fraction), mid(i.latency_us), mid(n.latency_us)),
+        "slow": Corner("slow", i.fraction[0], n.fraction[0], i.latency_us[1], n.latency_us[1]),
+    }
 
 
 def _log2i(n: int) -> int:
@@ -95,14 +125,23 @@ def algorithm_time_s(algo: str, c: Cluster, nodes: int, gpus: int, nbytes: float
         return 2 * (p - 1) / p * nbytes / min(b_gpu, net) + 2 * (p - nodes) * a_i + 2 * (nodes - 1) * a_n
     if algo == "tree":
         factor = tree_correction(nbytes)
-        return (nbytes / (0.5 * TREE_BW_FACTOR * factor * min(b_gpu, b_node))
-                + 2 * ((gpus - 1) * a_i + _clog2(nodes) * a_n))
+        return nbytes / (0.5 * TREE_BW_FACTOR * factor * min(b_gpu, b_node)) + 2 * (
+            (gpus - 1) * a_i + _clog2(nodes) * a_n
+        )
     if algo == "hierarchical-ring":
-        return (2 * (gpus - 1) / gpus * nbytes / b_gpu + 2 * (nodes - 1) / nodes * nbytes / b_node
-                + 2 * (gpus - 1) * a_i + 2 * (nodes - 1) * a_n)
+        return (
+            2 * (gpus - 1) / gpus * nbytes / b_gpu
+            + 2 * (nodes - 1) / nodes * nbytes / b_node
+            + 2 * (gpus - 1) * a_i
+            + 2 * (nodes - 1) * a_n
+        )
     if algo == "halving-doubling":
-        return (2 * (1 - 1 / gpus) * nbytes / b_gpu + 2 * (1 - gpus / p) * nbytes / b_node
-                + 2 * _clog2(gpus) * a_i + 2 * _clog2(nodes) * a_n)
+        return (
+            2 * (1 - 1 / gpus) * nbytes / b_gpu
+            + 2 * (1 - gpus / p) * nbytes / b_node
+            + 2 * _clog2(gpus) * a_i
+            + 2 * _clog2(nodes) * a_n
+        )
     raise UsageError(f"algorithm {algo!r}: one of ring, tree, hierarchical-ring, halving-doubling")
 
 
@@ -153,7 +192,7 @@ def allreduce_s(c: Cluster, ranks: int, nbytes: float, k: Corner) -> tuple[float
     return algorithm_time_s(algo, c, nodes, gpus, nbytes, k), algo
 
 
-NCCL_ALGO_NUMBERS = {"0": "tree", "1": "ring"}   # NCCL < 2.12's enum order (TREE 0, RING 1)
+NCCL_ALGO_NUMBERS = {"0": "tree", "1": "ring"}  # NCCL < 2.12's enum order (TREE 0, RING 1)
 MODELLED = ("ring", "tree")
 
 
@@ -168,7 +207,7 @@ def algorithm_from_nccl_log(text: str) -> str | None:
         names = [n.strip().lower() for n in env[1].split(",")]
         return names[0] if len(names) == 1 and names[0] in MODELLED else None
     lines = re.findall(r"(AllReduce: )?(\d+) Bytes -> Algo (\w+)", text)
-    if any(prefix for prefix, _, _ in lines):   # newer logs name the collective: keep the allreduces
+    if any(prefix for prefix, _, _ in lines):  # newer logs name the collective: keep the allreduces
         lines = [line for line in lines if line[0]]
     carried: dict[str, int] = {}
     for _, nbytes, algo in lines:

@@ -9,6 +9,7 @@ its samples do not give is reported (`disagreements`).
 Runs in two directories are paired by what defines them (benchmark, engine,
 model, fabric, ranks, sizes); a run without a partner is reported, not compared.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,11 +18,23 @@ from pathlib import Path
 
 from launch.errors import UsageError
 from launch.ranks.runspec import RunSpec
-from launch.results.result import (Result, busbw_recomputed, files_under, malformed, number, read_tree,
-                                   throughput_recomputed)
+from launch.results.result import (
+    Result,
+    busbw_recomputed,
+    files_under,
+    malformed,
+    number,
+    read_tree,
+    throughput_recomputed,
+)
 
-DEFAULT_TOLERANCE = {"total_img_per_s": 0.10, "per_rank_img_per_s": 0.10, "step_time_s": 0.10,
-                     "comm_fraction": 0.25, "busbw_gbit_s": 0.10}
+DEFAULT_TOLERANCE = {
+    "total_img_per_s": 0.10,
+    "per_rank_img_per_s": 0.10,
+    "step_time_s": 0.10,
+    "comm_fraction": 0.25,
+    "busbw_gbit_s": 0.10,
+}
 
 
 @dataclass(frozen=True)
@@ -85,8 +98,12 @@ def key(result: dict) -> tuple:
     """Results pair when they measured the same work on the same fabric and ranks."""
     spec = result.get("spec") or {}
     sizes = tuple(row.get("bytes") for row in result.get("sizes") or [])
-    return (*(spec.get(name, result.get(name)) for name in WORKLOAD), spec.get("fabric"),
-            result.get("world_size"), sizes)
+    return (
+        *(spec.get(name, result.get(name)) for name in WORKLOAD),
+        spec.get("fabric"),
+        result.get("world_size"),
+        sizes,
+    )
 
 
 def values(result: Result) -> dict[str, tuple[float, float | None]]:
@@ -107,7 +124,7 @@ def values(result: Result) -> dict[str, tuple[float, float | None]]:
         if figure is not None:
             out[name] = (figure, None)
     for row in result.sizes:
-        again = busbw_recomputed(row, result.world_size)
+        again = busbw_recomputed(row, result.world_size, result.benchmark)
         if again is not None:
             out[f"busbw_gbit_s@{row.get('bytes')}"] = again
         elif (busbw := number(row.get("busbw_gbit_s"))) is not None:
@@ -125,8 +142,11 @@ def tolerance_for(metric: str, tolerances: dict[str, float], default: float | No
 
 def compare_pair(a: Result, b: Result, tolerances: dict[str, float], default: float | None = None) -> list[Metric]:
     va, vb = values(a), values(b)
-    return [Metric(name, va[name][0], vb[name][0], va[name][1], vb[name][1],
-                   tolerance_for(name, tolerances, default)) for name in va if name in vb]
+    return [
+        Metric(name, va[name][0], vb[name][0], va[name][1], vb[name][1], tolerance_for(name, tolerances, default))
+        for name in va
+        if name in vb
+    ]
 
 
 def pair(a: list[Result], b: list[Result]) -> tuple[list[tuple[Result, Result]], list[str]]:

@@ -1,6 +1,7 @@
 """How a figure and its 95 % interval read in tables: digits by unit and size (a bandwidth
 of 0.07 Gbit/s keeps its digits, an interval never rounds to ±0.0), and words where no
 interval exists (one sample) or where it covers one run's iterations only."""
+
 from __future__ import annotations
 
 

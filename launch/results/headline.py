@@ -9,6 +9,7 @@ and flagged where the hardware makes the figure impossible.
   N ranks sharing the cores of one rank cannot do much more than its work (docs/disturbance.md).
   A bus bandwidth above the link rate is flagged by launch.results.plausibility.
 """
+
 from __future__ import annotations
 
 from launch.results.result import disturbance_causes, disturbance_summary, disturbed
@@ -35,8 +36,9 @@ def unreadable(results: list[dict]) -> str | None:
     bad = [r for r in results if disturbed(r)]
     if not bad:
         return None
-    return "; ".join(f"{run_name(r)} ({r.get('run_id')}) was disturbed: {', '.join(disturbance_causes(r))}"
-                     for r in bad)
+    return "; ".join(
+        f"{run_name(r)} ({r.get('run_id')}) was disturbed: {', '.join(disturbance_causes(r))}" for r in bad
+    )
 
 
 def ratio_line(label: str, value: float, built_on: list[dict], fmt: str = ".2f") -> str:
@@ -50,6 +52,8 @@ def ratio_line(label: str, value: float, built_on: list[dict], fmt: str = ".2f")
 def impossible_same_cores(value: float | None, ranks: int) -> str | None:
     if value is None or value <= SAME_CORES_IMPOSSIBLE:
         return None
-    return (f"same-cores efficiency {value:.2f} is impossible: {ranks} ranks on the cores of one cannot do "
-            f"{value:.2f}x its work (above {SAME_CORES_IMPOSSIBLE:g}); a run behind it was disturbed in a way "
-            f"the record did not catch, or the 1-rank run did not use its cores")
+    return (
+        f"same-cores efficiency {value:.2f} is impossible: {ranks} ranks on the cores of one cannot do "
+        f"{value:.2f}x its work (above {SAME_CORES_IMPOSSIBLE:g}); a run behind it was disturbed in a way "
+        f"the record did not catch, or the 1-rank run did not use its cores"
+    )

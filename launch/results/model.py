@@ -14,6 +14,7 @@ communication and backward pass: an upper bound for DDP/Horovod, which overlap.
 
     python -m launch.results.model ALLREDUCE_RESULT TRAIN_RESULT [BASELINE_1_RANK_RESULT]
 """
+
 from __future__ import annotations
 
 import json
@@ -82,11 +83,14 @@ def predict_training(model: AlphaBeta, train: dict, baseline: dict | None = None
     predicted_step_s = compute_step_s + allreduce_s
     measured_step_s = batch / train["throughput"]["per_rank_img_per_s"]
     # 1-rank throughput: the baseline run if given, else this run's compute-only step
-    single_img_per_s = (baseline["throughput"]["total_img_per_s"] if baseline else batch / compute_step_s)
+    single_img_per_s = baseline["throughput"]["total_img_per_s"] if baseline else batch / compute_step_s
     return {
-        "ranks": ranks, "gradient_bytes": train["gradient_bytes"],
-        "compute_step_s": compute_step_s, "predicted_allreduce_s": allreduce_s,
-        "predicted_step_s": predicted_step_s, "measured_step_s": measured_step_s,
+        "ranks": ranks,
+        "gradient_bytes": train["gradient_bytes"],
+        "compute_step_s": compute_step_s,
+        "predicted_allreduce_s": allreduce_s,
+        "predicted_step_s": predicted_step_s,
+        "measured_step_s": measured_step_s,
         "predicted_over_measured": predicted_step_s / measured_step_s,
         "predicted_scaling_efficiency": batch / predicted_step_s / single_img_per_s,
         "measured_scaling_efficiency": batch / measured_step_s / single_img_per_s,
@@ -97,12 +101,14 @@ def predict_training(model: AlphaBeta, train: dict, baseline: dict | None = None
 
 def describe(prediction: dict) -> str:
     p = prediction
-    return (f"{p['ranks']} ranks, {p['gradient_bytes'] / 2**20:.1f} MiB gradients: "
-            f"step predicted {p['predicted_step_s'] * 1e3:.1f} ms (compute {p['compute_step_s'] * 1e3:.1f} + "
-            f"allreduce {p['predicted_allreduce_s'] * 1e3:.1f}) vs measured {p['measured_step_s'] * 1e3:.1f} ms "
-            f"({p['predicted_over_measured']:.2f}x); scaling efficiency predicted "
-            f"{p['predicted_scaling_efficiency']:.2f} vs measured {p['measured_scaling_efficiency']:.2f} "
-            f"(against the {p['efficiency_baseline']})")
+    return (
+        f"{p['ranks']} ranks, {p['gradient_bytes'] / 2**20:.1f} MiB gradients: "
+        f"step predicted {p['predicted_step_s'] * 1e3:.1f} ms (compute {p['compute_step_s'] * 1e3:.1f} + "
+        f"allreduce {p['predicted_allreduce_s'] * 1e3:.1f}) vs measured {p['measured_step_s'] * 1e3:.1f} ms "
+        f"({p['predicted_over_measured']:.2f}x); scaling efficiency predicted "
+        f"{p['predicted_scaling_efficiency']:.2f} vs measured {p['measured_scaling_efficiency']:.2f} "
+        f"(against the {p['efficiency_baseline']})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     allreduce, train, *rest = [json.loads(Path(a).read_text()) for a in args]
     model = fit(allreduce["sizes"], allreduce["world_size"])
-    print(f"alpha {model.alpha_s * 1e6:.1f} us, beta -> {model.bandwidth_gbit_s:.3f} Gbit/s "
-          f"({allreduce.get('backend')}, {model.ranks} ranks)")
+    print(
+        f"alpha {model.alpha_s * 1e6:.1f} us, beta -> {model.bandwidth_gbit_s:.3f} Gbit/s "
+        f"({allreduce.get('backend')}, {model.ranks} ranks)"
+    )
     print(describe(predict_training(model, train, rest[0] if rest else None)))
     return 0
 

@@ -6,6 +6,7 @@ place, and prints per row: size (B), count, type, redop, root (newer versions), 
 placement time (us), algbw and busbw (GB/s, 1e9 bytes) and #wrong. A row may carry mpirun's
 `--tag-output` prefix (`[1,0]<stdout>:`). Standard library only.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,8 +27,12 @@ def _number(text: str) -> float | None:
 
 def _placement(cells: list[str]) -> dict:
     time_us, algbw, busbw, wrong = cells
-    return {"time_us": _number(time_us), "algbw_gbyte_s": _number(algbw), "busbw_gbyte_s": _number(busbw),
-            "wrong": _number(wrong)}
+    return {
+        "time_us": _number(time_us),
+        "algbw_gbyte_s": _number(algbw),
+        "busbw_gbyte_s": _number(busbw),
+        "wrong": _number(wrong),
+    }
 
 
 def parse(text: str) -> dict:
@@ -47,8 +52,16 @@ def parse(text: str) -> dict:
             out["avg_busbw_gbyte_s"] = float(match.group(1))
         cells = line.split()
         if len(cells) in (12, 13) and cells[0].isdigit() and cells[1].isdigit():
-            numbers = cells[-8:]   # out of place: time algbw busbw #wrong; in place: the same
-            out["rows"].append({"bytes": int(cells[0]), "count": int(cells[1]), "type": cells[2], "redop": cells[3],
-                                "out_of_place": _placement(numbers[:4]), "in_place": _placement(numbers[4:])})
+            numbers = cells[-8:]  # out of place: time algbw busbw #wrong; in place: the same
+            out["rows"].append(
+                {
+                    "bytes": int(cells[0]),
+                    "count": int(cells[1]),
+                    "type": cells[2],
+                    "redop": cells[3],
+                    "out_of_place": _placement(numbers[:4]),
+                    "in_place": _placement(numbers[4:]),
+                }
+            )
     out["ranks"] = ranks or None
     return out

@@ -1,4 +1,6 @@
-"""Is this number normal? An expected-performance verdict for every allreduce and training result.
+"""Is this number normal? An expected-performance verdict for every result whose kind has a
+bandwidth to judge (each kind's rule: launch.kinds; the size sweeps' busbw at large messages, a
+training run's implied busbw).
 
 The question users keep asking (NVIDIA/nccl-tests#40, #293, #309, #389) has
 the maintainers' answer: compare the bus bandwidth at large messages with the
@@ -30,17 +32,18 @@ the same step without exchange) implies a bus bandwidth for its gradients.
 Overlap with the backward pass hides communication, so that figure is an upper
 bound: a low one is solid evidence of trouble; a high one is not proof of health.
 """
+
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
+
+from launch.kinds import kind_of
+from launch.kinds.sizes import LARGE_MESSAGE_BYTES, TOP_SIZES  # noqa: F401  (the rule's sizes: launch.kinds.sizes)
+from launch.results.result import typed
 
 HEALTHY = 0.85  # 'about 0.9': a well-behaved shaped 1 Gbit/s link measured 0.89-0.91 here (noise margin)
 SUSPECT = 0.5
 FASTER_THAN = 1.05
-LARGE_MESSAGE_BYTES = 8 * 2**20   # "large messages": the sizes at and above 8 MiB (else the largest)
-TOP_SIZES = 3   # of those, the largest three are judged: 8 x 400G nodes reach only a quarter to half of the
-                # line rate at 8-256 MiB, and NCCL runs sweep to 8 GiB (launch.ranks.runspec.NCCL_MAX_BYTES)
 BANDS = {"healthy": HEALTHY, "below expectation": SUSPECT, "suspect: check the transport": 0.0}
 
 
@@ -113,31 +116,6 @@ def rails_in_use(result: dict) -> tuple[int, str]:
     return 1, "one NIC (none listed)"
 
 
-def large_message_busbw(sizes: list[dict]) -> tuple[float | None, list[int]]:
-    """Median busbw over the top sizes: the largest TOP_SIZES at or above LARGE_MESSAGE_BYTES (else
-    the largest size)."""
-    rows = [r for r in sizes if r.get("busbw_gbit_s") is not None]
-    if not rows:
-        return None, []
-    large = sorted((r for r in rows if r["bytes"] >= LARGE_MESSAGE_BYTES), key=lambda r: r["bytes"])[-TOP_SIZES:] \
-        or [max(rows, key=lambda r: r["bytes"])]
-    return statistics.median(r["busbw_gbit_s"] for r in large), [r["bytes"] for r in large]
-
-
-def training_busbw(result: dict) -> float | None:
-    """Bus bandwidth implied by a training run's exposed communication (an upper bound: overlap hides some)."""
-    n = result.get("world_size") or 0
-    grad, throughput = result.get("gradient_bytes"), (result.get("throughput") or {}).get("total_img_per_s")
-    compute, batch = result.get("compute_img_per_s"), ((result.get("spec") or {}).get("batch_size"))
-    if n < 2 or not grad or not throughput or not compute or not batch:
-        return None
-    step_s, compute_s = batch * n / throughput, batch * n / compute
-    exposed = step_s - compute_s
-    if exposed <= 0:
-        return None  # fully hidden: nothing to say about the link
-    return grad * 8 / 1e9 * 2 * (n - 1) / n / exposed
-
-
 def gpudirect_check(result: dict) -> dict | None:
     """NCCL runs: GPUDirect RDMA asked (--gpudirect) against what NCCL's channels show."""
     spec = result.get("spec") or {}
@@ -146,30 +124,32 @@ def gpudirect_check(result: dict) -> dict | None:
         return None
     observed = nccl.get("gdr")
     seen = {True: "on", False: "off", "partial": "partial", None: None}[observed]  # transport._gdr_of
-    return {"asked": spec["gpudirect"], "observed": seen,
-            "ok": None if seen is None else seen == spec["gpudirect"]}
+    return {"asked": spec["gpudirect"], "observed": seen, "ok": None if seen is None else seen == spec["gpudirect"]}
 
 
 def verdict(result: dict, site_link_gbit_s: float | None = None, root: Path = Path("/")) -> dict:
-    """The `plausibility` field of a result."""
-    if result.get("benchmark") not in ("allreduce", "train"):
-        return {"verdict": "not applicable", "why": f"benchmark {result.get('benchmark')}"}
-    hosts = result.get("hosts") or []
+    """The `plausibility` field of a result: what its kind's rule measured (launch.kinds) against the
+    line rate."""
+    kind, fields = kind_of(result), typed(result)
+    judged = kind.plausibility(fields) if kind is not None and fields is not None else None
+    if judged is None or fields is None:
+        return {"verdict": "not applicable", "why": f"benchmark {fields.benchmark if fields else None}"}
     rate, source = line_rate(result, site_link_gbit_s, root)
     rails, rails_source = rails_in_use(result)
-    out: dict = {"link_rate_gbit_s": rate, "link_rate_source": source, "rails": rails, "rails_source": rails_source,
-                 "node_rate_gbit_s": None if rate is None else rate * rails,
-                 "bands": {"healthy": HEALTHY, "suspect_below": SUSPECT, "faster_than": FASTER_THAN}}
-    if result.get("status") not in ("ok", "transport_mismatch"):
-        return {**out, "verdict": "unknown", "why": f"run status {result.get('status')}"}
-    if len(hosts) < 2 and not result.get("link_rate_gbit_s"):
+    out: dict = {
+        "link_rate_gbit_s": rate,
+        "link_rate_source": source,
+        "rails": rails,
+        "rails_source": rails_source,
+        "node_rate_gbit_s": None if rate is None else rate * rails,
+        "bands": {"healthy": HEALTHY, "suspect_below": SUSPECT, "faster_than": FASTER_THAN},
+    }
+    if fields.status not in ("ok", "transport_mismatch"):
+        return {**out, "verdict": "unknown", "why": f"run status {fields.status}"}
+    if len(fields.hosts or []) < 2 and not fields.link_rate_gbit_s:
         return {**out, "verdict": "not applicable", "why": "one host: the traffic did not cross the fabric"}
-    if result["benchmark"] == "allreduce":
-        busbw, sizes = large_message_busbw(result.get("sizes") or [])
-        out.update(measure="allreduce busbw at large messages", busbw_gbit_s=busbw, message_bytes=sizes)
-    else:
-        busbw = training_busbw(result)
-        out.update(measure="training: busbw implied by exposed communication (upper bound)", busbw_gbit_s=busbw)
+    busbw = judged.busbw_gbit_s
+    out.update(measure=judged.measure, busbw_gbit_s=busbw, **(judged.more or {}))
     gdr = gpudirect_check(result)
     if gdr:
         out["gpudirect"] = gdr
@@ -179,7 +159,7 @@ def verdict(result: dict, site_link_gbit_s: float | None = None, root: Path = Pa
     ratio = busbw / (rate * rails)
     out["ratio"] = ratio
     out["verdict"] = band(ratio)
-    if result["benchmark"] == "train" and out["verdict"] in ("healthy", "suspect: faster than the line rate"):
+    if judged.upper_bound and out["verdict"] in ("healthy", "suspect: faster than the line rate"):
         out["verdict"] = "no sign of trouble"  # overlap: an upper bound proves nothing good
     if gdr and gdr["ok"] is False:
         out["verdict"] = "suspect: check the transport"

@@ -1,6 +1,7 @@
 """The report's figures (matplotlib, Agg): throughput, efficiency and communication share vs
-ranks, the verdicts' ratios, allreduce bus bandwidth vs message size, predicted vs measured;
+ranks, the verdicts' ratios, a size sweep's bus bandwidth vs message size, predicted vs measured;
 and what a figure shows, read back from it (figure_data) and what of it is drawn off its edges."""
+
 from __future__ import annotations
 
 import math
@@ -12,6 +13,7 @@ matplotlib.use("Agg")
 matplotlib.rcParams["text.parse_math"] = False  # names from other sites are text: "$x$" is not math
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.container import ErrorbarContainer  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from launch.results import aggregate  # noqa: E402
 
@@ -41,39 +43,52 @@ def plot_throughput(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
     ideal_drawn = False
     for name, points in curves.items():
         xs = [p.ranks for p in points]
-        bars = ax.errorbar(xs, [p.mean for p in points], yerr=[_ci(p.ci95) for p in points],
-                           marker="o", capsize=3, label=name)
+        bars = ax.errorbar(
+            xs, [p.mean for p in points], yerr=[_ci(p.ci95) for p in points], marker="o", capsize=3, label=name
+        )
         one = next((p for p in points if p.ranks == 1), None)
         if one is not None and len(xs) > 1:
             # hidden from the series list (its own entry in the legend): N x the 1-rank throughput
-            line, = ax.plot(xs, [x * one.mean for x in xs], linestyle=":", color=bars.lines[0].get_color(),
-                            alpha=0.8, label=f"_ideal {name}")
+            (line,) = ax.plot(
+                xs,
+                [x * one.mean for x in xs],
+                linestyle=":",
+                color=bars.lines[0].get_color(),
+                alpha=0.8,
+                label=f"_ideal {name}",
+            )
             line.set_gid("ideal")
             ideal_drawn = True
     if ideal_drawn:
-        proxy, = ax.plot([], [], linestyle=":", color="grey", label=IDEAL_LABEL)
+        (proxy,) = ax.plot([], [], linestyle=":", color="grey", label=IDEAL_LABEL)
         proxy.set_gid("legend-only")
     _rank_ticks(ax, curves)
     return fig
 
 
 def plot_efficiency(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
-    fig, ax = _axes("Scaling efficiency vs ranks", "ranks (GPUs on GPU runs)",
-                    "scaling efficiency (throughput(N) / N x throughput(1))")
+    fig, ax = _axes(
+        "Scaling efficiency vs ranks",
+        "ranks (GPUs on GPU runs)",
+        "scaling efficiency (throughput(N) / N x throughput(1))",
+    )
     for name, points in curves.items():
         if not any(p.ranks == 1 for p in points):
             continue  # no 1-rank baseline in this set: no efficiency
         ax.plot([p.ranks for p in points], [p.efficiency for p in points], marker="o", label=name)
     ax.axhline(1.0, color="grey", linestyle=":", label="_ideal")
-    proxy, = ax.plot([], [], linestyle=":", color="grey", label="ideal (1.0)")
+    (proxy,) = ax.plot([], [], linestyle=":", color="grey", label="ideal (1.0)")
     proxy.set_gid("legend-only")
     _rank_ticks(ax, curves)
     return fig
 
 
 def plot_comm_share(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
-    fig, ax = _axes("Communication share of a training step", "ranks (GPUs on GPU runs)",
-                    "communication share (fraction of step time)")
+    fig, ax = _axes(
+        "Communication share of a training step",
+        "ranks (GPUs on GPU runs)",
+        "communication share (fraction of step time)",
+    )
     for name, points in curves.items():
         shown = [p for p in points if p.comm_fraction is not None]  # never a 1-rank point
         if shown:
@@ -84,18 +99,25 @@ def plot_comm_share(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
 
 
 def _group_label(row: dict) -> str:
-    knobs = [f"{k} {row[k]}" for k in ("allreduce", "gpudirect", "fabric") if k in row and row[k] != "default"
-             and k != row["axis"]]
-    return (f"{row['model']} {row['engine']} {row['nodes']}x{row['ranks_per_node']}"
-            + (f" {' '.join(knobs)}" if knobs else ""))
+    knobs = [
+        f"{k} {row[k]}"
+        for k in ("allreduce", "gpudirect", "fabric")
+        if k in row and row[k] != "default" and k != row["axis"]
+    ]
+    return f"{row['model']} {row['engine']} {row['nodes']}x{row['ranks_per_node']}" + (
+        f" {' '.join(knobs)}" if knobs else ""
+    )
 
 
 def plot_verdicts(all_verdicts: dict) -> plt.Figure:
     """Every verdict row: the speed ratio (throughput ratio, inverse time ratio) with its 95 % CI."""
     rows = [r for data in all_verdicts.values() for r in data["rows"]]
-    fig, ax = _axes("Verdicts: relative speed with 95 % CI", "speed relative to the reference\n"
-                    "(throughput or bandwidth ratio; inverse time ratio for the halo proxy)", "",
-                    size=(8, max(3.0, 1.2 + 0.32 * len(rows))))
+    fig, ax = _axes(
+        "Verdicts: relative speed with 95 % CI",
+        "speed relative to the reference\n(throughput or bandwidth ratio; inverse time ratio for the halo proxy)",
+        "",
+        size=(8, max(3.0, 1.2 + 0.32 * len(rows))),
+    )
     labels = []
     by_series: dict[str, list[tuple[int, dict]]] = {}
     for i, row in enumerate(rows):
@@ -118,27 +140,43 @@ def _allreduce_label(r: dict) -> str:
     return f"{fabric}/{r.get('backend') or '-'} x{r.get('world_size')}"
 
 
-def plot_busbw(results: Sequence[dict]) -> plt.Figure:
-    fig, ax = _axes("Allreduce bus bandwidth vs message size", "message size (bytes)", "bus bandwidth (Gbit/s)")
+def plot_busbw(results: Sequence[dict], title: str) -> plt.Figure:
+    """A size sweep's busbw per size, one line per run; `title`: its kind's (launch.kinds: sizes_plot)."""
+    fig, ax = _axes(title, "message size (bytes)", "bus bandwidth (Gbit/s)")
     for r in results:
-        rows = [row for row in r["sizes"] if aggregate.number(row.get("bytes")) and aggregate.number(row.get("busbw_gbit_s"))]
-        ax.plot([row["bytes"] for row in rows], [row["busbw_gbit_s"] for row in rows], marker="o",
-                label=_allreduce_label(r))
+        rows = [
+            row
+            for row in r["sizes"]
+            if aggregate.number(row.get("bytes")) and aggregate.number(row.get("busbw_gbit_s"))
+        ]
+        ax.plot(
+            [row["bytes"] for row in rows], [row["busbw_gbit_s"] for row in rows], marker="o", label=_allreduce_label(r)
+        )
     rates = sorted({rate for r in results if (rate := aggregate.number(r.get("link_rate_gbit_s"))) is not None})
     for rate, style in zip(rates, ["--", ":", "-.", (0, (5, 1, 1, 1))] * len(rates)):
         ax.axhline(rate, linestyle=style, color="black", label=f"link rate {rate:g} Gbit/s")
     ax.set_xscale("log", base=2)
+    # plain-text ticks: math text is off (names from other sites are text), so log ticks' "$2^{10}$" would show raw
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: size_text(value)))
     return fig
 
 
+def size_text(nbytes: float) -> str:
+    """'512 B', '64 KiB', '8 MiB', '2 GiB': a message size as its axis shows it."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"
+
+
 def plot_predicted(preds: dict) -> plt.Figure:
-    fig, ax = _axes("Alpha-beta model: predicted vs measured step time", "ranks (GPUs on GPU runs)",
-                    "step time (ms)")
+    fig, ax = _axes("Alpha-beta model: predicted vs measured step time", "ranks (GPUs on GPU runs)", "step time (ms)")
     for name, points in preds.items():
         xs = [x for x, _, _ in points]
-        line, = ax.plot(xs, [m for _, m, _ in points], marker="o", label=f"measured {name}")
-        ax.plot(xs, [p for _, _, p in points], marker="x", linestyle="--", color=line.get_color(),
-                label=f"predicted {name}")
+        (line,) = ax.plot(xs, [m for _, m, _ in points], marker="o", label=f"measured {name}")
+        ax.plot(
+            xs, [p for _, _, p in points], marker="x", linestyle="--", color=line.get_color(), label=f"predicted {name}"
+        )
     ax.set_xticks(sorted({x for points in preds.values() for x, _, _ in points}))
     return fig
 
@@ -176,8 +214,8 @@ def cut_off_text(fig: plt.Figure) -> list[str]:
     for ax in fig.axes:
         box = ax.get_tightbbox(renderer)
         if box is not None and (box.x0 < -1 or box.y0 < -1 or box.x1 > width + 1 or box.y1 > height + 1):
-            out.append(f"{ax.get_title() or 'axes'}: drawn over [{box.x0:.0f}, {box.x1:.0f}] x [{box.y0:.0f}, "
-                       f"{box.y1:.0f}] px of {width} x {height}")
+            out.append(
+                f"{ax.get_title() or 'axes'}: drawn over [{box.x0:.0f}, {box.x1:.0f}] x [{box.y0:.0f}, "
+                f"{box.y1:.0f}] px of {width} x {height}"
+            )
     return out
-
-

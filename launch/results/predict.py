@@ -50,28 +50,31 @@ libraries switch to trees at scale, so at large N high-latency fabrics come out
 pessimistic.
 A prediction records every input (predict.json) so it can be reproduced.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
 
 from launch.errors import UsageError
+from launch.kinds import kind_of, trains
 from launch.results.model import AlphaBeta
 
-MIB = 2 ** 20
-DDP_FIRST_BUCKET_BYTES = 1 * MIB   # torch.distributed's first bucket
-DDP_BUCKET_CAP_MB = 25.0           # DistributedDataParallel(bucket_cap_mb=25) default
-HOROVOD_FUSION_BYTES = 128 * MIB   # Horovod >= 0.21 defaults
+MIB = 2**20
+DDP_FIRST_BUCKET_BYTES = 1 * MIB  # torch.distributed's first bucket
+DDP_BUCKET_CAP_MB = 25.0  # DistributedDataParallel(bucket_cap_mb=25) default
+HOROVOD_FUSION_BYTES = 128 * MIB  # Horovod >= 0.21 defaults
 HOROVOD_CYCLE_MS = 1.0
-BACKWARD_SHARE = 2 / 3             # backward ~ 2x forward: an assumption, printed with every prediction
+BACKWARD_SHARE = 2 / 3  # backward ~ 2x forward: an assumption, printed with every prediction
 # How the host's cost of the exchange (h, module doc) meets the step, per engine
 HOST_RULE = {"ddp": "series", "horovod": "spread"}
-DEFAULT_RANKS = tuple(2 ** k for k in range(11))  # 1 .. 1024
+DEFAULT_RANKS = tuple(2**k for k in range(11))  # 1 .. 1024
 
 
 @dataclass(frozen=True)
 class Fabric:
     """An allreduce model for one fabric: fitted from an allreduce run, or nominal (line rate, latency)."""
+
     name: str
     alpha_s: float
     bandwidth_gbit_s: float
@@ -90,6 +93,8 @@ NOMINAL = {
     "25GbE": Fabric("25GbE", 10e-6, 25.0, "nominal"),
     "omnipath-100": Fabric("omnipath-100", 1.5e-6, 100.0, "nominal"),
     "infiniband-hdr-200": Fabric("infiniband-hdr-200", 1.5e-6, 200.0, "nominal"),
+    "infiniband-ndr-400": Fabric("infiniband-ndr-400", 1.5e-6, 400.0, "nominal"),
+    "roce-400": Fabric("roce-400", 3e-6, 400.0, "nominal"),  # RoCE v2 on 400GbE: IB's rate, Ethernet switch hops
     "efa-4x100": Fabric("efa-4x100", 15e-6, 400.0, "nominal"),
     "slingshot-200": Fabric("slingshot-200", 2e-6, 200.0, "nominal"),
 }
@@ -98,14 +103,15 @@ NOMINAL = {
 @dataclass(frozen=True)
 class Workload:
     """What one rank computes and exchanges per step."""
-    engine: str                 # ddp | horovod
-    batch_size: int             # per rank
-    compute_step_s: float       # t_c: the step without gradient exchange
+
+    engine: str  # ddp | horovod
+    batch_size: int  # per rank
+    compute_step_s: float  # t_c: the step without gradient exchange
     gradient_bytes: int
-    bucket_bytes: float         # ddp: bucket cap; horovod: fusion threshold
+    bucket_bytes: float  # ddp: bucket cap; horovod: fusion threshold
     cycle_s: float = HOROVOD_CYCLE_MS / 1e3  # horovod only
     backward_share: float = BACKWARD_SHARE
-    host_overhead_s: float = 0.0      # h at host_overhead_ranks (see the module doc); 0: not measured
+    host_overhead_s: float = 0.0  # h at host_overhead_ranks (see the module doc); 0: not measured
     host_overhead_ranks: int = 2
     source: dict | None = None  # where the numbers came from
     # the non-network term (launch.results.predict_cluster calibrates it): o, a per-step cost of
@@ -117,16 +123,23 @@ class Workload:
         return asdict(self)
 
 
-def workload_from(train: dict, engine: str | None = None, bucket_mb: float | None = None,
-                  cycle_ms: float | None = None, backward_share: float = BACKWARD_SHARE) -> Workload:
+def workload_from(
+    train: dict,
+    engine: str | None = None,
+    bucket_mb: float | None = None,
+    cycle_ms: float | None = None,
+    backward_share: float = BACKWARD_SHARE,
+) -> Workload:
     """The workload of a train result: its compute-only step (measured with its own ranks sharing the
     host, as they do while training), gradient bytes and the engine's bucket settings."""
-    if train.get("benchmark") not in (None, "train"):
+    if train.get("benchmark") is not None and not trains(train.get("benchmark")):
         raise UsageError(f"{train.get('run_id')}: a {train.get('benchmark')} result, not a training result")
     compute = train.get("compute_img_per_s")
     if not isinstance(compute, (int, float)) or compute <= 0:
-        raise UsageError(f"{train.get('run_id')}: the train result has no compute_img_per_s "
-                         "(the compute-only step); rerun it with this version of fabric-bench")
+        raise UsageError(
+            f"{train.get('run_id')}: the train result has no compute_img_per_s "
+            "(the compute-only step); rerun it with this version of fabric-bench"
+        )
     if not isinstance(train.get("gradient_bytes"), int) or train["gradient_bytes"] <= 0:
         raise UsageError(f"{train.get('run_id')}: the train result has no gradient_bytes")
     spec = train.get("spec") or {}
@@ -143,17 +156,33 @@ def workload_from(train: dict, engine: str | None = None, bucket_mb: float | Non
         bucket = float(cap) * MIB if bucket_mb or not wire.get("bucket_bytes") else float(wire["bucket_bytes"])
     else:
         threshold = info.get("fusion_threshold_bytes") or wire.get("fusion_threshold_bytes")
-        bucket = (bucket_mb * MIB if bucket_mb else float(threshold) if threshold
-                  else (spec.get("fusion_threshold_mb") or 0) * MIB or HOROVOD_FUSION_BYTES)
+        bucket = (
+            bucket_mb * MIB
+            if bucket_mb
+            else float(threshold)
+            if threshold
+            else (spec.get("fusion_threshold_mb") or 0) * MIB or HOROVOD_FUSION_BYTES
+        )
     cycle = cycle_ms or _float(info.get("cycle_time_ms")) or spec.get("cycle_time_ms") or HOROVOD_CYCLE_MS
     if not 0 < backward_share <= 1:
         raise UsageError(f"--backward-share must be in (0, 1], got {backward_share}")
-    return Workload(engine=engine, batch_size=batch, compute_step_s=batch * ranks / compute,
-                    gradient_bytes=train["gradient_bytes"], bucket_bytes=bucket, cycle_s=float(cycle) / 1e3,
-                    backward_share=backward_share,
-                    source={"run_id": train.get("run_id"), "world_size": ranks, "model": train.get("model"),
-                            "compute_img_per_s": compute, "measured_with_ranks_sharing_the_host": ranks,
-                            "wire_dtype": wire.get("dtype") or (train.get("numerics") or {}).get("gradient_wire_dtype")})
+    return Workload(
+        engine=engine,
+        batch_size=batch,
+        compute_step_s=batch * ranks / compute,
+        gradient_bytes=train["gradient_bytes"],
+        bucket_bytes=bucket,
+        cycle_s=float(cycle) / 1e3,
+        backward_share=backward_share,
+        source={
+            "run_id": train.get("run_id"),
+            "world_size": ranks,
+            "model": train.get("model"),
+            "compute_img_per_s": compute,
+            "measured_with_ranks_sharing_the_host": ranks,
+            "wire_dtype": wire.get("dtype") or (train.get("numerics") or {}).get("gradient_wire_dtype"),
+        },
+    )
 
 
 def _float(value) -> float | None:
@@ -175,7 +204,7 @@ def ddp_buckets(gradient_bytes: int, cap_bytes: float) -> list[float]:
     return sizes
 
 
-Wire = list[tuple[float, float]]   # (start from the start of backward, duration) of each allreduce
+Wire = list[tuple[float, float]]  # (start from the start of backward, duration) of each allreduce
 
 
 def _ddp_schedule(w: Workload, fabric: Fabric, ranks: int) -> Wire:
@@ -245,14 +274,24 @@ def predict_point(w: Workload, fabric: Fabric, ranks: int) -> dict:
     if ranks > 1:
         step += unhidden + w.step_overhead_s
         no_overlap += w.step_overhead_s
-    return {"fabric": fabric.name, "ranks": ranks, "step_s": step, "step_no_overlap_s": no_overlap,
-            "host_rule": rule, "step_host_series_s": series,
-            "step_host_spread_s": spread, "wire_during_backward": share,
-            "allreduce_s": allreduce, "allreduces": len(wire), "host_overhead_s": host,
-            "exposed_comm_s": step - w.compute_step_s,
-            "img_per_s": ranks * w.batch_size / step, "img_per_s_no_overlap": ranks * w.batch_size / no_overlap,
-            "scaling_efficiency": w.compute_step_s / step,
-            "scaling_efficiency_no_overlap": w.compute_step_s / no_overlap}
+    return {
+        "fabric": fabric.name,
+        "ranks": ranks,
+        "step_s": step,
+        "step_no_overlap_s": no_overlap,
+        "host_rule": rule,
+        "step_host_series_s": series,
+        "step_host_spread_s": spread,
+        "wire_during_backward": share,
+        "allreduce_s": allreduce,
+        "allreduces": len(wire),
+        "host_overhead_s": host,
+        "exposed_comm_s": step - w.compute_step_s,
+        "img_per_s": ranks * w.batch_size / step,
+        "img_per_s_no_overlap": ranks * w.batch_size / no_overlap,
+        "scaling_efficiency": w.compute_step_s / step,
+        "scaling_efficiency_no_overlap": w.compute_step_s / no_overlap,
+    }
 
 
 def predict(w: Workload, fabrics: list[Fabric], ranks: list[int]) -> dict:
@@ -262,17 +301,25 @@ def predict(w: Workload, fabrics: list[Fabric], ranks: list[int]) -> dict:
         raise UsageError(f"ranks must be integers >= 1, got {bad or 'none'}")
     if not fabrics:
         raise UsageError("no fabric to predict for: give --allreduce RESULT, --link NAME=GBIT[,US] or --nominal")
-    return {"schema_version": 1, "model": __doc__.split("\n\n")[1].strip(),
-            "workload": w.as_dict(), "fabrics": [asdict(f) for f in fabrics], "ranks": list(ranks),
-            "points": [predict_point(w, f, n) for f in fabrics for n in ranks]}
+    return {
+        "schema_version": 1,
+        "model": __doc__.split("\n\n")[1].strip(),
+        "workload": w.as_dict(),
+        "fabrics": [asdict(f) for f in fabrics],
+        "ranks": list(ranks),
+        "points": [predict_point(w, f, n) for f in fabrics for n in ranks],
+    }
 
 
 def host_overhead_from(train: dict) -> tuple[float, int]:
     """h of a training run on a link too fast to matter: its measured step minus its compute step
     (never below 0), at its rank count."""
     w = workload_from(train)
-    measured = w.batch_size / (train.get("throughput") or {}).get("per_rank_img_per_s", 0) \
-        if (train.get("throughput") or {}).get("per_rank_img_per_s") else None
+    measured = (
+        w.batch_size / (train.get("throughput") or {}).get("per_rank_img_per_s", 0)
+        if (train.get("throughput") or {}).get("per_rank_img_per_s")
+        else None
+    )
     if measured is None or (train.get("world_size") or 1) < 2:
         raise UsageError(f"{train.get('run_id')}: --host-overhead-from needs a multi-rank train result with throughput")
     return max(0.0, measured - w.compute_step_s), train["world_size"]
@@ -282,7 +329,8 @@ def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int 
     """alpha-beta fitted on an allreduce result's rows of >= min_bytes (beyond a shaper's burst)."""
     from launch.results.model import fit
 
-    if not isinstance(result.get("sizes"), list) or result.get("benchmark") not in (None, "allreduce"):
+    kind = kind_of(result)
+    if not isinstance(result.get("sizes"), list) or kind is None or not kind.fits_alpha_beta:
         raise UsageError(f"{result.get('run_id')}: not an allreduce result (no sizes)")
     ranks = result.get("world_size") or 0
     rows = [r for r in result["sizes"] if isinstance(r, dict) and r.get("time_us")]
@@ -292,10 +340,17 @@ def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int 
     except (ValueError, KeyError) as exc:
         raise UsageError(f"{result.get('run_id')}: cannot fit the alpha-beta model: {exc}") from None
     spec = result.get("spec") or {}
-    label = name or spec.get("fabric") or (f"emulated {result['link_rate_gbit_s']:g} Gbit/s"
-                                            if result.get("link_rate_gbit_s") else "default")
-    return Fabric(label, model.alpha_s, model.bandwidth_gbit_s, f"fitted on {result.get('run_id')} "
-                  f"({result.get('backend')}, {ranks} ranks, rows >= {min_bytes} B)")
+    label = (
+        name
+        or spec.get("fabric")
+        or (f"emulated {result['link_rate_gbit_s']:g} Gbit/s" if result.get("link_rate_gbit_s") else "default")
+    )
+    return Fabric(
+        label,
+        model.alpha_s,
+        model.bandwidth_gbit_s,
+        f"fitted on {result.get('run_id')} ({result.get('backend')}, {ranks} ranks, rows >= {min_bytes} B)",
+    )
 
 
 def result_fabric(result: dict) -> str | None:

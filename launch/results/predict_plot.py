@@ -1,6 +1,7 @@
 """predict.json and predict.png of a prediction (launch.results.predict): the fabrics side by side;
 for a cluster prediction (launch.results.predict_cluster) and a study (launch.results.study) each
 line with its range drawn as a band."""
+
 from __future__ import annotations
 
 import json
@@ -29,20 +30,33 @@ def write(data: dict, out: Path) -> None:
         points = [p for p in data["points"] if p["fabric"] == fabric["name"]]
         label = fabric["name"] + (" (nominal)" if fabric["source"].startswith("nominal") else " (fitted)")
         xs = [p["ranks"] for p in points]
-        line, = left.plot(xs, [p["img_per_s"] for p in points], marker="o", label=label)
+        (line,) = left.plot(xs, [p["img_per_s"] for p in points], marker="o", label=label)
         right.plot(xs, [p["scaling_efficiency"] for p in points], marker="o", color=line.get_color(), label=label)
-        right.plot(xs, [p["scaling_efficiency_no_overlap"] for p in points], linestyle="--",
-                   color=line.get_color(), alpha=0.6, label="_no overlap")
+        right.plot(
+            xs,
+            [p["scaling_efficiency_no_overlap"] for p in points],
+            linestyle="--",
+            color=line.get_color(),
+            alpha=0.6,
+            label="_no overlap",
+        )
     ranks = sorted({p["ranks"] for p in data["points"]})
-    left.plot(ranks, [n * w["batch_size"] / w["compute_step_s"] for n in ranks], linestyle=":", color="grey",
-              label="ideal scaling")
+    left.plot(
+        ranks,
+        [n * w["batch_size"] / w["compute_step_s"] for n in ranks],
+        linestyle=":",
+        color="grey",
+        label="ideal scaling",
+    )
     right.axhline(1.0, linestyle=":", color="grey")
     right.plot([], [], linestyle="--", color="grey", label="no-overlap bound")
     _throughput_and_efficiency_axes(left, right, "ranks")
     left.set_yscale("log")
     right.set_ylim(0, 1.05)
-    fig.suptitle(f"predicted: {w['engine']}, {w['gradient_bytes'] / 2**20:.1f} MiB gradients, compute step "
-                 f"{w['compute_step_s'] * 1e3:.1f} ms")
+    fig.suptitle(
+        f"predicted: {w['engine']}, {w['gradient_bytes'] / 2**20:.1f} MiB gradients, compute step "
+        f"{w['compute_step_s'] * 1e3:.1f} ms"
+    )
     fig.tight_layout()
     fig.savefig(out / "predict.png")
     plt.close(fig)
@@ -59,7 +73,7 @@ def _throughput_and_efficiency_axes(left, right, xlabel: str) -> None:
 
 
 def _band(ax, xs, mids, ranges, label):
-    line, = ax.plot(xs, mids, marker="o", label=label)
+    (line,) = ax.plot(xs, mids, marker="o", label=label)
     ax.fill_between(xs, [r[0] for r in ranges], [r[1] for r in ranges], color=line.get_color(), alpha=0.2)
 
 
@@ -71,13 +85,21 @@ def _cluster_figure(data: dict, png: Path) -> None:
         points = [p for p in data["points"] if p["cluster"] == c["name"]]
         xs = [p["ranks"] for p in points]
         _band(left, xs, [p["img_per_s"] for p in points], [p["img_per_s_range"] for p in points], c["name"])
-        _band(right, xs, [p["scaling_efficiency"] for p in points], [p["scaling_efficiency_range"] for p in points],
-              c["name"])
+        _band(
+            right,
+            xs,
+            [p["scaling_efficiency"] for p in points],
+            [p["scaling_efficiency_range"] for p in points],
+            c["name"],
+        )
     _throughput_and_efficiency_axes(left, right, "ranks (GPUs)")
     right.set_ylim(0, 1.05)
     nn = data["non_network"]
-    fig.suptitle(("calibrated" if nn["calibrated"] else "UNCALIBRATED") + ": bands span the network's fraction and "
-                 "latency and the non-network term", fontsize="medium")
+    fig.suptitle(
+        ("calibrated" if nn["calibrated"] else "UNCALIBRATED") + ": bands span the network's fraction and "
+        "latency and the non-network term",
+        fontsize="medium",
+    )
     fig.tight_layout()
     fig.savefig(png)
     plt.close(fig)
@@ -94,10 +116,16 @@ def study_figure(data: dict):
     fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 4), dpi=100, sharey=True)
     for ax, model in zip(axes, models):
         for net in data["networks"]:
-            rows = sorted((r for r in data["rows"] if r["model"] == model and r["network"] == net),
-                          key=lambda r: r["nodes"])
-            _band(ax, [r["nodes"] for r in rows], [r["efficiency"] for r in rows],
-                  [r["efficiency_range"] for r in rows], net)
+            rows = sorted(
+                (r for r in data["rows"] if r["model"] == model and r["network"] == net), key=lambda r: r["nodes"]
+            )
+            _band(
+                ax,
+                [r["nodes"] for r in rows],
+                [r["efficiency"] for r in rows],
+                [r["efficiency_range"] for r in rows],
+                net,
+            )
         ax.set_title(model)
         ax.set_xscale("log", base=2)
         ax.set_xlabel(f"nodes (x8 GPUs, {data['node_type']})")

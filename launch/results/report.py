@@ -13,7 +13,7 @@ figures show), one series per fabric/engine/model, each series joined to its
 - scaling efficiency, throughput(N) / (N x throughput(1)), with the ideal at 1;
 - the verdict ratios with their CIs;
 - communication share vs ranks (multi-rank points only);
-- allreduce bus bandwidth vs message size, with each link rate drawn;
+- each size-sweep kind's bus bandwidth vs message size (allreduce, alltoall), with each link rate drawn;
 - predicted (alpha-beta model, launch.results.model) vs measured step time, where the
   model ran: fitted on an allreduce run of the same fabric.
 Then the points (repetitions aggregated) and every run.
@@ -21,6 +21,7 @@ report_data.json holds the verdicts, the points and every drawn series as read
 back from the figures, so what a test (or a reader) checks is exactly what was
 shown. Fields a result lacks leave its points out; they never fail the report.
 """
+
 from __future__ import annotations
 
 import base64
@@ -33,10 +34,20 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from launch.errors import UsageError
+from launch.kinds import kind_of, trains
+from launch.kinds.kind import Kind
 from launch.fleet.locate import heatmap_figure
 from launch.results import aggregate, model, verdict
-from launch.results.plots import (cut_off_text, figure_data, plot_busbw, plot_comm_share,  # noqa: F401
-                                  plot_efficiency, plot_predicted, plot_throughput, plot_verdicts)
+from launch.results.plots import (
+    cut_off_text,
+    figure_data,
+    plot_busbw,
+    plot_comm_share,  # noqa: F401
+    plot_efficiency,
+    plot_predicted,
+    plot_throughput,
+    plot_verdicts,
+)
 from launch.results.report_html import render_html
 from launch.results.report_tables import health_table, points_table, runs_table  # noqa: F401
 from launch.results.result import Result, malformed, read_tree
@@ -67,18 +78,41 @@ series_name = aggregate.series_name
 
 def training_points(results: list[dict]) -> dict[str, dict[int, dict]]:
     """series -> ranks -> the aggregated point (launch.results.aggregate), its 1-rank baseline joined."""
-    return {name: {p.ranks: _point_dict(p) for p in points}
-            for name, points in aggregate.curves(aggregate.aggregate(results)).items()}
+    return {
+        name: {p.ranks: _point_dict(p) for p in points}
+        for name, points in aggregate.curves(aggregate.aggregate(results)).items()
+    }
 
 
 def _point_dict(p: aggregate.Point) -> dict:
-    return {"img_per_s": p.mean, "ci95": p.ci95, "comm_fraction": p.comm_fraction,
-            "scaling_efficiency": p.efficiency, "runs": [r["run_id"] for r in p.runs]}
+    return {
+        "img_per_s": p.mean,
+        "ci95": p.ci95,
+        "comm_fraction": p.comm_fraction,
+        "scaling_efficiency": p.efficiency,
+        "runs": [r["run_id"] for r in p.runs],
+    }
+
+
+def sweep_results(results: Sequence[dict]) -> dict[Kind, list[dict]]:
+    """The ok results with per-size rows, by the kind that draws them (launch.kinds: `sizes_plot`)."""
+    out: dict[Kind, list[dict]] = {}
+    for r in results:
+        kind = kind_of(r)
+        if (
+            kind is not None
+            and kind.sizes_plot
+            and r.get("status", "ok") == "ok"
+            and isinstance(r.get("sizes"), list)
+            and any(_number(row.get("busbw_gbit_s")) for row in r["sizes"] if isinstance(row, dict))
+        ):
+            out.setdefault(kind, []).append(r)
+    return out
 
 
 def allreduce_results(results: Sequence[dict]) -> list[dict]:
-    return [r for r in results if r.get("status", "ok") == "ok" and isinstance(r.get("sizes"), list)
-            and any(_number(row.get("busbw_gbit_s")) for row in r["sizes"] if isinstance(row, dict))]
+    """The results whose rows fit the ring allreduce alpha-beta model (launch.results.model)."""
+    return [r for kind, found in sweep_results(results).items() if kind.fits_alpha_beta for r in found]
 
 
 def located_clusters(dirs: list[Path]) -> list[dict]:
@@ -87,8 +121,9 @@ def located_clusters(dirs: list[Path]) -> list[dict]:
     from launch.fleet.locate import read_locate
 
     found = []
-    for path in sorted({p for d in dirs for p in ([d] if d.is_file() else Path(d).rglob("locate.json"))
-                        if p.name == "locate.json"}):
+    for path in sorted(
+        {p for d in dirs for p in ([d] if d.is_file() else Path(d).rglob("locate.json")) if p.name == "locate.json"}
+    ):
         try:
             found.append({"dir": str(path.parent), **read_locate(path)})
         except UsageError as exc:
@@ -115,7 +150,7 @@ def predictions(results: Sequence[dict]) -> dict[str, list[tuple[int, float, flo
     fits = fitted_models(results)
     out: dict[str, list] = defaultdict(list)
     for r in results:
-        if r.get("status") != "ok" or (r.get("world_size") or 0) < 2 or r.get("benchmark") != "train":
+        if r.get("status") != "ok" or (r.get("world_size") or 0) < 2 or not trains(r.get("benchmark")):
             continue
         fabric = (r.get("spec") or {}).get("fabric")
         try:
@@ -127,8 +162,14 @@ def predictions(results: Sequence[dict]) -> dict[str, list[tuple[int, float, flo
     return {name: sorted(points) for name, points in sorted(out.items())}
 
 
-def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", baseline_fabric: str | None = None,
-          study: str | None = None, keep_disturbed: bool = False) -> dict:
+def build(
+    dirs: list[Path],
+    out: Path,
+    title: str = "fabric-bench report",
+    baseline_fabric: str | None = None,
+    study: str | None = None,
+    keep_disturbed: bool = False,
+) -> dict:
     """Write OUT/*.png, OUT/report.html and OUT/report_data.json; returns the data. With `study`
     (launch.results.study), its predicted answer and figure follow the verdicts. Disturbed runs are
     left out of the points and verdicts unless `keep_disturbed` (launch.results.aggregate)."""
@@ -146,9 +187,8 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
         figures["verdict_ratios"] = plot_verdicts(judged)
     if any(p.comm_fraction is not None for c in curves.values() for p in c):
         figures["comm_share"] = plot_comm_share(curves)
-    allreduce = allreduce_results(results)
-    if allreduce:
-        figures["allreduce_busbw"] = plot_busbw(allreduce)
+    for kind, swept in sweep_results(results).items():  # each size-sweep kind's bus bandwidth per size
+        figures[f"{kind.name}_busbw"] = plot_busbw(swept, str(kind.sizes_plot))
     preds = predictions(results)
     if preds:
         figures["predicted_vs_measured"] = plot_predicted(preds)
@@ -160,8 +200,9 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
         studied = studies.run(study)
         figures[f"study_{study}"] = study_figure(studied)
     for number, found in enumerate(located):  # pairwise bandwidth of each `fabric-bench locate` run
-        figures[f"locate_heatmap{number or ''}"] = heatmap_figure(found["nodes"], found["grid"],
-                                                                  found["reference_gbit_s"])
+        figures[f"locate_heatmap{number or ''}"] = heatmap_figure(
+            found["nodes"], found["grid"], found["reference_gbit_s"]
+        )
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -169,19 +210,29 @@ def build(dirs: list[Path], out: Path, title: str = "fabric-bench report", basel
     header, rows = runs_table(results, points)
     point_header, point_rows = points_table(points)
     health_header, health_rows = health_table(results)
-    data: dict = {"schema_version": 2, "runs": len(results), "verdicts": judged,
-            "points": [p.describe() for p in points], "ci_method": aggregate.CI_METHOD,
-            "points_table": {"header": point_header, "rows": point_rows},
-            "table": {"header": header, "rows": rows},
-            "health_table": {"header": health_header, "rows": health_rows}, "plots": {},
-            "stacks": stack_report(results), "kept_disturbed": keep_disturbed}
+    data: dict = {
+        "schema_version": 2,
+        "runs": len(results),
+        "verdicts": judged,
+        "points": [p.describe() for p in points],
+        "ci_method": aggregate.CI_METHOD,
+        "points_table": {"header": point_header, "rows": point_rows},
+        "table": {"header": header, "rows": rows},
+        "health_table": {"header": health_header, "rows": health_rows},
+        "plots": {},
+        "stacks": stack_report(results),
+        "kept_disturbed": keep_disturbed,
+    }
     if located:
-        data["locate"] = [{k: found[k] for k in ("dir", "nodes", "pattern", "reference_gbit_s", "slow_nodes",
-                                                 "slow_links")}
-                          for found in located]
+        data["locate"] = [
+            {k: found[k] for k in ("dir", "nodes", "pattern", "reference_gbit_s", "slow_nodes", "slow_links")}
+            for found in located
+        ]
     if studied is not None:
-        data["study"] = {k: studied[k] for k in ("study", "node_type", "question", "inputs", "networks",
-                                                   "non_network", "answer", "rows")}
+        data["study"] = {
+            k: studied[k]
+            for k in ("study", "node_type", "question", "inputs", "networks", "non_network", "answer", "rows")
+        }
     images = {}
     for name, fig in figures.items():
         for ax in fig.axes:

@@ -1,4 +1,5 @@
 """The report's tables as (header, rows) of text: every run, the runs' health, the points."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,8 +16,19 @@ def _cell(value, fmt: str = ".1f") -> str:
 def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
     """Every run (repetitions kept), efficiency against the aggregated baseline of its series; where
     the ranks shared one host's cores, also against the same cores (total at N / total at 1)."""
-    header = ["run", "fabric", "engine/backend", "model", "ranks", "img/s total", "95% CI", "scaling eff.",
-              "comm share", "transport", "status"]
+    header = [
+        "run",
+        "fabric",
+        "engine/backend",
+        "model",
+        "ranks",
+        "img/s total",
+        "95% CI",
+        "scaling eff.",
+        "comm share",
+        "transport",
+        "status",
+    ]
     rows = []
     for r in sorted(results, key=lambda x: (aggregate.series_name(x), x.get("world_size") or 0, x.get("run_id"))):
         tp = r.get("throughput") or {}
@@ -24,23 +36,43 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
         eff = point.run_efficiency(r) if point is not None else None
         same = point.same_cores_efficiency(r) if point is not None else None
         comm = aggregate.number(r.get("comm_fraction")) if (r.get("world_size") or 0) > 1 else None
-        rows.append([r.get("run_id", "-"), aggregate.fabric_label(r),
-                     aggregate.what_of(r), aggregate.subject_of(r),
-                     _cell(r.get("world_size")), _cell(aggregate.number(tp.get("total_img_per_s"))),
-                     "-" if not tp else interval_text(aggregate.number(tp.get("ci95_img_per_s")), "img/s",
-                                                      samples=len(aggregate.run_samples(r))),
-                     "1 (baseline)" if eff == 1.0 and (r.get("world_size") == 1) else _cell(eff, ".2f")
-                     + (f" (shared cores: {same:.2f} of the 1-rank total)" if same is not None else ""),
-                     _cell(comm, ".0%"), (r.get("transport") or {}).get("verdict", "-"),
-                     r.get("status", "-") + (f": {r['reason']}" if r.get("reason") else "")])
+        rows.append(
+            [
+                r.get("run_id", "-"),
+                aggregate.fabric_label(r),
+                aggregate.what_of(r),
+                aggregate.subject_of(r),
+                _cell(r.get("world_size")),
+                _cell(aggregate.number(tp.get("total_img_per_s"))),
+                "-"
+                if not tp
+                else interval_text(
+                    aggregate.number(tp.get("ci95_img_per_s")), "img/s", samples=len(aggregate.run_samples(r))
+                ),
+                "1 (baseline)"
+                if eff == 1.0 and (r.get("world_size") == 1)
+                else _cell(eff, ".2f")
+                + (f" (shared cores: {same:.2f} of the 1-rank total)" if same is not None else ""),
+                _cell(comm, ".0%"),
+                (r.get("transport") or {}).get("verdict", "-"),
+                r.get("status", "-") + (f": {r['reason']}" if r.get("reason") else ""),
+            ]
+        )
     return header, rows
 
 
 def health_table(results: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
     """Per run, the fabric-truth verdicts beside the numbers: is the figure plausible for the
     link, did the host and image fit, where the ranks sat, who lagged, who hung."""
-    header = ["run", "plausibility (busbw / line rate)", "preflight", "placement", "stragglers", "stall / stop",
-              "disturbance"]
+    header = [
+        "run",
+        "plausibility (busbw / line rate)",
+        "preflight",
+        "placement",
+        "stragglers",
+        "stall / stop",
+        "disturbance",
+    ]
     rows = []
     for r in sorted(results, key=lambda x: x.get("run_id") or ""):
         plaus = r.get("plausibility") or {}
@@ -49,34 +81,70 @@ def health_table(results: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
         problems = "; ".join(f"rank {p.get('rank')}: {p.get('problem')}" for p in placement.get("problems") or [])
         slow = (r.get("stragglers") or {}).get("ranks") or []
         stall = r.get("stall") or {}
-        stopped = (f"hanging: rank {', '.join(map(str, stall['hanging_ranks']))}" if stall.get("hanging_ranks")
-                   else "stalled, culprit unknown" if stall else
-                   f"interrupted by {r['interruption']['signal']}" if r.get("interruption") else "-")
-        rows.append([r.get("run_id", "-"),
-                     (plaus.get("verdict") or "-") + (f" ({ratio:.2f})" if isinstance(ratio, float) else ""),
-                     (r.get("preflight") or {}).get("verdict", "-"),
-                     (placement.get("verdict") or "-") + (f": {problems}" if problems else ""),
-                     ", ".join(f"rank {x['rank']} +{x['excess']:.0%}" for x in slow) or "-", stopped,
-                     "; ".join([disturbance_summary(r), *disturbance_causes(r)])])
+        stopped = (
+            f"hanging: rank {', '.join(map(str, stall['hanging_ranks']))}"
+            if stall.get("hanging_ranks")
+            else "stalled, culprit unknown"
+            if stall
+            else f"interrupted by {r['interruption']['signal']}"
+            if r.get("interruption")
+            else "-"
+        )
+        rows.append(
+            [
+                r.get("run_id", "-"),
+                (plaus.get("verdict") or "-") + (f" ({ratio:.2f})" if isinstance(ratio, float) else ""),
+                (r.get("preflight") or {}).get("verdict", "-"),
+                (placement.get("verdict") or "-") + (f": {problems}" if problems else ""),
+                ", ".join(f"rank {x['rank']} +{x['excess']:.0%}" for x in slow) or "-",
+                stopped,
+                "; ".join([disturbance_summary(r), *disturbance_causes(r)]),
+            ]
+        )
     return header, rows
 
 
 def points_table(points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
     """One row per point: repetitions aggregated (mean, CI across repetitions and iterations)."""
-    header = ["series", "ranks", "metric", "mean", "95% CI", "repetitions", "samples", "scaling eff.",
-              "comm share", "1-rank baseline", "disturbed runs"]
+    header = [
+        "series",
+        "ranks",
+        "metric",
+        "mean",
+        "95% CI",
+        "repetitions",
+        "samples",
+        "scaling eff.",
+        "comm share",
+        "1-rank baseline",
+        "disturbed runs",
+    ]
     rows = []
     for p in sorted(points, key=lambda p: (p.benchmark, p.series, p.ranks)):
-        rows.append([p.series, str(p.ranks), f"{p.metric.label} ({p.metric.unit})", value_text(p.mean, p.metric.unit),
-                     interval_text(p.ci95, p.metric.unit, p.repetitions, p.n_samples), str(p.repetitions),
-                     str(p.n_samples),
-                     _cell(p.efficiency, ".2f") + (" (cannot be read: " + p.unreadable_because + ")"
-                                                   if p.unreadable_because and p.efficiency is not None else ""),
-                     _cell(p.comm_fraction, ".0%"),
-                     "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-"),
-                     (f"all {p.repetitions} (kept to be named)" if p.disturbed else
-                      f"{len(p.left_out)} left out: " + ", ".join(str(x["run_id"]) for x in p.left_out)
-                      if p.left_out else "-")])
+        rows.append(
+            [
+                p.series,
+                str(p.ranks),
+                f"{p.metric.label} ({p.metric.unit})",
+                value_text(p.mean, p.metric.unit),
+                interval_text(p.ci95, p.metric.unit, p.repetitions, p.n_samples),
+                str(p.repetitions),
+                str(p.n_samples),
+                _cell(p.efficiency, ".2f")
+                + (
+                    " (cannot be read: " + p.unreadable_because + ")"
+                    if p.unreadable_because and p.efficiency is not None
+                    else ""
+                ),
+                _cell(p.comm_fraction, ".0%"),
+                "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-"),
+                (
+                    f"all {p.repetitions} (kept to be named)"
+                    if p.disturbed
+                    else f"{len(p.left_out)} left out: " + ", ".join(str(x["run_id"]) for x in p.left_out)
+                    if p.left_out
+                    else "-"
+                ),
+            ]
+        )
     return header, rows
-
-

@@ -6,20 +6,25 @@ bytes already in hand, `read` for one named file, `read_tree` for files and
 directory trees. The same checks apply everywhere, and a file that is not a
 result is described with the same words everywhere ("PATH: not a result: WHY").
 
-`Result` is the parsed JSON object (a dict, so it stays what result.json holds)
-with typed views of the fields the readers share; derived figures (scaling
-efficiency, the bus bandwidth's confidence interval) are functions here only.
+`Result` is the parsed JSON object (a dict, so it stays what result.json holds);
+readers take its typed model (`typed`): the schema's shared fields and its kind's
+own (launch.kinds: a model per kind), the fields neither declares kept as extras.
+Derived figures (scaling efficiency, the bus bandwidth's confidence interval) are
+functions here only.
 """
+
 from __future__ import annotations
 
 import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from pydantic import ValidationError
+
 from containers.untrusted import UntrustedInput, load_json
 from launch.errors import UsageError
-
-from launch.results.schema import READABLE_SCHEMAS, SCHEMA_VERSION, migrate, problem  # noqa: F401
+from launch.kinds import kind_of
+from launch.results.schema import READABLE_SCHEMAS, SCHEMA_VERSION, ResultSchema, migrate, number, problem  # noqa: F401
 
 MAX_RESULT_BYTES = 128 * 2**20  # an archive member's limit (launch.trust.ArchiveLimits)
 
@@ -32,6 +37,12 @@ class Result(dict):
     """A result.json object; `path` is where it was read from (None if from elsewhere)."""
 
     path: Optional[Path] = None
+    _typed: Optional[ResultSchema] = None
+
+    @property
+    def fields(self) -> Optional[ResultSchema]:
+        """Its typed model (`typed`), made once: a result is never rewritten after it is read."""
+        return typed(self)
 
     @property
     def run_id(self) -> str:
@@ -96,14 +107,38 @@ def disturbance_summary(result: dict) -> str:
     return f"disturbed: {', '.join(causes)}" if record["verdict"] == "disturbed" and causes else record["verdict"]
 
 
-def number(value: Any) -> Optional[float]:
-    """A finite int or float as float; anything else (None, bool, str, NaN) is None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+def model_of(result: dict) -> type[ResultSchema]:
+    """The typed model of a result: its kind's (launch.kinds), else the shared one."""
+    found = kind_of(result)
+    return found.fields if found is not None else ResultSchema
+
+
+def typed(result: dict) -> Optional[ResultSchema]:
+    """A result as its kind's typed model; None where its fields are not of their declared shapes
+    (`malformed` says why). A dict made in memory without a version or run id (a sweep's, a test's)
+    reads as the current version."""
+    if isinstance(result, Result) and result._typed is not None:
+        return result._typed
+    try:
+        found = model_of(result).model_validate({"schema_version": SCHEMA_VERSION, "run_id": "", **migrate(result)})
+    except ValidationError:
         return None
-    return float(value)
+    if isinstance(result, Result):
+        result._typed = found
+    return found
+
+
+def fields_of(result: dict) -> ResultSchema:
+    """The typed model of a result the bundle made itself (a run's, a sweep's): ResultError, one
+    line, where its fields are not of their shapes."""
+    found = typed(result)
+    if found is None:
+        raise ResultError(f"{result.get('run_id')}: malformed: {malformed(result)}")
+    return found
 
 
 # ------------------------------------------------------------------ reading
+
 
 def parse(data: bytes | str, where: str | Path) -> Result:
     """The result in `data` (the text of a result.json found at `where`), or ResultError."""
@@ -152,8 +187,10 @@ def read_tree(paths: Iterable[Path | str]) -> tuple[list[Result], list[str]]:
 
 # ------------------------------------------------------------ derived figures
 
-def scaling_efficiency(total_img_per_s: float, ranks: int, baseline_total_img_per_s: float,
-                       baseline_ranks: int) -> float:
+
+def scaling_efficiency(
+    total_img_per_s: float, ranks: int, baseline_total_img_per_s: float, baseline_ranks: int
+) -> float:
     """throughput(N) / (N x the baseline's per-rank throughput): 1.0 is perfect scaling."""
     return total_img_per_s / (ranks * baseline_total_img_per_s / baseline_ranks)
 
@@ -192,26 +229,33 @@ def throughput_recomputed(result: dict) -> Optional[tuple[float, Optional[float]
     None where it carries none. The figures stored beside them are never trusted for this."""
     from bench.stats import summarize
 
-    samples = finite_samples((result.get("samples") or {}).get("total_img_per_s")
-                             if isinstance(result.get("samples"), dict) else None)
+    samples = finite_samples(
+        (result.get("samples") or {}).get("total_img_per_s") if isinstance(result.get("samples"), dict) else None
+    )
     if samples is None:
         return None
     summary = summarize(samples)
     return summary.mean, summary.ci95 if math.isfinite(summary.ci95) else None
 
 
-def busbw_recomputed(row: dict, world_size: Optional[int]) -> Optional[tuple[float, Optional[float]]]:
-    """(busbw Gbit/s at the median time, its 95 % CI half-width) of an allreduce row, from its
-    per-iteration times, by the benchmark's own formula (bench.allreduce: nccl-tests' busbw)."""
-    from bench.allreduce import busbw_factor, gbit_s
+def busbw_recomputed(
+    row: dict, world_size: Optional[int], benchmark: Optional[str] = None
+) -> Optional[tuple[float, Optional[float]]]:
+    """(busbw Gbit/s at the median time, its 95 % CI half-width) of a size sweep's row, from its
+    per-iteration times, by its kind's own factor (nccl-tests' busbw: launch.kinds); `benchmark`:
+    the kind (default: allreduce's factor, what results without the field hold)."""
+    from bench.allreduce import gbit_s
     from bench.stats import summarize
+    from launch.kinds import kind_of
 
+    found = kind_of({"benchmark": benchmark, "sizes": []})
     samples = finite_samples(row.get("samples_us"))
     nbytes = number(row.get("bytes"))
-    if samples is None or not nbytes or not world_size or any(t <= 0 for t in samples):
+    factor = found.busbw_factor(world_size) if found is not None and world_size else None
+    if samples is None or not nbytes or factor is None or any(t <= 0 for t in samples):
         return None
     summary = summarize(samples)
-    busbw = gbit_s(nbytes, summary.median * 1e-6) * busbw_factor(world_size)
+    busbw = gbit_s(nbytes, summary.median * 1e-6) * factor
     ci = busbw * summary.ci95 / summary.mean if math.isfinite(summary.ci95) and summary.mean else None
     return busbw, ci
 
@@ -231,18 +275,21 @@ def disagreements(result: dict) -> list[str]:
     for row in rows:
         if not isinstance(row, dict):
             continue
-        again = busbw_recomputed(row, Result(result).world_size)
+        again = busbw_recomputed(row, Result(result).world_size, result.get("benchmark"))
         stored = number(row.get("busbw_gbit_s"))
         if again is not None and (stored is None or abs(stored - again[0]) > 1e-3 * abs(again[0])):
-            found.append(f"busbw_gbit_s at {row.get('bytes')} B {row.get('busbw_gbit_s')!r} is not what its "
-                         f"times give ({again[0]:.6g})")
+            found.append(
+                f"busbw_gbit_s at {row.get('bytes')} B {row.get('busbw_gbit_s')!r} is not what its "
+                f"times give ({again[0]:.6g})"
+            )
     return found
 
 
 # ------------------------------------------------ the shapes readers rely on
 
+
 def malformed(result: dict) -> Optional[str]:
     """Why a result's shared fields are not of the shapes every reader assumes (None: they are):
-    the result schema's one-line complaint (launch.results.schema). Results from another site
-    pass through this before a report or a comparison uses them."""
-    return problem(result)
+    the result schema's one-line complaint (launch.results.schema), its kind's fields included.
+    Results from another site pass through this before a report or a comparison uses them."""
+    return problem(result, model_of(result))

@@ -10,6 +10,7 @@ words of its complaint ("engine is not text"), so one line tells a user what is 
 
     python -m launch.results.schema > docs/reference/result.schema.json
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,8 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
-SCHEMA_VERSION = 3             # what assemble writes
-READABLE_SCHEMAS = (1, 2, 3)   # what is read; older versions are migrated to the current one on load
+SCHEMA_VERSION = 3  # what assemble writes
+READABLE_SCHEMAS = (1, 2, 3)  # what is read; older versions are migrated to the current one on load
 # launch.disturbance.judge.VERDICTS (spelled here too: the schema module imports nothing of launch)
 DISTURBANCE_VERDICTS = ("clean", "disturbed", "not recorded")
 NOT_RECORDED = {"verdict": "not recorded", "causes": []}
@@ -28,12 +29,15 @@ NOT_RECORDED = {"verdict": "not recorded", "causes": []}
 
 # ------------------------------------------------------------------ shapes
 
-def _shape(check, words: str):
+
+def shape(check, words: str):
     """A BeforeValidator: None passes, anything `check` refuses is a one-line complaint."""
+
     def validate(value: Any) -> Any:
         if value is not None and not check(value):
             raise PydanticCustomError("shape", words)
         return value
+
     return BeforeValidator(validate)
 
 
@@ -49,118 +53,128 @@ def _finite_list(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(_is_finite(v) for v in value)
 
 
-Text = Annotated[Optional[str], _shape(lambda v: isinstance(v, str), "is not text")]
-FiniteNumber = Annotated[Optional[float], _shape(_is_finite, "is not a finite number")]
+Text = Annotated[Optional[str], shape(lambda v: isinstance(v, str), "is not text")]
+FiniteNumber = Annotated[Optional[float], shape(_is_finite, "is not a finite number")]
 # a 1-sample run's confidence interval is Infinity: a number, not necessarily finite
-Number = Annotated[Optional[float], _shape(_is_number, "is not a number")]
-PositiveInt = Annotated[Optional[int], _shape(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                                              "is not a positive integer")]
-_AN_OBJECT = _shape(lambda v: isinstance(v, dict), "is not an object")
-Object = Annotated[Optional[dict[str, Any]], _AN_OBJECT]
-Names = Annotated[Optional[list[str]], _shape(lambda v: isinstance(v, list) and all(isinstance(h, str) for h in v),
-                                              "is not a list of names")]
-Samples = Annotated[list[float], _shape(_finite_list, "is not a non-empty list of finite numbers")]
-RankSamples = Annotated[list[list[float]], _shape(lambda v: isinstance(v, list) and all(_finite_list(r) for r in v),
-                                                  "is not a non-empty list of finite numbers")]
+Number = Annotated[Optional[float], shape(_is_number, "is not a number")]
+PositiveInt = Annotated[
+    Optional[int],
+    shape(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "is not a positive integer"),
+]
+Count = Annotated[
+    Optional[int], shape(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "is not a count")
+]
+AN_OBJECT = shape(lambda v: isinstance(v, dict), "is not an object")
+Object = Annotated[Optional[dict[str, Any]], AN_OBJECT]
+Names = Annotated[
+    Optional[list[str]],
+    shape(lambda v: isinstance(v, list) and all(isinstance(h, str) for h in v), "is not a list of names"),
+]
+Samples = Annotated[list[float], shape(_finite_list, "is not a non-empty list of finite numbers")]
+RankSamples = Annotated[
+    list[list[float]],
+    shape(
+        lambda v: isinstance(v, list) and all(_finite_list(r) for r in v), "is not a non-empty list of finite numbers"
+    ),
+]
 
 
-class _Open(BaseModel):
+class Open(BaseModel):
     """Declared fields are checked; fields not declared pass through."""
+
     model_config = ConfigDict(extra="allow")
 
 
-class Spec(_Open):
+class Spec(Open):
     """The RunSpec the run was made from (launch.ranks.runspec; its own checks run when it is replayed)."""
+
     fabric: Text = None
     engine: Text = None
     model: Text = None
     launcher: Text = None
     runtime: Text = None
     precision: Text = None
+    benchmark: Text = None
+    ranks: PositiveInt = None
+    nodes: PositiveInt = None
+    gpus_per_node: Count = None
+    allreduce: Text = None
+    gpudirect: Text = None
+    image: Text = None
 
 
-class Throughput(_Open):
-    total_img_per_s: Number = None
-    ci95_img_per_s: Number = None
-    per_rank_img_per_s: Number = None
-
-
-class SamplesOf(_Open):
-    """Per-iteration samples: the run's total img/s, and per rank (a list per rank)."""
-    total_img_per_s: Optional[Samples] = None
-    rank_img_per_s: Optional[RankSamples] = None
-    rank_compute_img_per_s: Optional[RankSamples] = None
-
-
-class SizeRow(_Open):
-    """One message size of an allreduce run."""
-    bytes: FiniteNumber = None
-    time_us: FiniteNumber = None
-    busbw_gbit_s: FiniteNumber = None
-    algbw_gbit_s: FiniteNumber = None
-
-
-Rows = Annotated[Optional[list[SizeRow]], _shape(lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v),
-                                                 "is not a list of rows")]
-
-
-class Cause(_Open):
+class Cause(Open):
     """One named cause of a disturbance: the signal (cpu, steal, memory, stopped, traffic, gpu, steps)
     and what it was, in words ("other processes used 0.92 of a core during the timed window")."""
+
     signal: Text = None
     words: Text = None
 
 
-Causes = Annotated[Optional[list[Cause]], _shape(lambda v: isinstance(v, list) and all(isinstance(c, dict) for c in v),
-                                                 "is not a list of causes")]
+Causes = Annotated[
+    Optional[list[Cause]],
+    shape(lambda v: isinstance(v, list) and all(isinstance(c, dict) for c in v), "is not a list of causes"),
+]
 
 
-class Disturbance(_Open):
+class Disturbance(Open):
     """Was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md).
     `signals` holds each signal's figures, limit and verdict; `sampler` the sampler's own cost."""
-    verdict: Annotated[Optional[str], _shape(lambda v: v in DISTURBANCE_VERDICTS,
-                                             "is not one of " + ", ".join(DISTURBANCE_VERDICTS))] = None
+
+    verdict: Annotated[
+        Optional[str], shape(lambda v: v in DISTURBANCE_VERDICTS, "is not one of " + ", ".join(DISTURBANCE_VERDICTS))
+    ] = None
     causes: Causes = None
     signals: Object = None
     window: Object = None
     sampler: Object = None
 
+    @property
+    def disturbed(self) -> bool:
+        return self.verdict == "disturbed"
 
-class ResultSchema(_Open):
+    def summary(self) -> str:
+        """One cell: 'clean', 'disturbed: cpu, stopped' or 'not recorded'."""
+        if self.verdict not in ("clean", "disturbed"):
+            return "not recorded"
+        signals = [str(c.signal) for c in self.causes or []]
+        return f"disturbed: {', '.join(signals)}" if self.disturbed and signals else str(self.verdict)
+
+
+class ResultSchema(Open):
     """One run's result.json (launch.results.assemble writes it; launch.results.result reads it)."""
+
     schema_version: Literal[3]
     run_id: str
-    status: Text = None             # ok | failed | interrupted | stalled
+    status: Text = None  # ok | failed | interrupted | stalled
     reason: Text = None
-    benchmark: Text = None          # launch.kinds: train | allreduce | halo
+    benchmark: Text = None  # a kind's name (launch.kinds); its own fields are its kind's `fields` model
     framework: Text = None
     engine: Text = None
     model: Text = None
-    backend: Text = None
     device: Text = None
     world_size: PositiveInt = None
     wall_seconds: FiniteNumber = None
     comm_fraction: FiniteNumber = None
-    step_time_s: FiniteNumber = None
-    compute_img_per_s: FiniteNumber = None
-    gradient_bytes: FiniteNumber = None     # per step, as exchanged (the wire dtype's size: numerics)
     link_rate_gbit_s: FiniteNumber = None
-    spec: Annotated[Optional[Spec], _AN_OBJECT] = None
-    throughput: Annotated[Optional[Throughput], _AN_OBJECT] = None
-    samples: Annotated[Optional[SamplesOf], _AN_OBJECT] = None
-    sizes: Rows = None
+    spec: Annotated[Optional[Spec], AN_OBJECT] = None
     hosts: Names = None
-    engine_info: Object = None
     versions: Object = None
     transport: Object = None
     image: Object = None
-    numerics: Object = None         # bench.numerics: precision, TF32, wire dtype (train runs)
-    wire: Object = None             # bench.numerics.wire: what went on the wire (dtype, bytes, buckets/fusion)
-    origin: Object = None           # which site and bundle wrote it (launch.results.store keys by it)
-    disturbance: Annotated[Optional[Disturbance], _AN_OBJECT] = None  # clean | disturbed, with causes
+    origin: Object = None  # which site and bundle wrote it (launch.results.store keys by it)
+    disturbance: Annotated[Optional[Disturbance], AN_OBJECT] = None  # clean | disturbed, with causes
+
+
+def number(value: Any) -> Optional[float]:
+    """A finite int or float as float; anything else (None, bool, str, NaN) is None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 # ------------------------------------------------------------------ reading
+
 
 def migrate(value: dict) -> dict:
     """A result of a readable older version as the current version holds it.
@@ -171,16 +185,21 @@ def migrate(value: dict) -> dict:
     if version == 1:
         value = {"numerics": None, "origin": None, **value, "schema_version": 2, "migrated_from": 1}
     if value.get("schema_version") == 2:
-        value = {"disturbance": dict(NOT_RECORDED), **value, "schema_version": 3,
-                 "migrated_from": value.get("migrated_from", 2)}
+        value = {
+            "disturbance": dict(NOT_RECORDED),
+            **value,
+            "schema_version": 3,
+            "migrated_from": value.get("migrated_from", 2),
+        }
     return value
 
 
-def problem(value: dict) -> Optional[str]:
+def problem(value: dict, model: type[ResultSchema] = ResultSchema) -> Optional[str]:
     """Why a result's declared fields are not of their declared shapes (None: they are), in one
-    line: 'throughput.ci95_img_per_s is not a number ('abc')'."""
+    line: 'throughput.ci95_img_per_s is not a number ('abc')'. `model`: the run's kind's
+    (launch.kinds.problem picks it)."""
     try:
-        ResultSchema.model_validate(migrate(value))
+        model.model_validate(migrate(value))
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in error["loc"])
@@ -193,12 +212,24 @@ def problem(value: dict) -> Optional[str]:
 
 # column -> the path of the field it indexes (launch.results.store makes one column each)
 INDEXED: dict[str, tuple[str, ...]] = {
-    "run_id": ("run_id",), "benchmark": ("benchmark",), "framework": ("framework",), "engine": ("engine",),
-    "model": ("model",), "fabric": ("spec", "fabric"), "world_size": ("world_size",), "nodes": ("spec", "nodes"),
-    "gpus_per_node": ("spec", "gpus_per_node"), "launcher": ("launch", "launcher"), "runtime": ("launch", "runtime"),
-    "status": ("status",), "total_img_per_s": ("throughput", "total_img_per_s"),
-    "ci95_img_per_s": ("throughput", "ci95_img_per_s"), "comm_fraction": ("comm_fraction",),
-    "transport": ("transport", "verdict"), "image_digest": ("image", "digest"), "replay_of": ("replay_of", "run_id"),
+    "run_id": ("run_id",),
+    "benchmark": ("benchmark",),
+    "framework": ("framework",),
+    "engine": ("engine",),
+    "model": ("model",),
+    "fabric": ("spec", "fabric"),
+    "world_size": ("world_size",),
+    "nodes": ("spec", "nodes"),
+    "gpus_per_node": ("spec", "gpus_per_node"),
+    "launcher": ("launch", "launcher"),
+    "runtime": ("launch", "runtime"),
+    "status": ("status",),
+    "total_img_per_s": ("throughput", "total_img_per_s"),
+    "ci95_img_per_s": ("throughput", "ci95_img_per_s"),
+    "comm_fraction": ("comm_fraction",),
+    "transport": ("transport", "verdict"),
+    "image_digest": ("image", "digest"),
+    "replay_of": ("replay_of", "run_id"),
     "disturbance": ("disturbance", "verdict"),
 }
 
@@ -208,6 +239,17 @@ def field_at(result: dict, path: tuple[str, ...]) -> Any:
     value: Any = result
     for step in path:
         value = value.get(step) if isinstance(value, dict) else None
+    return value
+
+
+def at(fields: Any, path: str) -> Any:
+    """The value at a dotted path of a typed result ('throughput.total_img_per_s'); None where a
+    step is missing. Fields a model does not declare are kept as its extras and found too."""
+    value = fields
+    for step in path.split("."):
+        if value is None:
+            return None
+        value = value.get(step) if isinstance(value, dict) else getattr(value, step, None)
     return value
 
 

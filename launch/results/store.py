@@ -11,6 +11,7 @@ collision is reported. Indexing the same file again updates its own row; a row w
 file is gone is dropped when the same result is indexed from where it moved to.
 Its path: $FABRIC_BENCH_STORE, else ~/.cache/fabric-bench/results.sqlite.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,8 +79,9 @@ KEY = "PRIMARY KEY (run_id, origin, path)"
 
 def _create(db: sqlite3.Connection) -> None:
     columns = ", ".join(f"{c} TEXT" if c == "run_id" else c for c in COLUMNS)
-    db.execute(f"CREATE TABLE IF NOT EXISTS results ({columns}, origin TEXT, path TEXT, indexed_unix REAL, "
-               f"result TEXT, {KEY})")
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS results ({columns}, origin TEXT, path TEXT, indexed_unix REAL, result TEXT, {KEY})"
+    )
 
 
 def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None:
@@ -89,24 +91,32 @@ def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None
     text = json.dumps(result, sort_keys=True)
     values = [read(result) for read in COLUMNS.values()] + [origin, where, time.time(), text]
     marks = ", ".join("?" * len(values))
-    others = db.execute("SELECT origin, path, result FROM results WHERE run_id = ? AND NOT (origin = ? AND path = ?)",
-                        (result.get("run_id"), origin, where)).fetchall()
+    others = db.execute(
+        "SELECT origin, path, result FROM results WHERE run_id = ? AND NOT (origin = ? AND path = ?)",
+        (result.get("run_id"), origin, where),
+    ).fetchall()
     kept = []
     for other in others:
         if other["origin"] == origin and other["result"] == text and not Path(other["path"]).exists():
             # the same result, moved: its old row names a file that is gone
-            db.execute("DELETE FROM results WHERE run_id = ? AND origin = ? AND path = ?",
-                       (result.get("run_id"), origin, other["path"]))
+            db.execute(
+                "DELETE FROM results WHERE run_id = ? AND origin = ? AND path = ?",
+                (result.get("run_id"), origin, other["path"]),
+            )
         else:
             kept.append(other)
-    db.execute(f"INSERT OR REPLACE INTO results ({', '.join(COLUMNS)}, origin, path, indexed_unix, result) "
-               f"VALUES ({marks})", values)
+    db.execute(
+        f"INSERT OR REPLACE INTO results ({', '.join(COLUMNS)}, origin, path, indexed_unix, result) VALUES ({marks})",
+        values,
+    )
     foreign = sorted({o["origin"] for o in kept if o["origin"] != origin})
     if foreign:
         return f"run id {result.get('run_id')} from {origin} is also held from {', '.join(foreign)}: both are kept"
     if kept:
-        return (f"run id {result.get('run_id')} from {origin} is also held from the same origin in "
-                f"{', '.join(sorted(o['path'] for o in kept))}: both are kept")
+        return (
+            f"run id {result.get('run_id')} from {origin} is also held from the same origin in "
+            f"{', '.join(sorted(o['path'] for o in kept))}: both are kept"
+        )
     return None
 
 
@@ -155,19 +165,28 @@ def query(db: sqlite3.Connection, limit: int | None = None, **filters) -> list[s
 
 def get(db: sqlite3.Connection, run_id: str) -> dict:
     """One result by run id, or by a unique prefix of it."""
-    rows = db.execute("SELECT result, origin, path FROM results WHERE run_id LIKE ? ORDER BY run_id",
-                      (run_id.replace("%", r"\%") + "%",)).fetchall()
+    rows = db.execute(
+        "SELECT result, origin, path FROM results WHERE run_id LIKE ? ORDER BY run_id",
+        (run_id.replace("%", r"\%") + "%",),
+    ).fetchall()
     exact = [r for r in rows if json.loads(r["result"])["run_id"] == run_id]
     origins = sorted({r["origin"] for r in exact})
     if len(origins) > 1:
-        raise UsageError(f"run id {run_id!r} is held from {len(origins)} origins "
-                         f"({', '.join(origins)}); its result files tell them apart")
+        raise UsageError(
+            f"run id {run_id!r} is held from {len(origins)} origins "
+            f"({', '.join(origins)}); its result files tell them apart"
+        )
     if len(exact) > 1:
-        raise UsageError(f"run id {run_id!r} is held {len(exact)} times from {origins[0]} "
-                         f"({', '.join(sorted(r['path'] for r in exact))}); read one of those files")
+        raise UsageError(
+            f"run id {run_id!r} is held {len(exact)} times from {origins[0]} "
+            f"({', '.join(sorted(r['path'] for r in exact))}); read one of those files"
+        )
     if exact:
         return json.loads(exact[0]["result"])
     if len(rows) != 1:
-        raise UsageError(f"no result {run_id!r} in the store" if not rows
-                         else f"{run_id!r} matches {len(rows)} results; give more of the run id")
+        raise UsageError(
+            f"no result {run_id!r} in the store"
+            if not rows
+            else f"{run_id!r} matches {len(rows)} results; give more of the run id"
+        )
     return json.loads(rows[0]["result"])

@@ -21,6 +21,7 @@ Every input is a fact with its source or an ASSUMED band, and the answer is a ra
   what is modelled.
 - the non-network term: uncalibrated (launch.results.predict_cluster's ASSUMED bands).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,17 +31,17 @@ from launch.results import cluster as clusters
 from launch.results import predict_cluster
 from launch.results.predict import DDP_BUCKET_CAP_MB, MIB, Workload
 
-H100_BF16_DENSE_FLOPS = 989e12      # NVIDIA H100 SXM datasheet, dense (no sparsity)
-V100_RN50_AMP_IMG_S = 802.9         # benchmarks/published/dlperf-pytorch-rn50-amp.json, 1 GPU, batch 256
+H100_BF16_DENSE_FLOPS = 989e12  # NVIDIA H100 SXM datasheet, dense (no sparsity)
+V100_RN50_AMP_IMG_S = 802.9  # benchmarks/published/dlperf-pytorch-rn50-amp.json, 1 GPU, batch 256
 
 
 @dataclass(frozen=True)
 class StudyModel:
     name: str
     parameters: int
-    batch_size: int              # samples per GPU per step (images, or sequences)
-    wire_bytes: int              # per gradient element
-    compute_s: tuple[float, float]   # the compute step per GPU: (fast, slow)
+    batch_size: int  # samples per GPU per step (images, or sequences)
+    wire_bytes: int  # per gradient element
+    compute_s: tuple[float, float]  # the compute step per GPU: (fast, slow)
     unit: str
     why: str
 
@@ -51,16 +52,43 @@ def _flops_step(params: float, tokens_per_sample: int, batch: int, mfu: tuple[fl
 
 
 MODELS = (
-    StudyModel("ResNet-50", 25_557_032, 256, 4,
-               (256 / (V100_RN50_AMP_IMG_S * 5), 256 / (V100_RN50_AMP_IMG_S * 3)), "img",
-               "V100 AMP 802.9 img/s (DLPerf) x ASSUMED H100 speed-up 3-5; float32 gradients"),
-    StudyModel("ViT-B/16", 86_567_656, 128, 4, _flops_step(86_567_656, 197, 128, (0.25, 0.45)), "img",
-               "6 x params x 197 tokens per image at ASSUMED MFU 25-45 %; float32 gradients"),
-    StudyModel("GPT 1.3B", 1_300_000_000, 8, 2, _flops_step(1.3e9, 2048, 8, (0.35, 0.55)), "seq",
-               "8 x 2048-token sequences per GPU (ASSUMED) at ASSUMED MFU 35-55 %; bfloat16 gradients (ASSUMED)"),
-    StudyModel("Llama-2 7B", 6_740_000_000, 4, 2, _flops_step(6.74e9, 4096, 4, (0.35, 0.55)), "seq",
-               "4 x 4096-token sequences per GPU (ASSUMED) at ASSUMED MFU 35-55 %; bfloat16 gradients (ASSUMED); "
-               "ZeRO-style sharding (same bytes on the wire)"),
+    StudyModel(
+        "ResNet-50",
+        25_557_032,
+        256,
+        4,
+        (256 / (V100_RN50_AMP_IMG_S * 5), 256 / (V100_RN50_AMP_IMG_S * 3)),
+        "img",
+        "V100 AMP 802.9 img/s (DLPerf) x ASSUMED H100 speed-up 3-5; float32 gradients",
+    ),
+    StudyModel(
+        "ViT-B/16",
+        86_567_656,
+        128,
+        4,
+        _flops_step(86_567_656, 197, 128, (0.25, 0.45)),
+        "img",
+        "6 x params x 197 tokens per image at ASSUMED MFU 25-45 %; float32 gradients",
+    ),
+    StudyModel(
+        "GPT 1.3B",
+        1_300_000_000,
+        8,
+        2,
+        _flops_step(1.3e9, 2048, 8, (0.35, 0.55)),
+        "seq",
+        "8 x 2048-token sequences per GPU (ASSUMED) at ASSUMED MFU 35-55 %; bfloat16 gradients (ASSUMED)",
+    ),
+    StudyModel(
+        "Llama-2 7B",
+        6_740_000_000,
+        4,
+        2,
+        _flops_step(6.74e9, 4096, 4, (0.35, 0.55)),
+        "seq",
+        "4 x 4096-token sequences per GPU (ASSUMED) at ASSUMED MFU 35-55 %; bfloat16 gradients (ASSUMED); "
+        "ZeRO-style sharding (same bytes on the wire)",
+    ),
 )
 NETWORKS = ("ib-ndr-8x400", "roce-8x400", "tcp-200", "tcp-100")
 NODES = (2, 4, 8, 16, 32, 64)
@@ -68,9 +96,14 @@ STUDIES = ("hpec2020-today",)
 
 
 def workload(m: StudyModel, compute_s: float) -> Workload:
-    return Workload(engine="ddp", batch_size=m.batch_size, compute_step_s=compute_s,
-                    gradient_bytes=m.parameters * m.wire_bytes, bucket_bytes=DDP_BUCKET_CAP_MB * MIB,
-                    source={"study": "hpec2020-today", "model": m.name, "why": m.why})
+    return Workload(
+        engine="ddp",
+        batch_size=m.batch_size,
+        compute_step_s=compute_s,
+        gradient_bytes=m.parameters * m.wire_bytes,
+        bucket_bytes=DDP_BUCKET_CAP_MB * MIB,
+        source={"study": "hpec2020-today", "model": m.name, "why": m.why},
+    )
 
 
 def run(name: str = "hpec2020-today", node_type: str = "hgx-h100", nodes: tuple[int, ...] = NODES) -> dict:
@@ -86,23 +119,48 @@ def run(name: str = "hpec2020-today", node_type: str = "hgx-h100", nodes: tuple[
             for n in nodes:
                 ranks = n * c.gpus_per_node
                 mid_s = sum(m.compute_s) / 2
-                pts = [predict_cluster.point(workload(m, t), c, ranks, predict_cluster.uncalibrated(workload(m, t)))
-                       for t in (mid_s, *m.compute_s)]
+                pts = [
+                    predict_cluster.point(workload(m, t), c, ranks, predict_cluster.uncalibrated(workload(m, t)))
+                    for t in (mid_s, *m.compute_s)
+                ]
                 eff = [x for p in pts for x in p["scaling_efficiency_range"]]
                 thr = [x for p in pts for x in p["img_per_s_range"]]
-                rows.append({"model": m.name, "network": net, "nodes": n, "ranks": ranks,
-                             "efficiency": pts[0]["scaling_efficiency"], "efficiency_range": [min(eff), max(eff)],
-                             "throughput": pts[0]["img_per_s"], "throughput_range": [min(thr), max(thr)],
-                             "unit": f"{m.unit}/s", "network_only_efficiency": pts[0]["network_only_efficiency"],
-                             "algorithms": pts[0]["algorithms"]})
-    return {"study": name, "node_type": node_type, "question": "does the fabric still not matter?",
-            "inputs": __doc__.split("\n\n", 2)[2].strip(),
-            "models": [{"name": m.name, "parameters": m.parameters, "batch_size": m.batch_size,
-                        "gradient_bytes": m.parameters * m.wire_bytes, "compute_step_s": list(m.compute_s),
-                        "why": m.why} for m in MODELS],
-            "networks": {net: clusters.NETWORKS[net].name for net in NETWORKS},
-            "non_network": predict_cluster.uncalibrated(workload(MODELS[0], 1.0)).source,
-            "rows": rows, "answer": answer(rows)}
+                rows.append(
+                    {
+                        "model": m.name,
+                        "network": net,
+                        "nodes": n,
+                        "ranks": ranks,
+                        "efficiency": pts[0]["scaling_efficiency"],
+                        "efficiency_range": [min(eff), max(eff)],
+                        "throughput": pts[0]["img_per_s"],
+                        "throughput_range": [min(thr), max(thr)],
+                        "unit": f"{m.unit}/s",
+                        "network_only_efficiency": pts[0]["network_only_efficiency"],
+                        "algorithms": pts[0]["algorithms"],
+                    }
+                )
+    return {
+        "study": name,
+        "node_type": node_type,
+        "question": "does the fabric still not matter?",
+        "inputs": __doc__.split("\n\n", 2)[2].strip(),
+        "models": [
+            {
+                "name": m.name,
+                "parameters": m.parameters,
+                "batch_size": m.batch_size,
+                "gradient_bytes": m.parameters * m.wire_bytes,
+                "compute_step_s": list(m.compute_s),
+                "why": m.why,
+            }
+            for m in MODELS
+        ],
+        "networks": {net: clusters.NETWORKS[net].name for net in NETWORKS},
+        "non_network": predict_cluster.uncalibrated(workload(MODELS[0], 1.0)).source,
+        "rows": rows,
+        "answer": answer(rows),
+    }
 
 
 def answer(rows: list[dict]) -> list[str]:
@@ -116,7 +174,8 @@ def answer(rows: list[dict]) -> list[str]:
         for net in NETWORKS[1:]:
             r = at[net]
             parts.append(f"{net} {r['efficiency']:.0%} [{r['efficiency_range'][0]:.0%}-{r['efficiency_range'][1]:.0%}]")
-        lines.append(f"{model} at {top} nodes: scaling efficiency ib-ndr-8x400 {ib['efficiency']:.0%} "
-                     f"[{ib['efficiency_range'][0]:.0%}-{ib['efficiency_range'][1]:.0%}] vs " + ", ".join(parts))
+        lines.append(
+            f"{model} at {top} nodes: scaling efficiency ib-ndr-8x400 {ib['efficiency']:.0%} "
+            f"[{ib['efficiency_range'][0]:.0%}-{ib['efficiency_range'][1]:.0%}] vs " + ", ".join(parts)
+        )
     return lines
-

@@ -1,12 +1,14 @@
 """Rich tables of training results, with scaling efficiency against 1-rank runs
 (the baseline rule and the aggregation are launch.results.aggregate's), and of verdicts."""
+
 from __future__ import annotations
 
 from rich.table import Table
 
 from launch.results import aggregate
+from launch.kinds.train import training_row, training_table as train_columns
 from launch.results.figures import interval_text, value_text
-from launch.results.result import disturbance_summary, disturbed
+from launch.results.result import disturbed, typed
 
 
 def fmt(value: float | None, spec: str) -> str:
@@ -19,43 +21,39 @@ def efficiency_cell(eff: float | None, unreadable: str | None) -> str:
 
 
 def training_table(results: list[dict], title: str = "Training throughput") -> Table:
-    """One row per run; efficiency against the aggregated 1-rank baseline of its series
-    (1 on one rank), no communication share on one rank; whether the run was disturbed."""
-    table = Table(title=title)
-    for column in ("framework", "engine", "model", "ranks", "img/s total", "img/s per rank",
-                   "95% CI", "scaling eff.", "comm share", "params |diff|", "disturbance", "status"):
-        table.add_column(column, justify="right" if column not in ("framework", "engine", "model", "status",
-                                                                   "disturbance") else "left")
+    """One row per run (the train kind's cells: launch.kinds.train); efficiency against the aggregated
+    1-rank baseline of its series (1 on one rank), no communication share on one rank; whether the
+    run was disturbed."""
+    table = train_columns(title)
     points = aggregate.aggregate(results)
     for r in results:
-        tp = r.get("throughput", {})
+        fields = typed(r)
+        if fields is None:
+            continue  # malformed: launch.results.result.malformed says why where results are loaded
         point = aggregate.point_of(points, r)
         eff = point.run_efficiency(r) if point is not None else None
-        comm = r.get("comm_fraction") if r["world_size"] > 1 else None
         unreadable = "the run" if disturbed(r) else point.unreadable_because if point is not None else None
-        table.add_row(
-            r["framework"], r["engine"], r["model"], str(r["world_size"]),
-            fmt(tp.get("total_img_per_s"), ".1f"), fmt(tp.get("per_rank_img_per_s"), ".1f"),
-            interval_text(aggregate.number(tp.get("ci95_img_per_s")), "img/s", samples=len(aggregate.run_samples(r))),
-            efficiency_cell(eff, unreadable),
-            fmt(comm, ".0%"), fmt(r.get("params_max_abs_diff"), ".2g"),
-            f"[yellow]{disturbance_summary(r)}[/yellow]" if disturbed(r) else disturbance_summary(r),
-            r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]: {r.get('reason')}",
-        )
+        table.add_row(*training_row(fields, efficiency_cell(eff, unreadable)))
     return table
 
 
 def points_table(points: list[aggregate.Point], title: str) -> Table:
     """One row per point: repetitions aggregated."""
     table = Table(title=title)
-    for column in ("series", "ranks", "mean", "95% CI", "reps", "scaling eff.", "comm share", "disturbed",
-                   "baseline"):
+    for column in ("series", "ranks", "mean", "95% CI", "reps", "scaling eff.", "comm share", "disturbed", "baseline"):
         table.add_column(column, justify="left" if column in ("series", "baseline", "disturbed") else "right")
     for p in sorted(points, key=lambda p: (p.benchmark, p.series, p.ranks)):
-        table.add_row(p.series, str(p.ranks), f"{value_text(p.mean, p.metric.unit)} {p.metric.unit}",
-                      interval_text(p.ci95, p.metric.unit, p.repetitions, p.n_samples), str(p.repetitions),
-                      efficiency_cell(p.efficiency, p.unreadable_because), fmt(p.comm_fraction, ".0%"),
-                      disturbed_cell(p), "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-"))
+        table.add_row(
+            p.series,
+            str(p.ranks),
+            f"{value_text(p.mean, p.metric.unit)} {p.metric.unit}",
+            interval_text(p.ci95, p.metric.unit, p.repetitions, p.n_samples),
+            str(p.repetitions),
+            efficiency_cell(p.efficiency, p.unreadable_because),
+            fmt(p.comm_fraction, ".0%"),
+            disturbed_cell(p),
+            "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-"),
+        )
     return table
 
 
@@ -79,8 +77,12 @@ def verdict_tables(judged: dict, title: str = "") -> list:
             header, rows = table_rows(data)
             table = Table(title=heading, caption=f"reference {data['reference']}; {data['method']}")
             for column in header:
-                table.add_column(column, justify="left" if column in ("benchmark", "model", "engine/backend", "compared",
-                                                                      "verdict") else "right")
+                table.add_column(
+                    column,
+                    justify="left"
+                    if column in ("benchmark", "model", "engine/backend", "compared", "verdict")
+                    else "right",
+                )
             for row in rows:
                 table.add_row(*row)
             out.append(table)

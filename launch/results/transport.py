@@ -19,28 +19,40 @@ send to ..." line per peer; `mtl_base_verbose=10` names the MTL and
 rank, so libfabric stays at `warn`; NCCL's INIT,NET subsystems name the network
 ("Using network IB") and GPUDirect ("via NET/IB/0/GDRDMA").
 """
+
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from launch.fleet.emulate.links import fabric_profile as profile
-from launch.results.result import ranks_per_node
+from containers.fabrics import profile
+from launch.kinds import kind_of
+from launch.results.result import ranks_per_node, typed
 
 # UCX_TLS aliases -> the transport names UCX prints in ep_cfg lanes
 UCX_ALIASES = {
     "sm": {"sysv", "posix", "cma", "knem", "xpmem", "memory"},
     "shm": {"sysv", "posix", "cma", "knem", "xpmem", "memory"},
-    "rc": {"rc_verbs", "rc_mlx5"}, "ud": {"ud_verbs", "ud_mlx5"}, "dc": {"dc_mlx5"},
-    "rc_x": {"rc_mlx5"}, "ud_x": {"ud_mlx5"}, "dc_x": {"dc_mlx5"},
+    "rc": {"rc_verbs", "rc_mlx5"},
+    "ud": {"ud_verbs", "ud_mlx5"},
+    "dc": {"dc_mlx5"},
+    "rc_x": {"rc_mlx5"},
+    "ud_x": {"ud_mlx5"},
+    "dc_x": {"dc_mlx5"},
     "ib": {"rc_verbs", "rc_mlx5", "ud_verbs", "ud_mlx5", "dc_mlx5"},
     "cuda": {"cuda_copy", "cuda_ipc", "gdr_copy"},
 }
 # NCCL's "Using network <name>" -> the NCCL_NET value that asks for it. The RDMA
 # plugin of HPC-X (nccl-rdma-sharp-plugins) names its verbs transport "IBext" or
 # "IBext_v<N>"; aws-ofi-nccl says "AWS Libfabric" (older) or "Libfabric" (newer).
-NCCL_NET_NAMES = {"socket": "Socket", "ib": "IB", "ibext": "IB", "aws libfabric": "OFI", "libfabric": "OFI",
-                  "ofi": "OFI"}
+NCCL_NET_NAMES = {
+    "socket": "Socket",
+    "ib": "IB",
+    "ibext": "IB",
+    "aws libfabric": "OFI",
+    "libfabric": "OFI",
+    "ofi": "OFI",
+}
 
 _PREFIX = r"^\[[^\]]*\]\s*"  # "[host:pid] " of Open MPI's verbose output
 PATTERNS = {
@@ -58,9 +70,11 @@ PATTERNS = {
     # NCCL >= 2.6 "Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA", <= 2.5 "Ring 00 : ...";
     # NET/<network>/<device>[(<proxy device>)]/<flags>: "NET/IB/1(0)/GDRDMA" is PXN,
     # "NET/AWS Libfabric/1(2)/GDRDMA/Shared" a plugin network with a space in its name
-    "nccl_channel": re.compile(r"NCCL INFO (?:Channel|Ring) \d+.* via "
-                               r"(NET/[A-Za-z][\w ]*?/\d+(?:\(\d+\))?(?:/[A-Za-z]\w*)*"
-                               r"|P2P/\S+|SHM/\S+|direct shared memory)"),
+    "nccl_channel": re.compile(
+        r"NCCL INFO (?:Channel|Ring) \d+.* via "
+        r"(NET/[A-Za-z][\w ]*?/\d+(?:\(\d+\))?(?:/[A-Za-z]\w*)*"
+        r"|P2P/\S+|SHM/\S+|direct shared memory)"
+    ),
     "nccl_version": re.compile(r"NCCL version (\S+)"),
 }
 MAX_LINES = 12  # evidence lines kept verbatim in the result
@@ -111,9 +125,11 @@ def observe(log: str) -> dict:
         observed["mpi"] = mpi
     if "ucx_lanes" in seen:
         lanes = seen["ucx_lanes"]
-        observed["ucx"] = {"lanes": sorted(lanes),
-                           "transports": sorted({t.split("/")[0] for t in lanes} - {"self"}),
-                           "version": _lowest(seen.get("ucx_version"))}
+        observed["ucx"] = {
+            "lanes": sorted(lanes),
+            "transports": sorted({t.split("/")[0] for t in lanes} - {"self"}),
+            "version": _lowest(seen.get("ucx_version")),
+        }
     if seen.keys() & {"nccl_network", "nccl_net_devices", "nccl_ofi_provider", "nccl_channel"}:
         channels = seen.get("nccl_channel", set())
         net_channels = [c for c in channels if c.startswith("NET/")]
@@ -163,9 +179,19 @@ def asked_for(fabric: str | None, env: dict[str, str], nccl: bool) -> dict[str, 
                 asked[name] = env[name]
     else:
         asked = dict(env)
-    keys = ("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl", "OMPI_MCA_mtl_ofi_provider_include",
-            "UCX_TLS", "NCCL_NET", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL",
-            "UCX_IB_GPU_DIRECT_RDMA", "PSM2_GPUDIRECT", "FI_HMEM_CUDA_USE_GDRCOPY")
+    keys = (
+        "OMPI_MCA_pml",
+        "OMPI_MCA_btl",
+        "OMPI_MCA_mtl",
+        "OMPI_MCA_mtl_ofi_provider_include",
+        "UCX_TLS",
+        "NCCL_NET",
+        "NCCL_IB_DISABLE",
+        "NCCL_NET_GDR_LEVEL",
+        "UCX_IB_GPU_DIRECT_RDMA",
+        "PSM2_GPUDIRECT",
+        "FI_HMEM_CUDA_USE_GDRCOPY",
+    )
     return {k: asked[k] for k in keys if k in asked}
 
 
@@ -204,9 +230,8 @@ def gpu_buffer_library(result: dict) -> tuple[str | None, str]:
     if not (spec.get("gpus_per_node") or 0):
         return None, "no GPUs: host buffers"
     info = result.get("engine_info") or result.get("backend_info") or {}
-    kind, engine = result.get("benchmark"), result.get("engine")
-    if kind == "allreduce":
-        engine = {"torch": "ddp", "horovod": "horovod"}.get(result.get("backend") or "", result.get("backend"))
+    kind, fields = kind_of(result), typed(result)
+    engine = kind.gpu_engine(fields) if kind is not None and fields is not None else result.get("engine")
     if engine == "ddp":
         backend = info.get("backend") or info.get("process_group")
         return backend, f"torch.distributed process group ({backend})"
@@ -218,7 +243,7 @@ def gpu_buffer_library(result: dict) -> tuple[str | None, str]:
     if engine == "native":  # tf.distribute: CollectiveCommunication NCCL on GPUs
         collectives = info.get("collectives")
         return ("nccl" if collectives == "nccl" else collectives), f"tf.distribute collectives ({collectives})"
-    if kind == "allreduce" and result.get("backend") == "mpi":
+    if engine == "mpi":
         return "mpi", "mpi4py on host (numpy) buffers"
     return None, "the ranks did not say"
 
@@ -230,8 +255,12 @@ def gpu_buffers(result: dict, observed: dict) -> dict | None:
     if library is None and source.startswith("no GPUs"):
         return None
     nccl_seen = bool(observed.get("nccl"))
-    return {"library": library, "source": source, "nccl_in_log": nccl_seen,
-            "confirmed": (nccl_seen if library == "nccl" else None)}
+    return {
+        "library": library,
+        "source": source,
+        "nccl_in_log": nccl_seen,
+        "confirmed": (nccl_seen if library == "nccl" else None),
+    }
 
 
 def listed_devices(value: str) -> list[str]:
@@ -243,8 +272,15 @@ def listed_devices(value: str) -> list[str]:
     return [d.strip() for d in value.lstrip("=").split(",") if d.strip()]
 
 
-def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | None = None,
-          nccl: bool = False, gpus_per_node: int = 0, ranks_per_node: int | None = None) -> dict:
+def judge(
+    fabric: str | None,
+    env: dict[str, str],
+    observed: dict,
+    path: str | None = None,
+    nccl: bool = False,
+    gpus_per_node: int = 0,
+    ranks_per_node: int | None = None,
+) -> dict:
     """Checks of asked against observed; verdict match | mismatch | unverified."""
     asked = asked_for(fabric, env, nccl)
     mpi, ucx, nccl_seen = observed.get("mpi", {}), observed.get("ucx"), observed.get("nccl")
@@ -288,38 +324,54 @@ def judge(fabric: str | None, env: dict[str, str], observed: dict, path: str | N
         expected = min(node_nics, gpus_in_use)
         used = len(nccl_seen["nics_used"])
         if expected:
-            check("nccl.nics", f"{expected} of {node_nics} NICs (one per GPU in use, {gpus_in_use} per node)",
-                  [f"{used} NIC{'s' if used != 1 else ''} (NET devices {', '.join(map(str, nccl_seen['nics_used']))})"],
-                  used >= expected)
+            check(
+                "nccl.nics",
+                f"{expected} of {node_nics} NICs (one per GPU in use, {gpus_in_use} per node)",
+                [f"{used} NIC{'s' if used != 1 else ''} (NET devices {', '.join(map(str, nccl_seen['nics_used']))})"],
+                used >= expected,
+            )
     if fabric and profile(fabric).control and nccl_seen and nccl_seen["network"]:
         # the universal image bakes NCCL_NET_PLUGIN=ofi: on an InfiniBand host NCCL then runs
         # over libfabric's verbs provider instead of its own IB transport. Say so.
         providers = {p for chain in nccl_seen.get("ofi_provider", []) for p in chain.split(";")}
         via_ofi = {nccl_network_kind(n) for n in nccl_seen["network"]} == {"OFI"}
         if via_ofi and any(p.startswith("verbs") for p in providers):
-            check("nccl.network", "IB (NCCL's own verbs transport on an InfiniBand host)",
-                  [f"{', '.join(nccl_seen['network'])} over {', '.join(sorted(providers))}"], False)
+            check(
+                "nccl.network",
+                "IB (NCCL's own verbs transport on an InfiniBand host)",
+                [f"{', '.join(nccl_seen['network'])} over {', '.join(sorted(providers))}"],
+                False,
+            )
     if path == "gloo" and fabric and not profile(fabric).sockets:  # emu-eth-*: ethernet
         check("gradients", str(fabric), ["gloo (TCP sockets)"], False)
     failed = [c for c in checks if not c["ok"]]
     verdict = "mismatch" if failed else ("match" if checks else "unverified")
-    return {"fabric": fabric, "asked": asked, "gradient_path": path, "checks": checks, "verdict": verdict,
-            "mismatches": [f"{c['layer']}: asked {c['asked']}, ran over {', '.join(c['observed'])}"
-                           for c in failed]}
+    return {
+        "fabric": fabric,
+        "asked": asked,
+        "gradient_path": path,
+        "checks": checks,
+        "verdict": verdict,
+        "mismatches": [f"{c['layer']}: asked {c['asked']}, ran over {', '.join(c['observed'])}" for c in failed],
+    }
 
 
-_LINE_ORIGIN = re.compile(r"^(?:(\S+?):(\d+):\d+)?\s*\[\d+\] NCCL INFO ")   # [host:pid:tid] [cudaDev]
+_LINE_ORIGIN = re.compile(r"^(?:(\S+?):(\d+):\d+)?\s*\[\d+\] NCCL INFO ")  # [host:pid:tid] [cudaDev]
 _IB_LIST = re.compile(r"NCCL INFO NET/IB\s*: Using (.+?)(?:;|$)")
-_IB_MERGED = re.compile(r"\[(\d+)\]=\{([^}]*)\}")          # "[1]={[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE}"
+_IB_MERGED = re.compile(r"\[(\d+)\]=\{([^}]*)\}")  # "[1]={[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE}"
 _IB_ENTRY = re.compile(r"\[(\d+)\]\s*([A-Za-z][\w.\-]*)")
-_CHANNEL_HOP = re.compile(r"NCCL INFO (?:Channel|Ring) \d+\S*\s*:\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[[^\]]*\]\s*"
-                          r"\[(send|receive)\] via NET/IB(?:ext(?:_v\d+)?)?/(\d+)")
+_CHANNEL_HOP = re.compile(
+    r"NCCL INFO (?:Channel|Ring) \d+\S*\s*:\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[[^\]]*\]\s*"
+    r"\[(send|receive)\] via NET/IB(?:ext(?:_v\d+)?)?/(\d+)"
+)
 
 
 def _ib_devices(listing: str) -> dict[int, str]:
     """'[0]mlx5_8:1/IB [1]mlx5_9:1/IB' -> {0: 'mlx5_8', 1: 'mlx5_9'}; a merged virtual NIC
     '[1]={[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE}' -> {1: 'mlx5_0+mlx5_1'}."""
-    merged = {int(i): "+".join(name for _, name in _IB_ENTRY.findall(inner)) for i, inner in _IB_MERGED.findall(listing)}
+    merged = {
+        int(i): "+".join(name for _, name in _IB_ENTRY.findall(inner)) for i, inner in _IB_MERGED.findall(listing)
+    }
     return merged or {int(i): name for i, name in _IB_ENTRY.findall(listing)}
 
 
@@ -364,8 +416,15 @@ def evidence(result: dict, log_path: Path) -> dict:
     spec = result.get("spec") or {}
     observed = observe(log)
     path = gradient_path(result)
-    verdict = judge(spec.get("fabric"), result.get("env") or {}, observed, path, nccl=path == "nccl",
-                    gpus_per_node=spec.get("gpus_per_node") or 0, ranks_per_node=ranks_per_node(result))
+    verdict = judge(
+        spec.get("fabric"),
+        result.get("env") or {},
+        observed,
+        path,
+        nccl=path == "nccl",
+        gpus_per_node=spec.get("gpus_per_node") or 0,
+        ranks_per_node=ranks_per_node(result),
+    )
     moved = gpu_buffers(result, observed)
     asked = spec.get("allreduce")
     if moved and moved["library"] and asked and moved["library"] != asked:
@@ -377,13 +436,16 @@ def evidence(result: dict, log_path: Path) -> dict:
     return {**verdict, "gpu_buffers": moved, "observed": observed}
 
 
-def apply(result: dict, log_path: Path) -> dict:
-    """Add `transport` to a freshly assembled result; an `ok` run over the wrong transport
-    becomes `transport_mismatch` with the reason."""
-    result["transport"] = evidence(result, log_path)
-    mismatches = result["transport"]["mismatches"]
-    if mismatches and result.get("status") == "ok":
-        result["status"] = "transport_mismatch"
-        fabric = result["transport"]["fabric"] or "the run's own selection"
-        result["reason"] = f"asked for {fabric} but " + "; ".join(mismatches)
-    return result
+def fields(result: dict, log_path: Path) -> dict:
+    """What the transport check contributes to a result (launch.results.assemble.build): its
+    `transport` record; an `ok` run over the wrong transport becomes `transport_mismatch` with the
+    reason."""
+    found = evidence(result, log_path)
+    if not (found["mismatches"] and result.get("status") == "ok"):
+        return {"transport": found}
+    fabric = found["fabric"] or "the run's own selection"
+    return {
+        "transport": found,
+        "status": "transport_mismatch",
+        "reason": f"asked for {fabric} but " + "; ".join(found["mismatches"]),
+    }

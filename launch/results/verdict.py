@@ -15,6 +15,7 @@ Disturbed runs (launch.disturbance) are left out of the points by the aggregatio
 kept on request; each row names how many were left out and why, and where a side has only
 disturbed runs the row's verdict is 'cannot tell' (never a difference).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,10 @@ from containers.untrusted import read_json
 from launch.errors import UsageError
 from launch.results.figures import value_text
 
-METHOD = ("ratio of geometric means; 95 % CI by Welch's t on log(metric) (Welch-Satterthwaite degrees "
-          "of freedom); each side's variance: " + CI_METHOD.split(": ", 1)[1])
+METHOD = (
+    "ratio of geometric means; 95 % CI by Welch's t on log(metric) (Welch-Satterthwaite degrees "
+    "of freedom); each side's variance: " + CI_METHOD.split(": ", 1)[1]
+)
 WITHIN = 0.02  # 'within ±2 %' in the words
 MAX_SUMMARY_BYTES = 64 << 20
 AXES = {  # axis -> (what a reader calls it, the point's value of it)
@@ -42,13 +45,24 @@ GROUP_FIELDS = ("benchmark", "model", "nodes", "ranks_per_node", "engine", "allr
 
 def group_of(point: Point, axis: str) -> dict:
     spec = spec_of(point.first)
-    group = {"benchmark": point.benchmark, "model": subject_of(point.first), "nodes": point.nodes,
-             "ranks_per_node": point.ranks // point.nodes, "engine": what_of(point.first),
-             "allreduce": spec.get("allreduce") or "default", "gpudirect": spec.get("gpudirect") or "default",
-             "fabric": point.fabric}
+    group = {
+        "benchmark": point.benchmark,
+        "model": subject_of(point.first),
+        "nodes": point.nodes,
+        "ranks_per_node": point.ranks // point.nodes,
+        "engine": what_of(point.first),
+        "allreduce": spec.get("allreduce") or "default",
+        "gpudirect": spec.get("gpudirect") or "default",
+        "fabric": point.fabric,
+    }
     del group[axis]
-    hidden = (point.first.get("framework"), spec.get("batch_size"), spec.get("image_size"),
-              spec.get("precision"), spec.get("gpus_per_node"))
+    hidden = (
+        point.first.get("framework"),
+        spec.get("batch_size"),
+        spec.get("image_size"),
+        spec.get("precision"),
+        spec.get("gpus_per_node"),
+    )
     return {**group, "_hidden": hidden}
 
 
@@ -60,7 +74,7 @@ def compare(reference: Point, other: Point) -> dict:
     if a.variance is not None and b.variance is not None and a.df and b.df:
         var = a.variance + b.variance
         if var > 0:
-            df = var ** 2 / (a.variance ** 2 / a.df + b.variance ** 2 / b.df)
+            df = var**2 / (a.variance**2 / a.df + b.variance**2 / b.df)
             half = float(scipy_stats.t.ppf(0.975, df)) * math.sqrt(var)
         else:
             half = 0.0
@@ -74,10 +88,14 @@ def compare(reference: Point, other: Point) -> dict:
         verdict = "no significant difference"
     else:
         verdict = f"{abs(speed - 1) * 100:.1f} % {'faster' if speed > 1 else 'slower'}"
-    return {"ratio": ratio, "ci95": [low, high] if low is not None else None,
-            "speed_ratio": speed, "speed_ci95": (None if low is None or high is None else
-                                                 [low, high] if better else [1 / high, 1 / low]),
-            "significant": significant, "verdict": verdict}
+    return {
+        "ratio": ratio,
+        "ci95": [low, high] if low is not None else None,
+        "speed_ratio": speed,
+        "speed_ci95": (None if low is None or high is None else [low, high] if better else [1 / high, 1 / low]),
+        "significant": significant,
+        "verdict": verdict,
+    }
 
 
 def cannot_tell(reference: Point, other: Point) -> str | None:
@@ -85,8 +103,7 @@ def cannot_tell(reference: Point, other: Point) -> str | None:
     sides = [(name, p) for name, p in (("reference", reference), ("compared", other)) if p.disturbed]
     if not sides:
         return None
-    return "cannot tell: " + "; ".join(f"every {name} run was disturbed ({p.unreadable_because})"
-                                       for name, p in sides)
+    return "cannot tell: " + "; ".join(f"every {name} run was disturbed ({p.unreadable_because})" for name, p in sides)
 
 
 def _ordered(values, order: list[str]) -> list[str]:
@@ -95,11 +112,13 @@ def _ordered(values, order: list[str]) -> list[str]:
             if value == name or value.startswith(name + "+"):
                 return (i, value)
         return (len(order), value)
+
     return sorted(values, key=rank)
 
 
-def verdicts(points: list[Point], axis: str = "fabric", reference: str | None = None,
-             order: list[str] | None = None) -> dict:
+def verdicts(
+    points: list[Point], axis: str = "fabric", reference: str | None = None, order: list[str] | None = None
+) -> dict:
     """The verdict table of one axis: rows per group and compared value, and a paragraph in words."""
     title, value_of = AXES[axis]
     groups: dict[str, dict] = {}
@@ -113,8 +132,10 @@ def verdicts(points: list[Point], axis: str = "fabric", reference: str | None = 
     order = list(order or [])
     if reference is not None:
         if reference not in values_seen:
-            raise UsageError(f"--baseline-{axis} {reference}: no multi-rank results on it; "
-                             f"{title} values found: {', '.join(values_seen) or 'none'}")
+            raise UsageError(
+                f"--baseline-{axis} {reference}: no multi-rank results on it; "
+                f"{title} values found: {', '.join(values_seen) or 'none'}"
+            )
         order = [reference] + [v for v in order if v != reference]
     chosen = _ordered(values_seen, order)[0] if values_seen else None
     rows = []
@@ -129,22 +150,44 @@ def verdicts(points: list[Point], axis: str = "fabric", reference: str | None = 
                 continue
             other = entry["points"][value]
             group = {k: v for k, v in entry["group"].items() if k != "_hidden"}
-            rows.append({**group, "axis": axis, "reference": ref_value, "value": value,
-                         "metric": ref.metric.name, "metric_label": ref.metric.label, "unit": ref.metric.unit,
-                         "reference_mean": ref.mean, "mean": other.mean,
-                         "reference_repetitions": ref.repetitions, "repetitions": other.repetitions,
-                         "reference_samples": ref.n_samples, "samples": other.n_samples,
-                         "reference_runs": [r.get("run_id") for r in ref.runs],
-                         "runs": [r.get("run_id") for r in other.runs],
-                         "left_out": ref.left_out + other.left_out, **compare(ref, other)})
+            rows.append(
+                {
+                    **group,
+                    "axis": axis,
+                    "reference": ref_value,
+                    "value": value,
+                    "metric": ref.metric.name,
+                    "metric_label": ref.metric.label,
+                    "unit": ref.metric.unit,
+                    "reference_mean": ref.mean,
+                    "mean": other.mean,
+                    "reference_repetitions": ref.repetitions,
+                    "repetitions": other.repetitions,
+                    "reference_samples": ref.n_samples,
+                    "samples": other.n_samples,
+                    "reference_runs": [r.get("run_id") for r in ref.runs],
+                    "runs": [r.get("run_id") for r in other.runs],
+                    "left_out": ref.left_out + other.left_out,
+                    **compare(ref, other),
+                }
+            )
             if (why := cannot_tell(ref, other)) is not None:
                 rows[-1].update(verdict=why, significant=False, cannot_tell=True)
-    data = {"axis": axis, "title": title, "reference": chosen, "method": METHOD, "within": WITHIN,
-            "values": _ordered(values_seen, order), "rows": rows, "nothing_to_compare": None}
+    data = {
+        "axis": axis,
+        "title": title,
+        "reference": chosen,
+        "method": METHOD,
+        "within": WITHIN,
+        "values": _ordered(values_seen, order),
+        "rows": rows,
+        "nothing_to_compare": None,
+    }
     if not rows:
         data["nothing_to_compare"] = (
             f"nothing to compare: no group of multi-rank results ran with two {title} values"
-            + (f" (only {', '.join(values_seen)})" if values_seen else " (no multi-rank results)"))
+            + (f" (only {', '.join(values_seen)})" if values_seen else " (no multi-rank results)")
+        )
     data["paragraph"] = paragraph(data)
     return data
 
@@ -185,13 +228,20 @@ def _sentence_of(value: str, refs: str, rows: list[dict], within: float) -> str:
             what = f"not significantly different from {refs} (the ratio's 95 % CI holds 1)"
         closeness = f"within {band} of it" if close else f"not within {band} of it"
         return f"In the one group where both ran, {value} is {what}, {closeness}"
-    found = [(picked, words, link, detail) for picked, words, link, detail in (
-        (faster, "significantly faster", "than", faster and by(faster)),
-        (slower, "significantly slower", "than", slower and by(slower)),
-        (unclear, "not significantly different", "from", "the ratio's 95 % CI holds 1"),
-        (no_ci, "without a CI", "against", "one sample per side")) if picked]
-    parts = [f"{words}{f' {link} {refs}' if k == 0 else ''} in {_share(len(picked), total)} ({detail})"
-             for k, (picked, words, link, detail) in enumerate(found)]
+    found = [
+        (picked, words, link, detail)
+        for picked, words, link, detail in (
+            (faster, "significantly faster", "than", faster and by(faster)),
+            (slower, "significantly slower", "than", slower and by(slower)),
+            (unclear, "not significantly different", "from", "the ratio's 95 % CI holds 1"),
+            (no_ci, "without a CI", "against", "one sample per side"),
+        )
+        if picked
+    ]
+    parts = [
+        f"{words}{f' {link} {refs}' if k == 0 else ''} in {_share(len(picked), total)} ({detail})"
+        for k, (picked, words, link, detail) in enumerate(found)
+    ]
     listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     closeness = f"within {band} of it in {_share(len(close), total) if close else 'none'}"
     return f"In the {total} groups where both ran, {value} is {listed}; {closeness}"
@@ -206,14 +256,17 @@ def paragraph(data: dict) -> str:
     unknown = [r for r in data["rows"] if r.get("cannot_tell")]
     if left_out:
         causes = sorted({c.split(" during")[0] for x in left_out for c in x.get("causes", [])})
-        sentences.append(f"{len(left_out)} disturbed run{'s were' if len(left_out) != 1 else ' was'} left out "
-                         f"({'; '.join(causes) or 'disturbed'}).")
+        sentences.append(
+            f"{len(left_out)} disturbed run{'s were' if len(left_out) != 1 else ' was'} left out "
+            f"({'; '.join(causes) or 'disturbed'})."
+        )
     if unknown:
         pairs = ", ".join(f"{r['value']} vs {r['reference']}" for r in unknown)
-        sentences.append(f"In {len(unknown)} group{'s' if len(unknown) != 1 else ''} it cannot tell: a side had "
-                         f"only disturbed runs ({pairs}).")
-    for value in [v for v in data["values"] if any(r["value"] == v and not r.get("cannot_tell")
-                                                   for r in data["rows"])]:
+        sentences.append(
+            f"In {len(unknown)} group{'s' if len(unknown) != 1 else ''} it cannot tell: a side had "
+            f"only disturbed runs ({pairs})."
+        )
+    for value in [v for v in data["values"] if any(r["value"] == v and not r.get("cannot_tell") for r in data["rows"])]:
         rows = [r for r in data["rows"] if r["value"] == value and not r.get("cannot_tell")]
         refs = " / ".join(sorted({r["reference"] for r in rows}))
         significant = [r for r in rows if r["significant"]]
@@ -221,21 +274,26 @@ def paragraph(data: dict) -> str:
         if not significant:
             answer = f"For this data, {data['title']} {value} vs {refs} has no significant effect."
         elif all(abs(r["speed_ratio"] - 1) <= data["within"] for r in significant):
-            answer = (f"For this data, the effect of {data['title']} {value} is significant in places but within "
-                      f"±{data['within'] * 100:.0f} %.")
+            answer = (
+                f"For this data, the effect of {data['title']} {value} is significant in places but within "
+                f"±{data['within'] * 100:.0f} %."
+            )
         elif len(rows) == 1:
             answer = f"For this data, {data['title']} {value} changes performance significantly."
         else:
-            answer = (f"For this data, {data['title']} {value} changes performance significantly in "
-                      f"{_share(len(significant), len(rows))} groups.")
+            answer = (
+                f"For this data, {data['title']} {value} changes performance significantly in "
+                f"{_share(len(significant), len(rows))} groups."
+            )
         sentences.append(text + ". " + answer)
     if unknown and len(unknown) == len(data["rows"]):
         sentences.append(f"For this data, {data['title']} cannot be judged: too few clean runs.")
     return " ".join(sentences)
 
 
-def all_verdicts(points: list[Point], baseline_fabric: str | None = None,
-                 orders: dict[str, list[str]] | None = None) -> dict:
+def all_verdicts(
+    points: list[Point], baseline_fabric: str | None = None, orders: dict[str, list[str]] | None = None
+) -> dict:
     """Fabric first; NCCL vs MPI and GPUDirect only where the results varied them."""
     orders = orders or {}
     out = {"fabric": verdicts(points, "fabric", baseline_fabric, orders.get("fabric"))}
@@ -255,12 +313,14 @@ def experiment_orders(dirs: list[Path]) -> dict[str, list[str]]:
     for directory in dirs:
         summary = Path(directory) / "summary.json"
         try:
-            data = read_json(summary, MAX_SUMMARY_BYTES, "sweep summary")   # perhaps another site's
+            data = read_json(summary, MAX_SUMMARY_BYTES, "sweep summary")  # perhaps another site's
             stored = data.get("verdict_orders")
             if not isinstance(stored, dict):  # a summary before verdict_orders: read its experiment file
                 experiment = load_experiment(data["experiment_file"])
-                stored = {axis: experiment.matrix.get(axis) or ((experiment.fixed[axis],) if axis in experiment.fixed
-                                                               else ()) for axis in AXES}
+                stored = {
+                    axis: experiment.matrix.get(axis) or ((experiment.fixed[axis],) if axis in experiment.fixed else ())
+                    for axis in AXES
+                }
         except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError):  # UntrustedInput is a ValueError
             continue
         for axis in AXES:
@@ -270,8 +330,22 @@ def experiment_orders(dirs: list[Path]) -> dict[str, list[str]]:
     return orders
 
 
-COLUMNS = ("benchmark", "model", "nodes", "ranks/node", "engine/backend", "allreduce", "gpudirect", "fabric", "compared",
-           "reference", "value", "ratio", "95% CI", "verdict")
+COLUMNS = (
+    "benchmark",
+    "model",
+    "nodes",
+    "ranks/node",
+    "engine/backend",
+    "allreduce",
+    "gpudirect",
+    "fabric",
+    "compared",
+    "reference",
+    "value",
+    "ratio",
+    "95% CI",
+    "verdict",
+)
 
 
 def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
@@ -280,15 +354,21 @@ def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for r in data["rows"]:
         unit = f" {r['unit']}"
-        cells = {"benchmark": r["benchmark"], "model": r["model"], "nodes": str(r["nodes"]),
-                 "ranks/node": str(r["ranks_per_node"]), "engine/backend": r["engine"],
-                 "allreduce": r.get("allreduce", "-"), "gpudirect": r.get("gpudirect", "-"),
-                 "fabric": r.get("fabric", "-"),
-                 "compared": f"{r['value']} vs {r['reference']}",
-                 "reference": f"{value_text(r['reference_mean'], r['unit'])}{unit} (x{r['reference_repetitions']})",
-                 "value": f"{value_text(r['mean'], r['unit'])}{unit} (x{r['repetitions']})",
-                 "ratio": f"{r['ratio']:.3f}",
-                 "95% CI": "-" if r["ci95"] is None else f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]",
-                 "verdict": r["verdict"]}
+        cells = {
+            "benchmark": r["benchmark"],
+            "model": r["model"],
+            "nodes": str(r["nodes"]),
+            "ranks/node": str(r["ranks_per_node"]),
+            "engine/backend": r["engine"],
+            "allreduce": r.get("allreduce", "-"),
+            "gpudirect": r.get("gpudirect", "-"),
+            "fabric": r.get("fabric", "-"),
+            "compared": f"{r['value']} vs {r['reference']}",
+            "reference": f"{value_text(r['reference_mean'], r['unit'])}{unit} (x{r['reference_repetitions']})",
+            "value": f"{value_text(r['mean'], r['unit'])}{unit} (x{r['repetitions']})",
+            "ratio": f"{r['ratio']:.3f}",
+            "95% CI": "-" if r["ci95"] is None else f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]",
+            "verdict": r["verdict"],
+        }
         rows.append([cells[c] for c in header])
     return header, rows

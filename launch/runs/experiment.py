@@ -40,6 +40,7 @@ emulated ranks do.
 
 Every problem is one UsageError line naming the file and the key.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -57,7 +58,7 @@ from bench import catalog
 from containers.files import sha256_bytes
 from launch.fleet import slurm
 from launch.errors import UsageError
-from launch.kinds import KINDS, TRAIN, trains
+from launch.kinds import DEFAULT, KINDS, trains
 from launch.toml_file import TomlTable, expected, read_toml
 from launch.ranks.launchers import LOCAL, MPIRUN, SLURM_LAUNCHERS, launcher_of
 from launch.ranks.runspec import HOROVOD_CPU_ONLY, RunSpec
@@ -88,10 +89,15 @@ class Point:
     @property
     def label(self) -> str:
         s = self.spec
-        parts = [*s.label_parts(), s.fabric or "nofabric", s.allreduce,
-                 s.gpudirect and f"gdr{s.gpudirect}", f"n{s.nodes}x{s.ranks_per_node}",
-                 trains(s.benchmark) and f"b{s.batch_size}",
-                 f"r{self.repetition}"]
+        parts = [
+            *s.label_parts(),
+            s.fabric or "nofabric",
+            s.allreduce,
+            s.gpudirect and f"gdr{s.gpudirect}",
+            f"n{s.nodes}x{s.ranks_per_node}",
+            trains(s.benchmark) and f"b{s.batch_size}",
+            f"r{self.repetition}",
+        ]
         return re.sub(r"[^\w.+-]", "_", "-".join(p for p in parts if p))
 
 
@@ -103,7 +109,7 @@ class Experiment:
     repetitions: int = 1
     time_limit_s: float | None = None
     matrix: dict[str, tuple] = field(default_factory=dict)  # RunSpec field -> values, in file order
-    fixed: dict[str, Any] = field(default_factory=dict)     # RunSpec field -> one value
+    fixed: dict[str, Any] = field(default_factory=dict)  # RunSpec field -> one value
     env: dict[str, str] = field(default_factory=dict)
 
     def where(self, key: str) -> str:
@@ -115,6 +121,7 @@ class Experiment:
 
 
 # ------------------------------------------------------------------ loading
+
 
 def _base_type(hint) -> type:
     if isinstance(hint, types.UnionType):
@@ -155,7 +162,7 @@ def _spec_table(path: Path, table: dict, prefix: str, lists: bool) -> dict:
 
 def _env(path: Path, table: Any) -> dict[str, str]:
     if not isinstance(table, dict):
-        raise expected(path, "[run].env", "a table of NAME = \"value\"", table)
+        raise expected(path, "[run].env", 'a table of NAME = "value"', table)
     for name, value in table.items():
         if not re.fullmatch(r"[A-Za-z_]\w*", name) or not isinstance(value, str):
             raise expected(path, f"[run.env].{name}", "an environment variable name with a string value", value)
@@ -188,9 +195,16 @@ def experiment_from_dict(data: dict, path: Path) -> Experiment:
     fixed = _spec_table(path, run_table, "run", lists=False)
     for name in sorted(set(matrix) & set(fixed)):
         raise UsageError(f"{path.name}: [run].{name}: contradicts [matrix].{name}; set it in one table only")
-    return Experiment(path=path, name=name, description=description, repetitions=repetitions,
-                      time_limit_s=float(limit) if limit is not None else None, matrix=matrix,
-                      fixed=fixed, env=_env(path, run_table.get("env", {})))
+    return Experiment(
+        path=path,
+        name=name,
+        description=description,
+        repetitions=repetitions,
+        time_limit_s=float(limit) if limit is not None else None,
+        matrix=matrix,
+        fixed=fixed,
+        env=_env(path, run_table.get("env", {})),
+    )
 
 
 def load_experiment(path: Path | str) -> Experiment:
@@ -204,28 +218,46 @@ def load_experiment(path: Path | str) -> Experiment:
 
 # Combinations the matrix creates but no engine can run: (keys involved, why, test).
 NOT_APPLICABLE = (
-    (("framework", "engine"), "engine of another framework", lambda f: f["engine"] not in catalog.ENGINES[f["framework"]]),
+    (
+        ("framework", "engine"),
+        "engine of another framework",
+        lambda f: f["engine"] not in catalog.ENGINES[f["framework"]],
+    ),
     (("framework", "model"), "model of another framework", lambda f: f["model"] not in catalog.MODELS[f["framework"]]),
-    (("framework", "precision"), "precision of another framework",
-     lambda f: f["precision"] not in catalog.PRECISIONS[f["framework"]]),
+    (
+        ("framework", "precision"),
+        "precision of another framework",
+        lambda f: f["precision"] not in catalog.PRECISIONS[f["framework"]],
+    ),
     (("engine", "allreduce"), "DDP has no MPI allreduce", lambda f: f["engine"] == "ddp" and f["allreduce"] == "mpi"),
-    (("allreduce", "gpudirect"), "GPUDirect 'on' needs NCCL or CUDA-aware MPI, not gloo",
-     lambda f: f["gpudirect"] == "on" and f["allreduce"] == "gloo"),
-    (("gpudirect", "gpus_per_node"), "GPUDirect 'on' needs GPUs (gpus_per_node > 0)",
-     lambda f: f["gpudirect"] == "on" and not f["gpus_per_node"]),
-    (("engine", "allreduce", "gpus_per_node"),
-     "Horovod on GPUs: its GPU operations are NCCL (built so), whatever allreduce says (launch.ranks.runspec)",
-     lambda f: f.get("engine") == "horovod" and f.get("allreduce") in HOROVOD_CPU_ONLY and bool(f.get("gpus_per_node"))
-     and trains(f.get("benchmark", TRAIN.name))),
+    (
+        ("allreduce", "gpudirect"),
+        "GPUDirect 'on' needs NCCL or CUDA-aware MPI, not gloo",
+        lambda f: f["gpudirect"] == "on" and f["allreduce"] == "gloo",
+    ),
+    (
+        ("gpudirect", "gpus_per_node"),
+        "GPUDirect 'on' needs GPUs (gpus_per_node > 0)",
+        lambda f: f["gpudirect"] == "on" and not f["gpus_per_node"],
+    ),
+    (
+        ("engine", "allreduce", "gpus_per_node"),
+        "Horovod on GPUs: its GPU operations are NCCL (built so), whatever allreduce says (launch.ranks.runspec)",
+        lambda f: (
+            f.get("engine") == "horovod"
+            and f.get("allreduce") in HOROVOD_CPU_ONLY
+            and bool(f.get("gpus_per_node"))
+            and trains(f.get("benchmark", DEFAULT))
+        ),
+    ),
 )
-
 
 
 def _read_fields(experiment: Experiment, fields: dict) -> dict:
     if "benchmark" not in experiment.matrix:
         return fields
     # a kind's unread fields (launch.kinds): the halo proxy is not run once per CNN, nor per allreduce library
-    name = fields.get("benchmark", TRAIN.name)
+    name = fields.get("benchmark", DEFAULT)
     ignored = KINDS[name].not_read if name in KINDS else ()
     return {name: value for name, value in fields.items() if name not in ignored}
 
@@ -242,8 +274,12 @@ def _dropped(experiment: Experiment, fields: dict) -> str | None:
 
 
 def _defaults(experiment: Experiment, site: Site) -> dict:
-    defaults = {"launcher": site.launcher, "runtime": site.runtime, "partition": site.scheduler.partition,
-                "account": site.scheduler.account}
+    defaults = {
+        "launcher": site.launcher,
+        "runtime": site.runtime,
+        "partition": site.scheduler.partition,
+        "account": site.scheduler.account,
+    }
     return {name: value for name, value in defaults.items() if value is not None}
 
 
@@ -254,9 +290,12 @@ def _spec(experiment: Experiment, fields: dict, site: Site) -> RunSpec:
         fields["image"] = fields["image"].replace("{fabric}", fields["fabric"])
     time_limit = None
     if fields.get("launcher") in SLURM_LAUNCHERS:
-        time_limit = str(slurm.minutes_for(experiment.time_limit_s)) if experiment.time_limit_s else site.scheduler.slurm_time()
-    spec = RunSpec(**fields, ranks=fields.get("nodes", 1) * ranks_per_node, extra_env=dict(experiment.env),
-                   time_limit=time_limit)
+        time_limit = (
+            str(slurm.minutes_for(experiment.time_limit_s)) if experiment.time_limit_s else site.scheduler.slurm_time()
+        )
+    spec = RunSpec(
+        **fields, ranks=fields.get("nodes", 1) * ranks_per_node, extra_env=dict(experiment.env), time_limit=time_limit
+    )
     if launcher_of(spec).emulated and spec.nodes == 1:
         # the emulated nodes share this machine's cores: the 1-node point (the baseline) gets one
         # rank's share of the largest emulated run, not the whole machine (and no oversubscription)
@@ -271,9 +310,18 @@ def _spec(experiment: Experiment, fields: dict, site: Site) -> RunSpec:
 def baseline_of(spec: RunSpec) -> RunSpec:
     """The 1-rank run that scaling efficiency divides by: one node, one rank, no network."""
     return dataclasses.replace(
-        spec, nodes=1, ranks=1, fabric=None, allreduce=None, gpudirect=None, link_rate=None, hostfile=None,
-        gpus_per_node=min(spec.gpus_per_node, 1), fp16_allreduce=False,
-        launcher=LOCAL.name if launcher_of(spec).emulated else spec.launcher)
+        spec,
+        nodes=1,
+        ranks=1,
+        fabric=None,
+        allreduce=None,
+        gpudirect=None,
+        link_rate=None,
+        hostfile=None,
+        gpus_per_node=min(spec.gpus_per_node, 1),
+        fp16_allreduce=False,
+        launcher=LOCAL.name if launcher_of(spec).emulated else spec.launcher,
+    )
 
 
 SAME_AS_BASELINE = RunSpec.fields_where("baseline")
@@ -282,8 +330,6 @@ SAME_AS_BASELINE = RunSpec.fields_where("baseline")
 def measures_alone(candidate: RunSpec, spec: RunSpec) -> bool:
     """Whether `candidate`, a point of the matrix, is the 1-rank baseline `spec` needs."""
     return candidate.ranks == 1 and all(getattr(candidate, f) == getattr(spec, f) for f in SAME_AS_BASELINE)
-
-
 
 
 def blame(experiment: Experiment, error: UsageError) -> UsageError:
@@ -340,10 +386,14 @@ def expand(experiment: Experiment, site: Site | None = None, launcher: str | Non
     for name in names:
         for value in experiment.matrix[name]:
             if value not in survivors[name]:
-                raise experiment.error(name, f"{value!r} is in no runnable combination "
-                                             f"({reasons.get((name, value), 'see the other keys')})")
-    baselines = [next((c for c in specs if measures_alone(c, spec)), None) or _validated(experiment, baseline_of(spec))
-                 for spec in specs]
+                raise experiment.error(
+                    name,
+                    f"{value!r} is in no runnable combination ({reasons.get((name, value), 'see the other keys')})",
+                )
+    baselines = [
+        next((c for c in specs if measures_alone(c, spec)), None) or _validated(experiment, baseline_of(spec))
+        for spec in specs
+    ]
     points, seen = [], set()
     for repetition in range(experiment.repetitions):
         for spec, baseline in zip(specs, baselines):
@@ -356,24 +406,29 @@ def expand(experiment: Experiment, site: Site | None = None, launcher: str | Non
 
 # ------------------------------------------------------------ placeholders
 
+
 def placeholder_site(experiment: Experiment, site: Site | None = None) -> tuple[Site, list[str]]:
     """A site that has every fabric the experiment names, with placeholders where a site file
     must give values; and the `[fabrics.X] key` list of what it must fill in. For dry runs
     without a site file: a cluster run prepared on a laptop."""
-    from containers.fabrics import HOST_FABRICS, profile
-    from launch.fleet.emulate import is_emulated_fabric
+    from containers.fabrics import HOST_FABRICS, is_emulated, profile
     from launch.site.config import FabricSite
 
     site = site or Site.default()
     values = experiment.matrix.get("fabric") or ((experiment.fixed["fabric"],) if "fabric" in experiment.fixed else ())
     fabrics, missing = dict(site.fabrics), []
     for fabric in values:
-        if not isinstance(fabric, str) or is_emulated_fabric(fabric) or fabric in fabrics or fabric not in HOST_FABRICS:
+        if not isinstance(fabric, str) or is_emulated(fabric) or fabric in fabrics or fabric not in HOST_FABRICS:
             continue
-        device_key, paths = profile(fabric).site_device_key, profile(fabric).site_path_keys
+        needs = profile(fabric)
+        device_key, paths = needs.site_device_key, needs.site_path_keys
+        settings = tuple(key.name for key in needs.site_keys)
         fabrics[fabric] = FabricSite(
-            interface=f"<{fabric}.interface>", device=f"<{fabric}.{device_key}>" if device_key else None,
-            host_paths=tuple((key, f"/<{fabric}.{key}>") for key in paths))
-        keys = ["interface"] + ([device_key] if device_key else []) + list(paths)
+            interface=f"<{fabric}.interface>",
+            device=f"<{fabric}.{device_key}>" if device_key else None,
+            host_paths=tuple((key, f"/<{fabric}.{key}>") for key in paths),
+            settings=tuple((key, f"<{fabric}.{key}>") for key in settings),
+        )
+        keys = ["interface"] + ([device_key] if device_key else []) + list(paths) + list(settings)
         missing.append(f"[fabrics.{fabric}] {', '.join(keys)}")
     return dataclasses.replace(site, fabrics=fabrics), missing

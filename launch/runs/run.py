@@ -1,4 +1,5 @@
 """One run end to end: RunSpec -> Plan -> Command -> processes -> rank records -> result.json."""
+
 from __future__ import annotations
 
 import socket
@@ -20,9 +21,9 @@ from launch.ranks.heartbeat import StallWatch, stall_reason
 from launch.disturbance import gpu as gpu_readings
 from launch.disturbance import judge as disturbance
 from launch.disturbance.sample import Sampler
-from launch.results.assemble import assemble, new_run_id, progress_of, write_result
+from launch.results.assemble import assemble, build, new_run_id, progress_of, write_result
 from launch.ranks.runspec import RunSpec
-from launch.site.fabric_preset import Preset, ompi_coll_rules, resolve
+from launch.site.fabric_preset import Preset, resolve
 from launch.site.preflight import check_image_fabric, horovod_built_for, preflight, preflight_skipped  # noqa: F401
 from launch.ranks.runtimes import Bind, host_leaks_set, runtime_named
 from launch.site.config import Site
@@ -37,7 +38,7 @@ class Prepared:
     preset: Preset
     job_script: str | None = None  # sbatch only: written into run_dir at execution
     fabric_checks: dict | None = None  # launch.site.preflight: host <-> image checks, filled before launch
-    image_labels: dict | None = None   # launch.site.preflight: the image's labels, read once before launch
+    image_labels: dict | None = None  # launch.site.preflight: the image's labels, read once before launch
 
 
 def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
@@ -47,13 +48,19 @@ def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
     if runtime.containerised:  # ranks write their records into the run directory
         binds = (Bind(str(run_dir), str(run_dir)), *preset.binds)
     fabric_env, run_files = preset.env, {}
-    rules = ompi_coll_rules(spec, site)
-    if rules:  # in the run directory: every rank reads it, in or out of a container
+    if preset.coll_rules:  # in the run directory: every rank reads it, in or out of a container
         rules_file = run_dir / ompi_rules.FILE_NAME
-        run_files[rules_file] = rules
+        run_files[rules_file] = preset.coll_rules
         fabric_env = {**fabric_env, **ompi_rules.environment(str(rules_file))}
-    plan = Plan(record_dir=run_dir / "ranks", runtime=runtime, fabric_env=fabric_env, binds=binds,
-                job_script=run_dir / "job.sbatch", modules=site.modules, run_files=run_files)
+    plan = Plan(
+        record_dir=run_dir / "ranks",
+        runtime=runtime,
+        fabric_env=fabric_env,
+        binds=binds,
+        job_script=run_dir / "job.sbatch",
+        modules=site.modules,
+        run_files=run_files,
+    )
     if launcher_of(spec).emulated:  # nodes are network namespaces (launch.fleet.emulate)
         plan = emulate.plan_for(spec, plan)
     return plan, preset
@@ -109,12 +116,36 @@ def image_record(runtime, image: str, labels: dict | None = None) -> dict:
     read now) and the stack image's digest (every fabric image of a flavour is FROM one
     stack image: the same stack_digest)."""
     labels = runtime.labels(image) if labels is None else labels
-    return {"path": image, "digest": runtime.digest(image), "labels": labels,
-            "stack_digest": labels.get("org.fabric-bench.stack-digest")}
+    return {
+        "path": image,
+        "digest": runtime.digest(image),
+        "labels": labels,
+        "stack_digest": labels.get("org.fabric-bench.stack-digest"),
+    }
 
 
-def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None, echo: bool = True,
-                annotations: dict | None = None, stall_timeout: float | None = None, force: bool = False) -> dict:
+def ended_early(outcome, reason: str | None, records: list[dict]) -> dict:
+    """An interrupted or stalled run's status and what its ranks finished before it ended."""
+    if outcome.stopped_by is not None:  # what the ranks finished before the signal
+        return {
+            "status": "interrupted",
+            "reason": reason,
+            "interruption": {"signal": outcome.stopped_by.name, "progress": progress_of(records)},
+        }
+    if outcome.stalled:  # who stopped where, and what they finished before
+        return {"status": "stalled", "reason": reason, "stall": {**outcome.stalled, "progress": progress_of(records)}}
+    return {}
+
+
+def execute_run(
+    spec: RunSpec,
+    prepared: Prepared,
+    timeout: float | None = None,
+    echo: bool = True,
+    annotations: dict | None = None,
+    stall_timeout: float | None = None,
+    force: bool = False,
+) -> dict:
     checked = preflight(spec, prepared, force=force, echo=echo)
     runtime = prepared.plan.runtime
     image = image_record(runtime, spec.image, prepared.image_labels) if spec.image else None  # before the run
@@ -124,8 +155,14 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
     for path, text in prepared.plan.run_files.items():
         path.write_text(text, encoding="utf-8")
     with emulate.session(prepared.plan):  # the emulated launcher's cluster is up meanwhile
-        outcome = execute(prepared.command, prepared.run_dir / "output.log", timeout=timeout, echo=echo,
-                          watch=stall_watch(spec, prepared, stall_timeout), sample=disturbance_sampler(spec, prepared))
+        outcome = execute(
+            prepared.command,
+            prepared.run_dir / "output.log",
+            timeout=timeout,
+            echo=echo,
+            watch=stall_watch(spec, prepared, stall_timeout),
+            sample=disturbance_sampler(spec, prepared),
+        )
     reason = None
     if outcome.stalled:
         reason = stall_reason(outcome.stalled)
@@ -135,50 +172,68 @@ def execute_run(spec: RunSpec, prepared: Prepared, timeout: float | None = None,
         reason = f"interrupted by {outcome.stopped_by.name}; all processes of the run ended"
     log_tail, scheduler = outcome.log_tail, None
     if launcher_of(spec).slurm:  # job id, nodes, version; a batch job: the ranks' log is the job's
-        scheduler, job_log = slurm.after_run(launcher_of(spec).batch, prepared.run_dir, prepared.plan.job_script,
-                                             stopped=outcome.ended_early)
+        scheduler, job_log = slurm.after_run(
+            launcher_of(spec).batch, prepared.run_dir, prepared.plan.job_script, stopped=outcome.ended_early
+        )
         log_tail = job_log or log_tail
     records = read_records(prepared.plan.record_dir)
     if scheduler is not None:  # the steps and hosts the ranks ran in (bench.record.slurm_step)
         scheduler = slurm.step_facts(records, scheduler)
     rank_starts = [r["program_start_unix"] for r in records if r.get("program_start_unix")]
-    result = assemble(
-        run_id=prepared.run_id, spec=spec.as_dict(), argv=prepared.command.argv,
-        env=prepared.command.env, records=records,
-        exit_code=outcome.exit_code, log_tail=log_tail, seconds=outcome.seconds,
+    log_path = prepared.run_dir / "output.log"
+    assembled = assemble(
+        run_id=prepared.run_id,
+        spec=spec.as_dict(),
+        argv=prepared.command.argv,
+        env=prepared.command.env,
+        records=records,
+        exit_code=outcome.exit_code,
+        log_tail=log_tail,
+        seconds=outcome.seconds,
         reason=reason,
         extra={
-            "launch": {"launcher": spec.launcher, "runtime": runtime.name, "preflight": checked,
-                       # the host's PYTHONPATH/PYTHONHOME/LD_PRELOAD: set when launched, cleared in the image
-                       "host_env": host_env_record(runtime, spec),
-                       "first_output_seconds": outcome.first_output_seconds,
-                       # command start -> first rank running bench code (launcher + runtime overhead)
-                       "first_rank_start_seconds":
-                           min(rank_starts) - outcome.started_unix if rank_starts else None},
+            "launch": {
+                "launcher": spec.launcher,
+                "runtime": runtime.name,
+                "preflight": checked,
+                # the host's PYTHONPATH/PYTHONHOME/LD_PRELOAD: set when launched, cleared in the image
+                "host_env": host_env_record(runtime, spec),
+                "first_output_seconds": outcome.first_output_seconds,
+                # command start -> first rank running bench code (launcher + runtime overhead)
+                "first_rank_start_seconds": min(rank_starts) - outcome.started_unix if rank_starts else None,
+            },
             "image": image,
             "preflight": prepared.fabric_checks,
             # where each rank sat, and a GPU/NIC on different NUMA nodes or shared cores (bench.placement)
-            "placement": placement_flags(records, transport.nccl_rank_nics(transport.run_log(
-                prepared.run_dir / "output.log"))) if trains(spec.benchmark) else None,
+            "placement": placement_flags(records, transport.nccl_rank_nics(transport.run_log(log_path)))
+            if trains(spec.benchmark)
+            else None,
             "slurm": scheduler,
             "origin": result_origin(),  # which site and bundle wrote it (launch.results.store keys by it)
             **emulate.result_fields(spec, prepared.plan),
             **(annotations or {}),  # e.g. replay_of
         },
     )
-    if outcome.stopped_by is not None:  # what the ranks finished before the signal
-        result.update(status="interrupted", reason=reason,
-                      interruption={"signal": outcome.stopped_by.name, "progress": progress_of(records)})
-    elif outcome.stalled:  # who stopped where, and what they finished before
-        result.update(status="stalled", reason=reason, stall={**outcome.stalled, "progress": progress_of(records)})
     sampler = outcome.sampler
-    # was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md)
-    result["disturbance"] = disturbance.record(sampler.snapshots, records, result, sampler.interval,
-                                               sampler.cost(), socket.gethostname(),
-                                               sampler.gpu_readings if sampler.gpus else None)
-    transport.apply(result, prepared.run_dir / "output.log")
-    # is the number normal for this link? (launch.results.plausibility: busbw / line rate, GPUDirect asked vs seen)
-    result["plausibility"] = plausibility.verdict(result, prepared.preset.link_gbit_s)
+    result = build(
+        assembled,
+        lambda _: ended_early(outcome, reason, records),
+        # was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md)
+        lambda so_far: {
+            "disturbance": disturbance.record(
+                sampler.snapshots,
+                records,
+                so_far,
+                sampler.interval,
+                sampler.cost(),
+                socket.gethostname(),
+                sampler.gpu_readings if sampler.gpus else None,
+            )
+        },
+        lambda so_far: transport.fields(so_far, log_path),
+        # is the number normal for this link? (launch.results.plausibility: busbw / line rate, GPUDirect asked vs seen)
+        lambda so_far: {"plausibility": plausibility.verdict(so_far, prepared.preset.link_gbit_s)},
+    )
     store.index_quietly(write_result(prepared.run_dir, result), result)
     if outcome.stopped_by is not None:
         raise outcome.stopped_by

@@ -14,6 +14,7 @@ With `one_job` (launcher sbatch) the whole sweep is one Slurm job: the job runs
 this same sweep with `--launcher srun` inside its allocation, and this side
 submits it, follows the index for progress and collects the results.
 """
+
 from __future__ import annotations
 
 
@@ -39,7 +40,10 @@ from launch.ranks.interrupt import interrupted_by
 from launch.runs.experiment import Experiment, Point, blame, expand
 from launch.ranks.launchers import SRUN, launcher_of, tool_path
 from launch.disturbance import quiet
-from launch.results.result import disturbance_causes, disturbed, read as load_result
+from launch.kinds import kind_of
+from launch.results.schema import at
+from launch.results.figures import value_text
+from launch.results.result import disturbance_causes, disturbed, fields_of, read as load_result
 from launch.runs.run import execute_run, prepare
 from launch.site.config import Site
 from launch.runs.sweep_state import SweepState, exclusive
@@ -59,11 +63,11 @@ class Sweep:
     site: Site
     launcher: str | None = None  # overrides the experiment's (srun inside one job)
     retry_failed: bool = False
-    force: bool = False                  # run points whose preflight fails (recorded in each result)
-    stall_timeout: float | None = None   # end a point whose ranks stop beating (launch.ranks.heartbeat)
-    exclude_nodes: str | None = None     # Slurm nodes every point leaves out (e.g. named by `locate`)
+    force: bool = False  # run points whose preflight fails (recorded in each result)
+    stall_timeout: float | None = None  # end a point whose ranks stop beating (launch.ranks.heartbeat)
+    exclude_nodes: str | None = None  # Slurm nodes every point leaves out (e.g. named by `locate`)
     remeasure_disturbed: int = REMEASURE_DISTURBED  # 0: keep a disturbed point's first run
-    keep_disturbed: bool = False         # verdicts and tables keep disturbed runs (left out by default)
+    keep_disturbed: bool = False  # verdicts and tables keep disturbed runs (left out by default)
     quiet_check: list[dict] = field(default_factory=list)  # each node's report before the runs (check_quiet)
     state: SweepState = field(init=False)
 
@@ -74,18 +78,30 @@ class Sweep:
         return [p for p in self.points if self.state.to_run(p.key, self.retry_failed)]
 
 
-def plan(experiment: Experiment, directory: Path, site: Site, launcher: str | None = None,
-         retry_failed: bool = False, force: bool = False, stall_timeout: float | None = None,
-         exclude_nodes: str | None = None, excluded_because: str | None = None) -> Sweep:
+def plan(
+    experiment: Experiment,
+    directory: Path,
+    site: Site,
+    launcher: str | None = None,
+    retry_failed: bool = False,
+    force: bool = False,
+    stall_timeout: float | None = None,
+    exclude_nodes: str | None = None,
+    excluded_because: str | None = None,
+) -> Sweep:
     """Expand and check against the site; raises UsageError before anything runs.
     `excluded_because`: where exclude_nodes came from, for a refusal (e.g. what locate named)."""
     points = expand(experiment, site, launcher)
     if exclude_nodes:
         if any(not launcher_of(p.spec).slurm for p in points):
-            raise UsageError(f"{excluded_because or '--exclude-nodes'}: leaving nodes out applies to Slurm "
-                             "launchers (srun, sbatch) only")
-        points = [dataclasses.replace(p, spec=dataclasses.replace(p.spec, exclude_nodes=exclude_nodes).validated())
-                  for p in points]
+            raise UsageError(
+                f"{excluded_because or '--exclude-nodes'}: leaving nodes out applies to Slurm "
+                "launchers (srun, sbatch) only"
+            )
+        points = [
+            dataclasses.replace(p, spec=dataclasses.replace(p.spec, exclude_nodes=exclude_nodes).validated())
+            for p in points
+        ]
     for point in points:
         try:  # fabric presets, images: what prepare resolves, without running anything
             prepare(point.spec, directory / "runs", site, run_id="check")
@@ -95,8 +111,9 @@ def plan(experiment: Experiment, directory: Path, site: Site, launcher: str | No
     return Sweep(experiment, points, directory, site, launcher, retry_failed, force, stall_timeout, exclude_nodes)
 
 
-def check_node_counts(experiment: Experiment, points: list[Point], exclude_nodes: str | None = None,
-                      excluded_because: str | None = None) -> None:
+def check_node_counts(
+    experiment: Experiment, points: list[Point], exclude_nodes: str | None = None, excluded_because: str | None = None
+) -> None:
     """Under Slurm, refuse node counts the partition (or allocation) cannot hold, once the nodes
     left out are left out; such a refusal names the --exclude-nodes the user can give instead."""
     left_out = slurm.expand_nodes(exclude_nodes) if exclude_nodes else []
@@ -118,12 +135,16 @@ def check_node_counts(experiment: Experiment, points: list[Point], exclude_nodes
         left = available - len(left_out)
         if left_out and nodes > left:
             because = excluded_because or f"--exclude-nodes {exclude_nodes} leaves out {len(left_out)}"
-            raise experiment.error("nodes", f"{nodes} nodes asked, but {place} has {available}, and {because}: "
-                                   f"{left} left; with points of at most {left} nodes, --exclude-nodes "
-                                   f"{exclude_nodes} does it")
+            raise experiment.error(
+                "nodes",
+                f"{nodes} nodes asked, but {place} has {available}, and {because}: "
+                f"{left} left; with points of at most {left} nodes, --exclude-nodes "
+                f"{exclude_nodes} does it",
+            )
 
 
 # ------------------------------------------------------------------ running
+
 
 def check_quiet(sweep: Sweep, seconds: float = quiet.QUIET_SECONDS) -> list[dict]:
     """Is every node quiet before the runs? Under Slurm, one task on each node the partition (or
@@ -134,15 +155,26 @@ def check_quiet(sweep: Sweep, seconds: float = quiet.QUIET_SECONDS) -> list[dict
         available = slurm.nodes_available(not launcher_of(spec).batch, spec.partition)
         left_out = len(slurm.expand_nodes(sweep.exclude_nodes)) if sweep.exclude_nodes else 0
         nodes = max(spec.nodes, (available or 0) - left_out)
-        prefix = ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--job-name=fabric-bench-quiet", "--time=5",
-                  *([f"--partition={spec.partition}"] if spec.partition else []),
-                  *([f"--exclude={sweep.exclude_nodes}"] if sweep.exclude_nodes else [])]
+        prefix = [
+            "srun",
+            f"--nodes={nodes}",
+            "--ntasks-per-node=1",
+            "--job-name=fabric-bench-quiet",
+            "--time=5",
+            *([f"--partition={spec.partition}"] if spec.partition else []),
+            *([f"--exclude={sweep.exclude_nodes}"] if sweep.exclude_nodes else []),
+        ]
         reports = quiet.check_nodes(prefix, seconds)
     else:
         reports = [quiet.sample_here(seconds)]
         if any(p.spec.hostfile for p in sweep.todo()):
-            reports.append({"host": "(the hostfile's other hosts)", "verdict": "not checked",
-                            "why": "only this host is sampled without Slurm"})
+            reports.append(
+                {
+                    "host": "(the hostfile's other hosts)",
+                    "verdict": "not checked",
+                    "why": "only this host is sampled without Slurm",
+                }
+            )
     sweep.quiet_check = reports
     return reports
 
@@ -152,33 +184,43 @@ def run_point(sweep: Sweep, point: Point, console: Console | None = None) -> dic
     times; every run kept, each naming the one it repeats and why)."""
     result = run_point_on_nodes(sweep, point, console)
     for attempt in range(1, sweep.remeasure_disturbed + 1):
-        if result.get("status") != "ok" or not disturbed(result):
+        fields = fields_of(result)
+        if fields.status != "ok" or not disturbed(result):
             break
         why = disturbance_causes(result)
         if console:
-            console.print(f"[yellow]disturbed[/yellow] {point.label}: {'; '.join(why)}: measuring again "
-                          f"({attempt} of at most {sweep.remeasure_disturbed})", highlight=False)
-        result = run_point_on_nodes(sweep, point, console, {"remeasure_of": {
-            "run_id": result.get("run_id"), "attempt": attempt, "why": why}})
+            console.print(
+                f"[yellow]disturbed[/yellow] {point.label}: {'; '.join(why)}: measuring again "
+                f"({attempt} of at most {sweep.remeasure_disturbed})",
+                highlight=False,
+            )
+        result = run_point_on_nodes(
+            sweep, point, console, {"remeasure_of": {"run_id": fields.run_id, "attempt": attempt, "why": why}}
+        )
     return result
 
 
-def run_point_on_nodes(sweep: Sweep, point: Point, console: Console | None = None,
-                       annotations: dict | None = None) -> dict:
+def run_point_on_nodes(
+    sweep: Sweep, point: Point, console: Console | None = None, annotations: dict | None = None
+) -> dict:
     """One point; under Slurm, a point whose node failed is run once more without that node
     (`--exclude`), both runs recorded under the point (the second names the first)."""
     result = run_point_once(sweep, point, annotations)
-    run_dir = sweep.state.runs_dir / str(result.get("run_id"))
-    failed = slurm.failed_nodes(run_dir) if result["status"] != "ok" and launcher_of(point.spec).slurm else []
+    fields = fields_of(result)
+    run_dir = sweep.state.runs_dir / str(fields.run_id)
+    failed = slurm.failed_nodes(run_dir) if fields.status != "ok" and launcher_of(point.spec).slurm else []
     if not failed:
         return result
     exclude = ",".join(sorted({*filter(None, (point.spec.exclude_nodes or "").split(",")), *failed}))
     if console:
-        console.print(f"[yellow]node failure[/yellow] {point.label} on {', '.join(failed)}: "
-                      f"once more without {exclude}", highlight=False)
+        console.print(
+            f"[yellow]node failure[/yellow] {point.label} on {', '.join(failed)}: once more without {exclude}",
+            highlight=False,
+        )
     again = dataclasses.replace(point, spec=dataclasses.replace(point.spec, exclude_nodes=exclude))
-    return run_point_once(sweep, again, {**(annotations or {}),
-                                         "retry_of": {"run_id": result.get("run_id"), "failed_nodes": failed}})
+    return run_point_once(
+        sweep, again, {**(annotations or {}), "retry_of": {"run_id": fields.run_id, "failed_nodes": failed}}
+    )
 
 
 def run_point_once(sweep: Sweep, point: Point, annotations: dict | None = None) -> dict:
@@ -188,8 +230,15 @@ def run_point_once(sweep: Sweep, point: Point, annotations: dict | None = None) 
     try:
         prepared = prepare(point.spec, state.runs_dir, sweep.site, run_id=run_id)
         state.mark(point.key, point.label, "running", run_id=run_id)
-        result = execute_run(point.spec, prepared, timeout=sweep.experiment.time_limit_s, echo=False,
-                             stall_timeout=sweep.stall_timeout, force=sweep.force, annotations=annotations)
+        result = execute_run(
+            point.spec,
+            prepared,
+            timeout=sweep.experiment.time_limit_s,
+            echo=False,
+            stall_timeout=sweep.stall_timeout,
+            force=sweep.force,
+            annotations=annotations,
+        )
     except KeyboardInterrupt as exc:
         stop = interrupted_by(exc)
         state.mark(point.key, point.label, "interrupted", f"interrupted by {stop.name}; all processes of the run ended")
@@ -199,24 +248,34 @@ def run_point_once(sweep: Sweep, point: Point, annotations: dict | None = None) 
         state.mark(point.key, point.label, "failed", reason)
         return {"status": "failed", "reason": reason, "wall_seconds": 0.0}
     # any status but ok (failed, or a verdict such as transport_mismatch) is a failure to retry on request
-    status = "ok" if result["status"] == "ok" else "failed"
-    reason = result["reason"] if result["status"] in ("ok", "failed") else f"{result['status']}: {result['reason']}"
-    state.mark(point.key, point.label, status, reason, run_id)
+    fields = fields_of(result)
+    status = "ok" if fields.status == "ok" else "failed"
+    why = fields.reason if fields.status in ("ok", "failed") else f"{fields.status}: {fields.reason}"
+    state.mark(point.key, point.label, status, why, run_id)
     return result
 
 
 def progress_bar(console: Console) -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
 
 
 def outcome_line(point: Point, result: dict) -> str:
-    if result["status"] == "ok":
-        figure = (f"{result['throughput']['total_img_per_s']:.1f} img/s" if "throughput" in result
-                  else f"busbw {result.get('peak_busbw_gbit_s') or 0:.3f} Gbit/s")
+    """One run's line: its figure of merit as its kind declares it (launch.kinds), or why it failed."""
+    fields = fields_of(result)
+    if fields.status == "ok":
+        kind = kind_of(result)
+        value = kind.value(fields) if kind is not None else None
+        figure = f"{value_text(value, kind.metric.unit)} {kind.metric.unit}" if kind and value is not None else "-"
         mark = " [yellow]disturbed[/yellow]" if disturbed(result) else ""
-        return f"[green]ok[/green]     {point.label}  {figure} ({result['wall_seconds']:.1f} s){mark}"
-    return f"[red]failed[/red] {point.label}: {result['reason']}"
+        return f"[green]ok[/green]     {point.label}  {figure} ({fields.wall_seconds or 0:.1f} s){mark}"
+    return f"[red]failed[/red] {point.label}: {fields.reason}"
 
 
 def run_here(sweep: Sweep, console: Console, results: list[dict]) -> None:
@@ -239,10 +298,18 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
     specs = [p.spec for p in sweep.points]
     limit = sweep.experiment.time_limit_s
     if limit is None:
-        raise sweep.experiment.error("time_limit_s", "a one-job sweep needs [experiment].time_limit_s "
-                                                     "to size its allocation")
-    argv = [fabric_bench, "sweep", str(sweep.experiment.path.resolve()), "--dir", str(sweep.directory.resolve()),
-            "--launcher", SRUN.name]
+        raise sweep.experiment.error(
+            "time_limit_s", "a one-job sweep needs [experiment].time_limit_s to size its allocation"
+        )
+    argv = [
+        fabric_bench,
+        "sweep",
+        str(sweep.experiment.path.resolve()),
+        "--dir",
+        str(sweep.directory.resolve()),
+        "--launcher",
+        SRUN.name,
+    ]
     if sweep.site.path:
         argv += ["--site", str(Path(sweep.site.path).resolve())]
     if sweep.retry_failed:
@@ -258,11 +325,18 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
     if sweep.keep_disturbed:
         argv.append("--keep-disturbed")
     return slurm.sweep_job_script(
-        name=sweep.experiment.name, nodes=max(s.nodes for s in specs),
-        tasks_per_node=max(s.ranks_per_node for s in specs), gpus_per_node=max(s.gpus_per_node for s in specs),
+        name=sweep.experiment.name,
+        nodes=max(s.nodes for s in specs),
+        tasks_per_node=max(s.ranks_per_node for s in specs),
+        gpus_per_node=max(s.gpus_per_node for s in specs),
         minutes=slurm.minutes_for(limit * len(sweep.todo()) + JOB_MARGIN_S),
-        output=sweep.directory.resolve() / "slurm-%j.out", partition=specs[0].partition,
-        account=specs[0].account, argv=argv, modules=sweep.site.modules, exclude=sweep.exclude_nodes)
+        output=sweep.directory.resolve() / "slurm-%j.out",
+        partition=specs[0].partition,
+        account=specs[0].account,
+        argv=argv,
+        modules=sweep.site.modules,
+        exclude=sweep.exclude_nodes,
+    )
 
 
 def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
@@ -281,8 +355,10 @@ def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
         def follow():
             while not stop.wait(1.0):
                 state = SweepState(sweep.directory, sweep.experiment.name)
-                done = sum(state.status(p.key) in ("ok", "failed") and len(state.point(p.key)["runs"]) > before[p.key]
-                           for p in todo)
+                done = sum(
+                    state.status(p.key) in ("ok", "failed") and len(state.point(p.key)["runs"]) > before[p.key]
+                    for p in todo
+                )
                 progress.update(task, completed=done)
 
         follower = threading.Thread(target=follow, daemon=True)
@@ -291,8 +367,12 @@ def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
             per_run = sweep.experiment.time_limit_s
             assert per_run is not None, "checked by one_job_sweep's caller"
             limit = per_run * len(todo) + 2 * JOB_MARGIN_S
-            outcome = execute(Command(["sbatch", "--wait", "--parsable", str(script)]),
-                              sweep.directory / "sweep-job.log", timeout=limit, echo=False)
+            outcome = execute(
+                Command(["sbatch", "--wait", "--parsable", str(script)]),
+                sweep.directory / "sweep-job.log",
+                timeout=limit,
+                echo=False,
+            )
         finally:
             stop.set()
             follower.join()
@@ -311,13 +391,14 @@ def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
 
 # ----------------------------------------------------------------- reporting
 
+
 def latest_results(sweep: Sweep) -> list[tuple[Point, dict | None]]:
     return [(p, load_result(path) if (path := sweep.state.latest_result(p.key)) else None) for p in sweep.points]
 
 
 def configuration(result: dict) -> tuple:
-    spec = result["spec"]
-    return spec["fabric"], spec["allreduce"], spec["gpudirect"], spec["launcher"]
+    spec = fields_of(result).spec
+    return (spec.fabric, spec.allreduce, spec.gpudirect, spec.launcher) if spec else (None, None, None, None)
 
 
 def orders(sweep: Sweep) -> dict[str, list[str]]:
@@ -330,8 +411,9 @@ def orders(sweep: Sweep) -> dict[str, list[str]]:
     return out
 
 
-def judged(sweep: Sweep, latest: list[tuple[Point, dict | None]] | None = None
-           ) -> tuple[list[dict], list[aggregate.Point], dict]:
+def judged(
+    sweep: Sweep, latest: list[tuple[Point, dict | None]] | None = None
+) -> tuple[list[dict], list[aggregate.Point], dict]:
     """The latest results, their points (launch.results.aggregate) and verdicts (launch.results.verdict)."""
     found = [r for _, r in (latest if latest is not None else latest_results(sweep)) if r is not None]
     points = aggregate.aggregate(found, sweep.keep_disturbed)
@@ -356,8 +438,10 @@ def tables(sweep: Sweep) -> list:
         for point in members:
             if point.baseline is not None and all(point.baseline is not b for b in baselines):
                 baselines.append(point.baseline)
-        title = (f"{name}: fabric {fabric or '-'}, allreduce {allreduce or 'default'}, "
-                 f"gpudirect {gpudirect or 'default'}, launcher {launcher}")
+        title = (
+            f"{name}: fabric {fabric or '-'}, allreduce {allreduce or 'default'}, "
+            f"gpudirect {gpudirect or 'default'}, launcher {launcher}"
+        )
         out.append(points_table(baselines + members, title=title))
     return out
 
@@ -369,33 +453,50 @@ def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: boo
     launch.results.verdict); each run's scaling_efficiency divides by its series' aggregated 1-rank baseline."""
     found = latest_results(sweep)
     _, points, verdicts = judged(sweep, found)
-    benchmark_seconds = sum(r.get("wall_seconds") or 0.0 for r in ran)
+    benchmark_seconds = sum(fields_of(r).wall_seconds or 0.0 for r in ran)
     statuses = [sweep.state.status(p.key) for p in sweep.points]
     rows = []
     for point, result in found:
-        entry = {"key": point.key, "label": point.label, "repetition": point.repetition,
-                 "baseline": point.baseline, "status": sweep.state.status(point.key),
-                 "reason": sweep.state.point(point.key).get("reason"), "result": None}
+        entry = {
+            "key": point.key,
+            "label": point.label,
+            "repetition": point.repetition,
+            "baseline": point.baseline,
+            "status": sweep.state.status(point.key),
+            "reason": sweep.state.point(point.key).get("reason"),
+            "result": None,
+        }
         latest = sweep.state.latest_result(point.key)
         if result and latest is not None:
-            aggregated = aggregate.point_of(points, result)
-            entry.update(result=str(latest.relative_to(sweep.directory)),
-                         total_img_per_s=result.get("throughput", {}).get("total_img_per_s"),
-                         wall_seconds=result.get("wall_seconds"),
-                         scaling_efficiency=aggregated.run_efficiency(result) if aggregated else None,
-                         slurm=result.get("slurm"))
+            aggregated, fields = aggregate.point_of(points, result), fields_of(result)
+            entry.update(
+                result=str(latest.relative_to(sweep.directory)),
+                total_img_per_s=at(fields, "throughput.total_img_per_s"),
+                wall_seconds=fields.wall_seconds,
+                scaling_efficiency=aggregated.run_efficiency(result) if aggregated else None,
+                slurm=at(fields, "slurm"),
+            )
         rows.append(entry)
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
-        "experiment": sweep.experiment.name, "experiment_file": str(sweep.experiment.path),
-        "directory": str(sweep.directory), "finished_unix": time.time(), "interrupted": interrupted,
-        "points": len(sweep.points), "ran": len(ran),
-        "ok": statuses.count("ok"), "failed": statuses.count("failed"),
+        "experiment": sweep.experiment.name,
+        "experiment_file": str(sweep.experiment.path),
+        "directory": str(sweep.directory),
+        "finished_unix": time.time(),
+        "interrupted": interrupted,
+        "points": len(sweep.points),
+        "ran": len(ran),
+        "ok": statuses.count("ok"),
+        "failed": statuses.count("failed"),
         "pending": len(statuses) - statuses.count("ok") - statuses.count("failed"),
-        "wall_seconds": wall_seconds, "benchmark_wall_seconds": benchmark_seconds,
+        "wall_seconds": wall_seconds,
+        "benchmark_wall_seconds": benchmark_seconds,
         "overhead_seconds_per_run": (wall_seconds - benchmark_seconds) / len(ran) if ran else None,
-        "verdicts": verdicts, "verdict_orders": orders(sweep), "aggregated": [p.describe() for p in points],
-        "runs": rows, "quiet_check": sweep.quiet_check,
+        "verdicts": verdicts,
+        "verdict_orders": orders(sweep),
+        "aggregated": [p.describe() for p in points],
+        "runs": rows,
+        "quiet_check": sweep.quiet_check,
     }
 
 
@@ -433,6 +534,9 @@ def _run_and_sum_up(sweep: Sweep, console: Console, run, hold_to_sum_up: bool) -
         if not interrupted:
             for table in tables(sweep):
                 console.print(table)
-        console.print(f"{data['ok']} ok, {data['failed']} failed, {data['pending']} pending of {data['points']} "
-                      f"runs; summary: {path}", highlight=False)
+        console.print(
+            f"{data['ok']} ok, {data['failed']} failed, {data['pending']} pending of {data['points']} "
+            f"runs; summary: {path}",
+            highlight=False,
+        )
     return data

@@ -9,6 +9,7 @@ Statuses: pending, running, ok, failed, interrupted. A point left `running`
 atomically after every change; results themselves are never rewritten (a retry
 is a new run directory).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -43,8 +44,10 @@ class SweepState:
             if self.data.get("schema_version") != INDEX_SCHEMA_VERSION:
                 raise UsageError(f"{self.path}: unknown index schema_version {self.data.get('schema_version')!r}")
             if self.data.get("experiment") != experiment:
-                raise UsageError(f"{directory}: holds the sweep of experiment {self.data.get('experiment')!r}, "
-                                 f"not {experiment!r}; choose another --dir")
+                raise UsageError(
+                    f"{directory}: holds the sweep of experiment {self.data.get('experiment')!r}, "
+                    f"not {experiment!r}; choose another --dir"
+                )
 
     @property
     def runs_dir(self) -> Path:

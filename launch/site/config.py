@@ -18,7 +18,9 @@
     [fabrics.infiniband]              #   infiniband, omnipath: hca, interface
     hca = "mlx5_0"                    #   efa, slingshot: device, interface
     interface = "ib0"                 # every fabric may add link_gbit_s = 200 (the line rate per NIC,
-                                      #   for the plausibility verdict; default: probed)
+                                      #   for the plausibility verdict; default: probed), and a
+                                      #   profile's own keys (containers.fabrics.SiteKey), each checked
+                                      #   against what it declares
     # a multi-rail node lists its devices: hca = "mlx5_0,mlx5_1,mlx5_2,mlx5_3"
 
     [registry]                        # where this site's images come from (`image push/pull`)
@@ -29,6 +31,7 @@
 
 Every error is a UsageError naming the file, the key and what was expected.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,7 +48,6 @@ from launch.ranks.runtimes import CONTAINER_RUNTIMES, HOST
 from launch.toml_file import TomlTable, read_toml
 
 
-
 @dataclass(frozen=True)
 class Scheduler:
     partition: Optional[str] = None
@@ -59,10 +61,11 @@ class Scheduler:
 
 @dataclass(frozen=True)
 class FabricSite:
-    interface: Optional[str] = None   # IP interface (NCCL_SOCKET_IFNAME, btl_tcp_if_include, ...)
-    device: Optional[str] = None      # hca (mlx5_0, hfi1_0), efa_0, cxi0
+    interface: Optional[str] = None  # IP interface (NCCL_SOCKET_IFNAME, btl_tcp_if_include, ...)
+    device: Optional[str] = None  # hca (mlx5_0, hfi1_0), efa_0, cxi0
     host_paths: tuple[tuple[str, str], ...] = ()  # e.g. (("host_libfabric", "/opt/cray/libfabric/1.20/lib64"),)
     link_gbit_s: Optional[float] = None  # line rate per NIC (launch.results.plausibility); None: probed
+    settings: tuple[tuple[str, int | str], ...] = ()  # the profile's own keys (FabricProfile.site_keys)
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -72,8 +75,8 @@ class FabricSite:
 
 @dataclass(frozen=True)
 class RegistrySite:
-    url: str                                  # HOST[:PORT]/PREFIX
-    references: Optional[Path] = None         # a signed image reference file
+    url: str  # HOST[:PORT]/PREFIX
+    references: Optional[Path] = None  # a signed image reference file
     allowed_signers: Optional[Path] = None
     insecure: bool = False
 
@@ -104,18 +107,30 @@ def _fabrics(path: Path, table: dict) -> dict[str, FabricSite]:
         if not isinstance(body, dict):
             raise top.fail(name, "a table such as [fabrics." + name + "]", body)
         check = TomlTable(path, body, f"fabrics.{name}")
-        device_key, path_keys = profile(name).site_device_key, profile(name).site_path_keys
-        check.reject_unknown(("interface",) + ((device_key,) if device_key else ()) + path_keys
-                             + ("link_gbit_s",))
+        fabric = profile(name)
+        device_key, path_keys = fabric.site_device_key, fabric.site_path_keys
+        check.reject_unknown(
+            ("interface",)
+            + ((device_key,) if device_key else ())
+            + path_keys
+            + tuple(key.name for key in fabric.site_keys)
+            + ("link_gbit_s",)
+        )
         host_paths = tuple((key, str(check.string(key, pattern=r"/.*"))) for key in path_keys if key in body)
+        for key in fabric.site_keys:  # each as its profile declares it
+            if key.name in body and not key.accepts(body[key.name]):
+                raise check.fail(key.name, key.expected, body[key.name])
         link = body.get("link_gbit_s")
         if link is not None and (isinstance(link, bool) or not isinstance(link, (int, float)) or link <= 0):
             raise check.fail("link_gbit_s", "a line rate in Gbit/s > 0", link)
         # one device, or a comma-separated list of rails (mlx5_0,mlx5_1)
-        fabrics[name] = FabricSite(interface=check.string("interface", pattern=INTERFACE_NAME.pattern),
-                                   device=check.string(device_key, pattern=r"[\w.:-]+(,[\w.:-]+)*")
-                                   if device_key else None, host_paths=host_paths,
-                                   link_gbit_s=float(link) if link is not None else None)
+        fabrics[name] = FabricSite(
+            interface=check.string("interface", pattern=INTERFACE_NAME.pattern),
+            device=check.string(device_key, pattern=r"[\w.:-]+(,[\w.:-]+)*") if device_key else None,
+            host_paths=host_paths,
+            link_gbit_s=float(link) if link is not None else None,
+            settings=tuple((key.name, body[key.name]) for key in fabric.site_keys if key.name in body),
+        )
     return fabrics
 
 
@@ -131,8 +146,10 @@ def _registry(path: Path, table: dict) -> RegistrySite:
     host = url.split("/", 1)[0].rsplit(":", 1)[0]
     if insecure and host not in ("localhost", "127.0.0.1", "[::1]"):
         raise check.fail("insecure", "false for a registry on another host (plain HTTP only on this host)", insecure)
-    paths = {key: Path(str(check.string(key, pattern=r"/.*"))) if key in table else None
-             for key in ("references", "allowed_signers")}
+    paths = {
+        key: Path(str(check.string(key, pattern=r"/.*"))) if key in table else None
+        for key in ("references", "allowed_signers")
+    }
     return RegistrySite(url=url, insecure=insecure, **paths)
 
 
@@ -157,17 +174,19 @@ def site_from_dict(data: dict, path: Path) -> Site:
     if "time_limit" in sched_table:
         time_limit = slurm.parse_time_limit(sched_table["time_limit"])
         if time_limit is None:
-            raise sched.fail("time_limit", "'HH:MM:SS', 'D-HH:MM:SS' or minutes > 0",
-                             sched_table["time_limit"])
-    fabrics = _fabrics(path, top.subtable("fabrics")) if "fabrics" in data else \
-        {"ethernet": FabricSite()}
+            raise sched.fail("time_limit", "'HH:MM:SS', 'D-HH:MM:SS' or minutes > 0", sched_table["time_limit"])
+    fabrics = _fabrics(path, top.subtable("fabrics")) if "fabrics" in data else {"ethernet": FabricSite()}
     return Site(
         runtime=top.string("runtime", (*CONTAINER_RUNTIMES, HOST)) or HOST,
         launcher=top.string("launcher", SITE_LAUNCHERS) or LOCAL.name,
-        modules=top.strings("modules"), binds=binds, env=dict(env),
-        scheduler=Scheduler(partition=sched.string("partition"), account=sched.string("account"),
-                            time_limit_min=time_limit),
-        fabrics=fabrics, registry=_registry(path, top.subtable("registry")) if "registry" in data else None,
+        modules=top.strings("modules"),
+        binds=binds,
+        env=dict(env),
+        scheduler=Scheduler(
+            partition=sched.string("partition"), account=sched.string("account"), time_limit_min=time_limit
+        ),
+        fabrics=fabrics,
+        registry=_registry(path, top.subtable("registry")) if "registry" in data else None,
         path=path,
     )
 
@@ -181,9 +200,10 @@ def load_site(path: Path | str) -> Site:
 
 # ---------------------------------------------------------------- writing
 
+
 def _toml(value: Any) -> str:
     if isinstance(value, str):
-        return json.dumps(value)            # a JSON string is a valid TOML basic string
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     return str(value)
@@ -191,11 +211,16 @@ def _toml(value: Any) -> str:
 
 def site_to_toml(site: Site, header: str = "") -> str:
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
-    lines += [f"runtime = {_toml(site.runtime)}", f"launcher = {_toml(site.launcher)}",
-              f"modules = {_toml(site.modules)}", f"binds = {_toml(site.binds)}", "", "[scheduler]"]
+    lines += [
+        f"runtime = {_toml(site.runtime)}",
+        f"launcher = {_toml(site.launcher)}",
+        f"modules = {_toml(site.modules)}",
+        f"binds = {_toml(site.binds)}",
+        "",
+        "[scheduler]",
+    ]
     sched = site.scheduler
-    for key, value in (("partition", sched.partition), ("account", sched.account),
-                       ("time_limit", sched.slurm_time())):
+    for key, value in (("partition", sched.partition), ("account", sched.account), ("time_limit", sched.slurm_time())):
         lines.append(f"{key} = {_toml(value)}" if value is not None else f'# {key} = "..."')
     lines += ["", "[env]"] + [f"{k} = {_toml(v)}" for k, v in site.env.items()]
     for name, fabric in site.fabrics.items():
@@ -204,8 +229,7 @@ def site_to_toml(site: Site, header: str = "") -> str:
             lines.append(f"interface = {_toml(fabric.interface)}")
         if fabric.device and profile(name).site_device_key:
             lines.append(f"{profile(name).site_device_key} = {_toml(fabric.device)}")
-        for key, value in fabric.host_paths:
-            lines.append(f"{key} = {_toml(value)}")
+        lines += [f"{key} = {_toml(setting)}" for key, setting in (*fabric.host_paths, *fabric.settings)]
         if fabric.link_gbit_s:
             lines.append(f"link_gbit_s = {fabric.link_gbit_s:g}")
     if site.registry:
@@ -222,8 +246,7 @@ def site_from_probe(facts) -> Site:
     from launch.site.probe import active_ports, verdicts
 
     runtime = next((r for r in CONTAINER_RUNTIMES if facts.runtimes.get(r)), HOST)
-    launcher = SRUN.name if "pmix" in facts.slurm_mpi_plugins else \
-        MPIRUN.name if facts.mpi.version else LOCAL.name
+    launcher = SRUN.name if "pmix" in facts.slurm_mpi_plugins else MPIRUN.name if facts.mpi.version else LOCAL.name
     up = [n.name for n in facts.nics if n.name != "lo" and n.operstate == "up"]
     usable = {name for name, v in verdicts(facts).items() if v.usable}
     fabrics: dict[str, FabricSite] = {}

@@ -6,6 +6,7 @@
 refuses a library lacking a needed version ("version `FABRIC_1.7' not found
 (required by libnccl-net.so)"); comparing the two sets before launch says so first.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,25 +26,25 @@ def _sections(data: bytes):
     is64, little = data[4] == 2, data[5] == 1
     end = "<" if little else ">"
     if is64:
-        shoff, = struct.unpack_from(end + "Q", data, 0x28)
+        (shoff,) = struct.unpack_from(end + "Q", data, 0x28)
         shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
         layout = end + "IIQQQQIIQQ"
     else:
-        shoff, = struct.unpack_from(end + "I", data, 0x20)
+        (shoff,) = struct.unpack_from(end + "I", data, 0x20)
         shentsize, shnum = struct.unpack_from(end + "HH", data, 0x2E)
         layout = end + "IIIIIIIIII"
     sections = []
     for i in range(shnum):
-        (_name, kind, _flags, _addr, offset, size, link, info, _align, entsize) = \
-            struct.unpack_from(layout, data, shoff + i * shentsize)
-        sections.append({"type": kind, "offset": offset, "size": size, "link": link, "info": info,
-                         "entsize": entsize})
+        (_name, kind, _flags, _addr, offset, size, link, info, _align, entsize) = struct.unpack_from(
+            layout, data, shoff + i * shentsize
+        )
+        sections.append({"type": kind, "offset": offset, "size": size, "link": link, "info": info, "entsize": entsize})
     return sections, end, is64
 
 
 def _string(data: bytes, table: dict, offset: int) -> str:
     start = table["offset"] + offset
-    return data[start:data.index(b"\0", start)].decode("ascii", "replace")
+    return data[start : data.index(b"\0", start)].decode("ascii", "replace")
 
 
 def defined(data: bytes) -> set[str]:
@@ -55,7 +56,7 @@ def defined(data: bytes) -> set[str]:
         for _ in range(sec["info"]):
             _ver, flags, _ndx, cnt, _hash, aux, nxt = struct.unpack_from(end + "HHHHIII", data, at)
             if cnt and not flags & 0x1:  # VER_FLG_BASE: the soname itself
-                name_off, = struct.unpack_from(end + "I", data, at + aux)
+                (name_off,) = struct.unpack_from(end + "I", data, at + aux)
                 names.add(_string(data, strtab, name_off))
             if not nxt:
                 break

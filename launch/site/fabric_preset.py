@@ -1,8 +1,11 @@
-"""Fabric presets: a fabric profile (containers.fabrics) made concrete for one
-run on one site: the environment that selects the fabric and the host paths to
-bind into the container. Only paths that exist are bound; a missing required
-path is reported so preflight can refuse the run.
+"""Fabric presets: a fabric profile (containers.fabrics) made concrete for one run on one
+site, resolved once (`resolve`) into one value, the Preset, that the plan, the launchers,
+preflight and the result read: the environment that selects the fabric, the host paths to
+bind into the container, the device nodes the run opens and the text of its Open MPI
+collective rules. Only paths that exist are bound; a missing required path is reported so
+preflight can refuse the run.
 """
+
 from __future__ import annotations
 
 import glob
@@ -10,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from containers import ompi_rules
-from containers.fabrics import ETHERNET, profile
-from launch.fleet.emulate import fabric_env as emulated_fabric_env, fabric_profile, is_emulated_fabric
+from containers.fabrics import ETHERNET, DeviceNode, FabricProfile, is_emulated, profile
 from launch.errors import UsageError
+from launch.fleet.emulate import fabric_env as emulated_fabric_env
 from launch.ranks.launchers import launcher_of
 from launch.ranks.runspec import RunSpec
 from launch.ranks.runtimes import Bind
-from launch.site.config import Site
+from launch.site.config import FabricSite, Site
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,9 @@ class Preset:
     binds: tuple[Bind, ...] = ()
     missing: tuple[str, ...] = ()  # required host paths absent here ("path: why")
     link_gbit_s: float | None = None  # the site's line rate per NIC (launch.results.plausibility)
+    profile: FabricProfile | None = None  # the profile the run's traffic follows (emulated links: ethernet's)
+    device_nodes: tuple[DeviceNode, ...] = ()  # the profile's nodes this run opens (preflight)
+    coll_rules: str | None = None  # the text of the run's Open MPI collective rules file
 
 
 def default_route_interface(route_table: str = "/proc/net/route") -> str | None:
@@ -41,21 +47,17 @@ def default_route_interface(route_table: str = "/proc/net/route") -> str | None:
     return None
 
 
-def site_values(spec: RunSpec, site: Site) -> dict[str, str]:
-    fabric_site = site.fabrics.get(spec.fabric) if spec.fabric else None
-    if fabric_site is None:
-        where = site.path or "the default site (ethernet only)"
-        raise UsageError(f"fabric {spec.fabric!r} is not present in {where}; add [fabrics.{spec.fabric}]",
-                         fields=("fabric",))
+def site_values(fabric: FabricProfile, fabric_site: FabricSite) -> dict[str, str]:
+    """The values a profile's placeholders take on this site (containers.fabrics.profile)."""
     values = {}
     # an IP-interface fabric (ethernet) without one named takes the default route's
-    by_interface = bool(spec.fabric) and profile(str(spec.fabric)).detect.kind == "interface"
-    nic = fabric_site.interface or (default_route_interface() if by_interface else None)
+    nic = fabric_site.interface or (default_route_interface() if fabric.detect.kind == "interface" else None)
     if nic:
         values["nic"] = nic
     if fabric_site.device:  # one device or rails: NCCL_IB_HCA="={hca}" matches exactly these
         values["hca"] = ",".join(fabric_site.devices)  # {hca_ports} follows (containers.fabrics.hca_ports)
     values.update(fabric_site.host_paths)
+    values.update((key, str(value)) for key, value in fabric_site.settings)
     return values
 
 
@@ -68,28 +70,52 @@ def site_binds(site: Site) -> list[Bind]:
     return binds
 
 
+def coll_rules(fabric: FabricProfile | None, spec: RunSpec, site: Site) -> str | None:
+    """The text of the run's Open MPI collective rules file, or None: the fabric has none, or
+    the site's or the run's own environment steers coll/tuned."""
+    if fabric is None or not fabric.ompi_coll_rules or ompi_rules.tuned_by_user({**site.env, **spec.extra_env}):
+        return None
+    return ompi_rules.render(fabric.ompi_coll_rules)
+
+
 def resolve(spec: RunSpec, site: Site) -> Preset:
     """The preset for spec.fabric, then the site's own [env] over it (a site knows its nodes:
-    its NCCL_IB_HCA or UCX_NET_DEVICES win over the profile's), and the site's binds."""
-    env: dict[str, str] = {}
+    its NCCL_IB_HCA or UCX_NET_DEVICES win over the profile's), and the site's binds. An
+    emulated cluster's links (--launcher emulated, --fabric emu-eth-<rate> or none) are
+    ethernet's, on the namespaces' own interface: that environment wins over the site's."""
     binds = site_binds(site)
-    if spec.fabric is None:
+    emulated = launcher_of(spec).emulated or is_emulated(spec.fabric)
+    if spec.fabric is None and not emulated:
         return Preset(None, dict(site.env), tuple(binds))
-    if is_emulated_fabric(spec.fabric):  # ethernet over an emulated cluster's links (launch.fleet.emulate)
-        return Preset(spec.fabric, {**site.env, **emulated_fabric_env(spec)}, tuple(binds))
     try:
-        fabric = profile(spec.fabric)
+        fabric = profile(spec.fabric) if spec.fabric else ETHERNET
     except ValueError as exc:
         raise UsageError(str(exc), fields=("fabric",)) from None
-    values = site_values(spec, site)
+    rules = coll_rules(fabric, spec, site)
+    if emulated:  # launch.fleet.emulate: the fabric name, if any, must be emu-eth-<rate> (emulate.plan_for)
+        return Preset(
+            spec.fabric,
+            {**site.env, **emulated_fabric_env(spec)},
+            tuple(binds),
+            profile=fabric,
+            device_nodes=tuple(fabric.needed_device_nodes(spec.uses_nccl)),
+            coll_rules=rules,
+        )
+    fabric_site = site.fabrics.get(str(spec.fabric))
+    if fabric_site is None:
+        where = site.path or "the default site (ethernet only)"
+        raise UsageError(
+            f"fabric {spec.fabric!r} is not present in {where}; add [fabrics.{spec.fabric}]", fields=("fabric",)
+        )
+    values = site_values(fabric, fabric_site)
     gpudirect = None if spec.gpudirect is None else spec.gpudirect == "on"
     try:
-        env.update(fabric.environment(values, nccl=spec.uses_nccl, gpudirect=gpudirect))
-        env.update(site.env)
+        env = {**fabric.environment(values, nccl=spec.uses_nccl, gpudirect=gpudirect), **site.env}
         mounts = fabric.bind_mounts(values, gpudirect=gpudirect)
     except KeyError as exc:
-        raise UsageError(f"{exc.args[0]} (set it under [fabrics.{spec.fabric}] in the site file)",
-                         fields=("fabric",)) from None
+        raise UsageError(
+            f"{exc.args[0]} (set it under [fabrics.{spec.fabric}] in the site file)", fields=("fabric",)
+        ) from None
     missing = []
     for mount in mounts:
         found = sorted(glob.glob(mount.host))
@@ -98,16 +124,13 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
         for path in found:
             target = path if mount.target == mount.host else mount.target
             binds.append(Bind(path, target))
-    link = site.fabrics[spec.fabric].link_gbit_s if spec.fabric in site.fabrics else None
-    return Preset(spec.fabric, env, tuple(binds), tuple(missing), link)
-
-
-def ompi_coll_rules(spec: RunSpec, site: Site) -> str | None:
-    """The text of the run's Open MPI collective rules file (emulated links: ethernet's), or
-    None: the fabric has none, or the site's or the run's own environment steers coll/tuned."""
-    if ompi_rules.tuned_by_user({**site.env, **spec.extra_env}):
-        return None
-    if spec.fabric is None and not launcher_of(spec).emulated:
-        return None
-    fabric = fabric_profile(spec.fabric) if spec.fabric else ETHERNET  # an emulated cluster's links are ethernet
-    return ompi_rules.render(fabric.ompi_coll_rules) if fabric.ompi_coll_rules else None
+    return Preset(
+        spec.fabric,
+        env,
+        tuple(binds),
+        tuple(missing),
+        fabric_site.link_gbit_s,
+        fabric,
+        tuple(fabric.needed_device_nodes(spec.uses_nccl)),
+        rules,
+    )

@@ -7,6 +7,7 @@ Three layers, each testable on its own:
   never an exception;
 - `verdicts(facts)`: per fabric, usable or not and why.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,20 +20,26 @@ from typing import Callable, Optional
 
 from containers.fabrics import HOST_FABRICS, FabricProfile, profile
 from launch.ranks.runtimes import CONTAINER_RUNTIMES, RUNTIMES
+from launch.site import gids
 
 # libfabric providers the fabric profiles detect a fabric by (fi_info -p PROVIDER)
-DETECTED_PROVIDERS = tuple(dict.fromkeys(
-    p.detect.provider for p in map(profile, HOST_FABRICS) if p.detect.kind == "libfabric-provider" and p.detect.provider))
+DETECTED_PROVIDERS = tuple(
+    dict.fromkeys(
+        p.detect.provider
+        for p in map(profile, HOST_FABRICS)
+        if p.detect.kind == "libfabric-provider" and p.detect.provider
+    )
+)
 
 
 # Every external command the probe runs, by name (recorded outputs use these names).
 NVIDIA_SMI_FIELDS = ("index", "name", "memory.total", "driver_version")
 COMMANDS: dict[str, list[str]] = {
-    "nvidia_smi": ["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
-                   "--format=csv,noheader,nounits"],
+    "nvidia_smi": ["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader,nounits"],
     "nvidia_smi_topo": ["nvidia-smi", "topo", "-m"],
     "ibv_devinfo": ["ibv_devinfo"],
     "ibstat": ["ibstat"],
+    "show_gids": ["show_gids"],  # NVIDIA's GID table script (sysfs is read too)
     "fi_info_list": ["fi_info", "-l"],
     **{f"fi_info_{provider}": ["fi_info", "-p", provider] for provider in DETECTED_PROVIDERS},
     "ucx_info": ["ucx_info", "-d"],
@@ -46,6 +53,7 @@ COMMANDS: dict[str, list[str]] = {
 
 # ---------------------------------------------------------------- facts
 
+
 @dataclass
 class Gpu:
     index: int
@@ -57,15 +65,17 @@ class Gpu:
 @dataclass
 class TopoGpu:
     """One GPU row of `nvidia-smi topo -m`."""
+
     index: int
-    cpu_affinity: Optional[str]         # "0-47,96-143" as printed; None where not printed
-    numa_affinity: Optional[int]        # None: not printed, or N/A
+    cpu_affinity: Optional[str]  # "0-47,96-143" as printed; None where not printed
+    numa_affinity: Optional[int]  # None: not printed, or N/A
     links: dict[str, str] = field(default_factory=dict)  # other GPU / NIC column -> X, NV8, PIX, PXB, PHB, NODE, SYS
 
 
 @dataclass
 class GpuTopology:
     """`nvidia-smi topo -m`: GPU rows, and the NIC columns with their device names."""
+
     gpus: list[TopoGpu] = field(default_factory=list)
     nics: dict[str, Optional[str]] = field(default_factory=dict)  # NIC0 -> mlx5_0 (NIC Legend); None if not given
 
@@ -89,20 +99,20 @@ TOPO_DISTANCE = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC
 @dataclass
 class Nic:
     name: str
-    operstate: str              # up | down | unknown | ...
+    operstate: str  # up | down | unknown | ...
     mtu: Optional[int]
-    speed_mbps: Optional[int]   # None when the kernel does not know (virtual NICs, -1)
+    speed_mbps: Optional[int]  # None when the kernel does not know (virtual NICs, -1)
     driver: Optional[str]
 
 
 @dataclass
 class RdmaPort:
-    device: str                 # mlx5_0, hfi1_0, efa_0, ...
+    device: str  # mlx5_0, hfi1_0, efa_0, ...
     port: int
-    state: str                  # ACTIVE | DOWN | INIT | ...
-    link_layer: Optional[str]   # InfiniBand | Ethernet
+    state: str  # ACTIVE | DOWN | INIT | ...
+    link_layer: Optional[str]  # InfiniBand | Ethernet
     rate_gbps: Optional[float]
-    source: str                 # sysfs | ibstat | ibv_devinfo
+    source: str  # sysfs | ibstat | ibv_devinfo
 
 
 @dataclass
@@ -122,7 +132,7 @@ class UcxTransport:
 
 @dataclass
 class Mpi:
-    flavour: Optional[str] = None           # openmpi | mpich
+    flavour: Optional[str] = None  # openmpi | mpich
     version: Optional[str] = None
     components: dict[str, list[str]] = field(default_factory=dict)  # framework -> components
 
@@ -132,11 +142,12 @@ class HostFacts:
     cpu_count: Optional[int] = None
     cpu_model: Optional[str] = None
     gpus: list[Gpu] = field(default_factory=list)
-    gpu_topology: Optional[GpuTopology] = None      # nvidia-smi topo -m
+    gpu_topology: Optional[GpuTopology] = None  # nvidia-smi topo -m
     nics: list[Nic] = field(default_factory=list)
     rdma_ports: list[RdmaPort] = field(default_factory=list)
-    infiniband_dev_nodes: list[str] = field(default_factory=list)   # /dev/infiniband/*
-    hfi_dev_nodes: list[str] = field(default_factory=list)          # /dev/hfi1*
+    roce_gids: list[gids.Gid] = field(default_factory=list)  # GID tables of Ethernet RDMA ports
+    infiniband_dev_nodes: list[str] = field(default_factory=list)  # /dev/infiniband/*
+    hfi_dev_nodes: list[str] = field(default_factory=list)  # /dev/hfi1*
     libpsm2: Optional[bool] = None
     libfabric_providers: list[str] = field(default_factory=list)
     provider_endpoints: dict[str, list[FiEndpoint]] = field(default_factory=dict)  # fi_info -p, per provider
@@ -145,7 +156,7 @@ class HostFacts:
     slurm_version: Optional[str] = None
     slurm_mpi_plugins: list[str] = field(default_factory=list)
     runtimes: dict[str, Optional[str]] = field(default_factory=dict)  # name -> version (None: absent)
-    numa: dict[int, str] = field(default_factory=dict)   # NUMA node -> its CPU list (sysfs)
+    numa: dict[int, str] = field(default_factory=dict)  # NUMA node -> its CPU list (sysfs)
     device_numa: dict[str, Optional[int]] = field(default_factory=dict)  # NIC / RDMA device -> NUMA node
     tools: dict[str, str] = field(default_factory=dict)  # command name -> ok | absent | why it failed
 
@@ -158,6 +169,7 @@ class Verdict:
 
 
 # ---------------------------------------------------------------- parsers
+
 
 def _version(text: str) -> Optional[str]:
     match = re.search(r"\d+(?:\.\d+)+", text)
@@ -177,9 +189,14 @@ def parse_nvidia_smi(text: str, fields=NVIDIA_SMI_FIELDS) -> list[Gpu]:
     for position, line in enumerate(l for l in text.splitlines() if l.strip()):
         row = dict(zip(fields, (cell.strip() for cell in line.split(","))))
         memory = re.match(r"\d+", row.get("memory.total", ""))
-        gpus.append(Gpu(index=int(row.get("index", position)), name=row.get("name", "?"),
-                        memory_mib=int(memory.group(0)) if memory else None,
-                        driver=row.get("driver_version")))
+        gpus.append(
+            Gpu(
+                index=int(row.get("index", position)),
+                name=row.get("name", "?"),
+                memory_mib=int(memory.group(0)) if memory else None,
+                driver=row.get("driver_version"),
+            )
+        )
     return gpus
 
 
@@ -206,26 +223,37 @@ def parse_nvidia_smi_topo(text: str) -> Optional[GpuTopology]:
     or by device (mlx5_0) on older drivers.
     """
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if re.match(r"\s*GPU0\b", line)
-                  and not re.match(r"GPU0\s+X\b", line.strip())), None)
+    start = next(
+        (
+            i
+            for i, line in enumerate(lines)
+            if re.match(r"\s*GPU0\b", line) and not re.match(r"GPU0\s+X\b", line.strip())
+        ),
+        None,
+    )
     if start is None:
         return None
     columns = [c.strip() for c in re.split(r"\t+| {2,}", lines[start].strip()) if c.strip()]
     devices = [c for c in columns if c not in _TOPO_AFFINITY]
-    topology = GpuTopology(nics={c: (c if not re.fullmatch(r"NIC\d+", c) else None)
-                                 for c in devices if not re.fullmatch(r"GPU\d+", c)})
-    for line in lines[start + 1:]:
+    topology = GpuTopology(
+        nics={c: (c if not re.fullmatch(r"NIC\d+", c) else None) for c in devices if not re.fullmatch(r"GPU\d+", c)}
+    )
+    for line in lines[start + 1 :]:
         cells = line.split()
         if not cells or cells[0] == "Legend:":
             break
         if not re.fullmatch(r"GPU\d+", cells[0]):
-            continue        # NIC rows repeat what the GPU rows say
+            continue  # NIC rows repeat what the GPU rows say
         row = dict(zip(columns, cells[1:]))
         numa = row.get("NUMA Affinity", "")
-        topology.gpus.append(TopoGpu(
-            index=int(cells[0][3:]), cpu_affinity=row.get("CPU Affinity"),
-            numa_affinity=int(numa) if numa.isdigit() else None,
-            links={c: row[c] for c in devices if c in row and c != cells[0]}))
+        topology.gpus.append(
+            TopoGpu(
+                index=int(cells[0][3:]),
+                cpu_affinity=row.get("CPU Affinity"),
+                numa_affinity=int(numa) if numa.isdigit() else None,
+                links={c: row[c] for c in devices if c in row and c != cells[0]},
+            )
+        )
     for line in lines[start:]:
         if legend := re.match(r"\s*(NIC\d+):\s*(\S+)\s*$", line):
             if legend.group(1) in topology.nics:
@@ -351,9 +379,10 @@ def parse_srun_mpi_list(text: str) -> list[str]:
 
 # ---------------------------------------------------------------- collection
 
+
 @dataclass
 class ToolOutput:
-    status: str     # ok | absent | exit N: <last stderr line> | timeout after Ns
+    status: str  # ok | absent | exit N: <last stderr line> | timeout after Ns
     stdout: str = ""
 
 
@@ -365,8 +394,7 @@ def run_tool(name: str, argv: list[str], timeout_s: float = 15.0) -> ToolOutput:
     if shutil.which(argv[0]) is None:
         return ToolOutput("absent")
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return ToolOutput(f"timeout after {timeout_s:g}s")
     except OSError as exc:
@@ -380,7 +408,7 @@ def run_tool(name: str, argv: list[str], timeout_s: float = 15.0) -> ToolOutput:
 def _read(path: Path) -> Optional[str]:
     try:
         return path.read_text().strip()
-    except OSError:         # absent, or the kernel refuses (speed of a virtual NIC)
+    except OSError:  # absent, or the kernel refuses (speed of a virtual NIC)
         return None
 
 
@@ -395,10 +423,15 @@ def read_nics(root: Path) -> list[Nic]:
         uevent = _read(path / "device/uevent") or ""
         driver = re.search(r"^DRIVER=(.+)$", uevent, re.M)
         speed = _int(_read(path / "speed"))
-        nics.append(Nic(name=path.name, operstate=_read(path / "operstate") or "unknown",
-                        mtu=_int(_read(path / "mtu")),
-                        speed_mbps=speed if speed and speed > 0 else None,
-                        driver=driver.group(1) if driver else None))
+        nics.append(
+            Nic(
+                name=path.name,
+                operstate=_read(path / "operstate") or "unknown",
+                mtu=_int(_read(path / "mtu")),
+                speed_mbps=speed if speed and speed > 0 else None,
+                driver=driver.group(1) if driver else None,
+            )
+        )
     return nics
 
 
@@ -406,10 +439,16 @@ def read_sysfs_rdma(root: Path) -> list[RdmaPort]:
     """/sys/class/infiniband/*/ports/* under root -> RDMA ports."""
     ports = []
     for port in sorted((root / "sys/class/infiniband").glob("*/ports/*")):
-        ports.append(RdmaPort(device=port.parent.parent.name, port=int(port.name),
-                              state=parse_ib_state(_read(port / "state") or "UNKNOWN"),
-                              link_layer=_read(port / "link_layer"),
-                              rate_gbps=parse_ib_rate(_read(port / "rate") or ""), source="sysfs"))
+        ports.append(
+            RdmaPort(
+                device=port.parent.parent.name,
+                port=int(port.name),
+                state=parse_ib_state(_read(port / "state") or "UNKNOWN"),
+                link_layer=_read(port / "link_layer"),
+                rate_gbps=parse_ib_rate(_read(port / "rate") or ""),
+                source="sysfs",
+            )
+        )
     return ports
 
 
@@ -424,8 +463,7 @@ def merge_ports(*sources: list[RdmaPort]) -> list[RdmaPort]:
     return list(merged.values())
 
 
-PSM2_DIRS = ("usr/lib64", "usr/lib", "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu",
-             "lib64", "usr/local/lib")
+PSM2_DIRS = ("usr/lib64", "usr/lib", "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib64", "usr/local/lib")
 
 
 def collect(run: Runner = run_tool, root: Path = Path("/")) -> HostFacts:
@@ -445,15 +483,22 @@ def collect(run: Runner = run_tool, root: Path = Path("/")) -> HostFacts:
     facts.gpus = parse_nvidia_smi(text("nvidia_smi"))
     facts.gpu_topology = parse_nvidia_smi_topo(text("nvidia_smi_topo"))
     facts.nics = read_nics(root)
-    facts.rdma_ports = merge_ports(read_sysfs_rdma(root), parse_ibstat(text("ibstat")),
-                                   parse_ibv_devinfo(text("ibv_devinfo")))
+    facts.rdma_ports = merge_ports(
+        read_sysfs_rdma(root), parse_ibstat(text("ibstat")), parse_ibv_devinfo(text("ibv_devinfo"))
+    )
+    facts.roce_gids = merge_gids(
+        [g for p in facts.rdma_ports if p.link_layer == "Ethernet" for g in gids.read_sysfs(root, p.device, p.port)],
+        gids.parse_show_gids(text("show_gids")),
+    )
     facts.infiniband_dev_nodes = sorted(p.name for p in (root / "dev/infiniband").glob("*"))
     facts.hfi_dev_nodes = sorted(p.name for p in (root / "dev").glob("hfi1*"))
     if root == Path("/") or any((root / d).is_dir() for d in PSM2_DIRS):
         facts.libpsm2 = any(any((root / d).glob("libpsm2.so*")) for d in PSM2_DIRS)
     facts.libfabric_providers = parse_fi_info_list(text("fi_info_list"))
-    facts.provider_endpoints = {provider: [e for e in parse_fi_info(text(f"fi_info_{provider}"))
-                                           if e.provider == provider] for provider in DETECTED_PROVIDERS}
+    facts.provider_endpoints = {
+        provider: [e for e in parse_fi_info(text(f"fi_info_{provider}")) if e.provider == provider]
+        for provider in DETECTED_PROVIDERS
+    }
     facts.ucx_transports = parse_ucx_info(text("ucx_info"))
     if text("ompi_info"):
         facts.mpi = parse_ompi_info(text("ompi_info"))
@@ -482,6 +527,7 @@ def read_topology(root: Path) -> tuple[dict[int, str], dict[str, Optional[int]]]
 
 # ---------------------------------------------------------------- verdicts
 
+
 def _port_text(port: RdmaPort) -> str:
     rate = f", {port.rate_gbps:g} Gb/s" if port.rate_gbps else ""
     return f"{port.device} port {port.port} {port.state} ({port.link_layer or '?'}{rate})"
@@ -493,8 +539,19 @@ def verdict_interface(facts: HostFacts, fabric: FabricProfile) -> Verdict:
         return Verdict(fabric.name, False, "no network interface other than lo is up")
     described = ", ".join(
         f"{n.name} ({n.driver or 'driver ?'}, "
-        f"{f'{n.speed_mbps} Mb/s' if n.speed_mbps else 'speed unknown'}, mtu {n.mtu})" for n in up)
+        f"{f'{n.speed_mbps} Mb/s' if n.speed_mbps else 'speed unknown'}, mtu {n.mtu})"
+        for n in up
+    )
     return Verdict(fabric.name, True, f"up: {described}")
+
+
+def merge_gids(*sources: list[gids.Gid]) -> list[gids.Gid]:
+    """One entry per (device, port, index): the first source wins."""
+    merged: dict[tuple[str, int, int], gids.Gid] = {}
+    for found in sources:
+        for gid in found:
+            merged.setdefault((gid.device, gid.port, gid.index), gid)
+    return list(merged.values())
 
 
 def fabric_ports(facts: HostFacts, fabric: FabricProfile) -> list[RdmaPort]:
@@ -521,24 +578,40 @@ def verdict_rdma_port(facts: HostFacts, fabric: FabricProfile) -> Verdict:
     if detect.device_prefix:
         if not active:
             provider = (detect.library or "").removeprefix("lib")
-            hint = f" ({provider} in fi_info alone does not mean an HFI)" \
-                if provider and provider in facts.libfabric_providers else ""
+            hint = (
+                f" ({provider} in fi_info alone does not mean an HFI)"
+                if provider and provider in facts.libfabric_providers
+                else ""
+            )
             return Verdict(name, False, f"no {detect.device_prefix} device with an ACTIVE port{hint}")
     elif not active:
         layer = detect.link_layer or "RDMA"
         if not ports:
-            return Verdict(name, False, f"no /sys/class/infiniband device with an ACTIVE {layer} port "
-                                        "(no RDMA device found)")
+            return Verdict(
+                name, False, f"no /sys/class/infiniband device with an ACTIVE {layer} port (no RDMA device found)"
+            )
         other = [p for p in ports if p.state == "ACTIVE"]
         if other:
-            kinds = sorted({"RoCE" if p.link_layer == "Ethernet" else (p.link_layer or "?") for p in other})
-            return Verdict(name, False, f"no ACTIVE {layer} port; {', '.join(kinds)} only: "
-                           + "; ".join(_port_text(p) for p in other))
+            kinds = sorted({"RoCE (Ethernet)" if p.link_layer == "Ethernet" else (p.link_layer or "?") for p in other})
+            return Verdict(
+                name,
+                False,
+                f"no ACTIVE {layer} port; {', '.join(kinds)} only: " + "; ".join(_port_text(p) for p in other),
+            )
         return Verdict(name, False, f"no ACTIVE {layer} port: " + "; ".join(_port_text(p) for p in ports))
     found = _LIBRARY_FOUND.get(detect.library or "", lambda facts: None)(facts)
     if found is False:
         return Verdict(name, False, f"{_port_text(active[0])} but {detect.library} not found")
-    return Verdict(name, True, "; ".join(_port_text(p) for p in active))
+    ports_text = "; ".join(_port_text(p) for p in active)
+    table = [g for g in facts.roce_gids if any((g.device, g.port) == (p.device, p.port) for p in active)]
+    if table:  # an Ethernet port's GID table is known: RoCE v2 needs a v2 entry
+        v2 = [g for g in table if g.type == gids.V2]
+        if not v2:
+            return Verdict(name, False, f"{ports_text}; RoCE v1 GIDs only (no RoCE v2 entry)")
+        return Verdict(
+            name, True, f"{ports_text}; RoCE v2 GIDs: " + ", ".join(f"{g.device}:{g.port} {g.text()}" for g in v2)
+        )
+    return Verdict(name, True, ports_text)
 
 
 def verdict_libfabric_provider(facts: HostFacts, fabric: FabricProfile) -> Verdict:
@@ -568,6 +641,8 @@ def verdicts(facts: HostFacts) -> dict[str, Verdict]:
 
 def probe_report(facts: HostFacts) -> dict:
     """Facts and verdicts as JSON-ready data (`fabric-bench probe --json`)."""
-    return {"schema_version": 2, "facts": dataclasses.asdict(facts),
-            "verdicts": {name: dataclasses.asdict(v) for name, v in verdicts(facts).items()}}
-
+    return {
+        "schema_version": 2,
+        "facts": dataclasses.asdict(facts),
+        "verdicts": {name: dataclasses.asdict(v) for name, v in verdicts(facts).items()},
+    }

@@ -6,6 +6,7 @@ failed: ...); `versions` are parsed from those answers. NCCL's version comes
 from the framework (torch links its own NCCL) in a subprocess: launch never
 imports torch.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,9 +15,11 @@ import sys
 
 from launch.ranks.runtimes import Runtime
 
-NCCL_PROBE = ("import torch\n"
-              "v = torch.cuda.nccl.version() if torch.cuda.is_available() or torch.version.cuda else None\n"
-              "print('nccl', '.'.join(map(str, v)) if isinstance(v, tuple) else v)")
+NCCL_PROBE = (
+    "import torch\n"
+    "v = torch.cuda.nccl.version() if torch.cuda.is_available() or torch.version.cuda else None\n"
+    "print('nccl', '.'.join(map(str, v)) if isinstance(v, tuple) else v)"
+)
 
 
 def commands(python: str) -> dict[str, list[str]]:

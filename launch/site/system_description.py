@@ -2,12 +2,14 @@
 probe, the results and the captured software stack. Fields nobody can know
 from here (cooling, storage) are left empty for the submitter to complete.
 """
+
 from __future__ import annotations
 
 import platform
 import re
 from pathlib import Path
 
+from launch.results.result import typed
 from launch.site.probe import HostFacts, verdicts
 
 
@@ -44,15 +46,22 @@ def networking(facts: HostFacts) -> tuple[str, int]:
 def frameworks(results: list[dict]) -> str:
     names = {"torch": "PyTorch", "tensorflow": "TensorFlow", "horovod": "Horovod"}
     seen = {}
-    for r in results:
+    for fields in filter(None, map(typed, results)):
         for key, label in names.items():
-            if (r.get("versions") or {}).get(key):
-                seen[label] = r["versions"][key]
+            if (fields.versions or {}).get(key):
+                seen[label] = (fields.versions or {})[key]
     return ", ".join(f"{name} {version}" for name, version in seen.items())
 
 
-def describe(facts: HostFacts, results: list[dict], software: dict, *, system_name: str,
-             submitter: str = "", division: str = "open") -> dict:
+def describe(
+    facts: HostFacts,
+    results: list[dict],
+    software: dict,
+    *,
+    system_name: str,
+    submitter: str = "",
+    division: str = "open",
+) -> dict:
     host_networking, cards = networking(facts)
     cpuinfo = _read("/proc/cpuinfo")
     gpus = facts.gpus
@@ -62,7 +71,9 @@ def describe(facts: HostFacts, results: list[dict], software: dict, *, system_na
         "division": division,
         "status": "research",
         "system_name": system_name,
-        "number_of_nodes": max([(r.get("spec") or {}).get("nodes") or 1 for r in results] or [1]),
+        "number_of_nodes": max(
+            [(f.spec.nodes if f.spec else None) or 1 for f in filter(None, map(typed, results))] or [1]
+        ),
         "host_processors_per_node": sockets(cpuinfo),
         "host_processor_model_name": facts.cpu_model or "",
         "host_processor_vcpu_count": facts.cpu_count,

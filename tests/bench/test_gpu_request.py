@@ -1,6 +1,7 @@
 """A run proves the device it claims (issue 42, item 4), shown with the real bench programs on this
 GPU-less host: asked for GPUs, a rank that sees none ends in one line (exit 2) and writes that line as
 its error record; asked for none, it computes on the CPU. No fake GPU: here torch truly sees none."""
+
 import json
 import os
 import subprocess
@@ -39,20 +40,51 @@ def test_a_request_no_gpu_can_meet_is_one_line_and_an_error_record(tmp_path, cap
 
 def bench(module: str, args: list[str], env: dict, tmp_path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "", **env}
-    return subprocess.run([sys.executable, "-m", module, *args, "--record-dir", str(tmp_path / "ranks")],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args, "--record-dir", str(tmp_path / "ranks")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
 
 
 def torchrun_env() -> dict:
-    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(free_ports(1)[0])}
+    return {
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_ports(1)[0]),
+    }
 
 
-@pytest.mark.parametrize("module, args", [
-    ("bench.torch_train", ["--engine", "ddp", "--model", "resnet18", "--image-size", "32", "--batch-size", "2",
-                           "--warmup", "0", "--iters", "1", "--batches-per-iter", "1"]),
-    ("bench.allreduce", ["--backend", "torch", "--max-bytes", "64", "--iters", "1"]),
-])
+@pytest.mark.parametrize(
+    "module, args",
+    [
+        (
+            "bench.torch_train",
+            [
+                "--engine",
+                "ddp",
+                "--model",
+                "resnet18",
+                "--image-size",
+                "32",
+                "--batch-size",
+                "2",
+                "--warmup",
+                "0",
+                "--iters",
+                "1",
+                "--batches-per-iter",
+                "1",
+            ],
+        ),
+        ("bench.allreduce", ["--backend", "torch", "--max-bytes", "64", "--iters", "1"]),
+    ],
+)
 def test_torch_programs_refuse_to_fall_back_to_the_cpu_when_gpus_were_asked_for(module, args, tmp_path):
     pytest.importorskip("torch")
     proc = bench(module, args, {GPUS_REQUESTED_ENV: "1", **torchrun_env()}, tmp_path)
@@ -71,12 +103,33 @@ def test_the_host_buffer_allreduce_refuses_a_gpu_run(tmp_path):
 
 def test_a_cpu_run_trains_on_the_cpu_with_gloo(tmp_path):
     pytest.importorskip("torchvision")
-    proc = bench("bench.torch_train", ["--engine", "ddp", "--model", "resnet18", "--image-size", "32",
-                                       "--batch-size", "2", "--warmup", "0", "--iters", "1",
-                                       "--batches-per-iter", "1"], {GPUS_REQUESTED_ENV: "0", **torchrun_env()}, tmp_path)
+    proc = bench(
+        "bench.torch_train",
+        [
+            "--engine",
+            "ddp",
+            "--model",
+            "resnet18",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "2",
+            "--warmup",
+            "0",
+            "--iters",
+            "1",
+            "--batches-per-iter",
+            "1",
+        ],
+        {GPUS_REQUESTED_ENV: "0", **torchrun_env()},
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    train = next(json.loads(line) for line in (tmp_path / "ranks" / "rank-0.jsonl").read_text().splitlines()
-                 if json.loads(line)["kind"] == "train")
+    train = next(
+        json.loads(line)
+        for line in (tmp_path / "ranks" / "rank-0.jsonl").read_text().splitlines()
+        if json.loads(line)["kind"] == "train"
+    )
     assert train["device"] == "cpu" and train["engine_info"]["backend"] == "gloo"
 
 
@@ -94,10 +147,21 @@ print("GPU", gpu, used["memory_format"])
 @pytest.mark.parametrize("requested, code", [("1", 2), ("0", 0)])
 def test_tensorflow_refuses_a_gpu_run_it_cannot_see_and_runs_a_cpu_run_on_the_cpu(requested, code, tmp_path):
     pytest.importorskip("tensorflow")
-    env = {**os.environ, "PYTHONPATH": str(REPO), GPUS_REQUESTED_ENV: requested, "CUDA_VISIBLE_DEVICES": "",
-           "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.run([sys.executable, "-c", TF_RUNTIME, str(tmp_path)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=REPO)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        GPUS_REQUESTED_ENV: requested,
+        "CUDA_VISIBLE_DEVICES": "",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", TF_RUNTIME, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
     assert proc.returncode == code, proc.stderr[-2000:]
     if code:
         errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]

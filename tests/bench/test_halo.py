@@ -30,8 +30,22 @@ def test_jacobi_relaxes_toward_the_boundary_value():
 
 def halo_result(tmp_path, ranks, grid):
     out = tmp_path / f"r{ranks}"
-    proc = fabric_bench("run", "--benchmark", "halo", "--ranks", str(ranks), "--grid", str(grid),
-                        "--iters", "5", "--warmup", "1", "--results", str(out), timeout=180)
+    proc = fabric_bench(
+        "run",
+        "--benchmark",
+        "halo",
+        "--ranks",
+        str(ranks),
+        "--grid",
+        str(grid),
+        "--iters",
+        "5",
+        "--warmup",
+        "1",
+        "--results",
+        str(out),
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return json.loads(next(out.glob("*/result.json")).read_text())
 

@@ -1,4 +1,5 @@
 """Rank placement: read on this host for real, and on copied sysfs trees of other layouts."""
+
 from pathlib import Path
 
 from bench import placement
@@ -21,11 +22,15 @@ def test_this_host_placement_is_read_not_assumed():
 
 
 def test_traffic_nic_follows_the_selection_variables():
-    assert placement.traffic_nic({"NCCL_IB_HCA": "=mlx5_1,mlx5_2", "NCCL_SOCKET_IFNAME": "ib0"}) == \
-        ("mlx5_1", "NCCL_IB_HCA")
+    assert placement.traffic_nic({"NCCL_IB_HCA": "=mlx5_1,mlx5_2", "NCCL_SOCKET_IFNAME": "ib0"}) == (
+        "mlx5_1",
+        "NCCL_IB_HCA",
+    )
     assert placement.traffic_nic({"UCX_NET_DEVICES": "mlx5_0:1"}) == ("mlx5_0", "UCX_NET_DEVICES")
-    assert placement.traffic_nic({"NCCL_SOCKET_IFNAME": "^docker", "GLOO_SOCKET_IFNAME": "eth0"}) == \
-        ("eth0", "GLOO_SOCKET_IFNAME")
+    assert placement.traffic_nic({"NCCL_SOCKET_IFNAME": "^docker", "GLOO_SOCKET_IFNAME": "eth0"}) == (
+        "eth0",
+        "GLOO_SOCKET_IFNAME",
+    )
 
 
 def fake_node(root: Path, gpu_numa: int, nic_numa: int) -> None:
@@ -65,15 +70,19 @@ def test_far_numa_nic_is_flagged(tmp_path):
 
 def test_near_nic_is_ok(tmp_path):
     fake_node(tmp_path, gpu_numa=1, nic_numa=1)
-    place = placement.rank_placement(0, True, env={"NCCL_IB_HCA": "mlx5_0"}, root=tmp_path, run=smi,
-                                     affinity=[4, 5])
+    place = placement.rank_placement(0, True, env={"NCCL_IB_HCA": "mlx5_0"}, root=tmp_path, run=smi, affinity=[4, 5])
     assert placement.flags([{"kind": "train", "rank": 0, "host": "n1", "placement": place}])["verdict"] == "ok"
 
 
 def test_pinned_ranks_sharing_cores_are_flagged_unpinned_are_not():
     def rec(rank, cpus, pinned, host="n1"):
-        return {"kind": "train", "rank": rank, "host": host,
-                "placement": {"cpus": cpus, "pinned": pinned, "gpu": None, "nic": {"name": "eth0", "numa_node": None}}}
+        return {
+            "kind": "train",
+            "rank": rank,
+            "host": host,
+            "placement": {"cpus": cpus, "pinned": pinned, "gpu": None, "nic": {"name": "eth0", "numa_node": None}},
+        }
+
     shared = placement.flags([rec(0, "0-1", True), rec(1, "1-2", True)])
     assert [p["problem"] for p in shared["problems"]] == ["shared_cores"]
     assert "CPUs 1" in shared["problems"][0]["detail"]
@@ -111,17 +120,26 @@ def test_each_rank_is_judged_by_the_nic_nccls_own_lines_gave_it(tmp_path):
     from launch.results.transport import nccl_rank_nics
 
     buses = [f"0000:{b}:00.0" for b in ("07", "0f", "47", "4e")]
-    two_socket_rails(tmp_path, dict(zip(buses, (1, 1, 0, 0))),
-                     {name: (0 if name in ("mlx5_8", "mlx5_9", "mlx5_10", "mlx5_11") else 1) for name in A100_RAILS})
+    two_socket_rails(
+        tmp_path,
+        dict(zip(buses, (1, 1, 0, 0))),
+        {name: (0 if name in ("mlx5_8", "mlx5_9", "mlx5_10", "mlx5_11") else 1) for name in A100_RAILS},
+    )
     env = {"NCCL_IB_HCA": "=" + ",".join(A100_RAILS), "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
     records = []
     for rank in range(4):
-        place = placement.rank_placement(rank, True, env=env, root=tmp_path, affinity=[0, 1, 2, 3, 4, 5, 6, 7],
-                                         run=lambda argv, r=rank: f"{r}, 0000{buses[r]}\n")
+        place = placement.rank_placement(
+            rank,
+            True,
+            env=env,
+            root=tmp_path,
+            affinity=[0, 1, 2, 3, 4, 5, 6, 7],
+            run=lambda argv, r=rank: f"{r}, 0000{buses[r]}\n",
+        )
         assert place["nic"]["name"] == "mlx5_8" and len(place["listed_nics"]) == len(A100_RAILS)
         records.append({"kind": "train", "rank": rank, "host": "10-90-43-152", "placement": place})
     first_entry = placement.flags(records)
-    assert sorted(p["rank"] for p in first_entry["problems"]) == [0, 1]     # the false mismatch
+    assert sorted(p["rank"] for p in first_entry["problems"]) == [0, 1]  # the false mismatch
     rank_nics = nccl_rank_nics(A100_LOG.read_text())
     assert rank_nics == {0: ["mlx5_12", "mlx5_14"], 1: ["mlx5_14"], 2: ["mlx5_10"], 3: ["mlx5_10", "mlx5_8"]}
     judged = placement.flags(records, rank_nics)
@@ -137,7 +155,7 @@ def test_nccl_nics_are_read_from_every_recorded_channel_format():
     from launch.results.transport import nccl_rank_nics
 
     data = A100_LOG.parents[1]
-    assert nccl_rank_nics((data / "ring-format-roce" / "nccl_info.log").read_text()) == {0: ["mlx5_0"]}   # NCCL <= 2.5
+    assert nccl_rank_nics((data / "ring-format-roce" / "nccl_info.log").read_text()) == {0: ["mlx5_0"]}  # NCCL <= 2.5
     # a merged virtual NIC of the RDMA plugin (IBext_v8): its two ports
     assert nccl_rank_nics((data / "ibext-roce-sharp-plugin" / "nccl_info.log").read_text()) == {2: ["mlx5_0+mlx5_1"]}
     assert nccl_rank_nics((data / "socket-lo-two-gpus" / "nccl_info.log").read_text()) == {}

@@ -1,5 +1,6 @@
 """The GPU a torch rank takes and the device its collectives run on, proven on CPUs with real
 process groups whose backend map is the one NCCL has: registered for cuda only."""
+
 import json
 import os
 import subprocess
@@ -41,10 +42,19 @@ PARAMETER_CHECK = textwrap.dedent("""
 
 
 def parameter_check_under(backend: str) -> dict:
-    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_ports(1)[0]), "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", PARAMETER_CHECK, backend], capture_output=True, text=True,
-                          timeout=180, env=env, cwd=REPO)
+    env = {
+        **os.environ,
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_ports(1)[0]),
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONPATH": str(REPO),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", PARAMETER_CHECK, backend], capture_output=True, text=True, timeout=180, env=env, cwd=REPO
+    )
     line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert line, proc.stderr[-2000:]
     return json.loads(line.split(" ", 1)[1])

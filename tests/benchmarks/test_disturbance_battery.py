@@ -2,6 +2,7 @@
 busy processes on the run's cores, one with a rank stopped for a second; the planted runs are
 named with their cause, the confusion matrix is printed, and no rank, hog or planted process
 is left. (Quiet runs are not asserted clean: the machine is shared; the battery reports them.)"""
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,26 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_small_battery_names_what_was_planted(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks/disturbance.py"), "--rounds", "1",
-                          "--causes", "quiet,cpu,stopped", "--iters", "6", "--results", str(tmp_path / "runs"),
-                          "--json", str(tmp_path / "battery.json")],
-                         capture_output=True, text=True, timeout=1200, cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks/disturbance.py"),
+            "--rounds",
+            "1",
+            "--causes",
+            "quiet,cpu,stopped",
+            "--iters",
+            "6",
+            "--results",
+            str(tmp_path / "runs"),
+            "--json",
+            str(tmp_path / "battery.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "confusion matrix: planted cause (rows) x signal named" in out.stdout
     assert "named with the right cause:" in out.stdout and "quiet runs flagged:" in out.stdout

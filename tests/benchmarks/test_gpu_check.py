@@ -1,5 +1,6 @@
 """benchmarks/gpu_check.sh: its plan checked against the CLI (fast), and the whole
 check run end to end in its CPU mode (slow), every process it started gone after."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -14,25 +15,30 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks import gpu_check_plan, gpu_check_process, gpu_check_steps, gpu_check_summary
 from launch.cli.app import app
 from launch.runs.run import horovod_built_for
 from tests.conftest import REPO, need
 from launch.results.schema import SCHEMA_VERSION
 
 SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
-spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
-gpu_check = sys.modules.setdefault("gpu_check", importlib.util.module_from_spec(spec))
-spec.loader.exec_module(gpu_check)
 
-GPU_HOST = {"python": "/opt/torch/.venv/bin/python3", "torch": "2.11.0", "torchvision": "0.26.0",
-            "cuda_available": True, "launch_cli": True, "horovod": None, "tensorflow_importable": False,
-            "tools": {"mpirun": None, "torchrun": "/opt/torch/.venv/bin/torchrun"}}
+GPU_HOST = {
+    "python": "/opt/torch/.venv/bin/python3",
+    "torch": "2.11.0",
+    "torchvision": "0.26.0",
+    "cuda_available": True,
+    "launch_cli": True,
+    "horovod": None,
+    "tensorflow_importable": False,
+    "tools": {"mpirun": None, "torchrun": "/opt/torch/.venv/bin/torchrun"},
+}
 
 
 def test_the_plan_covers_three_models_two_precisions_horovod_and_tf():
-    labels = [run.label for run in gpu_check.planned_runs()]
-    assert labels[0] == "torch-ddp-resnet50-fp32"      # the DDP/NCCL run comes first
-    assert labels[1] == gpu_check.SHARED_GPU_RUN       # then two ranks exchanging over NCCL on the one GPU
+    labels = [run.label for run in gpu_check_plan.planned_runs()]
+    assert labels[0] == "torch-ddp-resnet50-fp32"  # the DDP/NCCL run comes first
+    assert labels[1] == gpu_check_plan.SHARED_GPU_RUN  # then two ranks exchanging over NCCL on the one GPU
     assert {f"torch-ddp-{m}-{p}" for m in ("resnet50", "vgg16", "inception_v3") for p in ("fp32", "amp")} < set(labels)
     assert {"torch-horovod-resnet50-fp32", "tf-native-ResNet50-fp32", "tf-native-ResNet50-mixed"} < set(labels)
 
@@ -40,10 +46,10 @@ def test_the_plan_covers_three_models_two_precisions_horovod_and_tf():
 def test_every_gpu_run_is_a_valid_fabric_bench_command(tmp_path):
     """The GPU-mode argv of each run, as a dry run: flags and values the CLI accepts."""
     runner = CliRunner()
-    for run in gpu_check.planned_runs():
-        if run.benchmark == "nccl-tests":   # nccl-tests' own binary, not a fabric-bench command
+    for run in gpu_check_plan.planned_runs():
+        if run.benchmark == "nccl-tests":  # nccl-tests' own binary, not a fabric-bench command
             continue
-        argv = gpu_check.fabric_bench_argv(run, "gpu", GPU_HOST, tmp_path / run.label, 150)
+        argv = gpu_check_plan.fabric_bench_argv(run, "gpu", GPU_HOST, tmp_path / run.label, 150)
         assert argv[3] == "run" and "--gpus-per-node" in argv
         assert ("--allreduce" in argv) == (run.engine == "ddp")
         result = runner.invoke(app, [*argv[3:], "--dry-run"])
@@ -51,8 +57,8 @@ def test_every_gpu_run_is_a_valid_fabric_bench_command(tmp_path):
         if run.engine == "ddp":
             assert '"--backend", "nccl"' in result.output and '"NCCL_DEBUG": "INFO"' in result.output
         if run.engine == "horovod":
-            assert "--controller" in argv   # no mpirun on that host: horovodrun --gloo
-        if run.ranks == 2:   # each rank a host of its own to NCCL (bench.torch_device)
+            assert "--controller" in argv  # no mpirun on that host: horovodrun --gloo
+        if run.ranks == 2:  # each rank a host of its own to NCCL (bench.torch_device)
             assert '"FABRIC_BENCH_SHARED_GPU": "1"' in result.output
             assert '"--nproc-per-node", "2"' in result.output or '"-np", "2"' in result.output
 
@@ -61,66 +67,98 @@ def test_the_gpu_check_compares_batch_64_with_256_and_sets_the_harness_allreduce
     """Issue 42, item 9: one GPU, ResNet-50 fp32 at the default batch (256) and at 64; the harness's
     allreduce on device buffers (torch/NCCL, two ranks on the GPU) and nccl-tests' all_reduce_perf with
     its own conventions (doubling sizes from 8 B, 5 warm-up and 20 timed operations, one GPU)."""
-    runs = {run.label: run for run in gpu_check.planned_runs()}
+    runs = {run.label: run for run in gpu_check_plan.planned_runs()}
     runner = CliRunner()
-    default = runner.invoke(app, [*gpu_check.fabric_bench_argv(runs["torch-ddp-resnet50-fp32"], "gpu", GPU_HOST,
-                                                               tmp_path, 150)[3:], "--dry-run"])
-    small = runner.invoke(app, [*gpu_check.fabric_bench_argv(runs[gpu_check.BATCH_RUN], "gpu", GPU_HOST,
-                                                             tmp_path, 150)[3:], "--dry-run"])
+    default = runner.invoke(
+        app,
+        [
+            *gpu_check_plan.fabric_bench_argv(runs["torch-ddp-resnet50-fp32"], "gpu", GPU_HOST, tmp_path, 150)[3:],
+            "--dry-run",
+        ],
+    )
+    small = runner.invoke(
+        app,
+        [
+            *gpu_check_plan.fabric_bench_argv(runs[gpu_check_plan.BATCH_RUN], "gpu", GPU_HOST, tmp_path, 150)[3:],
+            "--dry-run",
+        ],
+    )
     assert '"--batch-size", "256"' in default.output and '"--batch-size", "64"' in small.output
     assert '"--model", "resnet50"' in small.output and '"--gpus-per-node"' not in small.output  # argv of the ranks
-    allreduce = gpu_check.fabric_bench_argv(runs[gpu_check.ALLREDUCE_RUN], "gpu", GPU_HOST, tmp_path, 150)
+    allreduce = gpu_check_plan.fabric_bench_argv(runs[gpu_check_plan.ALLREDUCE_RUN], "gpu", GPU_HOST, tmp_path, 150)
     shown = runner.invoke(app, [*allreduce[3:], "--dry-run"])
     assert shown.exit_code == 0, shown.output
     assert '"--backend", "torch"' in shown.output and '"FABRIC_BENCH_GPUS_PER_NODE": "1"' in shown.output
     assert '"NCCL_DEBUG": "INFO"' in shown.output and '"FABRIC_BENCH_SHARED_GPU": "1"' in shown.output
-    with_nccl_tests = {**GPU_HOST, "tools": {**GPU_HOST["tools"], "all_reduce_perf": "/opt/nccl-tests/build/all_reduce_perf"}}
-    assert gpu_check.nccl_tests_argv(with_nccl_tests, "gpu") == [
-        "/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", str(2**30), "-f", "2", "-g", "1", "-w", "5", "-n", "20"]
-    assert "all_reduce_perf is not on PATH" in gpu_check.unavailable(runs[gpu_check.NCCL_TESTS_RUN], GPU_HOST)
-    assert gpu_check.unavailable(runs[gpu_check.NCCL_TESTS_RUN], with_nccl_tests) is None
-    assert "mpirun is absent" in gpu_check.unavailable(runs[gpu_check.ALLREDUCE_RUN], GPU_HOST)
+    with_nccl_tests = {
+        **GPU_HOST,
+        "tools": {**GPU_HOST["tools"], "all_reduce_perf": "/opt/nccl-tests/build/all_reduce_perf"},
+    }
+    assert gpu_check_plan.nccl_tests_argv(with_nccl_tests, "gpu") == [
+        "/opt/nccl-tests/build/all_reduce_perf",
+        "-b",
+        "8",
+        "-e",
+        str(2**30),
+        "-f",
+        "2",
+        "-g",
+        "1",
+        "-w",
+        "5",
+        "-n",
+        "20",
+    ]
+    assert "all_reduce_perf is not on PATH" in gpu_check_plan.unavailable(runs[gpu_check_plan.NCCL_TESTS_RUN], GPU_HOST)
+    assert gpu_check_plan.unavailable(runs[gpu_check_plan.NCCL_TESTS_RUN], with_nccl_tests) is None
+    assert "mpirun is absent" in gpu_check_plan.unavailable(runs[gpu_check_plan.ALLREDUCE_RUN], GPU_HOST)
 
 
 def test_what_a_bare_gpu_host_lacks_is_named():
-    runs = {run.label: run for run in gpu_check.planned_runs()}
-    assert gpu_check.unavailable(runs["torch-ddp-vgg16-amp"], GPU_HOST) is None
-    assert "Horovod is not installed" in gpu_check.unavailable(runs["torch-horovod-resnet50-fp32"], GPU_HOST)
-    assert "TensorFlow is not installed" in gpu_check.unavailable(runs["tf-native-ResNet50-fp32"], GPU_HOST)
+    runs = {run.label: run for run in gpu_check_plan.planned_runs()}
+    assert gpu_check_plan.unavailable(runs["torch-ddp-vgg16-amp"], GPU_HOST) is None
+    assert "Horovod is not installed" in gpu_check_plan.unavailable(runs["torch-horovod-resnet50-fp32"], GPU_HOST)
+    assert "TensorFlow is not installed" in gpu_check_plan.unavailable(runs["tf-native-ResNet50-fp32"], GPU_HOST)
     no_torch = {**GPU_HOST, "torch": None, "torch_error": "ModuleNotFoundError: No module named 'torch'"}
-    assert "No module named 'torch'" in gpu_check.unavailable(runs["torch-ddp-resnet50-fp32"], no_torch)
+    assert "No module named 'torch'" in gpu_check_plan.unavailable(runs["torch-ddp-resnet50-fp32"], no_torch)
 
 
 def test_help_and_a_bad_label():
     assert "--cpu" in subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True).stdout
-    bad = subprocess.run([str(SCRIPT), "--cpu", "--only", "nope", "--out", "/dev/null/x"], capture_output=True,
-                         text=True, timeout=300)
+    bad = subprocess.run(
+        [str(SCRIPT), "--cpu", "--only", "nope", "--out", "/dev/null/x"], capture_output=True, text=True, timeout=300
+    )
     assert bad.returncode == 2 and "unknown run label(s) nope" in bad.stderr
 
 
 def test_a_silent_hang_meets_its_deadline(tmp_path):
     """A step that prints nothing was waited for until a line came (forever); now the deadline
     ends it and its whole session, and the check goes on (issue 29, item 12)."""
-    log = gpu_check.Log(tmp_path / "check.log")
+    log = gpu_check_process.Log(tmp_path / "check.log")
     marker = f"silent-hang-{os.getpid()}"
     started = time.monotonic()
-    code = gpu_check.execute([sys.executable, "-c", "import time, sys; time.sleep(120)", marker],
-                             tmp_path / "hang.log", dict(os.environ), 3, log)
+    code = gpu_check_process.execute(
+        [sys.executable, "-c", "import time, sys; time.sleep(120)", marker],
+        tmp_path / "hang.log",
+        dict(os.environ),
+        3,
+        log,
+    )
     assert code == 124 and time.monotonic() - started < 30
     assert "no end after 3 s" in (tmp_path / "check.log").read_text()
     assert [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])] == []
 
 
 def test_steps_past_the_whole_check_s_deadline_are_skipped_and_the_summary_still_written(tmp_path):
-    log = gpu_check.Log(tmp_path / "check.log")
+    log = gpu_check_process.Log(tmp_path / "check.log")
     info = {**GPU_HOST, "launch_cli": True}
     started = time.monotonic()
-    probes = gpu_check.run_probes("gpu", info, tmp_path, dict(os.environ), deadline=started, log=log)
-    entries = gpu_check.run_all("gpu", info, tmp_path, 360, 150, log, started, deadline=started)
+    probes = gpu_check_steps.run_probes("gpu", info, tmp_path, dict(os.environ), deadline=started, log=log)
+    entries = gpu_check_steps.run_all("gpu", info, tmp_path, 360, 150, log, started, deadline=started)
     assert {p["status"] for p in probes.values()} == {"skipped"}
     assert {e["status"] for e in entries} <= {"skipped", "absent"} and not (tmp_path / "runs").exists()
     captured = {"captures": {}, "parsed": {}}
-    summary = gpu_check.write_summary(tmp_path, "gpu", info, captured, entries, 1.0, probes)
+    summary = gpu_check_summary.write_summary(tmp_path, "gpu", info, captured, entries, 1.0, probes)
     assert summary["failed"] == [] and "- collective: skipped" in (tmp_path / "summary.md").read_text()
 
 
@@ -135,9 +173,12 @@ def still_running(pids: set[int], out: Path, within_s: float = 10.0) -> list:
     """Processes of the check alive after it returned: its ranks by pid, and anything naming its folder."""
     deadline = time.monotonic() + within_s
     while True:
-        left = [p for p in psutil.process_iter(["pid", "cmdline", "status"])
-                if p.info["status"] != psutil.STATUS_ZOMBIE
-                and (p.pid in pids or str(out) in " ".join(p.info["cmdline"] or []))]
+        left = [
+            p
+            for p in psutil.process_iter(["pid", "cmdline", "status"])
+            if p.info["status"] != psutil.STATUS_ZOMBIE
+            and (p.pid in pids or str(out) in " ".join(p.info["cmdline"] or []))
+        ]
         if not left or time.monotonic() > deadline:
             return [(p.pid, p.info["cmdline"]) for p in left]
         time.sleep(0.5)
@@ -147,20 +188,28 @@ def still_running(pids: set[int], out: Path, within_s: float = 10.0) -> list:
 def test_cpu_mode_end_to_end(tmp_path):
     need(importlib.util.find_spec("torch") is not None, "torch is not installed (make setup)")
     out = tmp_path / "gpu-check"
-    proc = subprocess.run([str(SCRIPT), "--cpu", "--out", str(out), "--archive", str(tmp_path / "check.tar.gz")],
-                          capture_output=True, text=True, timeout=1500,
-                          env={**os.environ, "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite"),
-                               "VENV": sys.prefix})   # this test's venv, found as make's $VENV
+    proc = subprocess.run(
+        [str(SCRIPT), "--cpu", "--out", str(out), "--archive", str(tmp_path / "check.tar.gz")],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env={**os.environ, "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite"), "VENV": sys.prefix},
+    )  # this test's venv, found as make's $VENV
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert f"gpu_check: using {sys.prefix}/bin/python" in proc.stdout   # the Python it chose
-    assert "python " in proc.stdout   # the Pythons it tried
+    assert f"gpu_check: using {sys.prefix}/bin/python" in proc.stdout  # the Python it chose
+    assert "python " in proc.stdout  # the Pythons it tried
 
     summary = json.loads((out / "summary.json").read_text())
     environment = json.loads((out / "environment.json").read_text())
     assert summary["mode"] == "cpu" and environment["torch"] and environment["cuda_available"] is False
     runs = {r["label"]: r for r in summary["runs"]}
-    expected_ok = {"torch-ddp-resnet50-fp32", "torch-ddp-resnet50-amp", "torch-ddp-vgg16-fp32",
-                   "torch-ddp-inception_v3-fp32", gpu_check.SHARED_GPU_RUN}
+    expected_ok = {
+        "torch-ddp-resnet50-fp32",
+        "torch-ddp-resnet50-amp",
+        "torch-ddp-vgg16-fp32",
+        "torch-ddp-inception_v3-fp32",
+        gpu_check_plan.SHARED_GPU_RUN,
+    }
     if horovod_built_for("torch"):
         expected_ok.add("torch-horovod-resnet50-fp32")
     else:
@@ -173,13 +222,14 @@ def test_cpu_mode_end_to_end(tmp_path):
         entry = runs[label]
         assert entry["status"] == "ok", (label, entry.get("reason"))
         result = json.loads((out / entry["result"]).read_text())
-        ranks = 2 if label == gpu_check.SHARED_GPU_RUN else 1
+        ranks = 2 if label == gpu_check_plan.SHARED_GPU_RUN else 1
         assert result["status"] == "ok" and result["schema_version"] == SCHEMA_VERSION and result["world_size"] == ranks
         assert result["numerics"]["memory_format"] and result["numerics"]["gradient_wire_dtype"] == "float32"
         assert result["throughput"]["total_img_per_s"] > 0 and result["compute_img_per_s"] > 0
         assert result["spec"]["precision"] == entry["precision"] and result["device"] == "cpu"
         assert entry["compute_step_s"] == pytest.approx(
-            result["spec"]["batch_size"] * ranks / result["compute_img_per_s"])
+            result["spec"]["batch_size"] * ranks / result["compute_img_per_s"]
+        )
         assert (out / entry["result"]).parent.joinpath("output.log").exists()
     assert runs["torch-ddp-resnet50-fp32"]["engine_info"]["backend"] == "gloo"
     for label in ("torch-ddp-vgg16-amp", "torch-ddp-inception_v3-amp", "tf-native-ResNet50-mixed"):
@@ -195,8 +245,12 @@ def test_cpu_mode_end_to_end(tmp_path):
     assert (out / probes["compute"]["log"]).exists()
 
     # nvidia-smi captures: absent, with the reason, in CPU mode
-    assert set(summary["captures"]) == {"nvidia_smi.txt", "nvidia_smi_query.csv", "nvidia_smi_topo.txt",
-                                        "nvidia_smi_q.txt"}
+    assert set(summary["captures"]) == {
+        "nvidia_smi.txt",
+        "nvidia_smi_query.csv",
+        "nvidia_smi_topo.txt",
+        "nvidia_smi_q.txt",
+    }
     for name, capture in summary["captures"].items():
         assert capture["status"] == "absent" and capture["reason"].startswith("--cpu"), name
         assert (out / "captures" / f"{name}.absent").read_text().startswith("--cpu")
@@ -216,10 +270,13 @@ def test_without_the_launch_cli_torch_runs_go_straight_to_the_bench_program(tmp_
     """The fallback for a Python that lacks typer/rich/psutil/scipy: torchrun + bench.torch_train."""
     need(importlib.util.find_spec("torch") is not None, "torch is not installed (make setup)")
     out = tmp_path / "direct"
-    proc = subprocess.run([str(SCRIPT), "--cpu", "--out", str(out), "--only",
-                           "torch-ddp-resnet50-fp32,torch-horovod-resnet50-fp32"],
-                          capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "GPU_CHECK_FORCE_DIRECT": "1", "GPU_CHECK_PYTHON": sys.executable})
+    proc = subprocess.run(
+        [str(SCRIPT), "--cpu", "--out", str(out), "--only", "torch-ddp-resnet50-fp32,torch-horovod-resnet50-fp32"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "GPU_CHECK_FORCE_DIRECT": "1", "GPU_CHECK_PYTHON": sys.executable},
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     direct, horovod = summary["runs"]
@@ -229,5 +286,9 @@ def test_without_the_launch_cli_torch_runs_go_straight_to_the_bench_program(tmp_
 
 
 def rank_pids_direct(out: Path) -> set[int]:
-    return {json.loads(line)["pid"] for path in out.glob("runs/*/ranks/rank-*.jsonl")
-            for line in path.read_text().splitlines() if line.strip()}
+    return {
+        json.loads(line)["pid"]
+        for path in out.glob("runs/*/ranks/rank-*.jsonl")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    }

@@ -1,5 +1,6 @@
 """benchmarks/published_validation.py: the published cases as stored (sources, transcription,
 assumptions declared) and the script that holds the predictor to them (arithmetic: seconds)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -34,9 +35,11 @@ def test_transcribed_throughputs_agree_with_the_speedups_the_source_prints(path)
         assert case["not_predicted"] and case["published_efficiency"]
         return
     base = case.get("baseline", {"nodes": 1, "gpus_per_node": 1})
-    one = next(m for m in case["measured"] if (m["nodes"], m["gpus_per_node"]) == (base["nodes"], base["gpus_per_node"]))
+    one = next(
+        m for m in case["measured"] if (m["nodes"], m["gpus_per_node"]) == (base["nodes"], base["gpus_per_node"])
+    )
     key = "img_per_s" if "img_per_s" in one else "tok_per_s"
-    for m in case["measured"]:   # the source's speedup column, rounded to 0.01, is throughput over the baseline's
+    for m in case["measured"]:  # the source's speedup column, rounded to 0.01, is throughput over the baseline's
         assert m[key] / one[key] == pytest.approx(m["speedup"], abs=0.006), m
 
 
@@ -44,7 +47,8 @@ def test_every_input_the_source_does_not_state_is_marked_assumed(tmp_path):
     for case in published.cases():
         if "measured" in case:
             assert {"parameters", "wire_dtype", "bucket_mb", "backward_share", "node_type", "network"} <= set(
-                case["assumed"]), case["id"]
+                case["assumed"]
+            ), case["id"]
     bad = json.loads(CASES[0].read_text(encoding="utf-8"))
     del bad["assumed"]["bucket_mb"]
     (tmp_path / "bad.json").write_text(json.dumps(bad))
@@ -61,8 +65,9 @@ def test_the_script_prints_every_case_with_its_source_and_predicted_vs_published
     assert published.main(["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     rows = data["rows"]
-    assert rows and all(r["uncalibrated"]["range"][0] <= r["uncalibrated"]["efficiency"]
-                        <= r["uncalibrated"]["range"][1] for r in rows)
+    assert rows and all(
+        r["uncalibrated"]["range"][0] <= r["uncalibrated"]["efficiency"] <= r["uncalibrated"]["range"][1] for r in rows
+    )
     # the calibration run is not used to judge itself; every other point is judged
     assert sum(r["calibrated"] is None for r in rows) == sum("measured" in c for c in published.cases())
 
@@ -84,14 +89,20 @@ def test_a_bad_case_directory_is_one_line_and_exit_2(tmp_path, capsys):
     assert len(err) == 1 and "not a readable case" in err[0]
 
 
-@pytest.mark.parametrize("text, why", [
-    ("[" * 100_000 + "]" * 100_000, "not a readable case (nested more than 64 levels deep"),
-    ("[]", "a case of the wrong shape"),
-    ('{"id": "x", "source": ["a"]}', "a case of the wrong shape"),
-    ('{"id": "x", "source": {"repository": "r", "path": "p", "commit": "c", "where": "w"}, "system": {}, '
-     '"workload": {"wire_dtype": "float32", "engine": "ddp"}, "assumed": ["wire_dtype"], "measured": [{}], '
-     '"calibrate_on": {}}', "a case of the wrong shape (KeyError"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("[" * 100_000 + "]" * 100_000, "not a readable case (nested more than 64 levels deep"),
+        ("[]", "a case of the wrong shape"),
+        ('{"id": "x", "source": ["a"]}', "a case of the wrong shape"),
+        (
+            '{"id": "x", "source": {"repository": "r", "path": "p", "commit": "c", "where": "w"}, "system": {}, '
+            '"workload": {"wire_dtype": "float32", "engine": "ddp"}, "assumed": ["wire_dtype"], "measured": [{}], '
+            '"calibrate_on": {}}',
+            "a case of the wrong shape (KeyError",
+        ),
+    ],
+)
 def test_a_hostile_case_is_one_line_and_exit_2(tmp_path, capsys, text, why):
     (tmp_path / "x.json").write_text(text)
     assert published.main(["--dir", str(tmp_path)]) == 2

@@ -1,5 +1,6 @@
 """benchmarks/train_engines.py's set-up order: a DDP result before Horovod is built; the TensorFlow side
 only when TensorFlow rows are asked for."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,11 @@ def shadowed_horovod(tmp_path, *ops: str) -> dict:
     (fake / "__init__.py").write_text("")
     for folder in ops:
         (fake / folder).mkdir()
-    return {**os.environ, "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{REPO}",
-            "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")}
+    return {
+        **os.environ,
+        "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{REPO}",
+        "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite"),
+    }
 
 
 @pytest.mark.slow  # runs the real set-up against the suite's venv (every phase finds its inputs: ~1 min)
@@ -30,10 +34,15 @@ def test_tensorflow_rows_get_the_tensorflow_side_first_and_say_why(tmp_path):
     suite's) runs scripts/setup.sh --tensorflow before any TensorFlow run, with a line saying why;
     PyTorch rows alone never do."""
     env = shadowed_horovod(tmp_path, "tensorflow")
-    argv = [str(VENV_BIN / "python"), "benchmarks/train_engines.py", "--iters", "0",
-            "--results", str(tmp_path / "results")]
-    proc = subprocess.run([*argv, "--frameworks", "tf"], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=600)
+    argv = [
+        str(VENV_BIN / "python"),
+        "benchmarks/train_engines.py",
+        "--iters",
+        "0",
+        "--results",
+        str(tmp_path / "results"),
+    ]
+    proc = subprocess.run([*argv, "--frameworks", "tf"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("set-up: the TensorFlow runs need TensorFlow and Horovod's TensorFlow ops")
     assert any(line.startswith("setup: horovod wheel ") for line in lines), proc.stdout + proc.stderr
@@ -48,13 +57,37 @@ def test_a_venv_without_horovod_prints_a_ddp_result_before_building_it(tmp_path)
     the suite's) shows a DDP result first, then builds Horovod, then runs the engines side by side."""
     env = shadowed_horovod(tmp_path)
     results = tmp_path / "results"
-    proc = subprocess.run([str(VENV_BIN / "python"), "benchmarks/train_engines.py", "--ranks", "1",
-                           "--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--warmup", "0",
-                           "--iters", "2", "--batches-per-iter", "1", "--results", str(results)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            str(VENV_BIN / "python"),
+            "benchmarks/train_engines.py",
+            "--ranks",
+            "1",
+            "--model",
+            "resnet18",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "2",
+            "--warmup",
+            "0",
+            "--iters",
+            "2",
+            "--batches-per-iter",
+            "1",
+            "--results",
+            str(results),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     out = proc.stdout
-    first, building, wheel = (out.find(s) for s in ("first result: torch ddp x1", "set-up: building Horovod",
-                                                      "setup: horovod wheel "))
+    first, building, wheel = (
+        out.find(s) for s in ("first result: torch ddp x1", "set-up: building Horovod", "setup: horovod wheel ")
+    )
     assert -1 < first < out.find("img/s", first) < building < wheel, out + proc.stderr
     # the first result is kept; after the set-up the engines' runs start, Horovod first: refused here in
     # one line, its ops being shadowed

@@ -1,6 +1,7 @@
 """The two-site rehearsal in its small form: A pushes, runs, archives and signs; B pulls by
 digest, verifies, replays on its own fabric; B's report says first that the stack is one and the
 fabric differs, then the verdict; no registry process and no namespace is left."""
+
 from __future__ import annotations
 
 import os
@@ -23,15 +24,15 @@ def test_two_sites_small(cpu_ethernet_image):
     need(local_registry.available(), "docker-registry not installed (scripts/setup.sh --test installs it)")
     # no --work: the script's temporary folder (a registry's and a pulled copy of the image,
     # ~9 GB) is removed at its end
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks/two_sites.py"), "--small"],
-                         capture_output=True, text=True, timeout=1800)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/two_sites.py"), "--small"], capture_output=True, text=True, timeout=1800
+    )
     text = out.stdout
     assert out.returncode == 0, text[-4000:] + out.stderr[-2000:]
     pid = int(re.search(r"docker-registry pid (\d+)", text).group(1))
     assert alive([pid]) == set()
     assert "registry pid" in text and "gone; new namespaces left: none" in text
-    stack = re.search(r"stack: every run ran on one stack: (sha256:[0-9a-f]{12})… \(SBOM: (\d+) stack components",
-                      text)
+    stack = re.search(r"stack: every run ran on one stack: (sha256:[0-9a-f]{12})… \(SBOM: (\d+) stack components", text)
     assert stack and f"sha256:{cpu_ethernet_image.stack_digest}".startswith(stack.group(1))
     assert int(stack.group(2)) >= 4
     assert "the fabric (emu-eth-1g, emu-eth-5g) is what differs" in text

@@ -1,7 +1,9 @@
 """The local CUDA base's parts: link stubs from headers, the rehearsal wget, canonical
 tarballs from Debian's, and a broken base stopping the build at once."""
+
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import subprocess
@@ -36,8 +38,10 @@ def test_link_stub_links_and_answers_stub_library(tmp_path):
     include.mkdir(), stubs.mkdir()
     many = "".join(f"CUresult CUDAAPI cuF{i}(void);\n" for i in range(60))
     (include / "cuda.h").write_text(HEADER + many)
-    (include / "nvml.h").write_text("typedef int nvmlReturn_t;\n#define DECLDIR\n" + "".join(
-        f"nvmlReturn_t DECLDIR nvmlG{i}(void);\n" for i in range(60)))
+    (include / "nvml.h").write_text(
+        "typedef int nvmlReturn_t;\n#define DECLDIR\n"
+        + "".join(f"nvmlReturn_t DECLDIR nvmlG{i}(void);\n" for i in range(60))
+    )
     cudabase._link_stubs(include, stubs, tmp_path / "log")
     readelf = subprocess.run(["readelf", "-d", str(stubs / "libcuda.so")], capture_output=True, text=True)
     assert "Library soname: [libcuda.so.1]" in readelf.stdout
@@ -46,16 +50,15 @@ def test_link_stub_links_and_answers_stub_library(tmp_path):
     program.write_text("int cuInit(unsigned);\nint main(void) { return cuInit(0); }\n")
     subprocess.run(["cc", "-o", str(tmp_path / "p"), str(program), f"-L{stubs}", "-lcuda"], check=True)
     needed = subprocess.run(["readelf", "-d", str(tmp_path / "p")], capture_output=True, text=True).stdout
-    assert "Shared library: [libcuda.so.1]" in needed   # the host driver's name, found at run time
+    assert "Shared library: [libcuda.so.1]" in needed  # the host driver's name, found at run time
     # the stubs folder can never stand in for the driver: it has no libcuda.so.1
-    alone = subprocess.run([str(tmp_path / "p")], env={"LD_LIBRARY_PATH": str(stubs)}, capture_output=True,
-                           text=True)
+    alone = subprocess.run([str(tmp_path / "p")], env={"LD_LIBRARY_PATH": str(stubs)}, capture_output=True, text=True)
     assert alone.returncode == 127 and "libcuda.so.1" in alone.stderr
-    driver = tmp_path / "driver"          # where a host's driver would put libcuda.so.1
+    driver = tmp_path / "driver"  # where a host's driver would put libcuda.so.1
     driver.mkdir()
     shutil.copy(stubs / "libcuda.so", driver / "libcuda.so.1")
     done = subprocess.run([str(tmp_path / "p")], env={"LD_LIBRARY_PATH": str(driver)})
-    assert done.returncode == cudabase.STUB_ERROR     # CUDA_ERROR_STUB_LIBRARY
+    assert done.returncode == cudabase.STUB_ERROR  # CUDA_ERROR_STUB_LIBRARY
 
 
 def shim(tmp_path: Path) -> tuple[Path, Path]:
@@ -79,8 +82,7 @@ def test_rehearsal_wget_serves_verified_sources_and_refuses_the_rest(tmp_path):
     done = subprocess.run([str(wget), "-q", "-nc", "-P", str(out), url], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (out / "x-1.0.tar.gz").read_bytes() == b"tarball"
-    other = subprocess.run([str(wget), "-P", str(out), "https://example.org/y.tar.gz"], capture_output=True,
-                           text=True)
+    other = subprocess.run([str(wget), "-P", str(out), "https://example.org/y.tar.gz"], capture_output=True, text=True)
     assert other.returncode == 8 and "no verified source for https://example.org/y.tar.gz" in other.stderr
     (folder / "x-1.0.tar.gz").write_bytes(b"tampered")
     tampered = subprocess.run([str(wget), "-P", str(tmp_path), url], capture_output=True, text=True)
@@ -102,8 +104,13 @@ def canonical(tmp_path: Path, src: sources.Source, top: str, orig: str, files: d
 
 
 def test_canonical_tarball_gets_the_canonical_name_top_directory_and_compression(tmp_path):
-    made = canonical(tmp_path, sources.source("slurm-pmi2"), "slurm-slurm-24-11-5-1",
-                     "slurm-wlm_24.11.5.orig.tar.gz", {"configure": "#!/bin/sh\n"})
+    made = canonical(
+        tmp_path,
+        sources.source("slurm-pmi2"),
+        "slurm-slurm-24-11-5-1",
+        "slurm-wlm_24.11.5.orig.tar.gz",
+        {"configure": "#!/bin/sh\n"},
+    )
     assert made.name == "slurm-24.11.5.tar.bz2"
     with tarfile.open(made, "r:bz2") as tar:
         assert "slurm-24.11.5/configure" in tar.getnames()
@@ -112,9 +119,13 @@ def test_canonical_tarball_gets_the_canonical_name_top_directory_and_compression
 def test_sources_registry_is_complete_and_checksummed():
     for name in sources.WGET_FETCHED:
         src = sources.source(name)
-        assert src.rehearsal and src.rehearsal.registry == "debian" and len(src.rehearsal.sha256) == 64
-    for name in sources.omitted():
-        assert "UNREACHABLE" in sources.source(name).note
+        assert src.rehearsal and src.rehearsal.registry in ("debian", "shared") and len(src.rehearsal.sha256) == 64
+    # issue 38: GitHub-only components come from the pinned shared trees; nothing is left out
+    assert {s.component for s in sources.SOURCES if s.rehearsal and s.rehearsal.registry == "shared"} == {
+        "gdrcopy",
+        "aws-ofi-nccl",
+    }
+    assert sources.omitted() == ()
     # every re-pin says why
     assert all(s.note for s in sources.SOURCES)
 
@@ -122,7 +133,7 @@ def test_sources_registry_is_complete_and_checksummed():
 def test_a_base_without_the_toolkit_stops_the_build_in_one_line(tmp_path, monkeypatch):
     need(shutil.which("apptainer") is not None, "apptainer (CI: scripts/provision-apptainer.sh)")
     need(shutil.which("debootstrap") is not None, "debootstrap (the cpu base image)")
-    plain = build.base_image(tmp_path / "log")          # a Debian root: no CUDA toolkit in it
+    plain = build.base_image(tmp_path / "log")  # a Debian root: no CUDA toolkit in it
     with pytest.raises(build.BuildError, match=r"lacks the CUDA toolkit layout .*; log: "):
         cudabase.check_layout(plain, tmp_path / "log")
 
@@ -138,9 +149,41 @@ def test_debian_patch_series_is_applied_before_the_canonical_tarball_is_made(tmp
     debian = tmp_path / "x_1.0-1.debian.tar.xz"
     with tarfile.open(debian, "w:xz") as tar:
         tar.add(tmp_path / "debian", arcname="debian")
-    src = sources.Source("x", "1.0", "https://example.org/x-1.0.tar.bz2",
-                         sources.Rehearsal("debian", "bookworm", "x", "x_1.0.orig.tar.gz", "",
-                                           debian=(debian.name, "")))
+    src = sources.Source(
+        "x",
+        "1.0",
+        "https://example.org/x-1.0.tar.bz2",
+        sources.Rehearsal("debian", "bookworm", "x", "x_1.0.orig.tar.gz", "", debian=(debian.name, "")),
+    )
     made = canonical(tmp_path, src, "x-1.0", "x_1.0.orig.tar.gz", {"a.c": "int a;\n"})
     with tarfile.open(made, "r:bz2") as tar:
         assert tar.extractfile("x-1.0/a.c").read() == b"int a;\nint b;\n"
+
+
+def test_a_shared_source_is_taken_only_with_its_pinned_checksum(tmp_path, monkeypatch):
+    """The shared trees are checked like the Debian tarballs: the copy a rehearsal builds is the
+    pinned one, or nothing (one line naming the component)."""
+    tree = tmp_path / "tree" / "gdrcopy-2.4.4"
+    tree.mkdir(parents=True)
+    (tree / "Makefile").write_text("lib:\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    good = shared / "gdrcopy-2.4.4.git.tar.gz"
+    with tarfile.open(good, "w:gz") as tar:
+        tar.add(tree, arcname="gdrcopy-2.4.4")
+    src = sources.source("gdrcopy")
+    pinned = dataclasses.replace(src, rehearsal=dataclasses.replace(src.rehearsal, sha256=sources.sha256(good)))
+    monkeypatch.setenv(sources.SHARED_ENV, str(shared))
+    original = tmp_path / "cache" / "shared" / "gdrcopy-2.4.4.git.tar.gz"
+    sources.copy_shared(pinned, original, tmp_path / "log")
+    assert sources.sha256(original) == sources.sha256(good)
+    # served as the canonical URL's file: same top directory, so copied as is
+    assert sources._canonical(pinned, original, tmp_path, tmp_path / "log").name == "v2.4.4.tar.gz"
+    original.unlink()
+    good.write_bytes(good.read_bytes() + b"tampered")
+    with pytest.raises(sources.FetchError, match=r"^gdrcopy: .* sha256 mismatch with the pinned value"):
+        sources.copy_shared(pinned, original, tmp_path / "log")
+    assert not original.exists()
+    good.unlink()
+    with pytest.raises(sources.FetchError, match=r"gdrcopy: .* missing \(the shared sources; set "):
+        sources.copy_shared(pinned, original, tmp_path / "log")

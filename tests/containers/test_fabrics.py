@@ -1,4 +1,5 @@
 """Fabric profiles: the runtime side that launch/ consumes."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,14 +7,31 @@ import pytest
 from containers import fabrics
 from containers.fabrics import FABRICS, PROFILES
 
-SITE = {"nic": "eth7", "hca": "mlx5_3", "host_libfabric": "/opt/cray/libfabric/2.1/lib64",
-        "host_libcxi": "/usr/lib64/libcxi.so.1"}
-PML = {"ethernet": "ob1", "infiniband": "ucx", "omnipath": "cm", "efa": "cm", "slingshot": "cm"}
+SITE = {
+    "nic": "eth7",
+    "hca": "mlx5_3",
+    "host_libfabric": "/opt/cray/libfabric/2.1/lib64",
+    "host_libcxi": "/usr/lib64/libcxi.so.1",
+    "gid_index": "3",
+    "traffic_class": "106",
+}
+PML = {"ethernet": "ob1", "infiniband": "ucx", "roce": "ucx", "omnipath": "cm", "efa": "cm", "slingshot": "cm"}
 FI_PROVIDER = {"ethernet": "tcp", "omnipath": "psm2", "efa": "efa", "slingshot": "cxi"}
 
 
-def test_all_five_fabrics_and_the_control():
-    assert FABRICS == ("ethernet", "infiniband", "omnipath", "efa", "slingshot", "universal")
+def test_all_six_fabrics_and_the_control():
+    assert FABRICS == ("ethernet", "infiniband", "roce", "omnipath", "efa", "slingshot", "universal")
+
+
+def test_roce_names_its_gid_index_and_traffic_class_for_ucx_and_nccl():
+    """Issue 38: what RoCE needs beyond InfiniBand's verbs settings reaches both libraries."""
+    env = PROFILES["roce"].environment(SITE)
+    assert env["NCCL_IB_GID_INDEX"] == env["UCX_IB_GID_INDEX"] == "3"
+    assert env["NCCL_IB_TC"] == env["UCX_IB_TRAFFIC_CLASS"] == "106"
+    assert env["NCCL_NET"] == "IB" and env["NCCL_IB_HCA"] == "=mlx5_3" and env["UCX_NET_DEVICES"] == "mlx5_3:1"
+    assert PROFILES["roce"].detect.link_layer == "Ethernet" != PROFILES["infiniband"].detect.link_layer
+    with pytest.raises(KeyError, match="fabric 'roce' needs the site setting 'gid_index'"):
+        PROFILES["roce"].environment({k: v for k, v in SITE.items() if k != "gid_index"})
 
 
 @pytest.mark.parametrize("name", list(PML))
@@ -115,9 +133,9 @@ def test_slingshot_binds_the_host_libfabric_onto_the_image_library_path():
 
 def test_profiles_are_immutable_data():
     with pytest.raises(TypeError):
-        PROFILES["efa"].env["FI_PROVIDER"] = "tcp"          # type: ignore[index]
+        PROFILES["efa"].env["FI_PROVIDER"] = "tcp"  # type: ignore[index]
     with pytest.raises(AttributeError):
-        PROFILES["efa"].name = "x"                           # type: ignore[misc]
+        PROFILES["efa"].name = "x"  # type: ignore[misc]
 
 
 def test_unknown_fabric():
@@ -128,6 +146,7 @@ def test_unknown_fabric():
 def test_importing_fabrics_pulls_in_no_hpccm():
     import subprocess
     import sys
+
     code = "import sys, containers.fabrics; assert 'hpccm' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
@@ -139,4 +158,7 @@ def test_site_path_keys_are_the_host_placeholders_of_the_presets():
         assert set(prof.site_path_keys) == {p for p in prof.placeholders() if p.startswith("host_")}, name
         assert prof.site_device_key in (None, "hca", "device")
         assert (prof.site_device_key == "hca") == ("hca" in prof.placeholders()), name
+        # every other placeholder is a key the profile declares (SiteKey): the site file checks it
+        declared = {"nic", "hca", *prof.site_path_keys, *(key.name for key in prof.site_keys)}
+        assert prof.placeholders() <= declared, name
     assert "universal" not in HOST_FABRICS and len(HOST_FABRICS) == len(PROFILES) - 1

@@ -1,6 +1,7 @@
 """A failed build's one line names its cause: containers.host.failure_cause reads the output the
 command wrote to its log. The lines below are the tools' own words, as they appear in this
 project's build logs (each stamped with its seconds by run_logged)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,17 +20,27 @@ copy_file_range: no space left on device
 """
 
 
-@pytest.mark.parametrize("output, cause", [
-    # apptainer's closing engine line only repeats a %post failure: pip's line is the cause
-    (PIP_THEN_ENGINE, "ERROR: Could not find a version that satisfies the requirement torch==2.14.1 (from "
-                      "versions: none)"),
-    (FULL_WHILE_PACKING, NO_SPACE),
-    ("I: Retrieving InRelease\nE: Failed getting release file http://deb.debian.org/debian/dists/bookworm/Release\n",
-     "E: Failed getting release file http://deb.debian.org/debian/dists/bookworm/Release"),
-    ("image-test: ok: ldd\nimage-test: FAIL: ompi_info: no MCA mtl psm2\n", "image-test: FAIL: ompi_info: no MCA mtl psm2"),
-    ("gcc -Werror -O2 -c x.c\nmake: *** [Makefile:3: x.o] Error 1\n", "make: *** [Makefile:3: x.o] Error 1"),
-    ("building\n-Werror is on\n", ""),           # a flag's name is not an error
-])
+@pytest.mark.parametrize(
+    "output, cause",
+    [
+        # apptainer's closing engine line only repeats a %post failure: pip's line is the cause
+        (
+            PIP_THEN_ENGINE,
+            "ERROR: Could not find a version that satisfies the requirement torch==2.14.1 (from versions: none)",
+        ),
+        (FULL_WHILE_PACKING, NO_SPACE),
+        (
+            "I: Retrieving InRelease\nE: Failed getting release file http://deb.debian.org/debian/dists/bookworm/Release\n",
+            "E: Failed getting release file http://deb.debian.org/debian/dists/bookworm/Release",
+        ),
+        (
+            "image-test: ok: ldd\nimage-test: FAIL: ompi_info: no MCA mtl psm2\n",
+            "image-test: FAIL: ompi_info: no MCA mtl psm2",
+        ),
+        ("gcc -Werror -O2 -c x.c\nmake: *** [Makefile:3: x.o] Error 1\n", "make: *** [Makefile:3: x.o] Error 1"),
+        ("building\n-Werror is on\n", ""),  # a flag's name is not an error
+    ],
+)
 def test_the_cause_is_the_line_the_tool_named_it_in(output, cause):
     assert failure_cause(output) == cause
 

@@ -1,5 +1,6 @@
 """The real thing: build the ethernet image of the tests' flavour (cpu-debian) with
 Apptainer, prove its stack (%test), and run the 2-rank PyTorch benchmark inside it."""
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,9 @@ pytestmark = pytest.mark.slow
 
 
 def apptainer(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([shutil.which("apptainer") or "apptainer", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [shutil.which("apptainer") or "apptainer", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_image_is_recorded_with_digest_labels_and_log(cpu_ethernet_image):
@@ -41,18 +43,26 @@ def test_fabric_images_share_the_stack_image_by_digest(cpu_ethernet_image):
     and 4.2 GiB, with ~15 GiB free while it packs.)"""
     fabrics = ("slingshot",)
     others = [build.build(fabric, IMAGE_FLAVOUR, "apptainer", progress=lambda line: None) for fabric in fabrics]
-    stack_entry = next(e for e in build.registry() if e["fabric"] == "stack" and e["flavour"] == IMAGE_FLAVOUR
-                       and e["image"] == cpu_ethernet_image.stack_image)
-    digests = {record.fabric: build.inspect(record.image)["org.fabric-bench.stack-digest"]
-               for record in (cpu_ethernet_image, *others)}
+    stack_entry = next(
+        e
+        for e in build.registry()
+        if e["fabric"] == "stack" and e["flavour"] == IMAGE_FLAVOUR and e["image"] == cpu_ethernet_image.stack_image
+    )
+    digests = {
+        record.fabric: build.inspect(record.image)["org.fabric-bench.stack-digest"]
+        for record in (cpu_ethernet_image, *others)
+    }
     print(digests, "stack", stack_entry["sha256"])
     assert set(digests.values()) == {stack_entry["sha256"]} == {build.image_sha256(Path(stack_entry["image"]))}
     for other, fabric in zip(others, fabrics):
         assert other.stack_digest == cpu_ethernet_image.stack_digest
         assert build.inspect(other.image)["org.fabric-bench.fabric"] == fabric
     sling = "\n".join(rehearse.test_output(Path(others[0].log)))
-    assert re.search(rf"ok: fi-abi: \d+ libfabric users \(fi_info, under \S+/openmpi/lib\) need at most "
-                     rf"{recipe.HOST_ABI_NODE}", sling), sling[-2000:]
+    assert re.search(
+        rf"ok: fi-abi: \d+ libfabric users \(fi_info, under \S+/openmpi/lib\) need at most "
+        rf"{recipe.HOST_ABI_NODE}",
+        sling,
+    ), sling[-2000:]
 
 
 def test_image_self_test_proves_the_stack(cpu_ethernet_image):
@@ -60,26 +70,59 @@ def test_image_self_test_proves_the_stack(cpu_ethernet_image):
     fails is not recorded), read from its log: running it again would repeat its 75 s."""
     output = "\n".join(rehearse.test_output(Path(cpu_ethernet_image.log)))
     assert "FAIL" not in output
-    for proof in ("ok: openmpi 4.1.4", "ok: torch 2.14.1", "ok: horovod 0.28.1",
-                  "horovodrun --check-build: PyTorch, MPI, Gloo", "horovod.torch init (MPI)",
-                  # the ethernet preset's components exist in the image
-                  "ok: ompi_info: MCA pml ob1", "ok: ompi_info: MCA btl tcp", "ok: fi_info -l: tcp",
-                  "ok: ucx: sm",
-                  # the components the site images' stack has too
-                  f"ok: libfabric {stack.versions(IMAGE_FLAVOUR)['libfabric']}", "ok: ompi_info: MCA pml ucx",
-                  "ok: ompi_info: MCA mtl ofi", "ok: ompi_info: MCA mtl psm2", "ok: ompi_info: MCA pmix ext3x",
-                  "ok: ldd: "):
+    for proof in (
+        "ok: openmpi 4.1.4",
+        "ok: torch 2.14.1",
+        "ok: horovod 0.28.1",
+        "horovodrun --check-build: PyTorch, MPI, Gloo",
+        "horovod.torch init (MPI)",
+        # the ethernet preset's components exist in the image
+        "ok: ompi_info: MCA pml ob1",
+        "ok: ompi_info: MCA btl tcp",
+        "ok: fi_info -l: tcp",
+        "ok: ucx: sm",
+        # the components the site images' stack has too
+        f"ok: libfabric {stack.versions(IMAGE_FLAVOUR)['libfabric']}",
+        "ok: ompi_info: MCA pml ucx",
+        "ok: ompi_info: MCA mtl ofi",
+        "ok: ompi_info: MCA mtl psm2",
+        "ok: ompi_info: MCA pmix ext3x",
+        "ok: ldd: ",
+    ):
         assert proof in output, output[-3000:]
 
 
 def test_two_rank_ddp_inside_the_image(cpu_ethernet_image, tmp_path):
     # cwd is a fresh directory, so `-m bench.torch_train` is the image's bench/, not the checkout's
     records = tmp_path / "records"
-    done = apptainer("exec", "--cleanenv", cpu_ethernet_image.image,
-                     "torchrun", "--standalone", "--nproc-per-node", "2", "-m", "bench.torch_train",
-                     "--engine", "ddp", "--model", "resnet18", "--image-size", "32", "--batch-size", "8",
-                     "--warmup", "1", "--iters", "2", "--batches-per-iter", "2",
-                     "--record-dir", str(records), cwd=tmp_path)
+    done = apptainer(
+        "exec",
+        "--cleanenv",
+        cpu_ethernet_image.image,
+        "torchrun",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "bench.torch_train",
+        "--engine",
+        "ddp",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "8",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--batches-per-iter",
+        "2",
+        "--record-dir",
+        str(records),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     train = [r for r in read_records(records) if r["kind"] == "train"]
     assert len(train) == 2 and {r["rank"] for r in train} == {0, 1}
@@ -91,11 +134,39 @@ def test_two_rank_ddp_inside_the_image(cpu_ethernet_image, tmp_path):
 
 def test_two_rank_horovod_mpirun_inside_the_image(cpu_ethernet_image, tmp_path):
     records = tmp_path / "records"
-    done = apptainer("exec", "--cleanenv", cpu_ethernet_image.image,
-                     "mpirun", "-np", "2", "--bind-to", "none", "--mca", "btl", "self,vader,tcp",
-                     "python", "-m", "bench.torch_train", "--engine", "horovod", "--model", "resnet18",
-                     "--image-size", "32", "--batch-size", "8", "--warmup", "1", "--iters", "2",
-                     "--batches-per-iter", "2", "--record-dir", str(records), cwd=tmp_path)
+    done = apptainer(
+        "exec",
+        "--cleanenv",
+        cpu_ethernet_image.image,
+        "mpirun",
+        "-np",
+        "2",
+        "--bind-to",
+        "none",
+        "--mca",
+        "btl",
+        "self,vader,tcp",
+        "python",
+        "-m",
+        "bench.torch_train",
+        "--engine",
+        "horovod",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "8",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--batches-per-iter",
+        "2",
+        "--record-dir",
+        str(records),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     train = [r for r in read_records(records) if r["kind"] == "train"]
     assert len(train) == 2 and all(r["status"] == "ok" and r["params_max_abs_diff"] == 0 for r in train)

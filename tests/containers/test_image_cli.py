@@ -1,4 +1,5 @@
 """`fabric-bench image ...`: render for real; bad input is one line and exit 2."""
+
 from __future__ import annotations
 
 import os
@@ -25,25 +26,28 @@ def test_render_writes_def_and_dockerfile(tmp_path):
     assert "From: fabric-bench-stack-cuda-devel.sif" in (out / "stack-cuda.def").read_text()
 
 
-@pytest.mark.parametrize("args, cause", [
-    (["render", "--fabric", "myrinet", "--flavour", "cpu", "--out", "OUT"], "unknown fabric 'myrinet'"),
-    (["render", "--fabric", "efa", "--flavour", "rocm", "--out", "OUT"], "unknown flavour 'rocm'"),
-    (["build", "--fabric", "efa", "--flavour", "cpu", "--runtime", "docker"], "unknown runtime 'docker'"),
-    (["build", "--fabric", "nope"], "unknown fabric 'nope'"),
-    (["inspect", "/nonexistent/x.sif"], "image not found: /nonexistent/x.sif"),
-])
+@pytest.mark.parametrize(
+    "args, cause",
+    [
+        (["render", "--fabric", "myrinet", "--flavour", "cpu", "--out", "OUT"], "unknown fabric 'myrinet'"),
+        (["render", "--fabric", "efa", "--flavour", "rocm", "--out", "OUT"], "unknown flavour 'rocm'"),
+        (["build", "--fabric", "efa", "--flavour", "cpu", "--runtime", "docker"], "unknown runtime 'docker'"),
+        (["build", "--fabric", "nope"], "unknown fabric 'nope'"),
+        (["inspect", "/nonexistent/x.sif"], "image not found: /nonexistent/x.sif"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, cause, tmp_path):
     args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
     done = fabric_bench("image", *args, env={**os.environ, "FABRIC_BENCH_CACHE": str(tmp_path)})
     assert done.returncode == 2
-    assert done.stderr.strip() == f"fabric-bench: error: {cause}" or \
-        (done.stderr.count("\n") == 1 and cause in done.stderr), done.stderr
+    assert done.stderr.strip() == f"fabric-bench: error: {cause}" or (
+        done.stderr.count("\n") == 1 and cause in done.stderr
+    ), done.stderr
 
 
 def test_missing_runtime_binary(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path), "FABRIC_BENCH_CACHE": str(tmp_path)}
-    done = fabric_bench("image", "build", "--fabric", "efa", "--flavour", "cuda", "--runtime", "podman",
-                        env=env)
+    done = fabric_bench("image", "build", "--fabric", "efa", "--flavour", "cuda", "--runtime", "podman", env=env)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "container runtime 'podman' not found on PATH" in done.stderr
 
@@ -72,14 +76,15 @@ def fake_build(tmp_path: Path, script: str, *args: str):
 
 def assert_failed_and_recorded_nothing(done, cache: Path, stage: str, code: int, logged: str, cause: str = "") -> None:
     assert done.returncode == 2
-    error = error_line(done.stderr)      # progress lines may come before it
+    error = error_line(done.stderr)  # progress lines may come before it
     # the one line names the stage, the exit code, the cause the tool's output gave, and the log
     assert stage in error and re.search(rf"failed \(exit {code}\): .*{re.escape(cause)}.*; log: ", error), error
     log = Path(error.split("log: ")[1])
     assert log.is_file() and logged in log.read_text()
     # a full disk is a common cause: the log ends with the free space where the build wrote
-    assert re.search(rf"free space after the failure: [0-9.]+ GiB under {re.escape(str(log.parent))}\n",
-                     log.read_text())
+    assert re.search(
+        rf"free space after the failure: [0-9.]+ GiB under {re.escape(str(log.parent))}\n", log.read_text()
+    )
     images = cache / "images"
     # a finished devel stage may stay (it is reused), a stack image may not
     assert not [p for p in images.glob("stack-cuda-*.sif") if not p.name.startswith("stack-cuda-devel-")]
@@ -89,9 +94,15 @@ def assert_failed_and_recorded_nothing(done, cache: Path, stage: str, code: int,
 
 def test_failed_build_names_the_log_and_leaves_no_image(tmp_path):
     # An apptainer that writes half an image, then fails: the build must not keep it.
-    done, cache, _ = fake_build(tmp_path, 'for last; do :; done\necho "FATAL: no network" >&2\n'
-                                'for a; do case $a in *.partial) echo half > "$a";; esac; done\nexit 255\n',
-                                "--fabric", "efa", "--flavour", "cuda")
+    done, cache, _ = fake_build(
+        tmp_path,
+        'for last; do :; done\necho "FATAL: no network" >&2\n'
+        'for a; do case $a in *.partial) echo half > "$a";; esac; done\nexit 255\n',
+        "--fabric",
+        "efa",
+        "--flavour",
+        "cuda",
+    )
     # the stack comes first: its devel stage is the first thing built
     assert_failed_and_recorded_nothing(done, cache, "apptainer build of stack-cuda-", 255, "FATAL: no network")
     assert not list((cache / "images").glob("*.sif"))
@@ -99,13 +110,20 @@ def test_failed_build_names_the_log_and_leaves_no_image(tmp_path):
 
 def test_build_records_and_reuses_an_image(tmp_path, monkeypatch):
     # The driver's bookkeeping with a stand-in runtime that "builds" a small file.
-    first, cache, env = fake_build(tmp_path, 'for a; do case $a in *.partial) echo "image $$" > "$a";; esac; done\n',
-                                   "--fabric", "slingshot", "--flavour", "cuda")
+    first, cache, env = fake_build(
+        tmp_path,
+        'for a; do case $a in *.partial) echo "image $$" > "$a";; esac; done\n',
+        "--fabric",
+        "slingshot",
+        "--flavour",
+        "cuda",
+    )
     assert first.returncode == 0, first.stderr
     again = fabric_bench("image", "build", "--fabric", "slingshot", "--flavour", "cuda", env=env)
     assert again.returncode == 0 and "cached" in again.stderr
     listed = fabric_bench("image", "list", "--json", env=env)
     import json
+
     entries = json.loads(listed.stdout)
     # the stack image first (built once, with its devel stage), then the fabric image FROM it
     assert [e["fabric"] for e in entries] == ["stack", "slingshot"]
@@ -142,17 +160,30 @@ def test_a_build_that_failed_while_packing_runs_once_more(tmp_path, failures, bu
         assert done.returncode == 0, done.stderr
         logs = "".join(p.read_text() for p in (cache / "images/logs").glob("stack-*.log"))
         assert logs.count("failed while packing the SIF") == 1
-    else:   # failed twice while packing: one error line, nothing recorded
-        assert_failed_and_recorded_nothing(done, cache, "apptainer build of stack-cuda-", 255,
-                                           "failed while packing the SIF", cause="FATAL:   While performing build: packer failed")
+    else:  # failed twice while packing: one error line, nothing recorded
+        assert_failed_and_recorded_nothing(
+            done,
+            cache,
+            "apptainer build of stack-cuda-",
+            255,
+            "failed while packing the SIF",
+            cause="FATAL:   While performing build: packer failed",
+        )
 
 
 def test_a_build_that_failed_before_packing_is_not_run_again(tmp_path):
     count = tmp_path / "builds"
-    done, cache, _ = fake_build(tmp_path, f'echo x >> "{count}"\necho "FATAL:   exit status 100" >&2\nexit 255\n',
-                                "--fabric", "ethernet", "--flavour", "cuda")
-    assert_failed_and_recorded_nothing(done, cache, "apptainer build of stack-cuda-", 255, "exit status 100",
-                                       cause="FATAL:   exit status 100")
+    done, cache, _ = fake_build(
+        tmp_path,
+        f'echo x >> "{count}"\necho "FATAL:   exit status 100" >&2\nexit 255\n',
+        "--fabric",
+        "ethernet",
+        "--flavour",
+        "cuda",
+    )
+    assert_failed_and_recorded_nothing(
+        done, cache, "apptainer build of stack-cuda-", 255, "exit status 100", cause="FATAL:   exit status 100"
+    )
     assert len(count.read_text().splitlines()) == 1
 
 
@@ -169,13 +200,22 @@ exit 255
 
 def test_a_build_that_filled_the_disk_says_so_and_is_not_run_again(tmp_path):
     count = tmp_path / "builds"
-    done, cache, _ = fake_build(tmp_path, FULL_WHILE_PACKING.format(count=count, packing=build.PACKING),
-                                "--fabric", "ethernet", "--flavour", "cuda")
+    done, cache, _ = fake_build(
+        tmp_path,
+        FULL_WHILE_PACKING.format(count=count, packing=build.PACKING),
+        "--fabric",
+        "ethernet",
+        "--flavour",
+        "cuda",
+    )
     assert done.returncode == 2
-    assert len(count.read_text().splitlines()) == 1        # another attempt would fill it again
+    assert len(count.read_text().splitlines()) == 1  # another attempt would fill it again
     error = error_line(done.stderr)
-    assert re.search(r"apptainer build of stack-cuda-devel-\S+ failed: the disk filled \([0-9.]+ GiB free under "
-                     r"\S", error), error
+    assert re.search(
+        r"apptainer build of stack-cuda-devel-\S+ failed: the disk filled \([0-9.]+ GiB free under "
+        r"\S",
+        error,
+    ), error
     log = Path(error.split("log: ")[1])
     assert "building once more" not in log.read_text()
     assert not list((cache / "images").glob("*.partial")) and not (cache / "images/registry.json").exists()
@@ -183,12 +223,24 @@ def test_a_build_that_filled_the_disk_says_so_and_is_not_run_again(tmp_path):
 
 def test_failing_image_test_names_the_stage_and_records_nothing(tmp_path):
     # A runtime whose builds succeed but whose `apptainer test` fails: no image, no record.
-    done, cache, _ = fake_build(tmp_path, 'if [ "$1" = test ]; then echo "image-test: FAIL: ompi_info: no MCA mtl '
-                                'psm2" >&2; exit 1; fi\nfor a; do case $a in *.partial) echo "image $$" > "$a";; '
-                                'esac; done\n', "--fabric", "omnipath", "--flavour", "cuda")
-    assert_failed_and_recorded_nothing(done, cache, "%test of stack-cuda-", 1,
-                                       "image-test: FAIL: ompi_info: no MCA mtl psm2",
-                                       cause="image-test: FAIL: ompi_info: no MCA mtl psm2")
+    done, cache, _ = fake_build(
+        tmp_path,
+        'if [ "$1" = test ]; then echo "image-test: FAIL: ompi_info: no MCA mtl '
+        'psm2" >&2; exit 1; fi\nfor a; do case $a in *.partial) echo "image $$" > "$a";; '
+        "esac; done\n",
+        "--fabric",
+        "omnipath",
+        "--flavour",
+        "cuda",
+    )
+    assert_failed_and_recorded_nothing(
+        done,
+        cache,
+        "%test of stack-cuda-",
+        1,
+        "image-test: FAIL: ompi_info: no MCA mtl psm2",
+        cause="image-test: FAIL: ompi_info: no MCA mtl psm2",
+    )
 
 
 def test_the_horovod_wheel_is_found_under_a_cache_path_with_spaces(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
 """Image references, the insecure rule, signed reference files and the check after a pull
 (plain data), and a real registry (Debian's docker-registry) on a free port with a small SIF."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,13 @@ DIGEST_B = "sha256:" + "b" * 64
 
 def test_references_parse_and_pull_only_by_digest():
     ref = oci.parse(f"oras://127.0.0.1:5000/fb/stack-cpu-debian:v1@{DIGEST_A}")
-    assert (ref.host, ref.name, ref.tag, ref.digest, ref.local) == \
-        ("127.0.0.1:5000", "fb/stack-cpu-debian", "v1", DIGEST_A, True)
+    assert (ref.host, ref.name, ref.tag, ref.digest, ref.local) == (
+        "127.0.0.1:5000",
+        "fb/stack-cpu-debian",
+        "v1",
+        DIGEST_A,
+        True,
+    )
     assert ref.by_digest() == f"127.0.0.1:5000/fb/stack-cpu-debian@{DIGEST_A}"
     assert not oci.parse("registry.example.org/hpc/stack:1").local
     with pytest.raises(oci.RegistryError, match="pinned by digest"):
@@ -51,8 +57,11 @@ def test_reference_file_is_signed_and_checked(tmp_path):
     key, allowed = _keys(tmp_path, "site-a")
     _, other = _keys(tmp_path, "site-c")
     refs = tmp_path / "images.json"
-    labels = {"org.fabric-bench.recipe-hash": "r1", "org.fabric-bench.flavour": "cpu-debian",
-              "org.label-schema.build-date": "not carried"}
+    labels = {
+        "org.fabric-bench.recipe-hash": "r1",
+        "org.fabric-bench.flavour": "cpu-debian",
+        "org.label-schema.build-date": "not carried",
+    }
     reference = f"127.0.0.1:5000/fb/stack@{DIGEST_B}"
     images.write_references(refs, images.reference_entry(reference, "apptainer", "a" * 64, labels, ""), key)
     expected = images.from_references(refs, reference, allowed, require_signed=True)
@@ -74,9 +83,16 @@ def test_reference_file_is_signed_and_checked(tmp_path):
 
 def test_reference_file_from_a_stranger_is_validated(tmp_path):
     refs = tmp_path / "images.json"
-    for body in ("[]", json.dumps({"schema": images.SCHEMA, "images": [{"reference": "x"}]}),
-                 json.dumps({"schema": images.SCHEMA, "images": [
-                     {"reference": "h/a", "runtime": "sh -c evil", "image_digest": DIGEST_A, "labels": {}}]})):
+    for body in (
+        "[]",
+        json.dumps({"schema": images.SCHEMA, "images": [{"reference": "x"}]}),
+        json.dumps(
+            {
+                "schema": images.SCHEMA,
+                "images": [{"reference": "h/a", "runtime": "sh -c evil", "image_digest": DIGEST_A, "labels": {}}],
+            }
+        ),
+    ):
         refs.write_text(body)
         with pytest.raises(UsageError):
             images.read_references(refs)
@@ -108,6 +124,7 @@ def test_small_sif_round_trips_pinned_by_digest(registry, tmp_path):
     wrong = tmp_path / "wrong.sif"
     refused = fabric_bench("image", "pull", pushed.reference, "--out", str(wrong), "--expect-digest", DIGEST_A)
     assert refused.returncode == 2 and "refused and removed" in refused.stderr and not wrong.exists()
-    untagged = fabric_bench("image", "pull", f"{registry.address}/fb/small:v1", "--out", str(wrong),
-                            "--expect-digest", pushed.image_digest)
+    untagged = fabric_bench(
+        "image", "pull", f"{registry.address}/fb/small:v1", "--out", str(wrong), "--expect-digest", pushed.image_digest
+    )
     assert untagged.returncode == 2 and "pinned by digest" in untagged.stderr

@@ -1,4 +1,5 @@
 """The hpccm recipe: every (fabric, flavour) renders, parses, round-trips, carries its pins."""
+
 from __future__ import annotations
 
 import difflib
@@ -53,8 +54,12 @@ def install_steps(parsed: dict) -> list[tuple[str, str]]:
         for block in rec.install:
             for command in re.split(r"\s*&&\s*|\n", block):
                 command = command.strip().rstrip("\\").strip()
-                if command and command != "cd /" and not command.startswith(("export ", "#")) \
-                        and not ASSIGNMENT.fullmatch(command):
+                if (
+                    command
+                    and command != "cd /"
+                    and not command.startswith(("export ", "#"))
+                    and not ASSIGNMENT.fullmatch(command)
+                ):
                     steps.append((stage, command))
     return steps
 
@@ -66,7 +71,7 @@ def is_subsequence(needles: list, haystack: list) -> bool:
 
 def stages_of(pair) -> list[str]:
     fabric, flavour = pair
-    if flavour == "cpu-debian":     # Debian's packaged stack: nothing to build
+    if flavour == "cpu-debian":  # Debian's packaged stack: nothing to build
         return ["runtime"]
     if fabric == "stack":
         return ["devel", "runtime"]
@@ -97,15 +102,17 @@ def test_spython_parses_both_renderings(pair, rendered, tmp_path):
         else:
             assert docker["runtime"].fromHeader.strip() == stack.BASE_IMAGE_TAG
             assert f"BootStrap: localimage\nFrom: {BASE}" in r.definition
-    else:   # a fabric image starts from its flavour's stack image
+    else:  # a fabric image starts from its flavour's stack image
         assert docker["runtime"].fromHeader.strip() == recipe.stack_tag(flavour)
         assert f"BootStrap: localimage\nFrom: fabric-bench-stack-{flavour}.sif" in r.definition
         assert not any(src == "bench" for src, *_ in (f.split() for f in final.files))
     # the same build steps, whichever format: Dockerfile and .def(s) agree
     steps = install_steps(apptainer)
     if r.devel_definition:
-        steps = install_steps(parse(SingularityParser, as_docker_bootstrap(r.devel_definition), tmp_path,
-                                    "devel.def")) + steps
+        steps = (
+            install_steps(parse(SingularityParser, as_docker_bootstrap(r.devel_definition), tmp_path, "devel.def"))
+            + steps
+        )
     assert is_subsequence(install_steps(docker), steps)
     if fabric == "stack":
         assert len(install_steps(docker)) > 10
@@ -115,8 +122,12 @@ def test_spython_parses_both_renderings(pair, rendered, tmp_path):
 def test_dockerfile_to_def_to_dockerfile_keeps_every_install_step(pair, rendered, tmp_path):
     original = parse(DockerParser, rendered[pair].dockerfile, tmp_path, "Dockerfile")
     as_def = SingularityWriter(original).convert()
-    back = parse(DockerParser, DockerWriter(parse(SingularityParser, as_def, tmp_path, "x.def")).convert(),
-                 tmp_path, "Dockerfile.back")
+    back = parse(
+        DockerParser,
+        DockerWriter(parse(SingularityParser, as_def, tmp_path, "x.def")).convert(),
+        tmp_path,
+        "Dockerfile.back",
+    )
     before, after = install_steps(original), install_steps(back)
     assert before == after, set(before) ^ set(after)
 
@@ -152,13 +163,21 @@ def test_stack_digest_label_is_filled_at_build():
 def test_cuda_stack_builds_the_pinned_stack_from_source(rendered):
     text = rendered[("stack", "cuda")].dockerfile
     for name in ("rdma-core", "gdrcopy", "ucx", "libfabric", "pmix", "openmpi", "libpsm2", "slurm-pmi2"):
-        assert sources.source(name).site_url in text, name      # canonical URLs, kept for sites
+        assert sources.source(name).site_url in text, name  # canonical URLs, kept for sites
     configure = next(line for line in text.splitlines() if "openmpi" in line and "./configure" in line)
-    for flag in ("--with-ucx=", "--with-ofi=", "--with-pmix=", "--with-slurm", "--with-pmi=", "--with-cuda",
-                 # psm2 MTL (omnipath preset) needs libpsm2 at Open MPI's configure: it is in the stack
-                 "--with-psm2=/usr/local/libpsm2",
-                 # external PMIx needs Open MPI on the same external hwloc and libevent
-                 "--with-hwloc=/usr", "--with-libevent=/usr"):
+    for flag in (
+        "--with-ucx=",
+        "--with-ofi=",
+        "--with-pmix=",
+        "--with-slurm",
+        "--with-pmi=",
+        "--with-cuda",
+        # psm2 MTL (omnipath preset) needs libpsm2 at Open MPI's configure: it is in the stack
+        "--with-psm2=/usr/local/libpsm2",
+        # external PMIx needs Open MPI on the same external hwloc and libevent
+        "--with-hwloc=/usr",
+        "--with-libevent=/usr",
+    ):
         assert flag in configure, flag
     assert text.index("opa-psm2") < text.index("openmpi-")
     assert "libhwloc-dev" in text and "libevent-dev" in text
@@ -194,8 +213,11 @@ def test_cpu_stack_builds_the_cuda_stack_with_cuda_off(rendered):
     """Item 3 of the site-images issue: the cpu flavour builds the same components at the
     same versions with the same blocks and flags; only the CUDA options differ."""
     cpu, cuda = (build_steps(rendered[("stack", flavour)].dockerfile) for flavour in ("cpu", "cuda"))
-    assert set(cpu) == set(cuda) - {"gdrcopy"} == {"rdma-core", "ucx", "libfabric", "pmix", "openmpi",
-                                                  "libpsm2", "slurm-pmi2"}
+    assert (
+        set(cpu)
+        == set(cuda) - {"gdrcopy"}
+        == {"rdma-core", "ucx", "libfabric", "pmix", "openmpi", "libpsm2", "slurm-pmi2"}
+    )
     for component, lines in cpu.items():
         assert lines == cuda[component], component
     text = rendered[("stack", "cpu")].dockerfile
@@ -212,17 +234,20 @@ def test_cpu_installs_only_from_the_local_wheelhouse(rendered):
 
 
 def fabric_layers(text: str) -> list[str]:
-    return re.findall(rf"# {re.escape(recipe.FABRIC_BEGIN)}.*?# {re.escape(recipe.FABRIC_END)}",
-                      text, flags=re.S)
+    return re.findall(rf"# {re.escape(recipe.FABRIC_BEGIN)}.*?# {re.escape(recipe.FABRIC_END)}", text, flags=re.S)
 
 
 def outside_layers(text: str) -> str:
     """A fabric image's text without its fabric layers, labels, %help, %test and header."""
-    text = re.sub(rf"# {re.escape(recipe.FABRIC_BEGIN)}.*?# {re.escape(recipe.FABRIC_END)}[^\n]*\n",
-                  "", text, flags=re.S)
+    text = re.sub(
+        rf"# {re.escape(recipe.FABRIC_BEGIN)}.*?# {re.escape(recipe.FABRIC_END)}[^\n]*\n", "", text, flags=re.S
+    )
     text = text.split("\n%help\n")[0]
-    return "\n".join(line for line in text.splitlines()
-                     if not re.search(r"org\.fabric-bench\.|^# fabric-bench image:|^(%labels|LABEL)", line))
+    return "\n".join(
+        line
+        for line in text.splitlines()
+        if not re.search(r"org\.fabric-bench\.|^# fabric-bench image:|^(%labels|LABEL)", line)
+    )
 
 
 @pytest.mark.parametrize("flavour", stack.FLAVOURS)
@@ -235,12 +260,17 @@ def test_fabric_images_are_the_stack_plus_their_fabric_layer(fabric, flavour, re
     for text in (ours.definition, ours.dockerfile):
         rest = [line.strip() for line in outside_layers(text).splitlines() if line.strip()]
         # ... and the image's own copy of its self-test script
-        rest = [line for line in rest if not re.match(r"(%files|COPY )?\s*containers/image-test.sh ", line)
-                and line != "%files"]
+        rest = [
+            line
+            for line in rest
+            if not re.match(r"(%files|COPY )?\s*containers/image-test.sh ", line) and line != "%files"
+        ]
         assert all(re.match(r"(BootStrap:|From:|Stage:|FROM |# NOTE|# Singularity 3)", line) for line in rest), rest
+
     # the stack's labels (versions) are the same for every fabric image of the flavour
     def versions(text: str) -> list[str]:
         return sorted(line for line in text.splitlines() if "org.fabric-bench.version." in line)
+
     assert versions(ours.definition) == versions(ethernet.definition)
 
 
@@ -269,13 +299,17 @@ def test_slingshot_links_the_stack_libfabric_users_against_the_oldest_host_abi(f
     # the stack's own block and flags, --with-ofi found on the default paths (libfabric-dev's)
     assert "--with-ofi=/usr/local/libfabric" in ompi[0] and "--with-ofi " in rebuild[0]
     assert [step.replace("--with-ofi ", "--with-ofi=/usr/local/libfabric ") for step in rebuild] == ompi
-    assert (build.index(recipe.HOST_ABI_PACKAGES[0]) < build.index("rm -rf /usr/local/openmpi")
-            < build.index("openmpi-4.1.4.tar.bz2") < build.index(f"mkdir -p {recipe.HOST_ABI_STAGE}"))
+    assert (
+        build.index(recipe.HOST_ABI_PACKAGES[0])
+        < build.index("rm -rf /usr/local/openmpi")
+        < build.index("openmpi-4.1.4.tar.bz2")
+        < build.index(f"mkdir -p {recipe.HOST_ABI_STAGE}")
+    )
     # every libfabric user of the stack's Open MPI goes; the rebuilt ones come
     assert f"COPY --from=devel {recipe.HOST_ABI_STAGE} {recipe.HOST_ABI_STAGE}" in run
     assert run.index("rm -f") < run.index(f"cp -a {recipe.HOST_ABI_STAGE}/. /")
     assert f"fi-abi:{recipe.HOST_ABI_NODE}" in rendered[("slingshot", flavour)].definition
-    assert "cp /usr/bin/fi_info" in build      # the distribution's fi_info, of the same ABI
+    assert "cp /usr/bin/fi_info" in build  # the distribution's fi_info, of the same ABI
     if flavour == "cuda":
         assert "--with-libfabric" not in build and "--disable-platform-aws" in build
     for other in (f for f in FABRICS if not profile(f).binds_host_libfabric):
@@ -294,8 +328,9 @@ def test_the_host_abi_node_is_the_newest_of_the_distribution_libfabric():
     library = Path("/usr/lib/x86_64-linux-gnu/libfabric.so.1")
     if not library.exists():
         pytest.skip("Debian's libfabric1 is not installed (make setup-test installs it)")
-    nodes = sorted((v for v in elf_versions.defined(library.read_bytes()) if v.startswith("FABRIC_")),
-                   key=elf_versions.version_key)
+    nodes = sorted(
+        (v for v in elf_versions.defined(library.read_bytes()) if v.startswith("FABRIC_")), key=elf_versions.version_key
+    )
     assert nodes[-1] == recipe.HOST_ABI_NODE
 
 
@@ -307,11 +342,14 @@ def test_image_test_fi_abi_reads_what_open_mpis_libfabric_users_need(newest, pas
     if shutil.which("ompi_info") is None:
         pytest.skip("Debian's Open MPI is not installed (make setup-test installs it)")
     script = stack.REPO / "containers" / "image-test.sh"
-    done = subprocess.run(["sh", str(script), f"fi-abi:{newest}", "openmpi=0"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["sh", str(script), f"fi-abi:{newest}", "openmpi=0"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 1
     if passes:
-        assert re.search(rf"ok: fi-abi: [1-9]\d* libfabric users \(fi_info, under \S+\) need at most {newest}", done.stdout)
+        assert re.search(
+            rf"ok: fi-abi: [1-9]\d* libfabric users \(fi_info, under \S+\) need at most {newest}", done.stdout
+        )
         assert "FAIL: openmpi: want 0" in done.stderr
     else:
         assert f"more than {newest}" in done.stderr and "mca_mtl_ofi.so:FABRIC_1.3" in done.stderr
@@ -326,8 +364,9 @@ def test_recipe_hash_is_stable_and_names_the_content():
     assert len(a.recipe_hash) == 64 and recipe.HASH_PLACEHOLDER not in a.definition + a.dockerfile
 
 
-@pytest.mark.parametrize("bad, message", [(("myrinet", "cpu"), "unknown fabric 'myrinet'"),
-                                          (("efa", "gpu"), "unknown flavour 'gpu'")])
+@pytest.mark.parametrize(
+    "bad, message", [(("myrinet", "cpu"), "unknown fabric 'myrinet'"), (("efa", "gpu"), "unknown flavour 'gpu'")]
+)
 def test_bad_input(bad, message):
     with pytest.raises(ValueError, match=message):
         recipe.render(*bad)
@@ -345,8 +384,10 @@ def test_recipe_hash_ignores_the_commit_label():
 # image's Docker environment in a %post of its own)
 BASE_LINE = re.compile(r"^(BootStrap: |From: |FROM |%post$|    \. /\.singularity\.d/env/10-docker\*\.sh$)")
 # what the base brings with it: its name and its python (Ubuntu 24.04's 3.12, bookworm's 3.11)
-BASE_CARRIED = re.compile(r"org\.fabric-bench\.(version\.(base|python)|recipe-hash)[ =]|"
-                          r"fabric-bench-image-test .*python=|^    Stack: ")
+BASE_CARRIED = re.compile(
+    r"org\.fabric-bench\.(version\.(base|python)|recipe-hash)[ =]|"
+    r"fabric-bench-image-test .*python=|^    Stack: "
+)
 
 
 def changed_lines(a: str, b: str) -> list[str]:
@@ -358,47 +399,81 @@ def changed_lines(a: str, b: str) -> list[str]:
 def test_local_recipe_differs_from_the_site_recipe_only_in_its_base_lines(fabric):
     site = recipe.render(fabric, "cuda", commit="x")
     local = recipe.render(fabric, "cuda", base="local", commit="x")
-    for a, b in ((site.definition, local.definition), (site.devel_definition, local.devel_definition),
-                 (site.dockerfile, local.dockerfile)):
+    for a, b in (
+        (site.definition, local.definition),
+        (site.devel_definition, local.devel_definition),
+        (site.dockerfile, local.dockerfile),
+    ):
         changed = changed_lines(a, b)
         others = [line for line in changed if not (BASE_LINE.match(line[1:]) or BASE_CARRIED.search(line[1:]))]
         assert others == [], others
     if fabric == "stack":
         changed = changed_lines(site.definition, local.definition) + changed_lines(
-            site.devel_definition, local.devel_definition)
+            site.devel_definition, local.devel_definition
+        )
         assert f"-From: {stack.CUDA_RUNTIME_IMAGE}" in changed and "+From: cuda-runtime.sif" in changed
         assert f"-From: {stack.CUDA_DEVEL_IMAGE}" in changed and "+From: cuda-devel.sif" in changed
         assert "-BootStrap: docker" in changed and "+BootStrap: localimage" in changed
 
 
-def test_rehearsal_omits_only_the_unreachable_components():
-    assert set(sources.omitted()) == {"gdrcopy", "aws-ofi-nccl"}
-    full = recipe.render("stack", "cuda", base="local", commit="x")
+def test_the_rehearsal_builds_what_sites_build():
+    """Issue 38: gdrcopy and aws-ofi-nccl come from the pinned shared trees: the rehearsal's recipe
+    is the site's but for its base lines (no component left out, no `omitted` label)."""
+    assert sources.omitted() == ()
     rehearsal = recipe.render("stack", "cuda", base="local", commit="x", omit=sources.omitted())
-    assert sources.source("gdrcopy").site_url in full.devel_definition
+    assert sources.source("gdrcopy").site_url in rehearsal.devel_definition
+    assert "--with-gdrcopy=/usr/local/gdrcopy" in rehearsal.devel_definition
+    assert "org.fabric-bench.omitted" not in rehearsal.definition
+    for fabric in ("efa", "slingshot"):
+        image = recipe.render(fabric, "cuda", base="local", commit="x", omit=sources.omitted()).definition
+        assert sources.source("aws-ofi-nccl").site_url in image
+        assert "export NCCL_NET_PLUGIN=ofi" in image and " nccl-net:OFI" in image
+
+
+def test_what_a_rehearsal_cannot_fetch_is_left_out_and_labelled():
+    """The machinery stays for a component without a reachable source."""
+    omit = ("aws-ofi-nccl", "gdrcopy")
+    rehearsal = recipe.render("stack", "cuda", base="local", commit="x", omit=omit)
     build_part = rehearsal.devel_definition.split("%labels")[0]
     assert "gdrcopy" not in build_part.replace("--without-gdrcopy", "")
     assert "org.fabric-bench.omitted aws-ofi-nccl,gdrcopy" in rehearsal.definition
-    efa = recipe.render("efa", "cuda", base="local", commit="x", omit=sources.omitted())
+    efa = recipe.render("efa", "cuda", base="local", commit="x", omit=omit)
     assert "aws-ofi-nccl" not in efa.definition.split("%help")[0].replace("omitted aws-ofi-nccl", "")
     assert "nccl-net:OFI" not in efa.definition
 
 
-@pytest.mark.parametrize("fabric, wanted", [
-    ("ethernet", ["ompi:pml:ob1", "ompi:btl:self", "ompi:btl:vader", "ompi:btl:tcp", "fi:tcp",
-                  "ucx:tcp", "ucx:sm", "ucx:self", "nccl-net:Socket"]),
-    ("infiniband", ["ompi:pml:ucx", "ompi:osc:ucx", "ucx:rc", "ucx:ud", "ucx:cuda_copy", "ucx:gdr_copy",
-                    "nccl-net:IB"]),
-    ("omnipath", ["ompi:pml:cm", "ompi:mtl:psm2", "fi:psm2"]),
-    ("efa", ["ompi:pml:cm", "ompi:mtl:ofi", "fi:efa", "nccl-net:OFI"]),
-    ("slingshot", ["ompi:pml:cm", "ompi:mtl:ofi", "nccl-net:OFI"]),
-])
+@pytest.mark.parametrize(
+    "fabric, wanted",
+    [
+        (
+            "ethernet",
+            [
+                "ompi:pml:ob1",
+                "ompi:btl:self",
+                "ompi:btl:vader",
+                "ompi:btl:tcp",
+                "fi:tcp",
+                "ucx:tcp",
+                "ucx:sm",
+                "ucx:self",
+                "nccl-net:Socket",
+            ],
+        ),
+        (
+            "infiniband",
+            ["ompi:pml:ucx", "ompi:osc:ucx", "ucx:rc", "ucx:ud", "ucx:cuda_copy", "ucx:gdr_copy", "nccl-net:IB"],
+        ),
+        ("omnipath", ["ompi:pml:cm", "ompi:mtl:psm2", "fi:psm2"]),
+        ("efa", ["ompi:pml:cm", "ompi:mtl:ofi", "fi:efa", "nccl-net:OFI"]),
+        ("slingshot", ["ompi:pml:cm", "ompi:mtl:ofi", "nccl-net:OFI"]),
+    ],
+)
 def test_every_component_a_preset_selects_is_checked_by_its_image_test(fabric, wanted):
     test_line = recipe.render(fabric, "cuda", commit="x").definition.split("\n%test\n")[1]
     for check in wanted:
         assert f" {check}" in test_line, check
-    assert "ompi:btl:" not in test_line or fabric == "ethernet"   # "^openib,tcp" selects nothing
-    assert "fi:cxi" not in test_line                    # the host's provider (Slingshot binds it)
+    assert "ompi:btl:" not in test_line or fabric == "ethernet"  # "^openib,tcp" selects nothing
+    assert "fi:cxi" not in test_line  # the host's provider (Slingshot binds it)
 
 
 def test_a_recipe_renders_the_same_whatever_was_rendered_before():
@@ -408,7 +483,7 @@ def test_a_recipe_renders_the_same_whatever_was_rendered_before():
     from hpccm.primitives import baseimage
 
     hashes = []
-    for distro in ("ubuntu16", "rockylinux8", "ubuntu24"):     # what an earlier render may leave
+    for distro in ("ubuntu16", "rockylinux8", "ubuntu24"):  # what an earlier render may leave
         rendered = {}
         for flavour in stack.FLAVOURS:
             for fabric in ("stack", "efa"):
@@ -416,3 +491,13 @@ def test_a_recipe_renders_the_same_whatever_was_rendered_before():
                 rendered[fabric, flavour] = recipe.render(fabric, flavour, commit="x").recipe_hash
         hashes.append(rendered)
     assert hashes[0] == hashes[1] == hashes[2]
+
+
+def test_horovod_is_built_for_blackwell_too():
+    """Issue 42, item 11: sm_100 (B200/GB200) beside sm_80 and sm_90, so B200 runs need no JIT; the
+    wheel script's own default says the same."""
+    assert stack.CUDA_ARCHS == ("80", "90", "100")
+    devel = recipe.render_stack("cuda", commit="x").devel_definition
+    assert "HOROVOD_BUILD_CUDA_CC_LIST=80,90,100 " in devel
+    script = (stack.REPO / "containers/horovod/build-wheel.sh").read_text()
+    assert "HOROVOD_BUILD_CUDA_CC_LIST:-80,90,100}" in script

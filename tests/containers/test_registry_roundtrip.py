@@ -2,6 +2,7 @@
 (Debian's docker-registry) with Apptainer (ORAS), pulled by digest into another folder and checked
 against a signed reference file; and a labelled OCI image with podman, from one image store to
 another. Digests are asserted after the trip; the registry's pid is gone afterwards."""
+
 from __future__ import annotations
 
 import io
@@ -32,7 +33,7 @@ def site_key(tmp_path):
 
 def _json(out: subprocess.CompletedProcess) -> dict:
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout[out.stdout.index("{"):])
+    return json.loads(out.stdout[out.stdout.index("{") :])
 
 
 def test_cpu_debian_stack_and_fabric_sifs_round_trip(cpu_ethernet_image, registry, site_key, tmp_path):
@@ -42,22 +43,48 @@ def test_cpu_debian_stack_and_fabric_sifs_round_trip(cpu_ethernet_image, registr
     stack_sif, fabric_sif = cpu_ethernet_image.stack_image, cpu_ethernet_image.image
     pushed = {}
     for name, sif in (("stack-cpu-debian", stack_sif), ("ethernet-cpu-debian", fabric_sif)):
-        pushed[name] = _json(fabric_bench("image", "push", sif, "--to", f"{registry.address}/fb/{name}:v1",
-                                          "--reference-file", str(refs), "--sign-key", str(key), timeout=1200))
+        pushed[name] = _json(
+            fabric_bench(
+                "image",
+                "push",
+                sif,
+                "--to",
+                f"{registry.address}/fb/{name}:v1",
+                "--reference-file",
+                str(refs),
+                "--sign-key",
+                str(key),
+                timeout=1200,
+            )
+        )
     assert pushed["stack-cpu-debian"]["image_digest"] == f"sha256:{cpu_ethernet_image.stack_digest}"
     assert pushed["ethernet-cpu-debian"]["image_digest"] == f"sha256:{cpu_ethernet_image.sha256}"
     site_b = tmp_path / "site-b"
     apptainer_cache = tmp_path / "apptainer-cache"
     env = {**os.environ, "APPTAINER_CACHEDIR": str(apptainer_cache)}
-    for name, want in (("stack-cpu-debian", cpu_ethernet_image.stack_digest),
-                       ("ethernet-cpu-debian", cpu_ethernet_image.sha256)):
+    for name, want in (
+        ("stack-cpu-debian", cpu_ethernet_image.stack_digest),
+        ("ethernet-cpu-debian", cpu_ethernet_image.sha256),
+    ):
         out = site_b / f"{name}.sif"
-        pulled = _json(fabric_bench("image", "pull", pushed[name]["reference"], "--out", str(out),
-                                    "--reference-file", str(refs), "--allowed-signers", str(allowed), timeout=1200,
-                                    env=env))
+        pulled = _json(
+            fabric_bench(
+                "image",
+                "pull",
+                pushed[name]["reference"],
+                "--out",
+                str(out),
+                "--reference-file",
+                str(refs),
+                "--allowed-signers",
+                str(allowed),
+                timeout=1200,
+                env=env,
+            )
+        )
         assert pulled["image_digest"] == f"sha256:{want}"
-        assert oci.remembered_sha256(out, oci.cache_dir()) == want        # the file, hashed again
-        assert Path(pulled["sbom"]).is_file()                              # site A's SBOM came along
+        assert oci.remembered_sha256(out, oci.cache_dir()) == want  # the file, hashed again
+        assert Path(pulled["sbom"]).is_file()  # site A's SBOM came along
         out.unlink()
     # a pull leaves one copy of the image, not a second one in apptainer's cache
     cached = sum(f.stat().st_size for f in apptainer_cache.rglob("*") if f.is_file())
@@ -82,28 +109,58 @@ def test_podman_image_round_trips_between_two_stores(registry, site_key, tmp_pat
     store_a, store_b = tmp_path / "store-a", tmp_path / "store-b"
     try:
         head = oci.podman(store_a)
-        labels = {"org.fabric-bench.fabric": "ethernet", "org.fabric-bench.flavour": "cpu-debian",
-                  "org.fabric-bench.recipe-hash": "0" * 64}
+        labels = {
+            "org.fabric-bench.fabric": "ethernet",
+            "org.fabric-bench.flavour": "cpu-debian",
+            "org.fabric-bench.recipe-hash": "0" * 64,
+        }
         changes = [arg for k, v in labels.items() for arg in ("--change", f"LABEL {k}={v}")]
-        made = subprocess.run([*head, "import", *changes, "-", "localhost/fb-roundtrip:v1"],
-                              input=_labelled_tar(), capture_output=True, env=oci.podman_env())
+        made = subprocess.run(
+            [*head, "import", *changes, "-", "localhost/fb-roundtrip:v1"],
+            input=_labelled_tar(),
+            capture_output=True,
+            env=oci.podman_env(),
+        )
         assert made.returncode == 0, made.stderr.decode(errors="replace")
         image_id = oci.podman_id("localhost/fb-roundtrip:v1", store_a)
         refs = tmp_path / "images.json"
-        push_out = fabric_bench("image", "push", "localhost/fb-roundtrip:v1", "--runtime", "podman",
-                                "--podman-store", str(store_a), "--to", f"{registry.address}/fb/roundtrip:v1",
-                                "--reference-file", str(refs), "--sign-key", str(key))
+        push_out = fabric_bench(
+            "image",
+            "push",
+            "localhost/fb-roundtrip:v1",
+            "--runtime",
+            "podman",
+            "--podman-store",
+            str(store_a),
+            "--to",
+            f"{registry.address}/fb/roundtrip:v1",
+            "--reference-file",
+            str(refs),
+            "--sign-key",
+            str(key),
+        )
         pushed = _json(push_out)
         assert pushed["image_digest"] == image_id
         assert "no SBOM" in push_out.stderr
-        pulled = _json(fabric_bench("image", "pull", pushed["reference"], "--runtime", "podman",
-                                    "--podman-store", str(store_b), "--reference-file", str(refs),
-                                    "--allowed-signers", str(allowed)))
+        pulled = _json(
+            fabric_bench(
+                "image",
+                "pull",
+                pushed["reference"],
+                "--runtime",
+                "podman",
+                "--podman-store",
+                str(store_b),
+                "--reference-file",
+                str(refs),
+                "--allowed-signers",
+                str(allowed),
+            )
+        )
         assert pulled["image_digest"] == image_id
         assert oci.podman_id(pushed["reference"], store_b) == image_id
     finally:
         for store in (store_a, store_b):
             if store.exists():
-                subprocess.run([*oci.podman(store), "system", "reset", "-f"], capture_output=True,
-                               env=oci.podman_env())
+                subprocess.run([*oci.podman(store), "system", "reset", "-f"], capture_output=True, env=oci.podman_env())
             shutil.rmtree(oci.runroot(store), ignore_errors=True)

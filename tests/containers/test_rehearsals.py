@@ -1,12 +1,13 @@
 """Rehearsal records (containers/rehearsals/, written by `make image-rehearsal`): every
 current cuda recipe has one, and what the records say was proven holds together."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from containers import recipe, rehearse, sources
+from containers import recipe, rehearse, sources, stack
 from containers.fabrics import profile
 
 CURRENT = rehearse.current_hashes("cuda")
@@ -14,9 +15,11 @@ CURRENT = rehearse.current_hashes("cuda")
 
 def load(image: str) -> dict:
     path = rehearse.record_path(image, "cuda", CURRENT[image])
-    assert path.is_file(), (f"no rehearsal record for the current cuda {image} recipe "
-                            f"({CURRENT[image][:16]}): run `make image-rehearsal` and commit "
-                            f"containers/rehearsals/")
+    assert path.is_file(), (
+        f"no rehearsal record for the current cuda {image} recipe "
+        f"({CURRENT[image][:16]}): run `make image-rehearsal` and commit "
+        f"containers/rehearsals/"
+    )
     return json.loads(path.read_text())
 
 
@@ -43,14 +46,51 @@ def test_each_image_test_proved_its_preset_components(fabric):
     output = "\n".join(load(fabric)["test_output"])
     for check in recipe.preset_checks(profile(fabric), "cuda", sources.omitted()):
         kind, _, name = check.partition(":")
-        shown = {"ompi": f"ompi_info: MCA {name.replace(':', ' ')}", "fi": f"fi_info -l: {name}",
-                 "ucx": f"ucx: {name}", "nccl-net": f"nccl-net: {name}"}[kind]
+        shown = {
+            "ompi": f"ompi_info: MCA {name.replace(':', ' ')}",
+            "fi": f"fi_info -l: {name}",
+            "ucx": f"ucx: {name}",
+            "nccl-net": f"nccl-net: {name}",
+        }[kind]
         assert f"ok: {shown}" in output, check
-    for proof in ("ompi_info: CUDA support", "ucx: CUDA built in", "horovod: NCCL GPU operations built",
-                  "torch: cuda", "ldd:"):
+    for proof in (
+        "ompi_info: CUDA support",
+        "ucx: CUDA built in",
+        "horovod: NCCL GPU operations built",
+        "torch: cuda",
+        "ldd:",
+    ):
         assert proof in output, proof
-    if profile(fabric).binds_host_libfabric:      # the host ABI its libfabric users were linked for
+    if profile(fabric).binds_host_libfabric:  # the host ABI its libfabric users were linked for
         assert f"need at most {recipe.HOST_ABI_NODE}" in output
+
+
+@pytest.mark.parametrize("fabric", [f for f in rehearse.REHEARSED if "aws-ofi-nccl" in profile(f).source_builds])
+def test_the_nccl_plugin_was_built_from_its_pinned_source_and_is_where_nccl_looks(fabric):
+    """Issue 38: EFA and Slingshot images carry aws-ofi-nccl (built, not omitted), NCCL_NET_PLUGIN's
+    library on the path, its shared libraries resolving."""
+    record = load(fabric)
+    plugin = sources.source("aws-ofi-nccl")
+    assert "aws-ofi-nccl" not in record["omitted"] and record["component_seconds"]["aws-ofi-nccl"] > 0
+    assert any(line.startswith(plugin.site_url + "\t") for line in record["sources"])
+    output = "\n".join(record["test_output"])
+    assert "ok: nccl-net: OFI (NCCL opens /usr/local/aws-ofi-nccl/lib/libnccl-net-ofi.so)" in output
+    assert "ok: ldd: 1 shared libraries under /usr/local/aws-ofi-nccl/lib/libnccl-net-ofi.so resolve" in output
+
+
+def test_the_stack_carries_gdrcopy_and_tensorflows_cuda_libraries():
+    """Issue 38: gdrcopy built from its pinned source; TensorFlow a CUDA 12 build whose libraries
+    load from their own folder (bench.tf_cuda --check in the image's %test, on a CPU)."""
+    record = load("stack")
+    assert record["omitted"] == [] and record["component_seconds"]["gdrcopy"] > 0
+    assert any(line.startswith(sources.source("gdrcopy").site_url + "\t") for line in record["sources"])
+    output = "\n".join(record["test_output"])
+    assert "ok: ldd: 1 shared libraries under /usr/local/gdrcopy/lib resolve" in output
+    assert f"shared libraries under {stack.TF_CUDA_DIR} resolve" in output
+    assert (
+        f"ok: tf-cuda: TensorFlow {stack.python_versions()['tensorflow']} built for CUDA 12." in output
+        and f"9 libraries load from {stack.TF_CUDA_DIR}" in output
+    )
 
 
 # podman (cpu): CI builds the cpu stack with Apptainer only; `make podman-rehearsal` builds
@@ -60,9 +100,11 @@ PODMAN = rehearse.podman_hashes()
 
 def load_podman(image: str) -> dict:
     path = rehearse.record_path(image, "cpu", PODMAN[image], "podman")
-    assert path.is_file(), (f"no podman record for the current cpu {image} Dockerfile "
-                            f"({PODMAN[image][:16]}): run `make podman-rehearsal` and commit "
-                            f"containers/rehearsals/")
+    assert path.is_file(), (
+        f"no podman record for the current cpu {image} Dockerfile "
+        f"({PODMAN[image][:16]}): run `make podman-rehearsal` and commit "
+        f"containers/rehearsals/"
+    )
     return json.loads(path.read_text())
 
 
@@ -71,9 +113,11 @@ def test_every_current_cpu_dockerfile_was_built_with_podman(image):
     record = load_podman(image)
     assert record["runtime"] == "podman" and record["dockerfile_hash"] == PODMAN[image]
     assert record["size_bytes"] > 0 and record["sif_sha256"]
-    # the cpu stack built its communication stack from the verified sources
-    assert {line.split("\t")[0] for line in record["sources"]} == {
-        sources.source(name).site_url for name in sources.WGET_FETCHED}
+    # the cpu stack built its communication stack from the verified sources (gdrcopy and
+    # aws-ofi-nccl are the cuda flavour's)
+    assert {line.split("\t")[0] for line in record["sources"]} >= {
+        sources.source(build.name).site_url for build in stack.CPU_SOURCE_BUILDS
+    }
 
 
 def test_the_podman_image_passed_its_self_test_and_two_ranks_left_nothing_running():

@@ -1,4 +1,5 @@
 """What a rehearsal record takes from a build log: seconds per step and the %test output."""
+
 from __future__ import annotations
 
 from containers import rehearse, sources
@@ -24,8 +25,13 @@ def test_component_seconds_and_test_output_come_from_the_stamped_log(tmp_path):
     log = tmp_path / "build.log"
     log.write_text(LOG)
     assert rehearse.component_seconds(log) == {
-        "os packages and copies": 10.0, "ucx": 100.0, "openmpi": 290.0, "python stack (pip)": 100.0,
-        "horovod (build)": 300.0, "squashfs": 30.0}
+        "os packages and copies": 10.0,
+        "ucx": 100.0,
+        "openmpi": 290.0,
+        "python stack (pip)": 100.0,
+        "horovod (build)": 300.0,
+        "squashfs": 30.0,
+    }
     assert rehearse.test_output(log) == ["image-test: ok: openmpi 4.1.4", "image-test: ok: ompi_info: CUDA support"]
 
 

@@ -15,6 +15,7 @@ inflated Tc (the bug below) still fails: with Tcomm > 1.5 Tc the lower bound is
 well above 0. A share measured while the engine's threads compete with the exchange-free step
 (the old order: Horovod's background thread alive and spinning under MPI) read ~0.
 """
+
 import dataclasses
 import os
 import shutil
@@ -42,10 +43,31 @@ def test_comm_share_matches_gradient_bytes_over_allreduce_bandwidth(tmp_path):
     need(os.geteuid() == 0 and shutil.which("tc") is not None, "emulated links need root and tc")
     from launch.ranks.runspec import RunSpec
 
-    train = RunSpec(engine="horovod", model="resnet18", image_size=32, batch_size=8, warmup=2, iters=3,
-                    batches_per_iter=2, launcher="emulated", nodes=2, ranks=2, link_rate=RATE)
-    allreduce = run(dataclasses.replace(train, benchmark="allreduce", backend="horovod", warmup=1, iters=3,
-                                        min_bytes=ALLREDUCE_BYTES, max_bytes=ALLREDUCE_BYTES), tmp_path)
+    train = RunSpec(
+        engine="horovod",
+        model="resnet18",
+        image_size=32,
+        batch_size=8,
+        warmup=2,
+        iters=3,
+        batches_per_iter=2,
+        launcher="emulated",
+        nodes=2,
+        ranks=2,
+        link_rate=RATE,
+    )
+    allreduce = run(
+        dataclasses.replace(
+            train,
+            benchmark="allreduce",
+            backend="horovod",
+            warmup=1,
+            iters=3,
+            min_bytes=ALLREDUCE_BYTES,
+            max_bytes=ALLREDUCE_BYTES,
+        ),
+        tmp_path,
+    )
     two = run(train, tmp_path)
     # emulated nodes share this host's cores: the benchmark waits for Horovod by polling, not in its yield loop
     assert allreduce["backend_info"]["wait"] == "poll"
@@ -58,4 +80,5 @@ def test_comm_share_matches_gradient_bytes_over_allreduce_bandwidth(tmp_path):
     share = two["comm_fraction"]
     assert low - TOLERANCE <= share <= high + TOLERANCE, (
         f"share {share:.3f} outside [{low:.3f}, {high:.3f}] +- {TOLERANCE} (Tc {tc:.3f} s, Tcomm {tcomm:.3f} s, "
-        f"step {train.batch_size / two['throughput']['per_rank_img_per_s']:.3f} s)")
+        f"step {train.batch_size / two['throughput']['per_rank_img_per_s']:.3f} s)"
+    )

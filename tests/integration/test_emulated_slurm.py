@@ -4,6 +4,7 @@ ranks sit in different namespaces and exchange over the shaped links, and so do 
 Horovod's training ranks; `locate` names a
 planted bad link, a planted slow node, and nothing on a healthy cluster. After each
 cluster: every daemon and rank gone (by pid), every namespace removed."""
+
 import json
 import secrets
 import subprocess
@@ -35,13 +36,15 @@ def cluster(*planted: str, nodes: int = NODES):
     afterwards `emulate down`, and checks that nothing of it is left."""
     possible()
     name = f"ts{secrets.token_hex(3)}"
-    up = fabric_bench("emulate", "up", "--nodes", str(nodes), "--link", "300mbit", *planted, "--slurm",
-                      "--name", name, timeout=120)
+    up = fabric_bench(
+        "emulate", "up", "--nodes", str(nodes), "--link", "300mbit", *planted, "--slurm", "--name", name, timeout=120
+    )
     assert up.returncode == 0, up.stdout + up.stderr
     pids = slurm_nodes.daemon_pids(name)
     try:
         assert set(pids) == {"slurmctld", *(f"n{i}" for i in range(nodes))} and alive(pids.values()) == set(
-            pids.values())
+            pids.values()
+        )
         yield name, slurm_nodes.client_env(name), pids
     finally:
         down = fabric_bench("emulate", "down", name, timeout=120)
@@ -60,8 +63,9 @@ def rank_pids(directory) -> set[int]:
 
 
 def locate(env, out, *more: str) -> dict:
-    proc = fabric_bench("locate", "--interface", "fbemu0", "--bytes", str(2 * 2**20), "--out", str(out), *more,
-                        env=env, timeout=600)
+    proc = fabric_bench(
+        "locate", "--interface", "fbemu0", "--bytes", str(2 * 2**20), "--out", str(out), *more, env=env, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return json.loads((out / "locate.json").read_text())
 
@@ -73,8 +77,18 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
         assert init.returncode == 0, init.stderr
         assert 'interface = "fbemu0"' in site.read_text() and 'launcher = "srun"' in site.read_text()
         before = slurm_nodes.node_bytes(emulate.cluster_named(name))
-        sweep = fabric_bench("sweep", "experiments/emulated-slurm.experiment.toml", "--site", str(site),
-                             "--dir", str(tmp_path / "sweep"), "--remeasure-disturbed", "0", env=env, timeout=900)
+        sweep = fabric_bench(
+            "sweep",
+            "experiments/emulated-slurm.experiment.toml",
+            "--site",
+            str(site),
+            "--dir",
+            str(tmp_path / "sweep"),
+            "--remeasure-disturbed",
+            "0",
+            env=env,
+            timeout=900,
+        )
         after = slurm_nodes.node_bytes(emulate.cluster_named(name))
         assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
         summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
@@ -93,11 +107,38 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
         largest = max(s["bytes"] for s in four["sizes"])
         assert all(after[n]["tx_bytes"] - before[n]["tx_bytes"] > largest for n in after), (before, after)
         assert 0 < four["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
-        for engine in ("ddp", "horovod"):    # Horovod: its MPI controller, under srun --mpi=pmix
-            train = fabric_bench("run", "--site", str(site), "--fabric", "ethernet", "--engine", engine, "--model",
-                                 "resnet18", "--image-size", "32", "--batch-size", "8", "--warmup", "1", "--iters",
-                                 "2", "--batches-per-iter", "2", "--nodes", "2", "--ranks", "2", "--runtime", "host",
-                                 "--results", str(tmp_path / engine), env=env, timeout=600)
+        for engine in ("ddp", "horovod"):  # Horovod: its MPI controller, under srun --mpi=pmix
+            train = fabric_bench(
+                "run",
+                "--site",
+                str(site),
+                "--fabric",
+                "ethernet",
+                "--engine",
+                engine,
+                "--model",
+                "resnet18",
+                "--image-size",
+                "32",
+                "--batch-size",
+                "8",
+                "--warmup",
+                "1",
+                "--iters",
+                "2",
+                "--batches-per-iter",
+                "2",
+                "--nodes",
+                "2",
+                "--ranks",
+                "2",
+                "--runtime",
+                "host",
+                "--results",
+                str(tmp_path / engine),
+                env=env,
+                timeout=600,
+            )
             assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-2000:]
             record = json.loads(next((tmp_path / engine).glob("*/result.json")).read_text())
             assert record["status"] == "ok" and record["engine"] == engine, record.get("reason")
@@ -110,8 +151,10 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
     assert len(found["pairs"]) == 6 and found["rounds"] == 3
     # each node checked first by a task of its own in the allocation (a busy node is told from a slow one)
     assert [r["host"] for r in found["quiet_check"]] == ["n0", "n1", "n2", "n3"], found["quiet_check"]
-    assert all(p["step_id"].startswith(f"{found['job_id']}.") and sorted(p["hosts"]) == sorted([p["a"], p["b"]])
-               for p in found["pairs"])
+    assert all(
+        p["step_id"].startswith(f"{found['job_id']}.") and sorted(p["hosts"]) == sorted([p["a"], p["b"]])
+        for p in found["pairs"]
+    )
     assert (tmp_path / "locate" / "heatmap.png").stat().st_size > 1000
     assert "<table>" in (tmp_path / "locate" / "heatmap.html").read_text()
     assert ranks and not alive(ranks)
@@ -151,28 +194,47 @@ def test_a_point_whose_node_fails_runs_once_more_without_it(tmp_path):
     srun says so, and the sweep runs the point again with --exclude=n1 (both runs kept)."""
     experiment = tmp_path / "long.experiment.toml"
     text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
-    experiment.write_text(text.replace("nodes = [2, 4]", "nodes = [2]").replace("iters = 3", "iters = 40")
-                          .replace("max_bytes = 16777216", "max_bytes = 4194304"))
+    experiment.write_text(
+        text.replace("nodes = [2, 4]", "nodes = [2]")
+        .replace("iters = 3", "iters = 40")
+        .replace("max_bytes = 16777216", "max_bytes = 4194304")
+    )
     with cluster(nodes=3) as (name, env, _):
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
-        sweep = subprocess.Popen([str(VENV_BIN / "fabric-bench"), "sweep", str(experiment), "--site", str(site),
-                                  "--dir", str(tmp_path / "sweep"), "--remeasure-disturbed", "0"], cwd=REPO, env=env,
-                                 stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True)
+        sweep = subprocess.Popen(
+            [
+                str(VENV_BIN / "fabric-bench"),
+                "sweep",
+                str(experiment),
+                "--site",
+                str(site),
+                "--dir",
+                str(tmp_path / "sweep"),
+                "--remeasure-disturbed",
+                "0",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:  # wait for the 2-node job on n0,n1
-                queue = subprocess.run(["squeue", "--noheader", "--format=%D %N %T"], env=env,
-                                       capture_output=True, text=True).stdout.split()
+                queue = subprocess.run(
+                    ["squeue", "--noheader", "--format=%D %N %T"], env=env, capture_output=True, text=True
+                ).stdout.split()
                 if queue[:3] == ["2", "n[0-1]", "RUNNING"]:
                     break
                 time.sleep(0.5)
             else:
                 pytest.fail("the 2-node point never ran on n[0-1]")
             time.sleep(3)
-            subprocess.run(["ip", "-n", emulate.cluster_named(name).node(1), "link", "set", "fbemu0", "down"],
-                           check=True)
+            subprocess.run(
+                ["ip", "-n", emulate.cluster_named(name).node(1), "link", "set", "fbemu0", "down"], check=True
+            )
             output, _ = sweep.communicate(timeout=600)
         finally:
             if sweep.poll() is None:
@@ -200,13 +262,49 @@ def test_in_the_apptainer_image_srun_pmix_crosses_the_nodes(tmp_path, cpu_ethern
     with cluster(nodes=3) as (name, env, _):
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
-        run = fabric_bench("run", "--site", str(site), "--benchmark", "allreduce", "--min-bytes", "1048576",
-                           "--max-bytes", "4194304", "--iters", "3", "--warmup", "1", "--nodes", "3", "--ranks", "3",
-                           "--fabric", "ethernet", "--runtime", "apptainer", "--image", image,
-                           "--results", str(tmp_path / "run"), env=env, timeout=600)
+        run = fabric_bench(
+            "run",
+            "--site",
+            str(site),
+            "--benchmark",
+            "allreduce",
+            "--min-bytes",
+            "1048576",
+            "--max-bytes",
+            "4194304",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--nodes",
+            "3",
+            "--ranks",
+            "3",
+            "--fabric",
+            "ethernet",
+            "--runtime",
+            "apptainer",
+            "--image",
+            image,
+            "--results",
+            str(tmp_path / "run"),
+            env=env,
+            timeout=600,
+        )
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-        proc = fabric_bench("locate", "--interface", "fbemu0", "--bytes", str(2**20), "--image", image,
-                            "--out", str(tmp_path / "locate"), env=env, timeout=600)
+        proc = fabric_bench(
+            "locate",
+            "--interface",
+            "fbemu0",
+            "--bytes",
+            str(2**20),
+            "--image",
+            image,
+            "--out",
+            str(tmp_path / "locate"),
+            env=env,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
         found = json.loads((tmp_path / "locate" / "locate.json").read_text())
         ranks = rank_pids(tmp_path)
@@ -222,13 +320,25 @@ def test_in_the_apptainer_image_srun_pmix_crosses_the_nodes(tmp_path, cpu_ethern
 def test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes(tmp_path):
     experiment = tmp_path / "two.experiment.toml"
     text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
-    experiment.write_text(text.replace("nodes = [2, 4]", "nodes = [2]").replace('launcher = "srun"',
-                                                                                'launcher = "sbatch"'))
+    experiment.write_text(
+        text.replace("nodes = [2, 4]", "nodes = [2]").replace('launcher = "srun"', 'launcher = "sbatch"')
+    )
     with cluster(nodes=2) as (name, env, _):
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
-        sweep = fabric_bench("sweep", str(experiment), "--site", str(site), "--dir", str(tmp_path / "sweep"),
-                             "--one-job", "--remeasure-disturbed", "0", env=env, timeout=600)
+        sweep = fabric_bench(
+            "sweep",
+            str(experiment),
+            "--site",
+            str(site),
+            "--dir",
+            str(tmp_path / "sweep"),
+            "--one-job",
+            "--remeasure-disturbed",
+            "0",
+            env=env,
+            timeout=600,
+        )
         ranks = rank_pids(tmp_path)
     assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
     summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
@@ -237,5 +347,7 @@ def test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes(tmp_
     two = next(r for r in results if r["world_size"] == 2)
     job = two["slurm"]["job_id"]
     assert two["slurm"]["rank_hosts"] == ["n0", "n1"] and two["slurm"]["steps"][0].startswith(f"{job}.")
-    assert two["transport"]["observed"]["mpi"]["btl"] == ["tcp"] and 0 < two["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
+    assert (
+        two["transport"]["observed"]["mpi"]["btl"] == ["tcp"] and 0 < two["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
+    )
     assert not alive(ranks)

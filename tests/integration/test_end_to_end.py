@@ -1,5 +1,6 @@
 """The whole path a site walks, in one test: sweep an emulated fabric, report it,
 archive it, replay the archive, compare the replay with the original."""
+
 import json
 import os
 import shutil
@@ -72,8 +73,9 @@ def test_sweep_report_archive_replay_compare(tmp_path):
     replayed = [json.loads(p.read_text()) for p in replay_dir.rglob("result.json")]
     assert sorted(r["world_size"] for r in replayed) == [1, 2]
     originals = {r["run_id"] for r in results}
-    assert {r["replay_of"]["run_id"] if isinstance(r["replay_of"], dict) else r["replay_of"]
-            for r in replayed} == originals
+    assert {
+        r["replay_of"]["run_id"] if isinstance(r["replay_of"], dict) else r["replay_of"] for r in replayed
+    } == originals
 
     same = fabric_bench("compare", str(sweep_dir), str(sweep_dir), "--keep-disturbed")
     assert same.returncode == 0, same.stdout + same.stderr

@@ -2,6 +2,7 @@
 local launcher (and inside the Apptainer image under host mpirun) get SIGINT,
 SIGTERM, SIGHUP or SIGKILL; every process of the run, found by pid, must be gone
 within the deadline, and the result must say what happened."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,20 @@ from launch.runs.run import horovod_built_for
 from tests.conftest import REPO, VENV_BIN, alive, fabric_bench, need
 
 pytestmark = pytest.mark.slow
-LONG = ["--model", "resnet18", "--image-size", "32", "--batch-size", "8",
-        "--warmup", "1", "--iters", "400", "--batches-per-iter", "2"]
+LONG = [
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "8",
+    "--warmup",
+    "1",
+    "--iters",
+    "400",
+    "--batches-per-iter",
+    "2",
+]
 GONE_WITHIN_S = 10.0
 STOPPED = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
@@ -36,9 +49,24 @@ LAUNCHES = {  # name -> extra fabric-bench run arguments
 def start(tmp_path: Path, args: list[str]) -> subprocess.Popen:
     """fabric-bench run in a process group of its own, as a shell starts a foreground job."""
     log = open(tmp_path / "console.log", "w")
-    return subprocess.Popen([str(VENV_BIN / "fabric-bench"), "run", "--ranks", "2", *LONG, *args,
-                             "--results", str(tmp_path / "results"), "--timeout", "600"],
-                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [
+            str(VENV_BIN / "fabric-bench"),
+            "run",
+            "--ranks",
+            "2",
+            *LONG,
+            *args,
+            "--results",
+            str(tmp_path / "results"),
+            "--timeout",
+            "600",
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def rank_pids_once_training(tmp_path: Path, ranks: int = 2, within_s: float = 240) -> set[int]:
@@ -90,16 +118,19 @@ def needs_for(launch: str, engine: str, request) -> list[str]:
 
 
 CASES = [  # every launch with both engines; the three stop signals spread over them
-    ("local", "ddp", signal.SIGINT), ("local", "horovod", signal.SIGTERM),
-    ("mpirun", "ddp", signal.SIGHUP), ("mpirun", "horovod", signal.SIGINT),
-    ("emulated", "ddp", signal.SIGTERM), ("emulated", "horovod", signal.SIGHUP),
-    ("apptainer", "ddp", signal.SIGTERM), ("apptainer", "horovod", signal.SIGINT),
+    ("local", "ddp", signal.SIGINT),
+    ("local", "horovod", signal.SIGTERM),
+    ("mpirun", "ddp", signal.SIGHUP),
+    ("mpirun", "horovod", signal.SIGINT),
+    ("emulated", "ddp", signal.SIGTERM),
+    ("emulated", "horovod", signal.SIGHUP),
+    ("apptainer", "ddp", signal.SIGTERM),
+    ("apptainer", "horovod", signal.SIGINT),
 ]
 
 
 @pytest.mark.parametrize("launch, engine, signum", CASES, ids=[f"{l}-{e}-{s.name}" for l, e, s in CASES])
-def test_a_stop_signal_ends_every_process_and_writes_an_interrupted_result(launch, engine, signum,
-                                                                          request, tmp_path):
+def test_a_stop_signal_ends_every_process_and_writes_an_interrupted_result(launch, engine, signum, request, tmp_path):
     extra = needs_for(launch, engine, request)
     before_clusters = {s.name for s in emulate.status()} if launch == "emulated" else set()
     proc = start(tmp_path, ["--engine", engine, *LAUNCHES[launch], *extra])
@@ -166,9 +197,21 @@ runtime = "host"
 
 
 def start_sweep(experiment: Path, directory: Path, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([str(VENV_BIN / "fabric-bench"), "sweep", str(experiment), "--dir", str(directory),
-                             "--remeasure-disturbed", "0"],
-                            cwd=REPO, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [
+            str(VENV_BIN / "fabric-bench"),
+            "sweep",
+            str(experiment),
+            "--dir",
+            str(directory),
+            "--remeasure-disturbed",
+            "0",
+        ],
+        cwd=REPO,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def only_point(directory: Path) -> dict:
@@ -181,7 +224,8 @@ def test_sigterm_to_a_sweep_records_the_point_interrupted_and_a_rerun_resumes_it
     proc = start_sweep(experiment, directory, tmp_path / "console.log")
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not any(
-            '"progress"' in p.read_text() for p in directory.glob("runs/*/ranks/rank-0.jsonl")):
+        '"progress"' in p.read_text() for p in directory.glob("runs/*/ranks/rank-0.jsonl")
+    ):
         time.sleep(0.5)
     run_processes = tree(proc.pid)
     sent = time.monotonic()

@@ -1,6 +1,7 @@
 """A real Slurm (slurmctld + slurmd on this host, started by the test): the PyTorch
 benchmark as a 2-task job through `srun --mpi=pmix`, submitted by sbatch, run
 inside salloc, and a whole sweep as one job."""
+
 import json
 import subprocess
 
@@ -11,8 +12,24 @@ from tests.results import only_result
 from tests.conftest import REPO, VENV_BIN, fabric_bench, need
 
 pytestmark = pytest.mark.slow
-TINY = ["--engine", "ddp", "--model", "resnet18", "--image-size", "32", "--batch-size", "8",
-        "--warmup", "1", "--iters", "2", "--batches-per-iter", "2", "--runtime", "host"]
+TINY = [
+    "--engine",
+    "ddp",
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "8",
+    "--warmup",
+    "1",
+    "--iters",
+    "2",
+    "--batches-per-iter",
+    "2",
+    "--runtime",
+    "host",
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +49,20 @@ def assert_valid_two_rank_result(r: dict, cluster) -> None:
 
 
 def test_sbatch_job_runs_two_ranks_through_srun_pmix(cluster, tmp_path):
-    proc = fabric_bench("run", "--launcher", "sbatch", "--ranks", "2", *TINY, "--time-limit", "5",
-                        "--results", str(tmp_path), env=cluster.env, timeout=400)
+    proc = fabric_bench(
+        "run",
+        "--launcher",
+        "sbatch",
+        "--ranks",
+        "2",
+        *TINY,
+        "--time-limit",
+        "5",
+        "--results",
+        str(tmp_path),
+        env=cluster.env,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:] + cluster.logs()
     r = only_result(tmp_path)
     assert_valid_two_rank_result(r, cluster)
@@ -46,8 +75,20 @@ def test_sbatch_job_runs_two_ranks_through_srun_pmix(cluster, tmp_path):
 
 
 def test_srun_inside_an_allocation(cluster, tmp_path):
-    argv = ["salloc", "--ntasks=2", "--time=5", str(VENV_BIN / "fabric-bench"), "run", "--launcher", "srun",
-            "--ranks", "2", *TINY, "--results", str(tmp_path)]
+    argv = [
+        "salloc",
+        "--ntasks=2",
+        "--time=5",
+        str(VENV_BIN / "fabric-bench"),
+        "run",
+        "--launcher",
+        "srun",
+        "--ranks",
+        "2",
+        *TINY,
+        "--results",
+        str(tmp_path),
+    ]
     proc = subprocess.run(argv, cwd=REPO, env=cluster.env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     r = only_result(tmp_path)
@@ -74,9 +115,17 @@ launcher = "sbatch"
 runtime = "host"
 """)
     directory = tmp_path / "sweep"
-    proc = fabric_bench("sweep", str(experiment), "--dir", str(directory), "--one-job", "--remeasure-disturbed", "0",
-                        env=cluster.env,
-                        timeout=600)
+    proc = fabric_bench(
+        "sweep",
+        str(experiment),
+        "--dir",
+        str(directory),
+        "--one-job",
+        "--remeasure-disturbed",
+        "0",
+        env=cluster.env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     summary = json.loads((directory / "summary.json").read_text())
     assert summary["ok"] == 2 and summary["ran"] == 2
@@ -89,10 +138,26 @@ runtime = "host"
 
 def test_inside_the_apptainer_cpu_image(cluster, cpu_ethernet_image, tmp_path):
     image = {"image": cpu_ethernet_image.image}
-    proc = fabric_bench("run", "--launcher", "sbatch", "--ranks", "2", *TINY[:-2], "--runtime", "apptainer",
-                        "--image", image["image"], "--fabric", "ethernet", "--results", str(tmp_path),
-                        "--timeout", "300",
-                        env=cluster.env, timeout=400)
+    proc = fabric_bench(
+        "run",
+        "--launcher",
+        "sbatch",
+        "--ranks",
+        "2",
+        *TINY[:-2],
+        "--runtime",
+        "apptainer",
+        "--image",
+        image["image"],
+        "--fabric",
+        "ethernet",
+        "--results",
+        str(tmp_path),
+        "--timeout",
+        "300",
+        env=cluster.env,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     result = only_result(tmp_path)
     assert_valid_two_rank_result(result, cluster)

@@ -1,6 +1,7 @@
 """The study's question answered for real, CI-sized: an emulated sweep (two link rates as two
 fabrics x 1 and 2 nodes x ddp and horovod) whose report opens with the verdict table and its
 paragraph, agreeing with the sweep summary; and the predictor validated on emulated fabrics."""
+
 import json
 import math
 import os
@@ -23,8 +24,16 @@ def emulation_possible():
 def test_emulated_sweep_report_opens_with_the_verdict(tmp_path):
     emulation_possible()
     sweep_dir = tmp_path / "sweep"
-    sweep = fabric_bench("sweep", "experiments/cpu-emulated.experiment.toml", "--dir", str(sweep_dir),
-                         "--remeasure-disturbed", "0", "--keep-disturbed", timeout=1500)
+    sweep = fabric_bench(
+        "sweep",
+        "experiments/cpu-emulated.experiment.toml",
+        "--dir",
+        str(sweep_dir),
+        "--remeasure-disturbed",
+        "0",
+        "--keep-disturbed",
+        timeout=1500,
+    )
     assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
     assert "verdict: fabric" in sweep.stdout and "In the 2 groups" in sweep.stdout.replace("\n", " ")
 
@@ -35,7 +44,9 @@ def test_emulated_sweep_report_opens_with_the_verdict(tmp_path):
     fabric = data["verdicts"]["fabric"]
     assert fabric["reference"] == "emu-eth-1g"  # the first fabric of the experiment
     assert {(r["engine"], r["value"], r["nodes"]) for r in fabric["rows"]} == {
-        ("ddp", "emu-eth-10g", 2), ("horovod", "emu-eth-10g", 2)}
+        ("ddp", "emu-eth-10g", 2),
+        ("horovod", "emu-eth-10g", 2),
+    }
     assert fabric["paragraph"].startswith("In the 2 groups where both ran, emu-eth-10g is ")
     for row in fabric["rows"]:
         assert row["ci95"][0] <= row["ratio"] <= row["ci95"][1]
@@ -46,7 +57,8 @@ def test_emulated_sweep_report_opens_with_the_verdict(tmp_path):
     # one aggregation: the summary's verdicts and efficiencies are the report's
     summary = json.loads((sweep_dir / "summary.json").read_text())
     assert [r["ratio"] for r in summary["verdicts"]["fabric"]["rows"]] == pytest.approx(
-        [r["ratio"] for r in fabric["rows"]])
+        [r["ratio"] for r in fabric["rows"]]
+    )
     by_run = {run: p for p in data["points"] for run in p["runs"]}
     for row in summary["runs"]:
         run_id = row["result"].split("/")[-2]
@@ -60,6 +72,7 @@ def test_emulated_sweep_report_opens_with_the_verdict(tmp_path):
     assert len(tp["ideal"]) == len(tp["series"])
 
     from tests.launch.test_report_browser import CHROMIUM, check_what_a_reader_sees, look_at
+
     if CHROMIUM:
         check_what_a_reader_sees(look_at(out / "report.html", tmp_path / "profile"), data["plots"])
 
@@ -67,12 +80,35 @@ def test_emulated_sweep_report_opens_with_the_verdict(tmp_path):
 def test_predictor_validation_small(tmp_path):
     emulation_possible()
     proc = subprocess.run(
-        [sys.executable, "benchmarks/predict_validation.py", "--rates", "1gbit", "--models", "mobilenet_v3_small",
-         "--engines", "ddp", "--multi-nodes", "3", "--iters", "3", "--allreduce-iters", "3", "--repeats", "2",
-         "--max-bytes", str(16 * 2**20), "--results", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=1200)
+        [
+            sys.executable,
+            "benchmarks/predict_validation.py",
+            "--rates",
+            "1gbit",
+            "--models",
+            "mobilenet_v3_small",
+            "--engines",
+            "ddp",
+            "--multi-nodes",
+            "3",
+            "--iters",
+            "3",
+            "--allreduce-iters",
+            "3",
+            "--repeats",
+            "2",
+            "--max-bytes",
+            str(16 * 2**20),
+            "--results",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    print(proc.stdout[proc.stdout.index("predicted vs measured"):])
+    print(proc.stdout[proc.stdout.index("predicted vs measured") :])
     points = json.loads((tmp_path / "validation.json").read_text())["points"]
     kinds = {p["kind"] for p in points}
     assert kinds == {"train", "allreduce"} and all(math.isfinite(p["error"]) for p in points)

@@ -1,4 +1,5 @@
 """Real multi-process TensorFlow training runs on this host's CPUs (Horovod and tf.distribute)."""
+
 import os
 import subprocess
 
@@ -10,22 +11,41 @@ from tests.conftest import REPO, VENV_BIN, fabric_bench, need
 from launch.results.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.slow
-TINY = ["--model", "SmallCNN", "--image-size", "32", "--batch-size", "8",
-        "--warmup", "1", "--iters", "3", "--batches-per-iter", "2"]
+TINY = [
+    "--model",
+    "SmallCNN",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "8",
+    "--warmup",
+    "1",
+    "--iters",
+    "3",
+    "--batches-per-iter",
+    "2",
+]
 
 
 def bench_tf_train(*args, env=None, cwd=REPO):
     """`python -m bench.tf_train` as one rank, without a launcher."""
-    return subprocess.run([str(VENV_BIN / "python"), "-m", "bench.tf_train", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [str(VENV_BIN / "python"), "-m", "bench.tf_train", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.parametrize("engine", ["native", "horovod"])
 def test_two_ranks_train_to_identical_variables(engine, tmp_path):
     if engine == "horovod":
         need(horovod_built_for("tf"), "Horovod with TensorFlow is not installed (make setup)")
-    proc = fabric_bench("run", "--framework", "tf", "--engine", engine, "--ranks", "2", *TINY,
-                        "--results", str(tmp_path))
+    proc = fabric_bench(
+        "run", "--framework", "tf", "--engine", engine, "--ranks", "2", *TINY, "--results", str(tmp_path)
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = only_result(tmp_path)
     assert r["status"] == "ok" and r["schema_version"] == SCHEMA_VERSION
@@ -46,13 +66,16 @@ def test_two_ranks_train_to_identical_variables(engine, tmp_path):
         assert r["engine_info"]["collectives"] == "ring" and len(r["engine_info"]["workers"]) == 2
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--engine", "mirrored", "--model", "SmallCNN"], "unknown engine 'mirrored' for tf"),
-    (["--engine", "native", "--model", "resnet18"], "unknown model 'resnet18' for tf"),
-    (["--engine", "native", "--model", "SmallCNN", "--batch-size", "0"], "--batch-size must be >= 1"),
-    (["--engine", "native", "--model", "InceptionV3", "--image-size", "64"], "too small for InceptionV3"),
-    (["--engine", "native", "--model", "SmallCNN", "--precision", "amp"], "unknown precision 'amp'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--engine", "mirrored", "--model", "SmallCNN"], "unknown engine 'mirrored' for tf"),
+        (["--engine", "native", "--model", "resnet18"], "unknown model 'resnet18' for tf"),
+        (["--engine", "native", "--model", "SmallCNN", "--batch-size", "0"], "--batch-size must be >= 1"),
+        (["--engine", "native", "--model", "InceptionV3", "--image-size", "64"], "too small for InceptionV3"),
+        (["--engine", "native", "--model", "SmallCNN", "--precision", "amp"], "unknown precision 'amp'"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     proc = bench_tf_train(*args, "--record-dir", str(tmp_path))
     assert proc.returncode == 2
@@ -74,8 +97,14 @@ def test_horovod_without_tensorflow_support_is_one_line_and_exit_2(tmp_path):
     fake.mkdir(parents=True)
     (fake.parent / "__init__.py").write_text("")
     (fake / "__init__.py").write_text("raise ImportError('Extension horovod.tensorflow has not been built')\n")
-    proc = bench_tf_train("--engine", "horovod", *TINY, "--record-dir", str(tmp_path / "ranks"),
-                          env={"PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{REPO}"})
+    proc = bench_tf_train(
+        "--engine",
+        "horovod",
+        *TINY,
+        "--record-dir",
+        str(tmp_path / "ranks"),
+        env={"PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{REPO}"},
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error: Horovod is not built with TensorFlow support")
     assert "Traceback" not in proc.stderr

@@ -1,4 +1,5 @@
 """Real multi-process PyTorch training runs on this host's CPUs (Horovod and DDP)."""
+
 import json
 import os
 import signal
@@ -15,8 +16,20 @@ from tests.conftest import VENV_BIN, REPO, fabric_bench, need
 from launch.results.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.slow
-TINY = ["--model", "resnet18", "--image-size", "32", "--batch-size", "8",
-        "--warmup", "1", "--iters", "3", "--batches-per-iter", "2"]
+TINY = [
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "8",
+    "--warmup",
+    "1",
+    "--iters",
+    "3",
+    "--batches-per-iter",
+    "2",
+]
 
 
 @pytest.mark.parametrize("engine, controller", [("ddp", "mpi"), ("horovod", "mpi"), ("horovod", "gloo")])
@@ -24,10 +37,13 @@ def test_two_ranks_train_to_identical_parameters(engine, controller, tmp_path):
     if engine == "horovod":
         need(horovod_built_for("torch"), "Horovod with PyTorch is not installed (make setup)")
     scratch_before = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
-    proc = fabric_bench("run", "--engine", engine, "--controller", controller, "--ranks", "2",
-                        *TINY, "--results", str(tmp_path))
+    proc = fabric_bench(
+        "run", "--engine", engine, "--controller", controller, "--ranks", "2", *TINY, "--results", str(tmp_path)
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= scratch_before  # torchrun's folder stays in the run
+    assert (
+        set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= scratch_before
+    )  # torchrun's folder stays in the run
     r = only_result(tmp_path)
     assert r["status"] == "ok" and r["schema_version"] == SCHEMA_VERSION
     assert r["world_size"] == 2 and r["engine"] == engine
@@ -38,7 +54,8 @@ def test_two_ranks_train_to_identical_parameters(engine, controller, tmp_path):
     assert len(r["samples"]["total_img_per_s"]) == 3
     assert 0.0 <= r["comm_fraction"] <= 1.0
     assert r["versions"]["torch"].startswith("2.") and r["argv"][0].endswith(
-        {"ddp": "torchrun", "horovod": "mpirun" if controller == "mpi" else "horovodrun"}[engine])
+        {"ddp": "torchrun", "horovod": "mpirun" if controller == "mpi" else "horovodrun"}[engine]
+    )
     # what went on the wire (bench.numerics.wire): the bytes the predictor takes, and the pieces in use
     assert r["wire"]["dtype"] == "float32" and r["wire"]["gradient_bytes"] == r["gradient_bytes"] > 0
     if engine == "ddp":
@@ -56,9 +73,25 @@ def test_a_crashing_rank_fails_the_run_with_its_error_and_keeps_other_results(tm
     (keep / "result.json").write_text('{"kept": true}')
     # batch 1 at 32x32 leaves 1 value per BatchNorm channel in resnet18's last
     # block: every rank raises inside the forward pass.
-    proc = fabric_bench("run", "--engine", "ddp", "--ranks", "2", "--model", "resnet18",
-                        "--image-size", "32", "--batch-size", "1", "--warmup", "1", "--iters", "1",
-                        "--results", str(tmp_path))
+    proc = fabric_bench(
+        "run",
+        "--engine",
+        "ddp",
+        "--ranks",
+        "2",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "1",
+        "--warmup",
+        "1",
+        "--iters",
+        "1",
+        "--results",
+        str(tmp_path),
+    )
     assert proc.returncode == 1
     (path,) = [p for p in tmp_path.glob("*/result.json") if p.parent != keep]
     r = json.loads(path.read_text())
@@ -68,9 +101,28 @@ def test_a_crashing_rank_fails_the_run_with_its_error_and_keeps_other_results(tm
 
 
 def test_a_killed_rank_fails_the_run_and_takes_its_peers_down(tmp_path):
-    argv = [str(VENV_BIN / "fabric-bench"), "run", "--engine", "ddp", "--ranks", "2", "--model", "resnet18",
-            "--image-size", "64", "--batch-size", "16", "--warmup", "1", "--iters", "200",
-            "--results", str(tmp_path), "--timeout", "120"]
+    argv = [
+        str(VENV_BIN / "fabric-bench"),
+        "run",
+        "--engine",
+        "ddp",
+        "--ranks",
+        "2",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "64",
+        "--batch-size",
+        "16",
+        "--warmup",
+        "1",
+        "--iters",
+        "200",
+        "--results",
+        str(tmp_path),
+        "--timeout",
+        "120",
+    ]
     launcher = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     victim = None
@@ -98,8 +150,9 @@ def test_the_console_shows_progress_and_the_table_and_the_log_keeps_the_verbose_
     lines = proc.stdout.splitlines()
     progress = [l for l in lines if " iteration " in l]
     # rank 0 speaks for the group: one line per timed iteration of each phase
-    assert [l.split(":")[0] for l in progress] == [f"{phase} iteration {i}/3" for phase in ("train", "compute")
-                                                   for i in (1, 2, 3)]
+    assert [l.split(":")[0] for l in progress] == [
+        f"{phase} iteration {i}/3" for phase in ("train", "compute") for i in (1, 2, 3)
+    ]
     assert not any("mca:" in l or "UCX" in l for l in lines)
     assert len(lines) <= len(progress) + 12  # + the summary table and the result path
     (log,) = tmp_path.glob("*/output.log")

@@ -1,5 +1,6 @@
 """Archives: contents, tampered archives refused, image digests, and a real
 archive -> replay -> compare round trip."""
+
 import gzip
 import io
 import json
@@ -18,11 +19,22 @@ from tests.conftest import fabric_bench
 
 def fake_run(root, run_id="20260101T000000-torch-ddp-resnet18-n2-abc", **spec_fields):
     spec = {**RunSpec(image_size=32, batch_size=8, iters=1, **spec_fields).as_dict()}
-    result = {"schema_version": 1, "run_id": run_id, "benchmark": "train", "framework": "torch", "engine": "ddp",
-              "model": "resnet18", "world_size": 2, "status": "ok", "spec": spec,
-              "argv": ["/x/torchrun", "--record-dir", f"/r/{run_id}/ranks"], "env": {"OMP_NUM_THREADS": "1"},
-              "versions": {"torch": "2.14.1"}, "throughput": {"total_img_per_s": 10.0, "ci95_img_per_s": 1.0},
-              "image": None}
+    result = {
+        "schema_version": 1,
+        "run_id": run_id,
+        "benchmark": "train",
+        "framework": "torch",
+        "engine": "ddp",
+        "model": "resnet18",
+        "world_size": 2,
+        "status": "ok",
+        "spec": spec,
+        "argv": ["/x/torchrun", "--record-dir", f"/r/{run_id}/ranks"],
+        "env": {"OMP_NUM_THREADS": "1"},
+        "versions": {"torch": "2.14.1"},
+        "throughput": {"total_img_per_s": 10.0, "ci95_img_per_s": 1.0},
+        "image": None,
+    }
     run_dir = root / run_id
     (run_dir / "ranks").mkdir(parents=True)
     (run_dir / "result.json").write_text(json.dumps(result))
@@ -39,8 +51,18 @@ def built(tmp_path_factory):
     site = root / "site.toml"
     site.write_text('[fabrics.ethernet]\ninterface = "eth0"\n')
     out = root / "run.tar.gz"
-    proc = fabric_bench("archive", str(run_dir), "--output", str(out), "--site", str(site),
-                        "--system-name", "testbox", "--submitter", "fabric-bench CI")
+    proc = fabric_bench(
+        "archive",
+        str(run_dir),
+        "--output",
+        str(out),
+        "--site",
+        str(site),
+        "--system-name",
+        "testbox",
+        "--submitter",
+        "fabric-bench CI",
+    )
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -49,9 +71,20 @@ def test_archive_carries_results_stack_probe_config_and_system(built):
     verified = archives.read(built)
     names = set(verified.members)
     run = "results/ranks/rank-0.jsonl"
-    assert {"results/result.json", "results/output.log", run, "runs.json", "stack/images.json",
-            "stack/software.json", "host/probe.json", "config/site-site.toml", "systems/testbox.json",
-            "bundle.json", "stack/recipe/recipes.json", "stack/recipe-inputs/containers/stack.py"} <= names
+    assert {
+        "results/result.json",
+        "results/output.log",
+        run,
+        "runs.json",
+        "stack/images.json",
+        "stack/software.json",
+        "host/probe.json",
+        "config/site-site.toml",
+        "systems/testbox.json",
+        "bundle.json",
+        "stack/recipe/recipes.json",
+        "stack/recipe-inputs/containers/stack.py",
+    } <= names
     manifest = verified.manifest
     assert manifest["schema_version"] == 1 and set(manifest["members"]) == names
     software = json.loads(verified.members["stack/software.json"])
@@ -98,17 +131,33 @@ def unknown_schema(info, data):
 
 TAMPERED = {
     "modified member": (modified, "checksum mismatch for results/output.log"),
-    "dot-dot member": (lambda i, d: [(i, d)] + ([add("../escaped.txt")] if i.name == "bundle.json" else []),
-                       "escapes the target directory"),
-    "absolute member": (lambda i, d: [(i, d)] + ([add("/tmp/escaped-abs.txt")] if i.name == "bundle.json" else []),
-                        "absolute or unsafe path"),
-    "symlink member": (lambda i, d: [(i, d)] + ([add("results/link", kind=tarfile.SYMTYPE, link="/etc/passwd")]
-                                               if i.name == "bundle.json" else []), "is a link"),
-    "hardlink member": (lambda i, d: [(i, d)] + ([add("results/hard", kind=tarfile.LNKTYPE, link="bundle.json")]
-                                                if i.name == "bundle.json" else []), "is a link"),
+    "dot-dot member": (
+        lambda i, d: [(i, d)] + ([add("../escaped.txt")] if i.name == "bundle.json" else []),
+        "escapes the target directory",
+    ),
+    "absolute member": (
+        lambda i, d: [(i, d)] + ([add("/tmp/escaped-abs.txt")] if i.name == "bundle.json" else []),
+        "absolute or unsafe path",
+    ),
+    "symlink member": (
+        lambda i, d: (
+            [(i, d)]
+            + ([add("results/link", kind=tarfile.SYMTYPE, link="/etc/passwd")] if i.name == "bundle.json" else [])
+        ),
+        "is a link",
+    ),
+    "hardlink member": (
+        lambda i, d: (
+            [(i, d)]
+            + ([add("results/hard", kind=tarfile.LNKTYPE, link="bundle.json")] if i.name == "bundle.json" else [])
+        ),
+        "is a link",
+    ),
     "unknown schema": (unknown_schema, "unknown archive schema_version 99"),
-    "extra member": (lambda i, d: [(i, d)] + ([add("results/extra.txt")] if i.name == "bundle.json" else []),
-                     "not in the manifest"),
+    "extra member": (
+        lambda i, d: [(i, d)] + ([add("results/extra.txt")] if i.name == "bundle.json" else []),
+        "not in the manifest",
+    ),
 }
 
 
@@ -152,8 +201,11 @@ def test_extract_writes_only_inside_a_fresh_target(built, tmp_path):
 def test_replay_refuses_an_image_with_another_digest_unless_allowed(tmp_path):
     image = tmp_path / "fb.sif"
     image.write_bytes(b"image bytes")
-    result = {"run_id": "r1", "spec": RunSpec(runtime="apptainer", image=str(image)).as_dict(),
-              "image": {"path": str(image), "digest": "sha256:" + "0" * 64}}
+    result = {
+        "run_id": "r1",
+        "spec": RunSpec(runtime="apptainer", image=str(image)).as_dict(),
+        "image": {"path": str(image), "digest": "sha256:" + "0" * 64},
+    }
     spec = replays.spec_of(result)
     with pytest.raises(UsageError, match="differs from the recorded"):
         replays.check_image(result, spec, allow_mismatch=False)
@@ -164,7 +216,16 @@ def test_replay_refuses_an_image_with_another_digest_unless_allowed(tmp_path):
 
 def test_argv_shape_ignores_tool_paths_and_run_directories():
     a = ["/usr/bin/mpirun", "-np", "2", "/venv/bin/python3", "-m", "bench.torch_train", "--record-dir", "/a/R1/ranks"]
-    b = ["/opt/bin/mpirun", "-np", "2", "/other/bin/python3.11", "-m", "bench.torch_train", "--record-dir", "/b/R2/ranks"]
+    b = [
+        "/opt/bin/mpirun",
+        "-np",
+        "2",
+        "/other/bin/python3.11",
+        "-m",
+        "bench.torch_train",
+        "--record-dir",
+        "/b/R2/ranks",
+    ]
     assert replays.argv_shape(a, "R1") == replays.argv_shape(b, "R2")
     assert replays.argv_shape(a, "R1") != replays.argv_shape(b[:2] + ["4"] + b[3:], "R2")
 
@@ -173,8 +234,26 @@ def test_argv_shape_ignores_tool_paths_and_run_directories():
 def test_real_run_archive_replay_compare_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("FABRIC_BENCH_STORE", str(tmp_path / "store.sqlite"))
     env = {**os.environ}
-    tiny = ["--engine", "ddp", "--ranks", "2", "--model", "resnet18", "--image-size", "32", "--batch-size", "8",
-            "--warmup", "1", "--iters", "3", "--batches-per-iter", "1", "--fabric", "ethernet"]
+    tiny = [
+        "--engine",
+        "ddp",
+        "--ranks",
+        "2",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "8",
+        "--warmup",
+        "1",
+        "--iters",
+        "3",
+        "--batches-per-iter",
+        "1",
+        "--fabric",
+        "ethernet",
+    ]
     run = fabric_bench("run", *tiny, "--results", str(tmp_path / "site-a"), env=env)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     (run_dir,) = (tmp_path / "site-a").iterdir()
@@ -194,8 +273,9 @@ def test_real_run_archive_replay_compare_round_trip(tmp_path, monkeypatch):
     assert link["archive_sha256"] == sha256_bytes(out.read_bytes())
     assert replayed["spec"] == original["spec"] and replayed["run_id"] != original["run_id"]
     # two shared cores are noisy: gate on a loose tolerance; a tight one must be able to fail
-    close = fabric_bench("compare", str(run_dir / "result.json"), str(replay_dir / "result.json"),
-                         "--default-tolerance", "0.9", env=env)
+    close = fabric_bench(
+        "compare", str(run_dir / "result.json"), str(replay_dir / "result.json"), "--default-tolerance", "0.9", env=env
+    )
     assert close.returncode == 0, close.stdout
     listed = fabric_bench("results", "list", "--json", env=env)
     assert {r["run_id"] for r in json.loads(listed.stdout)} == {original["run_id"], replayed["run_id"]}

@@ -5,24 +5,27 @@ import pytest
 from tests.conftest import fabric_bench
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model", "nope"], "unknown model 'nope'"),
-    (["--engine", "mxnet"], "unknown engine 'mxnet'"),
-    (["--ranks", "0"], "--ranks must be >= 1"),
-    (["--batch-size", "0"], "--batch-size must be >= 1"),
-    (["--ranks", "two"], "--ranks"),
-    (["--env", "NOEQUALS"], "--env expects NAME=VALUE"),
-    (["--timeout", "-1"], "--timeout must be > 0"),
-    (["--no-such-flag"], "No such option"),
-    (["--fabric", "token-ring"], "unknown fabric 'token-ring'"),
-    (["--fabric", "infiniband"], "fabric 'infiniband' is not present"),
-    (["--launcher", "pbs"], "unknown launcher 'pbs'"),
-    (["--runtime", "docker", "--image", "x"], "unknown runtime 'docker'"),
-    (["--runtime", "apptainer"], "needs --image"),
-    (["--nodes", "2", "--ranks-per-node", "2", "--ranks", "3", "--launcher", "mpirun"], "contradicts"),
-    (["--nodes", "2"], "--launcher local runs on this host only"),
-    (["--site", "/nonexistent/site.toml"], "site file not found"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "nope"], "unknown model 'nope'"),
+        (["--engine", "mxnet"], "unknown engine 'mxnet'"),
+        (["--ranks", "0"], "--ranks must be >= 1"),
+        (["--batch-size", "0"], "--batch-size must be >= 1"),
+        (["--ranks", "two"], "--ranks"),
+        (["--env", "NOEQUALS"], "--env expects NAME=VALUE"),
+        (["--timeout", "-1"], "--timeout must be > 0"),
+        (["--no-such-flag"], "No such option"),
+        (["--fabric", "token-ring"], "unknown fabric 'token-ring'"),
+        (["--fabric", "infiniband"], "fabric 'infiniband' is not present"),
+        (["--launcher", "pbs"], "unknown launcher 'pbs'"),
+        (["--runtime", "docker", "--image", "x"], "unknown runtime 'docker'"),
+        (["--runtime", "apptainer"], "needs --image"),
+        (["--nodes", "2", "--ranks-per-node", "2", "--ranks", "3", "--launcher", "mpirun"], "contradicts"),
+        (["--nodes", "2"], "--launcher local runs on this host only"),
+        (["--site", "/nonexistent/site.toml"], "site file not found"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     proc = fabric_bench("run", "--results", str(tmp_path), *args)
     assert proc.returncode == 2
@@ -32,8 +35,18 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
 
 
 def test_dry_run_prints_exact_argv_and_env_and_runs_nothing(tmp_path):
-    proc = fabric_bench("run", "--dry-run", "--engine", "horovod", "--ranks", "2",
-                        "--env", "HOROVOD_LOG_LEVEL=debug", "--results", str(tmp_path))
+    proc = fabric_bench(
+        "run",
+        "--dry-run",
+        "--engine",
+        "horovod",
+        "--ranks",
+        "2",
+        "--env",
+        "HOROVOD_LOG_LEVEL=debug",
+        "--results",
+        str(tmp_path),
+    )
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines())
     argv, env = json.loads(lines["argv"]), json.loads(lines["env"])
@@ -46,8 +59,7 @@ def test_a_fabric_whose_devices_are_missing_is_refused_before_launch(tmp_path):
     site = tmp_path / "site.toml"
     site.write_text('[fabrics.infiniband]\ninterface = "ib0"\nhca = "mlx5_0"\n')
     results = tmp_path / "results"
-    dry = fabric_bench("run", "--dry-run", "--site", str(site), "--fabric", "infiniband",
-                       "--results", str(results))
+    dry = fabric_bench("run", "--dry-run", "--site", str(site), "--fabric", "infiniband", "--results", str(results))
     assert dry.returncode == 0 and "host devices and libraries of fabric infiniband" in dry.stdout
     assert "NCCL" not in dry.stdout and "UCX_NET_DEVICES" in dry.stdout  # CPU run: no NCCL preset
     real = fabric_bench("run", "--site", str(site), "--fabric", "infiniband", "--results", str(results))

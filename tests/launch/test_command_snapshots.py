@@ -3,6 +3,7 @@
 The snapshot file was reviewed by eye; a change to any argv or env shows up
 here as a diff. Regenerate deliberately with FABRIC_BENCH_UPDATE_SNAPSHOTS=1.
 """
+
 import json
 import os
 import shlex
@@ -22,15 +23,23 @@ from launch.site.config import FabricSite, Site
 
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "commands.json"
 RUN_DIR = Path("/results/RUN")
-SITE = Site(fabrics={
-    "ethernet": FabricSite(interface="eth0"),
-    "infiniband": FabricSite(interface="ib0", device="mlx5_0"),
-    "omnipath": FabricSite(interface="ib0", device="hfi1_0"),
-    "efa": FabricSite(interface="ens5", device="rdmap16s27"),
-    "slingshot": FabricSite(interface="hsn0", device="cxi0", host_paths=(
-        ("host_libfabric", "/opt/cray/libfabric/1.15.2.0/lib64"), ("host_libcxi", "/usr/lib64/libcxi.so.1"))),
-    "universal": FabricSite(interface="eth0"),
-})
+SITE = Site(
+    fabrics={
+        "ethernet": FabricSite(interface="eth0"),
+        "infiniband": FabricSite(interface="ib0", device="mlx5_0"),
+        "omnipath": FabricSite(interface="ib0", device="hfi1_0"),
+        "efa": FabricSite(interface="ens5", device="rdmap16s27"),
+        "slingshot": FabricSite(
+            interface="hsn0",
+            device="cxi0",
+            host_paths=(
+                ("host_libfabric", "/opt/cray/libfabric/1.15.2.0/lib64"),
+                ("host_libcxi", "/usr/lib64/libcxi.so.1"),
+            ),
+        ),
+        "universal": FabricSite(interface="eth0"),
+    }
+)
 FABRICS = [None, "ethernet", "infiniband", "omnipath", "efa", "slingshot"]
 LAUNCHERS = ["local", "mpirun", "srun", "sbatch"]
 
@@ -38,11 +47,19 @@ LAUNCHERS = ["local", "mpirun", "srun", "sbatch"]
 def case(runtime, launcher, fabric):
     gpus = fabric not in (None, "ethernet")
     return RunSpec(
-        engine="horovod", model="resnet50", ranks=2 if launcher == "local" else 4,
-        nodes=1 if launcher == "local" else 2, runtime=runtime, launcher=launcher,
+        engine="horovod",
+        model="resnet50",
+        ranks=2 if launcher == "local" else 4,
+        nodes=1 if launcher == "local" else 2,
+        runtime=runtime,
+        launcher=launcher,
         image=None if runtime == "host" else {"podman": "localhost/fabric-bench:cuda"}.get(runtime, "/img/fb.sif"),
-        fabric=fabric, gpus_per_node=4 if gpus else 0, allreduce="nccl" if gpus else None,
-        gpudirect="on" if gpus else None, partition="gpu", time_limit="00:30:00",
+        fabric=fabric,
+        gpus_per_node=4 if gpus else 0,
+        allreduce="nccl" if gpus else None,
+        gpudirect="on" if gpus else None,
+        partition="gpu",
+        time_limit="00:30:00",
     ).validated()
 
 
@@ -88,7 +105,7 @@ def test_snapshots_hold_the_fabric_selection(host_independent):
     ib = render(case("apptainer", "mpirun", "infiniband"))
     argv = ib["argv"]
     assert argv[:3] == ["mpirun", "-np", "4"] and "--nv" in argv
-    inside = argv[argv.index("env", argv.index("--nv")):]   # set by `env` in the image, never --env
+    inside = argv[argv.index("env", argv.index("--nv")) :]  # set by `env` in the image, never --env
     assert "--env" not in argv and "NCCL_IB_HCA==mlx5_0" in inside and "OMPI_MCA_pml=ucx" in inside
     assert "/dev/infiniband:/dev/infiniband" in argv and ib["env"]["NCCL_NET_GDR_LEVEL"] == "PHB"
     eth = render(case("host", "srun", "ethernet"))

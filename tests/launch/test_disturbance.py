@@ -1,6 +1,7 @@
 """launch.disturbance on real processes and the real /proc: a busy process outside the run is
 named with its share of a core, the run's own busy process is not counted as foreign, a
 stopped process of the run is seen, and the step-time series and the window are read right."""
+
 from __future__ import annotations
 
 import json
@@ -60,11 +61,16 @@ def test_a_busy_process_outside_the_run_is_named_and_the_runs_own_work_is_not_fo
 
 def test_a_stopped_process_of_the_run_is_seen(tmp_path):
     script = tmp_path / "child.pid"
-    own = Command([sys.executable, "-c",
-                   "import os, subprocess, sys, time\n"
-                   "c = subprocess.Popen(['sleep', '3'])\n"
-                   f"open({str(script)!r}, 'w').write(str(c.pid))\n"
-                   "c.wait()"])
+    own = Command(
+        [
+            sys.executable,
+            "-c",
+            "import os, subprocess, sys, time\n"
+            "c = subprocess.Popen(['sleep', '3'])\n"
+            f"open({str(script)!r}, 'w').write(str(c.pid))\n"
+            "c.wait()",
+        ]
+    )
     stopper_done = []
 
     def start(pid: int) -> sample.Sampler:
@@ -80,6 +86,7 @@ def test_a_stopped_process_of_the_run_is_seen(tmp_path):
             time.sleep(1.0)
             os.kill(child, signal.SIGCONT)
             stopper_done.append(child)
+
         threading.Thread(target=stop_for_a_second, daemon=True).start()
         return sampler
 
@@ -93,8 +100,9 @@ def test_a_stopped_process_of_the_run_is_seen(tmp_path):
 
 
 def test_a_quiet_sleeping_run_is_clean_on_the_stopped_and_memory_signals(tmp_path):
-    outcome = execute(Command(["sleep", "1"]), tmp_path / "log", echo=False,
-                      sample=lambda pid: sample.Sampler(pid, interval=0.2))
+    outcome = execute(
+        Command(["sleep", "1"]), tmp_path / "log", echo=False, sample=lambda pid: sample.Sampler(pid, interval=0.2)
+    )
     snapshots = outcome.sampler.snapshots
     assert len(snapshots) >= 4
     assert judge.stopped_signal(snapshots, 0.2)["verdict"] == "clean"
@@ -106,9 +114,14 @@ def test_a_quiet_sleeping_run_is_clean_on_the_stopped_and_memory_signals(tmp_pat
 
 
 def test_a_process_name_with_spaces_and_parentheses_is_parsed(tmp_path):
-    named = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                              "open('/proc/self/comm', 'w').write('a) b (c')\nprint(flush=True)\n"
-                              "time.sleep(5)"], stdout=subprocess.PIPE)
+    named = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nopen('/proc/self/comm', 'w').write('a) b (c')\nprint(flush=True)\ntime.sleep(5)",
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         named.stdout.readline()
         found = sample.processes()[named.pid]
@@ -120,8 +133,9 @@ def test_a_process_name_with_spaces_and_parentheses_is_parsed(tmp_path):
 
 
 def test_psi_vmstat_and_net_dev_text_are_read():
-    assert sample.psi_totals("some avg10=0.00 avg60=0.00 avg300=0.00 total=120\n"
-                             "full avg10=0.00 avg60=0.00 avg300=0.00 total=7\n") == (120, 7)
+    assert sample.psi_totals(
+        "some avg10=0.00 avg60=0.00 avg300=0.00 total=120\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n"
+    ) == (120, 7)
     assert sample.psi_totals(None) == (None, None)
     assert sample.swapped_pages("pswpin 3\npswpout 4\n") == 7
     assert sample.swapped_pages("nr_free_pages 1\n") is None
@@ -129,12 +143,15 @@ def test_psi_vmstat_and_net_dev_text_are_read():
     assert sample.interface_bytes(text, ("lo",))["lo"][0] >= 0
 
 
-@pytest.mark.parametrize("times, verdict, words", [
-    ([1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 1.01, 0.99], "clean", None),
-    ([1.0, 1.0, 1.0, 2.5, 1.0, 1.0, 1.0, 1.0], "disturbed", "coefficient of variation"),
-    ([1.0, 1.0, 1.0, 1.0, 1.3, 1.3, 1.3, 1.3], "disturbed", "slower than the first half"),
-    ([1.0, 1.0, 1.0], "not measured", None),
-])
+@pytest.mark.parametrize(
+    "times, verdict, words",
+    [
+        ([1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 1.01, 0.99], "clean", None),
+        ([1.0, 1.0, 1.0, 2.5, 1.0, 1.0, 1.0, 1.0], "disturbed", "coefficient of variation"),
+        ([1.0, 1.0, 1.0, 1.0, 1.3, 1.3, 1.3, 1.3], "disturbed", "slower than the first half"),
+        ([1.0, 1.0, 1.0], "not measured", None),
+    ],
+)
 def test_the_step_series_is_judged(times, verdict, words):
     figures = steps.series_figures(times)
     assert figures["verdict"] == verdict

@@ -3,6 +3,7 @@
 Every real test leaves no fbemu-* namespace, veth, bridge or qdisc behind (the
 `clean_host` fixture checks and cleans, also when the test fails).
 """
+
 import json
 import os
 import shutil
@@ -16,10 +17,17 @@ from launch.ranks.runspec import RunSpec
 from tests.conftest import fabric_bench, need
 
 
-@pytest.mark.parametrize("text, bit_s", [
-    ("1gbit", 10**9), ("1g", 10**9), ("10GBIT", 10**10), ("500mbit", 5 * 10**8), ("2.5gbit/s", 25 * 10**8),
-    ("100kbit", 10**5),
-])
+@pytest.mark.parametrize(
+    "text, bit_s",
+    [
+        ("1gbit", 10**9),
+        ("1g", 10**9),
+        ("10GBIT", 10**10),
+        ("500mbit", 5 * 10**8),
+        ("2.5gbit/s", 25 * 10**8),
+        ("100kbit", 10**5),
+    ],
+)
 def test_rates_parse(text, bit_s):
     assert emulate.parse_rate(text) == bit_s
 
@@ -73,15 +81,19 @@ def test_not_root_is_one_line(monkeypatch):
         emulate.require_root()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--nodes", "1"], "needs --nodes >= 2"),
-    (["--nodes", "2", "--link-rate", "1gbps"], "unknown link rate '1gbps'"),
-    (["--nodes", "2", "--fabric", "emu-eth-fast"], "unknown emulated fabric"),
-    (["--nodes", "2", "--fabric", "ethernet"], "emulates ethernet links"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--nodes", "1"], "needs --nodes >= 2"),
+        (["--nodes", "2", "--link-rate", "1gbps"], "unknown link rate '1gbps'"),
+        (["--nodes", "2", "--fabric", "emu-eth-fast"], "unknown emulated fabric"),
+        (["--nodes", "2", "--fabric", "ethernet"], "emulates ethernet links"),
+    ],
+)
 def test_bad_emulated_runs_are_one_line_exit_2(args, message, tmp_path):
-    proc = fabric_bench("run", "--benchmark", "allreduce", "--launcher", "emulated", "--dry-run",
-                        "--results", str(tmp_path), *args)
+    proc = fabric_bench(
+        "run", "--benchmark", "allreduce", "--launcher", "emulated", "--dry-run", "--results", str(tmp_path), *args
+    )
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
@@ -95,10 +107,13 @@ def test_emulate_up_bad_input_is_one_line_exit_2():
 
 # -- real namespaces ------------------------------------------------------------
 
+
 def root_namespace_network() -> str:
     """Links and qdiscs of the root network namespace, as text."""
+
     def out(*argv):
         return subprocess.run(argv, capture_output=True, text=True).stdout
+
     return out("ip", "-o", "link") + out("tc", "qdisc", "show")
 
 
@@ -122,8 +137,7 @@ def clean_host():
 
 def run_emulated(tmp_path, *args, timeout=240):
     out = tmp_path / "results"
-    proc = fabric_bench("run", "--launcher", "emulated", "--nodes", "2", "--results", str(out), *args,
-                        timeout=timeout)
+    proc = fabric_bench("run", "--launcher", "emulated", "--nodes", "2", "--results", str(out), *args, timeout=timeout)
     results = sorted(out.glob("*/result.json"))
     assert proc.returncode == 0 and results, proc.stdout[-4000:] + proc.stderr[-2000:]
     return json.loads(results[-1].read_text())
@@ -136,9 +150,23 @@ def test_allreduce_busbw_follows_the_shaped_rate(clean_host, tmp_path):
     the lower bound leaves room for the shared 2-core CI machine)."""
     busbw = {}
     for rate in (1, 3):
-        result = run_emulated(tmp_path / f"{rate}g", "--benchmark", "allreduce", "--backend", "torch",
-                              "--link-rate", f"{rate}gbit", "--min-bytes", str(2**22), "--max-bytes", str(2**24),
-                              "--iters", "3", "--warmup", "1")
+        result = run_emulated(
+            tmp_path / f"{rate}g",
+            "--benchmark",
+            "allreduce",
+            "--backend",
+            "torch",
+            "--link-rate",
+            f"{rate}gbit",
+            "--min-bytes",
+            str(2**22),
+            "--max-bytes",
+            str(2**24),
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+        )
         assert result["status"] == "ok" and result["link_rate_gbit_s"] == rate
         assert len(result["hosts"]) == 2 and all(h.startswith("fbemu-") for h in result["hosts"])
         busbw[rate] = result["sizes"][-1]["busbw_gbit_s"]
@@ -148,9 +176,25 @@ def test_allreduce_busbw_follows_the_shaped_rate(clean_host, tmp_path):
 
 @pytest.mark.slow
 def test_training_across_namespaces_ends_with_identical_parameters(clean_host, tmp_path):
-    result = run_emulated(tmp_path, "--engine", "ddp", "--model", "resnet18", "--image-size", "32",
-                          "--batch-size", "8", "--iters", "2", "--batches-per-iter", "1", "--warmup", "1",
-                          "--fabric", "emu-eth-3g")
+    result = run_emulated(
+        tmp_path,
+        "--engine",
+        "ddp",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "8",
+        "--iters",
+        "2",
+        "--batches-per-iter",
+        "1",
+        "--warmup",
+        "1",
+        "--fabric",
+        "emu-eth-3g",
+    )
     assert result["status"] == "ok", result["reason"]
     assert result["params_max_abs_diff"] == 0 and len(result["params_sha256"]) == 1
     assert result["hosts"] == ["fbemu-" + result["emulation"]["cluster"] + f"-n{i}" for i in range(2)]
@@ -159,13 +203,27 @@ def test_training_across_namespaces_ends_with_identical_parameters(clean_host, t
 
 @pytest.mark.slow
 def test_halo_across_namespaces_matches_one_rank(clean_host, tmp_path):
-    result = run_emulated(tmp_path, "--benchmark", "halo", "--grid", "24", "--iters", "5", "--warmup", "1",
-                          "--link-rate", "1gbit")
+    result = run_emulated(
+        tmp_path, "--benchmark", "halo", "--grid", "24", "--iters", "5", "--warmup", "1", "--link-rate", "1gbit"
+    )
     assert result["status"] == "ok" and result["correct"]
     assert result["checksum"] == result["reference_checksum"]
     one = tmp_path / "one"
-    proc = fabric_bench("run", "--benchmark", "halo", "--ranks", "1", "--grid", "24", "--iters", "5",
-                        "--warmup", "1", "--results", str(one))
+    proc = fabric_bench(
+        "run",
+        "--benchmark",
+        "halo",
+        "--ranks",
+        "1",
+        "--grid",
+        "24",
+        "--iters",
+        "5",
+        "--warmup",
+        "1",
+        "--results",
+        str(one),
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(next(one.glob("*/result.json")).read_text())["checksum"] == result["checksum"]
 
@@ -184,8 +242,9 @@ def test_emulate_up_is_used_by_runs_and_leftovers_are_refused(clean_host, tmp_pa
         assert fabric_bench("emulate", "down", "fbtest").returncode == 0
     # a namespace nobody owns, as a crashed run leaves it
     subprocess.run(["ip", "netns", "add", "fbemu-crashed-n0"], check=True)
-    refused = fabric_bench("run", "--benchmark", "halo", "--launcher", "emulated", "--nodes", "2",
-                           "--results", str(tmp_path / "refused"))
+    refused = fabric_bench(
+        "run", "--benchmark", "halo", "--launcher", "emulated", "--nodes", "2", "--results", str(tmp_path / "refused")
+    )
     assert refused.returncode == 2 and "emulate down --all" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "refused").exists()
     assert "crashed: unknown origin" in fabric_bench("emulate", "status").stdout
@@ -197,18 +256,31 @@ def test_emulate_up_is_used_by_runs_and_leftovers_are_refused(clean_host, tmp_pa
 def test_emulate_list_shows_the_nodes_that_are_up_with_their_links(clean_host):
     """`emulate list` after `emulate up`: one line per cluster, one per node (namespace, address,
     link, planted faults); after `emulate down`, none of them."""
-    up = fabric_bench("emulate", "up", "--nodes", "3", "--link", "300mbit", "--link", "n0-n2=75mbit",
-                      "--slow", "n1", "--name", "fbtest")
+    up = fabric_bench(
+        "emulate",
+        "up",
+        "--nodes",
+        "3",
+        "--link",
+        "300mbit",
+        "--link",
+        "n0-n2=75mbit",
+        "--slow",
+        "n1",
+        "--name",
+        "fbtest",
+    )
     assert up.returncode == 0, up.stderr
     try:
         listed = fabric_bench("emulate", "list")
         assert listed.returncode == 0, listed.stderr
         lines = listed.stdout.splitlines()
         start = lines.index("fbtest: 3 nodes, links 300 Mbit/s; no Slurm (runs: --launcher emulated)")
-        assert [" ".join(line.split()) for line in lines[start + 1:start + 4]] == [
+        assert [" ".join(line.split()) for line in lines[start + 1 : start + 4]] == [
             f"n0 fbemu-fbtest-n0 {emulate.SUBNET}.1 link 300 Mbit/s (path to n2 75 Mbit/s)",
             f"n1 fbemu-fbtest-n1 {emulate.SUBNET}.2 link 300 Mbit/s (sends at 75 Mbit/s)",
-            f"n2 fbemu-fbtest-n2 {emulate.SUBNET}.3 link 300 Mbit/s (path to n0 75 Mbit/s)"]
+            f"n2 fbemu-fbtest-n2 {emulate.SUBNET}.3 link 300 Mbit/s (path to n0 75 Mbit/s)",
+        ]
         data = json.loads(fabric_bench("emulate", "list", "--json").stdout)
         (mine,) = [c for c in data if c["name"] == "fbtest"]
         assert [n["namespace"] for n in mine["nodes"]] == [f"fbemu-fbtest-n{i}" for i in range(3)]

@@ -1,4 +1,5 @@
 """Experiment files: validation and matrix expansion (pure, no runs)."""
+
 import re
 from pathlib import Path
 
@@ -10,9 +11,11 @@ from launch.site.config import FabricSite, Site
 from tests.conftest import REPO, fabric_bench
 
 SHIPPED = sorted((REPO / "experiments").glob("*experiment*.toml"))
-PAPER_SITE = Site(launcher="sbatch", runtime="apptainer",
-                  fabrics={"ethernet": FabricSite(interface="eth0"),
-                           "omnipath": FabricSite(interface="ib0", device="hfi1_0")})
+PAPER_SITE = Site(
+    launcher="sbatch",
+    runtime="apptainer",
+    fabrics={"ethernet": FabricSite(interface="eth0"), "omnipath": FabricSite(interface="ib0", device="hfi1_0")},
+)
 
 
 def write(tmp_path: Path, text: str, name: str = "exp.toml") -> Path:
@@ -42,46 +45,68 @@ def test_paper_matrix_counts_and_baselines():
     baselines = [p for p in points if p.baseline]
     assert len(runs) == (3 * 2 * 1 * 2 * 6 + 2 * 6) * 3 and len(baselines) == (3 + 1) * 2 * 3
     assert {(p.spec.allreduce, p.spec.gpudirect) for p in runs if p.spec.benchmark == "train"} == {
-        ("nccl", "on"), ("nccl", "off")}
+        ("nccl", "on"),
+        ("nccl", "off"),
+    }
     halo = [p for p in runs if p.spec.benchmark == "halo"]
     assert len(halo) == 2 * 6 * 3 and {(p.spec.allreduce, p.spec.gpudirect, p.spec.model) for p in halo} == {
-        (None, None, "resnet18")}  # the RunSpec defaults: fields the halo proxy does not read
+        (None, None, "resnet18")
+    }  # the RunSpec defaults: fields the halo proxy does not read
     assert all(p.label.startswith("halo-g384-") for p in halo)
     assert {p.spec.image for p in runs} == {"images/ethernet-cuda.sif", "images/omnipath-cuda.sif"}
     assert all(p.spec.ranks == 2 * p.spec.nodes and p.spec.time_limit == "30" for p in runs)
     for point in runs:  # every figure's baseline is in the same repetition
-        assert any(b.repetition == point.repetition and b.spec.model == point.spec.model and b.spec.ranks == 1
-                   and b.spec.image == point.spec.image for b in baselines)
+        assert any(
+            b.repetition == point.repetition
+            and b.spec.model == point.spec.model
+            and b.spec.ranks == 1
+            and b.spec.image == point.spec.image
+            for b in baselines
+        )
     assert len({p.key for p in points}) == len(points)
     first = points.index(baselines[0])  # each baseline comes before the runs it serves
-    assert all(points.index(p) > first for p in runs if p.spec.model == baselines[0].spec.model
-               and p.spec.image == baselines[0].spec.image and p.repetition == 0)
+    assert all(
+        points.index(p) > first
+        for p in runs
+        if p.spec.model == baselines[0].spec.model and p.spec.image == baselines[0].spec.image and p.repetition == 0
+    )
 
 
 def test_engines_models_and_precisions_are_kept_per_framework(tmp_path):
-    points = points_of(tmp_path, """
+    points = points_of(
+        tmp_path,
+        """
 [matrix]
 framework = ["torch", "tf"]
 engine = ["ddp", "native", "horovod"]
 model = ["resnet18", "SmallCNN"]
 precision = ["fp32", "amp", "mixed"]
 ranks_per_node = [2]
-""")
+""",
+    )
     combos = {(p.spec.framework, p.spec.engine, p.spec.model, p.spec.precision) for p in points if not p.baseline}
-    assert combos == {(f, e, m, pr) for f, engines, m, precisions in
-                      (("torch", ("ddp", "horovod"), "resnet18", ("fp32", "amp")),
-                       ("tf", ("native", "horovod"), "SmallCNN", ("fp32", "mixed")))
-                      for e in engines for pr in precisions}
+    assert combos == {
+        (f, e, m, pr)
+        for f, engines, m, precisions in (
+            ("torch", ("ddp", "horovod"), "resnet18", ("fp32", "amp")),
+            ("tf", ("native", "horovod"), "SmallCNN", ("fp32", "mixed")),
+        )
+        for e in engines
+        for pr in precisions
+    }
     assert sum(p.baseline for p in points) == len(combos)  # one 1-rank baseline each
 
 
 def test_a_one_rank_point_of_the_matrix_is_its_own_baseline(tmp_path):
     points = points_of(tmp_path, '[matrix]\nranks_per_node = [1, 2]\n[run]\nfabric = "ethernet"\n')
-    assert [(p.spec.ranks, p.baseline, p.spec.fabric) for p in points] == [(1, True, "ethernet"), (2, False, "ethernet")]
+    assert [(p.spec.ranks, p.baseline, p.spec.fabric) for p in points] == [
+        (1, True, "ethernet"),
+        (2, False, "ethernet"),
+    ]
 
 
 def test_keys_are_stable_and_depend_on_spec_and_repetition_only(tmp_path):
-    text = '[experiment]\nrepetitions = 2\ntime_limit_s = 60\n[matrix]\nranks_per_node = [2]\n'
+    text = "[experiment]\nrepetitions = 2\ntime_limit_s = 60\n[matrix]\nranks_per_node = [2]\n"
     first = points_of(tmp_path, text)
     again = points_of(tmp_path, text.replace("60", "90"))  # a different guard, the same measurement
     assert [p.key for p in first] == [p.key for p in again]
@@ -94,47 +119,69 @@ def test_emulated_single_node_points_run_locally_and_launcher_can_be_overridden(
     text = '[matrix]\nnodes = [1, 2]\nfabric = ["ethernet"]\n[run]\nranks_per_node = 1\nlauncher = "emulated"\n'
     points = points_of(tmp_path, text)
     assert [(p.spec.launcher, p.spec.nodes, p.spec.fabric) for p in points] == [
-        ("local", 1, None), ("emulated", 2, "ethernet")]
+        ("local", 1, None),
+        ("emulated", 2, "ethernet"),
+    ]
     srun = points_of(tmp_path, text, launcher="srun")
     assert {p.spec.launcher for p in srun} == {"srun"}
 
 
-@pytest.mark.parametrize("text, message", [
-    ('[matrix]\nmodle = ["resnet18"]\n', "exp.toml: [matrix].modle: unknown key"),
-    ('[matrix]\nmodel = []\n', "exp.toml: [matrix].model: empty list"),
-    ('[run]\nmodel = "resnet18"\n', "exp.toml: [matrix]: missing or empty"),
-    ('[matrix]\nnodes = 2\n', "exp.toml: [matrix].nodes: expected a list"),
-    ('[matrix]\nnodes = ["two"]\n', "exp.toml: [matrix].nodes: expected an int, got 'two'"),
-    ('[matrix]\nnodes = [1, 1]\n', "exp.toml: [matrix].nodes: expected distinct values"),
-    ('[matrix]\nnodes = [1]\n[run]\nnodes = 2\n', "exp.toml: [run].nodes: contradicts [matrix].nodes"),
-    ('[experiment]\nrepetitions = 0\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].repetitions"),
-    ('[experiment]\ntime_limit_s = -5\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].time_limit_s"),
-    ('[experiment]\nowner = "me"\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].owner: unknown key"),
-    ('[matrix]\nmodel = ["resnet9000"]\n', "exp.toml: [matrix].model: 'resnet9000' is in no runnable combination (model of another"),
-    ('[matrix]\nallreduce = ["mpi"]\ngpudirect = ["on"]\n[run]\nengine = "horovod"\n',
-     "[matrix].allreduce: 'mpi' is in no runnable combination (GPUDirect 'on' needs GPUs"),
-    ('[matrix]\nallreduce = ["gloo"]\ngpudirect = ["on"]\n[run]\nengine = "horovod"\ngpus_per_node = 1\n',
-     "[matrix].allreduce: 'gloo' is in no runnable combination (GPUDirect 'on' needs NCCL or CUDA-aware MPI"),
-    ('[matrix]\nnodes = [1]\n[run]\nengine = "horovod"\nallreduce = "mpi"\ngpudirect = "on"\n',
-     "exp.toml: [run].gpudirect:"),
-    ('[matrix]\nnodes = [1]\n[run]\nallreduce = "mpi"\n', "exp.toml: [run].allreduce: DDP has no MPI"),
-    ('[matrix]\nnodes = [1, 4]\n[run]\nlauncher = "local"\n', "exp.toml: [matrix].nodes: --launcher local runs"),
-    ('[matrix]\nnodes = [1, 4]\n[run]\nlauncher = "mpirun"\n', "exp.toml: [matrix].nodes: 4 nodes under the mpirun"),
-    ('[matrix]\nranks_per_node = [3]\n[run]\nallreduce = "nccl"\nlauncher = "srun"\n',
-     "exp.toml: [run].allreduce: --allreduce nccl needs GPUs"),
-    ('[matrix]\nnodes = [1]\n[run.env]\nX = 1\n', "exp.toml: [run.env].X"),
-    ('[matrix\n', "exp.toml: not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[matrix]\nmodle = ["resnet18"]\n', "exp.toml: [matrix].modle: unknown key"),
+        ("[matrix]\nmodel = []\n", "exp.toml: [matrix].model: empty list"),
+        ('[run]\nmodel = "resnet18"\n', "exp.toml: [matrix]: missing or empty"),
+        ("[matrix]\nnodes = 2\n", "exp.toml: [matrix].nodes: expected a list"),
+        ('[matrix]\nnodes = ["two"]\n', "exp.toml: [matrix].nodes: expected an int, got 'two'"),
+        ("[matrix]\nnodes = [1, 1]\n", "exp.toml: [matrix].nodes: expected distinct values"),
+        ("[matrix]\nnodes = [1]\n[run]\nnodes = 2\n", "exp.toml: [run].nodes: contradicts [matrix].nodes"),
+        ("[experiment]\nrepetitions = 0\n[matrix]\nnodes = [1]\n", "exp.toml: [experiment].repetitions"),
+        ("[experiment]\ntime_limit_s = -5\n[matrix]\nnodes = [1]\n", "exp.toml: [experiment].time_limit_s"),
+        ('[experiment]\nowner = "me"\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].owner: unknown key"),
+        (
+            '[matrix]\nmodel = ["resnet9000"]\n',
+            "exp.toml: [matrix].model: 'resnet9000' is in no runnable combination (model of another",
+        ),
+        (
+            '[matrix]\nallreduce = ["mpi"]\ngpudirect = ["on"]\n[run]\nengine = "horovod"\n',
+            "[matrix].allreduce: 'mpi' is in no runnable combination (GPUDirect 'on' needs GPUs",
+        ),
+        (
+            '[matrix]\nallreduce = ["gloo"]\ngpudirect = ["on"]\n[run]\nengine = "horovod"\ngpus_per_node = 1\n',
+            "[matrix].allreduce: 'gloo' is in no runnable combination (GPUDirect 'on' needs NCCL or CUDA-aware MPI",
+        ),
+        (
+            '[matrix]\nnodes = [1]\n[run]\nengine = "horovod"\nallreduce = "mpi"\ngpudirect = "on"\n',
+            "exp.toml: [run].gpudirect:",
+        ),
+        ('[matrix]\nnodes = [1]\n[run]\nallreduce = "mpi"\n', "exp.toml: [run].allreduce: DDP has no MPI"),
+        ('[matrix]\nnodes = [1, 4]\n[run]\nlauncher = "local"\n', "exp.toml: [matrix].nodes: --launcher local runs"),
+        (
+            '[matrix]\nnodes = [1, 4]\n[run]\nlauncher = "mpirun"\n',
+            "exp.toml: [matrix].nodes: 4 nodes under the mpirun",
+        ),
+        (
+            '[matrix]\nranks_per_node = [3]\n[run]\nallreduce = "nccl"\nlauncher = "srun"\n',
+            "exp.toml: [run].allreduce: --allreduce nccl needs GPUs",
+        ),
+        ("[matrix]\nnodes = [1]\n[run.env]\nX = 1\n", "exp.toml: [run.env].X"),
+        ("[matrix\n", "exp.toml: not valid TOML"),
+    ],
+)
 def test_malformed_experiments_name_file_and_key(tmp_path, text, message):
     with pytest.raises(UsageError) as caught:
         points_of(tmp_path, text)
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize("text, message", [
-    ('[matrix]\nengine = ["mxnet"]\n', "exp.toml: [matrix].engine: 'mxnet' is in no runnable combination"),
-    ('[experiment]\nname = "a b"\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].name"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[matrix]\nengine = ["mxnet"]\n', "exp.toml: [matrix].engine: 'mxnet' is in no runnable combination"),
+        ('[experiment]\nname = "a b"\n[matrix]\nnodes = [1]\n', "exp.toml: [experiment].name"),
+    ],
+)
 def test_cli_refuses_bad_experiments_with_one_line_and_exit_2(tmp_path, text, message):
     proc = fabric_bench("sweep", str(write(tmp_path, text)), "--dir", str(tmp_path / "sweep"), "--dry-run")
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -157,7 +204,7 @@ def test_paper_dry_run_prints_matrix_and_count_without_a_site_file(tmp_path):
     proc = fabric_bench("sweep", "experiments/hpec2020.experiment.toml", "--dir", str(tmp_path / "sweep"), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    total = (3 * 2 * 1 * 2 * 6 + 2 * 6 + (3 + 1) * 2) * 3   # no MPI arm on GPUs (issue 42)
+    total = (3 * 2 * 1 * 2 * 6 + 2 * 6 + (3 + 1) * 2) * 3  # no MPI arm on GPUs (issue 42)
     assert f"{total} runs ({(3 + 1) * 2 * 3} 1-rank baselines, 3 repetitions); {total} to run" in proc.stdout
     assert sum(" halo-g384-" in line for line in lines) == 2 * 6 * 3 + 2 * 3
     assert sum("-nccl-gdron-" in line for line in lines) == 3 * 2 * 6 * 3
@@ -170,8 +217,20 @@ def test_paper_dry_run_prints_matrix_and_count_without_a_site_file(tmp_path):
 def test_the_paper_file_marks_what_the_abstract_does_not_state():
     text = (REPO / "experiments" / "hpec2020.experiment.toml").read_text()
     settings = [line for line in text.splitlines() if re.match(r"^(\w+)\s*=", line)]
-    stated_or_guards = ("name", "description", "time_limit_s", "benchmark", "fabric", "allreduce", "gpudirect",
-                        "launcher", "runtime", "image", "iters", "batches_per_iter")
+    stated_or_guards = (
+        "name",
+        "description",
+        "time_limit_s",
+        "benchmark",
+        "fabric",
+        "allreduce",
+        "gpudirect",
+        "launcher",
+        "runtime",
+        "image",
+        "iters",
+        "batches_per_iter",
+    )
     for line in settings:
         key = line.split("=")[0].strip()
         if key not in stated_or_guards:
@@ -187,9 +246,12 @@ def test_blame_follows_the_error_fields_not_its_wording(tmp_path):
     experiment = load_experiment(path)
     worded_about_nodes = "nodes nodes --nodes"
     assert str(blame(experiment, UsageError(worded_about_nodes, fields=("model",)))).startswith(
-        "exp.toml: [matrix].model: ")
+        "exp.toml: [matrix].model: "
+    )
     assert str(blame(experiment, UsageError(worded_about_nodes, fields=("engine", "nodes")))).startswith(
-        "exp.toml: [matrix].nodes: ")  # a varying axis first
+        "exp.toml: [matrix].nodes: "
+    )  # a varying axis first
     assert str(blame(experiment, UsageError(worded_about_nodes, fields=("engine",)))).startswith(
-        "exp.toml: [run].engine: ")
+        "exp.toml: [run].engine: "
+    )
     assert str(blame(experiment, UsageError(worded_about_nodes))) == f"exp.toml: [run]: {worded_about_nodes}"

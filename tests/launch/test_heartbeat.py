@@ -1,4 +1,5 @@
 """launch.ranks.heartbeat on heartbeat files as bench.progress writes them."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """launch.ranks.keeper with plain processes: a grandchild in a session of its own (as
 mpirun's and torchrun's children make them) still ends with the run."""
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,11 @@ sys.exit(int(sys.argv[3]))
 def start(tmp_path: Path, wait_s: float, code: int) -> tuple[subprocess.Popen, int, Path]:
     pid_file = tmp_path / "grandchild.pid"
     lifeline, lifeline_end = os.pipe()
-    proc = subprocess.Popen(keeper.command_line(lifeline, [sys.executable, "-c", ORPHAN_MAKER, str(pid_file),
-                                                           str(wait_s), str(code)]),
-                            pass_fds=(lifeline,), start_new_session=True)
+    proc = subprocess.Popen(
+        keeper.command_line(lifeline, [sys.executable, "-c", ORPHAN_MAKER, str(pid_file), str(wait_s), str(code)]),
+        pass_fds=(lifeline,),
+        start_new_session=True,
+    )
     os.close(lifeline)
     deadline = time.monotonic() + 30
     while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
@@ -70,8 +73,13 @@ def test_a_closed_lifeline_ends_the_tree(tmp_path):
 
 def test_a_command_that_cannot_start_is_exit_127(tmp_path):
     lifeline, lifeline_end = os.pipe()
-    proc = subprocess.run(keeper.command_line(lifeline, [str(tmp_path / "missing")]), pass_fds=(lifeline,),
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        keeper.command_line(lifeline, [str(tmp_path / "missing")]),
+        pass_fds=(lifeline,),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     os.close(lifeline)
     os.close(lifeline_end)
     assert proc.returncode == 127 and "cannot start" in proc.stderr

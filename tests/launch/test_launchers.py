@@ -15,7 +15,7 @@ def test_horovod_mpi_runs_under_mpirun_and_exports_its_env():
     assert Path(cmd.argv[0]).name == "mpirun" and cmd.argv[1:3] == ["-np", "2"]
     exported = {cmd.argv[i + 1] for i, a in enumerate(cmd.argv) if a == "-x"}
     assert set(cmd.env) <= exported
-    program = cmd.argv[cmd.argv.index("/py"):]
+    program = cmd.argv[cmd.argv.index("/py") :]
     assert program[:3] == ["/py", "-m", "bench.torch_train"]
     assert program[-2:] == ["--record-dir", "/r"]
 
@@ -37,24 +37,41 @@ def test_user_env_overrides_defaults_and_values_stay_single_arguments():
     assert "X='a b; rm -rf /'" in cmd.render()
 
 
-@pytest.mark.parametrize("field, value", [
-    ("engine", "nccl"), ("model", "resnet9000"), ("ranks", 0), ("batch_size", 0),
-    ("precision", "fp8"), ("controller", "ssh"), ("framework", "jax"), ("image_size", 16),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("engine", "nccl"),
+        ("model", "resnet9000"),
+        ("ranks", 0),
+        ("batch_size", 0),
+        ("precision", "fp8"),
+        ("controller", "ssh"),
+        ("framework", "jax"),
+        ("image_size", 16),
+    ],
+)
 def test_bad_specs_are_usage_errors(field, value):
     with pytest.raises(UsageError):
         RunSpec(**{field: value}).validated()
 
 
-@pytest.mark.parametrize("allreduce, gpus, nccl", [("nccl", 0, True), ("nccl", 4, True), (None, 4, True),
-                                                   (None, 0, False), ("gloo", 4, False), ("mpi", 4, False)])
+@pytest.mark.parametrize(
+    "allreduce, gpus, nccl",
+    [("nccl", 0, True), ("nccl", 4, True), (None, 4, True), (None, 0, False), ("gloo", 4, False), ("mpi", 4, False)],
+)
 def test_one_rule_says_whether_a_run_uses_nccl_and_every_preset_follows_it(allreduce, gpus, nccl):
     from launch.fleet.emulate import fabric_env
     from launch.site.fabric_preset import resolve
     from launch.site.config import FabricSite, Site
 
-    spec = RunSpec(fabric="ethernet", allreduce=allreduce, gpus_per_node=gpus, ranks=max(1, gpus),
-                   launcher="mpirun", runtime="host")
+    spec = RunSpec(
+        fabric="ethernet",
+        allreduce=allreduce,
+        gpus_per_node=gpus,
+        ranks=max(1, gpus),
+        launcher="mpirun",
+        runtime="host",
+    )
     assert spec.uses_nccl is nccl
     assert ("NCCL_SOCKET_IFNAME" in resolve(spec, Site(fabrics={"ethernet": FabricSite(interface="eth0")})).env) is nccl
     emulated = dataclasses.replace(spec, fabric="emu-eth-1g", launcher="emulated", link_rate="1gbit")
@@ -76,15 +93,24 @@ def test_every_rank_is_told_the_gpus_asked_for_and_a_cpu_run_hides_them(gpus, tm
     assert ("CUDA_VISIBLE_DEVICES" in env) is (gpus == 0) and env.get("CUDA_VISIBLE_DEVICES", "-1") == "-1"
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"engine": "horovod", "allreduce": "mpi", "gpus_per_node": 4},
-     "--allreduce mpi with Horovod on GPUs is refused: the image's Horovod is built with HOROVOD_GPU_OPERATIONS=NCCL"),
-    ({"engine": "horovod", "allreduce": "gloo", "gpus_per_node": 4, "controller": "mpi"},
-     "--allreduce gloo with Horovod on GPUs is refused"),
-    ({"benchmark": "allreduce", "backend": "mpi", "gpus_per_node": 1},
-     "--backend mpi reduces host (numpy) buffers"),
-    ({"allreduce": "nccl", "gpus_per_node": 0, "launcher": "local"}, "--allreduce nccl needs GPUs"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (
+            {"engine": "horovod", "allreduce": "mpi", "gpus_per_node": 4},
+            "--allreduce mpi with Horovod on GPUs is refused: the image's Horovod is built with HOROVOD_GPU_OPERATIONS=NCCL",
+        ),
+        (
+            {"engine": "horovod", "allreduce": "gloo", "gpus_per_node": 4, "controller": "mpi"},
+            "--allreduce gloo with Horovod on GPUs is refused",
+        ),
+        (
+            {"benchmark": "allreduce", "backend": "mpi", "gpus_per_node": 1},
+            "--backend mpi reduces host (numpy) buffers",
+        ),
+        ({"allreduce": "nccl", "gpus_per_node": 0, "launcher": "local"}, "--allreduce nccl needs GPUs"),
+    ],
+)
 def test_runs_that_would_measure_something_else_on_gpus_are_refused(changes, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         RunSpec(**{"ranks": 4, "launcher": "mpirun", **changes}).validated()
@@ -97,8 +123,20 @@ def test_horovod_with_mpi_stays_possible_on_cpus():
 
 
 def test_the_horovod_mpi_refusal_is_one_line_exit_2_on_the_command_line(tmp_path):
-    proc = fabric_bench("run", "--engine", "horovod", "--allreduce", "mpi", "--gpus-per-node", "1", "--ranks", "1",
-                        "--results", str(tmp_path), "--dry-run")
+    proc = fabric_bench(
+        "run",
+        "--engine",
+        "horovod",
+        "--allreduce",
+        "mpi",
+        "--gpus-per-node",
+        "1",
+        "--ranks",
+        "1",
+        "--results",
+        str(tmp_path),
+        "--dry-run",
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "HOROVOD_GPU_OPERATIONS=NCCL" in line and "NCCL would still move the GPU buffers" in line

@@ -1,5 +1,6 @@
 """locate's schedule and outlier test, planted-fault syntax, and the emulated Slurm config (fast).
 The real thing under Slurm is tests/integration/test_emulated_slurm.py."""
+
 import dataclasses
 import itertools
 import json
@@ -43,8 +44,11 @@ def fleet(slow_nodes=(), slow_links=(), healthy=0.29, slow=0.07):
         used = [node for pair in round_pairs for node in pair]
         assert len(used) == len(set(used)), f"round {tag} has a node twice"
         measured.extend(round_pairs)
-        return [locate.Pair(a, b, slow if (a in slow_nodes or b in slow_nodes or (a, b) in slow_links) else healthy,
-                            None) for a, b in round_pairs]
+        return [
+            locate.Pair(a, b, slow if (a in slow_nodes or b in slow_nodes or (a, b) in slow_links) else healthy, None)
+            for a, b in round_pairs
+        ]
+
     return run, measured
 
 
@@ -53,9 +57,10 @@ def fleet(slow_nodes=(), slow_links=(), healthy=0.29, slow=0.07):
 def test_the_screen_names_what_all_pairs_would_in_far_fewer_steps(n, planted):
     nodes = [f"n{i:03d}" for i in range(n)]
     run, measured = fleet(**planted)
-    pairs, verdict, rounds_run, steps = locate.measure("1", nodes, None, pattern="screen", run=run,
-                                                       echo=lambda line: None)
-    assert steps == len(measured)        # every step run is counted: the screen, the suspects, the re-measures
+    pairs, verdict, rounds_run, steps = locate.measure(
+        "1", nodes, None, pattern="screen", run=run, echo=lambda line: None
+    )
+    assert steps == len(measured)  # every step run is counted: the screen, the suspects, the re-measures
     assert verdict.slow_nodes == list(planted.get("slow_nodes", ()))
     assert verdict.slow_links == list(planted.get("slow_links", ()))
     # all pairs: n(n-1)/2 steps in n-1 rounds; the screen: 3n/2, then the suspects' pairs (a slow
@@ -73,19 +78,24 @@ def test_the_screen_misses_a_slow_path_between_nodes_it_does_not_pair_and_all_pa
     run, _ = fleet(slow_links=(("n0", "n5"),))
     assert locate.measure("1", nodes, None, pattern="screen", run=run, echo=lambda line: None)[1].slow_links == []
     run, _ = fleet(slow_links=(("n0", "n5"),))
-    assert locate.measure("1", nodes, None, pattern="all-pairs", run=run,
-                          echo=lambda line: None)[1].slow_links == [("n0", "n5")]
+    assert locate.measure("1", nodes, None, pattern="all-pairs", run=run, echo=lambda line: None)[1].slow_links == [
+        ("n0", "n5")
+    ]
 
 
-@pytest.mark.parametrize("nodes, pattern, chosen", [(16, "auto", "all-pairs"), (17, "auto", "screen"),
-                                                    (4, "screen", "screen"), (64, "all-pairs", "all-pairs")])
+@pytest.mark.parametrize(
+    "nodes, pattern, chosen",
+    [(16, "auto", "all-pairs"), (17, "auto", "screen"), (4, "screen", "screen"), (64, "all-pairs", "all-pairs")],
+)
 def test_auto_screens_above_16_nodes(nodes, pattern, chosen):
     assert locate.pattern_for(pattern, nodes) == chosen
 
 
 def pairs_of(n: int, slow: dict, healthy: float = 0.29) -> list[locate.Pair]:
-    return [locate.Pair(a, b, slow.get((a, b), healthy), None)
-            for a, b in itertools.combinations([f"n{i}" for i in range(n)], 2)]
+    return [
+        locate.Pair(a, b, slow.get((a, b), healthy), None)
+        for a, b in itertools.combinations([f"n{i}" for i in range(n)], 2)
+    ]
 
 
 @pytest.mark.parametrize("n", [3, 4, 6, 8])
@@ -101,8 +111,11 @@ def test_a_slow_node_that_was_busy_before_the_pairs_is_said_to_be_perhaps_busy_r
     verdict = locate.judge(nodes, pairs_of(4, {tuple(sorted(("n1", x))): 0.11 for x in nodes if x != "n1"}))
     verdict.busy = {"n1": "other processes used 0.97 of a core during the quiet check (3.0 s)", "n2": "steal"}
     (line,) = verdict.lines()
-    assert line.startswith("slow node n1 (every pair with it is slow") and "but it was busy before the pairs " \
-        "(other processes used 0.97 of a core during the quiet check (3.0 s))" in line
+    assert (
+        line.startswith("slow node n1 (every pair with it is slow")
+        and "but it was busy before the pairs (other processes used 0.97 of a core during the quiet check (3.0 s))"
+        in line
+    )
     assert "n2" not in line  # busy but not slow: nothing to say about a node named for nothing
 
 
@@ -147,14 +160,22 @@ def test_step_argv_is_an_argv_of_one_step_on_two_named_nodes(tmp_path):
     argv = locate.step_argv("17", ("n0", "n3"), tmp_path, 2**20, None)
     assert argv[:3] == ["srun", "-v", "--jobid=17"] and "--nodelist=n0,n3" in argv and "--mpi=pmix" in argv
     image = locate.step_argv("17", ("n0", "n3"), tmp_path, 2**20, "/x/img.sif")
-    assert image[image.index("apptainer"):image.index("apptainer") + 4] == ["apptainer", "exec", "/x/img.sif",
-                                                                           "python3"]
+    assert image[image.index("apptainer") : image.index("apptainer") + 4] == [
+        "apptainer",
+        "exec",
+        "/x/img.sif",
+        "python3",
+    ]
 
 
 def test_read_pair_takes_rank_0s_figures_and_the_step_id(tmp_path):
-    rec = {"kind": "allreduce", "rank": 0, "host": "n0", "p2p": [{"bandwidth_gbit_s": 0.01},
-                                                                 {"bandwidth_gbit_s": 0.28}],
-           "sizes": [{"busbw_gbit_s": 0.2}]}
+    rec = {
+        "kind": "allreduce",
+        "rank": 0,
+        "host": "n0",
+        "p2p": [{"bandwidth_gbit_s": 0.01}, {"bandwidth_gbit_s": 0.28}],
+        "sizes": [{"busbw_gbit_s": 0.2}],
+    }
     (tmp_path / "rank-0.jsonl").write_text(json.dumps(rec) + "\n")
     (tmp_path / "rank-1.jsonl").write_text(json.dumps({**rec, "rank": 1, "host": "n3"}) + "\n")
     pair = locate.read_pair(("n0", "n3"), tmp_path, "srun: launching StepId=17.4 on host n0", "17", 0)
@@ -174,20 +195,32 @@ def test_heatmap_png_and_html(tmp_path):
     assert "slow link n0-n1" in page and page.count("<tr>") == 4 + 1 + 3
 
 
-@pytest.mark.parametrize("links, slow, expected", [
-    (["300mbit"], [], (300e6, faults.Faults())),
-    (["300mbit", "n1=100mbit"], [], (300e6, faults.Faults(node_rates=((1, 100e6),)))),
-    (["300mbit", "n3-n1=75mbit"], ["n2"], (300e6, faults.Faults(pair_rates=((1, 3, 75e6),),
-                                                                 slow_nodes=((2, None),)))),
-])
+@pytest.mark.parametrize(
+    "links, slow, expected",
+    [
+        (["300mbit"], [], (300e6, faults.Faults())),
+        (["300mbit", "n1=100mbit"], [], (300e6, faults.Faults(node_rates=((1, 100e6),)))),
+        (
+            ["300mbit", "n3-n1=75mbit"],
+            ["n2"],
+            (300e6, faults.Faults(pair_rates=((1, 3, 75e6),), slow_nodes=((2, None),))),
+        ),
+    ],
+)
 def test_faults_parse(links, slow, expected):
     assert faults.parse(links, slow, 4) == expected
 
 
-@pytest.mark.parametrize("links, slow, message", [
-    (["300mbit", "n4=1g"], [], "n0..n3"), (["300mbit", "n1-n1=1g"], [], "two different"),
-    (["n0-n1=1g"], [], "needs the cluster's rate"), (["1g", "2g"], [], "twice"), ([], ["x3"], "n0..n3"),
-])
+@pytest.mark.parametrize(
+    "links, slow, message",
+    [
+        (["300mbit", "n4=1g"], [], "n0..n3"),
+        (["300mbit", "n1-n1=1g"], [], "two different"),
+        (["n0-n1=1g"], [], "needs the cluster's rate"),
+        (["1g", "2g"], [], "twice"),
+        ([], ["x3"], "n0..n3"),
+    ],
+)
 def test_bad_faults_are_one_line_usage_errors(links, slow, message):
     with pytest.raises(UsageError, match=message):
         faults.parse(links, slow, 4)
@@ -286,12 +319,12 @@ def _written(path, data: dict):
 def test_a_slow_link_loses_one_end_and_the_fewest_nodes_cut_several_links(tmp_path):
     from launch.fleet import located
 
-    assert located.cover([("n1", "n3")]) == ["n1"]                        # a tie: the first by name
-    assert located.cover([("n0", "n5"), ("n1", "n5"), ("n2", "n5")]) == ["n5"]     # one node, not three
-    assert located.cover([("n0", "n1"), ("n1", "n2"), ("n2", "n3")]) == ["n0", "n2"]   # a path: 2 of 4, first by name
-    assert located.cover([("n2", "n10")]) == ["n2"]                     # names compared as numbers
+    assert located.cover([("n1", "n3")]) == ["n1"]  # a tie: the first by name
+    assert located.cover([("n0", "n5"), ("n1", "n5"), ("n2", "n5")]) == ["n5"]  # one node, not three
+    assert located.cover([("n0", "n1"), ("n1", "n2"), ("n2", "n3")]) == ["n0", "n2"]  # a path: 2 of 4, first by name
+    assert located.cover([("n2", "n10")]) == ["n2"]  # names compared as numbers
     assert located.cover([("n1", "n3")], {"n3": (0, 0.1), "n1": (0, 0.3)}) == ["n3"]  # the slower end
-    ring = [(f"n{i}", f"n{(i + 1) % 30}") for i in range(30)]          # beyond the exact search: greedy
+    ring = [(f"n{i}", f"n{(i + 1) % 30}") for i in range(30)]  # beyond the exact search: greedy
     chosen = located.cover(ring)
     assert all(set(chosen) & set(link) for link in ring) and len(chosen) <= 20
 
@@ -302,20 +335,24 @@ def test_a_slow_link_loses_one_end_and_the_fewest_nodes_cut_several_links(tmp_pa
     locate.write(tmp_path / "located", nodes, pairs, locate.judge(nodes, pairs), 3, 7, "9", 2**20, 1.0)
     left = located.leave_out(tmp_path / "located" / "locate.json")
     assert left.nodes == ["n3"] and left.node_list == "n3"
-    assert left.lines() == [f"leaving out n3 (named in {tmp_path}/located/locate.json): one end of slow link "
-                            "n1-n3; its other pairs measured slower than n1's (0.25 vs 0.29 Gbit/s)"]
+    assert left.lines() == [
+        f"leaving out n3 (named in {tmp_path}/located/locate.json): one end of slow link "
+        "n1-n3; its other pairs measured slower than n1's (0.25 vs 0.29 Gbit/s)"
+    ]
     # a mixed one: the slow node goes whole, one node cuts the two links it does not already cut
-    mixed = _written(tmp_path / "mixed.json", {"kind": "locate", "slow_nodes": ["n2"],
-                                               "slow_links": [["n0", "n1"], ["n1", "n3"], ["n2", "n3"]]})
+    mixed = _written(
+        tmp_path / "mixed.json",
+        {"kind": "locate", "slow_nodes": ["n2"], "slow_links": [["n0", "n1"], ["n1", "n3"], ["n2", "n3"]]},
+    )
     left = located.leave_out(mixed)
     assert left.nodes == ["n1", "n2"]
     assert left.why == {"n1": "one end of slow links n0-n1, n1-n3", "n2": "slow node (every pair with it is slow)"}
     assert located.leave_out(_written(tmp_path / "none.json", {"kind": "locate", "slow_nodes": []})).lines() == [
-        f"--exclude-located {tmp_path}/none.json: nothing to leave out (no slow node or link named)"]
+        f"--exclude-located {tmp_path}/none.json: nothing to leave out (no slow node or link named)"
+    ]
     for bad in ([["n1"]], [["n1", "n1"]], [["n1", "n3; reboot"]], "n1-n3"):
         with pytest.raises(UsageError, match="slow_links, a list of"):
-            located.leave_out(_written(tmp_path / "bad.json", {"kind": "locate", "slow_nodes": [],
-                                                                "slow_links": bad}))
+            located.leave_out(_written(tmp_path / "bad.json", {"kind": "locate", "slow_nodes": [], "slow_links": bad}))
 
 
 class SlurmController:
@@ -329,8 +366,10 @@ class SlurmController:
         conf = slurm_conf(directory, self.cluster.host, 1, *free_ports(2)).splitlines()
         names = f"n[0-{nodes - 1}]"
         conf = [line for line in conf if not line.startswith(("NodeName=", "PartitionName="))]
-        conf += [f"NodeName={names} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN",
-                 f"PartitionName=debug Nodes={names} Default=YES MaxTime=60 State=UP"]
+        conf += [
+            f"NodeName={names} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN",
+            f"PartitionName=debug Nodes={names} Default=YES MaxTime=60 State=UP",
+        ]
         for sub in ("state", "spool", "tmp"):
             (directory / sub).mkdir(parents=True, exist_ok=True)
         self.cluster.conf.write_text("\n".join(conf) + "\n")
@@ -341,12 +380,17 @@ class SlurmController:
         import subprocess
         import time
 
-        self.daemon = subprocess.Popen(["slurmctld", "-D", "-f", str(self.cluster.conf)], env=self.env,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.daemon = subprocess.Popen(
+            ["slurmctld", "-D", "-f", str(self.cluster.conf)],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            out = subprocess.run(["sinfo", "--noheader", "--format=%D"], env=self.env, capture_output=True,
-                                 text=True, timeout=10).stdout.split()
+            out = subprocess.run(
+                ["sinfo", "--noheader", "--format=%D"], env=self.env, capture_output=True, text=True, timeout=10
+            ).stdout.split()
             if out and sum(int(n) for n in out if n.isdigit()) == self.nodes:
                 return self
             time.sleep(0.3)
@@ -367,15 +411,23 @@ def test_sweep_exclude_located_acts_on_a_slow_link_or_refuses_in_one_line(tmp_pa
     from tests.slurm_cluster import available
 
     need(available() and os.geteuid() == 0, "Slurm (scripts/setup.sh --test) and root")
-    link_only = _written(tmp_path / "locate.json", {"kind": "locate", "slow_nodes": [],
-                                                    "slow_links": [["n1", "n3"]]})
-    argv = ["sweep", "experiments/emulated-slurm.experiment.toml", "--exclude-located", str(link_only),
-            "--dir", str(tmp_path / "sweep"), "--dry-run"]
+    link_only = _written(tmp_path / "locate.json", {"kind": "locate", "slow_nodes": [], "slow_links": [["n1", "n3"]]})
+    argv = [
+        "sweep",
+        "experiments/emulated-slurm.experiment.toml",
+        "--exclude-located",
+        str(link_only),
+        "--dir",
+        str(tmp_path / "sweep"),
+        "--dry-run",
+    ]
     with SlurmController(tmp_path / "five", 5) as five:
         proc = fabric_bench(*argv, "--launcher", "sbatch", "--one-job", env=five.env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0] == (f"leaving out n1 (named in {link_only}): one end of slow link n1-n3; "
-                                           "n3 would do as well: the first by name goes")
+    assert proc.stdout.splitlines()[0] == (
+        f"leaving out n1 (named in {link_only}): one end of slow link n1-n3; "
+        "n3 would do as well: the first by name goes"
+    )
     assert "--exclude-nodes n1" in proc.stdout  # the job's sweep leaves it out of every point
     assert "   1 rank   allreduce-mpi-nofabric-n1x1-r0" in proc.stdout  # one rank, not "1 ranks"
     assert "3 runs (1 1-rank baseline, 1 repetition); 3 to run" in proc.stdout
@@ -385,7 +437,8 @@ def test_sweep_exclude_located_acts_on_a_slow_link_or_refuses_in_one_line(tmp_pa
     assert proc.stderr.strip() == (
         "fabric-bench: error: emulated-slurm.experiment.toml: [matrix].nodes: 4 nodes asked, but partition "
         f"(default) has 4, and --exclude-located {link_only} leaves out n1 (one end of slow link n1-n3): 3 left; "
-        "with points of at most 3 nodes, --exclude-nodes n1 does it")
+        "with points of at most 3 nodes, --exclude-nodes n1 does it"
+    )
 
 
 def test_what_locate_prints_and_draws_reads_with_units():
@@ -418,4 +471,5 @@ def test_report_of_a_locate_directory_prints_what_it_drew(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         f"{tmp_path}/report/locate_heatmap.png: pair bandwidth, Mbit/s; colour: share of the 290 Mbit/s reference",
-        f"{tmp_path}/report/report.html (0 runs, 1 locate result)"]
+        f"{tmp_path}/report/report.html (0 runs, 1 locate result)",
+    ]

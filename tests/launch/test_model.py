@@ -22,8 +22,10 @@ def test_fit_recovers_known_alpha_and_beta(ranks):
 
 def test_fit_tolerates_noise_and_clamps_negative_latency():
     sizes = [2**k for k in range(10, 27)]
-    noisy = [{"bytes": r["bytes"], "time_us": r["time_us"] * (1.03 if i % 2 else 0.97)}
-             for i, r in enumerate(rows_from(50e-6, 8 / 5e9, 2, sizes))]
+    noisy = [
+        {"bytes": r["bytes"], "time_us": r["time_us"] * (1.03 if i % 2 else 0.97)}
+        for i, r in enumerate(rows_from(50e-6, 8 / 5e9, 2, sizes))
+    ]
     model = fit(noisy, 2)
     assert model.bandwidth_gbit_s == pytest.approx(5.0, rel=0.05)
     assert model.alpha_s == pytest.approx(50e-6, rel=0.5)
@@ -46,8 +48,13 @@ def test_ring_allreduce_formula():
 
 def test_training_prediction_adds_allreduce_to_compute():
     model = AlphaBeta(alpha_s=0.0, beta_s_per_byte=8 / 1e9, ranks=2)  # 1 Gbit/s
-    train = {"world_size": 2, "spec": {"batch_size": 32}, "compute_img_per_s": 200.0,  # 100 per rank
-             "gradient_bytes": 50_000_000, "throughput": {"per_rank_img_per_s": 40.0}}
+    train = {
+        "world_size": 2,
+        "spec": {"batch_size": 32},
+        "compute_img_per_s": 200.0,  # 100 per rank
+        "gradient_bytes": 50_000_000,
+        "throughput": {"per_rank_img_per_s": 40.0},
+    }
     p = predict_training(model, train)
     assert p["compute_step_s"] == pytest.approx(0.32)
     assert p["predicted_allreduce_s"] == pytest.approx(0.4)  # 2*(1/2)*50 MB at 125 MB/s

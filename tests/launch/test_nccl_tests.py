@@ -1,4 +1,5 @@
 """nccl-tests' all_reduce_perf output, read on recorded real outputs (tests/data/nccl_tests/*/SOURCE.md)."""
+
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ def test_a_two_node_table_with_its_header_is_read_row_by_row():
     last = out["rows"][-1]
     assert last["out_of_place"] == {"time_us": 67.93, "algbw_gbyte_s": 0.96, "busbw_gbyte_s": 0.96, "wrong": 0.0}
     assert last["in_place"]["time_us"] == 64.71 and last["count"] == 16384 and last["type"] == "float"
-    for row in out["rows"]:   # 2 ranks: busbw = algbw x 2(n-1)/n = algbw
+    for row in out["rows"]:  # 2 ranks: busbw = algbw x 2(n-1)/n = algbw
         assert row["out_of_place"]["busbw_gbyte_s"] == pytest.approx(row["out_of_place"]["algbw_gbyte_s"])
 
 

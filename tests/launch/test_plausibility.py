@@ -1,5 +1,6 @@
 """Expected-performance verdict: bands, line rates, GPUDirect asked vs observed; calibrated
 on real emulated runs (docs/fabric-truth.md: Is my number normal?)."""
+
 from pathlib import Path
 
 import pytest
@@ -8,9 +9,17 @@ from launch.results import plausibility, transport
 
 
 def allreduce(busbw_by_bytes, rate=1.0, **kw):
-    return {"benchmark": "allreduce", "status": "ok", "hosts": ["n0", "n1"], "world_size": 2,
-            "link_rate_gbit_s": rate, "env": {}, "spec": {},
-            "sizes": [{"bytes": b, "busbw_gbit_s": v} for b, v in busbw_by_bytes.items()], **kw}
+    return {
+        "benchmark": "allreduce",
+        "status": "ok",
+        "hosts": ["n0", "n1"],
+        "world_size": 2,
+        "link_rate_gbit_s": rate,
+        "env": {},
+        "spec": {},
+        "sizes": [{"bytes": b, "busbw_gbit_s": v} for b, v in busbw_by_bytes.items()],
+        **kw,
+    }
 
 
 # measured here: fabric-bench run --launcher emulated --nodes 2 --link-rate R --benchmark allreduce
@@ -19,9 +28,16 @@ MEASURED_1G = {2**20: 1.053, 8 * 2**20: 0.901, 16 * 2**20: 0.908, 32 * 2**20: 0.
 MEASURED_5G = {2**20: 3.1, 8 * 2**20: 3.537, 16 * 2**20: 3.352, 32 * 2**20: 2.703, 64 * 2**20: 3.015}
 
 
-@pytest.mark.parametrize("ratio, band", [(0.95, "healthy"), (0.86, "healthy"), (0.7, "below expectation"),
-                                         (0.2, "suspect: check the transport"),
-                                         (1.3, "suspect: faster than the line rate")])
+@pytest.mark.parametrize(
+    "ratio, band",
+    [
+        (0.95, "healthy"),
+        (0.86, "healthy"),
+        (0.7, "below expectation"),
+        (0.2, "suspect: check the transport"),
+        (1.3, "suspect: faster than the line rate"),
+    ],
+)
 def test_bands(ratio, band):
     assert plausibility.band(ratio) == band
 
@@ -29,7 +45,7 @@ def test_bands(ratio, band):
 def test_calibration_runs_fall_in_the_expected_bands():
     healthy = plausibility.verdict(allreduce(MEASURED_1G, 1.0))
     assert healthy["verdict"] == "healthy" and 0.89 <= healthy["ratio"] <= 0.91
-    assert healthy["message_bytes"] == [16 * 2**20, 32 * 2**20, 64 * 2**20]   # the top three sizes
+    assert healthy["message_bytes"] == [16 * 2**20, 32 * 2**20, 64 * 2**20]  # the top three sizes
     cpu_bound = plausibility.verdict(allreduce(MEASURED_5G, 5.0))
     assert cpu_bound["verdict"] == "below expectation"
 
@@ -56,10 +72,10 @@ def test_one_host_is_not_applicable():
 
 def test_gpudirect_asked_on_but_nccl_ran_without_it_is_suspect():
     """NVIDIA/nccl#1676: GPUDirect RDMA silently off after an OS upgrade."""
-    log = ("g:1:1 [0] NCCL INFO Using network IB\n"
-           "g:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 4[0] [send] via NET/IB/0\n")
-    result = allreduce({64 * 2**20: 190.0}, rate=200.0, spec={"gpudirect": "on"},
-                       transport={"observed": transport.observe(log)})
+    log = "g:1:1 [0] NCCL INFO Using network IB\ng:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 4[0] [send] via NET/IB/0\n"
+    result = allreduce(
+        {64 * 2**20: 190.0}, rate=200.0, spec={"gpudirect": "on"}, transport={"observed": transport.observe(log)}
+    )
     verdict = plausibility.verdict(result)
     assert verdict["gpudirect"] == {"asked": "on", "observed": "off", "ok": False}
     assert verdict["verdict"] == "suspect: check the transport"
@@ -67,15 +83,25 @@ def test_gpudirect_asked_on_but_nccl_ran_without_it_is_suspect():
 
 def test_gpudirect_on_in_a_recorded_log_agrees():
     log = (Path(__file__).parents[1] / "data" / "nccl" / "ib-gdrdma-a100" / "nccl_info.log").read_text()
-    result = allreduce({64 * 2**20: 180.0}, rate=200.0, spec={"gpudirect": "on"},
-                       transport={"observed": transport.observe(log)})
+    result = allreduce(
+        {64 * 2**20: 180.0}, rate=200.0, spec={"gpudirect": "on"}, transport={"observed": transport.observe(log)}
+    )
     assert plausibility.verdict(result)["gpudirect"]["ok"] is True
 
 
 def test_training_estimate_is_an_upper_bound():
-    train = {"benchmark": "train", "status": "ok", "hosts": ["n0", "n1"], "world_size": 2, "link_rate_gbit_s": 1.0,
-             "env": {}, "spec": {"batch_size": 16}, "gradient_bytes": 46_000_000,
-             "throughput": {"total_img_per_s": 20.0}, "compute_img_per_s": 40.0}
+    train = {
+        "benchmark": "train",
+        "status": "ok",
+        "hosts": ["n0", "n1"],
+        "world_size": 2,
+        "link_rate_gbit_s": 1.0,
+        "env": {},
+        "spec": {"batch_size": 16},
+        "gradient_bytes": 46_000_000,
+        "throughput": {"total_img_per_s": 20.0},
+        "compute_img_per_s": 40.0,
+    }
     verdict = plausibility.verdict(train)
     # step 1.6 s, compute 0.8 s: 0.8 s exposed for 46 MB -> 0.46 Gbit/s busbw: below the band
     assert verdict["verdict"] == "suspect: check the transport" and verdict["busbw_gbit_s"] == pytest.approx(0.46)
@@ -99,10 +125,17 @@ def test_an_eight_rail_node_is_held_to_eight_nics_not_one():
 
 
 def test_the_nics_nccl_used_count_over_what_the_site_lists():
-    observed = transport.observe((Path(__file__).parents[1] / "data" / "nccl" / "ib-gdrdma-a100" /
-                                  "nccl_info.log").read_text())
-    result = allreduce({}, rate=None, env={"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))},
-                       spec={"ranks": 16, "nodes": 2}, world_size=16, transport={"observed": observed})
+    observed = transport.observe(
+        (Path(__file__).parents[1] / "data" / "nccl" / "ib-gdrdma-a100" / "nccl_info.log").read_text()
+    )
+    result = allreduce(
+        {},
+        rate=None,
+        env={"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))},
+        spec={"ranks": 16, "nodes": 2},
+        world_size=16,
+        transport={"observed": observed},
+    )
     assert plausibility.rails_in_use(result) == (4, "NICs NCCL used (its log)")
 
 
@@ -111,13 +144,24 @@ def test_the_top_sizes_of_an_nccl_sweep_are_judged_not_the_middle_ones():
     and nears it only at GiB sizes. The rows are the shape the issue describes (not a measurement): the
     median over every size >= 8 MiB read 'below expectation'; the top three sizes are judged."""
     node = 8 * 400.0
-    sweep = {8 * 2**20: 0.25 * node, 64 * 2**20: 0.35 * node, 256 * 2**20: 0.5 * node, 2**30: 0.7 * node,
-             2 * 2**30: 0.88 * node, 4 * 2**30: 0.9 * node, 8 * 2**30: 0.91 * node}
+    sweep = {
+        8 * 2**20: 0.25 * node,
+        64 * 2**20: 0.35 * node,
+        256 * 2**20: 0.5 * node,
+        2**30: 0.7 * node,
+        2 * 2**30: 0.88 * node,
+        4 * 2**30: 0.9 * node,
+        8 * 2**30: 0.91 * node,
+    }
     rails = {"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))}
     result = allreduce(sweep, rate=None, env=rails, spec={"ranks": 16, "nodes": 2}, world_size=16)
     verdict = plausibility.verdict(result, site_link_gbit_s=400)
     assert verdict["message_bytes"] == [2 * 2**30, 4 * 2**30, 8 * 2**30]
     assert verdict["verdict"] == "healthy" and verdict["ratio"] == pytest.approx(0.9)
-    cut = {size: busbw for size, busbw in sweep.items() if size <= 256 * 2**20}   # the old 256 MiB top
-    assert plausibility.verdict(allreduce(cut, rate=None, env=rails, spec={"ranks": 16, "nodes": 2}, world_size=16),
-                                site_link_gbit_s=400)["verdict"] != "healthy"
+    cut = {size: busbw for size, busbw in sweep.items() if size <= 256 * 2**20}  # the old 256 MiB top
+    assert (
+        plausibility.verdict(
+            allreduce(cut, rate=None, env=rails, spec={"ranks": 16, "nodes": 2}, world_size=16), site_link_gbit_s=400
+        )["verdict"]
+        != "healthy"
+    )

@@ -1,4 +1,5 @@
 """Probe parsers and verdicts on outputs recorded from real hosts, and a real probe of this host."""
+
 import json
 import shutil
 import subprocess
@@ -6,9 +7,23 @@ from pathlib import Path
 
 from containers.fabrics import HOST_FABRICS
 from launch.site import probe
-from launch.site.probe import (Gpu, RdmaPort, ToolOutput, UcxTransport, collect, parse_cpu_list, parse_fi_info,
-                          parse_ibstat, parse_ibv_devinfo, parse_nvidia_smi, parse_nvidia_smi_topo,
-                          parse_ucx_info, probe_report, run_tool, verdicts)
+from launch.site.probe import (
+    Gpu,
+    RdmaPort,
+    ToolOutput,
+    UcxTransport,
+    collect,
+    parse_cpu_list,
+    parse_fi_info,
+    parse_ibstat,
+    parse_ibv_devinfo,
+    parse_nvidia_smi,
+    parse_nvidia_smi_topo,
+    parse_ucx_info,
+    probe_report,
+    run_tool,
+    verdicts,
+)
 from tests.conftest import fabric_bench, need
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "probe"
@@ -51,9 +66,12 @@ def test_ibv_devinfo_alone_gives_state_and_link_layer_but_no_rate():
 def test_roce_ports_are_not_infiniband():
     facts = recorded("connectx-roce")
     assert [(p.device, p.state, p.link_layer, p.rate_gbps) for p in facts.rdma_ports] == [
-        ("mlx5_0", "ACTIVE", "Ethernet", 100.0), ("mlx5_1", "ACTIVE", "Ethernet", 100.0)]
+        ("mlx5_0", "ACTIVE", "Ethernet", 100.0),
+        ("mlx5_1", "ACTIVE", "Ethernet", 100.0),
+    ]
     verdict = verdicts(facts)["infiniband"]
-    assert not verdict.usable and "RoCE only" in verdict.reason and "mlx5_1" in verdict.reason
+    assert not verdict.usable and "RoCE (Ethernet) only" in verdict.reason and "mlx5_1" in verdict.reason
+    assert verdicts(facts)["roce"].usable  # a fabric of its own (issue 38)
 
 
 def test_omnipath_hfi_counts_as_omnipath_not_infiniband():
@@ -67,8 +85,10 @@ def test_omnipath_hfi_counts_as_omnipath_not_infiniband():
 def test_efa_host_has_an_rdm_endpoint():
     text = (RECORDED / "efa/fi_info_efa.txt").read_text()
     assert [(e.provider, e.domain, e.type) for e in parse_fi_info(text)] == [
-        ("efa", "efa_0-rdm", "FI_EP_RDM"), ("efa", "efa_0-dgrm", "FI_EP_DGRAM"),
-        ("efa;ofi_rxd", "efa_0-dgrm", "FI_EP_RDM")]
+        ("efa", "efa_0-rdm", "FI_EP_RDM"),
+        ("efa", "efa_0-dgrm", "FI_EP_DGRAM"),
+        ("efa;ofi_rxd", "efa_0-dgrm", "FI_EP_RDM"),
+    ]
     verdict = verdicts(recorded("efa"))["efa"]
     assert verdict.usable and verdict.reason.endswith("RDM domain(s): efa_0-rdm")
     assert not verdicts(recorded("efa"))["slingshot"].usable
@@ -77,7 +97,8 @@ def test_efa_host_has_an_rdm_endpoint():
 def test_slingshot_host_has_a_cxi_domain():
     facts = recorded("slingshot-cxi")
     assert [(e.provider, e.fabric, e.domain, e.protocol) for e in facts.provider_endpoints["cxi"]] == [
-        ("cxi", "cxi", "cxi0", "FI_PROTO_CXI")]
+        ("cxi", "cxi", "cxi0", "FI_PROTO_CXI")
+    ]
     assert verdicts(facts)["slingshot"].usable and "cxi0" in verdicts(facts)["slingshot"].reason
     assert verdicts(facts)["efa"].reason == "fi_info not installed"
 
@@ -88,14 +109,15 @@ def test_ucx_transports_on_a_connectx_host():
 
 
 def test_nvidia_smi_row_parsed_with_the_fields_it_was_queried_with():
-    fields = ("power.limit,power.min_limit,power.max_limit,memory.total,vbios_version,"
-              "driver_version,name,gpu_uuid,power.draw,temperature.gpu,temperature.memory,"
-              "clocks.current.graphics,clocks.sm,clocks.mem,utilization.gpu,utilization.memory,"
-              "fan.speed,pcie.link.width.current,pstate").split(",")
+    fields = (
+        "power.limit,power.min_limit,power.max_limit,memory.total,vbios_version,"
+        "driver_version,name,gpu_uuid,power.draw,temperature.gpu,temperature.memory,"
+        "clocks.current.graphics,clocks.sm,clocks.mem,utilization.gpu,utilization.memory,"
+        "fan.speed,pcie.link.width.current,pstate"
+    ).split(",")
     text = (RECORDED / "nvidia-smi-rtx2080/nvidia_smi.txt").read_text()
     assert parse_nvidia_smi(text, fields) == [Gpu(0, "GeForce RTX 2080", 7979, "440.64")]
-    assert parse_nvidia_smi("0, NVIDIA H200, 143771, 570.86.15\n") == [
-        Gpu(0, "NVIDIA H200", 143771, "570.86.15")]
+    assert parse_nvidia_smi("0, NVIDIA H200, 143771, 570.86.15\n") == [Gpu(0, "NVIDIA H200", 143771, "570.86.15")]
 
 
 def topology(source: str) -> probe.GpuTopology:
@@ -104,31 +126,55 @@ def topology(source: str) -> probe.GpuTopology:
 
 def test_topo_of_an_8_gpu_host_gives_each_gpu_its_own_nic_and_numa_node():
     topo = topology("topo-8gpu-nv8-9nic")
-    assert [g.index for g in topo.gpus] == list(range(7))     # rows GPU0-GPU6 recorded
+    assert [g.index for g in topo.gpus] == list(range(7))  # rows GPU0-GPU6 recorded
     assert list(topo.nics) == [f"NIC{n}" for n in range(9)] and set(topo.nics.values()) == {None}
     assert [(g.cpu_affinity, g.numa_affinity) for g in topo.gpus[3:5]] == [("0-47,96-143", 0), ("48-95,144-191", 1)]
     assert [topo.nearest_nics(g.index) for g in topo.gpus] == [
-        ["NIC2"], ["NIC4"], ["NIC6"], ["NIC8"], ["NIC1"], ["NIC3"], ["NIC5"]]
-    assert topo.nic_links(0) == {"NIC0": "NODE", "NIC1": "SYS", "NIC2": "PIX", "NIC3": "SYS", "NIC4": "NODE",
-                                 "NIC5": "SYS", "NIC6": "NODE", "NIC7": "SYS", "NIC8": "NODE"}
+        ["NIC2"],
+        ["NIC4"],
+        ["NIC6"],
+        ["NIC8"],
+        ["NIC1"],
+        ["NIC3"],
+        ["NIC5"],
+    ]
+    assert topo.nic_links(0) == {
+        "NIC0": "NODE",
+        "NIC1": "SYS",
+        "NIC2": "PIX",
+        "NIC3": "SYS",
+        "NIC4": "NODE",
+        "NIC5": "SYS",
+        "NIC6": "NODE",
+        "NIC7": "SYS",
+        "NIC8": "NODE",
+    }
     assert {k: v for k, v in topo.gpus[0].links.items() if k.startswith("GPU")} == {
-        f"GPU{n}": "NV8" for n in range(1, 8)}
+        f"GPU{n}": "NV8" for n in range(1, 8)
+    }
 
 
 def test_topo_with_nics_only_at_node_or_sys_distance():
     topo = topology("topo-6gpu-nv4-2nic")
     assert [(g.index, g.cpu_affinity, g.numa_affinity) for g in topo.gpus] == [
-        (0, "0-11,24-35", 0), (1, "0-11,24-35", 0), (2, "0-11,24-35", 0), (3, "0-11,24-35", 0),
-        (4, "12-23,36-47", 1), (5, "12-23,36-47", 1)]
+        (0, "0-11,24-35", 0),
+        (1, "0-11,24-35", 0),
+        (2, "0-11,24-35", 0),
+        (3, "0-11,24-35", 0),
+        (4, "12-23,36-47", 1),
+        (5, "12-23,36-47", 1),
+    ]
     assert topo.nic_links(0) == {"NIC0": "NODE", "NIC1": "NODE"} and topo.nic_links(5) == {"NIC0": "SYS", "NIC1": "SYS"}
     assert topo.gpus[0].links["GPU1"] == "NV4" and topo.gpus[0].links["GPU2"] == "PXB"
-    assert "NIC0" not in [f"GPU{g.index}" for g in topo.gpus]   # NIC rows are not GPUs
+    assert "NIC0" not in [f"GPU{g.index}" for g in topo.gpus]  # NIC rows are not GPUs
 
 
 def test_topo_tab_separated_with_gpu_numa_id_column():
     topo = topology("topo-2gpu-phb-tabs")
     assert [(g.index, g.cpu_affinity, g.numa_affinity, g.links) for g in topo.gpus] == [
-        (0, "0-63", 0, {"GPU1": "PHB"}), (1, "0-63", 0, {"GPU0": "PHB"})]
+        (0, "0-63", 0, {"GPU1": "PHB"}),
+        (1, "0-63", 0, {"GPU0": "PHB"}),
+    ]
     assert topo.nics == {} and topo.nearest_nics(0) == []
 
 
@@ -150,8 +196,10 @@ def test_topo_of_an_older_driver_names_nic_columns_by_device():
 
 def test_topo_nic_legend_names_the_nic_columns_and_no_matrix_is_none():
     # constructed in the format of a recent driver's legend (the recorded tables above carry none)
-    text = ("\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPIX\t0-7\t0\t\tN/A\n"
-            "NIC0\tPIX\t X \n\nLegend:\n\n  X    = Self\n\nNIC Legend:\n\n  NIC0: mlx5_0\n")
+    text = (
+        "\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPIX\t0-7\t0\t\tN/A\n"
+        "NIC0\tPIX\t X \n\nLegend:\n\n  X    = Self\n\nNIC Legend:\n\n  NIC0: mlx5_0\n"
+    )
     topo = parse_nvidia_smi_topo(text)
     assert topo.nics == {"NIC0": "mlx5_0"} and topo.nic_links(0) == {"NIC0": "PIX"}
     assert parse_nvidia_smi_topo("") is None
@@ -182,7 +230,7 @@ def test_recorded_this_host():
     assert not result["infiniband"].usable
     # libpsm2 and fi_info's psm2 provider are installed, but there is no HFI
     assert not result["omnipath"].usable and "psm2" in result["omnipath"].reason
-    json.dumps(probe_report(facts))     # JSON-serialisable as it stands
+    json.dumps(probe_report(facts))  # JSON-serialisable as it stands
 
 
 def test_sysfs_rdma_ports_are_read_with_rate(tmp_path):
@@ -191,8 +239,7 @@ def test_sysfs_rdma_ports_are_read_with_rate(tmp_path):
     (port / "state").write_text("4: ACTIVE\n")
     (port / "rate").write_text("200 Gb/sec (4X HDR)\n")
     (port / "link_layer").write_text("InfiniBand\n")
-    assert probe.read_sysfs_rdma(tmp_path) == [
-        RdmaPort("mlx5_1", 1, "ACTIVE", "InfiniBand", 200.0, "sysfs")]
+    assert probe.read_sysfs_rdma(tmp_path) == [RdmaPort("mlx5_1", 1, "ACTIVE", "InfiniBand", 200.0, "sysfs")]
 
 
 def test_ibstat_down_port_is_not_usable():

@@ -1,5 +1,6 @@
 """Is this host quiet? (launch.disturbance.quiet): a planted hog outside the checking process is
 named; the per-node reports of an srun step are read, junk and all; a failed srun is 'not checked'."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,12 @@ def test_a_hog_outside_the_checking_process_makes_the_host_busy_and_is_named(tmp
     user's job would be."""
     marker = tmp_path / "hog.py"
     marker.write_text(HOG)
-    started = subprocess.run(["sh", "-c", f"'{sys.executable}' '{marker}' >/dev/null 2>&1 & echo $!"],
-                             capture_output=True, text=True, check=True)
+    started = subprocess.run(
+        ["sh", "-c", f"'{sys.executable}' '{marker}' >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     hog = int(started.stdout.strip())
     try:
         time.sleep(0.3)
@@ -42,19 +47,28 @@ def test_a_hog_outside_the_checking_process_makes_the_host_busy_and_is_named(tmp
 def test_reports_are_read_from_an_srun_step_s_output_and_junk_is_skipped():
     quiet = {"host": "n1", "verdict": "quiet", "causes": []}
     busy = {"host": "n0", "verdict": "busy", "causes": ["other processes used 0.91 of a core during the quiet check"]}
-    text = "\n".join(["srun: job 7 queued", REPORT_PREFIX + json.dumps(quiet), REPORT_PREFIX + "{not json",
-                      REPORT_PREFIX + json.dumps([1, 2]), REPORT_PREFIX + json.dumps(busy)])
+    text = "\n".join(
+        [
+            "srun: job 7 queued",
+            REPORT_PREFIX + json.dumps(quiet),
+            REPORT_PREFIX + "{not json",
+            REPORT_PREFIX + json.dumps([1, 2]),
+            REPORT_PREFIX + json.dumps(busy),
+        ]
+    )
     assert parse_reports(text) == [quiet, busy]
     assert busy_lines(parse_reports(text)) == ["n0 is busy: other processes used 0.91 of a core during the quiet check"]
 
 
 def test_the_module_prints_one_report_and_a_failed_srun_is_not_checked():
-    proc = subprocess.run([sys.executable, "-m", "launch.disturbance.quiet", "0.6"], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "launch.disturbance.quiet", "0.6"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     (report,) = parse_reports(proc.stdout)
     assert proc.returncode == 0 and report["verdict"] in ("quiet", "busy") and report["host"] == os.uname().nodename
-    bad = subprocess.run([sys.executable, "-m", "launch.disturbance.quiet", "soon"], cwd=REPO, capture_output=True,
-                         text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "launch.disturbance.quiet", "soon"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     (missing,) = check_nodes(["/nonexistent/srun", "--nodes=2"], 0.5)
     assert missing["verdict"] == "not checked" and "/nonexistent/srun" in missing["why"]

@@ -1,5 +1,6 @@
 """report.html as a reader sees it: opened in a real headless browser (Debian's `chromium`),
 offline, driven over the DevTools protocol on a pipe (stdlib only)."""
+
 import fcntl
 import json
 import os
@@ -47,10 +48,19 @@ class Browser:
     def __init__(self, profile: Path, width: int = 1280, height: int = 1000):
         to_browser_r, self.to_browser = os.pipe()
         self.from_browser, from_browser_w = os.pipe()
-        argv = [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                "--disable-extensions", "--remote-debugging-pipe", f"--user-data-dir={profile}",
-                f"--window-size={width},{height}", "--proxy-server=http://127.0.0.1:9",  # offline
-                "about:blank"]
+        argv = [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-extensions",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            "--proxy-server=http://127.0.0.1:9",  # offline
+            "about:blank",
+        ]
 
         def fds():  # out of the way first: a pipe may itself be fd 3 or 4 (and dup2 onto itself keeps CLOEXEC)
             ends = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_browser_r, from_browser_w)]
@@ -60,8 +70,7 @@ class Browser:
 
         self.log = open(profile.parent / "chromium.log", "wb")
         # close_fds would close 3 and 4 after preexec_fn made them: keep the parent's fds instead
-        self.proc = subprocess.Popen(argv, preexec_fn=fds, stdout=self.log, stderr=subprocess.STDOUT,
-                                     close_fds=False)
+        self.proc = subprocess.Popen(argv, preexec_fn=fds, stdout=self.log, stderr=subprocess.STDOUT, close_fds=False)
         os.close(to_browser_r)
         os.close(from_browser_w)
         self.buffer, self.next_id, self.events = b"", 0, []
@@ -129,17 +138,22 @@ def look_at(page: Path, profile: Path, screenshot: Path | None = None) -> dict:
         browser.send("Network.enable", session=session)
         browser.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
         browser.wait_for("Page.loadEventFired")
-        seen = browser.send("Runtime.evaluate", {"expression": READER, "awaitPromise": True, "returnByValue": True},
-                            session=session)["result"]["value"]
+        seen = browser.send(
+            "Runtime.evaluate", {"expression": READER, "awaitPromise": True, "returnByValue": True}, session=session
+        )["result"]["value"]
         if screenshot is not None:
             import base64
-            shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
-                                session=session)
+
+            shot = browser.send(
+                "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session=session
+            )
             screenshot.write_bytes(base64.b64decode(shot["data"]))
-        seen["requested"] = [e["params"]["request"]["url"] for e in browser.events
-                             if e.get("method") == "Network.requestWillBeSent"]
-        seen["failed"] = [e["params"].get("errorText") for e in browser.events
-                          if e.get("method") == "Network.loadingFailed"]
+        seen["requested"] = [
+            e["params"]["request"]["url"] for e in browser.events if e.get("method") == "Network.requestWillBeSent"
+        ]
+        seen["failed"] = [
+            e["params"].get("errorText") for e in browser.events if e.get("method") == "Network.loadingFailed"
+        ]
         return seen
     finally:
         browser.close()
@@ -161,8 +175,9 @@ def check_what_a_reader_sees(seen: dict, plots: dict) -> None:
     for image in seen["images"]:
         assert image["complete"] and image["naturalWidth"] > 300 and image["naturalHeight"] > 200, image
         assert image["left"] >= 0 and image["right"] <= seen["width"] + 1, f"cut off: {image}"
-        assert abs(image["shownWidth"] / image["shownHeight"]
-                   - image["naturalWidth"] / image["naturalHeight"]) < 0.02, f"distorted: {image}"
+        assert (
+            abs(image["shownWidth"] / image["shownHeight"] - image["naturalWidth"] / image["naturalHeight"]) < 0.02
+        ), f"distorted: {image}"
     assert all(url.startswith(("file:", "data:", "about:")) for url in seen["requested"]), seen["requested"]
     assert not seen["failed"], "nothing failed to load offline"
 

@@ -1,4 +1,5 @@
 """One reader of result.json: the same checks and the same words for every caller."""
+
 import json
 
 import pytest
@@ -14,13 +15,26 @@ def write(path, data):
     return path
 
 
-GOOD = {"schema_version": 1, "run_id": "r1", "status": "ok", "benchmark": "train", "world_size": 2,
-        "spec": {"fabric": "ethernet"}, "throughput": {"total_img_per_s": 80.0}}
+GOOD = {
+    "schema_version": 1,
+    "run_id": "r1",
+    "status": "ok",
+    "benchmark": "train",
+    "world_size": 2,
+    "spec": {"fabric": "ethernet"},
+    "throughput": {"total_img_per_s": 80.0},
+}
 
 
-@pytest.mark.parametrize("text, why", [("{not json", "not JSON"), ("[1, 2]", "not a JSON object"),
-                                       ('{"schema_version": 7, "run_id": "x"}', "unknown schema_version 7"),
-                                       ('{"schema_version": 1}', "no run_id")])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("{not json", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"schema_version": 7, "run_id": "x"}', "unknown schema_version 7"),
+        ('{"schema_version": 1}', "no run_id"),
+    ],
+)
 def test_every_reader_reports_a_bad_file_with_the_same_line(tmp_path, capsys, text, why):
     write(tmp_path / "good" / "result.json", GOOD)
     bad = write(tmp_path / "bad" / "result.json", text)
@@ -45,19 +59,28 @@ def test_typed_views_and_derived_figures():
     r = result.parse(json.dumps(GOOD), "x")
     assert (r.run_id, r.ok, r.world_size, r.fabric, r.total_img_per_s) == ("r1", True, 2, "ethernet", 80.0)
     # the JSON object it was, as the current schema holds it (GOOD is a version-1 result)
-    assert r == {**GOOD, "schema_version": 3, "migrated_from": 1, "numerics": None, "origin": None,
-                 "disturbance": {"verdict": "not recorded", "causes": []}}
+    assert r == {
+        **GOOD,
+        "schema_version": 3,
+        "migrated_from": 1,
+        "numerics": None,
+        "origin": None,
+        "disturbance": {"verdict": "not recorded", "causes": []},
+    }
     assert json.loads(json.dumps(r)) == r
     assert result.scaling_efficiency(80.0, 2, 50.0, 1) == pytest.approx(0.8)
     # busbw from the row's own times: 1 MiB in 800 us on 2 ranks (factor 1), spread ±5 %
     row = {"bytes": 2**20, "busbw_gbit_s": 2**20 * 8 / 800e-6 / 1e9, "samples_us": [760.0, 800.0, 840.0]}
     busbw, ci = result.busbw_recomputed(row, 2)
-    assert busbw == pytest.approx(row["busbw_gbit_s"]) and ci == pytest.approx(busbw * 4.303 * 40 / 3**0.5 / 800,
-                                                                                rel=1e-3)
+    assert busbw == pytest.approx(row["busbw_gbit_s"]) and ci == pytest.approx(
+        busbw * 4.303 * 40 / 3**0.5 / 800, rel=1e-3
+    )
     assert result.busbw_recomputed({**row, "samples_us": ["x"]}, 2) is None
     assert result.disagreements({**GOOD, "benchmark": "allreduce", "sizes": [row]}) == []
-    assert "is not what its times give" in result.disagreements(
-        {**GOOD, "benchmark": "allreduce", "sizes": [{**row, "busbw_gbit_s": 99.0}]})[0]
+    assert (
+        "is not what its times give"
+        in result.disagreements({**GOOD, "benchmark": "allreduce", "sizes": [{**row, "busbw_gbit_s": 99.0}]})[0]
+    )
 
 
 def test_compare_allows_for_the_bus_bandwidth_noise():
@@ -74,8 +97,9 @@ def test_the_published_json_schema_is_the_declared_one():
     from tests.conftest import REPO
 
     published = json.loads((REPO / "docs/reference/result.schema.json").read_text())
-    assert published == schema.json_schema(), \
+    assert published == schema.json_schema(), (
         "regenerate: python -m launch.results.schema > docs/reference/result.schema.json"
+    )
     assert published["properties"]["schema_version"]["const"] == schema.SCHEMA_VERSION
 
 
@@ -85,10 +109,14 @@ def test_a_version_2_result_reads_as_not_recorded_and_a_bad_verdict_is_refused()
     old = result.parse(json.dumps({**GOOD, "schema_version": 2}), "old")
     assert old["schema_version"] == 3 and old["migrated_from"] == 2
     assert old["disturbance"] == {"verdict": "not recorded", "causes": []} and schema.problem(old) is None
-    assert schema.problem({**old, "disturbance": {"verdict": "fine"}}) == \
-        "disturbance.verdict is not one of clean, disturbed, not recorded ('fine')"
-    assert schema.problem({**old, "disturbance": {"verdict": "disturbed", "causes": "cpu"}}) == \
-        "disturbance.causes is not a list of causes ('cpu')"
+    assert (
+        schema.problem({**old, "disturbance": {"verdict": "fine"}})
+        == "disturbance.verdict is not one of clean, disturbed, not recorded ('fine')"
+    )
+    assert (
+        schema.problem({**old, "disturbance": {"verdict": "disturbed", "causes": "cpu"}})
+        == "disturbance.causes is not a list of causes ('cpu')"
+    )
 
 
 def test_a_version_1_result_reads_as_the_current_version_and_a_written_one_validates(tmp_path):
@@ -98,14 +126,35 @@ def test_a_version_1_result_reads_as_the_current_version_and_a_written_one_valid
     old = result.parse(json.dumps(GOOD), "old")
     assert old["schema_version"] == schema.SCHEMA_VERSION and old["migrated_from"] == 1
     assert schema.problem(old) is None and old.total_img_per_s == 80.0
-    # rank records as bench.allreduce writes them (the fields launch.results.comm reads)
-    records = [{"schema_version": 1, "kind": "allreduce", "rank": r, "host": "h", "time_unix": 0, "backend": "gloo",
-                "correct": True, "p2p": None, "sizes": [{"bytes": 1024, "time_us": 10.0, "busbw_gbit_s": 0.8,
-                                                         "algbw_gbit_s": 0.8, "samples_us": [9.0, 10.0, 11.0]}]}
-               for r in (0, 1)]
+    # rank records as bench.allreduce writes them (the fields launch.kinds.sizes reads)
+    records = [
+        {
+            "schema_version": 1,
+            "kind": "allreduce",
+            "rank": r,
+            "host": "h",
+            "time_unix": 0,
+            "backend": "gloo",
+            "correct": True,
+            "p2p": None,
+            "sizes": [
+                {
+                    "bytes": 1024,
+                    "time_us": 10.0,
+                    "busbw_gbit_s": 0.8,
+                    "algbw_gbit_s": 0.8,
+                    "samples_us": [9.0, 10.0, 11.0],
+                }
+            ],
+        }
+        for r in (0, 1)
+    ]
     spec = {"benchmark": "allreduce", "framework": "torch", "engine": "ddp", "model": "none", "ranks": 2}
-    written = assemble(run_id="r2", spec=spec, argv=["x"], env={}, records=records, exit_code=0,
-                       log_tail=[], seconds=1.0)
+    written = assemble(
+        run_id="r2", spec=spec, argv=["x"], env={}, records=records, exit_code=0, log_tail=[], seconds=1.0
+    )
     assert written["schema_version"] == schema.SCHEMA_VERSION and schema.problem(written) is None
     assert schema.problem({**written, "world_size": True}) == "world_size is not a positive integer (True)"
-    assert schema.problem({**written, "sizes": [{"bytes": "1k"}]}) == "sizes.0.bytes is not a finite number ('1k')"
+    # a kind's own fields are its kind's model's (launch.kinds): the shared schema leaves them to it
+    assert schema.problem({**written, "sizes": [{"bytes": "1k"}]}) is None
+    assert result.malformed({**written, "sizes": [{"bytes": "1k"}]}) == "sizes.0.bytes is not a finite number ('1k')"

@@ -9,16 +9,35 @@ from launch.ranks.runspec import RunSpec
 
 
 def train_record(rank, samples, compute, diff=0.0):
-    return {"schema_version": 1, "kind": "train", "rank": rank, "host": f"h{rank}", "time_unix": 0,
-            "samples_img_per_s": samples, "compute_samples_img_per_s": compute,
-            "params_max_abs_diff": diff, "params_sha256": "abc", "gradient_bytes": 4,
-            "config": {"batch_size": 10}, "versions": {"torch": "x"}}
+    return {
+        "schema_version": 1,
+        "kind": "train",
+        "rank": rank,
+        "host": f"h{rank}",
+        "time_unix": 0,
+        "samples_img_per_s": samples,
+        "compute_samples_img_per_s": compute,
+        "params_max_abs_diff": diff,
+        "params_sha256": "abc",
+        "gradient_bytes": 4,
+        "config": {"batch_size": 10},
+        "versions": {"torch": "x"},
+    }
 
 
 def result_of(records, ranks=2, exit_code=0, **kw):
     spec = RunSpec(ranks=ranks).as_dict()
-    return assemble(run_id="r", spec=spec, argv=["a"], env={}, records=records,
-                    exit_code=exit_code, log_tail=["last line"], seconds=1.0, **kw)
+    return assemble(
+        run_id="r",
+        spec=spec,
+        argv=["a"],
+        env={},
+        records=records,
+        exit_code=exit_code,
+        log_tail=["last line"],
+        seconds=1.0,
+        **kw,
+    )
 
 
 def test_total_is_the_sum_of_ranks_per_iteration():
@@ -39,8 +58,14 @@ def test_parameter_disagreement_fails_the_run():
 
 
 def test_missing_rank_and_rank_errors_fail_the_run():
-    error = {"schema_version": 1, "kind": "error", "rank": 1, "host": "h", "time_unix": 0,
-             "error": "RuntimeError: gloo died"}
+    error = {
+        "schema_version": 1,
+        "kind": "error",
+        "rank": 1,
+        "host": "h",
+        "time_unix": 0,
+        "error": "RuntimeError: gloo died",
+    }
     r = result_of([train_record(0, [10], [10]), error], exit_code=1)
     assert r["status"] == "failed"
     assert "rank 1: RuntimeError: gloo died" in r["reason"] and "[1] wrote no train record" in r["reason"]
@@ -55,8 +80,9 @@ def test_scaling_efficiency_against_one_rank():
     one = result_of([train_record(0, [10, 10], [10, 10])], ranks=1)
     two = result_of([train_record(0, [8, 8], [10, 10]), train_record(1, [8, 8], [10, 10])])
     one, two = Result(one), Result(two)
-    assert scaling_efficiency(two.total_img_per_s, two.world_size, one.total_img_per_s,
-                              one.world_size) == pytest.approx(0.8)
+    assert scaling_efficiency(
+        two.total_img_per_s, two.world_size, one.total_img_per_s, one.world_size
+    ) == pytest.approx(0.8)
 
 
 def test_results_are_written_once_and_read_back(tmp_path):

@@ -1,4 +1,5 @@
 """RunSpec: its parts and roles, its validation naming the fields at fault, its bench argv."""
+
 import dataclasses
 
 import pytest
@@ -19,20 +20,24 @@ def test_every_field_belongs_to_one_part_and_roles_are_declared_on_the_fields():
 def test_compare_pairs_the_same_work_across_image_paths_but_not_across_grids():
     def result(**spec):
         return {"benchmark": "halo", "world_size": 4, "spec": {**RunSpec(benchmark="halo", **spec).as_dict()}}
+
     assert compare.key(result(image="/a.sif")) == compare.key(result(image="/site-b/b.sif"))
     assert compare.key(result(grid=96)) != compare.key(result(grid=192))
 
 
-@pytest.mark.parametrize("changes, fields", [
-    ({"benchmark": "bogus"}, ("benchmark",)),
-    ({"nodes": 2, "ranks": 3, "launcher": "mpirun"}, ("ranks", "nodes")),
-    ({"nodes": 2, "ranks": 2}, ("launcher", "nodes")),
-    ({"engine": "ddp", "allreduce": "mpi"}, ("allreduce", "engine")),
-    ({"runtime": "apptainer"}, ("runtime", "image")),
-    ({"link_rate": "1gbit"}, ("link_rate", "launcher")),
-    ({"launcher": "emulated", "nodes": 1, "ranks": 1}, ("launcher", "nodes")),
-    ({"benchmark": "allreduce", "min_bytes": 6}, ("min_bytes", "max_bytes")),
-])
+@pytest.mark.parametrize(
+    "changes, fields",
+    [
+        ({"benchmark": "bogus"}, ("benchmark",)),
+        ({"nodes": 2, "ranks": 3, "launcher": "mpirun"}, ("ranks", "nodes")),
+        ({"nodes": 2, "ranks": 2}, ("launcher", "nodes")),
+        ({"engine": "ddp", "allreduce": "mpi"}, ("allreduce", "engine")),
+        ({"runtime": "apptainer"}, ("runtime", "image")),
+        ({"link_rate": "1gbit"}, ("link_rate", "launcher")),
+        ({"launcher": "emulated", "nodes": 1, "ranks": 1}, ("launcher", "nodes")),
+        ({"benchmark": "allreduce", "min_bytes": 6}, ("min_bytes", "max_bytes")),
+    ],
+)
 def test_validation_names_the_fields_at_fault(changes, fields):
     with pytest.raises(UsageError) as caught:
         RunSpec(**changes).validated()
@@ -41,7 +46,13 @@ def test_validation_names_the_fields_at_fault(changes, fields):
 
 def test_communication_benchmarks_get_their_own_arguments():
     assert RunSpec(benchmark="halo", grid=64, warmup=1, iters=3).bench_args() == [
-        "--grid", "64", "--warmup", "1", "--iters", "3"]
+        "--grid",
+        "64",
+        "--warmup",
+        "1",
+        "--iters",
+        "3",
+    ]
     args = RunSpec(benchmark="allreduce", backend="torch", min_bytes=8, max_bytes=64).bench_args()
     assert args[:6] == ["--backend", "torch", "--min-bytes", "8", "--max-bytes", "64"]
     assert RunSpec(ranks=4, nodes=2).ranks_per_node == 2
@@ -76,7 +87,7 @@ def test_the_batch_defaults_to_256_on_gpus_and_32_on_cpus_and_is_recorded():
     cpu = RunSpec(ranks=1).validated()
     assert (gpu.batch_size, cpu.batch_size) == (256, 32)
     assert gpu.as_dict()["batch_size"] == 256 and "256" == gpu.bench_args()[gpu.bench_args().index("--batch-size") + 1]
-    assert RunSpec(gpus_per_node=1, batch_size=64).batch_size == 64   # given: kept
+    assert RunSpec(gpus_per_node=1, batch_size=64).batch_size == 64  # given: kept
     assert dataclasses.replace(gpu, ranks=1).batch_size == 256
     assert RunSpec.from_dict({"batch_size": 32, "gpus_per_node": 8}, "old.json").batch_size == 32  # a result's own
 

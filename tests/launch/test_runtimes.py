@@ -1,4 +1,5 @@
 """The runtime registry: each runtime's argv, traits and image inspection."""
+
 import pytest
 
 from launch.errors import UsageError
@@ -14,18 +15,38 @@ def test_host_runs_argv_as_it_is_and_is_not_a_container():
     assert not host.containerised and host.version_argv() is None and HOST not in CONTAINER_RUNTIMES
 
 
-@pytest.mark.parametrize("name, head, bind_flag, env_flag", [
-    ("podman", ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--workdir", "/",
+@pytest.mark.parametrize(
+    "name, head, bind_flag, env_flag",
+    [
+        (
+            "podman",
+            [
+                "podman",
+                "run",
+                "--rm",
+                "--network=host",
+                "--ipc=host",
+                "--pid=host",
+                "--workdir",
+                "/",
                 *[item for name in PodmanRuntime.HOST_ENV for item in ("--env", name)],
-                "--ulimit", "nofile=16384:16384", "--ulimit", "nproc=16384:16384"], "--volume", "--env"),
-])
+                "--ulimit",
+                "nofile=16384:16384",
+                "--ulimit",
+                "nproc=16384:16384",
+            ],
+            "--volume",
+            "--env",
+        ),
+    ],
+)
 def test_container_runtimes_bind_set_env_in_order_and_keep_argv_last(name, head, bind_flag, env_flag):
     """podman passes the launcher's and fabrics' variables by prefix, never the whole host
     environment (--env-host would put the host's PATH, and python3, before the image's)."""
     argv = runtime_named(name).wrap("img", BINDS, ENV, False, ["python3", "-m", "x"])
     assert "--env-host" not in argv
-    assert argv[:len(head)] == head
-    rest = argv[len(head):]
+    assert argv[: len(head)] == head
+    rest = argv[len(head) :]
     assert rest[:4] == [bind_flag, "/data:/data:ro", bind_flag, "/run dir:/run dir"]
     assert rest[4:8] == [env_flag, "A=1 1", env_flag, "B=2"]  # sorted, one argv item each: no shell
     assert rest[8:] == ["img", "python3", "-m", "x"]
@@ -36,8 +57,21 @@ def test_apptainer_sets_the_environment_with_env_inside_the_image(name):
     argv = runtime_named(name).wrap("img", BINDS, ENV, False, ["python3", "-m", "x"])
     assert argv[:4] == [name, "exec", "--pwd", "/"]
     assert argv[4:8] == ["--bind", "/data:/data:ro", "--bind", "/run dir:/run dir"]
-    assert argv[8:] == ["img", "env", "-u", "LD_PRELOAD", "-u", "PYTHONHOME", "-u", "PYTHONPATH",
-                        "A=1 1", "B=2", "python3", "-m", "x"]  # the host's Python cleared; sorted, one item each
+    assert argv[8:] == [
+        "img",
+        "env",
+        "-u",
+        "LD_PRELOAD",
+        "-u",
+        "PYTHONHOME",
+        "-u",
+        "PYTHONPATH",
+        "A=1 1",
+        "B=2",
+        "python3",
+        "-m",
+        "x",
+    ]  # the host's Python cleared; sorted, one item each
 
 
 def test_the_image_environment_command_clears_the_hosts_python_for_real(tmp_path):
@@ -52,17 +86,31 @@ def test_the_image_environment_command_clears_the_hosts_python_for_real(tmp_path
 
     from launch.ranks.runtimes import HOST_LEAKS, env_command, host_leaks_set
 
-    show = [sys.executable, "-I", "-c",
-            "import json, os; print(json.dumps({k: os.environ.get(k) for k in ('LD_PRELOAD', 'PYTHONHOME', "
-            "'PYTHONPATH', 'A')}))"]
-    leaky = {**os.environ, "PYTHONPATH": str(tmp_path / "site-python"), "PYTHONHOME": sys.prefix,
-             "LD_PRELOAD": ""}
+    show = [
+        sys.executable,
+        "-I",
+        "-c",
+        "import json, os; print(json.dumps({k: os.environ.get(k) for k in ('LD_PRELOAD', 'PYTHONHOME', "
+        "'PYTHONPATH', 'A')}))",
+    ]
+    leaky = {**os.environ, "PYTHONPATH": str(tmp_path / "site-python"), "PYTHONHOME": sys.prefix, "LD_PRELOAD": ""}
     assert host_leaks_set(leaky) == list(HOST_LEAKS)
-    seen = json.loads(subprocess.run(env_command({"A": "1"}) + show, env=leaky, capture_output=True,
-                                     text=True, check=True, timeout=60).stdout)
+    seen = json.loads(
+        subprocess.run(
+            env_command({"A": "1"}) + show, env=leaky, capture_output=True, text=True, check=True, timeout=60
+        ).stdout
+    )
     assert seen == {"LD_PRELOAD": None, "PYTHONHOME": None, "PYTHONPATH": None, "A": "1"}
-    kept = json.loads(subprocess.run(env_command({"PYTHONPATH": "/opt/mine"}) + show, env=leaky,
-                                     capture_output=True, text=True, check=True, timeout=60).stdout)
+    kept = json.loads(
+        subprocess.run(
+            env_command({"PYTHONPATH": "/opt/mine"}) + show,
+            env=leaky,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    )
     assert kept["PYTHONPATH"] == "/opt/mine" and kept["PYTHONHOME"] is None
 
 
@@ -96,7 +144,7 @@ def test_a_multi_rail_value_reaches_the_program_whole(name):
     argv = runtime_named(name).wrap("img", [], env, True, ["python3"])
     apptainer_env_flag_values(argv)  # nothing the runtime's own parser could split or refuse
     assert "--env" not in argv
-    inside = argv[argv.index("img") + 1:]
+    inside = argv[argv.index("img") + 1 :]
     assert inside[0] == "env" and inside[-1] == "python3"
     assert dict(item.split("=", 1) for item in inside[1:-1] if "=" in item) == env
 
@@ -129,7 +177,11 @@ def test_traits_the_other_modules_ask_for():
     assert runtime_named("podman").inspect_argv("img") == ["podman", "image", "inspect", "img"]
     assert runtime_named("charliecloud").inspect_argv("img") is None
     assert [runtime_named(n).version_argv()[0] for n in CONTAINER_RUNTIMES] == [
-        "apptainer", "singularity", "podman", "ch-run"]
+        "apptainer",
+        "singularity",
+        "podman",
+        "ch-run",
+    ]
 
 
 def test_an_unknown_runtime_is_one_usage_error():

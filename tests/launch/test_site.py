@@ -1,4 +1,5 @@
 """Site config: validation on load, errors naming file/key/expectation, init from the probe."""
+
 from pathlib import Path
 
 import pytest
@@ -49,37 +50,51 @@ def test_full_site_loads_into_typed_objects(tmp_path):
     assert site.scheduler == Scheduler("gpu", "proj42", 90)
     assert site.scheduler.slurm_time() == "01:30:00"
     assert site.env == {"NCCL_DEBUG": "WARN"}
-    assert site.fabrics == {"ethernet": FabricSite("eth0"),
-                            "infiniband": FabricSite("ib0", "mlx5_0"),
-                            "slingshot": FabricSite("hsn0", "cxi0")}
+    assert site.fabrics == {
+        "ethernet": FabricSite("eth0"),
+        "infiniband": FabricSite("ib0", "mlx5_0"),
+        "slingshot": FabricSite("hsn0", "cxi0"),
+    }
 
 
-@pytest.mark.parametrize("limit, minutes, slurm", [
-    ("2-00:00:00", 2880, "2-00:00:00"), (45, 45, "00:45:00"), ("00:00:30", 1, "00:01:00")])
+@pytest.mark.parametrize(
+    "limit, minutes, slurm", [("2-00:00:00", 2880, "2-00:00:00"), (45, 45, "00:45:00"), ("00:00:30", 1, "00:01:00")]
+)
 def test_time_limit_forms(tmp_path, limit, minutes, slurm):
     value = f'"{limit}"' if isinstance(limit, str) else limit
     site = load_site(write(tmp_path, f"[scheduler]\ntime_limit = {value}\n"))
     assert site.scheduler.time_limit_min == minutes and site.scheduler.slurm_time() == slurm
 
 
-@pytest.mark.parametrize("text, message", [
-    ('[scheduler]\ntime_limit = "soon"\n',
-     "site.toml: [scheduler].time_limit: expected 'HH:MM:SS', 'D-HH:MM:SS' or minutes > 0, got 'soon'"),
-    ("runtime = 3\n", "site.toml: runtime: expected one of apptainer | singularity | podman | "
-                      "charliecloud | host, got 3"),
-    ('launcher = "pbs"\n', "site.toml: launcher: expected one of local | mpirun | srun | sbatch"),
-    ('colour = "blue"\n', "site.toml: colour: unknown key (expected one of runtime, launcher"),
-    ('[scheduler]\nqueue = "gpu"\n', "site.toml: [scheduler].queue: unknown key (expected one of "
-                                     "partition, account, time_limit)"),
-    ('modules = "openmpi"\n', "site.toml: modules: expected a list of non-empty strings, got 'openmpi'"),
-    ('binds = ["scratch"]\n', "site.toml: binds: expected entries SRC[:DST[:OPTS]] with an absolute SRC"),
-    ("[env]\nOMP_NUM_THREADS = 4\n", "site.toml: [env].OMP_NUM_THREADS: expected a string value, got 4"),
-    ('[fabrics.myrinet]\ninterface = "my0"\n', "site.toml: [fabrics].myrinet: unknown key"),
-    ('[fabrics.infiniband]\ndevice = "mlx5_0"\n',
-     "site.toml: [fabrics.infiniband].device: unknown key (expected one of interface, hca, link_gbit_s)"),
-    ('[fabrics.ethernet]\ninterface = ["eth0"]\n', "site.toml: [fabrics.ethernet].interface: expected"),
-    ("runtime = \n", "site.toml: not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            '[scheduler]\ntime_limit = "soon"\n',
+            "site.toml: [scheduler].time_limit: expected 'HH:MM:SS', 'D-HH:MM:SS' or minutes > 0, got 'soon'",
+        ),
+        (
+            "runtime = 3\n",
+            "site.toml: runtime: expected one of apptainer | singularity | podman | charliecloud | host, got 3",
+        ),
+        ('launcher = "pbs"\n', "site.toml: launcher: expected one of local | mpirun | srun | sbatch"),
+        ('colour = "blue"\n', "site.toml: colour: unknown key (expected one of runtime, launcher"),
+        (
+            '[scheduler]\nqueue = "gpu"\n',
+            "site.toml: [scheduler].queue: unknown key (expected one of partition, account, time_limit)",
+        ),
+        ('modules = "openmpi"\n', "site.toml: modules: expected a list of non-empty strings, got 'openmpi'"),
+        ('binds = ["scratch"]\n', "site.toml: binds: expected entries SRC[:DST[:OPTS]] with an absolute SRC"),
+        ("[env]\nOMP_NUM_THREADS = 4\n", "site.toml: [env].OMP_NUM_THREADS: expected a string value, got 4"),
+        ('[fabrics.myrinet]\ninterface = "my0"\n', "site.toml: [fabrics].myrinet: unknown key"),
+        (
+            '[fabrics.infiniband]\ndevice = "mlx5_0"\n',
+            "site.toml: [fabrics.infiniband].device: unknown key (expected one of interface, hca, link_gbit_s)",
+        ),
+        ('[fabrics.ethernet]\ninterface = ["eth0"]\n', "site.toml: [fabrics.ethernet].interface: expected"),
+        ("runtime = \n", "site.toml: not valid TOML"),
+    ],
+)
 def test_bad_site_is_one_usage_error_naming_file_and_key(tmp_path, text, message):
     with pytest.raises(UsageError) as error:
         load_site(write(tmp_path, text))
@@ -93,10 +108,13 @@ def test_default_site_is_this_host_over_ethernet():
     assert site.scheduler.slurm_time() is None
 
 
-@pytest.mark.parametrize("args, message", [
-    (["site", "show", "--site", "/nonexistent/site.toml"], "/nonexistent/site.toml: site file not found"),
-    (["site", "show"], "--site"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["site", "show", "--site", "/nonexistent/site.toml"], "/nonexistent/site.toml: site file not found"),
+        (["site", "show"], "--site"),
+    ],
+)
 def test_site_show_bad_input_exits_2_with_one_line(args, message):
     proc = fabric_bench(*args, timeout=60)
     lines = proc.stderr.strip().splitlines()
@@ -108,7 +126,8 @@ def test_site_show_rejects_invalid_file_and_prints_valid_one(tmp_path):
     proc = fabric_bench("site", "show", "--site", str(bad), timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip() == (
         "fabric-bench: error: bad.toml: [scheduler].time_limit: expected 'HH:MM:SS', "
-        "'D-HH:MM:SS' or minutes > 0, got 'soon'")
+        "'D-HH:MM:SS' or minutes > 0, got 'soon'"
+    )
     good = write(tmp_path, FULL, "good.toml")
     proc = fabric_bench("site", "show", "--site", str(good), timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -120,8 +139,11 @@ def test_site_init_writes_a_loadable_file_from_the_probe_and_refuses_to_overwrit
     proc = fabric_bench("site", "init", "--output", str(output), timeout=120)
     assert proc.returncode == 0, proc.stderr
     site = load_site(output)
-    up = [p.name for p in sorted(Path("/sys/class/net").iterdir())
-          if p.name != "lo" and (p / "operstate").read_text().strip() == "up"]
+    up = [
+        p.name
+        for p in sorted(Path("/sys/class/net").iterdir())
+        if p.name != "lo" and (p / "operstate").read_text().strip() == "up"
+    ]
     assert site.fabrics["ethernet"].interface == up[0]
     written = output.read_text()
     proc = fabric_bench("site", "init", "--output", str(output), timeout=120)
@@ -131,9 +153,15 @@ def test_site_init_writes_a_loadable_file_from_the_probe_and_refuses_to_overwrit
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize("source, fabric, device", [
-    ("connectx-infiniband", "infiniband", "mlx5_0"), ("omnipath-hfi1", "omnipath", "hfi1_0"),
-    ("efa", "efa", "efa_0"), ("slingshot-cxi", "slingshot", "cxi0")])
+@pytest.mark.parametrize(
+    "source, fabric, device",
+    [
+        ("connectx-infiniband", "infiniband", "mlx5_0"),
+        ("omnipath-hfi1", "omnipath", "hfi1_0"),
+        ("efa", "efa", "efa_0"),
+        ("slingshot-cxi", "slingshot", "cxi0"),
+    ],
+)
 def test_site_from_recorded_probe_round_trips(tmp_path, source, fabric, device):
     site = site_from_probe(recorded(source))
     assert site.fabrics[fabric].device == device

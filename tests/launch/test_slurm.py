@@ -1,11 +1,13 @@
 """Slurm helpers: one time-limit format both ways, one #SBATCH header for every job script."""
+
 import pytest
 
 from launch.fleet import slurm
 
 
-@pytest.mark.parametrize("minutes, text", [(1, "00:01:00"), (90, "01:30:00"), (1440, "1-00:00:00"),
-                                           (1530, "1-01:30:00")])
+@pytest.mark.parametrize(
+    "minutes, text", [(1, "00:01:00"), (90, "01:30:00"), (1440, "1-00:00:00"), (1530, "1-01:30:00")]
+)
 def test_clock_and_parse_are_inverse(minutes, text):
     assert slurm.clock(minutes) == text
     assert slurm.parse_time_limit(text) == minutes
@@ -21,16 +23,26 @@ def test_minutes_cover_the_seconds(seconds, minutes):
     assert slurm.minutes_for(seconds) == minutes
 
 
+def job_script(**values) -> list[str]:
+    return slurm.job_script(announce="a job", body=[], **values).splitlines()
+
+
 def test_job_header_quotes_values_and_omits_what_is_unset():
-    lines = slurm.job_header(name="fabric-bench-x y", nodes=2, tasks_per_node=4, output="/r s/slurm-%j.out",
-                             partition="gpu; rm -rf /", time="10")
-    assert lines[0] == "#!/bin/bash"
+    lines = job_script(
+        name="fabric-bench-x y",
+        nodes=2,
+        tasks_per_node=4,
+        output="/r s/slurm-%j.out",
+        partition="gpu; rm -rf /",
+        time="10",
+        env={"A": "b c"},
+    )
+    assert lines[0] == "#!/bin/bash" and "export A='b c'" in lines
     assert "#SBATCH --job-name='fabric-bench-x y'" in lines
     assert "#SBATCH --partition='gpu; rm -rf /'" in lines
     assert "#SBATCH --output='/r s/slurm-%j.out'" in lines and "#SBATCH --time=10" in lines
     assert not any("--account" in line or "--gpus-per-node" in line for line in lines)
-    assert "#SBATCH --gpus-per-node=8" in slurm.job_header(name="n", nodes=1, tasks_per_node=8, output="o",
-                                                           gpus_per_node=8)
+    assert "#SBATCH --gpus-per-node=8" in job_script(name="n", nodes=1, tasks_per_node=8, output="o", gpus_per_node=8)
 
 
 def test_site_modules_are_loaded_by_run_and_sweep_job_scripts(tmp_path):
@@ -42,8 +54,17 @@ def test_site_modules_are_loaded_by_run_and_sweep_job_scripts(tmp_path):
     spec = RunSpec(launcher="sbatch", ranks=2, nodes=1)
     script = prepare(spec, tmp_path, site, run_id="r").job_script
     assert "module load openmpi/4.1.6\nmodule load 'cuda 12'\nset -euo pipefail" in script
-    sweep_script = slurm.sweep_job_script(name="s", nodes=1, tasks_per_node=1, gpus_per_node=0, minutes=5,
-                                          output=tmp_path / "o", partition=None, account=None, argv=["x"],
-                                          modules=site.modules)
+    sweep_script = slurm.sweep_job_script(
+        name="s",
+        nodes=1,
+        tasks_per_node=1,
+        gpus_per_node=0,
+        minutes=5,
+        output=tmp_path / "o",
+        partition=None,
+        account=None,
+        argv=["x"],
+        modules=site.modules,
+    )
     assert "module load 'cuda 12'\nset -euo pipefail" in sweep_script
     assert "module load" not in prepare(spec, tmp_path, Site(), run_id="r2").job_script

@@ -1,4 +1,5 @@
 """The SQLite results history and `fabric-bench results`."""
+
 import csv
 import io
 import json
@@ -14,15 +15,27 @@ from tests.results import train_result
 
 
 def result(run_id, fabric="ethernet", engine="horovod", ranks=2, status="ok", img=100.0):
-    return train_result(run_id, img=img, ranks=ranks, fabric=fabric, engine=engine, status=status, ci=5.0,
-                        spec={"nodes": 1, "gpus_per_node": 0}, transport={"verdict": "match"},
-                        launch={"launcher": "local", "runtime": "host"})
+    return train_result(
+        run_id,
+        img=img,
+        ranks=ranks,
+        fabric=fabric,
+        engine=engine,
+        status=status,
+        ci=5.0,
+        spec={"nodes": 1, "gpus_per_node": 0},
+        transport={"verdict": "match"},
+        launch={"launcher": "local", "runtime": "host"},
+    )
 
 
 @pytest.fixture
 def tree(tmp_path):
-    for r in (result("20260101T000000-a"), result("20260102T000000-b", fabric="infiniband", ranks=4),
-              result("20260103T000000-c", engine="ddp", status="failed", img=None)):
+    for r in (
+        result("20260101T000000-a"),
+        result("20260102T000000-b", fabric="infiniband", ranks=4),
+        result("20260103T000000-c", engine="ddp", status="failed", img=None),
+    ):
         (tmp_path / "runs" / r["run_id"]).mkdir(parents=True)
         (tmp_path / "runs" / r["run_id"] / "result.json").write_text(json.dumps(r))
     (tmp_path / "runs" / "broken").mkdir()
@@ -77,7 +90,8 @@ def test_two_folders_without_origin_sharing_a_run_id_are_both_kept(tmp_path):
     assert again.returncode == 0 and "indexed 1 results" in again.stdout
     assert again.stderr.splitlines() == [
         f"run id run-1 from node-a@unknown is also held from the same origin in "
-        f"{(tmp_path / 'monday' / 'run-1' / 'result.json').resolve()}: both are kept"]
+        f"{(tmp_path / 'monday' / 'run-1' / 'result.json').resolve()}: both are kept"
+    ]
     listed = json.loads(fabric_bench("results", "list", "--json", env=env).stdout)
     assert sorted(r["total_img_per_s"] for r in listed) == [10.0, 99.0]
     shown = fabric_bench("results", "show", "run-1", env=env)
@@ -99,10 +113,14 @@ def test_a_store_keyed_by_run_id_and_origin_is_rekeyed_with_its_rows(tmp_path):
     path = tmp_path / "old.sqlite"
     old = sqlite3.connect(path)
     columns = ", ".join(f"{c} TEXT" if c == "run_id" else c for c in store.COLUMNS)
-    old.execute(f"CREATE TABLE results ({columns}, origin TEXT, path TEXT, indexed_unix REAL, result TEXT, "
-                f"PRIMARY KEY (run_id, origin))")
-    old.execute("INSERT INTO results (run_id, origin, path, result) VALUES (?, ?, ?, ?)",
-                ("old-run", "unknown", "/x/result.json", json.dumps(train_result("old-run", img=7.0))))
+    old.execute(
+        f"CREATE TABLE results ({columns}, origin TEXT, path TEXT, indexed_unix REAL, result TEXT, "
+        f"PRIMARY KEY (run_id, origin))"
+    )
+    old.execute(
+        "INSERT INTO results (run_id, origin, path, result) VALUES (?, ?, ?, ?)",
+        ("old-run", "unknown", "/x/result.json", json.dumps(train_result("old-run", img=7.0))),
+    )
     old.commit()
     old.close()
     db = store.connect(path)
@@ -116,12 +134,25 @@ def test_a_store_from_before_the_disturbance_column_gains_it_and_show_says_not_r
     path = tmp_path / "old.sqlite"
     old_columns = [c for c in store.COLUMNS if c != "disturbance"]
     with sqlite3.connect(path) as old:  # a store as the bundle made it before the disturbance record
-        old.execute(f"CREATE TABLE results ({', '.join(old_columns)}, origin TEXT, path TEXT, indexed_unix REAL, "
-                    f"result TEXT, PRIMARY KEY (run_id, origin))")
+        old.execute(
+            f"CREATE TABLE results ({', '.join(old_columns)}, origin TEXT, path TEXT, indexed_unix REAL, "
+            f"result TEXT, PRIMARY KEY (run_id, origin))"
+        )
     db = store.connect(path)
     assert "disturbance" in [row[1] for row in db.execute("PRAGMA table_info(results)")]
-    noisy = {**result("20260104T000000-d"), "schema_version": 3, "disturbance": {"verdict": "disturbed", "causes": [
-        {"signal": "memory", "words": "memory pressure: some task waited on memory 9% of the timed window (PSI)"}]}}
+    noisy = {
+        **result("20260104T000000-d"),
+        "schema_version": 3,
+        "disturbance": {
+            "verdict": "disturbed",
+            "causes": [
+                {
+                    "signal": "memory",
+                    "words": "memory pressure: some task waited on memory 9% of the timed window (PSI)",
+                }
+            ],
+        },
+    }
     with db:
         store.index_result(db, tmp_path / "d.json", noisy)
         store.index_result(db, tmp_path / "a.json", result("20260101T000000-a"))  # a version-1 result, as stored
@@ -131,7 +162,9 @@ def test_a_store_from_before_the_disturbance_column_gains_it_and_show_says_not_r
     assert shown.returncode == 0 and json.loads(shown.stdout)["disturbance"]["verdict"] == "not recorded"
     assert shown.stderr.strip() == "disturbance: not recorded"
     shown = fabric_bench("results", "show", "20260104T000000-d", env=env)
-    assert shown.stderr.splitlines() == ["disturbance: disturbed: memory", "disturbance: memory pressure: some task "
-                                         "waited on memory 9% of the timed window (PSI)"]
+    assert shown.stderr.splitlines() == [
+        "disturbance: disturbed: memory",
+        "disturbance: memory pressure: some task waited on memory 9% of the timed window (PSI)",
+    ]
     listed = fabric_bench("results", "list", env=env)
     assert "disturbed" in listed.stdout

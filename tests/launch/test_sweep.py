@@ -1,4 +1,5 @@
 """Sweeps: state, dry run, and real runs (resume after an interruption, time limits)."""
+
 import json
 import shlex
 import signal
@@ -61,15 +62,24 @@ def test_dry_run_lists_runs_with_a_count_and_runs_nothing(tmp_path):
 def test_one_job_dry_run_prints_a_quoted_job_script(tmp_path):
     (tmp_path / "it's").mkdir()
     path = tmp_path / "it's" / "exp.toml"
-    path.write_text('[experiment]\ntime_limit_s = 100\n[matrix]\nranks_per_node = [2]\n' + TINY.replace(
-        'launcher = "local"', 'launcher = "sbatch"\npartition = "a b"'))
+    path.write_text(
+        "[experiment]\ntime_limit_s = 100\n[matrix]\nranks_per_node = [2]\n"
+        + TINY.replace('launcher = "local"', 'launcher = "sbatch"\npartition = "a b"')
+    )
     proc = fabric_bench("sweep", str(path), "--dir", str(tmp_path / "sweep"), "--one-job", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     script = proc.stdout.split("job script:\n", 1)[1]
     assert "#SBATCH --partition='a b'" in script and "#SBATCH --ntasks-per-node=2" in script
     assert "#SBATCH --time=6" in script  # 2 runs x 100 s + margin, in minutes
     argv = shlex.split(script.splitlines()[-1])
-    assert argv[0] == "exec" and argv[2:] == ["sweep", str(path), "--dir", str(tmp_path / "sweep"), "--launcher", "srun"]
+    assert argv[0] == "exec" and argv[2:] == [
+        "sweep",
+        str(path),
+        "--dir",
+        str(tmp_path / "sweep"),
+        "--launcher",
+        "srun",
+    ]
     assert "srun" in proc.stdout.split("job script:")[0]  # the runs are listed as srun steps
 
 
@@ -91,19 +101,23 @@ def statuses(directory) -> dict:
 
 
 def leftover_ranks(directory) -> str:
-    return subprocess.run(["pgrep", "-af", f"bench.torch_train.*{directory}"], capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["pgrep", "-af", f"bench.torch_train.*{directory}"], capture_output=True, text=True
+    ).stdout.strip()
 
 
 @pytest.mark.slow
 def test_interrupted_sweep_keeps_finished_results_and_the_rerun_runs_only_the_rest(tmp_path):
-    path = experiment(tmp_path, "time_limit_s = 300", 'ranks_per_node = [2]', "iters = 2\n")
+    path = experiment(tmp_path, "time_limit_s = 300", "ranks_per_node = [2]", "iters = 2\n")
     directory = tmp_path / "sweep"
     argv = [str(VENV_BIN / "fabric-bench"), "sweep", path, "--dir", str(directory), "--remeasure-disturbed", "0"]
     first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # the baseline (1 rank) finishes, then Ctrl-C while the 2-rank run trains
-    wait_for(lambda: "ok" in statuses(directory).values() and "running" in statuses(directory).values(),
-             300, "the first run to finish")
+    wait_for(
+        lambda: "ok" in statuses(directory).values() and "running" in statuses(directory).values(),
+        300,
+        "the first run to finish",
+    )
     wait_for(lambda: leftover_ranks(directory), 120, "the second run's ranks")
     first.send_signal(signal.SIGINT)
     out, _ = first.communicate(timeout=60)
@@ -131,7 +145,7 @@ def test_interrupted_sweep_keeps_finished_results_and_the_rerun_runs_only_the_re
 
 @pytest.mark.slow
 def test_runs_past_their_time_limit_are_killed_with_all_ranks_and_the_sweep_goes_on(tmp_path):
-    path = experiment(tmp_path, "time_limit_s = 12", 'ranks_per_node = [2]', "iters = 100000\n")
+    path = experiment(tmp_path, "time_limit_s = 12", "ranks_per_node = [2]", "iters = 100000\n")
     directory = tmp_path / "sweep"
     proc = fabric_bench("sweep", path, "--dir", str(directory), "--remeasure-disturbed", "0", timeout=300)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -150,10 +164,21 @@ def test_runs_past_their_time_limit_are_killed_with_all_ranks_and_the_sweep_goes
 
 def test_one_job_passes_force_and_stall_timeout_to_the_sweep_inside_the_job(tmp_path):
     path = tmp_path / "exp.toml"
-    path.write_text('[experiment]\ntime_limit_s = 100\n[matrix]\nranks_per_node = [2]\n' + TINY.replace(
-        'launcher = "local"', 'launcher = "sbatch"'))
-    proc = fabric_bench("sweep", str(path), "--dir", str(tmp_path / "sweep"), "--one-job", "--dry-run",
-                        "--force", "--stall-timeout", "30")
+    path.write_text(
+        "[experiment]\ntime_limit_s = 100\n[matrix]\nranks_per_node = [2]\n"
+        + TINY.replace('launcher = "local"', 'launcher = "sbatch"')
+    )
+    proc = fabric_bench(
+        "sweep",
+        str(path),
+        "--dir",
+        str(tmp_path / "sweep"),
+        "--one-job",
+        "--dry-run",
+        "--force",
+        "--stall-timeout",
+        "30",
+    )
     assert proc.returncode == 0, proc.stderr
     argv = shlex.split(proc.stdout.split("job script:\n", 1)[1].splitlines()[-1])
     assert argv[-3:] == ["--force", "--stall-timeout", "30"]
@@ -171,7 +196,7 @@ def test_a_disturbed_point_is_measured_again_and_every_run_is_kept(tmp_path):
 
     from tests.conftest import alive
 
-    path = experiment(tmp_path, "time_limit_s = 300", 'ranks_per_node = [1]', "iters = 6\n")
+    path = experiment(tmp_path, "time_limit_s = 300", "ranks_per_node = [1]", "iters = 6\n")
     directory = tmp_path / "sweep"
     hog = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
     hogs = [subprocess.Popen([sys.executable, "-c", hog, str(cpu)]) for cpu in sorted(os.sched_getaffinity(0))]
@@ -190,6 +215,9 @@ def test_a_disturbed_point_is_measured_again_and_every_run_is_kept(tmp_path):
     assert second["remeasure_of"]["run_id"] == first["run_id"] and second["remeasure_of"]["attempt"] == 1
     assert any(w.startswith("other processes used") for w in second["remeasure_of"]["why"])
     assert "disturbed" in proc.stdout  # the outcome line and the table's column
-    ranks = {json.loads(line)["pid"] for p in directory.glob("runs/*/ranks/rank-*.jsonl")
-             for line in p.read_text().splitlines()}
+    ranks = {
+        json.loads(line)["pid"]
+        for p in directory.glob("runs/*/ranks/rank-*.jsonl")
+        for line in p.read_text().splitlines()
+    }
     assert len(ranks) == 2 and not alive(ranks | {h.pid for h in hogs})

@@ -1,4 +1,5 @@
 """Training and points tables: efficiency from the aggregated baseline, no comm share on one rank."""
+
 import io
 import re
 
@@ -15,15 +16,17 @@ def text(table) -> str:
     return out.getvalue()
 
 
-RESULTS = [train_result("a1", img=50.0, ranks=1, comm=None, samples=[50.0, 50.0], params_max_abs_diff=0.0),
-           train_result("a2", img=80.0, ranks=2, comm=0.4, samples=[80.0, 80.0], params_max_abs_diff=0.0),
-           train_result("a3", img=None, ranks=2, status="failed", reason="rank 1 died")]
+RESULTS = [
+    train_result("a1", img=50.0, ranks=1, comm=None, samples=[50.0, 50.0], params_max_abs_diff=0.0),
+    train_result("a2", img=80.0, ranks=2, comm=0.4, samples=[80.0, 80.0], params_max_abs_diff=0.0),
+    train_result("a3", img=None, ranks=2, status="failed", reason="rank 1 died"),
+]
 
 
 def test_training_table_rows():
     rows = [line for line in text(training_table(RESULTS)).splitlines() if "resnet18" in line]
     one, two, failed = rows
-    assert "50.0" in one and "1.00" in one and "%" not in one          # efficiency 1, no comm share
+    assert "50.0" in one and "1.00" in one and "%" not in one  # efficiency 1, no comm share
     assert "80.0" in two and "40.0" in two and "0.80" in two and "40%" in two
     assert "failed" in failed and "rank 1 died" in failed
 
@@ -42,8 +45,14 @@ def allreduce_run(run_id, busbw, ranks=2, samples_us=None, fabric="ethernet", no
     row = {"bytes": 16 * 2**20, "busbw_gbit_s": busbw, "time_us": 1000.0}
     if samples_us is not None:
         row["samples_us"] = samples_us
-    return allreduce_result(run_id, sizes=[row], ranks=ranks, fabric=fabric, engine="ddp",
-                            spec={"fabric": fabric, "nodes": nodes, "engine": "ddp"})
+    return allreduce_result(
+        run_id,
+        sizes=[row],
+        ranks=ranks,
+        fabric=fabric,
+        engine="ddp",
+        spec={"fabric": fabric, "nodes": nodes, "engine": "ddp"},
+    )
 
 
 def test_an_allreduce_series_is_named_by_its_backend_and_its_interval_reads_right():
@@ -53,8 +62,10 @@ def test_an_allreduce_series_is_named_by_its_backend_and_its_interval_reads_righ
     from launch.results import verdict
     from launch.results.table import verdict_tables
 
-    runs = [allreduce_run("one", 0.07, samples_us=[1000.0, 1010.0, 990.0]),
-            allreduce_run("single", 0.05, samples_us=None, fabric="emu-eth-1g")]
+    runs = [
+        allreduce_run("one", 0.07, samples_us=[1000.0, 1010.0, 990.0]),
+        allreduce_run("single", 0.05, samples_us=None, fabric="emu-eth-1g"),
+    ]
     points = aggregate.aggregate(runs)
     shown = text(points_table(points, "points"))
     row = next(line for line in shown.splitlines() if "ethernet/mpi/allreduce" in line)

@@ -1,5 +1,6 @@
 """Transport evidence: parsing what the libraries report, judging it against the
 fabric asked for, and real runs here over ob1/tcp, UCX/tcp and a wrong selection."""
+
 import json
 from pathlib import Path
 
@@ -112,15 +113,26 @@ def test_recorded_nccl_logs_are_read_as_published(name):
     seen = recorded_nccl(name)["nccl"]
     network, gdr, pxn, provider, version = RECORDED_NCCL_FACTS[name]
     assert (seen["network"], seen["gdr"], seen["pxn"], seen["ofi_provider"], seen["version"]) == (
-        network, gdr, pxn, provider, version)
+        network,
+        gdr,
+        pxn,
+        provider,
+        version,
+    )
 
 
 def test_recorded_channels_keep_plugin_names_pxn_and_flags():
     assert recorded_nccl("ofi-efa-pxn-shared")["nccl"]["channels"] == [
-        "NET/AWS Libfabric/0(0)/GDRDMA/Shared", "NET/AWS Libfabric/1(2)/GDRDMA/Shared",
-        "NET/AWS Libfabric/1/GDRDMA/Shared"]
+        "NET/AWS Libfabric/0(0)/GDRDMA/Shared",
+        "NET/AWS Libfabric/1(2)/GDRDMA/Shared",
+        "NET/AWS Libfabric/1/GDRDMA/Shared",
+    ]
     assert recorded_nccl("ib-gdrdma-a100")["nccl"]["channels"] == [
-        "NET/IB/0/GDRDMA", "NET/IB/2/GDRDMA", "NET/IB/4/GDRDMA", "NET/IB/5/GDRDMA"]
+        "NET/IB/0/GDRDMA",
+        "NET/IB/2/GDRDMA",
+        "NET/IB/4/GDRDMA",
+        "NET/IB/5/GDRDMA",
+    ]
     # NCCL <= 2.5 "Ring NN : ... via ..." lines, intra-node transports included
     assert recorded_nccl("ring-format-roce")["nccl"]["channels"] == ["NET/IB/0", "P2P/IPC", "direct shared memory"]
     assert recorded_nccl("socket-channels-ibext-fallback")["nccl"]["channels"] == ["NET/Socket/3", "P2P/IPC/read"]
@@ -133,7 +145,8 @@ def test_recorded_devices_and_evidence_lines():
     assert len(devices) == 1 and devices[0].startswith("IB: [0]mlx5_8:1/IB [1]mlx5_9:1/IB")
     assert recorded_nccl("ibext-roce-sharp-plugin")["nccl"]["devices"] == [
         "IB: [0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE} [1]={[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE} [RO]; "
-        "OOB bond0.526:169.136.106.9<0>"]
+        "OOB bond0.526:169.136.106.9<0>"
+    ]
     assert recorded_nccl("socket-lo-two-gpus")["nccl"]["devices"] == ["Socket: [0]lo:127.0.0.1<0>"]
     lines = recorded_nccl("ofi-efa-aws-libfabric")["lines"]
     assert "algo-1:18564:18638 [2] NCCL INFO Using network AWS Libfabric" in lines
@@ -141,10 +154,20 @@ def test_recorded_devices_and_evidence_lines():
 
 
 def test_nccl_network_kinds():
-    kinds = {name: transport.nccl_network_kind(name) for name in
-             ("IB", "IBext", "IBext_v8", "Socket", "AWS Libfabric", "Libfabric", "OFI", "CollNet")}
-    assert kinds == {"IB": "IB", "IBext": "IB", "IBext_v8": "IB", "Socket": "Socket", "AWS Libfabric": "OFI",
-                     "Libfabric": "OFI", "OFI": "OFI", "CollNet": "CollNet"}
+    kinds = {
+        name: transport.nccl_network_kind(name)
+        for name in ("IB", "IBext", "IBext_v8", "Socket", "AWS Libfabric", "Libfabric", "OFI", "CollNet")
+    }
+    assert kinds == {
+        "IB": "IB",
+        "IBext": "IB",
+        "IBext_v8": "IB",
+        "Socket": "Socket",
+        "AWS Libfabric": "OFI",
+        "Libfabric": "OFI",
+        "OFI": "OFI",
+        "CollNet": "CollNet",
+    }
 
 
 def test_recorded_runs_judged_against_their_fabric():
@@ -159,12 +182,15 @@ def test_recorded_runs_judged_against_their_fabric():
     assert verdict("efa", "socket-one-rank")["mismatches"] == ["nccl.network: asked OFI, ran over Socket"]
     # GPUDirect asked for, NET/IB/0 without GDRDMA (the issue's complaint)
     assert verdict("infiniband", "ring-format-roce", {"NCCL_NET_GDR_LEVEL": "PHB"})["mismatches"] == [
-        "nccl.gdr: asked on, ran over off"]
+        "nccl.gdr: asked on, ran over off"
+    ]
     # NCCL_IB_DISABLE=1 without a fabric: sockets asked, the IBext plugin's RDMA used
     ibext = transport.judge(None, {"NCCL_IB_DISABLE": "1"}, recorded_nccl("ibext-roce-sharp-plugin"), "nccl")
     assert ibext["mismatches"] == ["nccl.network: asked Socket, ran over IBext_v8"]
-    assert transport.judge(None, {"NCCL_IB_DISABLE": "1"}, recorded_nccl("socket-lo-two-gpus"), "nccl")[
-        "verdict"] == "match"
+    assert (
+        transport.judge(None, {"NCCL_IB_DISABLE": "1"}, recorded_nccl("socket-lo-two-gpus"), "nccl")["verdict"]
+        == "match"
+    )
 
 
 def test_ethernet_over_ob1_tcp_matches():
@@ -193,8 +219,9 @@ def test_gpudirect_on_one_side_only_is_partial_not_on():
 def test_nccl_socket_instead_of_ib_and_gdr_off_are_mismatches():
     socket = transport.judge("infiniband", {}, transport.observe(NCCL_SOCKET), "nccl", nccl=True)
     assert "nccl.network: asked IB, ran over Socket" in socket["mismatches"]
-    gdr = transport.judge("infiniband", {"NCCL_NET_GDR_LEVEL": "LOC"}, transport.observe(NCCL_IB_GDR), "nccl",
-                          nccl=True)
+    gdr = transport.judge(
+        "infiniband", {"NCCL_NET_GDR_LEVEL": "LOC"}, transport.observe(NCCL_IB_GDR), "nccl", nccl=True
+    )
     assert gdr["mismatches"] == ["nccl.gdr: asked off, ran over on"]
 
 
@@ -203,15 +230,22 @@ def test_gloo_gradients_on_an_rdma_fabric_are_flagged_and_no_evidence_is_unverif
     assert transport.judge("ethernet", {}, {}, "gloo")["verdict"] == "unverified"
 
 
-def test_apply_turns_an_ok_run_into_transport_mismatch(tmp_path):
+def test_the_transport_stage_turns_an_ok_run_into_transport_mismatch(tmp_path):
     log = tmp_path / "output.log"
     log.write_text(OB1_TCP)
-    result = {"status": "ok", "reason": None, "engine": "horovod", "env": {}, "engine_info": {"controller": "mpi"},
-              "spec": {"fabric": "infiniband", "gpus_per_node": 0}}
-    transport.apply(result, log)
+    result = {
+        "status": "ok",
+        "reason": None,
+        "engine": "horovod",
+        "env": {},
+        "engine_info": {"controller": "mpi"},
+        "spec": {"fabric": "infiniband", "gpus_per_node": 0},
+    }
+    result = {**result, **transport.fields(result, log)}
     assert result["status"] == "transport_mismatch"
-    assert result["reason"] == ("asked for infiniband but mpi.pml: asked ucx, ran over ob1; "
-                                "mpi.btl: asked ^openib,tcp, ran over tcp")
+    assert result["reason"] == (
+        "asked for infiniband but mpi.pml: asked ucx, ran over ob1; mpi.btl: asked ^openib,tcp, ran over tcp"
+    )
 
 
 def test_nccl_reporting_only_where_nccl_runs():
@@ -219,17 +253,37 @@ def test_nccl_reporting_only_where_nccl_runs():
     assert reporting_env(RunSpec(gpus_per_node=4))["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
 
 
-TINY = ["--engine", "horovod", "--ranks", "2", "--model", "resnet18", "--image-size", "32", "--batch-size", "8",
-        "--warmup", "0", "--iters", "1", "--batches-per-iter", "1"]
+TINY = [
+    "--engine",
+    "horovod",
+    "--ranks",
+    "2",
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "8",
+    "--warmup",
+    "0",
+    "--iters",
+    "1",
+    "--batches-per-iter",
+    "1",
+]
 UCX_HERE = ["OMPI_MCA_pml=ucx", "OMPI_MCA_pml_ucx_tls=any", "OMPI_MCA_pml_ucx_devices=any"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fabric, env, status, observed", [
-    ("ethernet", ["OMPI_MCA_btl=self,tcp"], "ok", {"mpi": {"pml": ["ob1"], "btl": ["tcp"]}}),
-    (None, [*UCX_HERE, "UCX_TLS=tcp,self"], "ok", {"mpi": {"pml": ["ucx"]}, "ucx": ["tcp"]}),
-    ("ethernet", [*UCX_HERE, "UCX_TLS=tcp,self"], "transport_mismatch", {"mpi": {"pml": ["ucx"]}}),
-], ids=["ethernet-ob1-tcp", "ucx-over-tcp", "ethernet-asked-but-ucx"])
+@pytest.mark.parametrize(
+    "fabric, env, status, observed",
+    [
+        ("ethernet", ["OMPI_MCA_btl=self,tcp"], "ok", {"mpi": {"pml": ["ob1"], "btl": ["tcp"]}}),
+        (None, [*UCX_HERE, "UCX_TLS=tcp,self"], "ok", {"mpi": {"pml": ["ucx"]}, "ucx": ["tcp"]}),
+        ("ethernet", [*UCX_HERE, "UCX_TLS=tcp,self"], "transport_mismatch", {"mpi": {"pml": ["ucx"]}}),
+    ],
+    ids=["ethernet-ob1-tcp", "ucx-over-tcp", "ethernet-asked-but-ucx"],
+)
 def test_real_runs_record_the_transport_they_used(fabric, env, status, observed, tmp_path, monkeypatch):
     need(horovod_built_for("torch"), "Horovod with PyTorch is not installed (make setup)")
     monkeypatch.setenv("FABRIC_BENCH_STORE", str(tmp_path / "store.sqlite"))
@@ -255,6 +309,7 @@ def test_real_runs_record_the_transport_they_used(fabric, env, status, observed,
 
 # ------------------------------------------------------------ NICs used against the node's (issue 14)
 
+
 def _recorded(name):
     return (Path(__file__).parents[1] / "data" / "nccl" / name / "nccl_info.log").read_text()
 
@@ -263,17 +318,24 @@ def test_nics_offered_and_used_are_counted_on_recorded_logs():
     a100 = transport.observe(_recorded("ib-gdrdma-a100"))["nccl"]
     assert a100["nics_offered"] == 9 and a100["nics_used"] == [0, 2, 4, 5]
     merged = transport.observe(_recorded("ibext-roce-sharp-plugin"))["nccl"]
-    assert merged["nics_offered"] == 2    # two merged virtual NICs of two ports each
+    assert merged["nics_offered"] == 2  # two merged virtual NICs of two ports each
 
 
 def test_four_gpus_over_four_nics_match_one_nic_for_eight_gpus_does_not():
     observed = transport.observe(_recorded("ib-gdrdma-a100"))
-    ok = transport.judge("infiniband", {"NCCL_IB_HCA": "=mlx5_8,mlx5_9,mlx5_10,mlx5_11"}, observed,
-                         "nccl", nccl=True, gpus_per_node=4)
+    ok = transport.judge(
+        "infiniband", {"NCCL_IB_HCA": "=mlx5_8,mlx5_9,mlx5_10,mlx5_11"}, observed, "nccl", nccl=True, gpus_per_node=4
+    )
     assert next(c for c in ok["checks"] if c["layer"] == "nccl.nics")["ok"]
     # the same channels on an 8-GPU node whose site lists 8 rails: 4 of 8 NICs used
-    short = transport.judge("infiniband", {"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))},
-                            observed, "nccl", nccl=True, gpus_per_node=8)
+    short = transport.judge(
+        "infiniband",
+        {"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))},
+        observed,
+        "nccl",
+        nccl=True,
+        gpus_per_node=8,
+    )
     assert short["verdict"] == "mismatch"
     assert any(m.startswith("nccl.nics: asked 8 of 8 NICs") for m in short["mismatches"])
 
@@ -282,17 +344,17 @@ def test_a_partial_node_expects_one_nic_per_rank_not_per_gpu():
     """8 GPUs and 8 rails per node, 4 ranks on it: NCCL driving 4 NICs is right (issue 29, item 8)."""
     observed = transport.observe(_recorded("ib-gdrdma-a100"))  # NET devices 0, 2, 4, 5 used
     eight_rails = {"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))}
-    partial = transport.judge("infiniband", eight_rails, observed, "nccl", nccl=True, gpus_per_node=8,
-                              ranks_per_node=4)
+    partial = transport.judge("infiniband", eight_rails, observed, "nccl", nccl=True, gpus_per_node=8, ranks_per_node=4)
     assert next(c for c in partial["checks"] if c["layer"] == "nccl.nics")["ok"], partial["mismatches"]
-    full = transport.judge("infiniband", eight_rails, observed, "nccl", nccl=True, gpus_per_node=8,
-                           ranks_per_node=8)
+    full = transport.judge("infiniband", eight_rails, observed, "nccl", nccl=True, gpus_per_node=8, ranks_per_node=8)
     assert any(m.startswith("nccl.nics: asked 8 of 8 NICs") for m in full["mismatches"])
 
 
 def test_universal_over_libfabric_verbs_is_flagged():
-    log = ("h:1:1 [0] NCCL INFO NET/OFI Selected Provider is verbs;ofi_rxm (found 1 nics)\n"
-           "h:1:1 [0] NCCL INFO Using network AWS Libfabric\n")
+    log = (
+        "h:1:1 [0] NCCL INFO NET/OFI Selected Provider is verbs;ofi_rxm (found 1 nics)\n"
+        "h:1:1 [0] NCCL INFO Using network AWS Libfabric\n"
+    )
     verdict = transport.judge("universal", {}, transport.observe(log), "nccl", nccl=True)
     assert verdict["verdict"] == "mismatch" and "verbs" in verdict["mismatches"][0]
 

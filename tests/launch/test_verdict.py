@@ -1,4 +1,5 @@
 """Verdicts and the one aggregation behind report, sweep summary and tables (issue 13)."""
+
 import json
 import math
 import statistics
@@ -11,13 +12,34 @@ from launch.results import aggregate, report, verdict
 from launch.errors import UsageError
 
 
-def train(run_id, fabric, ranks, samples, nodes=None, comm=0.3, engine="ddp", allreduce=None, gpudirect=None,
-          model="resnet18"):
-    spec = {"fabric": fabric, "batch_size": 8, "image_size": 32, "precision": "fp32", "nodes": nodes or ranks,
-            "ranks": ranks, "allreduce": allreduce, "gpudirect": gpudirect, "launcher": "emulated" if fabric else "local"}
+def train(
+    run_id, fabric, ranks, samples, nodes=None, comm=0.3, engine="ddp", allreduce=None, gpudirect=None, model="resnet18"
+):
+    spec = {
+        "fabric": fabric,
+        "batch_size": 8,
+        "image_size": 32,
+        "precision": "fp32",
+        "nodes": nodes or ranks,
+        "ranks": ranks,
+        "allreduce": allreduce,
+        "gpudirect": gpudirect,
+        "launcher": "emulated" if fabric else "local",
+    }
     mean = statistics.fmean(samples)
-    return train_result(run_id, img=mean, ranks=ranks, fabric=fabric, engine=engine, model=model, comm=comm,
-                        spec=spec, samples=samples, compute_img_per_s=mean * 1.2, gradient_bytes=46_000_000)
+    return train_result(
+        run_id,
+        img=mean,
+        ranks=ranks,
+        fabric=fabric,
+        engine=engine,
+        model=model,
+        comm=comm,
+        spec=spec,
+        samples=samples,
+        compute_img_per_s=mean * 1.2,
+        gradient_bytes=46_000_000,
+    )
 
 
 FAST = [100.0, 104.0, 98.0, 101.0, 103.0]
@@ -55,7 +77,8 @@ def test_one_repetition_per_side_is_welchs_t_on_log_throughput():
     assert words.startswith(
         "In the 2 groups where both ran, emu-eth-1g is significantly slower than emu-eth-10g in 1 of 2 (by "
         f"{(1 - geo) * 100:.1f} %, resnet18 at 2 nodes, ddp) and not significantly different in 1 of 2 (the ratio's "
-        "95 % CI holds 1); within ±2 % of it in 1 of 2. ")
+        "95 % CI holds 1); within ±2 % of it in 1 of 2. "
+    )
 
 
 def test_repetitions_aggregate_into_one_point_with_the_larger_of_both_variances():
@@ -73,8 +96,12 @@ def test_baseline_joins_every_fabric_series_and_one_rank_has_no_comm_share():
     results = emulated_sweep() + [train("base-ddp-2", None, 1, [54.0, 52.0, 53.0], comm=0.29)]
     points = aggregate.aggregate(results)
     curves = aggregate.curves(points)
-    assert set(curves) == {"emu-eth-10g/ddp/resnet18", "emu-eth-1g/ddp/resnet18", "emu-eth-10g/horovod/resnet18",
-                           "emu-eth-1g/horovod/resnet18"}  # the baseline is no curve of its own
+    assert set(curves) == {
+        "emu-eth-10g/ddp/resnet18",
+        "emu-eth-1g/ddp/resnet18",
+        "emu-eth-10g/horovod/resnet18",
+        "emu-eth-1g/horovod/resnet18",
+    }  # the baseline is no curve of its own
     slow = curves["emu-eth-1g/ddp/resnet18"]
     assert [p.ranks for p in slow] == [1, 2]
     one = slow[0]
@@ -89,15 +116,23 @@ def test_baseline_joins_every_fabric_series_and_one_rank_has_no_comm_share():
 
 
 def test_knob_verdicts_only_where_the_results_varied_them():
-    results = [train("nccl", "omnipath", 4, FAST, nodes=2, allreduce="nccl", gpudirect="on"),
-               train("mpi", "omnipath", 4, SLOW, nodes=2, allreduce="mpi", gpudirect="on"),
-               train("eth", "ethernet", 4, FAST, nodes=2, allreduce="nccl", gpudirect="on")]
-    judged = verdict.all_verdicts(aggregate.aggregate(results), orders={"fabric": ["ethernet", "omnipath"],
-                                                                         "allreduce": ["nccl", "mpi"]})
+    results = [
+        train("nccl", "omnipath", 4, FAST, nodes=2, allreduce="nccl", gpudirect="on"),
+        train("mpi", "omnipath", 4, SLOW, nodes=2, allreduce="mpi", gpudirect="on"),
+        train("eth", "ethernet", 4, FAST, nodes=2, allreduce="nccl", gpudirect="on"),
+    ]
+    judged = verdict.all_verdicts(
+        aggregate.aggregate(results), orders={"fabric": ["ethernet", "omnipath"], "allreduce": ["nccl", "mpi"]}
+    )
     assert set(judged) == {"fabric", "allreduce"}  # GPUDirect was not varied
     (row,) = judged["allreduce"]["rows"]
     assert (row["reference"], row["value"], row["fabric"], row["nodes"], row["ranks_per_node"]) == (
-        "nccl", "mpi", "omnipath", 2, 2)
+        "nccl",
+        "mpi",
+        "omnipath",
+        2,
+        2,
+    )
     assert row["verdict"].endswith("% slower")
     (fabric_row,) = judged["fabric"]["rows"]
     assert fabric_row["reference"] == "ethernet" and fabric_row["verdict"] == "no significant difference"
@@ -145,11 +180,22 @@ def test_report_opens_with_the_verdicts_and_its_numbers_are_the_results(tmp_path
 
 def test_halo_verdicts_compare_time_per_iteration_lower_is_faster():
     def halo(run_id, fabric, times):
-        return {"schema_version": 1, "run_id": run_id, "benchmark": "halo", "world_size": 4, "status": "ok",
-                "spec": {"fabric": fabric, "nodes": 2, "grid": 96}, "samples_s": times,
-                "time_per_iter_s": statistics.median(times), "time_per_iter_mean_s": statistics.fmean(times)}
-    results = [halo("h-opa", "omnipath", [0.010, 0.011, 0.010, 0.0105]),
-               halo("h-eth", "ethernet", [0.020, 0.021, 0.020, 0.0205])]
+        return {
+            "schema_version": 1,
+            "run_id": run_id,
+            "benchmark": "halo",
+            "world_size": 4,
+            "status": "ok",
+            "spec": {"fabric": fabric, "nodes": 2, "grid": 96},
+            "samples_s": times,
+            "time_per_iter_s": statistics.median(times),
+            "time_per_iter_mean_s": statistics.fmean(times),
+        }
+
+    results = [
+        halo("h-opa", "omnipath", [0.010, 0.011, 0.010, 0.0105]),
+        halo("h-eth", "ethernet", [0.020, 0.021, 0.020, 0.0205]),
+    ]
     (row,) = verdict.verdicts(aggregate.aggregate(results), "fabric", order=["omnipath", "ethernet"])["rows"]
     assert row["metric"] == "time_per_iter_s" and row["model"] == "halo 96^3"
     assert row["ratio"] > 1.9 and row["speed_ratio"] < 0.53 and row["verdict"].endswith("% slower")
@@ -159,8 +205,9 @@ def test_the_default_reference_is_the_first_fabric_of_the_sweeps_experiment(tmp_
     for r in emulated_sweep():
         (tmp_path / "in" / "runs" / r["run_id"]).mkdir(parents=True)
         (tmp_path / "in" / "runs" / r["run_id"] / "result.json").write_text(json.dumps(r))
-    (tmp_path / "in" / "summary.json").write_text(json.dumps(
-        {"experiment_file": "gone.toml", "verdict_orders": {"fabric": ["emu-eth-1g", "emu-eth-10g"]}}))
+    (tmp_path / "in" / "summary.json").write_text(
+        json.dumps({"experiment_file": "gone.toml", "verdict_orders": {"fabric": ["emu-eth-1g", "emu-eth-10g"]}})
+    )
     assert verdict.experiment_orders([tmp_path / "in"]) == {"fabric": ["emu-eth-1g", "emu-eth-10g"]}
     data = report.build([tmp_path / "in"], tmp_path / "out")
     assert data["verdicts"]["fabric"]["reference"] == "emu-eth-1g"
@@ -168,38 +215,68 @@ def test_the_default_reference_is_the_first_fabric_of_the_sweeps_experiment(tmp_
 
 
 def _row(value, speed, significant, ci=True, model="allreduce", engine="mpi", nodes=4):
-    return {"value": value, "reference": "emu-eth-1g", "speed_ratio": speed, "significant": significant,
-            "ci95": [speed * 0.9, speed * 1.1] if ci else None, "model": model, "nodes": nodes, "engine": engine}
+    return {
+        "value": value,
+        "reference": "emu-eth-1g",
+        "speed_ratio": speed,
+        "significant": significant,
+        "ci95": [speed * 0.9, speed * 1.1] if ci else None,
+        "model": model,
+        "nodes": nodes,
+        "engine": engine,
+    }
 
 
-@pytest.mark.parametrize("rows, expected", [
-    # the issue's case: two groups, both significantly faster, none within ±2 %
-    ([_row("emu-eth-5g", 4.401, True), _row("emu-eth-5g", 2.5, True, nodes=2)],
-     "In the 2 groups where both ran, emu-eth-5g is significantly faster than emu-eth-1g in both (by up to "
-     "340.1 %, allreduce at 4 nodes, mpi); within ±2 % of it in none. For this data, fabric emu-eth-5g changes "
-     "performance significantly in both groups."),
-    ([_row("emu-eth-5g", 1.3, True)],
-     "In the one group where both ran, emu-eth-5g is significantly faster than emu-eth-1g (by 30.0 %, allreduce "
-     "at 4 nodes, mpi), not within ±2 % of it. For this data, fabric emu-eth-5g changes performance "
-     "significantly."),
-    ([_row("emu-eth-5g", 1.01, False)],
-     "In the one group where both ran, emu-eth-5g is not significantly different from emu-eth-1g (the ratio's "
-     "95 % CI holds 1), within ±2 % of it. For this data, fabric emu-eth-5g vs emu-eth-1g has no significant "
-     "effect."),
-    ([_row("emu-eth-5g", 1.01, False), _row("emu-eth-5g", 0.7, True, nodes=2), _row("emu-eth-5g", 1.0, False, False)],
-     "In the 3 groups where both ran, emu-eth-5g is significantly slower than emu-eth-1g in 1 of 3 (by 30.0 %, "
-     "allreduce at 2 nodes, mpi), not significantly different in 1 of 3 (the ratio's 95 % CI holds 1) and "
-     "without a CI in 1 of 3 (one sample per side); within ±2 % of it in 2 of 3. For this data, fabric "
-     "emu-eth-5g changes performance significantly in 1 of 3 groups."),
-])
+@pytest.mark.parametrize(
+    "rows, expected",
+    [
+        # the issue's case: two groups, both significantly faster, none within ±2 %
+        (
+            [_row("emu-eth-5g", 4.401, True), _row("emu-eth-5g", 2.5, True, nodes=2)],
+            "In the 2 groups where both ran, emu-eth-5g is significantly faster than emu-eth-1g in both (by up to "
+            "340.1 %, allreduce at 4 nodes, mpi); within ±2 % of it in none. For this data, fabric emu-eth-5g changes "
+            "performance significantly in both groups.",
+        ),
+        (
+            [_row("emu-eth-5g", 1.3, True)],
+            "In the one group where both ran, emu-eth-5g is significantly faster than emu-eth-1g (by 30.0 %, allreduce "
+            "at 4 nodes, mpi), not within ±2 % of it. For this data, fabric emu-eth-5g changes performance "
+            "significantly.",
+        ),
+        (
+            [_row("emu-eth-5g", 1.01, False)],
+            "In the one group where both ran, emu-eth-5g is not significantly different from emu-eth-1g (the ratio's "
+            "95 % CI holds 1), within ±2 % of it. For this data, fabric emu-eth-5g vs emu-eth-1g has no significant "
+            "effect.",
+        ),
+        (
+            [
+                _row("emu-eth-5g", 1.01, False),
+                _row("emu-eth-5g", 0.7, True, nodes=2),
+                _row("emu-eth-5g", 1.0, False, False),
+            ],
+            "In the 3 groups where both ran, emu-eth-5g is significantly slower than emu-eth-1g in 1 of 3 (by 30.0 %, "
+            "allreduce at 2 nodes, mpi), not significantly different in 1 of 3 (the ratio's 95 % CI holds 1) and "
+            "without a CI in 1 of 3 (one sample per side); within ±2 % of it in 2 of 3. For this data, fabric "
+            "emu-eth-5g changes performance significantly in 1 of 3 groups.",
+        ),
+    ],
+)
 def test_the_verdict_sentence_reads_right_for_one_group_or_many(rows, expected):
-    data = {"nothing_to_compare": None, "values": ["emu-eth-5g"], "rows": rows, "within": verdict.WITHIN,
-            "title": "fabric"}
+    data = {
+        "nothing_to_compare": None,
+        "values": ["emu-eth-5g"],
+        "rows": rows,
+        "within": verdict.WITHIN,
+        "title": "fabric",
+    }
     assert verdict.paragraph(data) == expected
 
 
-DISTURBED = {"verdict": "disturbed", "causes": [
-    {"signal": "cpu", "words": "other processes used 0.90 of a core during the timed window (12.0 s)"}]}
+DISTURBED = {
+    "verdict": "disturbed",
+    "causes": [{"signal": "cpu", "words": "other processes used 0.90 of a core during the timed window (12.0 s)"}],
+}
 
 
 def test_a_disturbed_run_is_left_out_of_its_point_and_the_verdict_says_how_many_and_why():
@@ -226,11 +303,11 @@ def test_a_side_with_only_disturbed_runs_cannot_tell():
     points = aggregate.aggregate(runs)
     data = verdict.verdicts(points, "fabric", order=["emu-eth-10g", "emu-eth-1g"])
     row = next(r for r in data["rows"] if r["engine"] == "ddp")
-    assert row["verdict"].startswith("cannot tell: every compared run was disturbed (the run was disturbed "
-                                     "(slow-ddp: other processes used 0.90")
+    assert row["verdict"].startswith(
+        "cannot tell: every compared run was disturbed (the run was disturbed (slow-ddp: other processes used 0.90"
+    )
     assert row["significant"] is False
-    assert "In 1 group it cannot tell: a side had only disturbed runs (emu-eth-1g vs emu-eth-10g)" \
-        in data["paragraph"]
+    assert "In 1 group it cannot tell: a side had only disturbed runs (emu-eth-1g vs emu-eth-10g)" in data["paragraph"]
     slow = next(p for p in points if p.fabric == "emu-eth-1g" and p.first["engine"] == "ddp")
     assert slow.disturbed and slow.describe()["unreadable_because"].startswith("the run was disturbed")
 

@@ -2,6 +2,7 @@
 
 These run the real script against the suite's own (already set-up) venv, so every
 phase finds its inputs unchanged and the script takes seconds."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,14 @@ PHASES = ["system packages", "venv", "horovod wheel", "horovod install"]
 
 
 def setup(cwd: Path, *options: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([str(REPO / "scripts/setup.sh"), *options], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **env})
+    return subprocess.run(
+        [str(REPO / "scripts/setup.sh"), *options],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
 
 
 pytestmark = pytest.mark.slow  # each test re-runs set-up (~75 s together): make test-fast leaves them out
@@ -29,8 +36,12 @@ def test_relative_venv_and_cache_from_another_directory_find_what_is_built(tmp_p
     need(any(cache.glob("horovod-*/horovod-*.whl")), f"no Horovod wheel cached in {cache} (make setup)")
     elsewhere = VENV.parent  # relative paths are the caller's, not the checkout's
     phase_log = tmp_path / "phases.tsv"
-    proc = setup(elsewhere, VENV=VENV.name, FABRIC_BENCH_CACHE=os.path.relpath(cache, elsewhere),
-                 FABRIC_BENCH_PHASE_LOG=str(phase_log))
+    proc = setup(
+        elsewhere,
+        VENV=VENV.name,
+        FABRIC_BENCH_CACHE=os.path.relpath(cache, elsewhere),
+        FABRIC_BENCH_PHASE_LOG=str(phase_log),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     for phase in PHASES:  # one line each, with what it did and its seconds
@@ -54,6 +65,7 @@ def mounted(tmp_path):
         subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], check=True)
         mounts.append(point)
         return point
+
     yield mount
     for m in mounts:
         subprocess.run(["umount", "-l", str(m)], check=False)
@@ -63,8 +75,9 @@ def test_a_read_only_cache_is_one_line_naming_it_and_exit_2(mounted, tmp_path):
     cache = mounted("ro,size=4m") / "cache with space é"
     proc = setup(REPO, FABRIC_BENCH_CACHE=str(cache))
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"setup: cache directory {cache} cannot be created "
-                                                "(read-only or no permission); set FABRIC_BENCH_CACHE"]
+    assert proc.stderr.strip().splitlines() == [
+        f"setup: cache directory {cache} cannot be created (read-only or no permission); set FABRIC_BENCH_CACHE"
+    ]
 
 
 def test_a_full_cache_is_one_line_naming_it_and_exit_2(mounted):
@@ -74,8 +87,10 @@ def test_a_full_cache_is_one_line_naming_it_and_exit_2(mounted):
     proc = setup(REPO, FABRIC_BENCH_CACHE=str(cache))
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
-    assert line == f"setup: cache directory {cache} is not writable (read-only or full); " \
-                   "set FABRIC_BENCH_CACHE to another directory"
+    assert (
+        line == f"setup: cache directory {cache} is not writable (read-only or full); "
+        "set FABRIC_BENCH_CACHE to another directory"
+    )
 
 
 def test_the_horovod_line_says_which_frameworks_it_builds_for_and_a_wrong_option_is_one_line():
@@ -89,8 +104,8 @@ def test_the_horovod_line_says_which_frameworks_it_builds_for_and_a_wrong_option
     bare = setup(REPO, "--without-horovod", VENV=str(VENV))  # make bench's: the venv, Horovod after a first result
     assert bare.returncode == 0 and "horovod" not in bare.stdout.split("ready without Horovod")[0].lower()
     assert bare.stdout.splitlines()[-1] == f"setup: ready without Horovod ({VENV}; scripts/setup.sh builds it)"
-    wrong = subprocess.run([str(REPO / "scripts/setup.sh"), "--tensorflw"], capture_output=True, text=True,
-                           timeout=60)
+    wrong = subprocess.run([str(REPO / "scripts/setup.sh"), "--tensorflw"], capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and wrong.stdout == ""
     assert wrong.stderr.splitlines() == [
-        "setup: unknown option --tensorflw; use --tensorflow, --test or --without-horovod (or nothing)"]
+        "setup: unknown option --tensorflw; use --tensorflow, --test or --without-horovod (or nothing)"
+    ]

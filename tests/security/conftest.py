@@ -1,5 +1,6 @@
 """Hostile inputs: archives, results, site and experiment files made the way an attacker would,
 and a canary file that any payload would create if it ever ran."""
+
 import json
 import subprocess
 from pathlib import Path
@@ -17,10 +18,22 @@ def hostile_result(run_id: str = RUN_ID, **spec_fields) -> dict:
     """A well-formed result (its figures are what its samples give) with the spec fields given."""
     spec = {**RunSpec(image_size=32, batch_size=8, iters=1).as_dict(), **spec_fields}
     samples = [9.0, 10.0, 11.0]
-    return {"schema_version": 1, "run_id": run_id, "benchmark": "train", "framework": "torch", "engine": "ddp",
-            "model": "resnet18", "world_size": 2, "status": "ok", "spec": spec, "argv": ["torchrun"],
-            "env": {}, "throughput": {"total_img_per_s": 10.0, "ci95_img_per_s": summarize(samples).ci95},
-            "samples": {"total_img_per_s": samples}, "image": None}
+    return {
+        "schema_version": 1,
+        "run_id": run_id,
+        "benchmark": "train",
+        "framework": "torch",
+        "engine": "ddp",
+        "model": "resnet18",
+        "world_size": 2,
+        "status": "ok",
+        "spec": spec,
+        "argv": ["torchrun"],
+        "env": {},
+        "throughput": {"total_img_per_s": 10.0, "ci95_img_per_s": summarize(samples).ci95},
+        "samples": {"total_img_per_s": samples},
+        "image": None,
+    }
 
 
 def write_archive(path: Path, results: list[dict], sign_key: Path | None = None, **extra: bytes) -> Path:
@@ -42,6 +55,8 @@ def site_key(tmp_path) -> tuple[Path, Path]:
     key = tmp_path / "site-a.key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "site-a", "-f", str(key)], check=True)
     allowed = tmp_path / "allowed_signers"
-    allowed.write_text(f"site-a@example.org {(tmp_path / 'site-a.key.pub').read_text().split(' ', 2)[0]} "
-                       f"{(tmp_path / 'site-a.key.pub').read_text().split()[1]}\n")
+    allowed.write_text(
+        f"site-a@example.org {(tmp_path / 'site-a.key.pub').read_text().split(' ', 2)[0]} "
+        f"{(tmp_path / 'site-a.key.pub').read_text().split()[1]}\n"
+    )
     return key, allowed

@@ -2,6 +2,7 @@
 experiment files (which archives carry) may all have been written at another site: one nested
 100k deep, too large, or not a file at all (a FIFO) is one line and exit 2, or left out, never
 a RecursionError or a read without end (issue 41)."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,7 @@ BOMB = "[" * 100_000 + "]" * 100_000
 
 
 @pytest.mark.parametrize("option", ["--cluster-file", "--probe-json"])
-@pytest.mark.parametrize("kind, line", [("bomb", "nested more than 64 levels deep"),
-                                        ("fifo", "not a regular file")])
+@pytest.mark.parametrize("kind, line", [("bomb", "nested more than 64 levels deep"), ("fifo", "not a regular file")])
 def test_predict_refuses_a_hostile_description_in_one_line(tmp_path, option, kind, line):
     train = tmp_path / "result.json"
     train.write_text(json.dumps(train_result(ranks=1)))
@@ -46,11 +46,14 @@ def test_a_sweep_summary_nested_100k_deep_is_left_out_of_the_verdict_orders(tmp_
     assert verdict.experiment_orders([tmp_path]) == {}
 
 
-@pytest.mark.parametrize("kind, line", [
-    ("bomb", "experiment file is nested too deeply"),
-    ("fifo", "cannot read experiment file: not a regular file"),
-    ("huge", "cannot read experiment file: larger than 4 MiB"),
-])
+@pytest.mark.parametrize(
+    "kind, line",
+    [
+        ("bomb", "experiment file is nested too deeply"),
+        ("fifo", "cannot read experiment file: not a regular file"),
+        ("huge", "cannot read experiment file: larger than 4 MiB"),
+    ],
+)
 def test_an_experiment_or_site_file_that_is_hostile_is_one_line(tmp_path, kind, line):
     """Archives carry their site and experiment files; tomllib stops a nesting bomb only with
     a RecursionError."""

@@ -2,6 +2,7 @@
 content manifest that are malformed, huge, nested 100k deep, not a file at all (a FIFO,
 /dev/zero), or name paths outside an image are refused in one line (exit 2 on the command
 line) before anything is pulled or written, in bounded time and memory (issue 41)."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,7 @@ BOMB = "[" * 100_000 + "]" * 100_000
 
 
 def entry(**changes) -> dict:
-    return {"reference": REFERENCE, "runtime": "apptainer", "image_digest": DIGEST, "labels": {}, "sbom": "",
-            **changes}
+    return {"reference": REFERENCE, "runtime": "apptainer", "image_digest": DIGEST, "labels": {}, "sbom": "", **changes}
 
 
 def references(**changes) -> str:
@@ -35,8 +35,9 @@ def references(**changes) -> str:
 
 # ---------------------------------------------------------------- the bounded reader itself
 
+
 def test_nesting_is_measured_without_recursion_and_a_bomb_is_one_line():
-    assert depth(json.loads("[" * 900 + "]" * 900), 10_000) == 900   # walked without recursion
+    assert depth(json.loads("[" * 900 + "]" * 900), 10_000) == 900  # walked without recursion
     assert depth({"a": [1, {"b": []}]}) == 4 and depth(7) == 0
     for text in (BOMB, "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), '{"a":' * 5000 + "1" + "}" * 5000):
         with pytest.raises(UntrustedInput, match=f"nested more than {MAX_DEPTH} levels deep"):
@@ -46,7 +47,7 @@ def test_nesting_is_measured_without_recursion_and_a_bomb_is_one_line():
 
 def test_a_file_is_read_no_further_than_its_limit(tmp_path):
     big = tmp_path / "big"
-    with big.open("wb") as f:              # 1 GiB, sparse: reading it all would show in memory
+    with big.open("wb") as f:  # 1 GiB, sparse: reading it all would show in memory
         f.truncate(2**30)
     tracemalloc.start()
     try:
@@ -62,7 +63,7 @@ def test_a_file_is_read_no_further_than_its_limit(tmp_path):
 def test_what_is_not_a_regular_file_is_not_read(tmp_path, kind):
     path = {"fifo": tmp_path / "fifo", "device": Path("/dev/zero"), "directory": tmp_path}[kind]
     if kind == "fifo":
-        os.mkfifo(path)                    # no writer: a plain open would block for ever
+        os.mkfifo(path)  # no writer: a plain open would block for ever
     started = time.monotonic()
     with pytest.raises(UntrustedInput, match="not a regular file"):
         read_file(path, 2**20, "thing")
@@ -71,18 +72,22 @@ def test_what_is_not_a_regular_file_is_not_read(tmp_path, kind):
 
 # ---------------------------------------------------------------- reference files
 
-@pytest.mark.parametrize("body, line", [
-    (BOMB, "is nested more than 64 levels deep"),
-    ("{" * 3, "is not JSON"),
-    (" " * (images.MAX_BYTES + 1), f"is larger than {images.MAX_BYTES // 2**20} MiB"),
-    (references(reference="127.0.0.1:5000/fb/stack:latest"), "entry 0 is malformed"),      # not pinned
-    (references(reference="-oProxyCommand=touch@x/y"), "entry 0 is malformed"),
-    (references(reference=["127.0.0.1:5000/fb/stack"]), "entry 0 is malformed"),
-    (references(labels={"org.fabric-bench.fabric": {"nested": "x"}}), "entry 0 is malformed"),
-    (references(runtime="sh -c 'touch /tmp/x'"), "entry 0 is malformed"),
-    (references(image_digest="sha256:../../etc/passwd"), "entry 0 is malformed"),
-    (json.dumps({"schema": images.SCHEMA, "images": {"a": 1}}), "expected {'schema'"),
-])
+
+@pytest.mark.parametrize(
+    "body, line",
+    [
+        (BOMB, "is nested more than 64 levels deep"),
+        ("{" * 3, "is not JSON"),
+        (" " * (images.MAX_BYTES + 1), f"is larger than {images.MAX_BYTES // 2**20} MiB"),
+        (references(reference="127.0.0.1:5000/fb/stack:latest"), "entry 0 is malformed"),  # not pinned
+        (references(reference="-oProxyCommand=touch@x/y"), "entry 0 is malformed"),
+        (references(reference=["127.0.0.1:5000/fb/stack"]), "entry 0 is malformed"),
+        (references(labels={"org.fabric-bench.fabric": {"nested": "x"}}), "entry 0 is malformed"),
+        (references(runtime="sh -c 'touch /tmp/x'"), "entry 0 is malformed"),
+        (references(image_digest="sha256:../../etc/passwd"), "entry 0 is malformed"),
+        (json.dumps({"schema": images.SCHEMA, "images": {"a": 1}}), "expected {'schema'"),
+    ],
+)
 def test_a_hostile_reference_file_stops_image_pull_before_anything_is_pulled(tmp_path, body, line):
     refs = tmp_path / "images.json"
     refs.write_text(body)
@@ -103,26 +108,42 @@ def test_a_reference_file_that_is_no_file_or_has_a_huge_signature_is_refused_at_
     else:
         refs.write_text(references())
         Path(f"{refs}.sig").write_bytes(b"x" * (images.MAX_SIGNATURE_BYTES + 1))
-    proc = fabric_bench("image", "pull", REFERENCE, "--out", str(tmp_path / "x.sif"), "--reference-file", str(refs),
-                        timeout=60)
+    proc = fabric_bench(
+        "image", "pull", REFERENCE, "--out", str(tmp_path / "x.sif"), "--reference-file", str(refs), timeout=60
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert ("not a regular file" if kind != "signature" else "larger than 64 KiB") in proc.stderr, proc.stderr
 
 
 # ---------------------------------------------------------------- SBOMs
 
-@pytest.mark.parametrize("text, line", [
-    (BOMB, "nested more than 64 levels deep"),
-    (json.dumps({"bomFormat": "CycloneDX", "metadata": [1]}), "metadata is not an object"),
-    (json.dumps({"bomFormat": "CycloneDX", "metadata": {"component": "x"}}), "metadata.component is not an object"),
-    (json.dumps({"bomFormat": "CycloneDX", "components": 7}), "components is not a list"),
-    (json.dumps({"bomFormat": "CycloneDX", "components": [{"name": "ucx", "properties": 3}]}),
-     "properties is not a list"),
-    (json.dumps({"bomFormat": "CycloneDX", "components": [{"name": "ucx", "version": {"a": [1]}}]}),
-     "where a name or a version belongs"),
-    (json.dumps({"bomFormat": "CycloneDX", "metadata": {"component": {"properties": [
-        {"name": "fabric-bench:compiler", "value": ["gcc"]}]}}}), "where a name or a version belongs"),
-])
+
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        (BOMB, "nested more than 64 levels deep"),
+        (json.dumps({"bomFormat": "CycloneDX", "metadata": [1]}), "metadata is not an object"),
+        (json.dumps({"bomFormat": "CycloneDX", "metadata": {"component": "x"}}), "metadata.component is not an object"),
+        (json.dumps({"bomFormat": "CycloneDX", "components": 7}), "components is not a list"),
+        (
+            json.dumps({"bomFormat": "CycloneDX", "components": [{"name": "ucx", "properties": 3}]}),
+            "properties is not a list",
+        ),
+        (
+            json.dumps({"bomFormat": "CycloneDX", "components": [{"name": "ucx", "version": {"a": [1]}}]}),
+            "where a name or a version belongs",
+        ),
+        (
+            json.dumps(
+                {
+                    "bomFormat": "CycloneDX",
+                    "metadata": {"component": {"properties": [{"name": "fabric-bench:compiler", "value": ["gcc"]}]}},
+                }
+            ),
+            "where a name or a version belongs",
+        ),
+    ],
+)
 def test_a_strangers_sbom_of_the_wrong_shape_is_one_line(text, line):
     with pytest.raises(sbom.SbomError, match=line):
         sbom.read(text)
@@ -137,6 +158,7 @@ def test_compare_says_an_archives_hostile_sbom_is_refused_and_goes_on(tmp_path):
 
 
 # ---------------------------------------------------------------- content manifests
+
 
 def saved(tmp_path: Path, data, name: str = "other.json") -> Path:
     path = tmp_path / name
@@ -155,19 +177,22 @@ def test_a_manifest_saved_by_save_loads_back_and_compares(tmp_path):
     assert manifest.compare(first, manifest.load(tmp_path / "first.json")).share == 1.0
 
 
-@pytest.mark.parametrize("data, line", [
-    ({"../../etc/passwd": "dir 0755"}, "is not a path inside an image"),
-    ({"/etc/../../root": "dir 0755"}, "is not a path inside an image"),
-    ({"/etc//x": "dir 0755"}, "is not a path inside an image"),
-    ({"/etc/x\x1b[2J": "dir 0755"}, "is not a path inside an image"),          # a terminal escape, printed later
-    ({"relative/path": "dir 0755"}, "is not a path inside an image"),
-    ({"/etc/x": "file 0644 not-a-digest"}, "is not 'file|dir|link|special"),
-    ({"/etc/x": "link 0777 \n/evil"}, "is not 'file|dir|link|special"),
-    ({"/etc/x": {"nested": "dir 0755"}}, "nested more than 1 level deep"),
-    (["/etc/x", "dir 0755"], "not an object of path -> entry"),
-    (BOMB, "nested more than 1 level deep"),
-    ("not json", "is not JSON"),
-])
+@pytest.mark.parametrize(
+    "data, line",
+    [
+        ({"../../etc/passwd": "dir 0755"}, "is not a path inside an image"),
+        ({"/etc/../../root": "dir 0755"}, "is not a path inside an image"),
+        ({"/etc//x": "dir 0755"}, "is not a path inside an image"),
+        ({"/etc/x\x1b[2J": "dir 0755"}, "is not a path inside an image"),  # a terminal escape, printed later
+        ({"relative/path": "dir 0755"}, "is not a path inside an image"),
+        ({"/etc/x": "file 0644 not-a-digest"}, "is not 'file|dir|link|special"),
+        ({"/etc/x": "link 0777 \n/evil"}, "is not 'file|dir|link|special"),
+        ({"/etc/x": {"nested": "dir 0755"}}, "nested more than 1 level deep"),
+        (["/etc/x", "dir 0755"], "not an object of path -> entry"),
+        (BOMB, "nested more than 1 level deep"),
+        ("not json", "is not JSON"),
+    ],
+)
 def test_a_hostile_content_manifest_is_one_line(tmp_path, data, line):
     with pytest.raises(BuildError, match=line.replace("|", r"\|")):
         manifest.load(saved(tmp_path, data))
@@ -175,7 +200,7 @@ def test_a_hostile_content_manifest_is_one_line(tmp_path, data, line):
 
 def test_a_manifest_of_a_million_entries_is_refused_within_bounded_memory(tmp_path):
     path = tmp_path / "million.json"
-    with path.open("w") as f:             # short paths: under the byte limit, over the entry limit
+    with path.open("w") as f:  # short paths: under the byte limit, over the entry limit
         f.write("{" + ",".join(f'"/{i:x}":"dir 0755"' for i in range(10**6)) + "}")
     assert path.stat().st_size < manifest.MAX_BYTES
     tracemalloc.start()
@@ -200,8 +225,7 @@ def test_image_verify_refuses_another_sites_hostile_manifest_before_unpacking_an
     proc = fabric_bench("image", "verify", str(image), "--against", str(other), "--save", str(tmp_path / "saved"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "is not a path inside an image" in proc.stderr and not (tmp_path / "saved").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.json", "stack.sif"]   # no scratch left
-
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.json", "stack.sif"]  # no scratch left
 
 
 def test_a_sif_that_unpacks_to_more_than_the_limits_is_refused_before_unpacking(tmp_path):
@@ -211,17 +235,19 @@ def test_a_sif_that_unpacks_to_more_than_the_limits_is_refused_before_unpacking(
     import subprocess
 
     from tests.conftest import need
+
     need(shutil.which("apptainer") is not None and shutil.which("unsquashfs") is not None, "apptainer, unsquashfs")
     tree = tmp_path / "tree"
     (tree / "etc").mkdir(parents=True)
     with (tree / "etc" / "sparse").open("wb") as f:
         f.truncate(3 * 2**20)
     sif = tmp_path / "small.sif"
-    subprocess.run(["apptainer", "build", "--force", str(sif), str(tree)], check=True, capture_output=True,
-                   timeout=300)
+    subprocess.run(["apptainer", "build", "--force", str(sif), str(tree)], check=True, capture_output=True, timeout=300)
     assert sif.stat().st_size < 2**20 and "/etc/sparse" in manifest.of_sif(sif, scratch=tmp_path)
-    for limits, line in ((manifest.UnpackLimits(file_bytes=2**20), "more than 1048576 bytes of files"),
-                         (manifest.UnpackLimits(entries=5), "more than 5 entries")):
+    for limits, line in (
+        (manifest.UnpackLimits(file_bytes=2**20), "more than 1048576 bytes of files"),
+        (manifest.UnpackLimits(entries=5), "more than 5 entries"),
+    ):
         with pytest.raises(BuildError, match=f"unpacks to {line}; refused"):
             manifest.of_sif(sif, scratch=tmp_path, limits=limits)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.sif", "tree"]     # no scratch left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.sif", "tree"]  # no scratch left behind

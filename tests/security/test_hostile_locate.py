@@ -3,6 +3,7 @@ its node names into `srun --exclude` and `#SBATCH --exclude`, the report draws i
 malformed, huge, nested 100k deep, not a file at all, or names a node of the wrong shape
 (`-x`, `..`) or one that is not in the cluster is refused in one line, exit 2, before anything
 is written (issue 41)."""
+
 from __future__ import annotations
 
 import json
@@ -26,16 +27,41 @@ def located(path: Path, body) -> Path:
 
 
 def sweep_excluding(path: Path, tmp_path: Path, **kwargs):
-    return fabric_bench("sweep", EXPERIMENT, "--launcher", "srun", "--exclude-located", str(path), "--dry-run",
-                        "--dir", str(tmp_path / "sweep"), **kwargs)
+    return fabric_bench(
+        "sweep",
+        EXPERIMENT,
+        "--launcher",
+        "srun",
+        "--exclude-located",
+        str(path),
+        "--dry-run",
+        "--dir",
+        str(tmp_path / "sweep"),
+        **kwargs,
+    )
 
 
-@pytest.mark.parametrize("name, ok", [
-    ("n0", True), ("gpu-a100-017.cluster.example.org", True), ("node_7", True),
-    ("-x", False), ("--nodelist=n9", False), ("..", False), (".hidden", False), ("n1/../../etc", False),
-    ("n1 n2", False), ("n1,n2", False), ("n[1-4]", False), ("n1;reboot", False), ("", False), ("x" * 254, False),
-    ("nœud", False), (7, False),
-])
+@pytest.mark.parametrize(
+    "name, ok",
+    [
+        ("n0", True),
+        ("gpu-a100-017.cluster.example.org", True),
+        ("node_7", True),
+        ("-x", False),
+        ("--nodelist=n9", False),
+        ("..", False),
+        (".hidden", False),
+        ("n1/../../etc", False),
+        ("n1 n2", False),
+        ("n1,n2", False),
+        ("n[1-4]", False),
+        ("n1;reboot", False),
+        ("", False),
+        ("x" * 254, False),
+        ("nœud", False),
+        (7, False),
+    ],
+)
 def test_a_node_name_is_one_token_that_no_tool_reads_as_an_option_or_a_path(name, ok):
     assert is_node_name(name) is ok
     if not ok:
@@ -51,15 +77,18 @@ def test_an_interface_name_has_the_kernel_s_shape():
         interface_name("-v", "--interface")
 
 
-@pytest.mark.parametrize("body, line", [
-    ({"kind": "locate", "slow_nodes": ["-x"]}, "not a locate result"),
-    ({"kind": "locate", "slow_nodes": ["--exclude=n0"]}, "not a locate result"),
-    ({"kind": "locate", "slow_nodes": ["../../etc/passwd"]}, "not a locate result"),
-    ({"kind": "locate", "slow_nodes": "n1"}, "not a locate result"),
-    ({"kind": "locate", "slow_nodes": [["n1"]]}, "not a locate result"),
-    ("[" * 100_000 + "]" * 100_000, "not a locate result: nested more than 64 levels deep"),
-    ('{"kind": "locate", ', "not a locate result: not JSON"),
-])
+@pytest.mark.parametrize(
+    "body, line",
+    [
+        ({"kind": "locate", "slow_nodes": ["-x"]}, "not a locate result"),
+        ({"kind": "locate", "slow_nodes": ["--exclude=n0"]}, "not a locate result"),
+        ({"kind": "locate", "slow_nodes": ["../../etc/passwd"]}, "not a locate result"),
+        ({"kind": "locate", "slow_nodes": "n1"}, "not a locate result"),
+        ({"kind": "locate", "slow_nodes": [["n1"]]}, "not a locate result"),
+        ("[" * 100_000 + "]" * 100_000, "not a locate result: nested more than 64 levels deep"),
+        ('{"kind": "locate", ', "not a locate result: not JSON"),
+    ],
+)
 def test_sweep_refuses_a_hostile_locate_result_before_anything_is_written(tmp_path, body, line):
     proc = sweep_excluding(located(tmp_path / "locate.json", body), tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
@@ -71,9 +100,9 @@ def test_sweep_refuses_a_hostile_locate_result_before_anything_is_written(tmp_pa
 def test_a_locate_result_that_is_no_file_or_too_large_is_refused_at_once(tmp_path, kind):
     path = tmp_path / "locate.json"
     if kind == "fifo":
-        os.mkfifo(path)                      # no writer: a plain read would wait for ever
+        os.mkfifo(path)  # no writer: a plain read would wait for ever
     elif kind == "device":
-        path.symlink_to("/dev/zero")         # a plain read would fill memory for ever
+        path.symlink_to("/dev/zero")  # a plain read would fill memory for ever
     else:
         with path.open("wb") as f:
             f.truncate(locate.MAX_LOCATE_BYTES + 1)
@@ -84,10 +113,22 @@ def test_a_locate_result_that_is_no_file_or_too_large_is_refused_at_once(tmp_pat
 
 def test_the_report_skips_a_hostile_locate_result_in_one_line_and_builds_the_rest(tmp_path):
     results = tmp_path / "results"
-    for name, body in (("fifo", None), ("dash", {"kind": "locate", "slow_nodes": ["-n1"], "nodes": ["-n1"]}),
-                       ("stranger", {"kind": "locate", "nodes": ["n0", "n1"], "slow_nodes": ["n7"], "pattern": "screen",
-                                     "pairs": [{"a": "n0", "b": "n1", "best_gbit_s": 1.0}], "slow_links": [],
-                                     "test": {"reference_gbit_s": 1.0}})):
+    for name, body in (
+        ("fifo", None),
+        ("dash", {"kind": "locate", "slow_nodes": ["-n1"], "nodes": ["-n1"]}),
+        (
+            "stranger",
+            {
+                "kind": "locate",
+                "nodes": ["n0", "n1"],
+                "slow_nodes": ["n7"],
+                "pattern": "screen",
+                "pairs": [{"a": "n0", "b": "n1", "best_gbit_s": 1.0}],
+                "slow_links": [],
+                "test": {"reference_gbit_s": 1.0},
+            },
+        ),
+    ):
         (results / name).mkdir(parents=True)
         if body is None:
             os.mkfifo(results / name / "locate.json")
@@ -96,13 +137,19 @@ def test_the_report_skips_a_hostile_locate_result_in_one_line_and_builds_the_res
     proc = fabric_bench("report", str(results), "--output", str(tmp_path / "report"), timeout=300)
     skipped = [line for line in proc.stderr.splitlines() if line.startswith("fabric-bench: skipped:")]
     assert len(skipped) == 3 and "Traceback" not in proc.stderr, proc.stderr
-    assert "'-n1'" in skipped[0] and "not a regular file" in skipped[1]     # in the order of their paths
+    assert "'-n1'" in skipped[0] and "not a regular file" in skipped[1]  # in the order of their paths
     assert "it names 'n7', which is not one of its nodes" in skipped[2]
 
 
 def test_a_link_or_node_named_outside_the_file_s_own_nodes_is_refused(tmp_path):
-    body = {"kind": "locate", "nodes": ["n0", "n1"], "slow_nodes": [], "slow_links": [["n0", "n9"]],
-            "pairs": [], "test": {"reference_gbit_s": 1.0}}
+    body = {
+        "kind": "locate",
+        "nodes": ["n0", "n1"],
+        "slow_nodes": [],
+        "slow_links": [["n0", "n9"]],
+        "pairs": [],
+        "test": {"reference_gbit_s": 1.0},
+    }
     with pytest.raises(UsageError, match="it names 'n9', which is not one of its nodes"):
         locate.read_locate(located(tmp_path / "locate.json", body))
 
@@ -134,6 +181,7 @@ def test_an_interface_name_that_a_tool_would_read_as_an_option_is_refused_before
     site = tmp_path / "site.toml"
     site.write_text('[fabrics.ethernet]\ninterface = "-oops"\n')
     from launch.site.config import load_site
+
     with pytest.raises(UsageError, match=r"\[fabrics.ethernet\].interface"):
         load_site(site)
 

@@ -3,6 +3,7 @@ lies about its digest, answers with 10 GB, never ends, trickles, never answers, 
 JSON 100k deep is refused in one line within bounded time and memory (issue 41). The hostile
 registry is a real HTTP server on 127.0.0.1 in this process; the tampered blob is served by
 the real docker-registry and pulled by the real podman."""
+
 from __future__ import annotations
 
 import hashlib
@@ -21,9 +22,14 @@ import pytest
 from containers import local_registry, oci
 from tests.conftest import fabric_bench, need
 
-MANIFEST = json.dumps({"schemaVersion": 2, "mediaType": oci.MANIFEST_TYPES[0], "config": {
-    "mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + "c" * 64, "size": 2},
-    "layers": [{"mediaType": oci.SIF_LAYER, "digest": "sha256:" + "d" * 64, "size": 1}]}).encode()
+MANIFEST = json.dumps(
+    {
+        "schemaVersion": 2,
+        "mediaType": oci.MANIFEST_TYPES[0],
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + "c" * 64, "size": 2},
+        "layers": [{"mediaType": oci.SIF_LAYER, "digest": "sha256:" + "d" * 64, "size": 1}],
+    }
+).encode()
 OTHER = MANIFEST.replace(b'"size": 1', b'"size": 2')
 
 
@@ -33,6 +39,7 @@ def sha(data: bytes) -> str:
 
 class Hostile(BaseHTTPRequestHandler):
     """Answers every GET the way `self.server.behaviour` names."""
+
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *args) -> None:
@@ -58,19 +65,19 @@ class Hostile(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    def another_manifest(self) -> None:          # asked for MANIFEST's digest, serves OTHER
+    def another_manifest(self) -> None:  # asked for MANIFEST's digest, serves OTHER
         self.send(OTHER, sha(OTHER))
 
-    def lying_digest(self) -> None:              # claims a digest its bytes do not have
+    def lying_digest(self) -> None:  # claims a digest its bytes do not have
         self.send(MANIFEST, sha(OTHER))
 
-    def ten_gigabytes(self) -> None:             # announces 10 GB and sends zeros until stopped
+    def ten_gigabytes(self) -> None:  # announces 10 GB and sends zeros until stopped
         self.send_response(200)
         self.send_header("Content-Length", str(10 * 2**30))
         self.end_headers()
         self._endless()
 
-    def endless_chunked(self) -> None:           # no length: chunks forever
+    def endless_chunked(self) -> None:  # no length: chunks forever
         self.send_response(200)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
@@ -78,7 +85,7 @@ class Hostile(BaseHTTPRequestHandler):
         while not self.server.stopping.is_set():  # type: ignore[attr-defined]
             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
 
-    def trickle(self) -> None:                   # a byte at a time, forever
+    def trickle(self) -> None:  # a byte at a time, forever
         self.send_response(200)
         self.send_header("Content-Length", str(len(MANIFEST)))
         self.end_headers()
@@ -86,14 +93,14 @@ class Hostile(BaseHTTPRequestHandler):
             self.wfile.write(b" ")
             self.wfile.flush()
 
-    def silent_after_headers(self) -> None:      # headers, then nothing, the connection held open
+    def silent_after_headers(self) -> None:  # headers, then nothing, the connection held open
         self.send_response(200)
         self.send_header("Content-Length", str(len(MANIFEST)))
         self.end_headers()
         self.wfile.flush()
         self.server.stopping.wait()  # type: ignore[attr-defined]
 
-    def endless_headers(self) -> None:           # headers, one after another, never the body
+    def endless_headers(self) -> None:  # headers, one after another, never the body
         self.send_response(200)
         for i in range(10_000):
             if self.server.stopping.is_set():  # type: ignore[attr-defined]
@@ -102,7 +109,7 @@ class Hostile(BaseHTTPRequestHandler):
             self.wfile.write(b"".join(self._headers_buffer))
             self._headers_buffer = []
 
-    def nesting_bomb(self) -> None:              # by tag, its own digest told honestly
+    def nesting_bomb(self) -> None:  # by tag, its own digest told honestly
         body = b"[" * 100_000 + b"]" * 100_000
         self.send(body, sha(body))
 
@@ -110,7 +117,7 @@ class Hostile(BaseHTTPRequestHandler):
         body = b'{"layers": [1, 2]}'
         self.send(body, sha(body))
 
-    def token_bomb(self) -> None:                # the manifest asks for a token; the token is a bomb
+    def token_bomb(self) -> None:  # the manifest asks for a token; the token is a bomb
         if self.path.startswith("/token"):
             body = b"[" * 100_000
             self.send(body)
@@ -118,7 +125,7 @@ class Hostile(BaseHTTPRequestHandler):
             realm = f"http://127.0.0.1:{self.server.server_port}/token"
             self.send(b"{}", status=401, WWW_Authenticate=f'Bearer realm="{realm}",service="x"')
 
-    def honest(self) -> None:                    # serves server.body, whatever it declares
+    def honest(self) -> None:  # serves server.body, whatever it declares
         body = self.server.body  # type: ignore[attr-defined]
         self.send(body, sha(body))
 
@@ -141,6 +148,7 @@ def hostile():
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return f"127.0.0.1:{server.server_port}"
+
     yield start
     for server in servers:
         server.stopping.set()
@@ -174,10 +182,13 @@ def test_a_digest_the_bytes_do_not_have_is_refused(hostile):
     assert f"hash to {sha(MANIFEST)}, not the {sha(OTHER)} the registry claims" in message
 
 
-@pytest.mark.parametrize("behaviour, line", [
-    ("ten_gigabytes", f"announces {10 * 2**30} bytes, over the {oci.MANIFEST_MAX_BYTES} limit"),
-    ("endless_chunked", f"runs past the {oci.MANIFEST_MAX_BYTES} byte limit"),
-])
+@pytest.mark.parametrize(
+    "behaviour, line",
+    [
+        ("ten_gigabytes", f"announces {10 * 2**30} bytes, over the {oci.MANIFEST_MAX_BYTES} limit"),
+        ("endless_chunked", f"runs past the {oci.MANIFEST_MAX_BYTES} byte limit"),
+    ],
+)
 def test_a_huge_or_endless_answer_is_refused_without_holding_it(hostile, behaviour, line):
     message, seconds, peak = refused(hostile(behaviour))
     assert line in message
@@ -192,37 +203,45 @@ def test_a_registry_that_never_finishes_its_answer_is_refused_within_a_bound(hos
 
 
 def test_a_registry_that_accepts_and_never_answers_is_given_up_on():
-    with socket.socket() as listener:   # a TCP listener that never reads nor writes
+    with socket.socket() as listener:  # a TCP listener that never reads nor writes
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         message, seconds, _ = refused(f"127.0.0.1:{listener.getsockname()[1]}", deadline_s=1)
     assert "no whole answer within 1 s" in message and seconds < 2, (message, seconds)
 
 
-@pytest.mark.parametrize("behaviour, line", [
-    ("nesting_bomb", "the manifest is nested more than 64 levels deep"),
-    ("not_an_object", "the manifest is not an object with a list of layers"),
-    ("token_bomb", "the token answer is nested more than 64 levels deep"),
-])
+@pytest.mark.parametrize(
+    "behaviour, line",
+    [
+        ("nesting_bomb", "the manifest is nested more than 64 levels deep"),
+        ("not_an_object", "the manifest is not an object with a list of layers"),
+        ("token_bomb", "the token answer is nested more than 64 levels deep"),
+    ],
+)
 def test_a_manifest_or_token_of_hostile_json_is_one_line(hostile, behaviour, line):
     message, _, _ = refused(hostile(behaviour))
     assert line in message
 
 
 def declaring(**layer) -> bytes:
-    return json.dumps({"schemaVersion": 2, "layers": [{"mediaType": "x", "digest": "sha256:" + "d" * 64, **layer}]}
-                      ).encode()
+    return json.dumps(
+        {"schemaVersion": 2, "layers": [{"mediaType": "x", "digest": "sha256:" + "d" * 64, **layer}]}
+    ).encode()
 
 
-@pytest.mark.parametrize("behaviour, body, line", [
-    ("silent_after_headers", b"", "no whole answer within 1.5 s"),
-    ("another_manifest", MANIFEST, "served a manifest with digest"),
-    ("honest", declaring(size=2 * 2**40), "the manifest's blobs add up to 2199023255552 bytes, over the 1024 GiB"),
-    ("honest", declaring(size="1"), "the manifest gives a blob without a size"),
-    ("honest", declaring(), "the manifest gives a blob without a size"),
-])
+@pytest.mark.parametrize(
+    "behaviour, body, line",
+    [
+        ("silent_after_headers", b"", "no whole answer within 1.5 s"),
+        ("another_manifest", MANIFEST, "served a manifest with digest"),
+        ("honest", declaring(size=2 * 2**40), "the manifest's blobs add up to 2199023255552 bytes, over the 1024 GiB"),
+        ("honest", declaring(size="1"), "the manifest gives a blob without a size"),
+        ("honest", declaring(), "the manifest gives a blob without a size"),
+    ],
+)
 def test_a_pull_reads_the_pinned_manifest_first_and_never_starts_the_runtime_on_a_hostile_one(
-        hostile, tmp_path, behaviour, body, line):
+    hostile, tmp_path, behaviour, body, line
+):
     """podman waits on a registry that never answers for ever (> 100 s seen here): the pull
     reads the pinned manifest itself first, bounded, and sizes the runtime's time limit by it."""
     need(shutil.which("podman") is not None, "podman not installed")
@@ -239,8 +258,9 @@ def test_an_honest_manifest_gives_the_pull_a_time_limit_by_its_size(hostile):
     assert oci.pull_timeout_s(ref, False) == oci.PULL_BASE_S + 3 * 2**30 / oci.PULL_MIN_BYTES_PER_S
 
 
-@pytest.mark.parametrize("text", [f"-oProxyCommand=x/fb/stack@{'sha256:' + 'a' * 64}",
-                                  f"--tls-verify=false/fb/stack@{'sha256:' + 'a' * 64}"])
+@pytest.mark.parametrize(
+    "text", [f"-oProxyCommand=x/fb/stack@{'sha256:' + 'a' * 64}", f"--tls-verify=false/fb/stack@{'sha256:' + 'a' * 64}"]
+)
 def test_a_reference_that_a_runtime_would_read_as_an_option_is_not_a_reference(text):
     """podman takes the pinned reference as a positional argument: it must not start with '-'."""
     with pytest.raises(oci.RegistryError, match="not an image reference"):
@@ -254,8 +274,13 @@ def _podman_image(store: Path, tmp_path: Path) -> str:
     (root / "etc" / "hello").write_text("fabric-bench\n")
     tarball = tmp_path / "rootfs.tar"
     subprocess.run(["tar", "-C", str(root), "-cf", str(tarball), "."], check=True)
-    subprocess.run([*oci.podman(store), "import", "-q", str(tarball), "localhost/tiny:1"], check=True,
-                   capture_output=True, env=oci.podman_env(), timeout=120)
+    subprocess.run(
+        [*oci.podman(store), "import", "-q", str(tarball), "localhost/tiny:1"],
+        check=True,
+        capture_output=True,
+        env=oci.podman_env(),
+        timeout=120,
+    )
     return "localhost/tiny:1"
 
 
@@ -274,14 +299,24 @@ def test_a_blob_changed_on_the_registry_s_disk_is_refused_by_the_pull(tmp_path, 
         data = bytearray(stored.read_bytes())
         data[len(data) // 2] ^= 0xFF
         stored.write_bytes(bytes(data))
-        proc = fabric_bench("image", "pull", pushed.reference, "--runtime", "podman", "--podman-store", str(target),
-                            "--expect-digest", pushed.image_digest, timeout=300)
+        proc = fabric_bench(
+            "image",
+            "pull",
+            pushed.reference,
+            "--runtime",
+            "podman",
+            "--podman-store",
+            str(target),
+            "--expect-digest",
+            pushed.image_digest,
+            timeout=300,
+        )
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert f"podman pull of {pushed.reference} failed" in proc.stderr and "Traceback" not in proc.stderr
-        assert f"does not match expected {digest}" in proc.stderr or "Digest did not match" in proc.stderr, \
-            proc.stderr
-        listed = subprocess.run([*oci.podman(target), "images", "-q"], capture_output=True, text=True,
-                                env=oci.podman_env(), timeout=60)
+        assert f"does not match expected {digest}" in proc.stderr or "Digest did not match" in proc.stderr, proc.stderr
+        listed = subprocess.run(
+            [*oci.podman(target), "images", "-q"], capture_output=True, text=True, env=oci.podman_env(), timeout=60
+        )
         assert listed.returncode == 0 and listed.stdout.strip() == ""
 
 
@@ -302,9 +337,10 @@ def test_a_sif_changed_on_the_registry_s_disk_leaves_nothing_at_out(tmp_path):
         data[len(data) // 2] ^= 0xFF
         stored.write_bytes(bytes(data))
         out = tmp_path / "pulled" / "small.sif"
-        proc = fabric_bench("image", "pull", pushed.reference, "--out", str(out), "--expect-digest",
-                            pushed.image_digest, timeout=300)
+        proc = fabric_bench(
+            "image", "pull", pushed.reference, "--out", str(out), "--expect-digest", pushed.image_digest, timeout=300
+        )
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert f"apptainer pull of {pushed.reference} failed" in proc.stderr and "Traceback" not in proc.stderr
-        assert f'want "{pushed.image_digest}"' in proc.stderr, proc.stderr     # ORAS checks the layer's digest
+        assert f'want "{pushed.image_digest}"' in proc.stderr, proc.stderr  # ORAS checks the layer's digest
         assert not out.exists() and not out.with_name("small.sif.partial").exists()

@@ -1,5 +1,6 @@
 """Another site's results are numbers to check, not to believe: compare recomputes them, the
 store never lets them replace a local run, the report renders them as text (issue 28)."""
+
 import json
 
 import pytest
@@ -42,7 +43,7 @@ def test_a_claimed_interval_cannot_make_a_slow_candidate_pass_the_gate(tmp_path,
 
 def test_an_edited_mean_is_flagged_beside_its_samples(tmp_path):
     edited = hostile_result()
-    edited["throughput"]["total_img_per_s"] = 50.0   # the samples say 10
+    edited["throughput"]["total_img_per_s"] = 50.0  # the samples say 10
     a = write(tmp_path / "a" / "result.json", hostile_result())
     b = write(tmp_path / "b" / "result.json", edited)
     proc = fabric_bench("compare", str(a), str(b), "--json")
@@ -86,12 +87,15 @@ def test_a_store_from_before_origins_is_migrated_with_its_rows(tmp_path):
     assert "origin" in [row[1] for row in db.execute("PRAGMA table_info(results)")]
 
 
-@pytest.mark.parametrize("field, value, why", [
-    ("engine", 5, "engine is not text"),
-    ("samples", {"total_img_per_s": []}, "samples.total_img_per_s is not a non-empty list"),
-    ("world_size", "2", "world_size is not a positive integer"),
-    ("hosts", [1], "hosts is not a list of names"),
-])
+@pytest.mark.parametrize(
+    "field, value, why",
+    [
+        ("engine", 5, "engine is not text"),
+        ("samples", {"total_img_per_s": []}, "samples.total_img_per_s is not a non-empty list"),
+        ("world_size", "2", "world_size is not a positive integer"),
+        ("hosts", [1], "hosts is not a list of names"),
+    ],
+)
 def test_the_report_skips_a_malformed_result_with_one_line_and_renders_the_rest(tmp_path, field, value, why):
     good = train_result("good", img=10.0, ranks=1, model="$\\frac{a}{b}$", spec={"batch_size": 8})
     bad = {**train_result("bad", img=10.0), field: value}
@@ -102,4 +106,4 @@ def test_the_report_skips_a_malformed_result_with_one_line_and_renders_the_rest(
     warnings = [line for line in proc.stderr.splitlines() if "left out of the report" in line]
     assert len(warnings) == 1 and why in warnings[0] and "bad" in warnings[0]
     html = (tmp_path / "report" / "report.html").read_text()
-    assert "$\\frac{a}{b}$" in html   # the name, as text
+    assert "$\\frac{a}{b}$" in html  # the name, as text

@@ -1,5 +1,6 @@
 """Job scripts cannot be broken out of: whatever an experiment or archive puts in a field, the
 rendered script holds only the intended commands (issue 28)."""
+
 import shlex
 import subprocess
 
@@ -24,10 +25,21 @@ def commands_of(script: str) -> list[str]:
 
 
 def test_hostile_printable_values_of_every_field_stay_data(tmp_path):
-    spec = RunSpec(launcher="sbatch", runtime="apptainer", image=f"/images/{NASTY}.sif", partition=NASTY,
-                   account=NASTY, time_limit="10", hostfile=f"/h/{NASTY}", fabric="ethernet", nodes=2, ranks=4,
-                   extra_env={"NCCL_DEBUG": NASTY, "UCX_TLS": NASTY}, benchmark="halo",
-                   model=NASTY).validated()
+    spec = RunSpec(
+        launcher="sbatch",
+        runtime="apptainer",
+        image=f"/images/{NASTY}.sif",
+        partition=NASTY,
+        account=NASTY,
+        time_limit="10",
+        hostfile=f"/h/{NASTY}",
+        fabric="ethernet",
+        nodes=2,
+        ranks=4,
+        extra_env={"NCCL_DEBUG": NASTY, "UCX_TLS": NASTY},
+        benchmark="halo",
+        model=NASTY,
+    ).validated()
     site = Site(fabrics={"ethernet": FabricSite(interface="eth0")}, modules=(NASTY,))
     plan, _ = make_plan(spec, tmp_path / "RUN", site)
     script = sbatch_script(spec, plan)
@@ -38,29 +50,40 @@ def test_hostile_printable_values_of_every_field_stay_data(tmp_path):
     for line in commands_of(script):
         words = shlex.split(line)
         assert words[0] in allowed_heads or words[0].startswith("cpus_per_rank="), line
-        if words[0] == "export":   # one assignment, a valid name
+        if words[0] == "export":  # one assignment, a valid name
             assert len(words) == 2 and words[1].split("=", 1)[0].isidentifier(), line
     # every #SBATCH line is one option whose value is quoted whole
     for line in script.splitlines():
         if line.startswith("#SBATCH"):
-            assert len(shlex.split(line[len("#SBATCH"):])) == 1, line
+            assert len(shlex.split(line[len("#SBATCH") :])) == 1, line
     # run the exports alone: the values arrive verbatim, and nothing ran
     exports = "\n".join(l for l in script.splitlines() if l.startswith("export NCCL_DEBUG="))
     out = subprocess.run(["bash", "-c", exports + '\nprintf %s "$NCCL_DEBUG"'], capture_output=True, text=True)
     assert out.stdout == NASTY
 
 
-@pytest.mark.parametrize("field", ["partition", "account", "time", "name", "output"])
-def test_the_job_header_refuses_a_line_break_in_any_value(field):
-    values = {"name": "n", "nodes": 1, "tasks_per_node": 1, "output": "o", field: "a\nrm -rf ~"}
+@pytest.mark.parametrize("field", ["partition", "account", "time", "name", "output", "modules", "env"])
+def test_a_job_script_refuses_a_line_break_in_any_value(field):
+    bad = "a\nrm -rf ~"
+    values = {
+        "name": "n",
+        "nodes": 1,
+        "tasks_per_node": 1,
+        "output": "o",
+        "announce": "a job",
+        "body": [],
+        field: {"modules": (bad,), "env": {"NCCL_DEBUG": bad}}.get(field, bad),
+    }
     with pytest.raises(UsageError, match="holds a control character"):
-        slurm.job_header(**values)
+        slurm.job_script(**values)
 
 
 def test_an_experiment_file_cannot_inject_through_run_fields(tmp_path):
     experiment = tmp_path / "e.experiment.toml"
-    experiment.write_text('[experiment]\nname = "x"\n[matrix]\nnodes = [1]\n[run]\nlauncher = "sbatch"\n'
-                          'partition = "gpu\\ntouch /tmp/pwned"\n')
+    experiment.write_text(
+        '[experiment]\nname = "x"\n[matrix]\nnodes = [1]\n[run]\nlauncher = "sbatch"\n'
+        'partition = "gpu\\ntouch /tmp/pwned"\n'
+    )
     proc = fabric_bench("sweep", str(experiment), "--dry-run", "--dir", str(tmp_path / "s"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "partition" in proc.stderr and "control character" in proc.stderr

@@ -1,5 +1,6 @@
 """Signed archives: who signed is shown; a changed archive, an untrusted key or (when required)
 no signature at all is refused, with the real ssh-keygen (issue 28)."""
+
 import json
 import subprocess
 
@@ -19,9 +20,13 @@ def test_a_signed_archive_names_its_signer_in_replay_and_compare(tmp_path, site_
     assert proc.returncode == 0, proc.stderr
     assert "signed by site-a@example.org (verified against the allowed signers)" in proc.stdout
     untrusted_view = fabric_bench("replay", str(archive), "--dry-run")
-    assert "signed by key SHA256:" in untrusted_view.stdout and "not checked against allowed signers" in untrusted_view.stdout
-    compared = fabric_bench("compare", str(archive), str(archive), "--allowed-signers", str(allowed),
-                            "--require-signed")
+    assert (
+        "signed by key SHA256:" in untrusted_view.stdout
+        and "not checked against allowed signers" in untrusted_view.stdout
+    )
+    compared = fabric_bench(
+        "compare", str(archive), str(archive), "--allowed-signers", str(allowed), "--require-signed"
+    )
     assert compared.returncode == 0, compared.stdout + compared.stderr
     assert compared.stderr.count("signed by site-a@example.org") == 2
 
@@ -38,9 +43,13 @@ def _tampered(path, tmp_path, change, resign_key=None):
         data = archives.read(out)
         import io
         import tarfile
+
         with tarfile.open(out, "w:gz") as tar:
-            for name, body in [("manifest.json", data.manifest_bytes), ("manifest.sig", verified.signature),
-                               *sorted(data.members.items())]:
+            for name, body in [
+                ("manifest.json", data.manifest_bytes),
+                ("manifest.sig", verified.signature),
+                *sorted(data.members.items()),
+            ]:
                 info = tarfile.TarInfo(name)
                 info.size = len(body)
                 tar.addfile(info, io.BytesIO(body))
@@ -75,8 +84,9 @@ def test_a_stripped_signature_reads_unsigned_and_require_signed_refuses_it(tmp_p
     archives.write(dict(archives.read(stripped).members), stripped_unsigned)
     shown = fabric_bench("replay", str(stripped_unsigned), "--dry-run")
     assert shown.returncode == 0 and ": unsigned" in shown.stdout
-    refused = fabric_bench("replay", str(stripped_unsigned), "--dry-run", "--allowed-signers", str(allowed),
-                           "--require-signed")
+    refused = fabric_bench(
+        "replay", str(stripped_unsigned), "--dry-run", "--allowed-signers", str(allowed), "--require-signed"
+    )
     assert refused.returncode == 2 and "is unsigned; refused (--require-signed)" in refused.stderr
 
 

@@ -16,6 +16,7 @@ none matching makes its own and removes it afterwards, also on failure, Ctrl-C
 or SIGTERM. A cluster whose owner died is a leftover: runs refuse to start
 until `fabric-bench emulate down --all` removed it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -116,8 +117,10 @@ def up(cluster: Cluster, owner_pid: int | None = None) -> Cluster:
     """Create the namespaces, bridge, veths, addresses and shaping; undone on any failure."""
     require_root()
     if set(cluster.namespaces) & set(namespaces()):
-        raise UsageError(f"emulated cluster {cluster.name!r} exists already; "
-                         f"remove it with `fabric-bench emulate down {cluster.name}`")
+        raise UsageError(
+            f"emulated cluster {cluster.name!r} exists already; "
+            f"remove it with `fabric-bench emulate down {cluster.name}`"
+        )
     write_state(cluster, owner_pid)
     try:
         sw = cluster.switch
@@ -158,15 +161,55 @@ def shape(cluster: Cluster, i: int) -> None:
 def htb_argv(rate_bit_s: int, slow: list[tuple[str, int]]) -> list[list[str]]:
     """tc commands (after `tc -n NS`) shaping a node's egress with htb: class 1:1 at its rate for
     all traffic, and one class per degraded peer address at that pair's rate (u32 on dst)."""
+
     def cls(minor: int, rate: int) -> list[str]:
         burst = str(max(int(rate / 8 * BURST_S), MIN_BURST_BYTES))
-        return ["class", "add", "dev", IFNAME, "parent", "1:", "classid", f"1:{minor}", "htb", "rate", str(rate),
-                "ceil", str(rate), "burst", burst, "cburst", burst, "quantum", "60000"]
+        return [
+            "class",
+            "add",
+            "dev",
+            IFNAME,
+            "parent",
+            "1:",
+            "classid",
+            f"1:{minor}",
+            "htb",
+            "rate",
+            str(rate),
+            "ceil",
+            str(rate),
+            "burst",
+            burst,
+            "cburst",
+            burst,
+            "quantum",
+            "60000",
+        ]
+
     argv = [["qdisc", "replace", "dev", IFNAME, "root", "handle", "1:", "htb", "default", "1"], cls(1, rate_bit_s)]
     for k, (address, rate) in enumerate(slow, start=2):
-        argv += [cls(k, rate),
-                 ["filter", "add", "dev", IFNAME, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-                  "match", "ip", "dst", f"{address}/32", "flowid", f"1:{k}"]]
+        argv += [
+            cls(k, rate),
+            [
+                "filter",
+                "add",
+                "dev",
+                IFNAME,
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "prio",
+                "1",
+                "u32",
+                "match",
+                "ip",
+                "dst",
+                f"{address}/32",
+                "flowid",
+                f"1:{k}",
+            ],
+        ]
     return argv
 
 
@@ -232,7 +275,7 @@ def namespaces() -> list[str]:
 
 
 def cluster_of(namespace: str) -> str:
-    return namespace[len(PREFIX):].rsplit("-", 1)[0]
+    return namespace[len(PREFIX) :].rsplit("-", 1)[0]
 
 
 def state_path(name: str) -> Path:
@@ -286,10 +329,22 @@ def status() -> list[Status]:
         state = read_state(name)
         cluster = None
         if state:
-            cluster = Cluster(state["name"], state["nodes"], state["rate_bit_s"], state["persistent"],
-                              Faults.from_state(state.get("faults")), bool(state.get("slurm")))
-        found.append(Status(name, tuple(ns for ns in namespaces() if cluster_of(ns) == name), cluster,
-                            state.get("owner_pid") if state else None))
+            cluster = Cluster(
+                state["name"],
+                state["nodes"],
+                state["rate_bit_s"],
+                state["persistent"],
+                Faults.from_state(state.get("faults")),
+                bool(state.get("slurm")),
+            )
+        found.append(
+            Status(
+                name,
+                tuple(ns for ns in namespaces() if cluster_of(ns) == name),
+                cluster,
+                state.get("owner_pid") if state else None,
+            )
+        )
     return found
 
 
@@ -301,14 +356,30 @@ def cluster_named(name: str) -> Cluster | None:
 def refuse_leftovers() -> None:
     left = [s.name for s in status() if s.leftover]
     if left:
-        raise UsageError(f"emulated cluster(s) {', '.join(left)} left by a crashed run "
-                         f"(namespaces {PREFIX}{left[0]}-*); remove them with `fabric-bench emulate down --all`")
+        raise UsageError(
+            f"emulated cluster(s) {', '.join(left)} left by a crashed run "
+            f"(namespaces {PREFIX}{left[0]}-*); remove them with `fabric-bench emulate down --all`"
+        )
 
 
 def mpirun_args(cluster: Cluster, ranks_per_node: int) -> list[str]:
     hosts = ",".join(f"{cluster.node(i)}:{ranks_per_node}" for i in range(cluster.nodes))
-    return ["--host", hosts, "--mca", "plm_rsh_agent", str(AGENT), "--mca", "plm_rsh_no_tree_spawn", "1",
-            "--mca", "oob_tcp_if_include", IFNAME, "--mca", "btl_tcp_if_include", IFNAME]
+    return [
+        "--host",
+        hosts,
+        "--mca",
+        "plm_rsh_agent",
+        str(AGENT),
+        "--mca",
+        "plm_rsh_no_tree_spawn",
+        "1",
+        "--mca",
+        "oob_tcp_if_include",
+        IFNAME,
+        "--mca",
+        "btl_tcp_if_include",
+        IFNAME,
+    ]
 
 
 def in_node(cluster: Cluster, i: int, argv: list[str]) -> list[str]:

@@ -13,6 +13,7 @@ The topology is a star (every node has one link to the switch), so a degraded
 node link and a slow node look alike to traffic between pairs: both slow every
 pair with that node. A pair's own fault is what slows one pair only.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,8 @@ SLOW_DEFAULT_FRACTION = 0.25  # `--slow nI` without a rate: a quarter of the nod
 
 @dataclass(frozen=True)
 class Faults:
-    node_rates: tuple[tuple[int, int], ...] = ()        # (node, bit/s): its link, both directions
-    pair_rates: tuple[tuple[int, int, int], ...] = ()   # (node, node, bit/s): the path between them
+    node_rates: tuple[tuple[int, int], ...] = ()  # (node, bit/s): its link, both directions
+    pair_rates: tuple[tuple[int, int, int], ...] = ()  # (node, node, bit/s): the path between them
     slow_nodes: tuple[tuple[int, int | None], ...] = ()  # (node, egress bit/s or None: a quarter)
 
     def __bool__(self) -> bool:
@@ -53,18 +54,24 @@ class Faults:
         return [(b if a == i else a, r) for a, b, r in self.pair_rates if i in (a, b)]
 
     def describe(self) -> list[str]:
-        return ([f"n{i} link {r / 1e6:g} Mbit/s" for i, r in self.node_rates]
-                + [f"n{a}-n{b} {r / 1e6:g} Mbit/s" for a, b, r in self.pair_rates]
-                + [f"n{i} slow (egress {'1/4 of its link' if r is None else f'{r / 1e6:g} Mbit/s'})"
-                   for i, r in self.slow_nodes])
+        return (
+            [f"n{i} link {r / 1e6:g} Mbit/s" for i, r in self.node_rates]
+            + [f"n{a}-n{b} {r / 1e6:g} Mbit/s" for a, b, r in self.pair_rates]
+            + [
+                f"n{i} slow (egress {'1/4 of its link' if r is None else f'{r / 1e6:g} Mbit/s'})"
+                for i, r in self.slow_nodes
+            ]
+        )
 
     @classmethod
     def from_state(cls, data) -> "Faults":
         if not isinstance(data, dict):
             return cls()
-        return cls(tuple(tuple(x) for x in data.get("node_rates", ())),
-                   tuple(tuple(x) for x in data.get("pair_rates", ())),
-                   tuple(tuple(x) for x in data.get("slow_nodes", ())))
+        return cls(
+            tuple(tuple(x) for x in data.get("node_rates", ())),
+            tuple(tuple(x) for x in data.get("pair_rates", ())),
+            tuple(tuple(x) for x in data.get("slow_nodes", ())),
+        )
 
 
 def _node(text: str, nodes: int, option: str) -> int:
@@ -95,8 +102,11 @@ def parse(links: list[str], slow: list[str], nodes: int) -> tuple[int | None, Fa
     for value in slow:
         where, _, text = value.partition("=")
         slow_nodes[_node(where, nodes, "--slow")] = parse_rate(text) if text else None
-    faults = Faults(tuple(sorted(node_rates.items())), tuple(sorted((a, b, r) for (a, b), r in pair_rates.items())),
-                    tuple(sorted(slow_nodes.items())))
+    faults = Faults(
+        tuple(sorted(node_rates.items())),
+        tuple(sorted((a, b, r) for (a, b), r in pair_rates.items())),
+        tuple(sorted(slow_nodes.items())),
+    )
     if faults and rate is None and (pair_rates or any(r is None for r in slow_nodes.values())):
         raise UsageError("a degraded pair or a slow node without a rate needs the cluster's rate (--link RATE)")
     return rate, faults

@@ -16,6 +16,7 @@
 `stop` ends them by those pids (SIGTERM, then SIGKILL) before the namespaces go.
 Only one Slurm cluster runs at a time (the host end of the bridge has one address).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +29,17 @@ import time
 from pathlib import Path
 
 from containers.host import free_ports
-from launch.fleet.emulate.cluster import (IFNAME, STATE_DIR, SUBNET, Cluster, process_running, read_state, run_tool,
-                                    state_path, stop_processes)
+from launch.fleet.emulate.cluster import (
+    IFNAME,
+    STATE_DIR,
+    SUBNET,
+    Cluster,
+    process_running,
+    read_state,
+    run_tool,
+    state_path,
+    stop_processes,
+)
 from launch.errors import UsageError
 
 HOST_IF = "fbemu-slurm"  # this host's end of the veth into the bridge
@@ -74,31 +84,57 @@ def require() -> None:
     if missing:
         raise UsageError(f"--slurm needs Slurm ({', '.join(missing)} not found); apt-get install slurm-wlm")
     if HOST_IF in run_tool("ip", "-o", "link", "show", check=False).stdout:
-        raise UsageError(f"a Slurm emulated cluster runs already (interface {HOST_IF}); "
-                         "stop it with `fabric-bench emulate down --all`")
+        raise UsageError(
+            f"a Slurm emulated cluster runs already (interface {HOST_IF}); "
+            "stop it with `fabric-bench emulate down --all`"
+        )
 
 
 def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_port: int) -> str:
     cpus = os.cpu_count() or 1  # the nodes share this host's cores; each may use all of them
-    nodes = [f"NodeName={node_name(i)} NodeAddr={cluster.address(i)} CPUs={cpus} State=UNKNOWN"
-             for i in range(cluster.nodes)]
-    return "\n".join([
-        f"ClusterName=fbemu{cluster.name}"[:40], f"SlurmctldHost={host}({HOST_ADDRESS})",
-        "SlurmUser=root", "SlurmdUser=root", f"SlurmctldPort={ctld_port}", f"SlurmdPort={slurmd_port}",
-        "AuthType=auth/none", "CredType=cred/none",
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none", "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core", "MpiDefault=pmix", "EnforcePartLimits=ALL",
-        "KillWait=2", "OverTimeLimit=0", "InactiveLimit=0", "MinJobAge=300", "ReturnToService=2",
-        "SlurmdTimeout=15", "MessageTimeout=10",  # a node failure (test_emulated_slurm) shows in ~20 s
-        f"StateSaveLocation={where}/state", f"SlurmdSpoolDir={spool(cluster.name)}/%n",
-        f"SlurmctldPidFile={where}/slurmctld.pid", f"SlurmdPidFile={where}/%n.slurmd.pid",
-        f"SlurmctldLogFile={where}/slurmctld.log", f"SlurmdLogFile={where}/%n.slurmd.log",
-        f"TmpFS={spool(cluster.name)}/tmp-%n",
-        *nodes,
-        f"PartitionName=emu Nodes={','.join(node_name(i) for i in range(cluster.nodes))} "
-        "Default=YES MaxTime=60 State=UP",
-    ]) + "\n"
+    nodes = [
+        f"NodeName={node_name(i)} NodeAddr={cluster.address(i)} CPUs={cpus} State=UNKNOWN" for i in range(cluster.nodes)
+    ]
+    return (
+        "\n".join(
+            [
+                f"ClusterName=fbemu{cluster.name}"[:40],
+                f"SlurmctldHost={host}({HOST_ADDRESS})",
+                "SlurmUser=root",
+                "SlurmdUser=root",
+                f"SlurmctldPort={ctld_port}",
+                f"SlurmdPort={slurmd_port}",
+                "AuthType=auth/none",
+                "CredType=cred/none",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "JobAcctGatherType=jobacct_gather/none",
+                "AccountingStorageType=accounting_storage/none",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core",
+                "MpiDefault=pmix",
+                "EnforcePartLimits=ALL",
+                "KillWait=2",
+                "OverTimeLimit=0",
+                "InactiveLimit=0",
+                "MinJobAge=300",
+                "ReturnToService=2",
+                "SlurmdTimeout=15",
+                "MessageTimeout=10",  # a node failure (test_emulated_slurm) shows in ~20 s
+                f"StateSaveLocation={where}/state",
+                f"SlurmdSpoolDir={spool(cluster.name)}/%n",
+                f"SlurmctldPidFile={where}/slurmctld.pid",
+                f"SlurmdPidFile={where}/%n.slurmd.pid",
+                f"SlurmctldLogFile={where}/slurmctld.log",
+                f"SlurmdLogFile={where}/%n.slurmd.log",
+                f"TmpFS={spool(cluster.name)}/tmp-%n",
+                *nodes,
+                f"PartitionName=emu Nodes={','.join(node_name(i) for i in range(cluster.nodes))} "
+                "Default=YES MaxTime=60 State=UP",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _record_pids(name: str, pids: dict[str, int]) -> None:
@@ -141,8 +177,22 @@ def start(cluster: Cluster) -> dict[str, int]:
             n = node_name(i)
             # nsenter, not `ip netns exec`: that mounts a sysfs of the namespace over /sys, hiding
             # /sys/fs/cgroup, and slurmd refuses to start without its cgroup mount
-            argv = ["nsenter", f"--net=/run/netns/{cluster.node(i)}", "unshare", "--uts", "sh", "-c",
-                    'hostname "$0" && exec "$@"', n, "slurmd", "-D", "-N", n, "-f", str(conf)]
+            argv = [
+                "nsenter",
+                f"--net=/run/netns/{cluster.node(i)}",
+                "unshare",
+                "--uts",
+                "sh",
+                "-c",
+                'hostname "$0" && exec "$@"',
+                n,
+                "slurmd",
+                "-D",
+                "-N",
+                n,
+                "-f",
+                str(conf),
+            ]
             pids[n] = _spawn(argv, env, where / f"{n}.stdout")  # exec all the way: the pid is slurmd's
         _record_pids(cluster.name, pids)
         wait_idle(cluster, pids, env)
@@ -154,15 +204,17 @@ def start(cluster: Cluster) -> dict[str, int]:
 
 def _spawn(argv: list[str], env: dict[str, str], log: Path) -> int:
     with open(log, "w") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     return proc.pid
 
 
 def node_states(env: dict[str, str]) -> dict[str, str]:
     try:
-        proc = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%N %T"], env=env, capture_output=True,
-                              text=True, timeout=10)
+        proc = subprocess.run(
+            ["sinfo", "--noheader", "--Node", "--format=%N %T"], env=env, capture_output=True, text=True, timeout=10
+        )
     except subprocess.TimeoutExpired:
         return {}
     return dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) >= 2)
@@ -179,8 +231,9 @@ def wait_idle(cluster: Cluster, pids: dict[str, int], env: dict[str, str]) -> No
         if len(states) == cluster.nodes and all(s == "idle" for s in states.values()):
             return
         time.sleep(0.3)
-    raise UsageError(f"emulated Slurm: nodes not idle after {START_TIMEOUT_S} s ({states}): "
-                     f"{last_line(cluster.name, 'slurmctld')}")
+    raise UsageError(
+        f"emulated Slurm: nodes not idle after {START_TIMEOUT_S} s ({states}): {last_line(cluster.name, 'slurmctld')}"
+    )
 
 
 def last_line(name: str, daemon: str) -> str:
@@ -216,8 +269,16 @@ def node_bytes(cluster: Cluster) -> dict[str, dict[str, int]]:
     """Bytes sent and received on every node's shaped interface (the kernel's counters)."""
     counters = {}
     for i in range(cluster.nodes):
-        out = run_tool("ip", "netns", "exec", cluster.node(i), "cat", f"/sys/class/net/{IFNAME}/statistics/tx_bytes",
-                   f"/sys/class/net/{IFNAME}/statistics/rx_bytes", check=False).stdout.split()
+        out = run_tool(
+            "ip",
+            "netns",
+            "exec",
+            cluster.node(i),
+            "cat",
+            f"/sys/class/net/{IFNAME}/statistics/tx_bytes",
+            f"/sys/class/net/{IFNAME}/statistics/rx_bytes",
+            check=False,
+        ).stdout.split()
         if len(out) == 2:
             counters[node_name(i)] = {"tx_bytes": int(out[0]), "rx_bytes": int(out[1])}
     return counters

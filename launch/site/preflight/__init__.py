@@ -33,6 +33,7 @@ What the checks look for, and why (the reports behind them):
   present inside the container (a container without /dev/infiniband is
   NVIDIA/nccl-tests#1020's "no IB device").
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -40,9 +41,8 @@ from dataclasses import asdict
 from pathlib import Path
 import shutil  # noqa: F401  (tests patch preflight.shutil.which)
 
-from containers.fabrics import PROFILES
+from containers.fabrics import PROFILES, FabricProfile
 from launch.fleet import emulate
-from launch.fleet.emulate.links import fabric_profile as profile
 from launch.errors import UsageError
 from launch.site.preflight.checks import VERDICT_ORDER, Check, worst  # noqa: F401  (the package's names)
 from launch.site.preflight.devices import device_checks, device_patterns  # noqa: F401
@@ -52,6 +52,7 @@ from launch.site.preflight.rdma import provider_checks, verbs_checks  # noqa: F4
 from launch.site.preflight.versions import abi_checks, pmix_checks, version_checks  # noqa: F401
 
 # ---------------------------------------------------------------- the basics
+
 
 def horovod_built_for(framework: str) -> bool:
     """Whether this environment's Horovod has the framework's extension compiled in.
@@ -67,37 +68,60 @@ def horovod_built_for(framework: str) -> bool:
     return any((package / folder).glob("mpi_lib*.so"))
 
 
-def check_image_fabric(spec, labels: dict[str, str], required: bool) -> str:
+def check_image_fabric(spec, fabric: FabricProfile | None, labels: dict[str, str], required: bool) -> str:
     """The image's fabric label (`labels`: the runtime's reading of them) must match the
-    fabric asked for (universal serves any). `required`: an image without the label is
-    refused (a .sif: ours carry it); else it passes as unknown (a directory image, say)."""
+    fabric asked for (`fabric`: its profile, the run's preset's; universal serves any).
+    `required`: an image without the label is refused (a .sif: ours carry it); else it passes
+    as unknown (a directory image, say)."""
     from containers.recipe import LABEL_PREFIX
 
     built_for = labels.get(f"{LABEL_PREFIX}.fabric")
-    wanted = profile(spec.fabric).name if spec.fabric else None  # emu-eth-1g is ethernet
+    wanted = fabric.name if spec.fabric and fabric else None  # emu-eth-1g is ethernet
     if wanted and built_for is None and required:
-        raise UsageError(f"image {spec.image} has no readable {LABEL_PREFIX}.fabric label (not built by "
-                         f"`fabric-bench image build`?): cannot tell whether it serves fabric {spec.fabric!r}",
-                         fields=("image", "fabric"))
-    if wanted and built_for is not None and built_for != wanted and not (built_for in PROFILES
-                                                                        and PROFILES[built_for].control):
-        raise UsageError(f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}",
-                         fields=("image", "fabric"))
+        raise UsageError(
+            f"image {spec.image} has no readable {LABEL_PREFIX}.fabric label (not built by "
+            f"`fabric-bench image build`?): cannot tell whether it serves fabric {spec.fabric!r}",
+            fields=("image", "fabric"),
+        )
+    if (
+        wanted
+        and built_for is not None
+        and built_for != wanted
+        and not (built_for in PROFILES and PROFILES[built_for].control)
+    ):
+        raise UsageError(
+            f"image {spec.image} was built for fabric {built_for!r}, not {spec.fabric!r}", fields=("image", "fabric")
+        )
     return f"image built for fabric {built_for or 'unknown (no fabric-bench labels)'}"
 
 
 def check_image_gpu_framework(spec, labels: dict[str, str]) -> None:
-    """A TensorFlow GPU run in an image whose TensorFlow cannot see a GPU is refused: it would
-    train on the CPU and be reported as a GPU result (containers.stack.TF_SEES_GPU)."""
+    """TensorFlow on GPUs in a cuda image: refused where it cannot work. An image without
+    TensorFlow's CUDA 12 libraries (no `tensorflow-cuda` label: cuda images before them) would
+    train on the CPU under a GPU result's name; TensorFlow + Horovod would mix Horovod's CUDA 13
+    GPU operations with TensorFlow's CUDA 12 runtime in one process (containers/stack.py)."""
     from containers import stack
     from containers.recipe import LABEL_PREFIX
 
-    if (spec.framework == "tf" and spec.gpus_per_node > 0 and not stack.TF_SEES_GPU
-            and labels.get(f"{LABEL_PREFIX}.flavour") == "cuda"):
-        raise UsageError(f"image {spec.image}: its TensorFlow is built for CUDA {stack.TF_CUDA_MAJOR} and "
-                         f"finds no GPU on the image's CUDA {stack.CUDA_VERSION}; run TensorFlow on CPUs "
-                         f"(--gpus-per-node 0) or benchmark GPUs with --framework torch",
-                         fields=("framework", "image"))
+    if not (spec.framework == "tf" and spec.gpus_per_node > 0 and labels.get(f"{LABEL_PREFIX}.flavour") == "cuda"):
+        return
+    tf_cuda = labels.get(f"{LABEL_PREFIX}.version.tensorflow-cuda")
+    if not tf_cuda:
+        raise UsageError(
+            f"image {spec.image}: its TensorFlow is built for CUDA {stack.TF_CUDA_MAJOR} and "
+            f"the image carries no CUDA {stack.TF_CUDA_MAJOR} libraries (built before they were "
+            f"added): it finds no GPU; rebuild the image, run TensorFlow on CPUs "
+            f"(--gpus-per-node 0) or benchmark GPUs with --framework torch",
+            fields=("framework", "image"),
+        )
+    if spec.engine == "horovod":
+        raise UsageError(
+            f"image {spec.image}: TensorFlow + Horovod on GPUs is not supported: Horovod's GPU "
+            f"operations are built with CUDA {stack.CUDA_VERSION.split('.')[0]}, TensorFlow runs "
+            f"CUDA {tf_cuda} (two CUDA runtimes in one process); use --engine native "
+            f"(tf.distribute, TensorFlow's own NCCL) or --framework torch",
+            fields=("framework", "engine", "image"),
+        )
 
 
 def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[str]:
@@ -117,27 +141,31 @@ def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[st
             raise UsageError(f"image {spec.image} not found", fields=("image",))
         checked.append(f"image {spec.image} present")
         prepared.image_labels = runtime.labels(spec.image)  # read once: the result's image record reuses them
-        checked.append(check_image_fabric(spec, prepared.image_labels, required=runtime.image_is_file))
+        checked.append(
+            check_image_fabric(spec, prepared.preset.profile, prepared.image_labels, required=runtime.image_is_file)
+        )
         check_image_gpu_framework(spec, prepared.image_labels)
     elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
         raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
     if prepared.preset.missing:
-        raise UsageError(f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)",
-                         fields=("fabric",))
+        raise UsageError(
+            f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)", fields=("fabric",)
+        )
     if spec.fabric:
         checked.append(f"host paths of fabric {spec.fabric} present")
     if prepared.plan.emulated_cluster is not None:
         checked += emulate.preflight(prepared.plan.emulated_cluster)
     checks = fabric_checks(spec, prepared)
-    prepared.fabric_checks = {"verdict": worst(checks), "forced": False,
-                              "checks": [asdict(c) for c in checks]}
+    prepared.fabric_checks = {"verdict": worst(checks), "forced": False, "checks": [asdict(c) for c in checks]}
     if echo:
         for c in checks:
             print(f"preflight: {c.line()}", flush=True)
     failed = [c for c in checks if c.verdict == "fail"]
     if failed and not force:
-        raise UsageError(f"preflight failed ({len(failed)} of {len(checks)} checks; --force runs anyway): "
-                         + "; ".join(c.line() for c in failed))
+        raise UsageError(
+            f"preflight failed ({len(failed)} of {len(checks)} checks; --force runs anyway): "
+            + "; ".join(c.line() for c in failed)
+        )
     prepared.fabric_checks["forced"] = bool(failed)
     return checked + [c.line() for c in checks]
 
@@ -146,12 +174,13 @@ def preflight_skipped(spec, prepared) -> list[str]:
     """What a dry run did not check (it needs nothing present on this host)."""
     skipped = [f"{prepared.command.argv[0]} present"]
     if spec.containerised:
-        skipped += [f"{spec.runtime} present", f"image {spec.image} present and built for fabric {spec.fabric}",
-                    "host <-> image libraries (libfabric, UCX, Open MPI, NCCL, providers)"]
+        skipped += [
+            f"{spec.runtime} present",
+            f"image {spec.image} present and built for fabric {spec.fabric}",
+            "host <-> image libraries (libfabric, UCX, Open MPI, NCCL, providers)",
+        ]
     elif spec.engine == "horovod":
         skipped.append(f"Horovod built with {spec.framework}")
     if spec.fabric:
         skipped.append(f"host devices and libraries of fabric {spec.fabric}")
     return skipped
-
-

@@ -11,13 +11,14 @@ The driver comes from `nvidia-smi --query-gpu=driver_version --format=csv,nohead
 version per GPU); the parser also reads the banner of plain `nvidia-smi` ("Driver Version:",
 from R610 "KMD Version:") and `nvidia-smi -q` ("Driver Version : ..."), as sites paste them.
 """
+
 from __future__ import annotations
 
 import re
 
 from launch.site.preflight.checks import Check
 
-DRIVER_FLOOR = {11: 450, 12: 525, 13: 580}   # CUDA major -> the driver branch it needs
+DRIVER_FLOOR = {11: 450, 12: 525, 13: 580}  # CUDA major -> the driver branch it needs
 _LABELLED = re.compile(r"(?:Driver|KMD) Version\s*:\s*(\d+\.\d+(?:\.\d+)?)")
 _BARE = re.compile(r"^\s*(\d+\.\d+(?:\.\d+)?)\s*$")
 
@@ -40,11 +41,17 @@ def driver_check(driver: str | None, cuda: str | None) -> Check:
         return Check("NVIDIA driver", "unknown", "nvidia-smi not available on this host")
     needed = floor_for(cuda)
     if needed is None:
-        return Check("NVIDIA driver", "ok", f"driver {driver} (the run's CUDA is not known here: no floor checked)",
-                     host=driver)
+        return Check(
+            "NVIDIA driver", "ok", f"driver {driver} (the run's CUDA is not known here: no floor checked)", host=driver
+        )
     branch = int(driver.split(".")[0])
     if branch < needed:
-        return Check("NVIDIA driver", "fail", f"driver {driver} found, R{needed} or newer needed for the image's "
-                     f"CUDA {cuda}", fix=f"update the node's driver to R{needed}+, or use an image built for an older CUDA",
-                     host=driver, image=cuda)
+        return Check(
+            "NVIDIA driver",
+            "fail",
+            f"driver {driver} found, R{needed} or newer needed for the image's CUDA {cuda}",
+            fix=f"update the node's driver to R{needed}+, or use an image built for an older CUDA",
+            host=driver,
+            image=cuda,
+        )
     return Check("NVIDIA driver", "ok", f"driver {driver} (R{needed}+ needed for CUDA {cuda})", host=driver, image=cuda)

@@ -1,5 +1,6 @@
 """What each side has, gathered for the checks: the image's side by one shell inside the
 container (IMAGE_SCRIPT, parsed by parse_side), the host's by the same tools and /sys, /dev."""
+
 from __future__ import annotations
 
 import os
@@ -52,16 +53,17 @@ done
 @dataclass
 class SideFacts:
     """What one side (host or image) has: versions, libraries, providers, device nodes."""
+
     reachable: bool = True
     why_not: str = ""
     libfabric: str | None = None
     ucx: str | None = None
     openmpi: str | None = None
-    pmix: str | None = None           # the PMIx library's version (PMIx_Get_version)
-    libs: dict | None = None          # basename -> resolved path
-    providers: list | None = None     # provider file basenames: libmlx5-rdmav34.so
-    devices: dict | None = None       # path -> (state, mode)
-    verbs: list | None = None         # `ibv_devinfo -l` lines (stdout and stderr); None: not run
+    pmix: str | None = None  # the PMIx library's version (PMIx_Get_version)
+    libs: dict | None = None  # basename -> resolved path
+    providers: list | None = None  # provider file basenames: libmlx5-rdmav34.so
+    devices: dict | None = None  # path -> (state, mode)
+    verbs: list | None = None  # `ibv_devinfo -l` lines (stdout and stderr); None: not run
     ld_library_path: str = ""
 
 
@@ -135,8 +137,11 @@ def host_side(run: Runner = run_command) -> SideFacts:
     """This host's libfabric, UCX and Open MPI versions (tools absent: None)."""
     facts = SideFacts(libs={}, providers=[], devices={})
     text = []
-    for title, argv in (("fi_info", ["fi_info", "--version"]), ("ucx_info", ["ucx_info", "-v"]),
-                        ("ompi_info", ["ompi_info", "--version"])):
+    for title, argv in (
+        ("fi_info", ["fi_info", "--version"]),
+        ("ucx_info", ["ucx_info", "-v"]),
+        ("ompi_info", ["ompi_info", "--version"]),
+    ):
         text.append(f"== {title}")
         if shutil.which(argv[0]):
             text.append(run(argv)[1])
@@ -156,8 +161,13 @@ def image_side(spec, prepared, patterns: list[str], run: Runner = run_command) -
     if not runtime.containerised:
         argv = ["sh", "-c", IMAGE_SCRIPT, "preflight", *patterns]
     else:
-        argv = runtime.wrap(spec.image, existing_binds(prepared.plan.binds), dict(prepared.plan.fabric_env),
-                            spec.gpus_per_node > 0, ["sh", "-c", IMAGE_SCRIPT, "preflight", *patterns])
+        argv = runtime.wrap(
+            spec.image,
+            existing_binds(prepared.plan.binds),
+            dict(prepared.plan.fabric_env),
+            spec.gpus_per_node > 0,
+            ["sh", "-c", IMAGE_SCRIPT, "preflight", *patterns],
+        )
     code, out = run(argv)
     if code != 0 and "== devices" not in out:
         last = (out.strip().splitlines() or ["no output"])[-1]
@@ -182,5 +192,3 @@ def major_minor(version: str | None) -> tuple[int, ...] | None:
         return None
     numbers = re.findall(r"\d+", version)
     return tuple(int(n) for n in numbers[:2]) if numbers else None
-
-

@@ -1,37 +1,55 @@
 """NCCL checks: the library in the image, its net plugin, the plugin's libfabric floor."""
+
 from __future__ import annotations
 
-from launch.fleet.emulate.links import fabric_profile as profile
+from containers.fabrics import FabricProfile
 from launch.site.preflight.checks import Check
 from launch.site.preflight.facts import SideFacts, major_minor
 
-def nccl_checks(spec, image: SideFacts, env: dict[str, str]) -> list[Check]:
+
+def nccl_checks(spec, fabric: FabricProfile | None, image: SideFacts, env: dict[str, str]) -> list[Check]:
+    """The image's NCCL and net plugin for the run (`fabric`: its profile, the preset's)."""
     if not spec.uses_nccl or not spec.containerised:
         return []
     libs = image.libs or {}
     found = "libnccl.so.2" in libs
-    checks = [Check("NCCL", "ok" if found else "fail",
-                    f"libnccl.so.2 at {libs['libnccl.so.2']}" if found else "no libnccl.so.2 in the image",
-                    fix="" if found else "a cuda-flavour image (or torch's nvidia-nccl wheel)")]
+    checks = [
+        Check(
+            "NCCL",
+            "ok" if found else "fail",
+            f"libnccl.so.2 at {libs['libnccl.so.2']}" if found else "no libnccl.so.2 in the image",
+            fix="" if found else "a cuda-flavour image (or torch's nvidia-nccl wheel)",
+        )
+    ]
     plugin = [k for k in libs if k.startswith("libnccl-net")]
     if env.get("NCCL_NET") == "OFI":
-        checks.append(Check("NCCL net plugin", "ok" if plugin else "fail",
-                            f"{', '.join(plugin)} present" if plugin else "NCCL_NET=OFI but no libnccl-net*.so in the image",
-                            fix="" if plugin else "build aws-ofi-nccl into the image (cuda flavour)"))
-        fabric = profile(spec.fabric)
-        floor = fabric.nccl_plugin_min_libfabric
-        if floor and plugin:
+        checks.append(
+            Check(
+                "NCCL net plugin",
+                "ok" if plugin else "fail",
+                f"{', '.join(plugin)} present" if plugin else "NCCL_NET=OFI but no libnccl-net*.so in the image",
+                fix="" if plugin else "build aws-ofi-nccl into the image (cuda flavour)",
+            )
+        )
+        floor = fabric.nccl_plugin_min_libfabric if fabric else None
+        if fabric and floor and plugin:
             version, wanted = image.libfabric, ".".join(map(str, floor))
             found_mm = major_minor(version)
             old = found_mm is not None and found_mm < floor
-            checks.append(Check(f"libfabric for aws-ofi-nccl on {fabric.name.upper()}",
-                                "fail" if old else ("ok" if version else "unknown"),
-                                f"image libfabric {version or 'unknown'} (aws-ofi-nccl needs >= {wanted} on "
-                                f"{fabric.name.upper()})",
-                                fix=f"rebuild the image with libfabric >= {wanted}" if old else ""))
+            checks.append(
+                Check(
+                    f"libfabric for aws-ofi-nccl on {fabric.name.upper()}",
+                    "fail" if old else ("ok" if version else "unknown"),
+                    f"image libfabric {version or 'unknown'} (aws-ofi-nccl needs >= {wanted} on {fabric.name.upper()})",
+                    fix=f"rebuild the image with libfabric >= {wanted}" if old else "",
+                )
+            )
     elif plugin and env.get("NCCL_NET") in ("IB", "Socket"):
-        checks.append(Check("NCCL net plugin", "ok", f"{', '.join(plugin)} present but NCCL_NET={env['NCCL_NET']} "
-                                                     "keeps NCCL on its own transport"))
+        checks.append(
+            Check(
+                "NCCL net plugin",
+                "ok",
+                f"{', '.join(plugin)} present but NCCL_NET={env['NCCL_NET']} keeps NCCL on its own transport",
+            )
+        )
     return checks
-
-

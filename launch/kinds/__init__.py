@@ -1,0 +1,102 @@
+"""The benchmark kinds: one plug-in module each (launch.kinds.NAME defines `KIND`, a
+launch.kinds.kind.Kind), registered by its line in `_MODULES`. Every module that treats kinds
+differently asks this registry for the kind and calls what the kind declares; none compares a
+kind's name (tests/test_architecture.py).
+
+Adding a kind: its bench program (bench/<kind>.py), its module here, its name in `_MODULES`, and
+the reference regenerated (`make docs`). A kind that leaves out what sweeps, verdicts, reports
+or plausibility need is refused here, when it is registered (`check`).
+
+Beside the rooms: launch.ranks (RunSpec, launchers) and launch.results read it; a kind module
+imports nothing that imports this registry.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Mapping, Optional
+
+from launch.kinds.kind import Kind
+from launch.results.schema import ResultSchema
+
+_MODULES = ("train", "allreduce", "halo", "alltoall")
+DEFAULT = "train"  # RunSpec's default benchmark
+
+
+class KindRefused(TypeError):
+    """A kind module that does not declare what the rest of the bundle needs."""
+
+
+def check(found: Any, module: str) -> Kind:
+    """The module's kind, whole: every part declared, its metric findable in its typed result,
+    a program for every framework of the catalog."""
+    from bench import catalog
+
+    if not isinstance(found, Kind):
+        raise KindRefused(f"launch.kinds.{module}: KIND is not a launch.kinds.kind.Kind")
+    missing = [
+        name
+        for name in ("name", "summary", "programs", "metric", "fields", "plausibility_rule")
+        if not getattr(found, name, None)
+    ] + (["not_read"] if getattr(found, "not_read", None) is None else [])
+    if missing:
+        raise KindRefused(f"launch.kinds.{module}: the kind declares no {', '.join(missing)}")
+    if found.name != module:
+        raise KindRefused(f"launch.kinds.{module}: the kind is named {found.name!r}, not after its module")
+    if not (isinstance(found.fields, type) and issubclass(found.fields, ResultSchema)):
+        raise KindRefused(f"launch.kinds.{module}: fields is not a model of the result schema")
+    declared = set(found.fields.model_fields)
+    unfound = [path for path in found.metric.paths() if path.split(".")[0] not in declared]
+    if unfound:
+        raise KindRefused(
+            f"launch.kinds.{module}: its metric reads {', '.join(unfound)}, which its result model does not declare"
+        )
+    if set(found.programs) != set(catalog.ENGINES):
+        raise KindRefused(
+            f"launch.kinds.{module}: programs for {sorted(found.programs)}, "
+            f"the frameworks are {sorted(catalog.ENGINES)}"
+        )
+    return found
+
+
+KINDS: Mapping[str, Kind] = {
+    k.name: k for k in (check(importlib.import_module(f"{__name__}.{m}").KIND, m) for m in _MODULES)
+}
+BENCHMARKS = tuple(KINDS)
+
+
+def kind(name: Optional[str]) -> Kind:
+    """The kind named (a RunSpec's benchmark is validated before anything asks); no name: the default."""
+    return KINDS[name or DEFAULT]
+
+
+def trains(name: Optional[str]) -> bool:
+    return name is not None and name in KINDS and KINDS[name].trains
+
+
+def kind_of(result: Mapping) -> Optional[Kind]:
+    """The kind of a result: its `benchmark`, or for a result from before that field, the kind whose
+    identifying field it holds; None where neither says."""
+    name = result.get("benchmark")
+    if isinstance(name, str) and name in KINDS:
+        return KINDS[name]
+    if name is None:
+        for found in KINDS.values():
+            if found.identified_by and result.get(found.identified_by) is not None:
+                return found
+    return None
+
+
+def field_help(field: str) -> str:
+    """A RunSpec field's help: each kind's words for it ('allreduce: mpi | torch | horovod'), kinds
+    with the same words together."""
+    said: dict[str, list[str]] = {}
+    for found in KINDS.values():
+        if field in found.options:
+            said.setdefault(found.options[field], []).append(found.name)
+    return "; ".join(f"{', '.join(names)}: {words}" for words, names in said.items())
+
+
+def help_text() -> str:
+    """`--benchmark`'s help: every kind with its summary."""
+    return " | ".join(f"{k.name} ({k.summary})" for k in KINDS.values())

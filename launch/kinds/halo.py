@@ -1,0 +1,111 @@
+"""The HPC halo-exchange proxy (bench.halo): a 3-D stencil over MPI, judged by its time per iteration."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Optional
+
+from launch.errors import UsageError
+from launch.kinds.kind import TRAINING_FIELDS, Judged, Kind, Metric, by_rank, fmt, status_cell
+from launch.results.schema import FiniteNumber, Number, PositiveInt, ResultSchema, Samples, Text, shape
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from launch.ranks.runspec import RunSpec
+
+
+class HaloFields(ResultSchema):
+    grid: PositiveInt = None
+    time_per_iter_s: FiniteNumber = None
+    time_per_iter_mean_s: FiniteNumber = None
+    ci95_s: Number = None
+    samples_s: Optional[Samples] = None
+    checksum_hex: Text = None
+    correct: Annotated[Optional[bool], shape(lambda v: isinstance(v, bool), "is not true or false")] = None
+
+
+class Halo(Kind):
+    name = "halo"
+    summary = "3-D stencil"
+    programs = {"torch": "bench.halo", "tf": "bench.halo"}
+    not_read = TRAINING_FIELDS + ("allreduce", "gpudirect", "backend", "min_bytes", "max_bytes")
+    options = {"grid": "global grid points per edge"}
+    plausibility_rule = "not judged: a stencil's time per iteration has no line rate to compare with"
+    metric = Metric(
+        "time_per_iter_s",
+        "time per iteration",
+        "s",
+        False,
+        value_at=("time_per_iter_mean_s", "time_per_iter_s"),
+        samples_at="samples_s",
+    )
+    fields = HaloFields
+    communicates_always = "mpi"
+
+    def bench_args(self, spec: "RunSpec") -> list[str]:
+        return ["--grid", str(spec.grid), "--warmup", str(spec.warmup), "--iters", str(spec.iters)]
+
+    def label_parts(self, spec: "RunSpec") -> tuple[str, ...]:
+        return (self.name, f"g{spec.grid}")
+
+    def validate(self, spec: "RunSpec") -> None:
+        if spec.grid < 2:
+            raise UsageError(f"--grid must be >= 2, got {spec.grid}", fields=("grid",))
+        if spec.ranks < 1 or spec.iters < 1 or spec.warmup < 0:
+            raise UsageError("--ranks and --iters must be >= 1, --warmup >= 0", fields=("ranks", "iters", "warmup"))
+
+    def assemble(self, records: list[dict], world_size: int, tolerance: float) -> tuple[dict, list[str]]:
+        ranks, problems = by_rank(records, self.name, world_size)
+        if not ranks:
+            return {}, problems
+        first = ranks[min(ranks)]
+        if not first["correct"]:
+            problems.append(
+                f"halo checksum {first['checksum']:#x} differs from the 1-rank run's {first['reference_checksum']:#x}"
+            )
+        metrics = {
+            key: first[key]
+            for key in (
+                "grid",
+                "dims",
+                "steps",
+                "time_per_iter_s",
+                "time_per_iter_mean_s",
+                "ci95_s",
+                "comm_fraction",
+                "checksum",
+                "reference_checksum",
+                "value_sum",
+                "correct",
+                "versions",
+            )
+        }
+        metrics["samples_s"] = first["samples_s"]
+        metrics["checksum_hex"] = f"{first['checksum']:#018x}"
+        metrics["hosts"] = sorted({r["host"] for r in ranks.values()})
+        return metrics, problems
+
+    def subject(self, fields: ResultSchema) -> str:
+        grid = getattr(fields, "grid", None) or getattr(fields.spec, "grid", None)
+        return f"halo{f' {grid}^3' if grid else ''}"
+
+    def table(self, fields: ResultSchema) -> Table:
+        from rich.table import Table  # drawn only: reading a result needs no rich
+
+        out = Table(title=f"Halo exchange ({getattr(fields, 'grid', None)}^3, {fields.world_size} ranks)")
+        for column in ("ms/iter", "comm share", "checksum", "status"):
+            out.add_column(column)
+        per_iter = getattr(fields, "time_per_iter_s", None)
+        out.add_row(
+            fmt(per_iter and per_iter * 1e3, ".3f"),
+            fmt(fields.comm_fraction, ".0%"),
+            getattr(fields, "checksum_hex", None) or "-",
+            status_cell(fields),
+        )
+        return out
+
+    def plausibility(self, fields: ResultSchema) -> Optional[Judged]:
+        return None  # no bandwidth figure: a stencil's time is not judged against the line rate
+
+
+KIND = Halo()

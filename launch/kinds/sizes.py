@@ -1,0 +1,225 @@
+"""Message-size sweeps: what the collective micro-benchmarks (allreduce, alltoall) share.
+
+Their ranks time one collective at doubling sizes and write one row per size (bytes, median time,
+algbw, busbw by nccl-tests' factor for the collective, every sample); their figure of merit is the
+bus bandwidth at the largest size, their plausibility figure the median busbw over the largest
+sizes, their table one row per size.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+from launch.errors import UsageError
+from launch.kinds.kind import Judged, Metric, by_rank, fmt, status_cell
+from launch.results.schema import AN_OBJECT, FiniteNumber, Object, Open, ResultSchema, Text, number, shape
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from launch.ranks.runspec import RunSpec
+
+BACKENDS = ("mpi", "torch", "horovod")  # bench.allreduce's; a kind may offer fewer
+DEVICE_BACKENDS = ("torch", "horovod")  # backends that move GPU buffers (NCCL) on GPUs
+BACKEND_ENGINES = {"torch": "ddp", "horovod": "horovod", "mpi": "mpi"}  # whose library moved GPU buffers
+LARGE_MESSAGE_BYTES = 8 * 2**20  # "large messages": the sizes at and above 8 MiB (else the largest)
+TOP_SIZES = 3  # of those, the largest three are judged: 8 x 400G nodes reach only a quarter to half of the
+# line rate at 8-256 MiB, and NCCL runs sweep to 8 GiB (launch.ranks.runspec.NCCL_MAX_BYTES)
+
+
+class SizeRow(Open):
+    """One message size of a sweep."""
+
+    bytes: FiniteNumber = None
+    time_us: FiniteNumber = None
+    busbw_gbit_s: FiniteNumber = None
+    algbw_gbit_s: FiniteNumber = None
+
+
+Rows = Annotated[
+    Optional[list[SizeRow]],
+    shape(lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v), "is not a list of rows"),
+]
+
+
+class SweepFields(ResultSchema):
+    """A size sweep's result: the shared fields, its backend and one row per size."""
+
+    backend: Text = None
+    sizes: Rows = None
+    peak_busbw_gbit_s: FiniteNumber = None
+    sweep: Annotated[Optional[dict[str, Any]], AN_OBJECT] = None
+    backend_info: Object = None
+
+
+def options(backends: tuple[str, ...]) -> dict[str, str]:
+    """The sweep's RunSpec fields, as `fabric-bench run --help` says them."""
+    return {
+        "backend": " | ".join(backends),
+        "min_bytes": "smallest message (bytes)",
+        "max_bytes": "largest message (bytes; default 8 GiB for NCCL on GPUs, cut to what the GPU's memory "
+        "holds, else 256 MiB)",
+    }
+
+
+def rows_of(fields: ResultSchema) -> list[SizeRow]:
+    return list(getattr(fields, "sizes", None) or [])
+
+
+def largest_row(fields: ResultSchema) -> Optional[SizeRow]:
+    rows = [row for row in rows_of(fields) if number(row.bytes) and number(row.busbw_gbit_s)]
+    return max(rows, key=lambda row: row.bytes or 0) if rows else None
+
+
+class LargestMessage(Metric):
+    """Bus bandwidth at the largest message; its samples from the row's per-iteration times (busbw
+    is inversely proportional to the time: the stored median busbw rescaled)."""
+
+    def value(self, fields: ResultSchema) -> Optional[float]:
+        row = largest_row(fields)
+        return number(row.busbw_gbit_s) if row else None
+
+    def samples(self, fields: ResultSchema) -> list[float]:
+        row = largest_row(fields)
+        times = getattr(row, "samples_us", None) if row else None
+        if row is None or not isinstance(times, list) or not number(row.time_us):
+            return super().samples(fields)
+        busbw, median = float(row.busbw_gbit_s or 0), float(row.time_us or 0)
+        found = [busbw * median / t for t in (number(v) for v in times) if t and t > 0]
+        return [s for s in found if s > 0] or super().samples(fields)
+
+
+def busbw_metric(collective: str) -> LargestMessage:
+    """busbw_gbit_s of the largest row of `sizes`."""
+    return LargestMessage(
+        "busbw_gbit_s", f"{collective} bus bandwidth at the largest message", "Gbit/s", True, value_at=("sizes",)
+    )
+
+
+def large_message_busbw(rows: list[SizeRow]) -> tuple[Optional[float], list[int]]:
+    """Median busbw over the top sizes: the largest TOP_SIZES at or above LARGE_MESSAGE_BYTES (else
+    the largest size)."""
+    import statistics
+
+    usable = [r for r in rows if number(r.busbw_gbit_s) is not None and number(r.bytes) is not None]
+    if not usable:
+        return None, []
+    large = sorted((r for r in usable if (r.bytes or 0) >= LARGE_MESSAGE_BYTES), key=lambda r: r.bytes or 0)
+    chosen = large[-TOP_SIZES:] or [max(usable, key=lambda r: r.bytes or 0)]
+    return statistics.median(float(r.busbw_gbit_s or 0) for r in chosen), [int(r.bytes or 0) for r in chosen]
+
+
+def judged(fields: ResultSchema, collective: str) -> Judged:
+    busbw, sizes = large_message_busbw(rows_of(fields))
+    return Judged(f"{collective} busbw at large messages", busbw, more={"message_bytes": sizes})
+
+
+def validate(spec: "RunSpec", backends: tuple[str, ...], verb: str) -> None:
+    """The sweep's RunSpec fields: backend, sizes, iterations; `verb`: what the collective does to
+    buffers ("reduces")."""
+    if spec.backend not in backends:
+        raise UsageError(f"unknown backend {spec.backend!r}; choose from {', '.join(backends)}", fields=("backend",))
+    if spec.min_bytes < 4 or spec.min_bytes % 4 or (spec.max_bytes or 0) < spec.min_bytes:
+        raise UsageError(
+            f"--min-bytes must be a positive multiple of 4 (float32) and <= --max-bytes, "
+            f"got {spec.min_bytes} and {spec.max_bytes}",
+            fields=("min_bytes", "max_bytes"),
+        )
+    if spec.ranks < 1 or spec.iters < 1 or spec.warmup < 0:
+        raise UsageError("--ranks and --iters must be >= 1, --warmup >= 0", fields=("ranks", "iters", "warmup"))
+    if spec.backend == "mpi" and spec.gpus_per_node > 0:
+        raise UsageError(
+            f"--backend mpi {verb} host (numpy) buffers, a fraction of what the GPUs' own path "
+            "reaches: with --gpus-per-node use --backend torch (NCCL on device buffers)",
+            fields=("backend", "gpus_per_node"),
+        )
+
+
+def bench_args(spec: "RunSpec") -> list[str]:
+    return [
+        "--backend",
+        spec.backend,
+        "--min-bytes",
+        str(spec.min_bytes),
+        "--max-bytes",
+        str(spec.max_bytes),
+        "--warmup",
+        str(spec.warmup),
+        "--iters",
+        str(spec.iters),
+        "--verbose",
+    ]
+
+
+def assemble(records: list[dict], kind: str, world_size: int) -> tuple[dict, list[str]]:
+    """Rank 0's rows (times are already the slowest rank's); correct only if every rank's values were."""
+    ranks, problems = by_rank(records, kind, world_size)
+    if not ranks:
+        return {}, problems
+    wrong = sorted(rank for rank, r in ranks.items() if not r["correct"])
+    if wrong:
+        problems.append(f"{kind} gave wrong values on ranks {wrong}")
+    first = ranks[min(ranks)]
+    return {
+        "backend": first["backend"],
+        "sizes": first["sizes"],
+        "p2p": first.get("p2p", []),
+        "peak_busbw_gbit_s": max((row["busbw_gbit_s"] for row in first["sizes"]), default=None),
+        "correct": not wrong,
+        "backend_info": first.get("backend_info", {}),
+        "sweep": first.get("sweep"),  # the top size asked and used (cut to the GPU's memory); None before it
+        "versions": first.get("versions", {}),
+        "hosts": sorted({r["host"] for r in ranks.values()}),
+    }, problems
+
+
+def table(fields: ResultSchema, collective: str) -> Table:
+    """One row per size; point-to-point figures and a failure in the caption."""
+    rate = number(fields.link_rate_gbit_s)
+    title = f"{collective} ({getattr(fields, 'backend', None)}, {fields.world_size} ranks"
+    title += f", link {rate:g} Gbit/s)" if rate else ")"
+    from rich.table import Table  # drawn only: reading a result needs no rich
+
+    out = Table(title=title)
+    for column in ("bytes", "time us", "algbw Gbit/s", "busbw Gbit/s") + (("busbw/link",) if rate else ()) + ("error",):
+        out.add_column(column, justify="right")
+    for row in rows_of(fields):
+        busbw = number(row.busbw_gbit_s)
+        cells = [
+            str(row.bytes and int(row.bytes)),
+            fmt(row.time_us, ".1f"),
+            fmt(row.algbw_gbit_s, ".3f"),
+            fmt(busbw, ".3f"),
+        ]
+        if rate:
+            cells.append(fmt(busbw and busbw / rate, ".2f"))
+        out.add_row(*cells, fmt(getattr(row, "max_abs_error", None), "g"))
+    for row in getattr(fields, "p2p", None) or []:
+        if isinstance(row, dict):
+            out.caption = (out.caption or "") + (
+                f"p2p {row.get('bytes')} B: {fmt(row.get('time_us'), '.1f')} us one "
+                f"way, {fmt(row.get('bandwidth_gbit_s'), '.3f')} Gbit/s.  "
+            )
+    if fields.status != "ok":
+        out.caption = (out.caption or "") + status_cell(fields)
+    return out
+
+
+def own_bytes(
+    fields: ResultSchema, ranks: int, per_node: int, factor: float, words: str
+) -> Optional[tuple[float, str]]:
+    """Sizes x (iterations + warm-up + the check) x the collective's factor x 2 ways, and the
+    point-to-point rows both ways."""
+    rows = rows_of(fields)
+    if not rows:
+        return None
+    warmup = number(getattr(fields.spec, "warmup", None)) or 0
+
+    def moved(row: Any) -> float:
+        get = row.get if isinstance(row, dict) else lambda name: getattr(row, name, None)
+        return (number(get("bytes")) or 0) * ((number(get("n_samples")) or 0) + warmup + 1)
+
+    p2p = sum(moved(r) * 2 for r in getattr(fields, "p2p", None) or [] if isinstance(r, dict))
+    return sum(
+        moved(r) for r in rows
+    ) * factor * per_node * 2 + p2p, f"{words} sizes x (iterations + warm-up) x {factor:g} x 2 ways"
