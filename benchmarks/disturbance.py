@@ -17,8 +17,12 @@ named with the right cause, the share of quiet runs flagged, and for every flagg
 what the sampler named (others' processes on a shared machine are real disturbances the
 battery did not plant). The machine's load (/proc/loadavg) before every run is printed too.
 
-    python benchmarks/disturbance.py                       # 3 rounds of every cause
-    python benchmarks/disturbance.py --rounds 1 --causes quiet,cpu,stopped --json out.json
+Last, the verdict a planted disturbance flips when the record is ignored and that comes out
+right when it is used (benchmarks/disturbance_verdict.py; --verdict-repetitions 0 leaves it out).
+
+    python benchmarks/disturbance.py                       # 3 rounds of every cause, the verdict
+    python benchmarks/disturbance.py --rounds 1 --causes quiet,cpu,stopped --verdict-repetitions 0 --json out.json
+    python benchmarks/disturbance.py --rounds 0 --verdict-repetitions 4
 """
 
 from __future__ import annotations
@@ -28,31 +32,26 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import TypedDict
 
-from launch.disturbance.judge import SIGNALS
-from launch.errors import UsageError
-from launch.runs.run import execute_run, prepare
-from launch.ranks.runspec import RunSpec
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+# the battery's parts (benchmarks/planting.py, benchmarks/disturbance_verdict.py)
+from benchmarks.disturbance_verdict import demonstrate, print_demonstration  # noqa: E402
+from benchmarks.planting import HOG_NAME, background_traffic, cpu_hogs, memory_pressure, stopped_rank  # noqa: E402
+from launch.disturbance.judge import SIGNALS  # noqa: E402
+from launch.errors import UsageError  # noqa: E402
+from launch.runs.run import execute_run, prepare  # noqa: E402
+from launch.ranks.runspec import RunSpec  # noqa: E402
 
 CAUSES = ("quiet", "cpu", "memory", "stopped", "traffic")
 RIGHT = {"cpu": "cpu", "memory": "memory", "stopped": "stopped", "traffic": "traffic"}  # planted -> signal
-STOP_S = 1.0
-MEMORY_LIMIT_BYTES = 48 << 20
-MEMORY_FILE_MB = 200
-CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
-HOG_NAME = "fb-battery-hog"  # its comm: the cpu cause is right only where the sampler names it
-HOG = (
-    f"import os, sys\nopen('/proc/self/comm', 'w').write({HOG_NAME!r})\n"
-    "os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
-)
 
 
 class Workload(TypedDict):
@@ -67,8 +66,8 @@ class Workload(TypedDict):
     batches_per_iter: int
 
 
-def spec_for(cause: str, iters: int) -> RunSpec:
-    common: Workload = {
+def workload(iters: int) -> Workload:
+    return {
         "engine": "ddp",
         "model": "resnet18",
         "image_size": 32,
@@ -77,148 +76,13 @@ def spec_for(cause: str, iters: int) -> RunSpec:
         "iters": iters,
         "batches_per_iter": 2,
     }
+
+
+def spec_for(cause: str, iters: int) -> RunSpec:
+    common = workload(iters)
     if cause in ("traffic", "quiet-emulated"):
         return RunSpec(launcher="emulated", nodes=2, ranks=2, fabric="emu-eth-10g", **common)
     return RunSpec(ranks=2, **common)
-
-
-# ------------------------------------------------------------------ planting
-
-
-@contextlib.contextmanager
-def cpu_hogs(pids: list[int]):
-    """One busy process on each core this process may use (the run's cores: it is not pinned)."""
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in sorted(os.sched_getaffinity(0))]
-    pids += [h.pid for h in hogs]
-    try:
-        yield
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
-
-
-@contextlib.contextmanager
-def memory_pressure(pids: list[int]):
-    """A writer/reader in a small memory cgroup (v1): its page cache is reclaimed as it goes."""
-    if not (CGROUP_MEMORY / "memory.limit_in_bytes").exists():
-        raise UsageError(f"no cgroup v1 memory controller at {CGROUP_MEMORY}: the memory cause cannot be planted")
-    group = CGROUP_MEMORY / f"fabric-bench-battery-{os.getpid()}"
-    group.mkdir()
-    scratch = tempfile.NamedTemporaryFile(prefix="fabric-bench-battery-", delete=False)
-    scratch.close()
-    loop = (
-        f"echo $$ > {group}/cgroup.procs; while true; do dd if=/dev/zero of={scratch.name} bs=1M "
-        f"count={MEMORY_FILE_MB} 2>/dev/null; cat {scratch.name} > /dev/null; done"
-    )
-    try:
-        (group / "memory.limit_in_bytes").write_text(str(MEMORY_LIMIT_BYTES))
-        writer = subprocess.Popen(["sh", "-c", loop], start_new_session=True)
-        pids.append(writer.pid)
-        try:
-            yield
-        finally:
-            os.killpg(writer.pid, signal.SIGKILL)
-            writer.wait()
-    finally:
-        for _ in range(50):  # the cgroup empties once the killed processes are reaped
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
-        os.unlink(scratch.name)
-
-
-def heartbeats(record_dir: Path) -> list[dict]:
-    beats = []
-    for path in record_dir.glob("heartbeat-*.json"):
-        try:
-            beats.append(json.loads(path.read_text().strip()))
-        except (OSError, ValueError):
-            continue
-    return beats
-
-
-@contextlib.contextmanager
-def stopped_rank(record_dir: Path, warmup: int, done: dict):
-    """SIGSTOP the last rank for STOP_S once its timed phase is under way, then SIGCONT."""
-    stop = threading.Event()
-
-    def plant():
-        while not stop.wait(0.05):
-            beats = [
-                b
-                for b in heartbeats(record_dir)
-                if b.get("phase") == "train" and b.get("batches_started", 0) >= warmup + 3
-            ]
-            if beats:
-                target = max(beats, key=lambda b: b["rank"])["pid"]
-                os.kill(target, signal.SIGSTOP)
-                time.sleep(STOP_S)
-                os.kill(target, signal.SIGCONT)
-                done["pid"] = target
-                return
-
-    with _beside_the_run(plant, stop):
-        yield
-
-
-@contextlib.contextmanager
-def _beside_the_run(plant, stop: threading.Event):
-    """`plant` in a thread while the run goes on; told to stop (and waited for) when it ends."""
-    thread = threading.Thread(target=plant, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
-@contextlib.contextmanager
-def background_traffic(cluster, pids: list[int], done: dict):
-    """iperf3 from node 0 to node 1 of the run's emulated cluster while it runs."""
-    stop = threading.Event()
-    procs: list[subprocess.Popen] = []
-
-    def plant():
-        node0, node1 = cluster.node(0), cluster.node(1)
-        while not stop.wait(0.2):  # the cluster comes up inside execute_run
-            names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-            if node0 in names and node1 in names:
-                break
-        else:
-            return
-        time.sleep(1.0)
-        procs.append(
-            subprocess.Popen(
-                ["ip", "netns", "exec", node1, "iperf3", "-s", "-B", cluster.address(1)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        )
-        time.sleep(0.5)
-        procs.append(
-            subprocess.Popen(
-                ["ip", "netns", "exec", node0, "iperf3", "-c", cluster.address(1), "-t", "600"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        )
-        pids.extend(p.pid for p in procs)
-        done["started"] = True
-
-    try:
-        with _beside_the_run(plant, stop):
-            yield
-    finally:
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
 
 
 # ------------------------------------------------------------------ one run
@@ -360,32 +224,48 @@ def uptime() -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=3, help="each round runs every cause once")
+    p.add_argument("--rounds", type=int, default=3, help="each round runs every cause once (0: the verdict only)")
     p.add_argument("--causes", default=",".join(CAUSES), help="comma list of " + ", ".join(CAUSES))
     p.add_argument("--iters", type=int, default=8, help="timed iterations per run")
+    p.add_argument(
+        "--verdict-repetitions",
+        type=int,
+        default=3,
+        help="repetitions per fabric of the flipped-verdict demonstration (needs root; 0 leaves it out)",
+    )
     p.add_argument("--results", type=Path, default=None, help="where the runs' results go (default: a temp dir)")
     p.add_argument("--json", type=Path, default=None, help="also write every run and the figures here")
     args = p.parse_args()
-    causes = [c for c in args.causes.split(",") if c]
+    causes = [c for c in args.causes.split(",") if c] if args.rounds else []
     unknown = [c for c in causes if c not in CAUSES]
-    if unknown or args.rounds < 1 or args.iters < 4:
+    if unknown or args.rounds < 0 or args.iters < 4 or not 0 <= args.verdict_repetitions <= 20:
         print(
             f"error: causes must be among {', '.join(CAUSES)} (got {', '.join(unknown) or '-'}); "
-            f"--rounds >= 1; --iters >= 4",
+            f"--rounds >= 0; --iters >= 4; --verdict-repetitions 0-20",
+            file=sys.stderr,
+        )
+        return 2
+    if not causes and not args.verdict_repetitions:
+        print("error: nothing to run: --rounds 0 and --verdict-repetitions 0", file=sys.stderr)
+        return 2
+    emulated = ("traffic" in causes) or args.verdict_repetitions > 0
+    if emulated and (os.geteuid() != 0 or shutil.which("iperf3") is None or shutil.which("ip") is None):
+        print(
+            "error: the traffic cause and the verdict demonstration run emulated clusters: they need root, ip "
+            "and iperf3 (make setup-test installs iperf3); --causes without traffic and --verdict-repetitions 0 "
+            "run without",
             file=sys.stderr,
         )
         return 2
     if "traffic" in causes:
-        if os.geteuid() != 0 or shutil.which("iperf3") is None or shutil.which("ip") is None:
-            print(
-                "error: the traffic cause needs root, ip and iperf3 (make setup-test installs iperf3)", file=sys.stderr
-            )
-            return 2
         causes.append("quiet-emulated")  # the traffic cause's quiet control, on the same launcher
     results = args.results or Path(tempfile.mkdtemp(prefix="fabric-bench-battery-"))
     started = uptime()
-    print(f"battery: {args.rounds} round(s) of {', '.join(causes)}; results under {results}\n{started}", flush=True)
+    print(
+        f"battery: {args.rounds} round(s) of {', '.join(causes) or '-'}; results under {results}\n{started}", flush=True
+    )
     runs = []
+    demo = None
     try:
         for round_ in range(args.rounds):
             order = causes[round_ % len(causes) :] + causes[: round_ % len(causes)]
@@ -397,13 +277,20 @@ def main() -> int:
                     f"{', '.join(run['named']) or '-'}  ({run['run_id']})",
                     flush=True,
                 )
+        if args.verdict_repetitions:
+            demo = demonstrate(
+                dict(workload(args.iters)), results, args.verdict_repetitions, lambda line: print(line, flush=True)
+            )
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    figures = confusion(runs)
-    print_figures(runs, figures, started, uptime())
+    figures = confusion(runs) if runs else None
+    if figures:
+        print_figures(runs, figures, started, uptime())
+    if demo:
+        print_demonstration(demo)
     if args.json:
-        args.json.write_text(json.dumps({"runs": runs, "figures": figures}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"runs": runs, "figures": figures, "verdict": demo}, indent=2) + "\n")
     return 0
 
 

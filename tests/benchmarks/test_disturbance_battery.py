@@ -1,17 +1,21 @@
 """The planted battery in its small form (benchmarks/disturbance.py): one quiet run, one with
 busy processes on the run's cores, one with a rank stopped for a second; the planted runs are
 named with their cause, the confusion matrix is printed, and no rank, hog or planted process
-is left. (Quiet runs are not asserted clean: the machine is shared; the battery reports them.)"""
+is left. (Quiet runs are not asserted clean: the machine is shared; the battery reports them.)
+And its verdict demonstration, small: a fabric verdict the planted runs turn into a difference
+that is not there, and the record takes back."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO, alive
+from tests.conftest import REPO, alive, need
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +31,8 @@ def test_the_small_battery_names_what_was_planted(tmp_path):
             "quiet,cpu,stopped",
             "--iters",
             "6",
+            "--verdict-repetitions",
+            "0",
             "--results",
             str(tmp_path / "runs"),
             "--json",
@@ -50,3 +56,47 @@ def test_the_small_battery_names_what_was_planted(tmp_path):
     assert data["figures"]["named_right"] == 2 and data["figures"]["planted_runs"] == 2
     pids = {pid for r in runs.values() for pid in r["rank_pids"] + r["planted_pids"]}
     assert len(pids) >= 8 and not alive(pids)  # 2 ranks a run, a hog per core
+
+
+def test_the_verdict_a_planted_disturbance_flips_is_taken_back_by_the_record(tmp_path):
+    need(os.geteuid() == 0 and shutil.which("iperf3") is not None, "emulated clusters need root (and iperf3)")
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks/disturbance.py"),
+            "--rounds",
+            "0",
+            "--verdict-repetitions",
+            "2",
+            "--iters",
+            "6",
+            "--results",
+            str(tmp_path / "runs"),
+            "--json",
+            str(tmp_path / "battery.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    demo = json.loads((tmp_path / "battery.json").read_text())["verdict"]
+    print(out.stdout[-1500:])
+    runs = demo["runs"]
+    planted = [r for r in runs if r["fabric"] == demo["planted"] and not r["remeasure_of"]]
+    repeats = [r for r in runs if r["remeasure_of"]]
+    assert len(planted) == 2 and all(r["verdict"] == "disturbed" for r in planted), runs
+    # every disturbed first run was measured again, the repeat naming it
+    assert {r["run_id"] for r in planted} <= {r["remeasure_of"]["run_id"] for r in repeats}
+    # without the record: busy processes on the planted side read as a slower fabric
+    without, with_record = demo["without_record"], demo["with_record"]
+    assert without["significant"] and "slower" in without["verdict"] and without["speed_ratio"] < 0.85, without
+    assert without["left_out"] == []
+    # with it: the disturbed runs are left out, named, and the two names of one link read alike
+    disturbed = {r["run_id"] for r in runs if r["verdict"] == "disturbed"}
+    assert set(with_record["left_out"]) == disturbed and with_record["runs"] >= 2
+    assert 0.8 < with_record["speed_ratio"] < 1.25, with_record
+    assert "verdict: emu-eth-10000m against emu-eth-10g" in out.stdout and "with the record" in out.stdout
+    pids = {pid for r in runs for pid in r["rank_pids"]} | set(demo["planted_pids"])
+    assert len(pids) >= 12 and not alive(pids)  # 2 ranks a run, 6 or more runs; a hog per core

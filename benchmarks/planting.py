@@ -1,0 +1,172 @@
+"""Planted disturbances: each a context manager that does one thing to a run while it goes
+on, and names the processes it started (`pids`) so a test can check none is left.
+
+    cpu_hogs            one busy process pinned to each core this process may use
+    memory_pressure     a writer/reader in a 48 MiB memory cgroup (v1): reclaim, PSI stalls
+    stopped_rank        the last rank SIGSTOPped for STOP_S once its timed phase is under way
+    background_traffic  iperf3 between the two nodes of an emulated cluster
+
+Used by the battery (benchmarks/disturbance.py) and its verdict demonstration
+(benchmarks/disturbance_verdict.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from launch.errors import UsageError
+
+STOP_S = 1.0
+MEMORY_LIMIT_BYTES = 48 << 20
+MEMORY_FILE_MB = 200
+CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
+HOG_NAME = "fb-battery-hog"  # its comm: the cpu cause is right only where the sampler names it
+HOG = (
+    f"import os, sys\nopen('/proc/self/comm', 'w').write({HOG_NAME!r})\n"
+    "os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+)
+
+
+@contextlib.contextmanager
+def cpu_hogs(pids: list[int]):
+    """One busy process on each core this process may use (the run's cores: it is not pinned)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in sorted(os.sched_getaffinity(0))]
+    pids += [h.pid for h in hogs]
+    try:
+        yield
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+@contextlib.contextmanager
+def memory_pressure(pids: list[int]):
+    """A writer/reader in a small memory cgroup (v1): its page cache is reclaimed as it goes."""
+    if not (CGROUP_MEMORY / "memory.limit_in_bytes").exists():
+        raise UsageError(f"no cgroup v1 memory controller at {CGROUP_MEMORY}: the memory cause cannot be planted")
+    group = CGROUP_MEMORY / f"fabric-bench-battery-{os.getpid()}"
+    group.mkdir()
+    scratch = tempfile.NamedTemporaryFile(prefix="fabric-bench-battery-", delete=False)
+    scratch.close()
+    loop = (
+        f"echo $$ > {group}/cgroup.procs; while true; do dd if=/dev/zero of={scratch.name} bs=1M "
+        f"count={MEMORY_FILE_MB} 2>/dev/null; cat {scratch.name} > /dev/null; done"
+    )
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(MEMORY_LIMIT_BYTES))
+        writer = subprocess.Popen(["sh", "-c", loop], start_new_session=True)
+        pids.append(writer.pid)
+        try:
+            yield
+        finally:
+            os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait()
+    finally:
+        for _ in range(50):  # the cgroup empties once the killed processes are reaped
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+        os.unlink(scratch.name)
+
+
+def heartbeats(record_dir: Path) -> list[dict]:
+    beats = []
+    for path in record_dir.glob("heartbeat-*.json"):
+        try:
+            beats.append(json.loads(path.read_text().strip()))
+        except (OSError, ValueError):
+            continue
+    return beats
+
+
+@contextlib.contextmanager
+def stopped_rank(record_dir: Path, warmup: int, done: dict):
+    """SIGSTOP the last rank for STOP_S once its timed phase is under way, then SIGCONT."""
+    stop = threading.Event()
+
+    def plant():
+        while not stop.wait(0.05):
+            beats = [
+                b
+                for b in heartbeats(record_dir)
+                if b.get("phase") == "train" and b.get("batches_started", 0) >= warmup + 3
+            ]
+            if beats:
+                target = max(beats, key=lambda b: b["rank"])["pid"]
+                os.kill(target, signal.SIGSTOP)
+                time.sleep(STOP_S)
+                os.kill(target, signal.SIGCONT)
+                done["pid"] = target
+                return
+
+    with beside_the_run(plant, stop):
+        yield
+
+
+@contextlib.contextmanager
+def beside_the_run(plant, stop: threading.Event):
+    """`plant` in a thread while the run goes on; told to stop (and waited for) when it ends."""
+    thread = threading.Thread(target=plant, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextlib.contextmanager
+def background_traffic(cluster, pids: list[int], done: dict):
+    """iperf3 from node 0 to node 1 of the run's emulated cluster while it runs."""
+    stop = threading.Event()
+    procs: list[subprocess.Popen] = []
+
+    def plant():
+        node0, node1 = cluster.node(0), cluster.node(1)
+        while not stop.wait(0.2):  # the cluster comes up inside execute_run
+            names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+            if node0 in names and node1 in names:
+                break
+        else:
+            return
+        time.sleep(1.0)
+        procs.append(
+            subprocess.Popen(
+                ["ip", "netns", "exec", node1, "iperf3", "-s", "-B", cluster.address(1)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
+        time.sleep(0.5)
+        procs.append(
+            subprocess.Popen(
+                ["ip", "netns", "exec", node0, "iperf3", "-c", cluster.address(1), "-t", "600"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
+        pids.extend(p.pid for p in procs)
+        done["started"] = True
+
+    try:
+        with beside_the_run(plant, stop):
+            yield
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
