@@ -16,12 +16,15 @@ import statistics
 from typing import Any
 
 from launch.disturbance.gpu import GpuReading, gpu_signal, gpu_words
+from launch.disturbance.link import link_signal, link_words, node_link
+from launch.disturbance.nodes import gpu_reading_from, snapshot_from
 from launch.disturbance.sample import PAGE_BYTES, TICKS_PER_S, Snapshot
 from launch.disturbance.steps import series_figures, step_times
 
 # cause names: what `causes[].signal` holds and the battery's confusion matrix is keyed by
 CPU, STEAL, MEMORY, STOPPED, TRAFFIC, GPU, STEPS = "cpu", "steal", "memory", "stopped", "traffic", "gpu", "steps"
-SIGNALS = (CPU, STEAL, MEMORY, STOPPED, TRAFFIC, GPU, STEPS)
+LINK = "link"  # a rate-limited node, among several (launch.disturbance.link)
+SIGNALS = (CPU, STEAL, MEMORY, STOPPED, TRAFFIC, GPU, LINK, STEPS)
 VERDICTS = ("clean", "disturbed", "not recorded")
 
 OTHER_CORES_LIMIT = 0.25  # other processes' CPU, in cores, averaged over the window
@@ -216,6 +219,8 @@ def cause_words(signal: str, figures: dict, seconds: float, window: str = "the t
         )
     if signal == GPU:
         return gpu_words(figures)
+    if signal == LINK:
+        return link_words(figures)
     return "the steps were not steady: " + "; ".join(figures.get("reasons", []))
 
 
@@ -230,6 +235,57 @@ def steps_signal(result: dict) -> dict:
     return series_figures(step_times(samples, kind.metric.higher_is_better))
 
 
+def host_signals(
+    snapshots: list[Snapshot],
+    window: dict | None,
+    result: dict,
+    interval: float,
+    gpu_readings: list[GpuReading] | None = None,
+) -> tuple[dict[str, dict], dict | None]:
+    """One host's signals over the timed window (cpu, steal, memory, stopped, traffic, gpu), and the
+    window with how much of it the snapshots covered; no signals where they do not bracket it."""
+    signals: dict[str, dict] = {}
+    if window is None or len(snapshots) < 2:
+        return signals, window
+    span = bracket(snapshots, window["start_unix"], window["end_unix"])
+    if len(span) < 2:
+        return signals, window
+    seconds = span[-1].time_unix - span[0].time_unix
+    window = {
+        **window,
+        "seconds": round(window["end_unix"] - window["start_unix"], 3),
+        "sampled_seconds": round(seconds, 3),
+        "snapshots": len(span),
+    }
+    signals[CPU], signals[STEAL] = cpu_signal(span, seconds)
+    signals[MEMORY] = memory_signal(span, seconds)
+    signals[STOPPED] = stopped_signal(span, interval)
+    signals[TRAFFIC] = traffic_signal(span, result)
+    if gpu_readings is not None:  # the run asked for GPUs and this host has nvidia-smi
+        # the readings inside the window, and the last one, taken as the run ended
+        inside = [r for r in gpu_readings if window["start_unix"] <= r.time_unix <= window["end_unix"]]
+        later = [r for r in gpu_readings if r.time_unix > window["end_unix"]]
+        signals[GPU] = gpu_signal(inside + later[:1])
+    return signals, window
+
+
+def causes_of(signals: dict[str, dict], seconds: float, node: str | None = None) -> list[dict]:
+    """One cause per disturbed signal, in SIGNALS order; on a node of several, named by it."""
+    return [
+        {
+            "signal": name,
+            "words": (f"{node}: " if node else "") + cause_words(name, signals[name], seconds),
+            **({"node": node} if node else {}),
+        }
+        for name in SIGNALS
+        if signals.get(name, {}).get("verdict") == "disturbed"
+    ]
+
+
+def verdict_of(causes: list[dict], measured: bool) -> str:
+    return "disturbed" if causes else "clean" if measured else "not recorded"
+
+
 def record(
     snapshots: list[Snapshot],
     records: list[dict],
@@ -239,10 +295,9 @@ def record(
     host: str | None = None,
     gpu_readings: list[GpuReading] | None = None,
 ) -> dict:
-    """The disturbance record of one run (what result.json's `disturbance` holds)."""
+    """The disturbance record of one run sampled on this host (what result.json's `disturbance` holds)."""
     from launch.results.result import typed
 
-    window = window_of(records)
     fields = typed(result)
     hosts = list(fields.hosts or []) if fields is not None else []
     sampler = {
@@ -250,36 +305,80 @@ def record(
         "host": host,
         "not_sampled_hosts": sorted({h for h in hosts if host and h != host and not h.startswith("fbemu-")}),
     }
-    signals: dict[str, dict] = {STEPS: steps_signal(result)}
-    if window is not None and len(snapshots) >= 2:
-        span = bracket(snapshots, window["start_unix"], window["end_unix"])
-        if len(span) >= 2:
-            seconds = span[-1].time_unix - span[0].time_unix
-            window = {
-                **window,
-                "seconds": round(window["end_unix"] - window["start_unix"], 3),
-                "sampled_seconds": round(seconds, 3),
-                "snapshots": len(span),
-            }
-            signals[CPU], signals[STEAL] = cpu_signal(span, seconds)
-            signals[MEMORY] = memory_signal(span, seconds)
-            signals[STOPPED] = stopped_signal(span, interval)
-            signals[TRAFFIC] = traffic_signal(span, result)
-            if gpu_readings is not None:  # the run asked for GPUs and this host has nvidia-smi
-                # the readings inside the window, and the last one, taken as the run ended
-                inside = [r for r in gpu_readings if window["start_unix"] <= r.time_unix <= window["end_unix"]]
-                later = [r for r in gpu_readings if r.time_unix > window["end_unix"]]
-                signals[GPU] = gpu_signal(inside + later[:1])
+    here, window = host_signals(snapshots, window_of(records), result, interval, gpu_readings)
+    signals = {STEPS: steps_signal(result), **here}
+    causes = causes_of(signals, (window or {}).get("sampled_seconds", 0.0))
     measured_host = any(s in signals for s in (CPU, MEMORY))
-    causes = [
-        {"signal": name, "words": cause_words(name, signals[name], (window or {}).get("sampled_seconds", 0.0))}
-        for name in SIGNALS
-        if signals.get(name, {}).get("verdict") == "disturbed"
-    ]
-    if causes:
-        verdict = "disturbed"
-    elif measured_host:
-        verdict = "clean"
-    else:
-        verdict = "not recorded"
-    return {"verdict": verdict, "causes": causes, "window": window, "signals": signals, "sampler": sampler}
+    return {
+        "verdict": verdict_of(causes, measured_host),
+        "causes": causes,
+        "window": window,
+        "signals": signals,
+        "sampler": sampler,
+    }
+
+
+def node_record(data: dict, records: list[dict], result: dict) -> dict:
+    """One node's record from its sampler's file (launch.disturbance.nodes): its verdict, causes,
+    signals, window and the sampler's cost; a file that does not hold snapshots reads as not sampled."""
+    host = str(data.get("host") or "?")
+    try:
+        snapshots = [snapshot_from(s) for s in data["snapshots"]]
+        readings = [gpu_reading_from(r) for r in data.get("gpu_readings", [])] if data.get("gpus") else None
+        interval = float(data.get("interval_s", 0.5))
+    except (KeyError, TypeError, ValueError) as exc:
+        return {"verdict": "not recorded", "why": f"unreadable sampler file ({type(exc).__name__})", "causes": []}
+    signals, window = host_signals(snapshots, window_of(records), result, interval, readings)
+    causes = causes_of(signals, (window or {}).get("sampled_seconds", 0.0), host)
+    return {
+        "verdict": verdict_of(causes, any(s in signals for s in (CPU, MEMORY))),
+        "causes": causes,
+        "window": window,
+        "signals": signals,
+        "sampler": {**(data["cost"] if isinstance(data.get("cost"), dict) else {}), "host": host},
+    }
+
+
+def nodes_record(
+    files: dict[str, dict], records: list[dict], result: dict, here_cost: dict | None, here_host: str | None
+) -> dict:
+    """The record of a run sampled on every node (under Slurm): each node judged on its own
+    snapshots, the nodes' links against each other, the steps once. fabric-bench's own host
+    holds no rank here: its sampler's cost is kept, its load is not judged."""
+    from launch.results.result import typed
+
+    nodes = {host: data if "error" in data else node_record(data, records, result) for host, data in files.items()}
+    for host, node in nodes.items():
+        if "error" in node:
+            nodes[host] = {"verdict": "not recorded", "why": node["error"], "causes": []}
+    links = {
+        host: link_of_node(data)
+        for host, data in files.items()
+        if "error" not in data and data.get("interface") and isinstance(data.get("link"), list)
+    }
+    interface = next((str(d["interface"]) for d in files.values() if d.get("interface")), "")
+    signals = {STEPS: steps_signal(result), LINK: link_signal(links, interface)}
+    fields = typed(result)
+    hosts = sorted(set(fields.hosts or [])) if fields is not None else []
+    window = next((n["window"] for n in nodes.values() if n.get("window")), window_of(records))
+    causes = causes_of(signals, (window or {}).get("sampled_seconds", 0.0))
+    for host in sorted(nodes):
+        causes += nodes[host]["causes"]
+    measured = any(n["verdict"] in ("clean", "disturbed") for n in nodes.values())
+    return {
+        "verdict": verdict_of(causes, measured),
+        "causes": causes,
+        "window": window,
+        "signals": signals,
+        "nodes": nodes,
+        "sampler": {
+            **(here_cost or {}),
+            "host": here_host,
+            "per_node": True,
+            "not_sampled_hosts": sorted(h for h in hosts if h not in nodes),
+        },
+    }
+
+
+def link_of_node(data: dict) -> dict:
+    return node_link([r for r in data["link"] if isinstance(r, dict)])

@@ -15,7 +15,8 @@ already watches): no extra process, nothing per rank. Each snapshot holds
 Where the run asked for GPUs and this host has nvidia-smi, every GPU_INTERVAL_S it also reads
 the GPUs' clock-event reasons, clocks and processes (launch.disturbance.gpu).
 
-Only this host is sampled; ranks on other nodes are named as not sampled (launch.runs.run).
+Only this host is sampled here; under Slurm every node of the run runs this sampler on its own
+(launch.disturbance.nodes); elsewhere ranks on other nodes are named as not sampled.
 The sampler times itself: `cost` is the CPU its own reads took (nvidia-smi's included).
 """
 

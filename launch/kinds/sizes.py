@@ -208,18 +208,32 @@ def table(fields: ResultSchema, collective: str) -> Table:
 def own_bytes(
     fields: ResultSchema, ranks: int, per_node: int, factor: float, words: str
 ) -> Optional[tuple[float, str]]:
-    """Sizes x (iterations + warm-up + the check) x the collective's factor x 2 ways, and the
-    point-to-point rows both ways."""
+    """Every operation a size ran (bench.allreduce.back_to_back: the warm-up, its first single
+    operation included, then samples of ops_per_sample operations each; the same again out of
+    place; the check) x its bytes x the collective's factor x 2 ways, and the point-to-point
+    round trips (warm-up + samples + one) both ways."""
     rows = rows_of(fields)
     if not rows:
         return None
     warmup = number(getattr(fields.spec, "warmup", None)) or 0
 
-    def moved(row: Any) -> float:
-        get = row.get if isinstance(row, dict) else lambda name: getattr(row, name, None)
-        return (number(get("bytes")) or 0) * ((number(get("n_samples")) or 0) + warmup + 1)
+    def field(row: Any, name: str) -> Optional[float]:
+        return number(row.get(name) if isinstance(row, dict) else getattr(row, name, None))
 
-    p2p = sum(moved(r) * 2 for r in getattr(fields, "p2p", None) or [] if isinstance(r, dict))
-    return sum(
-        moved(r) for r in rows
-    ) * factor * per_node * 2 + p2p, f"{words} sizes x (iterations + warm-up) x {factor:g} x 2 ways"
+    def operations(row: Any) -> float:
+        return warmup + (field(row, "n_samples") or 0) * (field(row, "ops_per_sample") or 1)
+
+    def moved(row: Any) -> float:
+        out_of_place = row.get("out_of_place") if isinstance(row, dict) else getattr(row, "out_of_place", None)
+        ops = operations(row) + 1 + (operations(out_of_place) if out_of_place else 0)
+        return (field(row, "bytes") or 0) * ops
+
+    p2p = sum(
+        (field(r, "bytes") or 0) * ((field(r, "n_samples") or 0) + warmup + 1) * 2
+        for r in getattr(fields, "p2p", None) or []
+        if isinstance(r, dict)
+    )
+    return (
+        sum(moved(r) for r in rows) * factor * per_node * 2 + p2p,
+        f"{words} sizes x operations (warm-up, samples x ops, out of place, check) x {factor:g} x 2 ways",
+    )

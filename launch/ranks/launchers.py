@@ -175,9 +175,16 @@ def mpirun(spec: RunSpec, plan: Plan) -> Command:
     return Command(mpirun_argv(spec, plan, env, tool_path("mpirun")) + ranks, env)
 
 
+def ranks_step_name(run_dir: Path) -> str:
+    """The name of a run's ranks' srun step: how the per-node samplers find its job
+    (launch.disturbance.nodes) wherever srun runs (an allocation, its own job, a batch job)."""
+    return f"fabric-bench-{run_dir.name}"
+
+
 def srun_argv(spec: RunSpec, plan: Plan, env: dict[str, str]) -> list[str]:
     argv = [
         "srun",
+        f"--job-name={ranks_step_name(plan.record_dir.parent)}",
         f"--mpi={spec.mpi_plugin}",
         f"--nodes={spec.nodes}",
         f"--ntasks={spec.ranks}",

@@ -104,11 +104,13 @@ class Spec(Open):
 
 
 class Cause(Open):
-    """One named cause of a disturbance: the signal (cpu, steal, memory, stopped, traffic, gpu, steps)
-    and what it was, in words ("other processes used 0.92 of a core during the timed window")."""
+    """One named cause of a disturbance: the signal (cpu, steal, memory, stopped, traffic, gpu, link,
+    steps), what it was, in words ("other processes used 0.92 of a core during the timed window"),
+    and, where every node of the run was sampled on its own, the node it was seen on."""
 
     signal: Text = None
     words: Text = None
+    node: Text = None
 
 
 Causes = Annotated[
@@ -119,7 +121,8 @@ Causes = Annotated[
 
 class Disturbance(Open):
     """Was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md).
-    `signals` holds each signal's figures, limit and verdict; `sampler` the sampler's own cost."""
+    `signals` holds each signal's figures, limit and verdict; `sampler` the sampler's own cost;
+    `nodes`, where a Slurm run's nodes were each sampled on their own, each node's record."""
 
     verdict: Annotated[
         Optional[str], shape(lambda v: v in DISTURBANCE_VERDICTS, "is not one of " + ", ".join(DISTURBANCE_VERDICTS))
@@ -128,6 +131,7 @@ class Disturbance(Open):
     signals: Object = None
     window: Object = None
     sampler: Object = None
+    nodes: Object = None
 
     @property
     def disturbed(self) -> bool:

@@ -16,10 +16,11 @@ from launch.results import plausibility, store, transport
 from launch.ranks.command import Command
 from launch.kinds import trains
 from launch.ranks.execute import execute
-from launch.ranks.launchers import Plan, build_command, launcher_of, sbatch_script
+from launch.ranks.launchers import Plan, build_command, launcher_of, rank_env, ranks_step_name, sbatch_script
 from launch.ranks.heartbeat import StallWatch, stall_reason
 from launch.disturbance import gpu as gpu_readings
 from launch.disturbance import judge as disturbance
+from launch.disturbance.nodes import NodeSamplers, RunSampler
 from launch.disturbance.sample import Sampler
 from launch.results.assemble import assemble, build, new_run_id, progress_of, write_result
 from launch.ranks.runspec import RunSpec
@@ -89,9 +90,33 @@ def disturbance_sampler(spec: RunSpec, prepared: Prepared):
     the GPUs where the run asked for them and nvidia-smi is here."""
     from bench.placement import traffic_nic
 
-    nic, _ = traffic_nic(prepared.command.env)
+    nic, _ = traffic_nic(rank_env(spec, prepared.plan))  # a batch job's command carries no env: its script does
     gpus = spec.gpus_per_node > 0 and gpu_readings.available()
-    return lambda keeper_pid: Sampler(keeper_pid, prepared.plan.record_dir, (nic,) if nic else (), gpus=gpus)
+    record_dir = prepared.plan.record_dir
+
+    def sampler(keeper_pid: int) -> RunSampler:
+        here = Sampler(keeper_pid, record_dir, (nic,) if nic else (), gpus=gpus)
+        if not launcher_of(spec).slurm:
+            return RunSampler(here)
+        step = ranks_step_name(prepared.run_dir)
+        return RunSampler(here, NodeSamplers(record_dir, step, spec.nodes, nic, spec.gpus_per_node > 0))
+
+    return sampler
+
+
+def disturbance_record(sampler: RunSampler, records: list[dict], so_far: dict) -> dict:
+    """The run's disturbance record: every node's where a Slurm run's nodes were sampled
+    (launch.disturbance.nodes), else this host's, naming the hosts it could not see."""
+    here, host = sampler.here, socket.gethostname()
+    files = sampler.nodes.files() if sampler.nodes is not None else {}
+    if files:
+        return disturbance.nodes_record(files, records, so_far, here.cost(), host)
+    found = disturbance.record(
+        here.snapshots, records, so_far, here.interval, here.cost(), host, here.gpu_readings if here.gpus else None
+    )
+    if sampler.nodes is not None:  # why the nodes' own samplers left nothing
+        found["sampler"]["nodes_not_sampled"] = sampler.nodes.why_not or "no node sampler wrote a file"
+    return found
 
 
 def result_origin() -> dict:
@@ -219,17 +244,7 @@ def execute_run(
         assembled,
         lambda _: ended_early(outcome, reason, records),
         # was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md)
-        lambda so_far: {
-            "disturbance": disturbance.record(
-                sampler.snapshots,
-                records,
-                so_far,
-                sampler.interval,
-                sampler.cost(),
-                socket.gethostname(),
-                sampler.gpu_readings if sampler.gpus else None,
-            )
-        },
+        lambda so_far: {"disturbance": disturbance_record(sampler, records, so_far)},
         lambda so_far: transport.fields(so_far, log_path),
         # is the number normal for this link? (launch.results.plausibility: busbw / line rate, GPUDirect asked vs seen)
         lambda so_far: {"plausibility": plausibility.verdict(so_far, prepared.preset.link_gbit_s)},

@@ -351,3 +351,37 @@ def test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes(tmp_
         two["transport"]["observed"]["mpi"]["btl"] == ["tcp"] and 0 < two["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
     )
     assert not alive(ranks)
+
+
+def test_every_node_of_a_slurm_run_is_sampled_on_its_own_and_a_rate_limited_node_is_named(tmp_path):
+    """Per-node sampling (launch.disturbance.nodes): under srun and under sbatch, one sampler task
+    per node attached to the ranks' job; each node judged on its own /proc and interface; node
+    n1, shaped to a quarter of the others' rate, named by the link signal and nothing else
+    named for it; the benchmark's own traffic not taken for foreign; no sampler left after."""
+    with cluster("--slow", "n1", nodes=2) as (name, env, _):
+        site = tmp_path / "site.toml"
+        assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
+        for launcher in ("srun", "sbatch"):
+            out = tmp_path / launcher
+            proc = fabric_bench(
+                "run", "--site", str(site), "--launcher", launcher, "--fabric", "ethernet",
+                "--benchmark", "allreduce", "--min-bytes", str(2**20), "--max-bytes", str(2**20),
+                "--iters", "10", "--warmup", "2", "--nodes", "2", "--ranks", "2", "--runtime", "host",
+                "--results", str(out), env=env, timeout=600,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+            run_dir = next(out.glob("*/result.json")).parent
+            record = json.loads((run_dir / "result.json").read_text())["disturbance"]
+            assert set(record["nodes"]) == {"n0", "n1"} and record["sampler"]["per_node"] is True, record
+            link = record["signals"]["link"]
+            assert link["rate_limited"] == ["n1"] and link["nodes"]["n1"]["rate_bit_s"] == RATE_BIT_S / 4, link
+            assert "a rate-limited node: n1's egress on fbemu0" in proc.stdout.replace("\n", " ")
+            for host, node in record["nodes"].items():
+                assert node["sampler"]["host"] == host and node["window"]["snapshots"] >= 2, node
+                assert node["signals"]["traffic"]["verdict"] == "clean", node["signals"]["traffic"]
+            sampler_pids = [json.loads(p.read_text())["pid"] for p in (run_dir / "ranks").glob("node-*.json")]
+            assert len(sampler_pids) == 2 and not alive(sampler_pids)
+        ranks = rank_pids(tmp_path)
+    assert ranks and not alive(ranks)
+    left = subprocess.run(["pgrep", "-f", "launch.disturbance.nodes"], capture_output=True, text=True).stdout
+    assert left.strip() == ""

@@ -109,7 +109,8 @@ def test_snapshots_hold_the_fabric_selection(host_independent):
     assert "--env" not in argv and "NCCL_IB_HCA==mlx5_0" in inside and "OMPI_MCA_pml=ucx" in inside
     assert "/dev/infiniband:/dev/infiniband" in argv and ib["env"]["NCCL_NET_GDR_LEVEL"] == "PHB"
     eth = render(case("host", "srun", "ethernet"))
-    assert eth["argv"][:2] == ["srun", "--mpi=pmix"] and "NCCL_NET" not in eth["env"]  # CPU run: no NCCL
+    # the ranks' step is named after the run: the per-node samplers find its job by it
+    assert eth["argv"][:3] == ["srun", "--job-name=fabric-bench-RUN", "--mpi=pmix"] and "NCCL_NET" not in eth["env"]
     assert eth["env"]["OMPI_MCA_btl_tcp_if_include"] == "eth0"
     sling = render(case("podman", "sbatch", "slingshot"))
     assert "/opt/cray/libfabric/1.15.2.0/lib64:/opt/host/libfabric" in sling["script"]
