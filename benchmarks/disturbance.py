@@ -11,6 +11,10 @@ once, the order rotated round by round), all real: real ranks, real /proc, real 
     stopped   the last rank SIGSTOPped for STOP_S seconds in its timed phase, then SIGCONT
     traffic   iperf3 between the two emulated nodes of an emulated-launcher run (needs root,
               ip netns and iperf3); its quiet control is an emulated run with nothing planted
+    rate-limited  node n1's egress shaped to a quarter of its link for the run, on a 2-node
+              emulated Slurm cluster (srun; every node sampled on its own: needs root and
+              slurm-wlm); right only where n1 is the node named; its quiet control is a
+              run on the same cluster with nothing planted
 
 It prints the confusion matrix (planted cause x signal named), the share of planted runs
 named with the right cause, the share of quiet runs flagged, and for every flagged quiet run
@@ -44,14 +48,26 @@ if str(REPO) not in sys.path:
 
 # the battery's parts (benchmarks/planting.py, benchmarks/disturbance_verdict.py)
 from benchmarks.disturbance_verdict import demonstrate, print_demonstration  # noqa: E402
-from benchmarks.planting import HOG_NAME, background_traffic, cpu_hogs, memory_pressure, stopped_rank  # noqa: E402
+from benchmarks.planting import (  # noqa: E402
+    HOG_NAME,
+    background_traffic,
+    cpu_hogs,
+    memory_pressure,
+    rate_limited_node,
+    slurm_cluster,
+    stopped_rank,
+)
 from launch.disturbance.judge import SIGNALS  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
+from launch.fleet.emulate import slurm_nodes  # noqa: E402
 from launch.runs.run import execute_run, prepare  # noqa: E402
 from launch.ranks.runspec import RunSpec  # noqa: E402
 
-CAUSES = ("quiet", "cpu", "memory", "stopped", "traffic")
-RIGHT = {"cpu": "cpu", "memory": "memory", "stopped": "stopped", "traffic": "traffic"}  # planted -> signal
+CAUSES = ("quiet", "cpu", "memory", "stopped", "traffic", "rate-limited")
+# planted -> signal
+RIGHT = {"cpu": "cpu", "memory": "memory", "stopped": "stopped", "traffic": "traffic", "rate-limited": "link"}
+SLURM_RATE = "1gbit"  # the rate-limited node's cluster: a quarter of it keeps a run under a minute
+LIMITED_NODE = 1
 
 
 class Workload(TypedDict):
@@ -78,10 +94,17 @@ def workload(iters: int) -> Workload:
     }
 
 
-def spec_for(cause: str, iters: int) -> RunSpec:
+def spec_for(cause: str, iters: int, slurm=None) -> RunSpec:
     common = workload(iters)
     if cause in ("traffic", "quiet-emulated"):
         return RunSpec(launcher="emulated", nodes=2, ranks=2, fabric="emu-eth-10g", **common)
+    if cause in ("rate-limited", "quiet-slurm"):
+        # the emulated nodes share this host's cores, and Slurm gives each node all of them: one
+        # thread per rank, or the two ranks' threads fight for the cores (quiet runs read steps 3x the median)
+        partition, threads = slurm[1].scheduler.partition, {"OMP_NUM_THREADS": "1"}
+        return RunSpec(
+            launcher="srun", nodes=2, ranks=2, fabric="ethernet", partition=partition, extra_env=threads, **common
+        )
     return RunSpec(ranks=2, **common)
 
 
@@ -92,9 +115,10 @@ def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def run_one(cause: str, results: Path, iters: int) -> dict:
-    spec = spec_for(cause, iters)
-    prepared = prepare(spec, results)
+def run_one(cause: str, results: Path, iters: int, slurm=None) -> dict:
+    """One run with `cause` planted; `slurm`: (cluster, site) of the emulated Slurm cluster."""
+    spec = spec_for(cause, iters, slurm)
+    prepared = prepare(spec, results, slurm[1] if spec.launcher == "srun" else None)
     planted_pids: list[int] = []
     done: dict = {}
     load = load_average()
@@ -107,6 +131,8 @@ def run_one(cause: str, results: Path, iters: int) -> dict:
         plant = stopped_rank(prepared.plan.record_dir, spec.warmup, done)
     elif cause == "traffic":
         plant = background_traffic(prepared.plan.emulated_cluster, planted_pids, done)
+    elif cause == "rate-limited":
+        plant = rate_limited_node(slurm[0], LIMITED_NODE)
     else:
         plant = contextlib.nullcontext()
     with plant:
@@ -129,6 +155,8 @@ def run_one(cause: str, results: Path, iters: int) -> dict:
         "traffic_started": done.get("started"),
         "rank_pids": sorted({r["pid"] for r in rank_records(prepared.plan.record_dir)}),
         "sampler": record.get("sampler"),
+        "rate_limited": ((record.get("signals") or {}).get("link") or {}).get("rate_limited"),
+        "nodes": sorted(record.get("nodes") or {}),
     }
 
 
@@ -149,6 +177,8 @@ def named_right(run: dict) -> bool:
     processes named (on a shared machine others' work alone can make the cpu signal fire)."""
     if RIGHT[run["cause"]] not in run["named"]:
         return False
+    if run["cause"] == "rate-limited":  # the shaped node, and only it
+        return run.get("rate_limited") == [f"n{LIMITED_NODE}"]
     return run["cause"] != "cpu" or any(t.get("name") == HOG_NAME for t in run.get("top") or [])
 
 
@@ -186,9 +216,9 @@ def confusion(runs: list[dict]) -> dict:
 def print_figures(runs: list[dict], figures: dict, started_load: str, ended_load: str) -> None:
     columns = (*SIGNALS, "none")
     print("\nconfusion matrix: planted cause (rows) x signal named (columns; a run may name several)")
-    print(f"{'planted':<9} {'runs':>4} " + " ".join(f"{c:>8}" for c in columns))
+    print(f"{'planted':<13} {'runs':>4} " + " ".join(f"{c:>8}" for c in columns))
     for cause, row in figures["matrix"].items():
-        print(f"{cause:<9} {figures['runs'][cause]:>4} " + " ".join(f"{row[c]:>8}" for c in columns))
+        print(f"{cause:<13} {figures['runs'][cause]:>4} " + " ".join(f"{row[c]:>8}" for c in columns))
     if figures["planted_runs"]:
         share = figures["named_right"] / figures["planted_runs"]
         print(
@@ -216,6 +246,22 @@ def print_figures(runs: list[dict], figures: dict, started_load: str, ended_load
             f"sampler cost: median {share[len(share) // 2]:.2%} of a core (range {share[0]:.2%} - {share[-1]:.2%}), "
             f"{per[len(per) // 2]:.2f} ms per snapshot, every {costs[0]['interval_s']:g} s"
         )
+
+
+def rounds(causes: list[str], count: int, results: Path, iters: int, slurm) -> list[dict]:
+    """Every cause once a round, the order rotated round by round; each run printed as it ends."""
+    runs = []
+    for round_ in range(count):
+        order = causes[round_ % len(causes) :] + causes[: round_ % len(causes)]
+        for cause in order:
+            run = run_one(cause, results, iters, slurm)
+            runs.append(run)
+            print(
+                f"round {round_ + 1} {cause:<14} load {run['load_1min']:5.2f}  {run['verdict']:<12} "
+                f"{', '.join(run['named']) or '-'}  ({run['run_id']})",
+                flush=True,
+            )
+    return runs
 
 
 def uptime() -> str:
@@ -257,8 +303,17 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
+    if "rate-limited" in causes and (os.geteuid() != 0 or not slurm_nodes.available()):
+        print(
+            "error: the rate-limited cause runs an emulated Slurm cluster: it needs root and slurm-wlm "
+            "(make setup-test installs it); --causes without rate-limited runs without",
+            file=sys.stderr,
+        )
+        return 2
     if "traffic" in causes:
         causes.append("quiet-emulated")  # the traffic cause's quiet control, on the same launcher
+    if "rate-limited" in causes:
+        causes.append("quiet-slurm")  # the rate-limited cause's quiet control, on the same cluster
     results = args.results or Path(tempfile.mkdtemp(prefix="fabric-bench-battery-"))
     started = uptime()
     print(
@@ -267,16 +322,11 @@ def main() -> int:
     runs = []
     demo = None
     try:
-        for round_ in range(args.rounds):
-            order = causes[round_ % len(causes) :] + causes[: round_ % len(causes)]
-            for cause in order:
-                run = run_one(cause, results, args.iters)
-                runs.append(run)
-                print(
-                    f"round {round_ + 1} {cause:<14} load {run['load_1min']:5.2f}  {run['verdict']:<12} "
-                    f"{', '.join(run['named']) or '-'}  ({run['run_id']})",
-                    flush=True,
-                )
+        with contextlib.ExitStack() as stack:
+            slurm = None
+            if "rate-limited" in causes:
+                slurm = stack.enter_context(slurm_cluster(f"bat{os.getpid() % 10000}", SLURM_RATE, results))
+            runs += rounds(causes, args.rounds, results, args.iters, slurm)
         if args.verdict_repetitions:
             demo = demonstrate(
                 dict(workload(args.iters)), results, args.verdict_repetitions, lambda line: print(line, flush=True)

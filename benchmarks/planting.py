@@ -5,6 +5,9 @@ on, and names the processes it started (`pids`) so a test can check none is left
     memory_pressure     a writer/reader in a 48 MiB memory cgroup (v1): reclaim, PSI stalls
     stopped_rank        the last rank SIGSTOPped for STOP_S once its timed phase is under way
     background_traffic  iperf3 between the two nodes of an emulated cluster
+    rate_limited_node   one node's egress of an emulated Slurm cluster shaped to a quarter
+                        of its link (as `emulate up --slow nI` does), its link given back after
+    slurm_cluster       the emulated Slurm cluster those runs go to, and its site
 
 Used by the battery (benchmarks/disturbance.py) and its verdict demonstration
 (benchmarks/disturbance_verdict.py).
@@ -170,3 +173,58 @@ def background_traffic(cluster, pids: list[int], done: dict):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+@contextlib.contextmanager
+def rate_limited_node(cluster, node: int = 1):
+    """Node `node`'s egress shaped to a quarter of its link for the run (the shaper `emulate up
+    --slow nI` puts there: launch.fleet.emulate.faults), then shaped back to the link's rate."""
+    import dataclasses
+
+    from launch.fleet.emulate import cluster as clusters
+    from launch.fleet.emulate.faults import Faults
+
+    slow = dataclasses.replace(cluster, faults=Faults(slow_nodes=((node, None),)))
+    clusters.shape(slow, node)
+    try:
+        yield
+    finally:
+        clusters.shape(cluster, node)
+
+
+@contextlib.contextmanager
+def slurm_cluster(name: str, rate: str, work: Path):
+    """An emulated 2-node Slurm cluster (`fabric-bench emulate up --slurm`) and its site (`site
+    init --emulated`); Slurm's clients reach it through SLURM_CONF, set here for the runs.
+    Yields (cluster, site); brought down after, also on failure."""
+    from launch.fleet import emulate
+    from launch.fleet.emulate import slurm_nodes
+    from launch.site.config import load_site
+
+    fb = [str(Path(sys.executable).parent / "fabric-bench")]
+    up = subprocess.run(
+        [*fb, "emulate", "up", "--nodes", "2", "--link", rate, "--slurm", "--name", name],
+        capture_output=True,
+        text=True,
+    )
+    if up.returncode != 0:
+        raise UsageError(f"emulate up --slurm failed: {(up.stderr.strip().splitlines() or ['?'])[-1]}")
+    before = os.environ.get("SLURM_CONF")
+    try:
+        os.environ["SLURM_CONF"] = str(slurm_nodes.conf_path(name))
+        work.mkdir(parents=True, exist_ok=True)
+        site_path = work / f"{name}.site.toml"
+        init = subprocess.run(
+            [*fb, "site", "init", "--emulated", name, "-o", str(site_path)], capture_output=True, text=True
+        )
+        if init.returncode != 0:
+            raise UsageError(f"site init --emulated failed: {(init.stderr.strip().splitlines() or ['?'])[-1]}")
+        found = emulate.cluster_named(name)
+        assert found is not None, name
+        yield found, load_site(site_path)
+    finally:
+        if before is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = before
+        subprocess.run([*fb, "emulate", "down", name], capture_output=True, text=True)

@@ -100,3 +100,46 @@ def test_the_verdict_a_planted_disturbance_flips_is_taken_back_by_the_record(tmp
     assert "verdict: emu-eth-10000m against emu-eth-10g" in out.stdout and "with the record" in out.stdout
     pids = {pid for r in runs for pid in r["rank_pids"]} | set(demo["planted_pids"])
     assert len(pids) >= 12 and not alive(pids)  # 2 ranks a run, 6 or more runs; a hog per core
+
+
+def test_the_battery_names_the_rate_limited_node_under_slurm(tmp_path):
+    """The rate-limited cause (an emulated Slurm cluster, node n1's egress shaped to a quarter for
+    the run): that node is named by the link signal, and only it; its quiet control on the same
+    cluster names no link; the cluster, its daemons and every rank are gone after."""
+    from launch.fleet import emulate
+    from launch.fleet.emulate import slurm_nodes
+
+    need(os.geteuid() == 0 and slurm_nodes.available(), "an emulated Slurm cluster needs root and slurm-wlm")
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks/disturbance.py"),
+            "--rounds",
+            "1",
+            "--causes",
+            "rate-limited",
+            "--iters",
+            "4",
+            "--verdict-repetitions",
+            "0",
+            "--results",
+            str(tmp_path / "runs"),
+            "--json",
+            str(tmp_path / "battery.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    runs = {r["cause"]: r for r in json.loads((tmp_path / "battery.json").read_text())["runs"]}
+    assert set(runs) == {"rate-limited", "quiet-slurm"} and all(r["status"] == "ok" for r in runs.values())
+    limited, quiet = runs["rate-limited"], runs["quiet-slurm"]
+    assert limited["named"] == ["link"] and limited["rate_limited"] == ["n1"], limited
+    assert any("n1's egress on fbemu0 is shaped to 250 Mbit/s" in w for w in limited["words"])
+    assert "link" not in quiet["named"] and quiet["rate_limited"] == [], quiet
+    assert limited["nodes"] == quiet["nodes"] == ["n0", "n1"]  # every node sampled on its own
+    pids = {pid for r in runs.values() for pid in r["rank_pids"]}
+    assert len(pids) == 4 and not alive(pids)
+    assert not [ns for ns in emulate.namespaces() if ns.startswith("fbemu-bat")]
