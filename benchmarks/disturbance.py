@@ -62,6 +62,8 @@ from launch.errors import UsageError  # noqa: E402
 from launch.fleet.emulate import slurm_nodes  # noqa: E402
 from launch.runs.run import execute_run, prepare  # noqa: E402
 from launch.ranks.runspec import RunSpec  # noqa: E402
+from launch.results.result import as_result, typed  # noqa: E402
+from launch.results.schema import Disturbance  # noqa: E402
 
 CAUSES = ("quiet", "cpu", "memory", "stopped", "traffic", "rate-limited")
 # planted -> signal
@@ -137,26 +139,27 @@ def run_one(cause: str, results: Path, iters: int, slurm=None) -> dict:
         plant = contextlib.nullcontext()
     with plant:
         result = execute_run(spec, prepared, timeout=600, echo=False)
-    record = result.get("disturbance") or {}
-    named = sorted({c["signal"] for c in record.get("causes") or []})
-    cpu = (record.get("signals") or {}).get("cpu") or {}
+    run, fields = as_result(result), typed(result)
+    record = fields.disturbance if fields is not None and fields.disturbance is not None else Disturbance()
+    signals = record.signals or {}
+    cpu = signals.get("cpu") or {}
     return {
         "cause": cause,
-        "run_id": result["run_id"],
-        "status": result["status"],
+        "run_id": run.run_id,
+        "status": run.status,
         "load_1min": load,
-        "verdict": record.get("verdict"),
-        "named": named,
-        "words": [c["words"] for c in record.get("causes") or []],
+        "verdict": record.verdict,
+        "named": sorted({str(c.signal) for c in record.causes or []}),
+        "words": [str(c.words) for c in record.causes or []],
         "other_cores": cpu.get("other_cores"),
         "top": cpu.get("top"),
         "planted_pids": planted_pids,
         "stopped_pid": done.get("pid"),
         "traffic_started": done.get("started"),
         "rank_pids": sorted({r["pid"] for r in rank_records(prepared.plan.record_dir)}),
-        "sampler": record.get("sampler"),
-        "rate_limited": ((record.get("signals") or {}).get("link") or {}).get("rate_limited"),
-        "nodes": sorted(record.get("nodes") or {}),
+        "sampler": record.sampler,
+        "rate_limited": (signals.get("link") or {}).get("rate_limited"),
+        "nodes": sorted(record.nodes or {}),
     }
 
 

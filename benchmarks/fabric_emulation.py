@@ -33,6 +33,7 @@ from pathlib import Path
 from launch.fleet import emulate
 from launch.errors import UsageError
 from launch.results.model import describe, fit, predict_training
+from launch.results.result import Result, as_result, typed
 from launch.runs.run import execute_run, prepare
 from launch.ranks.runspec import RunSpec
 
@@ -76,10 +77,10 @@ def iperf3_goodput_gbit_s(rate: str, seconds: int = 5) -> float | None:
     return json.loads(client.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
 
 
-def run(spec: RunSpec, results: Path) -> dict:
-    result = execute_run(spec, prepare(spec, results), timeout=900, echo=False)
-    if result["status"] != "ok":
-        print(f"  failed: {result['reason']}", flush=True)
+def run(spec: RunSpec, results: Path) -> Result:
+    result = as_result(execute_run(spec, prepare(spec, results), timeout=900, echo=False))
+    if result.status != "ok":
+        print(f"  failed: {getattr(typed(result), 'reason', None)}", flush=True)
     return result
 
 
@@ -140,11 +141,11 @@ def main() -> int:
                 backend, env = BACKENDS[name]
                 print(f"{rate}: allreduce {name} ...", flush=True)
                 result = run(dataclasses.replace(comm, link_rate=rate, backend=backend, extra_env=env), args.results)
-                if result["status"] != "ok":
+                if result.status != "ok":
                     busbw_lines.append(f"{rate:>7} {name:<13} failed")
                     continue
-                large = next(r for r in result["sizes"] if r["bytes"] == LARGE_BYTES)
-                fits[name] = model = fit(result["sizes"], result["world_size"], FIT_MIN_BYTES)
+                large = next(r for r in result.sizes if r["bytes"] == LARGE_BYTES)
+                fits[name] = model = fit(result.sizes, result.world_size or 0, FIT_MIN_BYTES)
                 beside = f"  {large['busbw_gbit_s'] / goodput:5.3f} of iperf3" if goodput else ""
                 seconds = large["time_us"] / 1e6
                 burst_free = large["busbw_gbit_s"] * seconds / (seconds + result["emulation"]["burst_s"])

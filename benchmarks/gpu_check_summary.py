@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from benchmarks.gpu_check_plan import BATCH_RUN
+from launch.results.result import as_result, typed
 
 
 def mean(values: list[float]) -> float | None:
@@ -15,30 +16,32 @@ def mean(values: list[float]) -> float | None:
 
 
 def from_result(result: dict, entry: dict) -> dict:
-    """The summary fields of one result.json (launch.results.assemble format)."""
-    throughput = result.get("throughput") or {}
-    config = result.get("spec") or {}
-    compute = result.get("compute_img_per_s")
-    batch, ranks = config.get("batch_size"), result.get("world_size") or 1
-    nccl = ((result.get("transport") or {}).get("observed") or {}).get("nccl")
+    """The summary fields of one result.json (launch.results.assemble format), read through its
+    typed model (launch.results.result.typed)."""
+    run, fields = as_result(result), typed(result)
+    throughput = getattr(fields, "throughput", None)
+    config = run.spec
+    compute = getattr(fields, "compute_img_per_s", None)
+    batch, ranks = config.get("batch_size"), run.world_size or 1
+    transport = getattr(fields, "transport", None) or {}
     entry.update(
-        status=result.get("status"),
-        reason=result.get("reason"),
-        img_per_s=throughput.get("total_img_per_s"),
-        ci95_img_per_s=throughput.get("ci95_img_per_s"),
-        n_samples=throughput.get("n_samples"),
+        status=run.status,
+        reason=getattr(fields, "reason", None),
+        img_per_s=getattr(throughput, "total_img_per_s", None),
+        ci95_img_per_s=getattr(throughput, "ci95_img_per_s", None),
+        n_samples=getattr(throughput, "n_samples", None),
         compute_img_per_s=compute,
         # launch.results.model.predict_training: compute_step_s = batch x ranks / compute_img_per_s
         compute_step_s=(batch * ranks / compute) if compute and batch else None,
-        step_time_s=result.get("step_time_s"),
-        device=result.get("device"),
-        engine_info=result.get("engine_info"),
-        versions=result.get("versions"),
+        step_time_s=getattr(fields, "step_time_s", None),
+        device=getattr(fields, "device", None),
+        engine_info=getattr(fields, "engine_info", None),
+        versions=getattr(fields, "versions", None),
         batch_size=batch,
         image_size=config.get("image_size") or default_image_size(result),
-        wall_seconds=result.get("wall_seconds"),
-        transport_verdict=(result.get("transport") or {}).get("verdict"),
-        nccl=nccl,
+        wall_seconds=getattr(fields, "wall_seconds", None),
+        transport_verdict=transport.get("verdict"),
+        nccl=(transport.get("observed") or {}).get("nccl"),
     )
     return entry
 
@@ -57,26 +60,29 @@ def from_allreduce_result(result: dict, entry: dict) -> dict:
             "ops_per_sample": figures.get("ops_per_sample"),
         }
 
+    run, fields = as_result(result), typed(result)
     rows = [
         {
             "bytes": row.get("bytes"),
             "in_place": as_nccl_tests(row),
             "out_of_place": as_nccl_tests(row.get("out_of_place")),
         }
-        for row in result.get("sizes") or []
+        for row in run.sizes
     ]
+    transport = getattr(fields, "transport", None) or {}
+    backend_info = getattr(fields, "backend_info", None) or {}
     entry.update(
-        status=result.get("status"),
-        reason=result.get("reason"),
-        device=result.get("device"),
-        backend_info=result.get("backend_info"),
-        versions=result.get("versions"),
+        status=run.status,
+        reason=getattr(fields, "reason", None),
+        device=getattr(fields, "device", None),
+        backend_info=getattr(fields, "backend_info", None),
+        versions=getattr(fields, "versions", None),
         allreduce=rows,
         peak_busbw_gbyte_s=max((r["in_place"]["busbw_gbyte_s"] for r in rows), default=None),
-        timing=(result.get("backend_info") or {}).get("timing"),
-        wall_seconds=result.get("wall_seconds"),
-        transport_verdict=(result.get("transport") or {}).get("verdict"),
-        nccl=((result.get("transport") or {}).get("observed") or {}).get("nccl"),
+        timing=backend_info.get("timing"),
+        wall_seconds=getattr(fields, "wall_seconds", None),
+        transport_verdict=transport.get("verdict"),
+        nccl=(transport.get("observed") or {}).get("nccl"),
     )
     return entry
 
@@ -100,7 +106,8 @@ def from_nccl_tests(text: str, entry: dict, exit_code: int) -> dict:
 def default_image_size(result: dict) -> int | None:
     from bench import catalog  # plain data
 
-    framework, model = result.get("framework"), result.get("model")
+    fields = typed(result)
+    framework, model = getattr(fields, "framework", None), getattr(fields, "model", None)
     if framework is None or model is None:
         return None
     return catalog.MODELS.get(framework, {}).get(model)

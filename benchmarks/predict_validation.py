@@ -44,6 +44,7 @@ from pathlib import Path
 
 from bench.stats import summarize
 from launch.results import predict
+from launch.results.result import as_result, typed
 from launch.errors import UsageError
 from launch.runs.run import execute_run, prepare
 from launch.ranks.runspec import RunSpec
@@ -58,8 +59,8 @@ def run(spec: RunSpec, results: Path) -> dict | None:
     result = execute_run(spec, prepare(spec, results), timeout=900, echo=False)
     took = time.monotonic() - started
     result["host_load_1min"] = os.getloadavg()[0]  # other work on this machine shares its cores
-    if result["status"] != "ok":
-        print(f"  failed ({took:.0f} s): {result['reason']}", flush=True)
+    if as_result(result).status != "ok":
+        print(f"  failed ({took:.0f} s): {getattr(typed(result), 'reason', None)}", flush=True)
         return None
     print(f"  ok ({took:.0f} s, host load {result['host_load_1min']:.1f})", flush=True)
     return result
@@ -214,21 +215,24 @@ def run_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple | Non
     workload = network_only
     if host is not None:
         workload = dataclasses.replace(network_only, host_overhead_s=host[0], host_overhead_ranks=host[1])
-    predicted = predict.predict_point(workload, fabric, result["world_size"])
-    without_host = predict.predict_point(network_only, fabric, result["world_size"])
-    throughput = result["throughput"]
-    measured = result["spec"]["batch_size"] / throughput["per_rank_img_per_s"]
+    run, fields = as_result(result), typed(result)
+    ranks = run.world_size or 1
+    predicted = predict.predict_point(workload, fabric, ranks)
+    without_host = predict.predict_point(network_only, fabric, ranks)
+    throughput = getattr(fields, "throughput", None)
+    assert throughput is not None and fields is not None, run.run_id  # an ok train result has them
+    measured = getattr(fields.spec, "batch_size", 0) / throughput.per_rank_img_per_s
     # the measurement's own 95 % CI over its iterations, relative (a step is 1 / throughput)
     noise = (
-        throughput["ci95_img_per_s"] / throughput["total_img_per_s"]
-        if throughput.get("ci95_img_per_s") not in (None, float("inf"))
+        throughput.ci95_img_per_s / throughput.total_img_per_s
+        if throughput.ci95_img_per_s not in (None, float("inf")) and throughput.total_img_per_s
         else None
     )
     return {
         "kind": "train",
         "rate": rate,
-        "what": f"{result['engine']} {result['model']}",
-        "ranks": result["world_size"],
+        "what": f"{fields.engine} {fields.model}",
+        "ranks": ranks,
         "predicted_s": predicted["step_s"],
         "measured_s": measured,
         "no_overlap_s": predicted["step_no_overlap_s"],
@@ -252,7 +256,7 @@ def run_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple | Non
         "error_host_spread": predicted["step_host_spread_s"] / measured - 1,
         "wire_during_backward": predicted["wire_during_backward"],
         "error": predicted["step_s"] / measured - 1,
-        "run_id": result["run_id"],
+        "run_id": run.run_id,
         "fabric": dataclasses.asdict(fabric),
         "measured_ci95_rel": noise,
         "host_load_1min": result["host_load_1min"],

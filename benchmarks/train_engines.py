@@ -14,6 +14,7 @@ first and is printed, then scripts/setup.sh builds Horovod, then the engines run
 from __future__ import annotations
 
 import argparse
+import math
 import importlib.util
 import os
 import subprocess
@@ -26,7 +27,7 @@ from launch.errors import UsageError
 from launch.results import aggregate
 from launch.results.aggregate import run_value
 from launch.results.headline import disturbance_line, impossible_same_cores, ratio_line, run_name, unreadable
-from launch.results.result import disturbed
+from launch.results.result import Result, as_result, disturbed, typed
 from launch.runs.run import execute_run, prepare
 from launch.ranks.runspec import RunSpec
 from launch.results.table import training_table
@@ -123,20 +124,21 @@ def main() -> int:
                     return 2
 
     console.print(training_table(results))
-    for r in results:  # every disturbed run named, with its causes (launch.disturbance)
+    runs = [as_result(r) for r in runs]  # read through the schema's accessors from here
+    for r in runs:  # every disturbed run named, with its causes (launch.disturbance)
         if disturbed(r):
-            console.print(f"[yellow]{run_name(r)} ({r['run_id']}): {disturbance_line(r)}[/yellow]", highlight=False)
-    points = aggregate.aggregate(results)  # the one baseline rule (launch.results.aggregate)
+            console.print(f"[yellow]{run_name(r)} ({r.run_id}): {disturbance_line(r)}[/yellow]", highlight=False)
+    points = aggregate.aggregate(runs)  # the one baseline rule (launch.results.aggregate)
     for framework in frameworks:
         engines = ENGINES[framework]
         for ranks in rank_counts:
             row = {
-                r["engine"]: r
-                for r in results
-                if r["framework"] == framework and r["world_size"] == ranks and r["status"] == "ok"
+                field(r, "engine"): r
+                for r in runs
+                if field(r, "framework") == framework and r.world_size == ranks and r.status == "ok"
             }
             if len(row) == 2:
-                a, b = (row[e]["throughput"]["total_img_per_s"] for e in engines)
+                a, b = (row[e].total_img_per_s or math.nan for e in engines)
                 console.print(
                     ratio_line(
                         f"{framework} x{ranks}: {engines[0]}/{engines[1]} throughput ratio",
@@ -145,21 +147,21 @@ def main() -> int:
                     ),
                     highlight=False,
                 )
-        for r in results:
+        for r in runs:
             point = aggregate.point_of(points, r)
             eff = point.run_efficiency(r) if point is not None else None
-            if point is not None and r["framework"] == framework and r["world_size"] > 1 and eff is not None:
+            if point is not None and field(r, "framework") == framework and (r.world_size or 0) > 1 and eff is not None:
                 built_on = [r, *(point.baseline.runs if point.baseline is not None else [])]
                 same = point.same_cores_efficiency(r)
                 if same is None:
                     console.print(
-                        ratio_line(f"{framework} {r['engine']} x{r['world_size']}: scaling efficiency", eff, built_on),
+                        ratio_line(f"{framework} {field(r, 'engine')} x{r.world_size}: scaling efficiency", eff, built_on),
                         highlight=False,
                     )
                     continue
                 assert point.baseline is not None  # same_cores_efficiency is None without one
                 label = (
-                    f"{framework} {r['engine']} x{r['world_size']}: the ranks share this host's cores; "
+                    f"{framework} {field(r, 'engine')} x{r.world_size}: the ranks share this host's cores; "
                     f"total throughput {run_value(r):.1f} vs {point.baseline.mean:.1f} img/s at 1 rank: "
                     f"same-cores efficiency"
                 )
@@ -167,13 +169,18 @@ def main() -> int:
                 if unreadable(built_on) is None:
                     line += (
                         f" (per-rank scaling efficiency {eff:.2f}, which counts each rank as if it had the "
-                        f"1-rank run's cores: ~{1 / r['world_size']:.2f} by construction)"
+                        f"1-rank run's cores: ~{1 / (r.world_size or 1):.2f} by construction)"
                     )
-                    if (impossible := impossible_same_cores(same, r["world_size"])) is not None:
+                    if (impossible := impossible_same_cores(same, r.world_size or 1)) is not None:
                         line += f"\n  [red]flagged: {impossible}[/red]"
                 console.print(line, highlight=False)
     console.print(f"results under {args.results.resolve()}")
-    return 0 if all(r["status"] == "ok" for r in results) else 1
+    return 0 if all(r.status == "ok" for r in runs) else 1
+
+
+def field(result: Result, name: str):
+    """A field of the run's typed model (launch.results.result.typed)."""
+    return getattr(typed(result), name, None)
 
 
 def set_up(*options: str) -> int:

@@ -36,7 +36,7 @@ from scipy import stats as scipy_stats
 
 from launch.kinds import KINDS, kind_of, trains
 from launch.kinds.kind import Metric
-from launch.results.result import disturbance_causes, disturbed, number, scaling_efficiency, typed
+from launch.results.result import as_result, disturbance_causes, disturbed, number, scaling_efficiency, typed
 
 CI_METHOD = (
     "95 % CI of the mean over repetitions and iterations: Student t with the larger of the "
@@ -101,14 +101,19 @@ def mean_ci(runs: list[list[float]]) -> Estimate:
 
 
 def spec_of(result: dict) -> dict:
-    return result.get("spec") or {}
+    return as_result(result).spec
+
+
+def field_of(result: dict, name: str):
+    """A field of the result's typed model (its kind's: launch.kinds), None where it has none."""
+    return getattr(typed(result), name, None)
 
 
 def fabric_label(result: dict) -> str:
     """The fabric a result ran on, as series names show it: an emulated link
     without a fabric name by its rate; '+env' when the user overrode variables."""
     spec = spec_of(result)
-    rate = number(result.get("link_rate_gbit_s"))
+    rate = number(field_of(result, "link_rate_gbit_s"))
     name = spec.get("fabric") or (f"emulated {rate:g} Gbit/s" if rate else "default")
     return name + ("+env" if spec.get("extra_env") else "")
 
@@ -119,10 +124,12 @@ def what_of(result: dict) -> str:
     allreduce run's default engine) never names it."""
     kind = kind_of(result)
     if kind is None:
-        return result.get("engine") or result.get("backend") or "-"
+        return field_of(result, "engine") or field_of(result, "backend") or "-"
     if kind.communicates_by is None:
         return kind.communicates_always
-    return result.get(kind.communicates_by) or spec_of(result).get(kind.communicates_by) or kind.communicates_always
+    return (
+        field_of(result, kind.communicates_by) or spec_of(result).get(kind.communicates_by) or kind.communicates_always
+    )
 
 
 def subject_of(result: dict) -> str:
@@ -131,7 +138,7 @@ def subject_of(result: dict) -> str:
     kind, fields = kind_of(result), typed(result)
     if kind is not None and fields is not None:
         return kind.subject(fields)
-    return result.get("model") or result.get("benchmark") or "-"
+    return field_of(result, "model") or field_of(result, "benchmark") or "-"
 
 
 def knobs_of(result: dict) -> tuple[str | None, str | None]:
@@ -152,7 +159,7 @@ def baseline_key(result: dict) -> tuple:
     spec = spec_of(result)
     return (
         benchmark_of(result),
-        result.get("framework"),
+        field_of(result, "framework"),
         what_of(result),
         subject_of(result),
         spec.get("batch_size"),
@@ -162,7 +169,7 @@ def baseline_key(result: dict) -> tuple:
 
 
 def ranks_of(result: dict) -> int | None:
-    ranks = result.get("world_size") or spec_of(result).get("ranks")
+    ranks = as_result(result).world_size or spec_of(result).get("ranks")
     return int(ranks) if isinstance(ranks, int) and ranks >= 1 else None
 
 
@@ -185,7 +192,7 @@ def series_key(result: dict) -> tuple:
 
 def usable(result: dict) -> bool:
     return (
-        result.get("status") == "ok"
+        as_result(result).status == "ok"
         and benchmark_of(result) is not None
         and ranks_of(result) is not None
         and run_value(result) is not None
@@ -216,7 +223,7 @@ class Point:
         for point, role in ((self, "the run"), (self.baseline, "the 1-rank baseline")):
             if point is not None and point.disturbed:
                 named = "; ".join(
-                    f"{r.get('run_id')}: {', '.join(disturbance_causes(r)) or 'disturbed'}" for r in point.runs
+                    f"{as_result(r).run_id}: {', '.join(disturbance_causes(r)) or 'disturbed'}" for r in point.runs
                 )
                 return f"{role} was disturbed ({named})"
         return None
@@ -250,7 +257,7 @@ class Point:
         """None on one rank (no communication) and where no run measured it."""
         if self.ranks == 1:
             return None
-        shares = [c for c in (number(r.get("comm_fraction")) for r in self.runs) if c is not None]
+        shares = [c for c in (number(field_of(r, "comm_fraction")) for r in self.runs) if c is not None]
         return statistics.fmean(shares) if shares else None
 
     @property
@@ -310,8 +317,8 @@ class Point:
             "repetition_values": [run_value(r) for r in self.runs],
             "scaling_efficiency": self.efficiency,
             "comm_fraction": self.comm_fraction,
-            "baseline_runs": [r.get("run_id") for r in self.baseline.runs] if self.baseline else None,
-            "runs": [r.get("run_id") for r in self.runs],
+            "baseline_runs": [as_result(r).run_id for r in self.baseline.runs] if self.baseline else None,
+            "runs": [as_result(r).run_id for r in self.runs],
             "disturbed": self.disturbed,
             "left_out": self.left_out,
             "unreadable_because": self.unreadable_because,
@@ -346,7 +353,7 @@ def _unique_names(names: dict[tuple, str], first: dict[tuple, dict]) -> dict[tup
 
 
 def left_out_entry(result: dict) -> dict:
-    return {"run_id": result.get("run_id"), "causes": disturbance_causes(result)}
+    return {"run_id": as_result(result).run_id, "causes": disturbance_causes(result)}
 
 
 def aggregate(results: Sequence[dict], keep_disturbed: bool = False) -> list[Point]:
@@ -430,8 +437,8 @@ def point_of(points: list[Point], result: dict) -> Point | None:
     for p in points:
         if any(r is result for r in p.runs):
             return p
-    run_id = result.get("run_id")
+    run_id = as_result(result).run_id
     for p in points:
-        if run_id is not None and any(r.get("run_id") == run_id for r in p.runs):
+        if run_id and any(as_result(r).run_id == run_id for r in p.runs):
             return p
     return None

@@ -26,6 +26,7 @@ from launch.results.result import (
     number,
     read_tree,
     throughput_recomputed,
+    typed,
 )
 
 DEFAULT_TOLERANCE = {
@@ -94,16 +95,17 @@ def load_archive(path: Path, allowed_signers: Path | None = None, require_signed
 WORKLOAD = RunSpec.fields_where("workload")  # what the measured work is (launch.ranks.runspec)
 
 
-def key(result: dict) -> tuple:
+def key(result: Result) -> tuple:
     """Results pair when they measured the same work on the same fabric and ranks."""
-    spec = result.get("spec") or {}
-    sizes = tuple(row.get("bytes") for row in result.get("sizes") or [])
-    return (
-        *(spec.get(name, result.get(name)) for name in WORKLOAD),
-        spec.get("fabric"),
-        result.get("world_size"),
-        sizes,
-    )
+    result = result if isinstance(result, Result) else Result(result)
+    fields = typed(result)
+
+    def workload(name: str):  # the spec's, else a top-level field of that name
+        found = getattr(fields.spec, name, None) if fields is not None and fields.spec is not None else None
+        return found if found is not None else getattr(fields, name, None)
+
+    sizes = tuple(row.get("bytes") for row in result.sizes)
+    return (*(workload(name) for name in WORKLOAD), result.fabric, result.world_size, sizes)
 
 
 def values(result: Result) -> dict[str, tuple[float, float | None]]:
@@ -119,8 +121,9 @@ def values(result: Result) -> dict[str, tuple[float, float | None]]:
     elif result.total_img_per_s is not None:
         out["total_img_per_s"] = (result.total_img_per_s, None)
         out["per_rank_img_per_s"] = (result.total_img_per_s / ranks, None)
+    fields = typed(result)
     for name in ("comm_fraction", "step_time_s"):
-        figure = number(result.get(name))
+        figure = number(getattr(fields, name, None))
         if figure is not None:
             out[name] = (figure, None)
     for row in result.sizes:
@@ -160,10 +163,10 @@ def pair(a: list[Result], b: list[Result]) -> tuple[list[tuple[Result, Result]],
     for result in a:
         partner = by_key.pop(key(result), None)
         if partner is None:
-            missing.append(f"{result.get('run_id')}: no matching run in B")
+            missing.append(f"{result.run_id}: no matching run in B")
         else:
             pairs.append((result, partner))
-    missing += [f"{r.get('run_id')}: no matching run in A" for r in by_key.values()]
+    missing += [f"{r.run_id}: no matching run in A" for r in by_key.values()]
     return pairs, missing
 
 

@@ -12,7 +12,7 @@ and flagged where the hardware makes the figure impossible.
 
 from __future__ import annotations
 
-from launch.results.result import disturbance_causes, disturbance_summary, disturbed
+from launch.results.result import Result, disturbance_causes, disturbance_summary, disturbed, typed
 
 # Same cores, N ranks vs 1: quiet rounds here read 0.93-1.03, loaded ones 0.85-1.18 (issue 37);
 # splitting one rank's intra-op threads over processes can gain some, not a third.
@@ -20,9 +20,13 @@ SAME_CORES_IMPOSSIBLE = 1.3
 
 
 def run_name(result: dict) -> str:
-    spec = result.get("spec") or {}
-    what = result.get("engine") or result.get("backend") or result.get("benchmark") or "run"
-    return f"{result.get('framework') or spec.get('framework') or ''} {what} x{result.get('world_size')}".strip()
+    """'torch horovod x2': framework, engine (or backend, or kind) and world size."""
+    fields = typed(result)
+    if fields is None:
+        return "run"
+    spec_framework = getattr(fields.spec, "framework", None)
+    what = fields.engine or getattr(fields, "backend", None) or fields.benchmark or "run"
+    return f"{fields.framework or spec_framework or ''} {what} x{fields.world_size}".strip()
 
 
 def disturbance_line(result: dict) -> str:
@@ -37,7 +41,7 @@ def unreadable(results: list[dict]) -> str | None:
     if not bad:
         return None
     return "; ".join(
-        f"{run_name(r)} ({r.get('run_id')}) was disturbed: {', '.join(disturbance_causes(r))}" for r in bad
+        f"{run_name(r)} ({Result(r).run_id}) was disturbed: {', '.join(disturbance_causes(r))}" for r in bad
     )
 
 

@@ -59,6 +59,7 @@ from dataclasses import asdict, dataclass
 from launch.errors import UsageError
 from launch.kinds import kind_of, trains
 from launch.results.model import AlphaBeta
+from launch.results.result import as_result, number, typed
 
 MIB = 2**20
 DDP_FIRST_BUCKET_BYTES = 1 * MIB  # torch.distributed's first bucket
@@ -315,48 +316,42 @@ def host_overhead_from(train: dict) -> tuple[float, int]:
     """h of a training run on a link too fast to matter: its measured step minus its compute step
     (never below 0), at its rank count."""
     w = workload_from(train)
-    measured = (
-        w.batch_size / (train.get("throughput") or {}).get("per_rank_img_per_s", 0)
-        if (train.get("throughput") or {}).get("per_rank_img_per_s")
-        else None
-    )
-    if measured is None or (train.get("world_size") or 1) < 2:
-        raise UsageError(f"{train.get('run_id')}: --host-overhead-from needs a multi-rank train result with throughput")
-    return max(0.0, measured - w.compute_step_s), train["world_size"]
+    fields, run = typed(train), as_result(train)
+    throughput = getattr(fields, "throughput", None)
+    per_rank = number(throughput.per_rank_img_per_s) if throughput is not None else None
+    measured = w.batch_size / per_rank if per_rank else None
+    if measured is None or run.world_size is None or run.world_size < 2:
+        raise UsageError(f"{run.run_id}: --host-overhead-from needs a multi-rank train result with throughput")
+    return max(0.0, measured - w.compute_step_s), run.world_size
 
 
 def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int = 8 * MIB) -> Fabric:
     """alpha-beta fitted on an allreduce result's rows of >= min_bytes (beyond a shaper's burst)."""
     from launch.results.model import fit
 
-    kind = kind_of(result)
-    if not isinstance(result.get("sizes"), list) or kind is None or not kind.fits_alpha_beta:
-        raise UsageError(f"{result.get('run_id')}: not an allreduce result (no sizes)")
-    ranks = result.get("world_size") or 0
-    rows = [r for r in result["sizes"] if isinstance(r, dict) and r.get("time_us")]
+    kind, run, fields = kind_of(result), as_result(result), typed(result)
+    if not run.sizes or kind is None or not kind.fits_alpha_beta:
+        raise UsageError(f"{run.run_id}: not an allreduce result (no sizes)")
+    ranks = run.world_size or 0
+    rows = [r for r in run.sizes if r.get("time_us")]
     large = [r for r in rows if r["bytes"] >= min_bytes]
     try:
         model = fit(large if len(large) >= 2 else rows, ranks)
     except (ValueError, KeyError) as exc:
-        raise UsageError(f"{result.get('run_id')}: cannot fit the alpha-beta model: {exc}") from None
-    spec = result.get("spec") or {}
-    label = (
-        name
-        or spec.get("fabric")
-        or (f"emulated {result['link_rate_gbit_s']:g} Gbit/s" if result.get("link_rate_gbit_s") else "default")
-    )
+        raise UsageError(f"{run.run_id}: cannot fit the alpha-beta model: {exc}") from None
+    rate = getattr(fields, "link_rate_gbit_s", None)
+    label = name or run.fabric or (f"emulated {rate:g} Gbit/s" if rate else "default")
     return Fabric(
         label,
         model.alpha_s,
         model.bandwidth_gbit_s,
-        f"fitted on {result.get('run_id')} ({result.get('backend')}, {ranks} ranks, rows >= {min_bytes} B)",
+        f"fitted on {run.run_id} ({getattr(fields, 'backend', None)}, {ranks} ranks, rows >= {min_bytes} B)",
     )
 
 
 def result_fabric(result: dict) -> str | None:
     """The fabric names a result answers to: its preset, or emu-eth-<rate> for an emulated link."""
-    spec = result.get("spec") or {}
-    return spec.get("fabric")
+    return as_result(result).fabric
 
 
 def parse_link(text: str) -> Fabric:

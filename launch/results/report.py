@@ -50,7 +50,7 @@ from launch.results.plots import (
 )
 from launch.results.report_html import render_html
 from launch.results.report_tables import health_table, points_table, runs_table  # noqa: F401
-from launch.results.result import Result, malformed, read_tree
+from launch.results.result import Result, as_result, malformed, read_tree
 from launch.provenance.stacks import report_lines as stack_report
 
 
@@ -90,7 +90,7 @@ def _point_dict(p: aggregate.Point) -> dict:
         "ci95": p.ci95,
         "comm_fraction": p.comm_fraction,
         "scaling_efficiency": p.efficiency,
-        "runs": [r["run_id"] for r in p.runs],
+        "runs": [as_result(r).run_id for r in p.runs],
     }
 
 
@@ -102,9 +102,8 @@ def sweep_results(results: Sequence[dict]) -> dict[Kind, list[dict]]:
         if (
             kind is not None
             and kind.sizes_plot
-            and r.get("status", "ok") == "ok"
-            and isinstance(r.get("sizes"), list)
-            and any(_number(row.get("busbw_gbit_s")) for row in r["sizes"] if isinstance(row, dict))
+            and (as_result(r).status or "ok") == "ok"
+            and any(_number(row.get("busbw_gbit_s")) for row in as_result(r).sizes)
         ):
             out.setdefault(kind, []).append(r)
     return out
@@ -134,11 +133,11 @@ def located_clusters(dirs: list[Path]) -> list[dict]:
 def fitted_models(results: Sequence[dict]) -> dict:
     """fabric -> alpha-beta model (launch.results.model) fitted on its allreduce run with the most ranks."""
     fits: dict = {}
-    for r in allreduce_results(results):
-        fabric, ranks = (r.get("spec") or {}).get("fabric"), r.get("world_size") or 0
+    for r in map(as_result, allreduce_results(results)):
+        fabric, ranks = r.fabric, r.world_size or 0
         if ranks >= 2 and (fabric not in fits or ranks > fits[fabric].ranks):
             try:
-                fits[fabric] = model.fit([row for row in r["sizes"] if _number(row.get("time_us"))], ranks)
+                fits[fabric] = model.fit([row for row in r.sizes if _number(row.get("time_us"))], ranks)
             except (ValueError, KeyError, TypeError, ZeroDivisionError):
                 continue
     return fits
@@ -149,13 +148,12 @@ def predictions(results: Sequence[dict]) -> dict[str, list[tuple[int, float, flo
     fitted here from an allreduce run of the same fabric."""
     fits = fitted_models(results)
     out: dict[str, list] = defaultdict(list)
-    for r in results:
-        if r.get("status") != "ok" or (r.get("world_size") or 0) < 2 or not trains(r.get("benchmark")):
+    for r in map(as_result, results):
+        if r.status != "ok" or (r.world_size or 0) < 2 or not trains(r.benchmark):
             continue
-        fabric = (r.get("spec") or {}).get("fabric")
         try:
-            p = model.predict_training(fits[fabric], r)
-            point = (r["world_size"], p["measured_step_s"] * 1e3, p["predicted_step_s"] * 1e3)
+            p = model.predict_training(fits[r.fabric], r)
+            point = (r.world_size, p["measured_step_s"] * 1e3, p["predicted_step_s"] * 1e3)
         except (KeyError, TypeError, ZeroDivisionError, AttributeError):
             continue  # no model for this fabric, or fields it needs are absent
         out[series_name(r)].append(point)

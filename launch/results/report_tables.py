@@ -6,11 +6,17 @@ from collections.abc import Sequence
 
 from launch.results import aggregate
 from launch.results.figures import interval_text, value_text
-from launch.results.result import disturbance_causes, disturbance_summary
+from launch.results.result import as_result, disturbance_causes, disturbance_summary, typed
 
 
 def _cell(value, fmt: str = ".1f") -> str:
     return "-" if value is None else (format(value, fmt) if isinstance(value, float) else str(value))
+
+
+def beside(fields, name: str) -> dict:
+    """A record every run holds beside the declared fields (launch.results.assemble), or {}."""
+    value = getattr(fields, name, None)
+    return value if isinstance(value, dict) else {}
 
 
 def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
@@ -30,32 +36,33 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
         "status",
     ]
     rows = []
-    for r in sorted(results, key=lambda x: (aggregate.series_name(x), x.get("world_size") or 0, x.get("run_id"))):
-        tp = r.get("throughput") or {}
+    for r in sorted(map(as_result, results), key=lambda x: (aggregate.series_name(x), x.world_size or 0, x.run_id)):
+        fields = typed(r)
+        tp = getattr(fields, "throughput", None)
         point = aggregate.point_of(points, r)
         eff = point.run_efficiency(r) if point is not None else None
         same = point.same_cores_efficiency(r) if point is not None else None
-        comm = aggregate.number(r.get("comm_fraction")) if (r.get("world_size") or 0) > 1 else None
+        comm = aggregate.number(getattr(fields, "comm_fraction", None)) if (r.world_size or 0) > 1 else None
+        transport = getattr(fields, "transport", None) or {}
+        reason = getattr(fields, "reason", None)
         rows.append(
             [
-                r.get("run_id", "-"),
+                r.run_id,
                 aggregate.fabric_label(r),
                 aggregate.what_of(r),
                 aggregate.subject_of(r),
-                _cell(r.get("world_size")),
-                _cell(aggregate.number(tp.get("total_img_per_s"))),
+                _cell(r.world_size),
+                _cell(aggregate.number(tp.total_img_per_s) if tp is not None else None),
                 "-"
-                if not tp
-                else interval_text(
-                    aggregate.number(tp.get("ci95_img_per_s")), "img/s", samples=len(aggregate.run_samples(r))
-                ),
+                if tp is None
+                else interval_text(aggregate.number(tp.ci95_img_per_s), "img/s", samples=len(aggregate.run_samples(r))),
                 "1 (baseline)"
-                if eff == 1.0 and (r.get("world_size") == 1)
+                if eff == 1.0 and r.world_size == 1
                 else _cell(eff, ".2f")
                 + (f" (shared cores: {same:.2f} of the 1-rank total)" if same is not None else ""),
                 _cell(comm, ".0%"),
-                (r.get("transport") or {}).get("verdict", "-"),
-                r.get("status", "-") + (f": {r['reason']}" if r.get("reason") else ""),
+                transport.get("verdict", "-"),
+                (r.status or "-") + (f": {reason}" if reason else ""),
             ]
         )
     return header, rows
@@ -74,27 +81,29 @@ def health_table(results: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
         "disturbance",
     ]
     rows = []
-    for r in sorted(results, key=lambda x: x.get("run_id") or ""):
-        plaus = r.get("plausibility") or {}
+    for r in sorted(map(as_result, results), key=lambda x: x.run_id):
+        fields = typed(r)
+        plaus, placement, stall, interruption, preflight, stragglers = (
+            beside(fields, name)
+            for name in ("plausibility", "placement", "stall", "interruption", "preflight", "stragglers")
+        )
         ratio = plaus.get("ratio")
-        placement = r.get("placement") or {}
         problems = "; ".join(f"rank {p.get('rank')}: {p.get('problem')}" for p in placement.get("problems") or [])
-        slow = (r.get("stragglers") or {}).get("ranks") or []
-        stall = r.get("stall") or {}
+        slow = stragglers.get("ranks") or []
         stopped = (
             f"hanging: rank {', '.join(map(str, stall['hanging_ranks']))}"
             if stall.get("hanging_ranks")
             else "stalled, culprit unknown"
             if stall
-            else f"interrupted by {r['interruption']['signal']}"
-            if r.get("interruption")
+            else f"interrupted by {interruption['signal']}"
+            if interruption
             else "-"
         )
         rows.append(
             [
-                r.get("run_id", "-"),
+                r.run_id,
                 (plaus.get("verdict") or "-") + (f" ({ratio:.2f})" if isinstance(ratio, float) else ""),
-                (r.get("preflight") or {}).get("verdict", "-"),
+                preflight.get("verdict", "-"),
                 (placement.get("verdict") or "-") + (f": {problems}" if problems else ""),
                 ", ".join(f"rank {x['rank']} +{x['excess']:.0%}" for x in slow) or "-",
                 stopped,

@@ -46,7 +46,9 @@ class Result(dict):
 
     @property
     def run_id(self) -> str:
-        return self["run_id"]
+        """Its run id; "" for a dict made in memory without one (a file without one is not a result)."""
+        value = self.get("run_id")
+        return value if isinstance(value, str) else ""
 
     @property
     def benchmark(self) -> Optional[str]:
@@ -83,6 +85,11 @@ class Result(dict):
         """Allreduce rows (bytes, time_us, busbw_gbit_s, ...); [] for other benchmarks."""
         rows = self.get("sizes")
         return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
+
+
+def as_result(value: dict) -> Result:
+    """`value` read through Result's accessors (itself where it is one already: its typed model kept)."""
+    return value if isinstance(value, Result) else Result(value)
 
 
 def disturbed(result: dict) -> bool:

@@ -24,22 +24,29 @@ from pathlib import Path
 from typing import Any, Callable
 
 from launch.errors import UsageError
-from launch.results.result import read_tree
+from launch.results.result import as_result, read_tree, typed
 from launch.results.schema import INDEXED, field_at
 
 # column -> how to read it from a result: the schema's indexed fields (launch.results.schema.INDEXED)
 COLUMNS: dict[str, Callable[[dict], Any]] = {column: partial(field_at, path=path) for column, path in INDEXED.items()}
-# one rank communicates nothing: no share (launch.results.aggregate's rule, as report and sweep summary show it)
-COLUMNS["comm_fraction"] = lambda r: r.get("comm_fraction") if (r.get("world_size") or 0) > 1 else None
+
+
+def comm_share(result: dict) -> Any:
+    """One rank communicates nothing: no share (launch.results.aggregate's rule, as report and
+    sweep summary show it)."""
+    return field_at(result, path=INDEXED["comm_fraction"]) if (as_result(result).world_size or 0) > 1 else None
+
+
+COLUMNS["comm_fraction"] = comm_share
 
 
 def origin_of(result: dict) -> str:
     """'host@commit' of the result's `origin` field; results from before it: their ranks' hosts."""
-    origin = result.get("origin")
+    fields = typed(result)
+    origin = fields.origin if fields is not None else None
     if isinstance(origin, dict) and isinstance(origin.get("host"), str):
         return f"{origin['host']}@{origin.get('bundle_commit')}"
-    hosts = result.get("hosts")
-    names = sorted(h for h in hosts if isinstance(h, str)) if isinstance(hosts, list) else []
+    names = sorted(fields.hosts or []) if fields is not None else []
     return ",".join(names) + "@unknown" if names else "unknown"
 
 
@@ -87,13 +94,13 @@ def _create(db: sqlite3.Connection) -> None:
 def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None:
     """Index (or re-index) one result file; a line when its run id is also held from another
     origin or from another file of the same origin (both rows are kept)."""
-    origin, where = origin_of(result), str(Path(path).resolve())
+    origin, where, run_id = origin_of(result), str(Path(path).resolve()), as_result(result).run_id
     text = json.dumps(result, sort_keys=True)
     values = [read(result) for read in COLUMNS.values()] + [origin, where, time.time(), text]
     marks = ", ".join("?" * len(values))
     others = db.execute(
         "SELECT origin, path, result FROM results WHERE run_id = ? AND NOT (origin = ? AND path = ?)",
-        (result.get("run_id"), origin, where),
+        (run_id, origin, where),
     ).fetchall()
     kept = []
     for other in others:
@@ -101,7 +108,7 @@ def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None
             # the same result, moved: its old row names a file that is gone
             db.execute(
                 "DELETE FROM results WHERE run_id = ? AND origin = ? AND path = ?",
-                (result.get("run_id"), origin, other["path"]),
+                (run_id, origin, other["path"]),
             )
         else:
             kept.append(other)
@@ -111,10 +118,10 @@ def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None
     )
     foreign = sorted({o["origin"] for o in kept if o["origin"] != origin})
     if foreign:
-        return f"run id {result.get('run_id')} from {origin} is also held from {', '.join(foreign)}: both are kept"
+        return f"run id {run_id} from {origin} is also held from {', '.join(foreign)}: both are kept"
     if kept:
         return (
-            f"run id {result.get('run_id')} from {origin} is also held from the same origin in "
+            f"run id {run_id} from {origin} is also held from the same origin in "
             f"{', '.join(sorted(o['path'] for o in kept))}: both are kept"
         )
     return None
