@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 from pathlib import Path
 
 from benchmarks.gpu_check_plan import BATCH_RUN
@@ -61,7 +62,7 @@ def from_allreduce_result(result: dict, entry: dict) -> dict:
         }
 
     run, fields = as_result(result), typed(result)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "bytes": row.get("bytes"),
             "in_place": as_nccl_tests(row),

@@ -124,7 +124,7 @@ def main() -> int:
                     return 2
 
     console.print(training_table(results))
-    runs = [as_result(r) for r in runs]  # read through the schema's accessors from here
+    runs = [as_result(r) for r in results]  # read through the schema's accessors from here
     for r in runs:  # every disturbed run named, with its causes (launch.disturbance)
         if disturbed(r):
             console.print(f"[yellow]{run_name(r)} ({r.run_id}): {disturbance_line(r)}[/yellow]", highlight=False)
@@ -155,7 +155,9 @@ def main() -> int:
                 same = point.same_cores_efficiency(r)
                 if same is None:
                     console.print(
-                        ratio_line(f"{framework} {field(r, 'engine')} x{r.world_size}: scaling efficiency", eff, built_on),
+                        ratio_line(
+                            f"{framework} {field(r, 'engine')} x{r.world_size}: scaling efficiency", eff, built_on
+                        ),
                         highlight=False,
                     )
                     continue

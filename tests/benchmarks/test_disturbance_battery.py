@@ -20,33 +20,22 @@ from tests.conftest import REPO, alive, need
 pytestmark = pytest.mark.slow
 
 
-def test_the_small_battery_names_what_was_planted(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks/disturbance.py"),
-            "--rounds",
-            "1",
-            "--causes",
-            "quiet,cpu,stopped",
-            "--iters",
-            "6",
-            "--verdict-repetitions",
-            "0",
-            "--results",
-            str(tmp_path / "runs"),
-            "--json",
-            str(tmp_path / "battery.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        cwd=REPO,
-    )
+def battery(tmp_path, *options: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """benchmarks/disturbance.py with `options`, its results and JSON under tmp_path; (the
+    process, the JSON) once it has exited 0."""
+    argv = [sys.executable, str(REPO / "benchmarks/disturbance.py"), *options]
+    argv += ["--results", str(tmp_path / "runs"), "--json", str(tmp_path / "battery.json")]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out, json.loads((tmp_path / "battery.json").read_text())
+
+
+def test_the_small_battery_names_what_was_planted(tmp_path):
+    out, data = battery(
+        tmp_path, "--rounds", "1", "--causes", "quiet,cpu,stopped", "--iters", "6", "--verdict-repetitions", "0"
+    )
     assert "confusion matrix: planted cause (rows) x signal named" in out.stdout
     assert "named with the right cause:" in out.stdout and "quiet runs flagged:" in out.stdout
-    data = json.loads((tmp_path / "battery.json").read_text())
     runs = {r["cause"]: r for r in data["runs"]}
     assert set(runs) == {"quiet", "cpu", "stopped"} and all(r["status"] == "ok" for r in runs.values())
     assert "cpu" in runs["cpu"]["named"], runs["cpu"]
@@ -60,28 +49,8 @@ def test_the_small_battery_names_what_was_planted(tmp_path):
 
 def test_the_verdict_a_planted_disturbance_flips_is_taken_back_by_the_record(tmp_path):
     need(os.geteuid() == 0 and shutil.which("iperf3") is not None, "emulated clusters need root (and iperf3)")
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks/disturbance.py"),
-            "--rounds",
-            "0",
-            "--verdict-repetitions",
-            "2",
-            "--iters",
-            "6",
-            "--results",
-            str(tmp_path / "runs"),
-            "--json",
-            str(tmp_path / "battery.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        cwd=REPO,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    demo = json.loads((tmp_path / "battery.json").read_text())["verdict"]
+    out, data = battery(tmp_path, "--rounds", "0", "--verdict-repetitions", "2", "--iters", "6")
+    demo = data["verdict"]
     print(out.stdout[-1500:])
     runs = demo["runs"]
     planted = [r for r in runs if r["fabric"] == demo["planted"] and not r["remeasure_of"]]
@@ -110,30 +79,10 @@ def test_the_battery_names_the_rate_limited_node_under_slurm(tmp_path):
     from launch.fleet.emulate import slurm_nodes
 
     need(os.geteuid() == 0 and slurm_nodes.available(), "an emulated Slurm cluster needs root and slurm-wlm")
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks/disturbance.py"),
-            "--rounds",
-            "1",
-            "--causes",
-            "rate-limited",
-            "--iters",
-            "4",
-            "--verdict-repetitions",
-            "0",
-            "--results",
-            str(tmp_path / "runs"),
-            "--json",
-            str(tmp_path / "battery.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        cwd=REPO,
+    out, data = battery(
+        tmp_path, "--rounds", "1", "--causes", "rate-limited", "--iters", "4", "--verdict-repetitions", "0"
     )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    runs = {r["cause"]: r for r in json.loads((tmp_path / "battery.json").read_text())["runs"]}
+    runs = {r["cause"]: r for r in data["runs"]}
     assert set(runs) == {"rate-limited", "quiet-slurm"} and all(r["status"] == "ok" for r in runs.values())
     limited, quiet = runs["rate-limited"], runs["quiet-slurm"]
     assert limited["named"] == ["link"] and limited["rate_limited"] == ["n1"], limited
