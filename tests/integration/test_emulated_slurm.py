@@ -309,7 +309,10 @@ def test_in_the_apptainer_image_srun_pmix_crosses_the_nodes(tmp_path, cpu_ethern
         found = json.loads((tmp_path / "locate" / "locate.json").read_text())
         ranks = rank_pids(tmp_path)
     r = json.loads(next((tmp_path / "run").glob("*/result.json")).read_text())
-    assert r["status"] == "ok" and r["argv"][:2] == ["srun", "--mpi=pmix"] and "apptainer" in r["argv"]
+    assert r["status"] == "ok" and r["argv"][0] == "srun" and "apptainer" in r["argv"]
+    assert r["argv"][1:3] == [f"--job-name=fabric-bench-{r['run_id']}", "--mpi=pmix"]
+    # ranks in the image, each node sampled on its own by the host's Python beside them
+    assert sorted(r["disturbance"]["nodes"]) == ["n0", "n1", "n2"], r["disturbance"]["sampler"]
     assert r["slurm"]["rank_hosts"] == ["n0", "n1", "n2"] and r["transport"]["observed"]["mpi"]["btl"] == ["tcp"]
     assert r["slurm"]["job_id"] and r["slurm"]["steps"] == [f"{r['slurm']['job_id']}.0"]
     assert len(found["pairs"]) == 3 and not found["failed_pairs"]

@@ -69,7 +69,9 @@ def test_sbatch_job_runs_two_ranks_through_srun_pmix(cluster, tmp_path):
     assert r["slurm"]["job_state"] in ("COMPLETED", None)
     assert r["argv"][:3] == ["sbatch", "--wait", "--parsable"]
     script = (tmp_path / r["run_id"] / "job.sbatch").read_text()
-    assert "srun --mpi=pmix --nodes=1 --ntasks=2" in script
+    assert f"srun --job-name=fabric-bench-{r['run_id']} --mpi=pmix --nodes=1 --ntasks=2" in script
+    # the job's one node sampled on its own, by a step attached to the job
+    assert list(r["disturbance"]["nodes"]) == r["slurm"]["rank_hosts"][:1], r["disturbance"]["sampler"]
     # whole nodes, each rank's CPU share counted on the node the job ran on (issue 29, item 6)
     assert "#SBATCH --exclusive" in script and "export SRUN_CPUS_PER_TASK=$cpus_per_rank" in script
 
