@@ -33,7 +33,7 @@ from pathlib import Path
 from launch.fleet import emulate
 from launch.errors import UsageError
 from launch.results.model import describe, fit, predict_training
-from launch.results.result import Result, as_result, typed
+from launch.results.result import Result, as_result, field_of
 from launch.runs.run import execute_run, prepare
 from launch.ranks.runspec import RunSpec
 
@@ -80,7 +80,7 @@ def iperf3_goodput_gbit_s(rate: str, seconds: int = 5) -> float | None:
 def run(spec: RunSpec, results: Path) -> Result:
     result = as_result(execute_run(spec, prepare(spec, results), timeout=900, echo=False))
     if result.status != "ok":
-        print(f"  failed: {getattr(typed(result), 'reason', None)}", flush=True)
+        print(f"  failed: {field_of(result, 'reason')}", flush=True)
     return result
 
 

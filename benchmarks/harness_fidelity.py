@@ -43,7 +43,7 @@ from launch.errors import UsageError  # noqa: E402
 from launch.ranks.launchers import Plan, mpirun_argv, tool_path  # noqa: E402
 from launch.runs.run import execute_run, prepare  # noqa: E402
 from launch.ranks.runspec import RunSpec  # noqa: E402
-from launch.results.result import as_result, typed  # noqa: E402
+from launch.results.result import as_result, field_of  # noqa: E402
 from launch.ranks.runtimes import HostRuntime  # noqa: E402
 
 REFERENCE_DIR = ROOT / "benchmarks" / "reference"
@@ -107,7 +107,7 @@ def run_reference(spec: RunSpec, script: str, extra: dict[str, str], log: Path) 
 def run_ours(spec: RunSpec, results: Path) -> float | None:
     result = as_result(execute_run(spec, prepare(spec, results), timeout=1800, echo=False))
     if result.status != "ok":
-        print(f"  ours failed: {getattr(typed(result), 'reason', None)}", flush=True)
+        print(f"  ours failed: {field_of(result, 'reason')}", flush=True)
         return None
     return result.total_img_per_s
 

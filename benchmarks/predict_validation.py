@@ -44,7 +44,7 @@ from pathlib import Path
 
 from bench.stats import summarize
 from launch.results import predict
-from launch.results.result import as_result, typed
+from launch.results.result import as_result, field_of, typed
 from launch.errors import UsageError
 from launch.runs.run import execute_run, prepare
 from launch.ranks.runspec import RunSpec
@@ -60,7 +60,7 @@ def run(spec: RunSpec, results: Path) -> dict | None:
     took = time.monotonic() - started
     result["host_load_1min"] = os.getloadavg()[0]  # other work on this machine shares its cores
     if as_result(result).status != "ok":
-        print(f"  failed ({took:.0f} s): {getattr(typed(result), 'reason', None)}", flush=True)
+        print(f"  failed ({took:.0f} s): {field_of(result, 'reason')}", flush=True)
         return None
     print(f"  ok ({took:.0f} s, host load {result['host_load_1min']:.1f})", flush=True)
     return result

@@ -27,7 +27,7 @@ from launch.errors import UsageError
 from launch.results import aggregate
 from launch.results.aggregate import run_value
 from launch.results.headline import disturbance_line, impossible_same_cores, ratio_line, run_name, unreadable
-from launch.results.result import Result, as_result, disturbed, typed
+from launch.results.result import as_result, disturbed, field_of
 from launch.runs.run import execute_run, prepare
 from launch.ranks.runspec import RunSpec
 from launch.results.table import training_table
@@ -133,9 +133,9 @@ def main() -> int:
         engines = ENGINES[framework]
         for ranks in rank_counts:
             row = {
-                field(r, "engine"): r
+                field_of(r, "engine"): r
                 for r in runs
-                if field(r, "framework") == framework and r.world_size == ranks and r.status == "ok"
+                if field_of(r, "framework") == framework and r.world_size == ranks and r.status == "ok"
             }
             if len(row) == 2:
                 a, b = (row[e].total_img_per_s or math.nan for e in engines)
@@ -150,20 +150,25 @@ def main() -> int:
         for r in runs:
             point = aggregate.point_of(points, r)
             eff = point.run_efficiency(r) if point is not None else None
-            if point is not None and field(r, "framework") == framework and (r.world_size or 0) > 1 and eff is not None:
+            if (
+                point is not None
+                and field_of(r, "framework") == framework
+                and (r.world_size or 0) > 1
+                and eff is not None
+            ):
                 built_on = [r, *(point.baseline.runs if point.baseline is not None else [])]
                 same = point.same_cores_efficiency(r)
                 if same is None:
                     console.print(
                         ratio_line(
-                            f"{framework} {field(r, 'engine')} x{r.world_size}: scaling efficiency", eff, built_on
+                            f"{framework} {field_of(r, 'engine')} x{r.world_size}: scaling efficiency", eff, built_on
                         ),
                         highlight=False,
                     )
                     continue
                 assert point.baseline is not None  # same_cores_efficiency is None without one
                 label = (
-                    f"{framework} {field(r, 'engine')} x{r.world_size}: the ranks share this host's cores; "
+                    f"{framework} {field_of(r, 'engine')} x{r.world_size}: the ranks share this host's cores; "
                     f"total throughput {run_value(r):.1f} vs {point.baseline.mean:.1f} img/s at 1 rank: "
                     f"same-cores efficiency"
                 )
@@ -178,11 +183,6 @@ def main() -> int:
                 console.print(line, highlight=False)
     console.print(f"results under {args.results.resolve()}")
     return 0 if all(r.status == "ok" for r in runs) else 1
-
-
-def field(result: Result, name: str):
-    """A field of the run's typed model (launch.results.result.typed)."""
-    return getattr(typed(result), name, None)
 
 
 def set_up(*options: str) -> int:

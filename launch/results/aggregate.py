@@ -36,7 +36,15 @@ from scipy import stats as scipy_stats
 
 from launch.kinds import KINDS, kind_of, trains
 from launch.kinds.kind import Metric
-from launch.results.result import as_result, disturbance_causes, disturbed, number, scaling_efficiency, typed
+from launch.results.result import (
+    as_result,
+    disturbance_causes,
+    disturbed,
+    field_of,
+    number,
+    scaling_efficiency,
+    typed,
+)
 
 CI_METHOD = (
     "95 % CI of the mean over repetitions and iterations: Student t with the larger of the "
@@ -102,11 +110,6 @@ def mean_ci(runs: list[list[float]]) -> Estimate:
 
 def spec_of(result: dict) -> dict:
     return as_result(result).spec
-
-
-def field_of(result: dict, name: str):
-    """A field of the result's typed model (its kind's: launch.kinds), None where it has none."""
-    return getattr(typed(result), name, None)
 
 
 def fabric_label(result: dict) -> str:

@@ -20,7 +20,9 @@ from launch.errors import UsageError
 from launch.ranks.runspec import RunSpec
 from launch.results.result import (
     Result,
+    as_result,
     busbw_recomputed,
+    field_of,
     files_under,
     malformed,
     number,
@@ -97,7 +99,7 @@ WORKLOAD = RunSpec.fields_where("workload")  # what the measured work is (launch
 
 def key(result: Result) -> tuple:
     """Results pair when they measured the same work on the same fabric and ranks."""
-    result = result if isinstance(result, Result) else Result(result)
+    result = as_result(result)
     fields = typed(result)
 
     def workload(name: str):  # the spec's, else a top-level field of that name
@@ -121,9 +123,8 @@ def values(result: Result) -> dict[str, tuple[float, float | None]]:
     elif result.total_img_per_s is not None:
         out["total_img_per_s"] = (result.total_img_per_s, None)
         out["per_rank_img_per_s"] = (result.total_img_per_s / ranks, None)
-    fields = typed(result)
     for name in ("comm_fraction", "step_time_s"):
-        figure = number(getattr(fields, name, None))
+        figure = number(field_of(result, name))
         if figure is not None:
             out[name] = (figure, None)
     for row in result.sizes:

@@ -12,7 +12,7 @@ and flagged where the hardware makes the figure impossible.
 
 from __future__ import annotations
 
-from launch.results.result import Result, disturbance_causes, disturbance_summary, disturbed, typed
+from launch.results.result import as_result, disturbance_causes, disturbance_summary, disturbed, typed
 
 # Same cores, N ranks vs 1: quiet rounds here read 0.93-1.03, loaded ones 0.85-1.18 (issue 37);
 # splitting one rank's intra-op threads over processes can gain some, not a third.
@@ -41,7 +41,7 @@ def unreadable(results: list[dict]) -> str | None:
     if not bad:
         return None
     return "; ".join(
-        f"{run_name(r)} ({Result(r).run_id}) was disturbed: {', '.join(disturbance_causes(r))}" for r in bad
+        f"{run_name(r)} ({as_result(r).run_id}) was disturbed: {', '.join(disturbance_causes(r))}" for r in bad
     )
 
 

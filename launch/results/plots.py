@@ -16,7 +16,7 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from launch.results import aggregate  # noqa: E402
-from launch.results.result import Result, typed  # noqa: E402
+from launch.results.result import as_result, field_of  # noqa: E402
 
 
 def _axes(title: str, xlabel: str, ylabel: str, size=(7, 4.5)):
@@ -137,29 +137,22 @@ def plot_verdicts(all_verdicts: dict) -> plt.Figure:
 
 
 def _allreduce_label(r: dict) -> str:
-    fields = typed(r)
     fabric = aggregate.fabric_label(r)
-    return f"{fabric}/{getattr(fields, 'backend', None) or '-'} x{fields.world_size if fields else None}"
-
-
-def link_rate(result: dict) -> float | None:
-    fields = typed(result)
-    return aggregate.number(fields.link_rate_gbit_s) if fields is not None else None
+    return f"{fabric}/{field_of(r, 'backend') or '-'} x{field_of(r, 'world_size')}"
 
 
 def plot_busbw(results: Sequence[dict], title: str) -> plt.Figure:
     """A size sweep's busbw per size, one line per run; `title`: its kind's (launch.kinds: sizes_plot)."""
     fig, ax = _axes(title, "message size (bytes)", "bus bandwidth (Gbit/s)")
     for r in results:
+        sizes = as_result(r).sizes
         rows = [
-            row
-            for row in Result(r).sizes
-            if aggregate.number(row.get("bytes")) and aggregate.number(row.get("busbw_gbit_s"))
+            row for row in sizes if aggregate.number(row.get("bytes")) and aggregate.number(row.get("busbw_gbit_s"))
         ]
         ax.plot(
             [row["bytes"] for row in rows], [row["busbw_gbit_s"] for row in rows], marker="o", label=_allreduce_label(r)
         )
-    rates = sorted({rate for r in results if (rate := link_rate(r)) is not None})
+    rates = sorted({rate for r in results if (rate := aggregate.number(field_of(r, "link_rate_gbit_s"))) is not None})
     for rate, style in zip(rates, ["--", ":", "-.", (0, (5, 1, 1, 1))] * len(rates)):
         ax.axhline(rate, linestyle=style, color="black", label=f"link rate {rate:g} Gbit/s")
     ax.set_xscale("log", base=2)

@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass
 from launch.errors import UsageError
 from launch.kinds import kind_of, trains
 from launch.results.model import AlphaBeta
-from launch.results.result import as_result, number, typed
+from launch.results.result import as_result, field_of, number, typed
 
 MIB = 2**20
 DDP_FIRST_BUCKET_BYTES = 1 * MIB  # torch.distributed's first bucket
@@ -329,7 +329,7 @@ def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int 
     """alpha-beta fitted on an allreduce result's rows of >= min_bytes (beyond a shaper's burst)."""
     from launch.results.model import fit
 
-    kind, run, fields = kind_of(result), as_result(result), typed(result)
+    kind, run = kind_of(result), as_result(result)
     if not run.sizes or kind is None or not kind.fits_alpha_beta:
         raise UsageError(f"{run.run_id}: not an allreduce result (no sizes)")
     ranks = run.world_size or 0
@@ -339,13 +339,13 @@ def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int 
         model = fit(large if len(large) >= 2 else rows, ranks)
     except (ValueError, KeyError) as exc:
         raise UsageError(f"{run.run_id}: cannot fit the alpha-beta model: {exc}") from None
-    rate = getattr(fields, "link_rate_gbit_s", None)
+    rate = field_of(result, "link_rate_gbit_s")
     label = name or run.fabric or (f"emulated {rate:g} Gbit/s" if rate else "default")
     return Fabric(
         label,
         model.alpha_s,
         model.bandwidth_gbit_s,
-        f"fitted on {run.run_id} ({getattr(fields, 'backend', None)}, {ranks} ranks, rows >= {min_bytes} B)",
+        f"fitted on {run.run_id} ({field_of(result, 'backend')}, {ranks} ranks, rows >= {min_bytes} B)",
     )
 
 

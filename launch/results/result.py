@@ -92,6 +92,12 @@ def as_result(value: dict) -> Result:
     return value if isinstance(value, Result) else Result(value)
 
 
+def field_of(result: dict, name: str) -> Any:
+    """A field of the result's typed model (its kind's: launch.kinds, extras included); None where
+    it has none or the result is not of its declared shapes."""
+    return getattr(typed(result), name, None)
+
+
 def disturbed(result: dict) -> bool:
     """The run's disturbance record says it was disturbed while timed (launch.disturbance)."""
     record = result.get("disturbance")
