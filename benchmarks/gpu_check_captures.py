@@ -12,7 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.gpu_check_process import REPO, Log, end_session
+from benchmarks.gpu_check_process import REPO, Log
+from launch.sessions import end_session
 from launch.site import probe  # standard library only
 
 QUERY_FIELDS = (

@@ -1,13 +1,13 @@
-"""The GPU check's processes (benchmarks/gpu_check.py): its log, one command under a deadline,
-and ending a process's whole session."""
+"""The GPU check's processes (benchmarks/gpu_check.py): its log, and one command under a deadline
+(its whole session ended past it: launch.sessions)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import threading
 from pathlib import Path
+
+from launch.sessions import end_session
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,20 +23,6 @@ class Log:
         print(line, flush=True)
         self.file.write(line + "\n")
         self.file.flush()
-
-
-def end_session(proc: subprocess.Popen) -> None:
-    """SIGTERM to a process started in its own session and all of it, then SIGKILL if it stays."""
-    for signum, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, signum)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=grace)
-            break
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def execute(argv: list[str], log_path: Path, env: dict, timeout_s: float, log: Log) -> int:

@@ -31,11 +31,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from launch.disturbance import gpu, link
 from launch.disturbance.sample import INTERVAL_S, Sampler, Snapshot
+from launch.sessions import end_session
 
 STOP_FILE = "nodes-stop"
 FILE_PREFIX = "node-"
@@ -210,18 +210,10 @@ class NodeSamplers:
         if self._proc is None:
             return self
         (self.record_dir / STOP_FILE).touch()
-        deadline = time.monotonic() + STOP_WAIT_S
-        for signum in (None, signal.SIGTERM, signal.SIGKILL):
-            if signum is not None:
-                try:
-                    os.killpg(self._proc.pid, signum)
-                except ProcessLookupError:
-                    pass
-            try:
-                self._proc.wait(timeout=max(1.0, deadline - time.monotonic()) if signum is None else 5)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        try:
+            self._proc.wait(timeout=STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            end_session(self._proc, term_grace_s=5.0)
         return self
 
     def files(self) -> dict[str, dict]:
