@@ -318,9 +318,12 @@ def record(
     }
 
 
-def node_record(data: dict, records: list[dict], result: dict) -> dict:
-    """One node's record from its sampler's file (launch.disturbance.nodes): its verdict, causes,
-    signals, window and the sampler's cost; a file that does not hold snapshots reads as not sampled."""
+def node_record(data: dict, window: dict | None, result: dict) -> dict:
+    """One node's record from its sampler's file (launch.disturbance.nodes) over the run's timed
+    window: its verdict, causes, signals, window and the sampler's cost; a file that could not be
+    read, or does not hold snapshots, reads as not recorded, with why."""
+    if "error" in data:
+        return {"verdict": "not recorded", "why": data["error"], "causes": []}
     host = str(data.get("host") or "?")
     try:
         snapshots = [snapshot_from(s) for s in data["snapshots"]]
@@ -328,7 +331,7 @@ def node_record(data: dict, records: list[dict], result: dict) -> dict:
         interval = float(data.get("interval_s", 0.5))
     except (KeyError, TypeError, ValueError) as exc:
         return {"verdict": "not recorded", "why": f"unreadable sampler file ({type(exc).__name__})", "causes": []}
-    signals, window = host_signals(snapshots, window_of(records), result, interval, readings)
+    signals, window = host_signals(snapshots, window, result, interval, readings)
     causes = causes_of(signals, (window or {}).get("sampled_seconds", 0.0), host)
     return {
         "verdict": verdict_of(causes, any(s in signals for s in (CPU, MEMORY))),
@@ -347,12 +350,10 @@ def nodes_record(
     holds no rank here: its sampler's cost is kept, its load is not judged."""
     from launch.results.result import typed
 
-    nodes = {host: data if "error" in data else node_record(data, records, result) for host, data in files.items()}
-    for host, node in nodes.items():
-        if "error" in node:
-            nodes[host] = {"verdict": "not recorded", "why": node["error"], "causes": []}
+    timed = window_of(records)
+    nodes = {host: node_record(data, timed, result) for host, data in files.items()}
     links = {
-        host: link_of_node(data)
+        host: node_link([r for r in data["link"] if isinstance(r, dict)])
         for host, data in files.items()
         if "error" not in data and data.get("interface") and isinstance(data.get("link"), list)
     }
@@ -360,7 +361,7 @@ def nodes_record(
     signals = {STEPS: steps_signal(result), LINK: link_signal(links, interface)}
     fields = typed(result)
     hosts = sorted(set(fields.hosts or [])) if fields is not None else []
-    window = next((n["window"] for n in nodes.values() if n.get("window")), window_of(records))
+    window = next((n["window"] for n in nodes.values() if n.get("window")), timed)
     causes = causes_of(signals, (window or {}).get("sampled_seconds", 0.0))
     for host in sorted(nodes):
         causes += nodes[host]["causes"]
@@ -378,7 +379,3 @@ def nodes_record(
             "not_sampled_hosts": sorted(h for h in hosts if h not in nodes),
         },
     }
-
-
-def link_of_node(data: dict) -> dict:
-    return node_link([r for r in data["link"] if isinstance(r, dict)])

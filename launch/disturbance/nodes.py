@@ -13,7 +13,7 @@ the node's own network namespace, nvidia-smi where the run asked for GPUs) and r
 node's link shaper twice (launch.disturbance.link). It stops on the stop file fabric-bench
 writes as the run ends, or on SIGTERM (Slurm ends a job's steps with it), and writes
 RECORD_DIR/node-HOST.json: its snapshots, readings and own cost. fabric-bench judges each
-node's file like its own snapshots (launch.disturbance.judge.node_records).
+node's file like its own snapshots (launch.disturbance.judge.nodes_record).
 
 The job is found by its ranks' step name (`srun --job-name`, launch.ranks.launchers.ranks_step_name)
 in `squeue --steps`, so the same holds for srun inside an allocation, srun making its own
