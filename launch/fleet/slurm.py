@@ -18,12 +18,17 @@ import os
 import re
 import shlex
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from launch import trust
 
 QUERY_TIMEOUT_S = 15
+# How long a finished run waits for its job to leave COMPLETING: while a job completes,
+# slurmctld reports as its NodeList only the nodes still completing (a 4-node job read
+# "n[0-2]" once n3 had finished), so the job's nodes are read once it has settled.
+SETTLE_S = 20
 
 
 def _query(argv: list[str]) -> str | None:
@@ -44,6 +49,19 @@ def job_fields(job_id: str) -> dict[str, str]:
     """`scontrol show job -o ID` as a dict (empty once Slurm has forgotten the job)."""
     out = _query(["scontrol", "show", "job", "-o", job_id]) or ""
     return dict(token.split("=", 1) for token in out.split() if "=" in token)
+
+
+def settled_job_fields(job_id: str, wait_s: float | None = None) -> dict[str, str]:
+    """`job_fields` once the job has left COMPLETING (polled up to `wait_s`, SETTLE_S by
+    default). A job still completing then has no NodeList: Slurm's is a part of its nodes."""
+    deadline = time.monotonic() + (SETTLE_S if wait_s is None else wait_s)
+    fields = job_fields(job_id)
+    while fields.get("JobState") == "COMPLETING" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        fields = job_fields(job_id)
+    if fields.get("JobState") == "COMPLETING":
+        fields = {k: v for k, v in fields.items() if k != "NodeList"}
+    return fields
 
 
 def job_of_run(run_dir: Path, batch: bool) -> str | None:
@@ -85,7 +103,7 @@ def after_run(batch: bool, run_dir: Path, job_script: Path | None, stopped: bool
     if stopped and batch and job_script is not None:
         cancel(jobs_running_script(job_script))
     job_id = job_of_run(run_dir, batch)
-    fields = job_fields(job_id) if job_id else {}
+    fields = settled_job_fields(job_id) if job_id else {}
     facts = {
         "job_id": job_id,
         "nodes": fields.get("NodeList") or os.environ.get("SLURM_JOB_NODELIST"),
@@ -105,7 +123,7 @@ def step_facts(records: list[dict], facts: dict) -> dict:
     out = {**facts, "steps": steps, "rank_hosts": hosts}
     if not out.get("job_id") and steps:
         out["job_id"] = steps[0].split(".")[0]
-        fields = job_fields(out["job_id"])
+        fields = settled_job_fields(out["job_id"])
         out["nodes"] = out.get("nodes") or fields.get("NodeList")
         if fields.get("NumNodes", "").isdigit():
             out["num_nodes"] = int(fields["NumNodes"])

@@ -1,5 +1,7 @@
 """Slurm helpers: one time-limit format both ways, one #SBATCH header for every job script."""
 
+from pathlib import Path
+
 import pytest
 
 from launch.fleet import slurm
@@ -68,3 +70,39 @@ def test_site_modules_are_loaded_by_run_and_sweep_job_scripts(tmp_path):
     )
     assert "module load 'cuda 12'\nset -euo pipefail" in sweep_script
     assert "module load" not in prepare(spec, tmp_path, Site(), run_id="r2").job_script
+
+
+JOB_STATES = Path(__file__).parent.parent / "data" / "slurm_job_states"
+
+
+def scontrol_answers(monkeypatch, *states: str) -> list[list[str]]:
+    """Slurm answers `scontrol show job` with the recorded lines of tests/data/slurm_job_states,
+    one per query in order (the last repeated); returns the queries made."""
+    lines = [(JOB_STATES / f"{state}.txt").read_text() for state in states]
+    asked: list[list[str]] = []
+
+    def query(argv):
+        asked.append(argv)
+        return lines[min(len(asked), len(lines)) - 1]
+
+    monkeypatch.setattr(slurm, "_query", query)
+    monkeypatch.setattr(slurm.time, "sleep", lambda s: None)
+    return asked
+
+
+def test_a_completing_job_is_read_once_it_has_completed(monkeypatch):
+    asked = scontrol_answers(monkeypatch, "completing", "completing", "completed")
+    fields = slurm.settled_job_fields("11")
+    assert fields["JobState"] == "COMPLETED" and fields["NodeList"] == "n[0-3]"
+    assert asked == [["scontrol", "show", "job", "-o", "11"]] * 3
+
+
+def test_a_job_still_completing_records_no_node_list(monkeypatch):
+    # its NodeList then names only the nodes still completing: not the job's nodes
+    scontrol_answers(monkeypatch, "completing")
+    fields = slurm.settled_job_fields("11", wait_s=0.05)
+    assert fields["JobState"] == "COMPLETING" and "NodeList" not in fields and fields["NumNodes"] == "4"
+    monkeypatch.setattr(slurm, "SETTLE_S", 0.05)
+    out = slurm.step_facts([{"slurm_step": "11.0", "host": "n0"}, {"slurm_step": "11.0", "host": "n1"}], {})
+    assert out["job_id"] == "11" and out["nodes"] is None and out["num_nodes"] == 4
+    assert out["job_state"] == "COMPLETING" and out["rank_hosts"] == ["n0", "n1"]
