@@ -92,12 +92,12 @@ def gpu_reading_from(data: dict) -> gpu.GpuReading:
 def sample_node(record_dir: Path, interface: str | None, gpus: bool, stop: threading.Event) -> dict:
     """This node's sampling until `stop` is set or the stop file shows: what its file holds."""
     sampler = Sampler(os.getpid(), record_dir, (interface,) if interface else (), gpus=gpus and gpu.available()).start()
-    links = [link.read_tc(interface)] if interface else []
+    links = [link.read_link(interface)] if interface else []
     while not stop.wait(INTERVAL_S) and not (record_dir / STOP_FILE).exists():
         pass
     sampler.stop()
     if interface:
-        links.append(link.read_tc(interface))
+        links.append(link.read_link(interface))
     return {
         "host": socket.gethostname(),
         "pid": os.getpid(),

@@ -140,6 +140,57 @@ def test_a_degraded_pair_is_not_a_rate_limited_node():
     assert link.link_signal(links, "fbemu0")["verdict"] == "clean"
 
 
+def test_the_negotiated_speed_is_read_in_the_nodes_own_namespace():
+    # a real veth pair: one end in a namespace of its own, read there by a process entered into it
+    # (as a node sampler is); the host cannot see that end, and a driver without speeds says so
+    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nsenter"):
+        pytest.skip("needs root, ip and nsenter to make a network namespace")
+    name = f"fbspd{os.getpid() % 100000}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(
+            ["ip", "link", "add", f"{name}a", "type", "veth", "peer", "name", "fbnode0", "netns", name], check=True
+        )
+        code = "import json; from launch.disturbance import link; print(json.dumps(link.negotiated_speed('fbnode0')))"
+        inside = subprocess.run(
+            ["nsenter", f"--net=/run/netns/{name}", sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            check=True,
+        )
+        assert json.loads(inside.stdout) == {"speed_mbit": 10000}  # what the veth driver reports
+        assert link.negotiated_speed("fbnode0") == {"speed_error": "ethtool ioctl: No such device"}
+        assert link.negotiated_speed("lo") == {"speed_error": "ethtool ioctl: Operation not supported"}
+        assert link.negotiated_speed("x" * 16)["speed_error"].endswith("is not an interface name")
+    finally:
+        subprocess.run(["ip", "link", "del", f"{name}a"], capture_output=True)
+        subprocess.run(["ip", "netns", "del", name], check=True)
+
+
+def test_a_node_whose_nic_negotiated_a_lower_speed_is_named():
+    # no shaper anywhere (mq, as a multi-queue NIC shows); n1's NIC came up at a quarter
+    unshaped = {"qdisc": '[{"kind":"mq","root":true,"handle":"0:"}]', "classes": ""}
+    readings = {"n0": {**unshaped, "speed_mbit": 100000}, "n1": {**unshaped, "speed_mbit": 25000}}
+    links = {n: link.node_link([r, r]) for n, r in readings.items()}
+    assert links["n1"] == {"kind": None, "speed_bit_s": 25_000_000_000}
+    found = link.link_signal(links, "eth2")
+    assert found["verdict"] == "disturbed" and found["rate_limited"] == ["n1"]
+    assert link.link_words(found) == (
+        "a rate-limited node: n1's egress on eth2 negotiated 25000 Mbit/s, 25% of the fastest node's 100000 Mbit/s"
+    )
+    # the lower of shaper and speed limits a node: a 10 Gb/s veth shaped to 300 Mbit/s is 300 Mbit/s
+    files, _, _ = recorded_run()
+    shaped = {n: link.node_link([{**r, "speed_mbit": 10000} for r in files[n]["link"]]) for n in ("n0", "n1")}
+    assert link.link_signal(shaped, "fbemu0")["rate_limited"] == ["n1"]
+    assert "is shaped to" in link.link_words(link.link_signal(shaped, "fbemu0"))
+    # both NICs at the same speed: clean; a driver with no speed and no shaper: not measured, in words
+    same = {n: link.node_link([{**unshaped, "speed_mbit": 100000}]) for n in ("n0", "n1")}
+    assert link.link_signal(same, "eth2")["verdict"] == "clean"
+    unknown = {n: link.node_link([{**unshaped, "speed_error": "the driver reports no speed"}]) for n in ("a", "b")}
+    assert link.link_signal(unknown, "eth0")["why"] == "no shaper; link speed: the driver reports no speed"
+
+
 def test_the_link_signal_needs_two_nodes_and_a_shaper():
     files, _, _ = recorded_run()
     one = {"n1": link.node_link(files["n1"]["link"])}
