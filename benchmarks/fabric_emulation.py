@@ -160,8 +160,8 @@ def main() -> int:
             print(f"{rate}: ddp training ...", flush=True)
             trained = run(dataclasses.replace(train, link_rate=rate), args.results)
             assert baseline is not None  # run above unless --no-training, which continued before here
-            if trained["status"] == "ok" and "torch" in fits:
-                prediction = predict_training(fits["torch"], trained, baseline if baseline["status"] == "ok" else None)
+            if as_result(trained).ok and "torch" in fits:
+                prediction = predict_training(fits["torch"], trained, baseline if as_result(baseline).ok else None)
                 model_lines.append(f"{rate:>7} ddp {args.model}: {describe(prediction)}")
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -116,25 +116,25 @@ def default_image_size(result: dict) -> int | None:
 
 def from_records(records: list[dict], entry: dict, exit_code: int) -> dict:
     """The summary fields of a direct run (no launch CLI): rank 0's train record."""
-    train = next((r for r in records if r.get("kind") == "train"), None)
+    record = next((r for r in records if r.get("kind") == "train"), None)
     errors = [r["error"] for r in records if r.get("kind") == "error"]
-    if train is None:
+    if record is None:
         entry.update(status="failed", reason="; ".join(errors) or f"no train record (exit code {exit_code})")
         return entry
-    compute = mean(train["compute_samples_img_per_s"])
-    batch = train["config"]["batch_size"]
+    compute = mean(record["compute_samples_img_per_s"])
+    batch = record["config"]["batch_size"]
     entry.update(
-        status=train["status"] if exit_code == 0 else "failed",
+        status=record["status"] if exit_code == 0 else "failed",
         reason=None if exit_code == 0 else f"exit code {exit_code}",
-        img_per_s=mean(train["samples_img_per_s"]),
-        n_samples=len(train["samples_img_per_s"]),
+        img_per_s=mean(record["samples_img_per_s"]),
+        n_samples=len(record["samples_img_per_s"]),
         compute_img_per_s=compute,
         compute_step_s=batch / compute if compute else None,
-        device=train.get("device"),
-        engine_info=train.get("engine_info"),
-        versions=train.get("versions"),
+        device=record.get("device"),
+        engine_info=record.get("engine_info"),
+        versions=record.get("versions"),
         batch_size=batch,
-        image_size=train["config"].get("image_size"),
+        image_size=record["config"].get("image_size"),
         format="rank records",
     )
     return entry

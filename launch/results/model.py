@@ -22,6 +22,10 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from launch.errors import UsageError
+from launch.results.result import fields_of
+from launch.results.schema import at, number
+
 
 @dataclass(frozen=True)
 class AlphaBeta:
@@ -75,18 +79,28 @@ def fit(rows: list[dict], ranks: int, min_bytes: int = 0) -> AlphaBeta:
 
 
 def predict_training(model: AlphaBeta, train: dict, baseline: dict | None = None) -> dict:
-    """Predicted vs measured step time and scaling efficiency of a training result."""
-    ranks = train["world_size"]
-    batch = train["spec"]["batch_size"]
-    compute_step_s = batch * ranks / train["compute_img_per_s"]  # per-rank compute-only step
-    allreduce_s = model.allreduce_s(train["gradient_bytes"], ranks)
+    """Predicted vs measured step time and scaling efficiency of a training result (UsageError, one
+    line, where it lacks a figure the prediction needs)."""
+    fields = fields_of(train)
+    needed = ("compute_img_per_s", "gradient_bytes", "throughput.per_rank_img_per_s", "spec.batch_size")
+    found = {name: number(at(fields, name)) for name in needed}
+    missing = [name for name, value in found.items() if not value or value <= 0]
+    single = number(at(fields_of(baseline), "throughput.total_img_per_s")) if baseline is not None else None
+    if baseline is not None and not (single and single > 0):
+        missing.append("the baseline's throughput.total_img_per_s")
+    if missing:
+        raise UsageError(f"{fields.run_id}: the train result has no {', '.join(missing)}")
+    compute, gradient_bytes, per_rank, batch = (float(found[name] or 0) for name in needed)
+    ranks = fields.world_size or 1
+    compute_step_s = batch * ranks / compute  # per-rank compute-only step
+    allreduce_s = model.allreduce_s(gradient_bytes, ranks)
     predicted_step_s = compute_step_s + allreduce_s
-    measured_step_s = batch / train["throughput"]["per_rank_img_per_s"]
+    measured_step_s = batch / per_rank
     # 1-rank throughput: the baseline run if given, else this run's compute-only step
-    single_img_per_s = baseline["throughput"]["total_img_per_s"] if baseline else batch / compute_step_s
+    single_img_per_s = single or batch / compute_step_s
     return {
         "ranks": ranks,
-        "gradient_bytes": train["gradient_bytes"],
+        "gradient_bytes": at(fields, "gradient_bytes"),
         "compute_step_s": compute_step_s,
         "predicted_allreduce_s": allreduce_s,
         "predicted_step_s": predicted_step_s,
@@ -122,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         f"alpha {model.alpha_s * 1e6:.1f} us, beta -> {model.bandwidth_gbit_s:.3f} Gbit/s "
         f"({allreduce.get('backend')}, {model.ranks} ranks)"
     )
-    print(describe(predict_training(model, train, rest[0] if rest else None)))
+    try:
+        print(describe(predict_training(model, train, rest[0] if rest else None)))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

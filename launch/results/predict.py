@@ -59,7 +59,8 @@ from dataclasses import asdict, dataclass
 from launch.errors import UsageError
 from launch.kinds import kind_of, trains
 from launch.results.model import AlphaBeta
-from launch.results.result import as_result, field_of, number, typed
+from launch.results.result import as_result, field_of, fields_of, number, typed
+from launch.results.schema import at
 
 MIB = 2**20
 DDP_FIRST_BUCKET_BYTES = 1 * MIB  # torch.distributed's first bucket
@@ -133,27 +134,30 @@ def workload_from(
 ) -> Workload:
     """The workload of a train result: its compute-only step (measured with its own ranks sharing the
     host, as they do while training), gradient bytes and the engine's bucket settings."""
-    if train.get("benchmark") is not None and not trains(train.get("benchmark")):
-        raise UsageError(f"{train.get('run_id')}: a {train.get('benchmark')} result, not a training result")
-    compute = train.get("compute_img_per_s")
-    if not isinstance(compute, (int, float)) or compute <= 0:
+    result = as_result(train)
+    if result.benchmark is not None and not trains(result.benchmark):
+        raise UsageError(f"{result.run_id}: a {result.benchmark} result, not a training result")
+    fields = fields_of(result)
+    compute = number(at(fields, "compute_img_per_s"))
+    if not compute or compute <= 0:
         raise UsageError(
-            f"{train.get('run_id')}: the train result has no compute_img_per_s "
+            f"{fields.run_id}: the train result has no compute_img_per_s "
             "(the compute-only step); rerun it with this version of fabric-bench"
         )
-    if not isinstance(train.get("gradient_bytes"), int) or train["gradient_bytes"] <= 0:
-        raise UsageError(f"{train.get('run_id')}: the train result has no gradient_bytes")
-    spec = train.get("spec") or {}
-    ranks, batch = train.get("world_size") or 1, spec.get("batch_size")
+    gradient_bytes = number(at(fields, "gradient_bytes"))
+    if not gradient_bytes or gradient_bytes <= 0 or not gradient_bytes.is_integer():
+        raise UsageError(f"{fields.run_id}: the train result has no gradient_bytes")
+    ranks, batch = fields.world_size or 1, at(fields, "spec.batch_size")
     if not isinstance(batch, int) or batch < 1:
-        raise UsageError(f"{train.get('run_id')}: the train result has no spec.batch_size")
-    engine = engine or train.get("engine") or "ddp"
+        raise UsageError(f"{fields.run_id}: the train result has no spec.batch_size")
+    engine = engine or fields.engine or "ddp"
     if engine not in ("ddp", "horovod"):
         raise UsageError(f"engine {engine!r}: the predictor models ddp and horovod")
-    info = train.get("engine_info") or {}
-    wire: dict = train["wire"] if isinstance(train.get("wire"), dict) else {}  # bench.numerics.wire, newer results
+    info = at(fields, "engine_info") or {}
+    wire = at(fields, "wire") if isinstance(at(fields, "wire"), dict) else {}  # bench.numerics.wire, newer results
+    spec_bucket_mb, spec_fusion_mb = at(fields, "spec.bucket_cap_mb"), at(fields, "spec.fusion_threshold_mb")
     if engine == "ddp":
-        cap = bucket_mb or info.get("bucket_cap_mb") or spec.get("bucket_cap_mb") or DDP_BUCKET_CAP_MB
+        cap = bucket_mb or info.get("bucket_cap_mb") or spec_bucket_mb or DDP_BUCKET_CAP_MB
         bucket = float(cap) * MIB if bucket_mb or not wire.get("bucket_bytes") else float(wire["bucket_bytes"])
     else:
         threshold = info.get("fusion_threshold_bytes") or wire.get("fusion_threshold_bytes")
@@ -162,26 +166,26 @@ def workload_from(
             if bucket_mb
             else float(threshold)
             if threshold
-            else (spec.get("fusion_threshold_mb") or 0) * MIB or HOROVOD_FUSION_BYTES
+            else (spec_fusion_mb or 0) * MIB or HOROVOD_FUSION_BYTES
         )
-    cycle = cycle_ms or _float(info.get("cycle_time_ms")) or spec.get("cycle_time_ms") or HOROVOD_CYCLE_MS
+    cycle = cycle_ms or _float(info.get("cycle_time_ms")) or at(fields, "spec.cycle_time_ms") or HOROVOD_CYCLE_MS
     if not 0 < backward_share <= 1:
         raise UsageError(f"--backward-share must be in (0, 1], got {backward_share}")
     return Workload(
         engine=engine,
         batch_size=batch,
         compute_step_s=batch * ranks / compute,
-        gradient_bytes=train["gradient_bytes"],
+        gradient_bytes=int(gradient_bytes),
         bucket_bytes=bucket,
         cycle_s=float(cycle) / 1e3,
         backward_share=backward_share,
         source={
-            "run_id": train.get("run_id"),
+            "run_id": fields.run_id,
             "world_size": ranks,
-            "model": train.get("model"),
+            "model": fields.model,
             "compute_img_per_s": compute,
             "measured_with_ranks_sharing_the_host": ranks,
-            "wire_dtype": wire.get("dtype") or (train.get("numerics") or {}).get("gradient_wire_dtype"),
+            "wire_dtype": wire.get("dtype") or at(fields, "numerics.gradient_wire_dtype"),
         },
     )
 

@@ -154,8 +154,8 @@ def predictions(results: Sequence[dict]) -> dict[str, list[tuple[int, float, flo
         try:
             p = model.predict_training(fits[r.fabric], r)
             point = (r.world_size, p["measured_step_s"] * 1e3, p["predicted_step_s"] * 1e3)
-        except (KeyError, TypeError, ZeroDivisionError, AttributeError):
-            continue  # no model for this fabric, or fields it needs are absent
+        except (KeyError, UsageError):
+            continue  # no model for this fabric, or figures it needs are absent
         out[series_name(r)].append(point)
     return {name: sorted(points) for name, points in sorted(out.items())}
 
