@@ -23,6 +23,7 @@ from pathlib import Path
 
 from launch.fleet import emulate
 from launch.fleet.emulate import slurm_nodes
+from launch.results.result import read as read_result
 
 FB = [str(Path(sys.executable).parent / "fabric-bench")]
 
@@ -38,8 +39,8 @@ def busbw(results: Path) -> float | None:
     found = sorted(results.glob("*/result.json"))
     if not found:
         return None
-    r = json.loads(found[-1].read_text())
-    return r["sizes"][-1]["busbw_gbit_s"] if r.get("status") == "ok" and r.get("sizes") else None
+    r = read_result(found[-1])
+    return r.sizes[-1]["busbw_gbit_s"] if r.ok and r.sizes else None
 
 
 def allreduce_rounds(rate: str, rounds: int, nbytes: int, work: Path) -> None:

@@ -167,7 +167,7 @@ def main() -> int:
 def host_cost(unshaped: list[dict]) -> tuple[float, int, list[str]]:
     """h (the median over the unshaped runs), its rank count, and the runs it came from."""
     costs = [predict.host_overhead_from(result) for result in unshaped]
-    return statistics.median(c[0] for c in costs), costs[0][1], [r["run_id"] for r in unshaped]
+    return statistics.median(c[0] for c in costs), costs[0][1], [as_result(r).run_id for r in unshaped]
 
 
 def training_point(results: list[dict], fabric: predict.Fabric, rate: str, host: tuple | None) -> dict:
@@ -274,7 +274,7 @@ def multi_node_points(
         measured = run(dataclasses.replace(comm, nodes=nodes, ranks=nodes, link_rate=rate, backend=backend), results)
         if not measured:
             continue
-        for row in measured["sizes"]:
+        for row in as_result(measured).sizes:
             if row["bytes"] >= FIT_MIN_BYTES:
                 predicted = fabric.allreduce_s(row["bytes"], nodes)
                 out.append(
@@ -286,9 +286,9 @@ def multi_node_points(
                         "predicted_s": predicted,
                         "measured_s": row["time_us"] * 1e-6,
                         "error": predicted / (row["time_us"] * 1e-6) - 1,
-                        "run_id": measured["run_id"],
+                        "run_id": as_result(measured).run_id,
                         "host_load_1min": measured["host_load_1min"],
-                        "fitted_on": two["run_id"],
+                        "fitted_on": as_result(two).run_id,
                         "fabric": dataclasses.asdict(fabric),
                     }
                 )

@@ -385,9 +385,10 @@ def result_declared_fields() -> set[str]:
 
 def raw_result_reads(path: Path, fields: set[str], root: Path = REPO) -> list[str]:
     """`result["x"]` and `result.get("x")` of a result field, where `result` is a name results go by
-    (result, original, train, baseline, trained, or the loop name over something named *result*)."""
+    (result, original, train, baseline, trained, measured, ra, rb, two, or the loop name over something
+    named *result*)."""
     tree = ast.parse(path.read_text())
-    names = {"result", "original", "train", "baseline", "trained"}
+    names = {"result", "original", "train", "baseline", "trained", "measured", "ra", "rb", "two"}
     for node in ast.walk(tree):
         loops = [node] if isinstance(node, (ast.For, ast.comprehension)) else []
         for loop in loops:

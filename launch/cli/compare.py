@@ -46,7 +46,7 @@ def compare(
 
     Example: fabric-bench compare site-a/results site-b/results --tolerance total_img_per_s=0.05
     """
-    from launch.results.result import disagreements, disturbance_causes, disturbed
+    from launch.results.result import disagreements, disturbance_causes, disturbed, field_of
 
     from launch.provenance import stacks
 
@@ -65,9 +65,10 @@ def compare(
     for side, results in zip("AB", sides):
         failures += [f"{side} {r.run_id}: {problem}" for r in results for problem in disagreements(r)]
     for ra, rb in pairs:
-        label = f"{ra.get('engine') or ra.get('backend')}/{ra.get('model') or '-'} x{ra.get('world_size')}"
-        if rb.get("status") != "ok":
-            failures.append(f"{label}: B is {rb.get('status')}: {rb.get('reason')}")
+        what = field_of(ra, "engine") or field_of(ra, "backend")
+        label = f"{what}/{field_of(ra, 'model') or '-'} x{ra.world_size}"
+        if not rb.ok:
+            failures.append(f"{label}: B is {rb.status}: {field_of(rb, 'reason')}")
         noisy = [(side, r) for side, r in (("A", ra), ("B", rb)) if disturbed(r)]
         if noisy and not keep_disturbed:
             why = "; ".join(

@@ -235,6 +235,8 @@ def run_cluster(
     from launch.results import cluster as clusters
     from launch.results import collectives, predict_cluster
     from launch.results.predict import parse_ranks
+    from launch.results.result import fields_of
+    from launch.results.schema import at, number
 
     if nccl_log is not None:
         try:
@@ -271,12 +273,12 @@ def run_cluster(
     node_counts = parse_ranks(nodes) if nodes else [1, 2, 4, 8, 16, 32, 64]
     nonnet = None
     if calibrate_from is not None:
-        measured = _read(calibrate_from, "--calibrate-from")
-        per_rank = (measured.get("throughput") or {}).get("per_rank_img_per_s")
-        if not per_rank or (measured.get("world_size") or 1) < 2:
+        measured = fields_of(_read(calibrate_from, "--calibrate-from"))
+        per_rank = number(at(measured, "throughput.per_rank_img_per_s"))
+        if not per_rank or (measured.world_size or 1) < 2:
             raise UsageError(f"--calibrate-from {calibrate_from}: a multi-rank train result with throughput is needed")
         nonnet = predict_cluster.calibrate(
-            workload, built[0], measured["world_size"], workload.batch_size / per_rank, str(measured.get("run_id"))
+            workload, built[0], measured.world_size or 2, workload.batch_size / per_rank, measured.run_id
         )
     ranks_list = sorted({n * c.gpus_per_node for c in built for n in node_counts})
     _emit(predict_cluster.predict(workload, built, ranks_list, nonnet), output, as_json, print_cluster_table)

@@ -17,13 +17,12 @@ communication and backward pass: an upper bound for DDP/Horovod, which overlap.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from launch.errors import UsageError
-from launch.results.result import fields_of
+from launch.results.result import field_of, fields_of
+from launch.results.result import read as read_result
 from launch.results.schema import at, number
 
 
@@ -130,15 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) not in (2, 3):
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
-    allreduce, train, *rest = [json.loads(Path(a).read_text()) for a in args]
-    model = fit(allreduce["sizes"], allreduce["world_size"])
-    print(
-        f"alpha {model.alpha_s * 1e6:.1f} us, beta -> {model.bandwidth_gbit_s:.3f} Gbit/s "
-        f"({allreduce.get('backend')}, {model.ranks} ranks)"
-    )
     try:
+        allreduce, train, *rest = [read_result(a) for a in args]
+        model = fit(allreduce.sizes, allreduce.world_size or 0)
+        print(
+            f"alpha {model.alpha_s * 1e6:.1f} us, beta -> {model.bandwidth_gbit_s:.3f} Gbit/s "
+            f"({field_of(allreduce, 'backend')}, {model.ranks} ranks)"
+        )
         print(describe(predict_training(model, train, rest[0] if rest else None)))
-    except UsageError as exc:
+    except (UsageError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -28,6 +28,7 @@ from launch.results.aggregate import CI_METHOD, Point, spec_of, subject_of, what
 from containers.untrusted import read_json
 from launch.errors import UsageError
 from launch.results.figures import value_text
+from launch.results.result import as_result
 
 METHOD = (
     "ratio of geometric means; 95 % CI by Welch's t on log(metric) (Welch-Satterthwaite degrees "
@@ -165,8 +166,8 @@ def verdicts(
                     "repetitions": other.repetitions,
                     "reference_samples": ref.n_samples,
                     "samples": other.n_samples,
-                    "reference_runs": [r.get("run_id") for r in ref.runs],
-                    "runs": [r.get("run_id") for r in other.runs],
+                    "reference_runs": [as_result(r).run_id for r in ref.runs],
+                    "runs": [as_result(r).run_id for r in other.runs],
                     "left_out": ref.left_out + other.left_out,
                     **compare(ref, other),
                 }
