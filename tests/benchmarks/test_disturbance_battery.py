@@ -49,13 +49,15 @@ def test_the_small_battery_names_what_was_planted(tmp_path):
 
 def test_the_verdict_a_planted_disturbance_flips_is_taken_back_by_the_record(tmp_path):
     need(os.geteuid() == 0 and shutil.which("iperf3") is not None, "emulated clusters need root (and iperf3)")
-    out, data = battery(tmp_path, "--rounds", "0", "--verdict-repetitions", "2", "--iters", "6")
+    # three repetitions: with two a side, the verdict's CI (t with ~2 degrees of freedom) is so
+    # wide that a loaded machine can hide even the planted half-speed runs
+    out, data = battery(tmp_path, "--rounds", "0", "--verdict-repetitions", "3", "--iters", "6")
     demo = data["verdict"]
     print(out.stdout[-1500:])
     runs = demo["runs"]
     planted = [r for r in runs if r["fabric"] == demo["planted"] and not r["remeasure_of"]]
     repeats = [r for r in runs if r["remeasure_of"]]
-    assert len(planted) == 2 and all(r["verdict"] == "disturbed" for r in planted), runs
+    assert len(planted) == 3 and all(r["verdict"] == "disturbed" for r in planted), runs
     # every disturbed first run was measured again, the repeat naming it
     assert {r["run_id"] for r in planted} <= {r["remeasure_of"]["run_id"] for r in repeats}
     # without the record: busy processes on the planted side read as a slower fabric
@@ -68,7 +70,7 @@ def test_the_verdict_a_planted_disturbance_flips_is_taken_back_by_the_record(tmp
     assert 0.8 < with_record["speed_ratio"] < 1.25, with_record
     assert "verdict: emu-eth-10000m against emu-eth-10g" in out.stdout and "with the record" in out.stdout
     pids = {pid for r in runs for pid in r["rank_pids"]} | set(demo["planted_pids"])
-    assert len(pids) >= 12 and not alive(pids)  # 2 ranks a run, 6 or more runs; a hog per core
+    assert len(pids) >= 18 and not alive(pids)  # 2 ranks a run, 9 or more runs; a hog per core
 
 
 def test_the_battery_names_the_rate_limited_node_under_slurm(tmp_path):
