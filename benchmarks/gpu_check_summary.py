@@ -79,6 +79,7 @@ def from_allreduce_result(result: dict, entry: dict) -> dict:
         backend_info=getattr(fields, "backend_info", None),
         versions=getattr(fields, "versions", None),
         allreduce=rows,
+        allreduce_ranks=run.world_size,
         peak_busbw_gbyte_s=max((r["in_place"]["busbw_gbyte_s"] for r in rows), default=None),
         timing=backend_info.get("timing"),
         wall_seconds=getattr(fields, "wall_seconds", None),
@@ -98,6 +99,7 @@ def from_nccl_tests(text: str, entry: dict, exit_code: int) -> dict:
         status="ok" if ok else "failed",
         reason=None if ok else f"exit code {exit_code}" + ("" if parsed["rows"] else ", no result rows"),
         allreduce=[{k: r[k] for k in ("bytes", "in_place", "out_of_place")} for r in parsed["rows"]],
+        allreduce_ranks=parsed["ranks"],
         peak_busbw_gbyte_s=max((r["in_place"]["busbw_gbyte_s"] or 0 for r in parsed["rows"]), default=None),
         nccl_tests={k: parsed[k] for k in ("version", "ranks", "warmup", "iters", "avg_busbw_gbyte_s")},
     )
@@ -160,6 +162,22 @@ def keep_nccl_lines(log_path: Path, target: Path, entry: dict) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("\n".join(lines) + "\n", encoding="utf-8")
         entry["nccl_log"] = str(target.relative_to(target.parents[1]))
+
+
+def unlike_allreduces(side: list[dict]) -> list[str]:
+    """A line where the allreduces beside each other ran different numbers of ranks: nccl-tests
+    with -g 1 on a one-GPU host is one rank, whose busbw is 0 by its factor 2(n-1)/n, while the
+    harness's two ranks share the GPU over NCCL's network transport; their figures are not alike."""
+    ranks = {e["label"]: e["allreduce_ranks"] for e in side if e.get("allreduce_ranks")}
+    if len(set(ranks.values())) < 2:
+        return []
+    said = ", ".join(f"{label} {n}" for label, n in ranks.items())
+    return [
+        "",
+        f"Not like for like: the allreduces ran different numbers of ranks ({said}). One rank moves "
+        "nothing between ranks (busbw 0 by nccl-tests' factor 2(n-1)/n; its algbw is a copy on the "
+        "GPU): read each row on its own, not as a ratio of the other.",
+    ]
 
 
 def fmt(value, spec: str) -> str:
@@ -238,18 +256,20 @@ def write_summary(
             "",
             "Allreduce, the harness beside nccl-tests (largest sizes; GB/s):",
             "",
-            "| run | bytes | in place us | algbw | busbw | out of place us | algbw | busbw |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| run | ranks | bytes | in place us | algbw | busbw | out of place us | algbw | busbw |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for e in side:
             for row in e["allreduce"][-4:]:
                 ip, oop = row.get("in_place") or {}, row.get("out_of_place") or {}
                 lines.append(
-                    f"| {e['label']} | {row['bytes']} | {fmt(ip.get('time_us'), '.1f')} | "
+                    f"| {e['label']} | {e.get('allreduce_ranks') or '-'} | {row['bytes']} | "
+                    f"{fmt(ip.get('time_us'), '.1f')} | "
                     f"{fmt(ip.get('algbw_gbyte_s'), '.2f')} | {fmt(ip.get('busbw_gbyte_s'), '.2f')} | "
                     f"{fmt(oop.get('time_us'), '.1f')} | {fmt(oop.get('algbw_gbyte_s'), '.2f')} | "
                     f"{fmt(oop.get('busbw_gbyte_s'), '.2f')} |"
                 )
+        lines += unlike_allreduces(side)
     batches = [e for e in entries if e["label"] in ("torch-ddp-resnet50-fp32", BATCH_RUN) and e.get("img_per_s")]
     if len(batches) == 2:
         lines += [

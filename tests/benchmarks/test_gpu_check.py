@@ -256,6 +256,10 @@ def test_cpu_mode_end_to_end(tmp_path):
         assert (out / "captures" / f"{name}.absent").read_text().startswith("--cpu")
     markdown = (out / "summary.md").read_text()
     assert "| torch-ddp-resnet50-fp32 | ok |" in markdown and "compute step (ms)" in markdown
+    # the harness's allreduce (gloo here) in the side-by-side table; nccl-tests is for GPU hosts
+    allreduce = runs[gpu_check_plan.ALLREDUCE_RUN]
+    assert allreduce["status"] == "ok" and allreduce["allreduce_ranks"] == 2, allreduce.get("reason")
+    assert f"| {gpu_check_plan.ALLREDUCE_RUN} | 2 | " in markdown and "Not like for like" not in markdown
     assert (out / "gpu_check.log").read_text().count("run torch-ddp-resnet50-fp32: ok") == 1
     assert (tmp_path / "check.tar.gz").stat().st_size > 1000
     assert not (out / "tmp").exists()
@@ -292,3 +296,37 @@ def rank_pids_direct(out: Path) -> set[int]:
         for line in path.read_text().splitlines()
         if line.strip()
     }
+
+
+def test_the_summary_sets_the_harness_allreduce_beside_nccl_tests_with_their_ranks(tmp_path):
+    """The side-by-side table from what each left: a real 2-rank allreduce result of the harness
+    (tests/data/node_samplers) and a real nccl-tests output (tests/data/nccl_tests, 2 ranks)."""
+    data = REPO / "tests" / "data"
+    harness = gpu_check_summary.from_allreduce_result(
+        json.loads((data / "node_samplers/slow-node/result.json").read_text()), {"label": "allreduce-torch-2ranks"}
+    )
+    text = (data / "nccl_tests/gb10-two-nodes/all_reduce_perf.out").read_text()
+    nccl = gpu_check_summary.from_nccl_tests(text, {"label": "nccl-tests-all_reduce_perf"}, 0)
+    assert harness["status"] == nccl["status"] == "ok" and harness["allreduce_ranks"] == nccl["allreduce_ranks"] == 2
+    largest = max(float(line.split()[-3]) for line in text.splitlines() if line.strip()[:1].isdigit())
+    assert nccl["peak_busbw_gbyte_s"] == largest  # in place, GB/s as nccl-tests printed it
+    recorded = json.loads((data / "node_samplers/slow-node/result.json").read_text())["sizes"][0]
+    assert harness["allreduce"][0]["in_place"]["busbw_gbyte_s"] == pytest.approx(recorded["busbw_gbit_s"] / 8)
+    captured: dict = {"captures": {}, "parsed": {}}
+    gpu_check_summary.write_summary(tmp_path, "gpu", {"host": "h"}, captured, [harness, nccl], 1.0)
+    markdown = (tmp_path / "summary.md").read_text()
+    assert "| allreduce-torch-2ranks | 2 | 4194304 |" in markdown
+    assert "| nccl-tests-all_reduce_perf | 2 | 65536 |" in markdown  # the recorded table's last row
+    assert "Not like for like" not in markdown  # both ran two ranks
+
+
+def test_allreduces_of_different_rank_counts_are_said_not_to_compare():
+    """nccl-tests -g 1 on a one-GPU host is one rank (busbw 0); the harness's two ranks share the GPU."""
+    side = [{"label": "allreduce-torch-2ranks", "allreduce_ranks": 2}, {"label": "nccl-tests", "allreduce_ranks": 1}]
+    (line,) = [text for text in gpu_check_summary.unlike_allreduces(side) if text]
+    assert "allreduce-torch-2ranks 2, nccl-tests 1" in line and "busbw 0" in line
+    unknown = [
+        {"label": "allreduce-torch-2ranks", "allreduce_ranks": 2},
+        {"label": "nccl-tests", "allreduce_ranks": None},
+    ]
+    assert gpu_check_summary.unlike_allreduces(unknown) == []
