@@ -187,3 +187,25 @@ def test_traits_the_other_modules_ask_for():
 def test_an_unknown_runtime_is_one_usage_error():
     with pytest.raises(UsageError, match="unknown runtime 'docker'; choose from host, apptainer"):
         runtime_named("docker")
+
+
+def test_a_result_records_the_hosts_leaks_and_which_the_image_cleared(monkeypatch):
+    """Issue 42, item 10, the record: launch.host_env names the leaks set where the run was
+    launched; a container run clears them (but one the run sets itself), the host runtime keeps them."""
+    from launch.ranks.runspec import RunSpec
+    from launch.runs.run import host_env_record
+
+    monkeypatch.delenv("PYTHONHOME", raising=False)
+    monkeypatch.setenv("PYTHONPATH", "/site/modules/python")
+    monkeypatch.setenv("LD_PRELOAD", "/site/lib/libhook.so")
+    container = runtime_named("apptainer")
+    assert host_env_record(container, RunSpec()) == {
+        "set": ["LD_PRELOAD", "PYTHONPATH"],
+        "cleared_in_image": ["LD_PRELOAD", "PYTHONPATH"],
+    }
+    own = RunSpec(extra_env={"PYTHONPATH": "/opt/mine"})
+    assert host_env_record(container, own)["cleared_in_image"] == ["LD_PRELOAD"]
+    assert host_env_record(runtime_named(HOST), RunSpec())["cleared_in_image"] == []
+    for name in ("PYTHONPATH", "LD_PRELOAD"):
+        monkeypatch.delenv(name)
+    assert host_env_record(container, RunSpec()) == {"set": [], "cleared_in_image": []}
