@@ -20,12 +20,13 @@ A flip: the first is a significant difference, the second is not.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.planting import cpu_hogs, heartbeats
 from launch.ranks.runspec import RunSpec
 from launch.results.aggregate import aggregate
-from launch.results.result import disturbance_causes, disturbed, read
+from launch.results.result import Result, disturbance_causes, disturbed, field_of, read
 from launch.results.verdict import verdicts
 from launch.runs.run import execute_run, prepare
 from launch.runs.sweep import REMEASURE_DISTURBED
@@ -34,31 +35,40 @@ REFERENCE, PLANTED = "emu-eth-10g", "emu-eth-10000m"  # one rate, two names
 RIGHT = "no significant difference"
 
 
-def one_run(spec: RunSpec, results: Path, planted: bool, annotations: dict | None, pids: list[int]) -> dict:
-    """One run's result, with its ranks' pids (from their heartbeats) added for the caller's check."""
+@dataclass
+class Measured:
+    """One run: its result as read back, and its ranks' pids (from their heartbeats) for the caller's check."""
+
+    result: Result
+    rank_pids: list[int]
+
+    @property
+    def disturbance(self) -> dict:
+        record = field_of(self.result, "disturbance")
+        return record.model_dump(mode="json") if record is not None else {}
+
+
+def one_run(spec: RunSpec, results: Path, planted: bool, annotations: dict | None, pids: list[int]) -> Measured:
     prepared = prepare(spec, results)
     with cpu_hogs(pids) if planted else contextlib.nullcontext():
         execute_run(spec, prepared, timeout=600, echo=False, annotations=annotations)
-    result = read(prepared.run_dir / "result.json")
-    result["rank_pids"] = sorted(
-        {b["pid"] for b in heartbeats(prepared.plan.record_dir) if isinstance(b.get("pid"), int)}
-    )
-    return result
+    rank_pids = {b["pid"] for b in heartbeats(prepared.plan.record_dir) if isinstance(b.get("pid"), int)}
+    return Measured(read(prepared.run_dir / "result.json"), sorted(rank_pids))
 
 
-def measured(spec: RunSpec, results: Path, planted: bool, pids: list[int]) -> list[dict]:
+def measured(spec: RunSpec, results: Path, planted: bool, pids: list[int]) -> list[Measured]:
     """A point's runs under the sweep's rule: measured again while disturbed, each repeat unplanted."""
     runs = [one_run(spec, results, planted, None, pids)]
     for attempt in range(1, REMEASURE_DISTURBED + 1):
-        last = runs[-1]
-        if last.get("status") != "ok" or not disturbed(last):
+        last = runs[-1].result
+        if not last.ok or not disturbed(last):
             break
-        why = {"run_id": last["run_id"], "attempt": attempt, "why": disturbance_causes(last)}
+        why = {"run_id": last.run_id, "attempt": attempt, "why": disturbance_causes(last)}
         runs.append(one_run(spec, results, False, {"remeasure_of": why}, pids))
     return runs
 
 
-def verdict_row(results: list[dict], keep_disturbed: bool) -> dict:
+def verdict_row(results: list[Result], keep_disturbed: bool) -> dict:
     rows = verdicts(aggregate(results, keep_disturbed), "fabric", REFERENCE)["rows"]
     if len(rows) != 1:
         return {"verdict": f"no verdict ({len(rows)} rows)", "significant": False, "left_out": []}
@@ -68,23 +78,23 @@ def verdict_row(results: list[dict], keep_disturbed: bool) -> dict:
 def demonstrate(workload: dict, results: Path, repetitions: int, echo=print) -> dict:
     """Run the demonstration; its figures as plain data (the battery's JSON keeps them)."""
     pids: list[int] = []
-    reference: list[dict] = []
-    first_planted: list[dict] = []
-    every: list[dict] = []
+    reference: list[Result] = []
+    first_planted: list[Result] = []
+    every: list[Measured] = []
     for repetition in range(repetitions):
         order = (REFERENCE, PLANTED) if repetition % 2 == 0 else (PLANTED, REFERENCE)
         for fabric in order:
             spec = RunSpec(launcher="emulated", nodes=2, ranks=2, fabric=fabric, **workload)
             runs = measured(spec, results, fabric == PLANTED, pids)
-            (reference if fabric == REFERENCE else first_planted).append(runs[0])
+            (reference if fabric == REFERENCE else first_planted).append(runs[0].result)
             every += runs
             for run in runs:
-                record = run.get("disturbance") or {}
+                record = run.disturbance
                 causes = ", ".join(c.get("signal", "?") for c in record.get("causes") or []) or "-"
-                again = " (measured again)" if run.get("remeasure_of") else ""
+                again = " (measured again)" if field_of(run.result, "remeasure_of") else ""
                 echo(f"verdict run {repetition + 1} {fabric:<15} {record.get('verdict')!s:<10} {causes}{again}")
     without = verdict_row(reference + first_planted, keep_disturbed=True)
-    with_record = verdict_row(every, keep_disturbed=False)
+    with_record = verdict_row([run.result for run in every], keep_disturbed=False)
     return {
         "reference": REFERENCE,
         "planted": PLANTED,
@@ -96,13 +106,13 @@ def demonstrate(workload: dict, results: Path, repetitions: int, echo=print) -> 
         "came_out_right": with_record.get("verdict") == RIGHT,
         "runs": [
             {
-                "run_id": r["run_id"],
-                "fabric": (r.get("spec") or {}).get("fabric"),
-                "verdict": (r.get("disturbance") or {}).get("verdict"),
-                "remeasure_of": r.get("remeasure_of"),
-                "rank_pids": r["rank_pids"],
+                "run_id": run.result.run_id,
+                "fabric": run.result.fabric,
+                "verdict": run.disturbance.get("verdict"),
+                "remeasure_of": field_of(run.result, "remeasure_of"),
+                "rank_pids": run.rank_pids,
             }
-            for r in every
+            for run in every
         ],
         "planted_pids": pids,
     }

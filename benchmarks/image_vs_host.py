@@ -44,9 +44,9 @@ def total_img_per_s(prefix: list[str]) -> float:
     with tempfile.TemporaryDirectory() as work:
         argv = [*prefix, "torchrun", "--standalone", "--nproc-per-node", "2", *TRAIN, "--record-dir", f"{work}/records"]
         subprocess.run(argv, cwd=work, check=True, capture_output=True)
-        train = [r for r in read_records(f"{work}/records") if r["kind"] == "train"]
-        assert len(train) == 2 and all(r["status"] == "ok" for r in train)
-        return sum(statistics.mean(r["samples_img_per_s"]) for r in train)
+        records = [r for r in read_records(f"{work}/records") if r["kind"] == "train"]  # rank records
+        assert len(records) == 2 and all(r["status"] == "ok" for r in records)
+        return sum(statistics.mean(r["samples_img_per_s"]) for r in records)
 
 
 def main() -> int:

@@ -54,15 +54,19 @@ BACKEND_OF = {"ddp": "torch", "horovod": "horovod"}  # the allreduce the engine'
 GOAL_MAX, GOAL_MEDIAN = 0.10, 0.05
 
 
+# run id -> this machine's 1-minute load average as the run ended (other work shares its cores)
+HOST_LOAD: dict[str, float] = {}
+
+
 def run(spec: RunSpec, results: Path) -> dict | None:
     started = time.monotonic()
-    result = execute_run(spec, prepare(spec, results), timeout=900, echo=False)
+    result = as_result(execute_run(spec, prepare(spec, results), timeout=900, echo=False))
     took = time.monotonic() - started
-    result["host_load_1min"] = os.getloadavg()[0]  # other work on this machine shares its cores
-    if as_result(result).status != "ok":
+    HOST_LOAD[result.run_id] = os.getloadavg()[0]
+    if result.status != "ok":
         print(f"  failed ({took:.0f} s): {field_of(result, 'reason')}", flush=True)
         return None
-    print(f"  ok ({took:.0f} s, host load {result['host_load_1min']:.1f})", flush=True)
+    print(f"  ok ({took:.0f} s, host load {HOST_LOAD[result.run_id]:.1f})", flush=True)
     return result
 
 
@@ -259,7 +263,7 @@ def run_point(result: dict, fabric: predict.Fabric, rate: str, host: tuple | Non
         "run_id": run.run_id,
         "fabric": dataclasses.asdict(fabric),
         "measured_ci95_rel": noise,
-        "host_load_1min": result["host_load_1min"],
+        "host_load_1min": HOST_LOAD.get(run.run_id),
         "workload": workload.as_dict(),
     }
 
@@ -287,7 +291,7 @@ def multi_node_points(
                         "measured_s": row["time_us"] * 1e-6,
                         "error": predicted / (row["time_us"] * 1e-6) - 1,
                         "run_id": as_result(measured).run_id,
-                        "host_load_1min": measured["host_load_1min"],
+                        "host_load_1min": HOST_LOAD.get(as_result(measured).run_id),
                         "fitted_on": as_result(two).run_id,
                         "fabric": dataclasses.asdict(fabric),
                     }

@@ -383,18 +383,44 @@ def result_declared_fields() -> set[str]:
     }
 
 
+# the names results go by, as a variable or an attribute (item.original), and as an attribute only
+# (a sweep point's first result, point.first; a rank record elsewhere may be called first)
+RESULT_NAMES = {"result", "original", "train", "baseline", "trained", "measured", "ra", "rb", "two"}
+RESULT_ATTRIBUTES = RESULT_NAMES | {"first"}
+# launch.results.result's loaders: a name bound to what they return holds a result
+RESULT_LOADERS = {"read", "parse", "read_result", "one_run"}
+
+
+def result_bases(tree: ast.AST) -> set[str]:
+    """The names a module's results go by: RESULT_NAMES, a name bound to a loader's return
+    (`last = read(path)`, `runs = [one_run(...)]`), a name indexed out of one (`last = runs[-1]`)
+    and the loop name over something named *result* or bound to results."""
+    names = set(RESULT_NAMES)
+    for _ in range(3):  # a name bound from a name bound from a loader
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                value = node.value
+                called = {
+                    n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")
+                    for n in ast.walk(value)
+                    if isinstance(n, ast.Call)
+                }
+                indexed = isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)
+                if called & RESULT_LOADERS or (indexed and value.value.id in names):  # type: ignore[attr-defined]
+                    names.add(node.targets[0].id)
+            loops = [node] if isinstance(node, (ast.For, ast.comprehension)) else []
+            for loop in loops:
+                over = {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}
+                if isinstance(loop.target, ast.Name) and any("result" in name or name in names for name in over):
+                    names.add(loop.target.id)
+    return names
+
+
 def raw_result_reads(path: Path, fields: set[str], root: Path = REPO) -> list[str]:
-    """`result["x"]` and `result.get("x")` of a result field, where `result` is a name results go by
-    (result, original, train, baseline, trained, measured, ra, rb, two, or the loop name over something
-    named *result*)."""
+    """`result["x"]` and `result.get("x")` of a result field, where `result` is a name or an
+    attribute results go by (result_bases)."""
     tree = ast.parse(path.read_text())
-    names = {"result", "original", "train", "baseline", "trained", "measured", "ra", "rb", "two"}
-    for node in ast.walk(tree):
-        loops = [node] if isinstance(node, (ast.For, ast.comprehension)) else []
-        for loop in loops:
-            over = {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}
-            if isinstance(loop.target, ast.Name) and any("result" in name for name in over):
-                names.add(loop.target.id)
+    names = result_bases(tree)
     found = []
     for node in ast.walk(tree):
         key, base = None, None
@@ -408,8 +434,10 @@ def raw_result_reads(path: Path, fields: set[str], root: Path = REPO) -> list[st
             and isinstance(node.args[0], ast.Constant)
         ):
             key, base = node.args[0].value, node.func.value
-        if isinstance(key, str) and key in fields and isinstance(base, ast.Name) and base.id in names:
-            found.append(f"{path.relative_to(root)}:{node.lineno}: {base.id}[{key!r}]")
+        said = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else None
+        known = names if isinstance(base, ast.Name) else RESULT_ATTRIBUTES
+        if isinstance(key, str) and key in fields and said in known:
+            found.append(f"{path.relative_to(root)}:{node.lineno}: {said}[{key!r}]")
     return found
 
 
@@ -445,42 +473,61 @@ def test_the_raw_read_check_sees_a_raw_read(tmp_path):
     bad.write_text(
         'def f(result, results):\n    a = result["status"]\n'
         '    return [r.get("world_size") for r in results] + [row["bytes"] for row in a]\n'
+        "def g(item, point, path):\n"
+        "    runs = [read(path)]\n    last = runs[-1]\n"
+        '    return item.original["run_id"], point.first.get("spec"), last["status"], [r["run_id"] for r in runs]\n'
     )
-    assert raw_result_reads(bad, result_declared_fields(), tmp_path) == [
+    assert sorted(raw_result_reads(bad, result_declared_fields(), tmp_path)) == [
         "bad.py:2: result['status']",
         "bad.py:3: r['world_size']",
+        "bad.py:7: first['spec']",
+        "bad.py:7: last['status']",
+        "bad.py:7: original['run_id']",
+        "bad.py:7: r['run_id']",
     ]
+
+
+def result_writes(path: Path, root: Path = REPO) -> list[str]:
+    """Assignments into a result (`result["x"] = ...`, `+=`) and `result.update/setdefault/pop(...)`,
+    where `result` is a name results go by (result_bases)."""
+    tree = ast.parse(path.read_text())
+    names = result_bases(tree)
+    found = []
+    for node in ast.walk(tree):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        )
+        for target in targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id in names:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: assigns into {target.value.id}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("update", "setdefault", "pop")
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in names
+        ):
+            found.append(f"{path.relative_to(root)}:{node.lineno}: {node.func.value.id}.{node.func.attr}(...)")
+    return found
 
 
 def test_only_the_builder_writes_into_a_result():
     """A result is built in one place (launch.results.assemble.build, from what each stage
-    contributes): no other module of launch/ assigns a result's key or updates it."""
-    offenders = []
+    contributes): no other module of launch/ or benchmarks/ assigns a result's key or updates it."""
     builder = REPO / "launch" / "results" / "assemble.py"
-    for path in sorted((REPO / "launch").rglob("*.py")):
-        if path == builder:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            targets = (
-                node.targets
-                if isinstance(node, ast.Assign)
-                else [node.target]
-                if isinstance(node, ast.AugAssign)
-                else []
-            )
-            for target in targets:
-                if (
-                    isinstance(target, ast.Subscript)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "result"
-                ):
-                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: assigns into a result")
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("update", "setdefault", "pop")
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "result"
-            ):
-                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: result.{node.func.attr}(...)")
+    paths = sorted([*(REPO / "launch").rglob("*.py"), *(REPO / "benchmarks").rglob("*.py")])
+    offenders = [found for path in paths if path != builder for found in result_writes(path)]
     assert offenders == []
+
+
+def test_the_write_check_sees_a_write(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        'def f(result, path):\n    result["status"] = "ok"\n    result.update(x=1)\n'
+        '    last = read(path)\n    last["rank_pids"] = []\n    row = {}\n    row["x"] = 1\n'
+    )
+    assert sorted(result_writes(bad, tmp_path)) == [
+        "bad.py:2: assigns into result",
+        "bad.py:3: result.update(...)",
+        "bad.py:5: assigns into last",
+    ]

@@ -80,6 +80,7 @@ def replay(
     """
     from launch.provenance import archive as archives
     from launch.provenance import replay as replays
+    from launch.results.result import as_result
     from launch.site.config import Site, load_site
 
     verified = archives.read(archive_file)
@@ -96,7 +97,7 @@ def replay(
     for item in planned:
         spec = item.spec
         print(
-            f"{item.original['run_id']}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
+            f"{as_result(item.original).run_id}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
             f"fabric={spec.fabric or '-'} launcher={spec.launcher} runtime={spec.runtime}"
             f"{' image=' + spec.image if spec.image else ''}"
         )
@@ -108,7 +109,10 @@ def replay(
     if dry_run:
         for item in planned:  # each variable was shown with its verdict; now the first that fails is the error
             replays.refuse_foreign(
-                item.spec, tuple(accept_env), f"result {item.original['run_id']}", hostfile_here=hostfile is not None
+                item.spec,
+                tuple(accept_env),
+                f"result {as_result(item.original).run_id}",
+                hostfile_here=hostfile is not None,
             )
         print(f"archive verified: {len(verified.members)} members; {len(planned)} runs would be replayed")
         return

@@ -28,7 +28,7 @@ from launch.results.aggregate import CI_METHOD, Point, spec_of, subject_of, what
 from containers.untrusted import read_json
 from launch.errors import UsageError
 from launch.results.figures import value_text
-from launch.results.result import as_result
+from launch.results.result import as_result, field_of
 
 METHOD = (
     "ratio of geometric means; 95 % CI by Welch's t on log(metric) (Welch-Satterthwaite degrees "
@@ -58,7 +58,7 @@ def group_of(point: Point, axis: str) -> dict:
     }
     del group[axis]
     hidden = (
-        point.first.get("framework"),
+        field_of(point.first, "framework"),
         spec.get("batch_size"),
         spec.get("image_size"),
         spec.get("precision"),

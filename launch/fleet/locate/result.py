@@ -98,7 +98,7 @@ def named(path: Path, cluster: list[str] | None = None) -> Named:
             f"{path}: names node {unknown[0]!r}, which is not in this cluster"
             + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
         )
-    measured: dict[frozenset, float] = {}
+    pair_gbit_s: dict[frozenset, float] = {}
     for pair in pairs if isinstance(pairs, list) else []:
         try:
             a, b, bw = pair["a"], pair["b"], pair.get("best_gbit_s")
@@ -111,8 +111,8 @@ def named(path: Path, cluster: list[str] | None = None) -> Named:
             and not isinstance(bw, bool)
             and 0 <= bw < 1e6
         ):
-            measured[frozenset((a, b))] = float(bw)
-    return Named(nodes, [(a, b) for a, b in links], measured)
+            pair_gbit_s[frozenset((a, b))] = float(bw)
+    return Named(nodes, [(a, b) for a, b in links], pair_gbit_s)
 
 
 def named_nodes(path: Path, cluster: list[str] | None = None) -> list[str]:
