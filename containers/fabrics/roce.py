@@ -26,10 +26,16 @@ PROFILE = FabricProfile(
     ),
     env=frozen(
         {
+            # Open MPI 4.x over RoCE through UCX (its pml and one-sided osc); the openib btl is
+            # deprecated beside UCX and tcp would quietly carry traffic UCX refused: both excluded
             "OMPI_MCA_pml": "ucx",
             "OMPI_MCA_osc": "ucx",
             "OMPI_MCA_btl": "^openib,tcp",
+            # UCX's verbs transports (rc: reliable connected, ud: unreliable datagram for the
+            # connection set-up and large jobs), shared memory within a node, self for a rank's own
             "UCX_TLS": "rc,ud,sm,self",
+            # every RoCE port the site names as device:port (UCX takes all it finds otherwise,
+            # a management port included)
             "UCX_NET_DEVICES": "{hca_ports}",
             # UCX's own names (`ucx_info -f`): the GID table entry and the IP traffic class of RoCE
             # packets; without them UCX takes its first RoCE v2 entry and class 0 (best effort)
@@ -39,7 +45,9 @@ PROFILE = FabricProfile(
         }
     ),
     # NCCL_IB_GID_INDEX / NCCL_IB_TC: NCCL's environment-variable documentation (the GID index
-    # and the traffic class of its RoCE queue pairs); "=" makes NCCL_IB_HCA an exact list
+    # and the traffic class of its RoCE queue pairs); "=" makes NCCL_IB_HCA an exact list.
+    # NCCL_NET=IB with NCCL_IB_DISABLE=0: NCCL's verbs transport (RoCE is verbs), never its socket
+    # fallback; NCCL_SOCKET_IFNAME: the interface of its bootstrap (TCP) connections
     nccl_env=frozen(
         {
             "NCCL_IB_DISABLE": "0",
