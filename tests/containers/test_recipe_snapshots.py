@@ -42,7 +42,9 @@ def test_every_recipe_render_matches_its_snapshot():
         SNAPSHOTS.write_text(json.dumps(rendered, indent=1, sort_keys=True) + "\n")
     expected = json.loads(SNAPSHOTS.read_text())
     assert sorted(rendered) == sorted(expected)
-    changed = [f"{key}: {part}" for key in rendered for part in rendered[key] if rendered[key][part] != expected[key][part]]
+    changed = [
+        f"{key}: {part}" for key in rendered for part in rendered[key] if rendered[key][part] != expected[key][part]
+    ]
     assert changed == []
 
 
