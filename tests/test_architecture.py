@@ -396,7 +396,8 @@ def result_bases(tree: ast.AST) -> set[str]:
     (`last = read(path)`, `runs = [one_run(...)]`), a name indexed out of one (`last = runs[-1]`)
     and the loop name over something named *result* or bound to results."""
     names = set(RESULT_NAMES)
-    for _ in range(3):  # a name bound from a name bound from a loader
+    while True:  # until no name is added: a name bound from a name bound from a loader, ...
+        before = len(names)
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 value = node.value
@@ -405,15 +406,25 @@ def result_bases(tree: ast.AST) -> set[str]:
                     for n in ast.walk(value)
                     if isinstance(n, ast.Call)
                 }
-                indexed = isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)
-                if called & RESULT_LOADERS or (indexed and value.value.id in names):  # type: ignore[attr-defined]
+                indexed = value.value if isinstance(value, ast.Subscript) else None
+                if called & RESULT_LOADERS or result_name(indexed, names):
                     names.add(node.targets[0].id)
-            loops = [node] if isinstance(node, (ast.For, ast.comprehension)) else []
-            for loop in loops:
-                over = {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}
-                if isinstance(loop.target, ast.Name) and any("result" in name or name in names for name in over):
-                    names.add(loop.target.id)
-    return names
+            if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
+                over = {n.id for n in ast.walk(node.iter) if isinstance(n, ast.Name)}
+                if any("result" in name or name in names for name in over):
+                    names.add(node.target.id)
+        if len(names) == before:
+            return names
+
+
+def result_name(expr: ast.expr | None, names: set[str]) -> str | None:
+    """The name `expr` goes by where it is a result: a name in `names`, or an attribute results go
+    by (RESULT_ATTRIBUTES); else None."""
+    if isinstance(expr, ast.Name) and expr.id in names:
+        return expr.id
+    if isinstance(expr, ast.Attribute) and expr.attr in RESULT_ATTRIBUTES:
+        return expr.attr
+    return None
 
 
 def raw_result_reads(path: Path, fields: set[str], root: Path = REPO) -> list[str]:
@@ -434,9 +445,8 @@ def raw_result_reads(path: Path, fields: set[str], root: Path = REPO) -> list[st
             and isinstance(node.args[0], ast.Constant)
         ):
             key, base = node.args[0].value, node.func.value
-        said = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else None
-        known = names if isinstance(base, ast.Name) else RESULT_ATTRIBUTES
-        if isinstance(key, str) and key in fields and said in known:
+        said = result_name(base, names)
+        if isinstance(key, str) and key in fields and said:
             found.append(f"{path.relative_to(root)}:{node.lineno}: {said}[{key!r}]")
     return found
 
@@ -498,16 +508,15 @@ def result_writes(path: Path, root: Path = REPO) -> list[str]:
             node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
         )
         for target in targets:
-            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id in names:
-                found.append(f"{path.relative_to(root)}:{node.lineno}: assigns into {target.value.id}")
+            if isinstance(target, ast.Subscript) and (said := result_name(target.value, names)):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: assigns into {said}")
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in ("update", "setdefault", "pop")
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id in names
+            and (said := result_name(node.func.value, names))
         ):
-            found.append(f"{path.relative_to(root)}:{node.lineno}: {node.func.value.id}.{node.func.attr}(...)")
+            found.append(f"{path.relative_to(root)}:{node.lineno}: {said}.{node.func.attr}(...)")
     return found
 
 
@@ -525,9 +534,11 @@ def test_the_write_check_sees_a_write(tmp_path):
     bad.write_text(
         'def f(result, path):\n    result["status"] = "ok"\n    result.update(x=1)\n'
         '    last = read(path)\n    last["rank_pids"] = []\n    row = {}\n    row["x"] = 1\n'
+        '    path.original["status"] = "ok"\n'
     )
     assert sorted(result_writes(bad, tmp_path)) == [
         "bad.py:2: assigns into result",
         "bad.py:3: result.update(...)",
         "bad.py:5: assigns into last",
+        "bad.py:8: assigns into original",
     ]
