@@ -1,5 +1,5 @@
 """Writing and fingerprinting the bundle's own files, one of each: an atomic
-JSON writer, sha256 of bytes and of files, and the checkout's git state.
+writer (bytes or JSON), sha256 of bytes and of files, and the checkout's git state.
 
 Used on the host by containers/ and launch/ (launch imports containers; bench/,
 which runs inside images, needs none of it).
@@ -10,23 +10,42 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def write_json_atomic(path: Path, data, *, indent: int = 2) -> Path:
-    """Write data as JSON under path via a temporary sibling and a rename, so a
-    reader never sees half a file (the temporary name is unique per process)."""
+def write_atomic(path: Path, data: bytes | str, mode: int = 0o666) -> Path:
+    """Write data under path via a new temporary sibling and a rename, so a reader never sees half
+    a file. The sibling is created afresh (O_CREAT|O_EXCL|O_NOFOLLOW: never a file or link already
+    there) and renamed over path, so a link planted at either name is replaced, never followed.
+    mode as open() gives it, less the umask."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, flags, mode)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"no free temporary name beside {path}")
     try:
-        tmp.write_text(json.dumps(data, indent=indent, sort_keys=True, default=str) + "\n", encoding="utf-8")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, path)
-    finally:
+    except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+def write_json_atomic(path: Path, data, *, indent: int = 2) -> Path:
+    """Write data as JSON under path (write_atomic)."""
+    return write_atomic(path, json.dumps(data, indent=indent, sort_keys=True, default=str) + "\n")
 
 
 def sha256_bytes(data: bytes) -> str:

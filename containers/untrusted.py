@@ -52,6 +52,20 @@ def read_file(path: Path | str, max_bytes: int, what: str) -> bytes:
     return data
 
 
+def regular_file(path: Path | str, what: str) -> Path:
+    """path, where it names a regular file (a link the local user named is followed to one);
+    anything else is refused in one line before it is opened: a FIFO or a device would hang a
+    read or never end it."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise UntrustedInput(f"{what} {path}:", f"{exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise UntrustedInput(f"{what} {path}:", "not a regular file; refused")
+    return path
+
+
 def load_json(data: bytes | str, what: str, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
     """The JSON value in data: at most max_bytes long, nested at most max_depth deep."""
     if len(data) > max_bytes:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from containers.untrusted import UntrustedInput, read_file
 from launch.errors import UsageError
 
+T = TypeVar("T")
 MAX_TOML_BYTES = 4 << 20  # a site or experiment file is a few KiB
 
 
@@ -67,6 +68,15 @@ class TomlTable:
         if not isinstance(value, str) or not re.fullmatch(pattern, value):
             raise self.fail(key, "a non-empty string" if pattern == r".+" else f"a name matching {pattern}", value)
         return value
+
+    def shaped(self, key: str, parse: Callable[[str, object], T]) -> Optional[T]:
+        """The key's value parsed into its shape (launch.shapes); a refusal names file and key."""
+        if key not in self.table:
+            return None
+        try:
+            return parse(self.where(key), self.table[key])
+        except UsageError as exc:
+            raise UsageError(f"{self.path.name}: {exc}") from None
 
     def strings(self, key: str) -> tuple[str, ...]:
         value = self.table.get(key, [])

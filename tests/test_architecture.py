@@ -542,3 +542,87 @@ def test_the_write_check_sees_a_write(tmp_path):
         "bad.py:5: assigns into last",
         "bad.py:8: assigns into original",
     ]
+
+
+# ---------------------------------------------------------------- shapes: only the parser makes one
+
+
+def shape_constructions(path: Path, root: Path = REPO) -> list[str]:
+    """Where a module other than launch/shapes.py calls a shape's constructor (SlurmName(...)) or
+    casts to one (cast(SlurmName, ...), cast("SlurmName", ...)): either would let a raw str
+    through to a sink with mypy's blessing."""
+    from launch.shapes import CONSTRUCTED_HERE
+
+    def named(expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return expr.id
+        if isinstance(expr, ast.Attribute):
+            return expr.attr
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+            return expr.value.rsplit(".", 1)[-1]
+        return None
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        called = named(node.func)
+        if called in CONSTRUCTED_HERE:
+            found.append(f"{path.relative_to(root)}:{node.lineno}: constructs {called}")
+        elif called == "cast" and node.args and named(node.args[0]) in CONSTRUCTED_HERE:
+            found.append(f"{path.relative_to(root)}:{node.lineno}: casts to {named(node.args[0])}")
+    return found
+
+
+def test_only_the_shapes_module_constructs_a_shape():
+    shapes_module = REPO / "launch" / "shapes.py"
+    offenders = [
+        line
+        for room in (*ROOMS, "benchmarks")
+        for path in sorted((REPO / room).rglob("*.py"))
+        if path != shapes_module
+        for line in shape_constructions(path)
+    ]
+    assert offenders == []
+
+
+def test_the_shape_check_sees_a_construction_and_a_cast(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from typing import cast\nfrom launch import shapes\n"
+        "a = shapes.SlurmName('x')\nb = cast('SlurmName', 'y')\nc = cast(shapes.SlurmTime, 'z')\n"
+        "d = shapes.slurm_name('f', 'ok')\n"
+    )
+    assert shape_constructions(bad, tmp_path) == [
+        "bad.py:3: constructs SlurmName",
+        "bad.py:4: casts to SlurmName",
+        "bad.py:5: casts to SlurmTime",
+    ]
+
+
+def test_mypy_refuses_a_raw_str_at_every_slurm_sink(tmp_path):
+    """The sinks take shapes, so a raw str reaching one is a type error: shown on a snippet that
+    hands job_script raw strings (mypy with the project's configuration and cache)."""
+    snippet = tmp_path / "raw_to_sink.py"
+    snippet.write_text(
+        "from launch import shapes\nfrom launch.fleet import slurm\n"
+        "slurm.job_script(name='n', nodes=1, tasks_per_node=1, output=shapes.slurm_log('o', '/o'),\n"
+        "                 announce='a', body=[], partition='gpu', account='acct', time='10')\n"
+        "slurm.Request(partition='gpu')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"), str(snippet)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    errors = [line for line in proc.stdout.splitlines() if str(snippet.name) in line and "error:" in line]
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert [e.split(": error: ")[1].split(";")[0] for e in errors] == [
+        'Argument "name" to "job_script" has incompatible type "str"',
+        'Argument "partition" to "job_script" has incompatible type "str"',
+        'Argument "account" to "job_script" has incompatible type "str"',
+        'Argument "time" to "job_script" has incompatible type "str"',
+        'Argument "partition" to "Request" has incompatible type "str"',
+    ], proc.stdout[-2000:]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 from launch.console import console as make_console
+from launch.shapes import terminal
 from launch.trust import ArchiveLimits
 
 
@@ -59,8 +61,13 @@ def replay(
     require_signed: bool = typer.Option(False, help="refuse an archive not signed by a key in --allowed-signers"),
     image: Optional[str] = typer.Option(
         None,
-        help="this site's copy of the archive's image (e.g. pulled by "
-        "`image pull`); its digest must be the recorded one",
+        help="this site's copy of the archive's image (a path or reference, e.g. pulled by "
+        "`image pull`); its digest must be the recorded one. The archive's image is never run",
+    ),
+    runtime: Optional[str] = typer.Option(
+        None,
+        help="this site's runtime for --image (default: the site file's; apptainer for an image file; "
+        "never the archive's); host: replay on this host's software",
     ),
     fabric: Optional[str] = typer.Option(None, help="replay on this site's fabric instead of the archive's"),
     hostfile: Optional[Path] = typer.Option(
@@ -69,22 +76,31 @@ def replay(
 ):
     """Re-run an archive's runs here; new results name their original (replay_of).
 
-    Same parameters, argv shape and image (verified by digest). An archive is another
-    site's data, never its code: its variables pass only by exact name from an
-    allow-list, each value of its shape (others only with --accept-env NAME; those that
-    run, load or write what they name never), its fields are type-checked, and a
-    signature that does not verify is refused. Read limits: {limits}. --dry-run verifies
-    the archive and shows every value it brings, each variable with its verdict.
+    Same parameters and argv shape, in this site's image (--image: its digest is checked
+    against the recorded one). An archive is another site's data, never its code: its
+    variables pass only by exact name from an allow-list, each value of its shape (others
+    only with --accept-env NAME; those that run, load or write what they name never), its
+    fields are type-checked, a path or image it names is never read or run (this site names
+    its own: --image, --runtime, --hostfile), and a signature that does not verify is
+    refused. Read limits: {limits}. --dry-run verifies the archive and shows every value it
+    brings, each variable with its verdict, each field replaced or refused and why, and the
+    command each run would start.
 
     Example: fabric-bench replay site-a.tar.gz --allowed-signers trusted --require-signed --results replays/
     """
     from launch.provenance import archive as archives
     from launch.provenance import replay as replays
     from launch.results.result import as_result
+    from launch.ranks.runtimes import HOST
     from launch.site.config import Site, load_site
 
+    here = load_site(site) if site else Site.default()
+    if runtime is None and site and here.runtime != HOST:
+        runtime, runtime_from = here.runtime, f"the site file {site}"
+    else:
+        runtime_from = "--runtime"
     verified = archives.read(archive_file)
-    print(f"archive {archive_file}: {verified.provenance(allowed_signers, require_signed).line()}")
+    print(terminal(f"archive {archive_file}: {verified.provenance(allowed_signers, require_signed).line()}"))
     planned = replays.plan(
         verified,
         allow_image_mismatch,
@@ -93,41 +109,53 @@ def replay(
         fabric=fabric,
         refuse_now=not dry_run,
         hostfile=str(hostfile) if hostfile else None,
+        runtime=runtime,
+        runtime_from=runtime_from,
     )
     for item in planned:
         spec = item.spec
+        placed = (
+            "runtime=- image=refused"
+            if item.refused
+            else f"runtime={spec.runtime}{' image=' + spec.image if spec.image else ''}"
+        )
         print(
-            f"{as_result(item.original).run_id}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
-            f"fabric={spec.fabric or '-'} launcher={spec.launcher} runtime={spec.runtime}"
-            f"{' image=' + spec.image if spec.image else ''}"
+            terminal(
+                f"{as_result(item.original).run_id}: {spec.framework} {spec.engine} {spec.model} x{spec.ranks} "
+                f"fabric={spec.fabric or '-'} launcher={spec.launcher} {placed}"
+            )
         )
         if dry_run:
-            for line in replays.shown(spec, tuple(accept_env), hostfile_here=hostfile is not None):
-                print(f"  {line}")
+            for line in replays.shown(item, tuple(accept_env)):
+                print(f"  {terminal(line)}")
         for warning in item.warnings:
-            print(f"  warning: {warning}", file=sys.stderr)
+            print(f"  warning: {terminal(warning)}", file=sys.stderr)
     if dry_run:
-        for item in planned:  # each variable was shown with its verdict; now the first that fails is the error
+        for item in planned:  # each field was shown with its verdict; now the first that fails is the error
             replays.refuse_foreign(
-                item.spec,
+                item.foreign or item.spec,
                 tuple(accept_env),
                 f"result {as_result(item.original).run_id}",
                 hostfile_here=hostfile is not None,
+                image_here=not item.refused,
             )
+        for item in planned:
+            argv, script = replays.command_of(item, results, here)
+            print(terminal(f"{as_result(item.original).run_id} would start: {shlex.join(argv)}"))
+            for line in (script or "").splitlines():
+                print(f"    {terminal(line)}")
         print(f"archive verified: {len(verified.members)} members; {len(planned)} runs would be replayed")
         return
     from launch.ranks.interrupt import stoppable_command
 
     with stoppable_command():
-        outputs = replays.run_all(
-            verified, planned, results, load_site(site) if site else Site.default(), timeout=timeout
-        )
+        outputs = replays.run_all(verified, planned, results, here, timeout=timeout)
     from launch.results.schema import at
     from launch.results.result import fields_of
 
     ran = [fields_of(result) for result in outputs]
     for fields in ran:
-        print(f"{fields.run_id} (replay of {at(fields, 'replay_of.run_id')}): {fields.status}")
+        print(terminal(f"{fields.run_id} (replay of {at(fields, 'replay_of.run_id')}): {fields.status}"))
     if any(fields.status != "ok" for fields in ran):
         raise typer.Exit(1)
 

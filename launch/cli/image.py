@@ -51,10 +51,12 @@ def render(
     }
     if stack_recipe.devel_template:
         files[f"stack-{flavour}-devel.def"] = stack_recipe.devel_definition
+    from containers.files import write_atomic
+
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            (out / name).write_text(text)
+            write_atomic(out / name, text)  # a link planted at a fixed name is replaced, never followed
     except OSError as exc:
         raise UsageError(f"cannot write to {out}: {exc.strerror}") from None
     print("\n".join(str(out / name) for name in files))
@@ -310,8 +312,11 @@ def pull(
 
 
 def _keep_sbom(pulled, runtime: str, expectations: list) -> str | None:
-    """The SBOM that came with the expectation, beside the pulled image when it describes it."""
+    """The SBOM that came with the expectation, beside the pulled image when it describes it: written
+    under a new name and renamed into place (containers.files.write_atomic), so a link planted at its
+    fixed name beside --out is replaced, never written through."""
     from containers import sbom as boms
+    from containers.files import write_atomic
 
     for expected in expectations:
         if not expected.sbom:
@@ -326,8 +331,11 @@ def _keep_sbom(pulled, runtime: str, expectations: list) -> str | None:
                 f"not the pulled {pulled.image_digest[:19]}"
             )
         target = boms.path_for(pulled.image, runtime, pulled.image_digest)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(expected.sbom)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(target, expected.sbom)
+        except OSError as exc:
+            raise UsageError(f"cannot write the SBOM {target}: {exc.strerror or exc}") from None
         return str(target)
     return None
 

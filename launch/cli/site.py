@@ -9,6 +9,8 @@ from typing import Optional
 
 import typer
 
+from launch import shapes
+
 from launch.errors import UsageError
 from launch.ranks.launchers import SRUN
 from launch.site.config import FabricSite, Scheduler, Site, load_site, site_from_probe, site_to_toml
@@ -83,7 +85,7 @@ def emulated_site(probed: Site, name: str) -> tuple[Site, str]:
     site = dataclasses.replace(
         probed,
         launcher=SRUN.name,
-        scheduler=Scheduler(partition="emu"),
+        scheduler=Scheduler(partition=shapes.slurm_name("partition", "emu")),
         env={"FABRIC_BENCH_MASTER_IFNAME": emulate.IFNAME},
         fabrics={"ethernet": FabricSite(interface=emulate.IFNAME, link_gbit_s=rate)},
     )

@@ -6,8 +6,9 @@ sbatch argv (launch.ranks.launchers).
   `sbatch --wait` does not end the job);
 - how many nodes a partition or allocation has, to refuse impossible sweeps;
 - job scripts: `job_script`, the one sink every job script is written through (a run's,
-  launch.ranks.launchers.sbatch_script, and a whole sweep's in one allocation): each value
-  reaching it is checked there once (launch.trust) and shell-quoted;
+  launch.ranks.launchers.sbatch_script, and a whole sweep's in one allocation): it takes its
+  #SBATCH values only as parsed shapes (launch.shapes, `Request`), its environment checked and
+  shell-quoted;
 - time limits: Slurm's D-HH:MM:SS <-> whole minutes.
 """
 
@@ -19,10 +20,12 @@ import re
 import shlex
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Mapping
 
-from launch import trust
+from launch import shapes, trust
+from launch.shapes import ModuleName, NodeList, SlurmName, SlurmPath, SlurmTime
 
 QUERY_TIMEOUT_S = 15
 # How long a finished run waits for its job to leave COMPLETING: while a job completes,
@@ -173,39 +176,29 @@ def cluster_nodes() -> list[str] | None:
 
 def job_script(
     *,
-    name: str,
+    name: SlurmName,
     nodes: int,
     tasks_per_node: int,
-    output: Path | str,
+    output: SlurmPath,
     announce: str,
     body: list[str],
     gpus_per_node: int = 0,
-    partition: str | None = None,
-    account: str | None = None,
-    time: str | None = None,
-    exclude: str | None = None,
-    modules: tuple[str, ...] = (),
+    partition: SlurmName | None = None,
+    account: SlurmName | None = None,
+    time: SlurmTime | None = None,
+    exclude: NodeList | None = None,
+    modules: tuple[ModuleName, ...] = (),
     env: Mapping[str, str] | None = None,
 ) -> str:
     """A job script: shebang and #SBATCH lines, the site's modules, `set -euo pipefail`, a line
     naming the job (`announce`), the exported environment, then `body` (the caller's lines, their
-    values quoted). Every value is checked here, once (launch.trust: one line each, a newline
-    would end its #SBATCH line and run the rest as shell code; variable names identifiers), then
-    quoted."""
+    values quoted). The #SBATCH values come parsed (launch.shapes): sbatch reads those lines with
+    its own tokenizer (a backslash escapes even inside single quotes), so a name holds nothing it
+    could read as quoting and goes in bare; the output path goes in double quotes, holding no
+    quote, backslash or '%'. The environment is checked here (names identifiers, values one line),
+    then quoted for bash."""
     env = env or {}
-    trust.check_script(
-        [
-            ("job name", name),
-            ("output", str(output)),
-            ("partition", partition),
-            ("account", account),
-            ("time", time),
-            ("exclude", exclude),
-            *(("module", m) for m in modules),
-        ],
-        env,
-        "job script: ",
-    )
+    trust.check_env(env, "job script: ")
     lines = _header(name, nodes, tasks_per_node, output, gpus_per_node, partition, account, time, exclude)
     lines += _module_loads(modules)
     lines += ["set -euo pipefail", f'echo "{announce} $SLURM_JOB_ID on $SLURM_JOB_NODELIST"']
@@ -214,32 +207,32 @@ def job_script(
 
 
 def _header(
-    name: str,
+    name: SlurmName,
     nodes: int,
     tasks_per_node: int,
-    output: Path | str,
+    output: SlurmPath,
     gpus_per_node: int,
-    partition: str | None,
-    account: str | None,
-    time: str | None,
-    exclude: str | None,
+    partition: SlurmName | None,
+    account: SlurmName | None,
+    time: SlurmTime | None,
+    exclude: NodeList | None,
 ) -> list[str]:
-    """Shebang and #SBATCH lines, every value quoted."""
+    """Shebang and #SBATCH lines, in the forms sbatch's tokenizer reads back exactly."""
     # --exclusive: whole nodes, so the ranks share every core of a node between them (without
     # it, Slurm's default gives each task one CPU, shared by its NCCL proxy, DDP reducer and Python)
     lines = [
         "#!/bin/bash",
-        f"#SBATCH --job-name={shlex.quote(name)}",
-        f"#SBATCH --nodes={nodes}",
-        f"#SBATCH --ntasks-per-node={tasks_per_node}",
+        f"#SBATCH --job-name={name}",
+        f"#SBATCH --nodes={int(nodes)}",
+        f"#SBATCH --ntasks-per-node={int(tasks_per_node)}",
         "#SBATCH --exclusive",
-        f"#SBATCH --output={shlex.quote(str(output))}",
+        f'#SBATCH --output="{output}"',
     ]
     for flag, value in (("--partition", partition), ("--account", account), ("--time", time), ("--exclude", exclude)):
         if value:
-            lines.append(f"#SBATCH {flag}={shlex.quote(value)}")
+            lines.append(f"#SBATCH {flag}={value}")
     if gpus_per_node:
-        lines.append(f"#SBATCH --gpus-per-node={gpus_per_node}")
+        lines.append(f"#SBATCH --gpus-per-node={int(gpus_per_node)}")
     return lines
 
 
@@ -257,7 +250,7 @@ def cpus_per_rank_lines(tasks_per_node: int, omp_threads_given: bool) -> list[st
     return lines
 
 
-def _module_loads(modules: tuple[str, ...]) -> list[str]:
+def _module_loads(modules: tuple[ModuleName, ...]) -> list[str]:
     """The site's environment modules, loaded at the top of a job script (before `set -u`:
     some module systems read unset variables)."""
     return [f"module load {shlex.quote(name)}" for name in modules]
@@ -265,57 +258,66 @@ def _module_loads(modules: tuple[str, ...]) -> list[str]:
 
 def sweep_job_script(
     *,
-    name: str,
+    name: SlurmName,
     nodes: int,
     tasks_per_node: int,
     gpus_per_node: int,
     minutes: int,
-    output: Path,
-    partition: str | None,
-    account: str | None,
+    output: SlurmPath,
+    request: Request,
     argv: list[str],
-    modules: tuple[str, ...] = (),
-    exclude: str | None = None,
+    modules: tuple[ModuleName, ...] = (),
 ) -> str:
     """One allocation for a whole sweep; inside it, `argv` (the sweep with --launcher srun) runs each point."""
     return job_script(
-        name=f"fabric-bench-sweep-{name}",
+        name=name,
         nodes=nodes,
         tasks_per_node=tasks_per_node,
         output=output,
         announce="fabric-bench sweep job",
         body=["exec " + shlex.join(argv)],
         gpus_per_node=gpus_per_node,
-        partition=partition,
-        account=account,
-        time=str(minutes),
-        exclude=exclude,
+        partition=request.partition,
+        account=request.account,
+        time=shapes.slurm_time("sweep time", minutes),
+        exclude=request.exclude,
         modules=modules,
     )
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a run asks of Slurm by name, each value parsed into its shape (launch.shapes)."""
+
+    partition: SlurmName | None = None
+    account: SlurmName | None = None
+    time: SlurmTime | None = None
+    exclude: NodeList | None = None
+
+    @classmethod
+    def parsed(
+        cls, partition: object = None, account: object = None, time: object = None, exclude: object = None
+    ) -> "Request":
+        """From raw values (a spec's, a file's); unset ones stay None; each refusal is one line."""
+        return cls(
+            partition=shapes.slurm_name("--partition", partition) if partition else None,
+            account=shapes.slurm_name("--account", account) if account else None,
+            time=shapes.slurm_time("--time-limit", time) if time else None,
+            exclude=shapes.node_list("--exclude-nodes", exclude) if exclude else None,
+        )
+
+    def options(self) -> list[str]:
+        """srun's or salloc's argv options for the values set."""
+        pairs = (("--partition", self.partition), ("--account", self.account), ("--time", self.time))
+        return [f"{flag}={value}" for flag, value in (*pairs, ("--exclude", self.exclude)) if value]
+
+
+def job_name(*parts: str) -> SlurmName:
+    """A job name from the bundle's prefix and a run's or sweep's name."""
+    return shapes.slurm_name("job name", "-".join(("fabric-bench", *parts)), longest=128)
 
 
 # Time limits ----------------------------------------------------------------
 def minutes_for(seconds: float) -> int:
     """Whole minutes covering `seconds` (Slurm's --time in its plain-minutes form), at least 1."""
     return max(1, math.ceil(seconds / 60))
-
-
-def clock(minutes: int) -> str:
-    """Minutes as Slurm's [D-]HH:MM:SS."""
-    days, minutes = divmod(minutes, 24 * 60)
-    hours = f"{minutes // 60:02d}:{minutes % 60:02d}:00"
-    return f"{days}-{hours}" if days else hours
-
-
-def parse_time_limit(value: Any) -> Optional[int]:
-    """'HH:MM:SS', 'D-HH:MM:SS' or whole minutes -> minutes (None if malformed)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if value > 0 else None
-    if not isinstance(value, str):
-        return None
-    match = re.fullmatch(r"(?:(\d+)-)?(\d{1,2}):([0-5]\d):([0-5]\d)", value.strip())
-    if not match:
-        return None
-    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    total = days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
-    return total or None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from containers.host import RUNTIMES
+from containers.files import write_atomic
 from containers.untrusted import UntrustedInput, load_json, read_file
 from launch.provenance import signing
 from launch.errors import UsageError
@@ -71,12 +72,16 @@ def write_references(path: Path, entry: dict, sign_key: Path | None = None) -> N
     entries = read_references(path, verify=False) if path.is_file() else []
     entries = [e for e in entries if e["reference"] != entry["reference"]] + [entry]
     data = (json.dumps({"schema": SCHEMA, "images": entries}, indent=1, sort_keys=True) + "\n").encode()
-    path.write_bytes(data)
     signature = Path(str(path) + ".sig")
-    if sign_key:
-        signature.write_bytes(signing.sign(data, sign_key, namespace=signing.IMAGE_NAMESPACE))
-    else:
-        signature.unlink(missing_ok=True)  # a stale signature would no longer verify
+    signed = signing.sign(data, sign_key, namespace=signing.IMAGE_NAMESPACE) if sign_key else None
+    try:  # each renamed into place: a link planted at either name is replaced, never followed
+        write_atomic(path, data)
+        if signed is not None:
+            write_atomic(signature, signed)
+        else:
+            signature.unlink(missing_ok=True)  # a stale signature would no longer verify
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def read_references(

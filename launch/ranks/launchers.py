@@ -28,11 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from bench.gpu_request import GPUS_REQUESTED_ENV
+from launch import shapes
 from launch.fleet import slurm
 from launch.ranks.command import Command
 from launch.kinds import kind, trains
 from launch.ranks.runtimes import Bind, Runtime
 from launch.ranks.reporting import reporting_env
+from launch.shapes import ModuleName
 
 PYTHON_IN_IMAGE = "python3"
 HIDE_GPUS = "-1"  # CUDA_VISIBLE_DEVICES of a run without GPUs
@@ -65,7 +67,7 @@ class Plan:
     mpirun_args: tuple[str, ...] = ()  # e.g. MCA parameters selecting the fabric's transport
     job_script: Path | None = None  # sbatch only
     emulated_cluster: Cluster | None = None  # emulated only: the cluster the ranks run in
-    modules: tuple[str, ...] = ()  # the site's environment modules, loaded by job scripts
+    modules: tuple[ModuleName, ...] = ()  # the site's environment modules, loaded by job scripts
     run_files: dict[Path, str] = field(default_factory=dict)  # written before launch (Open MPI rules)
 
 
@@ -195,15 +197,13 @@ def srun_argv(spec: RunSpec, plan: Plan, env: dict[str, str]) -> list[str]:
         argv.append(f"--cpus-per-task={cpus_per_rank(spec)}")
     if spec.gpus_per_node:
         argv.append(f"--gpus-per-node={spec.gpus_per_node}")
-    for flag, value in (
-        ("--partition", spec.partition),
-        ("--account", spec.account),
-        ("--time", spec.time_limit),
-        ("--exclude", spec.exclude_nodes),
-    ):
-        if value:
-            argv.append(f"{flag}={value}")
+    argv += slurm_request(spec).options()
     return argv + in_runtime(spec, plan, bench_program(spec, plan), env)
+
+
+def slurm_request(spec: RunSpec) -> slurm.Request:
+    """The spec's partition, account, time limit and excluded nodes, parsed into their shapes."""
+    return slurm.Request.parsed(spec.partition, spec.account, spec.time_limit, spec.exclude_nodes)
 
 
 def srun(spec: RunSpec, plan: Plan) -> Command:
@@ -216,18 +216,19 @@ def sbatch_script(spec: RunSpec, plan: Plan) -> str:
     environment exported, each rank's CPU share counted on the node, the srun line."""
     env = rank_env(spec, plan)
     body = slurm.cpus_per_rank_lines(spec.ranks_per_node, omp_threads_given="OMP_NUM_THREADS" in spec.extra_env)
+    request = slurm_request(spec)
     return slurm.job_script(
-        name=f"fabric-bench-{spec.model}",
+        name=slurm.job_name(*spec.label_parts()),
         nodes=spec.nodes,
         tasks_per_node=spec.ranks_per_node,
-        output=plan.record_dir.parent / "slurm-%j.out",
+        output=shapes.slurm_log("the run's directory", plan.record_dir.parent),
         announce="fabric-bench job",
         body=[*body, shlex.join(srun_argv(spec, plan, env))],
         gpus_per_node=spec.gpus_per_node,
-        partition=spec.partition,
-        account=spec.account,
-        time=spec.time_limit,
-        exclude=spec.exclude_nodes,
+        partition=request.partition,
+        account=request.account,
+        time=request.time,
+        exclude=request.exclude,
         modules=plan.modules,
         env=env,
     )

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
+import os
 import types
 import typing
 from dataclasses import dataclass, field
 
 from bench import catalog
 from containers.fabrics import HOST_FABRICS
-from launch import trust
+from launch import shapes, trust
+from launch.fleet import slurm
 from launch.errors import UsageError
 from launch.kinds import BENCHMARKS, DEFAULT, field_help, help_text, kind, trains
 from launch.kinds.sizes import DEVICE_BACKENDS
@@ -33,7 +34,27 @@ NCCL_MAX_BYTES = 8 * 2**30  # the allreduce sweep's top on GPUs (issue 42, item 
 HOST_MAX_BYTES = 256 * 2**20
 GPU_BATCH_SIZE = 256  # images per rank per batch when the run has GPUs (issue 42, item 9)
 CPU_BATCH_SIZE = 32
-NODE_LIST = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,1000}")  # a Slurm host list: n1,n[3-4]
+# The bounds of every count a spec can carry (a file's value outside them is refused in one
+# line): far above any real run, far below what would exhaust a host or overflow a buffer size
+MAGNITUDES: dict[str, tuple[float, float]] = {
+    "ranks": (1, 2**20),
+    "nodes": (1, 2**16),
+    "gpus_per_node": (0, 64),
+    "batch_size": (1, 2**16),
+    "image_size": (8, 4096),
+    "warmup": (0, 100_000),
+    "iters": (1, 1_000_000),
+    "batches_per_iter": (1, 10_000),
+    "seed": (0, 2**32 - 1),
+    "min_bytes": (1, 2**40),
+    "max_bytes": (1, 2**40),
+    "grid": (2, 2**16),
+    "fusion_threshold_mb": (0.0, 2.0**16),
+    "cycle_time_ms": (0.0, 60_000.0),
+    "bucket_cap_mb": (0.0, 2.0**16),
+}
+MAX_RANKS_PER_NODE = 1024
+ONE_HOST_RANKS_PER_CORE = 4  # a one-host launcher's ranks: oversubscribed at most this far
 
 
 def _of_type(value: object, hint: object) -> bool:
@@ -227,18 +248,46 @@ class RunSpec:
         for f in dataclasses.fields(self):  # whatever may reach a shell line or a job script
             trust.check_text(f"--{f.name.replace('_', '-')}", getattr(self, f.name))
         trust.check_env(self.extra_env)
-        if self.exclude_nodes is not None and not NODE_LIST.fullmatch(self.exclude_nodes):
+        slurm.Request.parsed(self.partition, self.account, self.time_limit, self.exclude_nodes)
+        if self.framework not in catalog.ENGINES:  # every kind's program is chosen by it
             raise UsageError(
-                f"exclude_nodes {self.exclude_nodes!r}: a Slurm node list (n1,n[3-4])", fields=("exclude_nodes",)
+                f"unknown framework {self.framework!r}; choose from {', '.join(catalog.ENGINES)}",
+                fields=("framework",),
             )
         if self.benchmark not in BENCHMARKS:
             raise UsageError(
                 f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}", fields=("benchmark",)
             )
         self.validate_placement()
+        self.validate_magnitudes()
         kind(self.benchmark).validate(self)  # the fields its kind reads (launch.kinds)
         object.__setattr__(self, "_validated", True)  # not a field: no part of the spec's value
         return self
+
+    def validate_magnitudes(self) -> None:
+        """Every count within what a real run could ask (MAGNITUDES), and a one-host run's ranks
+        within what this host's cores and GPUs can carry: a replayed 100000-rank run on one host
+        would otherwise start 100000 processes."""
+        for name, (low, high) in MAGNITUDES.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, float):
+                shapes.sample(f"--{name.replace('_', '-')}", value, low, high)
+            else:
+                shapes.count(f"--{name.replace('_', '-')}", value, int(low), int(high))
+        if self.ranks // max(1, self.nodes) > MAX_RANKS_PER_NODE:
+            raise UsageError(
+                f"{self.ranks // self.nodes} ranks per node: at most {MAX_RANKS_PER_NODE}", fields=("ranks", "nodes")
+            )
+        if LAUNCHERS[self.launcher].one_host:
+            carried = max(ONE_HOST_RANKS_PER_CORE * (os.cpu_count() or 1), self.gpus_per_node, 2)
+            if self.ranks > carried:
+                raise UsageError(
+                    f"{self.ranks} ranks on this one host: at most {carried} ({ONE_HOST_RANKS_PER_CORE} per core, "
+                    "or one per GPU)",
+                    fields=("ranks",),
+                )
 
     def validate_placement(self) -> None:
         choices = {"launcher": LAUNCHERS, "mpi_plugin": MPI_PLUGINS}

@@ -32,6 +32,12 @@ class Runtime:
     binary: str | None = None
     image_is_file = False  # images are files (.sif) the host can check for
 
+    def __init__(self, shared: tuple[str, ...] | None = None):
+        """`shared`: those of HOST_NAMESPACES the run's containers share with the host
+        (`host_namespaces()` says which a run needs); None: the runtime's own default. Only
+        runtimes that isolate them (podman) read it."""
+        self.shared = shared
+
     @property
     def containerised(self) -> bool:
         return self.binary is not None
@@ -158,8 +164,29 @@ class SingularityRuntime(ApptainerRuntime):
     binary = "singularity"
 
 
+# The namespaces a container may share with the host, and what needs each (`host_namespaces`)
+HOST_NAMESPACES = {
+    "network": "the fabric's interfaces and devices by the host's names; ranks in separate containers "
+    "and the launcher's daemons meeting at the host's addresses",
+    "ipc": "ranks of one node in separate containers sharing memory (/dev/shm: Open MPI's vader, UCX sm, NCCL SHM)",
+    "pid": "ranks of one node in separate containers copying between processes (CMA: vader, UCX cma, NCCL P2P)",
+}
+
+
+def host_namespaces(fabric: str | None, container_per_rank: bool, ranks_per_node: int) -> tuple[str, ...]:
+    """The host namespaces a run's containers need (HOST_NAMESPACES): the network where a fabric's
+    preset names the host's interfaces or devices, or each rank has a container of its own; IPC and
+    PIDs only where ranks of one node sit in separate containers. One container holding every rank
+    (the local launcher's starter inside the image) shares neither."""
+    shared = ["network"] if fabric or container_per_rank else []
+    if container_per_rank and ranks_per_node > 1:
+        shared += ["ipc", "pid"]
+    return tuple(shared)
+
+
 class PodmanRuntime(Runtime):
-    """`podman run` sharing the host's network, IPC and PIDs (MPI and RDMA need them).
+    """`podman run` sharing the host's namespaces the run needs (`host_namespaces`; all three,
+    network, IPC and PIDs, where the caller does not say: MPI and RDMA across containers need them).
     Of the host's environment it passes what launchers, fabrics and engines set (the
     prefixes below, as podman's `--env PREFIX*`): all of it (`--env-host`) would replace
     the image's PATH with the host's, and the ranks would run the host's python3."""
@@ -191,7 +218,9 @@ class PodmanRuntime(Runtime):
     def wrap(self, image, binds, env, gpus, argv):
         from containers.build import PODMAN_ULIMITS
 
-        out = [self.binary, "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--workdir", "/"]
+        shared = tuple(HOST_NAMESPACES) if self.shared is None else self.shared
+        out = [self.binary, "run", "--rm", *(f"--{name}=host" for name in HOST_NAMESPACES if name in shared)]
+        out += ["--workdir", "/"]
         for name in self.HOST_ENV:
             out += ["--env", name]
         for limit in PODMAN_ULIMITS:
@@ -241,8 +270,9 @@ HOST = HostRuntime.name
 CONTAINER_RUNTIMES = tuple(name for name, cls in RUNTIMES.items() if cls.binary)  # in order of preference
 
 
-def runtime_named(name: str) -> Runtime:
+def runtime_named(name: str, shared: tuple[str, ...] | None = None) -> Runtime:
+    """The runtime called `name`; `shared`: the host namespaces its containers share (host_namespaces)."""
     try:
-        return RUNTIMES[name]()
+        return RUNTIMES[name](shared)
     except KeyError:
         raise UsageError(f"unknown runtime {name!r}; choose from {', '.join(RUNTIMES)}") from None

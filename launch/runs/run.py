@@ -26,7 +26,7 @@ from launch.results.assemble import assemble, build, new_run_id, progress_of, wr
 from launch.ranks.runspec import RunSpec
 from launch.site.fabric_preset import Preset, resolve
 from launch.site.preflight import check_image_fabric, horovod_built_for, preflight, preflight_skipped  # noqa: F401
-from launch.ranks.runtimes import Bind, host_leaks_set, runtime_named
+from launch.ranks.runtimes import Bind, host_leaks_set, host_namespaces, runtime_named
 from launch.site.config import Site
 
 
@@ -43,7 +43,10 @@ class Prepared:
 
 
 def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
-    runtime = runtime_named(spec.runtime)
+    # podman shares only the host namespaces the run needs (its network for a fabric, IPC and PIDs
+    # where ranks of a node sit in containers of their own)
+    shared = host_namespaces(spec.fabric, not launcher_of(spec).one_host, spec.ranks_per_node)
+    runtime = runtime_named(spec.runtime, shared)
     preset = resolve(spec, site)
     binds: tuple[Bind, ...] = ()
     if runtime.containerised:  # ranks write their records into the run directory

@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from containers.files import write_json_atomic
+from launch import shapes
 from launch.fleet import slurm
 from launch.ranks import interrupt
 from launch.ranks.command import Command
@@ -161,8 +162,7 @@ def check_quiet(sweep: Sweep, seconds: float = quiet.QUIET_SECONDS) -> list[dict
             "--ntasks-per-node=1",
             "--job-name=fabric-bench-quiet",
             "--time=5",
-            *([f"--partition={spec.partition}"] if spec.partition else []),
-            *([f"--exclude={sweep.exclude_nodes}"] if sweep.exclude_nodes else []),
+            *slurm.Request.parsed(spec.partition, exclude=sweep.exclude_nodes).options(),
         ]
         reports = quiet.check_nodes(prefix, seconds)
     else:
@@ -325,17 +325,15 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
     if sweep.keep_disturbed:
         argv.append("--keep-disturbed")
     return slurm.sweep_job_script(
-        name=sweep.experiment.name,
+        name=slurm.job_name("sweep", sweep.experiment.name),
         nodes=max(s.nodes for s in specs),
         tasks_per_node=max(s.ranks_per_node for s in specs),
         gpus_per_node=max(s.gpus_per_node for s in specs),
         minutes=slurm.minutes_for(limit * len(sweep.todo()) + JOB_MARGIN_S),
-        output=sweep.directory.resolve() / "slurm-%j.out",
-        partition=specs[0].partition,
-        account=specs[0].account,
+        output=shapes.slurm_log("the sweep's directory", sweep.directory.resolve()),
+        request=slurm.Request.parsed(specs[0].partition, specs[0].account, exclude=sweep.exclude_nodes),
         argv=argv,
         modules=sweep.site.modules,
-        exclude=sweep.exclude_nodes,
     )
 
 

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from containers.fabrics import HOST_FABRICS, profile
-from launch.fleet import slurm
+from launch import shapes
+from launch.shapes import ModuleName, SlurmName, SlurmTime
 from launch.ranks.launchers import LOCAL, MPIRUN, SITE_LAUNCHERS, SRUN
 from launch.fleet.node_names import INTERFACE_NAME
 from launch.ranks.runtimes import CONTAINER_RUNTIMES, HOST
@@ -50,13 +51,13 @@ from launch.toml_file import TomlTable, read_toml
 
 @dataclass(frozen=True)
 class Scheduler:
-    partition: Optional[str] = None
-    account: Optional[str] = None
+    partition: Optional[SlurmName] = None
+    account: Optional[SlurmName] = None
     time_limit_min: Optional[int] = None
 
-    def slurm_time(self) -> Optional[str]:
+    def slurm_time(self) -> Optional[SlurmTime]:
         """The limit as Slurm's D-HH:MM:SS (None when unset)."""
-        return None if self.time_limit_min is None else slurm.clock(self.time_limit_min)
+        return None if self.time_limit_min is None else shapes.slurm_time("time_limit", self.time_limit_min)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class RegistrySite:
 class Site:
     runtime: str = HOST
     launcher: str = LOCAL.name
-    modules: tuple[str, ...] = ()
+    modules: tuple[ModuleName, ...] = ()
     binds: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     scheduler: Scheduler = Scheduler()
@@ -170,20 +171,19 @@ def site_from_dict(data: dict, path: Path) -> Site:
     sched_table = top.subtable("scheduler")
     sched = TomlTable(path, sched_table, "scheduler")
     sched.reject_unknown(("partition", "account", "time_limit"))
-    time_limit = None
-    if "time_limit" in sched_table:
-        time_limit = slurm.parse_time_limit(sched_table["time_limit"])
-        if time_limit is None:
-            raise sched.fail("time_limit", "'HH:MM:SS', 'D-HH:MM:SS' or minutes > 0", sched_table["time_limit"])
+    time_limit = sched.shaped("time_limit", shapes.time_minutes)
+    modules = tuple(shapes.module_name(f"{path.name}: modules", m) for m in top.strings("modules"))
     fabrics = _fabrics(path, top.subtable("fabrics")) if "fabrics" in data else {"ethernet": FabricSite()}
     return Site(
         runtime=top.string("runtime", (*CONTAINER_RUNTIMES, HOST)) or HOST,
         launcher=top.string("launcher", SITE_LAUNCHERS) or LOCAL.name,
-        modules=top.strings("modules"),
+        modules=modules,
         binds=binds,
         env=dict(env),
         scheduler=Scheduler(
-            partition=sched.string("partition"), account=sched.string("account"), time_limit_min=time_limit
+            partition=sched.shaped("partition", shapes.slurm_name),
+            account=sched.shaped("account", shapes.slurm_name),
+            time_limit_min=time_limit,
         ),
         fabrics=fabrics,
         registry=_registry(path, top.subtable("registry")) if "registry" in data else None,

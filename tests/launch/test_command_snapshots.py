@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from launch.errors import UsageError
+
 from launch.ranks import launchers
 from launch.site import fabric_preset
 from launch.runs.run import make_plan
@@ -133,7 +135,9 @@ def test_every_job_script_is_valid_bash(host_independent, tmp_path):
 
 
 def test_hostile_values_stay_quoted_in_job_scripts(host_independent, tmp_path):
-    spec = RunSpec(launcher="sbatch", partition="x; touch /tmp/pwned", extra_env={"A": "$(reboot) 'q'"}).validated()
+    with pytest.raises(UsageError, match="is refused: a Slurm name"):
+        RunSpec(launcher="sbatch", partition="x; touch /tmp/pwned").validated()
+    spec = RunSpec(launcher="sbatch", partition="gpu", extra_env={"A": "$(reboot) 'q'"}).validated()
     plan, _ = make_plan(spec, RUN_DIR, SITE)
     script = tmp_path / "job.sbatch"
     script.write_text(sbatch_script(spec, plan))
@@ -141,4 +145,4 @@ def test_hostile_values_stay_quoted_in_job_scripts(host_independent, tmp_path):
     exports = [line for line in script.read_text().splitlines() if line.startswith("export A=")]
     out = subprocess.run(["bash", "-c", exports[0] + '; printf %s "$A"'], capture_output=True, text=True)
     assert out.stdout == "$(reboot) 'q'"
-    assert "--partition='x; touch /tmp/pwned'" in script.read_text()
+    assert "#SBATCH --partition=gpu\n" in script.read_text()

@@ -58,7 +58,15 @@ def test_full_site_loads_into_typed_objects(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "limit, minutes, slurm", [("2-00:00:00", 2880, "2-00:00:00"), (45, 45, "00:45:00"), ("00:00:30", 1, "00:01:00")]
+    "limit, minutes, slurm",
+    [
+        ("2-00:00:00", 2880, "2-00:00:00"),
+        (45, 45, "00:45:00"),
+        ("00:00:30", 1, "00:01:00"),
+        ("90:30", 91, "01:31:00"),  # Slurm's M:S
+        ("1-12", 2160, "1-12:00:00"),  # D-H
+        ("1-2:30", 1590, "1-02:30:00"),  # D-H:M
+    ],
 )
 def test_time_limit_forms(tmp_path, limit, minutes, slurm):
     value = f'"{limit}"' if isinstance(limit, str) else limit
@@ -71,7 +79,7 @@ def test_time_limit_forms(tmp_path, limit, minutes, slurm):
     [
         (
             '[scheduler]\ntime_limit = "soon"\n',
-            "site.toml: [scheduler].time_limit: expected 'HH:MM:SS', 'D-HH:MM:SS' or minutes > 0, got 'soon'",
+            "site.toml: [scheduler].time_limit 'soon' is refused: a Slurm time: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S",
         ),
         (
             "runtime = 3\n",
@@ -125,8 +133,8 @@ def test_site_show_rejects_invalid_file_and_prints_valid_one(tmp_path):
     bad = write(tmp_path, '[scheduler]\ntime_limit = "soon"\n', "bad.toml")
     proc = fabric_bench("site", "show", "--site", str(bad), timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip() == (
-        "fabric-bench: error: bad.toml: [scheduler].time_limit: expected 'HH:MM:SS', "
-        "'D-HH:MM:SS' or minutes > 0, got 'soon'"
+        "fabric-bench: error: bad.toml: [scheduler].time_limit 'soon' is refused: a Slurm time: M, M:S, H:M:S, "
+        "D-H, D-H:M or D-H:M:S (ASCII digits), at most 366 days"
     )
     good = write(tmp_path, FULL, "good.toml")
     proc = fabric_bench("site", "show", "--site", str(good), timeout=60)

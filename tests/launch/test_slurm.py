@@ -4,20 +4,23 @@ from pathlib import Path
 
 import pytest
 
+from launch import shapes
+from launch.errors import UsageError
 from launch.fleet import slurm
 
 
 @pytest.mark.parametrize(
-    "minutes, text", [(1, "00:01:00"), (90, "01:30:00"), (1440, "1-00:00:00"), (1530, "1-01:30:00")]
+    "value, text",
+    [(1, "00:01:00"), (90, "01:30:00"), (1440, "1-00:00:00"), ("1530", "1-01:30:00"), ("1-01:30", "1-01:30:00")],
 )
-def test_clock_and_parse_are_inverse(minutes, text):
-    assert slurm.clock(minutes) == text
-    assert slurm.parse_time_limit(text) == minutes
+def test_a_time_limit_is_written_anew_in_slurm_s_clock_form(value, text):
+    assert shapes.slurm_time("--time", value) == text
 
 
-@pytest.mark.parametrize("value", ["1:2", "00:61:00", "-5", 0, -3, True, None, 1.5, "abc"])
-def test_parse_time_limit_refuses_malformed_values(value):
-    assert slurm.parse_time_limit(value) is None
+@pytest.mark.parametrize("value", ["1:2:3:4", "00:61:00", "-5", 0, -3, True, None, 1.5, "abc", "１０", "10 ", "367-00"])
+def test_a_malformed_time_limit_is_refused(value):
+    with pytest.raises(UsageError, match="is refused: a Slurm time"):
+        shapes.slurm_time("--time", value)
 
 
 @pytest.mark.parametrize("seconds, minutes", [(0, 1), (1, 1), (60, 1), (61, 2), (3600.5, 61)])
@@ -29,22 +32,26 @@ def job_script(**values) -> list[str]:
     return slurm.job_script(announce="a job", body=[], **values).splitlines()
 
 
-def test_job_header_quotes_values_and_omits_what_is_unset():
+def test_job_header_writes_shaped_values_bare_and_omits_what_is_unset():
+    request = slurm.Request.parsed(partition="gpu", time="10")
     lines = job_script(
-        name="fabric-bench-x y",
+        name=slurm.job_name("x"),
         nodes=2,
         tasks_per_node=4,
-        output="/r s/slurm-%j.out",
-        partition="gpu; rm -rf /",
-        time="10",
+        output=shapes.slurm_log("output", "/r s"),
+        partition=request.partition,
+        time=request.time,
         env={"A": "b c"},
     )
     assert lines[0] == "#!/bin/bash" and "export A='b c'" in lines
-    assert "#SBATCH --job-name='fabric-bench-x y'" in lines
-    assert "#SBATCH --partition='gpu; rm -rf /'" in lines
-    assert "#SBATCH --output='/r s/slurm-%j.out'" in lines and "#SBATCH --time=10" in lines
+    assert "#SBATCH --job-name=fabric-bench-x" in lines
+    assert "#SBATCH --partition=gpu" in lines
+    assert '#SBATCH --output="/r s/slurm-%j.out"' in lines and "#SBATCH --time=00:10:00" in lines
     assert not any("--account" in line or "--gpus-per-node" in line for line in lines)
-    assert "#SBATCH --gpus-per-node=8" in job_script(name="n", nodes=1, tasks_per_node=8, output="o", gpus_per_node=8)
+    eight = job_script(
+        name=slurm.job_name("n"), nodes=1, tasks_per_node=8, output=shapes.slurm_log("o", "/o"), gpus_per_node=8
+    )
+    assert "#SBATCH --gpus-per-node=8" in eight
 
 
 def test_site_modules_are_loaded_by_run_and_sweep_job_scripts(tmp_path):
@@ -52,23 +59,22 @@ def test_site_modules_are_loaded_by_run_and_sweep_job_scripts(tmp_path):
     from launch.ranks.runspec import RunSpec
     from launch.site.config import Site
 
-    site = Site(modules=("openmpi/4.1.6", "cuda 12"))
+    site = Site(modules=(shapes.module_name("m", "openmpi/4.1.6"), shapes.module_name("m", "cuda/12.4")))
     spec = RunSpec(launcher="sbatch", ranks=2, nodes=1)
     script = prepare(spec, tmp_path, site, run_id="r").job_script
-    assert "module load openmpi/4.1.6\nmodule load 'cuda 12'\nset -euo pipefail" in script
+    assert "module load openmpi/4.1.6\nmodule load cuda/12.4\nset -euo pipefail" in script
     sweep_script = slurm.sweep_job_script(
-        name="s",
+        name=slurm.job_name("s"),
         nodes=1,
         tasks_per_node=1,
         gpus_per_node=0,
         minutes=5,
-        output=tmp_path / "o",
-        partition=None,
-        account=None,
+        output=shapes.slurm_log("o", tmp_path),
+        request=slurm.Request(),
         argv=["x"],
         modules=site.modules,
     )
-    assert "module load 'cuda 12'\nset -euo pipefail" in sweep_script
+    assert "module load cuda/12.4\nset -euo pipefail" in sweep_script and "#SBATCH --time=00:05:00" in sweep_script
     assert "module load" not in prepare(spec, tmp_path, Site(), run_id="r2").job_script
 
 

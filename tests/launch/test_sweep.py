@@ -59,18 +59,18 @@ def test_dry_run_lists_runs_with_a_count_and_runs_nothing(tmp_path):
     assert not (tmp_path / "sweep").exists()
 
 
-def test_one_job_dry_run_prints_a_quoted_job_script(tmp_path):
+def test_one_job_dry_run_prints_a_shaped_job_script(tmp_path):
     (tmp_path / "it's").mkdir()
     path = tmp_path / "it's" / "exp.toml"
     path.write_text(
         "[experiment]\ntime_limit_s = 100\n[matrix]\nranks_per_node = [2]\n"
-        + TINY.replace('launcher = "local"', 'launcher = "sbatch"\npartition = "a b"')
+        + TINY.replace('launcher = "local"', 'launcher = "sbatch"\npartition = "a-b.1"')
     )
     proc = fabric_bench("sweep", str(path), "--dir", str(tmp_path / "sweep"), "--one-job", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     script = proc.stdout.split("job script:\n", 1)[1]
-    assert "#SBATCH --partition='a b'" in script and "#SBATCH --ntasks-per-node=2" in script
-    assert "#SBATCH --time=6" in script  # 2 runs x 100 s + margin, in minutes
+    assert "#SBATCH --partition=a-b.1" in script and "#SBATCH --ntasks-per-node=2" in script
+    assert "#SBATCH --time=00:06:00" in script  # 2 runs x 100 s + margin, in minutes
     argv = shlex.split(script.splitlines()[-1])
     assert argv[0] == "exec" and argv[2:] == [
         "sweep",

@@ -6,13 +6,16 @@ import subprocess
 
 import pytest
 
+from launch import shapes
 from launch.fleet import slurm
 from launch.errors import UsageError
 from launch.ranks.launchers import sbatch_script
 from launch.runs.run import make_plan
 from launch.ranks.runspec import RunSpec
 from launch.site.config import FabricSite, Site
-from tests.conftest import fabric_bench
+from tests.conftest import REPO, fabric_bench
+
+REPO_EXPERIMENT = REPO / "experiments" / "cpu-small.experiment.toml"
 
 # printable but shell-active: each must arrive as data
 NASTY = "x'\"$(touch /tmp/pwned)`id`;|&<>*?{a,b}\\ #"
@@ -29,8 +32,8 @@ def test_hostile_printable_values_of_every_field_stay_data(tmp_path):
         launcher="sbatch",
         runtime="apptainer",
         image=f"/images/{NASTY}.sif",
-        partition=NASTY,
-        account=NASTY,
+        partition="gpu",
+        account="proj-42",
         time_limit="10",
         hostfile=f"/h/{NASTY}",
         fabric="ethernet",
@@ -62,20 +65,36 @@ def test_hostile_printable_values_of_every_field_stay_data(tmp_path):
     assert out.stdout == NASTY
 
 
-@pytest.mark.parametrize("field", ["partition", "account", "time", "name", "output", "modules", "env"])
-def test_a_job_script_refuses_a_line_break_in_any_value(field):
-    bad = "a\nrm -rf ~"
-    values = {
-        "name": "n",
-        "nodes": 1,
-        "tasks_per_node": 1,
-        "output": "o",
-        "announce": "a job",
-        "body": [],
-        field: {"modules": (bad,), "env": {"NCCL_DEBUG": bad}}.get(field, bad),
-    }
+@pytest.mark.parametrize(
+    "parse",
+    [
+        lambda v: slurm.Request.parsed(partition=v),
+        lambda v: slurm.Request.parsed(account=v),
+        lambda v: slurm.Request.parsed(time=v),
+        lambda v: slurm.Request.parsed(exclude=v),
+        lambda v: slurm.job_name(v),
+        lambda v: shapes.slurm_log("output", v),
+        lambda v: shapes.module_name("modules", v),
+    ],
+    ids=["partition", "account", "time", "exclude", "name", "output", "module"],
+)
+@pytest.mark.parametrize("bad", ["a\nrm -rf ~", NASTY, '\\\'" --bogusopt "'])
+def test_every_value_of_a_job_script_header_is_refused_outside_its_shape(parse, bad):
+    with pytest.raises(UsageError, match="is refused"):
+        parse(bad)
+
+
+def test_a_job_script_refuses_a_line_break_in_an_environment_value():
     with pytest.raises(UsageError, match="holds a control character"):
-        slurm.job_script(**values)
+        slurm.job_script(
+            name=slurm.job_name("n"),
+            nodes=1,
+            tasks_per_node=1,
+            output=shapes.slurm_log("output", "/o"),
+            announce="a job",
+            body=[],
+            env={"NCCL_DEBUG": "a\nrm -rf ~"},
+        )
 
 
 def test_an_experiment_file_cannot_inject_through_run_fields(tmp_path):
@@ -87,3 +106,23 @@ def test_an_experiment_file_cannot_inject_through_run_fields(tmp_path):
     proc = fabric_bench("sweep", str(experiment), "--dry-run", "--dir", str(tmp_path / "s"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "partition" in proc.stderr and "control character" in proc.stderr
+
+
+@pytest.mark.parametrize("key", ["partition", "account", "time_limit"])
+def test_the_slurm_tokenizer_attack_is_refused_from_an_experiment_and_a_site_file(tmp_path, key):
+    """A value that closes sbatch's quoting (backslash, quote, double quote) and adds options:
+    refused by its shape from the experiment's [run] and the site file's [scheduler] alike."""
+    attack = '\\\\\'\\" --export=ALL,BASH_ENV=/tmp/x \\"'  # TOML for: \'" --export=... "
+    experiment = tmp_path / "e.experiment.toml"
+    run_key = "exclude_nodes" if key == "time_limit" else key  # an experiment's time comes from time_limit_s
+    experiment.write_text(
+        f'[experiment]\nname = "x"\n[matrix]\nnodes = [1]\n[run]\nlauncher = "sbatch"\n{run_key} = "{attack}"\n'
+    )
+    proc = fabric_bench("sweep", str(experiment), "--dry-run", "--dir", str(tmp_path / "s"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "is refused" in proc.stderr and not (tmp_path / "s").exists()
+    site = tmp_path / "site.toml"
+    site.write_text(f'launcher = "sbatch"\n[scheduler]\n{key} = "{attack}"\n')
+    proc = fabric_bench("sweep", str(REPO_EXPERIMENT), "--site", str(site), "--dry-run", "--dir", str(tmp_path / "t"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"[scheduler].{key}" in proc.stderr and "is refused" in proc.stderr
