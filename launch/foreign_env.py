@@ -1,27 +1,34 @@
-"""Which environment variables a replayed run may take from another site, by exact name.
+"""Which environment variables a run may take from a file that travels between sites.
 
-An archive's run carries its environment (RunSpec.extra_env). Open MPI, PMIx, UCX,
-libfabric, NCCL, Horovod, TensorFlow and the C/Python runtimes each read variables that
-start a program (OMPI_MCA_orte_fork_agent, UCX_GDB_COMMAND), load a library
-(NCCL_NET_PLUGIN, FI_PROVIDER_PATH, LD_PRELOAD), read a file that sets anything else
-(OMPI_MCA_mca_base_param_files, NCCL_CONF_FILE) or write a file where they are told
-(HOROVOD_TIMELINE, NCCL_DEBUG_FILE, UCX_LOG_FILE); every release adds some. So no family
-is admitted: a name passes only when it is in KNOBS, the variables the bundle's presets,
-launchers and engines set plus the tuning knobs a site is known to change, each with the
-shape its value must have and the documentation that defines it. Within its shape a
-value can name no program, library or path.
+One gate, whatever the file: a replayed archive's runs (RunSpec.extra_env) and an experiment
+file's [run.env] pass it alike. The local site file's own [env] is the site's choice and is
+not judged here, only shaped (identifier names, one-line values: launch.trust.check_env).
+
+Open MPI, PRRTE, PMIx, UCX, libfabric, NCCL, Horovod, TensorFlow and the C/Python runtimes
+each read variables that start a program (OMPI_MCA_orte_fork_agent, UCX_GDB_COMMAND), load a
+library (NCCL_NET_PLUGIN, FI_PROVIDER_PATH, LD_PRELOAD), read a file or list that sets
+anything else (OMPI_MCA_mca_base_param_files, OMPI_MCA_mca_base_env_list, NCCL_CONF_FILE) or
+write a file where they are told (HOROVOD_TIMELINE, NCCL_DEBUG_FILE, UCX_LOG_FILE); every
+release adds some. So no family is admitted: a name passes only when it is in KNOBS, the
+variables the bundle's presets, launchers and engines set plus the tuning knobs a site is
+known to change, each with the shape its value must have and the documentation that defines
+it. Within its shape a value can name no program, library or path.
+
+Some names are never admitted, not even by --accept-env: those of a class in NEVER (programs,
+launcher and container options, components, settings, rendezvous, paths), recognised by the
+words of the name whatever its case and prefix (OMPI_MCA_, PRTE_MCA_, PMIX_MCA_, UCX_MPI_, ...),
+and the names in KNOWN_HAZARDS, whose words do not say what they do.
 
 Verdicts (`judge`), shown one per variable by `replay --dry-run`:
   allowed          in KNOBS and its value has the knob's shape
-  refused          a name known to run, load, read or write what it names (KNOWN_HAZARDS),
-                   or one whose ending says it names a path, program or library
-                   (HAZARD_SUFFIXES): --accept-env cannot admit these; a knob whose value
-                   has the wrong shape, unless this site accepts it by name
+  refused          a name of a never-admitted class or in KNOWN_HAZARDS (--accept-env cannot
+                   admit these); a knob whose value has the wrong shape, unless this site
+                   accepts it by name
   needs-accept     any other name: this site may accept it by name (--accept-env NAME)
   accepted         a name this site accepted; its value still may hold no path (no "/")
 
 Files a run writes (timelines, debug logs, dumps) are the bundle's to place under the run
-directory; none is ever taken from an archive.
+directory; none is ever taken from a file from elsewhere.
 """
 
 from __future__ import annotations
@@ -33,21 +40,37 @@ from typing import Callable, Iterable, Literal, Mapping
 # Where each knob is documented (the text a reviewer looks up)
 DOCS = {
     "nccl": "NCCL User Guide, Environment Variables (docs.nvidia.com/deeplearning/nccl)",
-    "ompi": "Open MPI 4.1 MCA parameters (ompi_info --all --level 9; docs.open-mpi.org)",
-    "pmix": "PMIx MCA parameters (pmix_info --all)",
-    "ucx": "UCX configuration (ucx_info -f; openucx.readthedocs.io)",
-    "libfabric": "libfabric man pages: fi_provider(7), fi_tcp(7), fi_efa(7), fi_cxi(7), fi_psm2(7), fi_mr(3)",
+    "ompi": "Open MPI 4.1 MCA parameters and their synonyms (ompi_info --all --level 9 --parsable; "
+    "docs.open-mpi.org, The Modular Component Architecture: environment variables, parameter files, "
+    "mca_base_env_list)",
+    "ompi-installdirs": "Open MPI installdirs env component: OPAL_PREFIX, OPAL_EXEC_PREFIX, OPAL_BINDIR ... "
+    "OPAL_PKGLIBDIR move the installation, its components included",
+    "prrte": "PRRTE (Open MPI 5's runtime; docs.prrte.org): PRTE_MCA_ parameters (prte_fork_agent, "
+    "prte_launch_agent, plm_ssh_agent and its rsh synonyms); its ompi personality reads "
+    "OMPI_MCA_mca_base_env_list",
+    "pmix": "PMIx MCA parameters (pmix_info --all); PMIx environment: PMIX_SERVER_URI*, PMIX_SYSTEM_TMPDIR, "
+    "PMIX_INSTALL_PREFIX",
+    "ucx": "UCX configuration (ucx_info -f; openucx.readthedocs.io); UCX_<prefix>_NAME overrides UCX_NAME "
+    "(ucp_config_read)",
+    "libfabric": "libfabric man pages: fi_provider(7) (FI_PROVIDER_PATH, FI_HOOK), fi_tcp(7), fi_efa(7), "
+    "fi_cxi(7), fi_psm2(7), fi_mr(3)",
     "psm2": "Intel PSM2 Programmer's Guide, environment variables",
     "verbs": "rdma-core: ibv_fork_init(3) (RDMAV_FORK_SAFE, IBV_FORK_SAFE)",
-    "horovod": "Horovod docs: Tensor Fusion, Autotune, Gloo, Process Sets (horovod.readthedocs.io)",
+    "horovod": "Horovod docs: Tensor Fusion, Autotune, Timeline, Gloo, Process Sets (horovod.readthedocs.io)",
     "torch": "PyTorch docs: torch.distributed environment variables",
     "python": "Python documentation, Command line and environment",
-    "tf": "TensorFlow: logging and GPU threading variables (tensorflow.org)",
-    "openmp": "OpenMP 5.2 specification, chapter Environment Variables",
+    "tf": "TensorFlow: logging and GPU threading variables, TF_CONFIG (tensorflow.org); XLA_FLAGS --xla_dump_to",
+    "openmp": "OpenMP 5.2 specification, chapter Environment Variables (OMP_TOOL_LIBRARIES)",
     "intel": "Intel oneAPI: KMP_AFFINITY, KMP_BLOCKTIME; oneMKL: MKL_NUM_THREADS",
-    "cuda": "CUDA C++ Programming Guide, CUDA Environment Variables",
+    "cuda": "CUDA C++ Programming Guide, CUDA Environment Variables; CUPTI: CUDA_INJECTION64_PATH",
     "nvidia-container": "NVIDIA Container Toolkit: NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES",
     "fabric-bench": "fabric-bench: bench.gpu_request (the GPUs per node a run asked for; docs/gpu.md)",
+    "slurm": "Slurm srun(1), sbatch(1), salloc(1): INPUT ENVIRONMENT VARIABLES (SLURM_TASK_PROLOG, "
+    "SLURM_EXPORT_ENV, SBATCH_EXPORT, ...)",
+    "containers": "Apptainer User Guide: Environment and Metadata (APPTAINERENV_*), Bind Paths and Mounts "
+    "(APPTAINER_BIND; SINGULARITY* the legacy names); containers.conf(5) (CONTAINERS_CONF)",
+    "glibc": "ld.so(8): LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, LD_DEBUG_OUTPUT; iconv_open(3): GCONV_PATH",
+    "shell": "bash(1): INVOCATION (BASH_ENV, ENV), Shell Variables (SHELLOPTS, PS4)",
 }
 
 
@@ -314,84 +337,141 @@ KNOBS: dict[str, Knob] = {
                                               negate=False)}),
 }
 
-# Names known to start a program, load a library, read a file that sets other variables, or
-# write a file where they say. The allow-list alone keeps them out; naming them here makes
-# the refusal say why, keeps --accept-env from admitting them, and is what the tests try.
+# fmt: on
+
+
+# ------------------------------------------------------------------ never admitted
+
+# The prefixes Open MPI's Modular Component Architecture reads a parameter under: Open MPI 4.1
+# only OMPI_MCA_ (its mpirun ignores PRTE_MCA_, OPAL_MCA_ and any other case: tried), Open MPI 5
+# OMPI_MCA_ for its own frameworks and PRTE_MCA_ for PRRTE's (PRRTE_MCA_ before PRRTE 2), PMIx
+# PMIX_MCA_; the parameter after the prefix has the same meaning whichever reads it
+MCA_PREFIXES = ("OMPI_MCA_", "OPAL_MCA_", "ORTE_MCA_", "PRTE_MCA_", "PRRTE_MCA_", "PMIX_MCA_")
+
+
+def canonical(name: str) -> str:
+    """How the tables below spell a name: upper-case, any MCA prefix written OMPI_MCA_."""
+    upper = name.upper()
+    prefix = next((p for p in MCA_PREFIXES if upper.startswith(p)), None)
+    return "OMPI_MCA_" + upper[len(prefix) :] if prefix else upper
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """A class of variables no file from elsewhere may set, and how a name says it is one.
+
+    A canonical name is of the class when it starts with one of `families`, one of its words
+    (split at "_") is a `word`, or its last word is a `last` (words that name a path only at the
+    end: UCX_RC_VERBS_PATH_MTU is a network path, UCX_IB_SUBNET_PREFIX_LEN a length)."""
+
+    does: str
+    docs: tuple[str, ...]  # keys of DOCS: where the libraries document members of the class
+    word: str | None = None  # a regular expression a whole word matches
+    last: str | None = None
+    families: tuple[str, ...] = ()
+
+    def said_by(self, key: str) -> str | None:
+        """What in the canonical name `key` puts it in this class (None: nothing does)."""
+        words = key.split("_")
+        family = next((f for f in self.families if key.startswith(f)), None)
+        if family and family.startswith("OMPI_MCA_"):  # any MCA prefix (`canonical`)
+            return f"the MCA parameter {family.removeprefix('OMPI_MCA_').lower()}*"
+        if family:
+            return f"the prefix {family}"
+        said = next((w for w in words if self.word and re.fullmatch(self.word, w)), None)
+        if said is None and self.last and re.fullmatch(self.last, words[-1]):
+            said = words[-1]
+        return f"the word {said}" if said else None
+
+
+# fmt: off
+NEVER: dict[str, Hazard] = {
+    "program": Hazard(
+        "starts a program (an agent, launcher, debugger or command) or hands one its arguments",
+        ("ompi", "prrte", "pmix", "ucx", "shell"),
+        word=r"AGENTS?|LAUNCHERS?|DEBUGGERS?|GDB|XTERM|EXEC|EXECUTABLE|PROLOG|EPILOG",
+        last=r"COMMANDS?|CMD|ARGS|ARGV|SCRIPTS?|SHELL|BROWSER|EDITOR|VISUAL|PAGER"),
+    "launcher option": Hazard(
+        "sets an option of the job launcher or container runtime (what runs before the ranks, what is "
+        "bound, exported or written)",
+        ("slurm", "containers"),
+        families=("SLURM_", "SRUN_", "SBATCH_", "SALLOC_", "APPTAINER", "SINGULARITY", "CONTAINERS_", "PODMAN_",
+                  "DOCKER_")),
+    "component": Hazard(
+        "loads a library, plug-in, hook or module into the process",
+        ("ompi", "nccl", "libfabric", "glibc", "cuda", "openmp"),
+        word=r"PLUGINS?|PRELOAD|HOOKS?|AUDIT|INJECTION\d*|LIBRARY|LIBRARIES", last=r"LIBS?"),
+    "settings": Hazard(
+        "sets other parameters or variables (a parameter or configuration file, an environment list, flags)",
+        ("ompi", "prrte", "pmix", "nccl", "tf"),
+        word=r"CONF|CONFIG", last=r"\w*FLAGS",
+        families=("OMPI_MCA_MCA_",)),  # the MCA parameter system itself, under every MCA prefix
+    "rendezvous": Hazard(
+        "points the ranks or their launcher at a server or address of its choosing",
+        ("ompi", "pmix", "horovod", "nccl"),
+        word=r"RENDEZVOUS|RNDZ|URI\d*", last=r"SERVER"),
+    "path": Hazard(
+        "names a file or directory to read or write (a log, dump, timeline, profile, session or "
+        "installation directory)",
+        ("ompi", "ompi-installdirs", "pmix", "ucx", "nccl", "horovod", "python", "glibc"),
+        word=r"\w*DIRS?|DIRECTORY|FILENAME|\w*FILES?|TIMELINE|DUMP",
+        last=r"\w*PATHS?|\w*PREFIX(ES)?|\w*HOME|DEST|OUTPUT|LOG"),
+}
+
+# Names whose words do not say what they do (and a few that do, for a reason that says more).
+# Matched in any case, an Open MPI parameter under every MCA prefix (`canonical`).
 KNOWN_HAZARDS: dict[str, str] = {
     # Open MPI (4.1: orte; 5: prte) and PMIx
     "OMPI_MCA_orte_fork_agent": "runs a program in front of every rank",
     "OMPI_MCA_prte_fork_agent": "runs a program in front of every rank",
     "OMPI_MCA_plm_rsh_agent": "runs a program to start remote daemons",
-    "OMPI_MCA_plm_rsh_args": "passes arguments to the remote-start program",
-    "OMPI_MCA_orte_launch_agent": "runs a program as the remote daemon",
-    "OMPI_MCA_prte_launch_agent": "runs a program as the remote daemon",
-    "OMPI_MCA_mca_base_component_path": "loads components (libraries) from a directory",
     "OMPI_MCA_mca_base_param_files": "reads a file that sets any MCA parameter",
-    "OMPI_MCA_mca_base_envar_file_prefix": "reads files that set any MCA parameter",
-    "OMPI_MCA_orte_output_filename": "writes every rank's output to a chosen path",
-    "OMPI_MCA_orte_report_uri": "writes mpirun's contact URI to a chosen path",
-    "OMPI_MCA_mpi_show_mca_params_file": "writes a file at a chosen path",
-    "PMIX_MCA_mca_base_component_path": "loads PMIx components (libraries) from a directory",
-    "PMIX_MCA_mca_base_param_files": "reads a file that sets any PMIx parameter",
-    # UCX
-    "UCX_MODULE_DIR": "loads UCX modules (libraries) from a directory",
-    "UCX_GDB_COMMAND": "runs a program when an error is handled with debug",
+    "OMPI_MCA_mca_base_env_list": "sets any variable in every rank, as mpirun -x does",
+    "OMPI_MCA_orte_report_events": "reports events to a URI of its choosing",
+    "OMPI_MCA_rmaps_base_topology": "reads a topology file of its choosing",
+    # UCX, NCCL, Horovod
     "UCX_HANDLE_ERRORS": "debug/freeze start a debugger or stop the process on an error",
-    "UCX_LOG_FILE": "writes the log to a chosen path",
-    "UCX_STATS_DEST": "writes statistics to a chosen file or address",
-    "UCX_PROFILE_FILE": "writes a profile to a chosen path",
-    "UCX_MEMTRACK_DEST": "writes memory tracking to a chosen path",
-    # libfabric
-    "FI_PROVIDER_PATH": "loads provider libraries from a directory",
-    "FI_HOOK": "loads hooking providers around every call",
-    # NCCL
-    "NCCL_NET_PLUGIN": "loads a network plug-in library by name",
-    "NCCL_TUNER_PLUGIN": "loads a tuner plug-in library by name",
-    "NCCL_PROFILER_PLUGIN": "loads a profiler plug-in library by name",
-    "NCCL_ENV_PLUGIN": "loads an environment plug-in library by name",
-    "NCCL_CONF_FILE": "reads a file that sets any NCCL variable",
-    "NCCL_DEBUG_FILE": "writes the log to a chosen path",
-    "NCCL_TOPO_FILE": "reads a topology file of its choosing",
-    "NCCL_TOPO_DUMP_FILE": "writes the topology to a chosen path",
-    "NCCL_GRAPH_FILE": "reads a graph file of its choosing",
-    "NCCL_GRAPH_DUMP_FILE": "writes the graphs to a chosen path",
-    # Horovod
-    "HOROVOD_TIMELINE": "writes a timeline to a chosen path",
-    "HOROVOD_AUTOTUNE_LOG": "writes the autotune log to a chosen path",
+    "NCCL_COMM_ID": "sends the ranks to a bootstrap address of its choosing",
     "HOROVOD_GLOO_RENDEZVOUS_ADDR": "sends ranks to a rendezvous server of its choosing",
-    # TensorFlow, torch, CUDA
+    # TensorFlow
     "TF_CONFIG": "points the workers at a cluster of its choosing",
     "TF_XLA_FLAGS": "XLA flags write dumps to chosen paths (--xla_dump_to)",
-    "TF_DUMP_GRAPH_PREFIX": "writes graphs under a chosen path",
-    "TORCHINDUCTOR_CACHE_DIR": "loads compiled kernels from a directory",
-    "CUDA_INJECTION64_PATH": "loads a library into every CUDA process",
-    "CUDA_CACHE_PATH": "reads and writes compiled kernels at a chosen path",
-    "OMP_TOOL_LIBRARIES": "loads OpenMP tool libraries",
+    "XLA_FLAGS": "XLA flags write dumps to chosen paths (--xla_dump_to)",
     # the C and Python runtimes, the shell
     "LD_PRELOAD": "loads a library into every process",
-    "LD_LIBRARY_PATH": "changes which libraries load",
-    "LD_AUDIT": "loads an audit library into every process",
-    "GCONV_PATH": "loads character-set modules (libraries)",
     "PATH": "changes which programs run",
     "PYTHONPATH": "changes which Python code imports",
-    "PYTHONHOME": "changes which Python runs",
+    "PYTHONUSERBASE": "changes where Python imports user packages from",
     "PYTHONSTARTUP": "runs a Python file",
     "PYTHONWARNINGS": "imports a module named in a warning filter",
     "PYTHONBREAKPOINT": "runs a callable of its choosing",
+    "HOSTALIASES": "reads a file that renames hosts",
     "BASH_ENV": "runs a file in every bash started",
     "ENV": "runs a file in every sh started",
-    "BROWSER": "runs a program",
+    "SHELLOPTS": "turns on options (xtrace, ...) in every bash started",
+    "PS4": "runs command substitutions in every traced bash line",
 }
-# Files the bundle itself places under the run directory: refused from an archive like any hazard
+# Files the bundle itself places under the run directory: refused from elsewhere like any hazard
 BUNDLE_PLACED: dict[str, str] = {
     "OMPI_MCA_coll_tuned_dynamic_rules_filename": "reads a rules file; the bundle writes the run's own "
                                                   "under the run directory (launch.site.fabric_preset)",
 }
 KNOWN_HAZARDS.update(BUNDLE_PLACED)
-# A name ending so names a path, program or library (new releases add such variables)
-HAZARD_SUFFIXES = ("_PATH", "_FILE", "_FILENAME", "_DIR", "_PLUGIN", "_AGENT", "_COMMAND", "_PREFIX",
-                   "_LIBRARY", "_LIBRARIES", "_LIB", "_DEST", "_PRELOAD", "_SCRIPT", "_EXEC", "_CMD")
 # fmt: on
+_KNOWN = {canonical(name): why for name, why in KNOWN_HAZARDS.items()}
+
+
+def never(name: str) -> str | None:
+    """Why no file from elsewhere may set `name`, however spelled (None: its value may be judged)."""
+    key = canonical(name)
+    if key in _KNOWN:
+        return _KNOWN[key]
+    for hazard in NEVER.values():
+        said = hazard.said_by(key)
+        if said:
+            return f"{said} says it {hazard.does}"
+    return None
+
 
 Status = Literal["allowed", "accepted", "refused", "needs-accept"]
 
@@ -422,16 +502,14 @@ class Verdict:
 
 
 def judge(name: str, value: str, accepted: Iterable[str] = ()) -> Verdict:
-    """One variable of another site's run, judged by its exact name and its value's shape."""
+    """One variable from elsewhere, judged by its name (exact for a knob, any spelling for a
+    hazard) and its value's shape."""
+    hazard = never(name)
+    if hazard:
+        return Verdict(name, value, "refused", hazard + "; --accept-env cannot admit it")
     knob = KNOBS.get(name)
     if knob is not None and knob.shape.fits(value):
         return Verdict(name, value, "allowed", f"documented in {DOCS[knob.doc]}")
-    if name in KNOWN_HAZARDS:
-        return Verdict(name, value, "refused", KNOWN_HAZARDS[name] + "; --accept-env cannot admit it")
-    if knob is None and name.endswith(HAZARD_SUFFIXES):
-        return Verdict(
-            name, value, "refused", "its name says it names a path, program or library; --accept-env cannot admit it"
-        )
     if name in set(accepted):
         if "/" in value:
             return Verdict(
@@ -440,9 +518,7 @@ def judge(name: str, value: str, accepted: Iterable[str] = ()) -> Verdict:
         return Verdict(name, value, "accepted", "accepted here with --accept-env")
     if knob is not None:
         return Verdict(name, value, "refused", f"its value must be {knob.shape.describe}")
-    return Verdict(
-        name, value, "needs-accept", f"not on the allow-list; replay with --accept-env {name} only if you trust it"
-    )
+    return Verdict(name, value, "needs-accept", f"not on the allow-list; --accept-env {name} only if you trust it")
 
 
 def judge_all(env: Mapping[str, str], accepted: Iterable[str] = ()) -> list[Verdict]:

@@ -8,10 +8,13 @@ it, and behind the doors nothing is re-checked:
   hostfile, image, model, environment values) holds no control character: a newline
   in `partition` ended its #SBATCH line and ran the rest as shell code;
 - an environment variable's name is an identifier ([A-Za-z_][A-Za-z0-9_]*);
-- a run replayed from another site's archive may carry only variables named exactly in
-  launch.foreign_env's allow-list, each value of its shape: an environment alone executes
-  code (LD_PRELOAD, OMPI_MCA_orte_fork_agent, NCCL_NET_PLUGIN, ...). Anything else is
-  refused with its name and reason, unless this site accepts it by name;
+- a run replayed from another site's archive, or swept from an experiment file (files that
+  travel between sites alike), may carry only variables named exactly in launch.foreign_env's
+  allow-list, each value of its shape: an environment alone executes code (LD_PRELOAD,
+  OMPI_MCA_orte_fork_agent, NCCL_NET_PLUGIN, ...). Anything else is refused with its name and
+  reason, unless this site accepts it by name; a name of a class that runs, loads, reads or
+  writes what it names never (the local site file's own environment is the site's
+  choice: only its shape, check_env);
 - archives are read within limits (ArchiveLimits) before memory grows.
 """
 
@@ -59,14 +62,20 @@ def check_script(texts: Iterable[tuple[str, object]], env: Mapping[str, str], wh
     check_env(env, where)
 
 
-def check_foreign_env(env: Mapping[str, str], accepted: Iterable[str] = (), where: str = "") -> None:
-    """Another site's variables: exact names with values of their shape (launch.foreign_env),
-    plus what this site accepts by name; the first that does not pass is one line."""
+def check_foreign_env(
+    env: Mapping[str, str], accepted: Iterable[str] = (), where: str = "", listed_by: str | None = "replay --dry-run"
+) -> None:
+    """Variables from a file that travels between sites (an archive's runs, an experiment file's
+    [run.env]): exact names with values of their shape (launch.foreign_env), plus what this site
+    accepts by name, never a name of a class that runs, loads, reads or writes what it names. The
+    first that does not pass is one line; the others are counted, and named unless `listed_by`
+    (a command) lists them."""
     check_env(env, where)
     failing = [verdict for verdict in foreign_env.judge_all(env, accepted) if not verdict.passes]
     if failing:
-        first = failing[0]
-        more = f" (and {len(failing) - 1} more: replay --dry-run lists them)" if len(failing) > 1 else ""
+        first, rest = failing[0], failing[1:]
+        others = f"{listed_by} lists them" if listed_by else ", ".join(verdict.name for verdict in rest)
+        more = f" (and {len(rest)} more: {others})" if rest else ""
         raise UsageError(
             f"{where}environment variable {first.name} is not one a run may carry from another site: "
             f"{first.explained()}{more}",

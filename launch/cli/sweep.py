@@ -54,6 +54,11 @@ def sweep(
         "sweep goes on and says so; each run's record still judges it)",
     ),
     dry_run: bool = typer.Option(False, help="list the runs and their count, run nothing"),
+    accept_env: list[str] = typer.Option(
+        [],
+        help="a variable outside the allow-list the experiment's [run.env] may set (repeatable; its value may "
+        "hold no path; those that run, load, read or write what they name never)",
+    ),
 ):
     """Run every point of EXPERIMENT; a rerun skips finished points.
 
@@ -76,7 +81,7 @@ def sweep(
         raise UsageError(f"--remeasure-disturbed must be 0-5, got {remeasure_disturbed}")
     if launcher is not None and launcher not in LAUNCHERS:
         raise UsageError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
-    loaded = load_experiment(experiment)
+    loaded = load_experiment(experiment, tuple(accept_env))
     if one_job and (launcher or loaded.fixed.get("launcher")) != SBATCH.name:
         raise UsageError('--one-job needs --launcher sbatch (or launcher = "sbatch" in [run])')
     site_config = load_site(site) if site else Site.default()

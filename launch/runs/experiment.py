@@ -26,8 +26,11 @@ expanded into RunSpecs.
 
 Any RunSpec field may appear in [matrix] (a list) or in [run] (one value), but
 not both; `ranks` is nodes x ranks_per_node, `extra_env` is [run.env] and the
-Slurm time limit follows time_limit_s. Unset fields take the site's defaults
-(launcher, runtime, partition, account), then RunSpec's.
+Slurm time limit follows time_limit_s. An experiment file travels between sites as an
+archive does, so [run.env] passes the archive's gate (launch.trust.check_foreign_env):
+named knobs of their shape, others only as `sweep --accept-env NAME` accepts them, and
+never a variable that runs, loads, reads or writes what it names. Unset fields take the
+site's defaults (launcher, runtime, partition, account), then RunSpec's.
 
 Expansion adds the 1-rank baseline every scaling-efficiency figure needs (a
 1-rank point of the matrix where it has one, else one node, one rank, no
@@ -56,11 +59,12 @@ from typing import Any
 
 from bench import catalog
 from containers.files import sha256_bytes
+from launch import trust
 from launch.fleet import slurm
 from launch.errors import UsageError
 from launch.kinds import DEFAULT, KINDS, trains
 from launch.toml_file import TomlTable, expected, read_toml
-from launch.ranks.launchers import LOCAL, MPIRUN, SLURM_LAUNCHERS, launcher_of
+from launch.ranks.launchers import LAUNCHERS, LOCAL, MPIRUN, SLURM_LAUNCHERS, launcher_of
 from launch.ranks.runspec import HOROVOD_CPU_ONLY, RunSpec
 from launch.site.config import Site
 
@@ -111,6 +115,7 @@ class Experiment:
     matrix: dict[str, tuple] = field(default_factory=dict)  # RunSpec field -> values, in file order
     fixed: dict[str, Any] = field(default_factory=dict)  # RunSpec field -> one value
     env: dict[str, str] = field(default_factory=dict)
+    accepted_env: tuple[str, ...] = ()  # names outside the allow-list this site accepted (--accept-env)
 
     def where(self, key: str) -> str:
         """'[matrix].key' or '[run].key': where the file sets it."""
@@ -160,16 +165,17 @@ def _spec_table(path: Path, table: dict, prefix: str, lists: bool) -> dict:
     return values
 
 
-def _env(path: Path, table: Any) -> dict[str, str]:
+def _env(path: Path, table: Any, accepted: tuple[str, ...]) -> dict[str, str]:
     if not isinstance(table, dict):
         raise expected(path, "[run].env", 'a table of NAME = "value"', table)
     for name, value in table.items():
         if not re.fullmatch(r"[A-Za-z_]\w*", name) or not isinstance(value, str):
             raise expected(path, f"[run.env].{name}", "an environment variable name with a string value", value)
+    trust.check_foreign_env(table, accepted, where=f"{path.name}: [run.env]: ", listed_by=None)
     return dict(table)
 
 
-def experiment_from_dict(data: dict, path: Path) -> Experiment:
+def experiment_from_dict(data: dict, path: Path, accepted_env: tuple[str, ...] = ()) -> Experiment:
     TomlTable(path, data).reject_unknown(TOP_KEYS)
     for name in TOP_KEYS:
         if not isinstance(data.get(name, {}), dict):
@@ -203,15 +209,17 @@ def experiment_from_dict(data: dict, path: Path) -> Experiment:
         time_limit_s=float(limit) if limit is not None else None,
         matrix=matrix,
         fixed=fixed,
-        env=_env(path, run_table.get("env", {})),
+        env=_env(path, run_table.get("env", {}), accepted_env),
+        accepted_env=accepted_env,
     )
 
 
-def load_experiment(path: Path | str) -> Experiment:
-    """Read and validate an experiment file; every problem is one UsageError line."""
+def load_experiment(path: Path | str, accepted_env: tuple[str, ...] = ()) -> Experiment:
+    """Read and validate an experiment file; every problem is one UsageError line.
+    `accepted_env`: variables outside the allow-list this site accepts in [run.env] (--accept-env)."""
     path = Path(path)
     data = read_toml(path, "experiment")
-    return experiment_from_dict(data, path)
+    return experiment_from_dict(data, path, accepted_env)
 
 
 # ---------------------------------------------------------------- expansion
@@ -296,7 +304,7 @@ def _spec(experiment: Experiment, fields: dict, site: Site) -> RunSpec:
     spec = RunSpec(
         **fields, ranks=fields.get("nodes", 1) * ranks_per_node, extra_env=dict(experiment.env), time_limit=time_limit
     )
-    if launcher_of(spec).emulated and spec.nodes == 1:
+    if getattr(LAUNCHERS.get(spec.launcher), "emulated", False) and spec.nodes == 1:  # unknown: refused later
         # the emulated nodes share this machine's cores: the 1-node point (the baseline) gets one
         # rank's share of the largest emulated run, not the whole machine (and no oversubscription)
         env = dict(spec.extra_env)

@@ -324,6 +324,8 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
         argv += ["--remeasure-disturbed", str(sweep.remeasure_disturbed)]
     if sweep.keep_disturbed:
         argv.append("--keep-disturbed")
+    for name in sweep.experiment.accepted_env:  # the job's own sweep reads the file through the same gate
+        argv += ["--accept-env", name]
     return slurm.sweep_job_script(
         name=slurm.job_name("sweep", sweep.experiment.name),
         nodes=max(s.nodes for s in specs),

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from containers.fabrics import HOST_FABRICS, profile
-from launch import shapes
+from launch import shapes, trust
 from launch.shapes import ModuleName, SlurmName, SlurmTime
 from launch.ranks.launchers import LOCAL, MPIRUN, SITE_LAUNCHERS, SRUN
 from launch.fleet.node_names import INTERFACE_NAME
@@ -168,6 +168,7 @@ def site_from_dict(data: dict, path: Path) -> Site:
             raise env_check.fail(name, "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
         if not isinstance(value, str):
             raise env_check.fail(name, "a string value", value)
+    trust.check_env(env, f"{path.name}: [env]: ")  # the site's choice, of a shape every sink can take
     sched_table = top.subtable("scheduler")
     sched = TomlTable(path, sched_table, "scheduler")
     sched.reject_unknown(("partition", "account", "time_limit"))
