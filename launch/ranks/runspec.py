@@ -249,6 +249,10 @@ class RunSpec:
             trust.check_text(f"--{f.name.replace('_', '-')}", getattr(self, f.name))
         trust.check_env(self.extra_env)
         slurm.Request.parsed(self.partition, self.account, self.time_limit, self.exclude_nodes)
+        for name in ("image", "hostfile"):  # argv elements of apptainer, podman, mpirun: never an option
+            value = getattr(self, name)
+            if value and value.startswith("-"):
+                raise UsageError(f"--{name} {value!r} would be read as an option; refused", fields=(name,))
         if self.framework not in catalog.ENGINES:  # every kind's program is chosen by it
             raise UsageError(
                 f"unknown framework {self.framework!r}; choose from {', '.join(catalog.ENGINES)}",

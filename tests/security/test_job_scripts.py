@@ -126,3 +126,9 @@ def test_the_slurm_tokenizer_attack_is_refused_from_an_experiment_and_a_site_fil
     proc = fabric_bench("sweep", str(REPO_EXPERIMENT), "--site", str(site), "--dry-run", "--dir", str(tmp_path / "t"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"[scheduler].{key}" in proc.stderr and "is refused" in proc.stderr
+
+
+@pytest.mark.parametrize("field", ["image", "hostfile"])
+def test_an_image_or_hostfile_that_a_tool_would_read_as_an_option_is_refused(field):
+    with pytest.raises(UsageError, match="would be read as an option"):
+        RunSpec(**{"runtime": "apptainer", "image": "/i.sif", field: "--bind=/:/mnt"}).validated()
