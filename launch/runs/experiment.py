@@ -70,6 +70,8 @@ from launch.site.config import Site
 
 TOP_KEYS = ("experiment", "matrix", "run")
 EXPERIMENT_KEYS = ("name", "description", "repetitions", "time_limit_s")
+MAX_REPETITIONS = 1000
+MAX_TIME_LIMIT_S = 7 * 24 * 3600  # a guard per run: a week
 DERIVED = ("ranks", "extra_env", "time_limit")  # set from other keys, never directly
 SPEC_TYPES = {name: hint for name, hint in typing.get_type_hints(RunSpec).items() if name not in DERIVED}
 SPEC_TYPES["ranks_per_node"] = int
@@ -183,17 +185,20 @@ def experiment_from_dict(data: dict, path: Path, accepted_env: tuple[str, ...] =
     head = data.get("experiment", {})
     TomlTable(path, head, "experiment").reject_unknown(EXPERIMENT_KEYS)
     name = head.get("name", path.stem)
-    if not isinstance(name, str) or not re.fullmatch(r"[\w.+-]+", name):
-        raise expected(path, "[experiment].name", "a name of letters, digits, '.', '+', '-', '_'", name)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", name):
+        # it names the sweep's folder and its Slurm job: a Slurm name's shape (launch.shapes)
+        raise expected(path, "[experiment].name", "a name of ASCII letters, digits, '.', '+', '-', '_'", name)
     description = head.get("description", "")
     if not isinstance(description, str):
         raise expected(path, "[experiment].description", "a string", description)
     repetitions = head.get("repetitions", 1)
-    if not isinstance(repetitions, int) or isinstance(repetitions, bool) or repetitions < 1:
-        raise expected(path, "[experiment].repetitions", "an integer >= 1", repetitions)
+    if not isinstance(repetitions, int) or isinstance(repetitions, bool) or not 1 <= repetitions <= MAX_REPETITIONS:
+        raise expected(path, "[experiment].repetitions", f"an integer 1..{MAX_REPETITIONS}", repetitions)
     limit = head.get("time_limit_s")
-    if limit is not None and (not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit <= 0):
-        raise expected(path, "[experiment].time_limit_s", "seconds > 0", limit)
+    if limit is not None and (
+        not isinstance(limit, (int, float)) or isinstance(limit, bool) or not 0 < limit <= MAX_TIME_LIMIT_S
+    ):
+        raise expected(path, "[experiment].time_limit_s", f"seconds, more than 0 and at most {MAX_TIME_LIMIT_S}", limit)
     if not data.get("matrix"):
         raise UsageError(f"{path.name}: [matrix]: missing or empty: the experiment would have no runs")
     matrix = _spec_table(path, data["matrix"], "matrix", lists=True)
