@@ -79,7 +79,7 @@ writable_dir "cache directory" "$cache" "$($test_setup && echo 12000 || echo 500
 packages=(openmpi-bin libopenmpi-dev ucx-utils libfabric-bin iproute2 cmake g++ make patch
           autoconf automake libtool flex)
 $test_setup && packages+=(slurm-wlm debootstrap squashfs-tools libcap2-bin util-linux chromium iperf3 podman runc
-                            docker-registry)
+                            docker-registry prometheus prometheus-node-exporter)
 phase "system packages" "${#packages[@]} Debian packages"
 missing=()
 for pkg in "${packages[@]}"; do

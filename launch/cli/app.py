@@ -215,6 +215,7 @@ COMMAND_MODULES = (
     "launch.cli.compare",
     "launch.cli.predict",
     "launch.cli.locate",
+    "launch.cli.baseline",
 )
 for _module in COMMAND_MODULES:
     __import__(_module, fromlist=["register"]).register(app)

@@ -10,6 +10,17 @@ run edited apart): a row is never replaced by another file's result, and every
 collision is reported. Indexing the same file again updates its own row; a row whose
 file is gone is dropped when the same result is indexed from where it moved to.
 Its path: $FABRIC_BENCH_STORE, else ~/.cache/fabric-bench/results.sqlite.
+
+Several writers at once (a site's nightly jobs side by side) keep it whole: every write is one
+IMMEDIATE transaction (the write lock taken before the row is read, so the collision check and
+the write are one step) and a writer waits up to BUSY_SECONDS for another's; a column added
+since is added under that lock, checked again there. The journal stays SQLite's default
+(rollback): WAL would let readers run beside a writer but needs shared memory, which a store on
+a network file system (a cluster's home) does not give.
+
+Each row also holds its run's verdict against this site's baseline (`baseline_verdict`, one of
+BASELINE_VERDICTS; launch.results.baseline), read from the BASELINE_FILE beside the result
+whenever the result is indexed, so a rebuilt index has it too.
 """
 
 from __future__ import annotations
@@ -50,6 +61,10 @@ def origin_of(result: dict) -> str:
     return ",".join(names) + "@unknown" if names else "unknown"
 
 
+BASELINE_FILE = "baseline.json"  # beside result.json: the run's verdict (launch.results.baseline)
+BASELINE_VERDICTS = ("normal", "slow", "fast", "no baseline yet", "disturbed")
+BUSY_SECONDS = 60.0
+
 FILTERS = ("benchmark", "framework", "engine", "model", "fabric", "world_size", "status", "transport", "disturbance")
 
 
@@ -61,34 +76,78 @@ def connect(path: Path | None = None) -> sqlite3.Connection:
     path = Path(path or store_path())
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, timeout=30)
+        db = sqlite3.connect(path, timeout=BUSY_SECONDS)
         db.row_factory = sqlite3.Row
-        table = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'results'").fetchone()
-        if table and KEY not in table[0]:  # a store keyed otherwise (before origins, before paths): rebuilt
+        if _outdated(db):  # checked again under the write lock: another writer may have done it meanwhile
             with db:
-                db.execute("ALTER TABLE results RENAME TO results_before_key")
-                _create(db)
-                for row in db.execute("SELECT path, result FROM results_before_key").fetchall():
-                    index_result(db, Path(row["path"]), json.loads(row["result"]))
-                db.execute("DROP TABLE results_before_key")
-        _create(db)
-        present = {row[1] for row in db.execute("PRAGMA table_info(results)")}
-        for column in [c for c in COLUMNS if c not in present]:  # a column added since (e.g. disturbance)
-            with db:
-                db.execute(f"ALTER TABLE results ADD COLUMN {column}")
+                db.execute("BEGIN IMMEDIATE")
+                if _outdated(db):
+                    _update(db)
     except sqlite3.Error as exc:
         raise UsageError(f"results store {path}: {exc}") from None
     return db
 
 
 KEY = "PRIMARY KEY (run_id, origin, path)"
+MORE = ("baseline_verdict",)  # columns not read from the result: its verdict, from BASELINE_FILE
+
+
+def _table(db: sqlite3.Connection) -> Any:
+    return db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'results'").fetchone()
+
+
+def _outdated(db: sqlite3.Connection) -> bool:
+    """No table yet, one keyed otherwise, or one without a column added since."""
+    table = _table(db)
+    present = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+    return table is None or KEY not in table[0] or not {*COLUMNS, *MORE} <= present
+
+
+def _update(db: sqlite3.Connection) -> None:
+    table = _table(db)
+    if table and KEY not in table[0]:  # a store keyed otherwise (before origins, before paths): rebuilt
+        db.execute("ALTER TABLE results RENAME TO results_before_key")
+        _create(db)
+        for row in db.execute("SELECT path, result FROM results_before_key").fetchall():
+            index_result(db, Path(row["path"]), json.loads(row["result"]))
+        db.execute("DROP TABLE results_before_key")
+    _create(db)
+    present = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+    for column in [c for c in (*COLUMNS, *MORE) if c not in present]:  # a column added since (e.g. disturbance)
+        db.execute(f"ALTER TABLE results ADD COLUMN {column}")
 
 
 def _create(db: sqlite3.Connection) -> None:
-    columns = ", ".join(f"{c} TEXT" if c == "run_id" else c for c in COLUMNS)
+    columns = ", ".join(f"{c} TEXT" if c == "run_id" else c for c in (*COLUMNS, *MORE))
     db.execute(
         f"CREATE TABLE IF NOT EXISTS results ({columns}, origin TEXT, path TEXT, indexed_unix REAL, result TEXT, {KEY})"
     )
+
+
+def verdict_beside(path: Path) -> str | None:
+    """The baseline verdict in the BASELINE_FILE beside a result file (None: none, or not one
+    of BASELINE_VERDICTS: a file from elsewhere is read within bounds and its word checked)."""
+    from containers.untrusted import UntrustedInput, read_json
+
+    beside = Path(path).parent / BASELINE_FILE
+    if not beside.is_file():
+        return None
+    try:
+        found = read_json(beside, 2**20, "baseline verdict")
+    except UntrustedInput:
+        return None
+    verdict = found.get("verdict") if isinstance(found, dict) else None
+    return verdict if verdict in BASELINE_VERDICTS else None
+
+
+def record_verdict(db: sqlite3.Connection, path: Path, verdict: str) -> None:
+    """A run's baseline verdict into its row (the row of the result file at `path`)."""
+    if verdict not in BASELINE_VERDICTS:
+        raise UsageError(f"baseline verdict {verdict!r} is not one of {', '.join(BASELINE_VERDICTS)}")
+    with db:
+        if not db.in_transaction:
+            db.execute("BEGIN IMMEDIATE")
+        db.execute("UPDATE results SET baseline_verdict = ? WHERE path = ?", (verdict, str(Path(path).resolve())))
 
 
 def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None:
@@ -96,8 +155,10 @@ def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None
     origin or from another file of the same origin (both rows are kept)."""
     origin, where, run_id = origin_of(result), str(Path(path).resolve()), as_result(result).run_id
     text = json.dumps(result, sort_keys=True)
-    values = [read(result) for read in COLUMNS.values()] + [origin, where, time.time(), text]
+    values = [read(result) for read in COLUMNS.values()] + [verdict_beside(path), origin, where, time.time(), text]
     marks = ", ".join("?" * len(values))
+    if not db.in_transaction:  # the write lock first: the collision check and the write are one step
+        db.execute("BEGIN IMMEDIATE")
     others = db.execute(
         "SELECT origin, path, result FROM results WHERE run_id = ? AND NOT (origin = ? AND path = ?)",
         (run_id, origin, where),
@@ -113,7 +174,8 @@ def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None
         else:
             kept.append(other)
     db.execute(
-        f"INSERT OR REPLACE INTO results ({', '.join(COLUMNS)}, origin, path, indexed_unix, result) VALUES ({marks})",
+        f"INSERT OR REPLACE INTO results ({', '.join((*COLUMNS, *MORE))}, origin, path, indexed_unix, result) "
+        f"VALUES ({marks})",
         values,
     )
     foreign = sorted({o["origin"] for o in kept if o["origin"] != origin})

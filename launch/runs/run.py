@@ -12,7 +12,7 @@ from bench.record import read_records
 from containers import ompi_rules
 from launch.fleet import emulate, slurm
 from launch.ranks import interrupt
-from launch.results import plausibility, store, transport
+from launch.results import baseline, plausibility, store, transport
 from launch.ranks.command import Command
 from launch.kinds import trains
 from launch.ranks.execute import execute
@@ -253,6 +253,8 @@ def execute_run(
         lambda so_far: {"plausibility": plausibility.verdict(so_far, prepared.preset.link_gbit_s)},
     )
     store.index_quietly(write_result(prepared.run_dir, result), result)
+    # normal, slow or fast for this site: baseline.json beside it, the store, metrics (docs/baselines.md)
+    baseline.after_run(prepared.run_dir, result, echo=echo)
     if outcome.stopped_by is not None:
         raise outcome.stopped_by
     interrupt.check()  # a stop asked as the run ended: its result is already written
