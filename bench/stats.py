@@ -1,4 +1,5 @@
-"""Summary statistics for per-iteration samples (mean, median, 95 % CI)."""
+"""Summary statistics for per-iteration samples (mean, median, 95 % CI), and an interval that a
+few wild samples cannot widen (`robust`, for figures read from another site's results)."""
 
 from __future__ import annotations
 
@@ -33,3 +34,77 @@ def summarize(samples: list[float]) -> Summary:
     stdev = statistics.stdev(samples)
     half_width = scipy_stats.t.ppf(0.975, n - 1) * stdev / math.sqrt(n)
     return Summary(n, mean, median, stdev, float(half_width))
+
+
+# ------------------------------------------------ an interval that a few wild values cannot widen
+#
+# Samples from another site are checked for plausibility first (launch.results.compare); within
+# that range a value can still be wild, and a mean's interval follows it: two wild values make it
+# span every candidate. So, for compare's figures (`robust`):
+#   - fewer than MIN_INTERVAL_SAMPLES samples: the median, no interval (nothing to estimate a
+#     spread from that two values do not make up);
+#   - no sample farther from the median than OUTLIER_MADS scaled MADs (Hampel's identifier: the
+#     median absolute deviation x MAD_SCALE estimates a normal sample's standard deviation, and
+#     the median's own scale is not moved by a minority of wild values): the mean and its
+#     Student-t interval, what the run itself reports;
+#   - otherwise the median with its distribution-free interval (order statistics: true for any
+#     continuous distribution), where its ends lie at least MEDIAN_INTERVAL_K values in from each
+#     end of the sorted samples (n >= 12 at 95 %); with fewer samples, no interval.
+# Either way an interval that reaches zero is none (throughput, bandwidth and time are positive).
+# From 5 samples up two wild values are a minority: they are outliers by the others' scale and
+# widen nothing; below 5 they are half the samples or more, which no estimator tells from the run.
+MIN_INTERVAL_SAMPLES = 3
+OUTLIER_MADS = 3.0
+MAD_SCALE = 1.4826
+MEDIAN_INTERVAL_K = 3  # the interval's ends: two wild values on one side cannot reach them
+
+
+@dataclass(frozen=True)
+class Robust:
+    value: float  # the mean where no sample is an outlier, else the median
+    ci95: float | None  # half-width of its 95 % interval (the wider side of the median's), or None
+    method: str  # how, in words
+
+
+def outliers(samples: list[float]) -> list[float]:
+    """The samples farther from the median than OUTLIER_MADS scaled MADs (with a MAD of 0: any
+    sample that differs from the median)."""
+    median = statistics.median(samples)
+    mad = statistics.median(abs(s - median) for s in samples) * MAD_SCALE
+    return [s for s in samples if abs(s - median) > OUTLIER_MADS * mad]
+
+
+def median_interval(samples: list[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """The distribution-free interval of the median: the k-th smallest and k-th largest sample, k the
+    largest with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2; None where k < MEDIAN_INTERVAL_K."""
+    n, tail = len(samples), (1 - confidence) / 2
+    k = int(scipy_stats.binom.ppf(tail, n, 0.5))  # the smallest j with P(X <= j) >= tail
+    if scipy_stats.binom.cdf(k, n, 0.5) <= tail:
+        k += 1  # so that k - 1 is the largest j with P(X <= j) <= tail
+    if k < MEDIAN_INTERVAL_K:
+        return None
+    ordered = sorted(samples)
+    return ordered[k - 1], ordered[n - k]
+
+
+def robust(samples: list[float]) -> Robust:
+    """A figure and its 95 % interval that a minority of wild samples cannot widen (see above);
+    the samples are finite and plausible (the caller checks them)."""
+    if not samples:
+        raise ValueError("no samples to summarize")
+    median = statistics.median(samples)
+    if len(samples) < MIN_INTERVAL_SAMPLES:
+        return Robust(median, None, f"median of {len(samples)}, no interval (fewer than {MIN_INTERVAL_SAMPLES})")
+    if not outliers(samples):
+        summary = summarize(samples)
+        return _positive(summary.mean, summary.ci95, "mean, Student t")
+    interval = median_interval(samples)
+    if interval is None:
+        return Robust(median, None, f"median: outliers, and too few samples ({len(samples)}) for its interval")
+    return _positive(median, max(median - interval[0], interval[1] - median), "median, order statistics")
+
+
+def _positive(value: float, ci95: float, method: str) -> Robust:
+    if not math.isfinite(ci95) or ci95 >= abs(value):
+        return Robust(value, None, f"{method}: its interval reaches zero, none")
+    return Robust(value, ci95, method)

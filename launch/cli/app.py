@@ -14,6 +14,7 @@ from typing import Any, Optional
 import typer
 
 from launch.console import console as make_console
+from launch import shapes
 from launch.errors import UsageError
 from launch.ranks.interrupt import stoppable_command
 from launch.kinds import kind
@@ -222,7 +223,8 @@ for _module in COMMAND_MODULES:
 
 
 def fail(message: str) -> None:
-    print(f"fabric-bench: error: {message}", file=sys.stderr)
+    """The one line of a refusal; a value from a file it names may hold anything (launch.shapes)."""
+    print(f"fabric-bench: error: {shapes.terminal(message)}", file=sys.stderr)
     sys.exit(2)
 
 

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from launch.console import console as make_console
 from launch.results import compare as cmp
+from launch.shapes import rich_text, terminal
 
 
 def compare(
@@ -33,6 +34,9 @@ def compare(
     A and B may be archives (.tar.gz from `fabric-bench archive`): they are verified and
     their signer shown. Values and intervals are recomputed from each result's samples;
     a result whose stored figures its samples do not give is flagged and fails the gate.
+    A sample that is not a finite number in its plausible range (a negative, zero or
+    impossible throughput, time or bandwidth) refuses its result (exit 2); the interval
+    is one that a few wild samples cannot widen (docs/security.md).
 
     The first lines say whether both sides ran on the same stack (its digest, and its SBOM
     where one is found) or how the stacks differ ("ucx 1.13.1 vs 1.18.0").
@@ -54,11 +58,11 @@ def compare(
     for side, path in (("A", a), ("B", b)):
         results, provenance = cmp.load(path, allowed_signers, require_signed)
         if provenance is not None:
-            print(f"{side}: archive {path}: {provenance.line()}", file=sys.stderr)
+            print(terminal(f"{side}: archive {path}: {provenance.line()}"), file=sys.stderr)
         sides.append(results)
     stack_lines = stacks.stack_lines(stacks.of_path(a, sides[0]), stacks.of_path(b, sides[1]))
     if not as_json:
-        print("\n".join(stack_lines))
+        print("\n".join(terminal(line) for line in stack_lines))
     pairs, unpaired = cmp.pair(*sides)
     tolerances = cmp.parse_tolerances(tolerance)
     rows, failures, left_out = [], list(unpaired), []
@@ -113,13 +117,13 @@ def compare(
             )
         )
     else:
-        table = Table(title=f"{b} vs {a}")
+        table = Table(title=rich_text(f"{b} vs {a}"))
         for column in ("run", "metric", "A", "B", "B/A", "noise ±", "tolerance", "within"):
             table.add_column(column)
         for label, m in rows:
             table.add_row(
-                label,
-                m.name,
+                rich_text(label),
+                rich_text(m.name),
                 f"{m.a:.4g}",
                 f"{m.b:.4g}",
                 f"{m.ratio:.3f}" if m.ratio else "-",
@@ -129,7 +133,7 @@ def compare(
             )
         make_console().print(table)
         for failure in failures:
-            print(f"not within: {failure}")
+            print(f"not within: {terminal(failure)}")
     raise typer.Exit(1 if failures else 0)
 
 

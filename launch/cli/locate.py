@@ -11,6 +11,7 @@ import typer
 from launch.fleet.emulate.links import parse_rate
 from launch.errors import UsageError
 from launch.fleet.node_names import interface_name
+from launch.shapes import terminal
 
 
 def locate(
@@ -71,15 +72,20 @@ def locate(
     )
     print(
         f"{data['pattern']}: reference {data['test']['reference_gbit_s'] * 1000:.0f} Mbit/s "
-        f"({data['test']['reference_from']}), "
+        f"({terminal(data['test']['reference_from'])}), "
         f"slow below {data['test']['threshold']:g} x; {data['rounds']} rounds, {data['steps']} steps, "
         f"{data['seconds']:.0f} s"
     )
     for name in data["slow_nodes"]:
         busy = data["busy_nodes"].get(name)
-        print(f"SLOW NODE {name}" + (f" (but busy before the pairs: {busy}; measure again when quiet)" if busy else ""))
+        print(
+            terminal(
+                f"SLOW NODE {name}"
+                + (f" (but busy before the pairs: {busy}; measure again when quiet)" if busy else "")
+            )
+        )
     for a, b in data["slow_links"]:
-        print(f"SLOW LINK {a}-{b}")
+        print(terminal(f"SLOW LINK {a}-{b}"))
     if not (data["slow_nodes"] or data["slow_links"] or data["failed_pairs"]):
         print("nothing named: every pair within the test")
     print(f"{out / 'locate.json'}, {out / 'heatmap.png'}, {out / 'heatmap.html'}")

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from launch.shapes import terminal
+
 
 def report(
     dirs: list[Path] = typer.Argument(..., help="result directories, sweep directories or result.json files"),
@@ -45,15 +47,15 @@ def report(
 
     data = build(dirs, output, title, baseline_fabric, study, keep_disturbed)
     for line in data["stacks"]:
-        print(f"stack: {line}")
+        print(f"stack: {terminal(line)}")
     for judged in data["verdicts"].values() if data["runs"] else ():  # no runs (a locate directory): no verdict
-        print(f"verdict ({judged['title']}): {judged['paragraph']}")
+        print(terminal(f"verdict ({judged['title']}): {judged['paragraph']}"))
     for line in (data.get("study") or {}).get("answer", []):
-        print(f"study {study} (predicted): {line}")
+        print(terminal(f"study {study} (predicted): {line}"))
     for plot in data["plots"].values():
         series = len(plot["series"])
         print(
-            f"{output / plot['png']}: {'; '.join(plot['title'].splitlines())}"
+            terminal(f"{output / plot['png']}: {'; '.join(plot['title'].splitlines())}")
             + (f" ({series} series)" if series else "")
         )
     located = len(data.get("locate") or [])

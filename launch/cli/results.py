@@ -13,6 +13,7 @@ from rich.table import Table
 
 from launch.console import console as make_console
 from launch.results import store
+from launch.shapes import rich_text, terminal
 
 results_app = typer.Typer(help="The results history: every result.json, indexed in SQLite.", no_args_is_help=True)
 LIST_COLUMNS = (
@@ -43,9 +44,11 @@ def _filters(benchmark, engine, model, fabric, ranks, status, transport) -> dict
 
 
 def _cell(value) -> str:
+    """A table cell: indexed values come from results, perhaps another site's (escapes removed,
+    markup inert)."""
     if value is None:
         return "-"
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
+    return f"{value:.3g}" if isinstance(value, float) else rich_text(value)
 
 
 # shared filter options
@@ -80,7 +83,7 @@ def list_results(
     if as_json:
         print(json.dumps([{c: row[c] for c in (*store.COLUMNS, "path")} for row in rows], indent=2))
         return
-    table = Table(title=f"results ({store.store_path()})")
+    table = Table(title=rich_text(f"results ({store.store_path()})"))
     for column in LIST_COLUMNS:
         table.add_column(column)
     for row in rows:
@@ -101,7 +104,7 @@ def show(run_id: str = typer.Argument(..., help="run id (or a unique prefix)")):
     found = migrate(store.get(store.connect(), run_id))
     print(json.dumps(found, indent=2, sort_keys=True))
     for line in [disturbance_summary(found), *disturbance_causes(found)]:
-        print(f"disturbance: {line}", file=sys.stderr)
+        print(f"disturbance: {terminal(line)}", file=sys.stderr)
 
 
 @results_app.command()
@@ -122,11 +125,13 @@ def export(
     """
     rows = store.query(store.connect(), None, **_filters(benchmark, engine, model, fabric, ranks, status, transport))
     out = open(output, "w", newline="", encoding="utf-8") if output else sys.stdout
+    shown = terminal if out.isatty() else None  # a file gets the values as held; a terminal, no escapes
     try:
         writer = csv.writer(out)
         writer.writerow([*store.COLUMNS, "path"])
         for row in rows:
-            writer.writerow([row[c] for c in (*store.COLUMNS, "path")])
+            values = [row[c] for c in (*store.COLUMNS, "path")]
+            writer.writerow([shown(v) if shown and isinstance(v, str) else v for v in values])
     finally:
         if output:
             out.close()
@@ -140,7 +145,7 @@ def index(directory: Path = typer.Argument(..., help="a results or sweep directo
     """
     count, problems = store.index_tree(directory)
     for problem in problems:
-        print(problem, file=sys.stderr)
+        print(terminal(problem), file=sys.stderr)
     print(f"indexed {count} results into {store.store_path()}")
 
 

@@ -8,11 +8,15 @@ and flagged where the hardware makes the figure impossible.
 - A same-cores efficiency above SAME_CORES_IMPOSSIBLE is flagged whatever the record says:
   N ranks sharing the cores of one rank cannot do much more than its work (docs/disturbance.md).
   A bus bandwidth above the link rate is flagged by launch.results.plausibility.
+
+What a line takes from a result (names, run ids, causes) is plain terminal text (launch.shapes.terminal:
+no escape sequence); a caller that prints it inside rich markup escapes it further (rich_text).
 """
 
 from __future__ import annotations
 
 from launch.results.result import as_result, disturbance_causes, disturbance_summary, disturbed, typed
+from launch.shapes import terminal
 
 # Same cores, N ranks vs 1: quiet rounds here read 0.93-1.03, loaded ones 0.85-1.18 (issue 37);
 # splitting one rank's intra-op threads over processes can gain some, not a third.
@@ -26,13 +30,13 @@ def run_name(result: dict) -> str:
         return "run"
     spec_framework = getattr(fields.spec, "framework", None)
     what = fields.engine or getattr(fields, "backend", None) or fields.benchmark or "run"
-    return f"{fields.framework or spec_framework or ''} {what} x{fields.world_size}".strip()
+    return terminal(f"{fields.framework or spec_framework or ''} {what} x{fields.world_size}".strip())
 
 
 def disturbance_line(result: dict) -> str:
     """'disturbance: clean', or the verdict with every named cause."""
     causes = disturbance_causes(result)
-    return f"disturbance: {disturbance_summary(result)}" + (f" ({'; '.join(causes)})" if causes else "")
+    return terminal(f"disturbance: {disturbance_summary(result)}" + (f" ({'; '.join(causes)})" if causes else ""))
 
 
 def unreadable(results: list[dict]) -> str | None:
@@ -40,8 +44,10 @@ def unreadable(results: list[dict]) -> str | None:
     bad = [r for r in results if disturbed(r)]
     if not bad:
         return None
-    return "; ".join(
-        f"{run_name(r)} ({as_result(r).run_id}) was disturbed: {', '.join(disturbance_causes(r))}" for r in bad
+    return terminal(
+        "; ".join(
+            f"{run_name(r)} ({as_result(r).run_id}) was disturbed: {', '.join(disturbance_causes(r))}" for r in bad
+        )
     )
 
 

@@ -1,5 +1,7 @@
 """Rich tables of training results, with scaling efficiency against 1-rank runs
-(the baseline rule and the aggregation are launch.results.aggregate's), and of verdicts."""
+(the baseline rule and the aggregation are launch.results.aggregate's), and of verdicts.
+Every string from a result (perhaps another site's: a model name, a series, a reason) reaches a
+cell through launch.shapes.rich_text: no escape sequence, and markup printed as written."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from launch.results import aggregate
 from launch.kinds.train import training_row, training_table as train_columns
 from launch.results.figures import interval_text, value_text
 from launch.results.result import disturbed, typed
+from launch.shapes import rich_text, terminal
 
 
 def fmt(value: float | None, spec: str) -> str:
@@ -24,10 +27,10 @@ def training_table(results: list[dict], title: str = "Training throughput") -> T
     """One row per run (the train kind's cells: launch.kinds.train); efficiency against the aggregated
     1-rank baseline of its series (1 on one rank), no communication share on one rank; whether the
     run was disturbed."""
-    table = train_columns(title)
+    table = train_columns(rich_text(title))
     points = aggregate.aggregate(results)
     for r in results:
-        fields = typed(r)
+        fields = typed(inert(r))  # the kind's row adds its own markup around these
         if fields is None:
             continue  # malformed: launch.results.result.malformed says why where results are loaded
         point = aggregate.point_of(points, r)
@@ -37,14 +40,23 @@ def training_table(results: list[dict], title: str = "Training throughput") -> T
     return table
 
 
+def inert(value):
+    """A result's strings, every one through rich_text (its numbers and shape kept)."""
+    if isinstance(value, str):
+        return rich_text(value)
+    if isinstance(value, dict):
+        return {key: inert(item) for key, item in value.items()}
+    return [inert(item) for item in value] if isinstance(value, list) else value
+
+
 def points_table(points: list[aggregate.Point], title: str) -> Table:
     """One row per point: repetitions aggregated."""
-    table = Table(title=title)
+    table = Table(title=rich_text(title))
     for column in ("series", "ranks", "mean", "95% CI", "reps", "scaling eff.", "comm share", "disturbed", "baseline"):
         table.add_column(column, justify="left" if column in ("series", "baseline", "disturbed") else "right")
     for p in sorted(points, key=lambda p: (p.benchmark, p.series, p.ranks)):
         table.add_row(
-            p.series,
+            rich_text(p.series),
             str(p.ranks),
             f"{value_text(p.mean, p.metric.unit)} {p.metric.unit}",
             interval_text(p.ci95, p.metric.unit, p.repetitions, p.n_samples),
@@ -52,7 +64,7 @@ def points_table(points: list[aggregate.Point], title: str) -> Table:
             efficiency_cell(p.efficiency, p.unreadable_because),
             fmt(p.comm_fraction, ".0%"),
             disturbed_cell(p),
-            "itself" if p.ranks == 1 else (p.baseline.series if p.baseline else "-"),
+            "itself" if p.ranks == 1 else rich_text(p.baseline.series if p.baseline else "-"),
         )
     return table
 
@@ -72,10 +84,12 @@ def verdict_tables(judged: dict, title: str = "") -> list:
 
     out: list = []
     for data in judged.values():
-        heading = f"{title}verdict: {data['title']}"
+        heading = terminal(f"{title}verdict: {data['title']}")
         if data["rows"]:
             header, rows = table_rows(data)
-            table = Table(title=heading, caption=f"reference {data['reference']}; {data['method']}")
+            table = Table(
+                title=rich_text(heading), caption=rich_text(f"reference {data['reference']}; {data['method']}")
+            )
             for column in header:
                 table.add_column(
                     column,
@@ -84,9 +98,9 @@ def verdict_tables(judged: dict, title: str = "") -> list:
                     else "right",
                 )
             for row in rows:
-                table.add_row(*row)
+                table.add_row(*map(rich_text, row))
             out.append(table)
         else:
             out.append(Text(heading))
-        out.append(Text(data["paragraph"]))
+        out.append(Text(terminal(data["paragraph"])))
     return out

@@ -262,7 +262,7 @@ def test_excluded_nodes_reach_srun_and_sbatch_but_not_the_points_key(tmp_path):
     plan = Plan(record_dir=tmp_path / "ranks", runtime=HostRuntime())
     assert "--exclude=n1,n[3-4]" in srun_argv(spec, plan, {})
     batch = dataclasses.replace(spec, launcher="sbatch")
-    assert "#SBATCH --exclude='n1,n[3-4]'" in sbatch_script(batch, plan)
+    assert "#SBATCH --exclude=n1,n[3-4]\n" in sbatch_script(batch, plan)
     assert Point(spec).key == Point(dataclasses.replace(spec, exclude_nodes=None)).key
     with pytest.raises(UsageError, match="Slurm node list"):
         dataclasses.replace(spec, exclude_nodes="n1; reboot").validated()
