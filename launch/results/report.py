@@ -33,6 +33,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from launch.shapes import terminal
 from launch.errors import UsageError
 from launch.kinds import kind_of, trains
 from launch.kinds.kind import Kind
@@ -66,7 +67,7 @@ def load_results(dirs: list[Path], required: bool = True) -> list[Result]:
         else:
             results.append(result)
     for problem in problems:
-        print(f"fabric-bench: warning: left out of the report: {problem}", file=sys.stderr)
+        print(f"fabric-bench: warning: left out of the report: {terminal(problem)}", file=sys.stderr)
     if not results and required:
         raise UsageError(f"no result.json under {', '.join(map(str, dirs))}")
     return results
@@ -126,7 +127,7 @@ def located_clusters(dirs: list[Path]) -> list[dict]:
         try:
             found.append({"dir": str(path.parent), **read_locate(path)})
         except UsageError as exc:
-            print(f"fabric-bench: skipped: {exc}", file=sys.stderr)
+            print(f"fabric-bench: skipped: {terminal(exc)}", file=sys.stderr)
     return found
 
 
