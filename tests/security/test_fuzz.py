@@ -40,7 +40,7 @@ from launch.site.config import FabricSite, Site
 from tests.conftest import REPO, need
 from tests.security.conftest import hostile_result, write_archive
 
-EXAMPLES = int(os.environ.get("FABRIC_BENCH_FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("FABRIC_BENCH_FUZZ_EXAMPLES", "120"))
 ENTRY_LIMIT_S = 20  # one entry point's answer to one hostile input (a 2-core machine under load)
 fuzz = settings(
     max_examples=EXAMPLES,
