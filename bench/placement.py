@@ -112,6 +112,32 @@ def listed_nics(env=os.environ) -> tuple[list[str], str | None]:
     return names[:MAX_LISTED_NICS], variable
 
 
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+# where a fabric's devices are listed: RDMA (InfiniBand, RoCE, Omni-Path, EFA), Slingshot's CXI
+FABRIC_DEVICE_CLASSES = ("sys/class/infiniband", "sys/class/cxi")
+
+
+def fabric_nics(root: Path = Path("/")) -> list[dict]:
+    """Every fabric device this rank's host shows: name, PCI address and NUMA node. NCCL's plugins
+    may name a NIC by PCI address alone (aws-ofi-nccl: "NIC group 7 device #0 0000:a3:00.0"), which
+    only the host that ran the rank can place: so it is read here, beside the rank."""
+    found = []
+    for folder in FABRIC_DEVICE_CLASSES:
+        for dev in sorted((root / folder).glob("*"))[:MAX_LISTED_NICS]:
+            try:
+                bus = (dev / "device").resolve().name.lower()
+            except OSError:
+                bus = ""
+            found.append(
+                {
+                    "name": dev.name,
+                    "pci_bus": bus if PCI_ADDRESS.fullmatch(bus) else None,
+                    "numa_node": numa_node_of(dev / "device"),
+                }
+            )
+    return found[:MAX_LISTED_NICS]
+
+
 def default_route_interface(root: Path = Path("/")) -> str | None:
     text = _read(root / "proc/net/route") or ""
     for line in text.splitlines()[1:]:
@@ -206,6 +232,7 @@ def rank_placement(
             nic_placement(name, variable, root=root)
             for name, variable in ((n, listed_nics(env)[1]) for n in listed_nics(env)[0])
         ],
+        "fabric_nics": fabric_nics(root),
         "hwloc": "present" if shutil.which("hwloc-calc") or shutil.which("lstopo") else "absent",
     }
     return place
@@ -215,13 +242,20 @@ def rank_placement(
 
 
 def with_nccl_nics(place: dict, used: list[str] | None) -> dict:
-    """A rank's placement with the NICs NCCL says it used (from its NET/IB/<dev> channel lines) in
-    place of the first listed one: a two-socket, multi-rail node gives each rank a NIC of its own."""
+    """A rank's placement with the NICs NCCL says it used (its NET/<network>/<dev> channel lines: IB,
+    Socket, OFI) in place of the first one its selection variables list: a two-socket, multi-rail
+    node gives each rank a NIC of its own, and an EFA or Slingshot rank's NIC is not its socket
+    interface. A NIC is found among those listed, else among the host's fabric devices by name or
+    PCI address; one found nowhere has no NUMA node (unknown, never a guess)."""
     if not used:
         return place
     known = {n.get("name"): n for n in place.get("listed_nics") or []}
+    for nic in place.get("fabric_nics") or []:
+        for key in (nic.get("name"), nic.get("pci_bus")):
+            if key:
+                known.setdefault(key, nic)
     nics = [
-        known.get(name) or {"name": name, "numa_node": None, "unknown": f"{name}: not among the listed NICs"}
+        known.get(name) or {"name": name, "numa_node": None, "unknown": f"{name}: not among this host's known NICs"}
         for name in used
     ]
     numas: set[int] = {n["numa_node"] for n in nics if isinstance(n.get("numa_node"), int)}
@@ -229,7 +263,7 @@ def with_nccl_nics(place: dict, used: list[str] | None) -> dict:
     nearest = gpu_numa if gpu_numa in numas else (min(numas) if len(numas) == 1 else None)
     nic = {
         "name": ",".join(used),
-        "source": "NCCL's channel lines (NET/IB/<dev>)",
+        "source": "NCCL's channel lines (NET/<network>/<dev>)",
         "numa_node": nearest,
         "numa_nodes": sorted(numas),
         **({} if numas else {"unknown": "no NUMA node known for NCCL's NICs"}),

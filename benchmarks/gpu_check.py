@@ -29,10 +29,18 @@ not ok, the reason:
 5. summary.json / summary.md: img/s, compute-only img/s, and the predictor's
    compute step (launch.results.model: batch x ranks / compute-only img/s) per model.
 
-A hard deadline (--deadline-s; 470 s on a GPU) ends whatever step is running, silent
-or not, marks the steps not reached as skipped and still writes the summary.
-Expected on one H200 with 16 cores: environment ~20 s, captures ~5 s, probes ~40 s,
-each 1-rank run 30-50 s, the 2-rank run ~60 s, each TF run ~60 s.
+Each step has a time limit (gpu_check_plan.STEP_LIMITS_S); on a GPU they add up to 300 s
+(GPU_CHECK_LIMIT_S), counted from the start of benchmarks/gpu_check.sh: the whole check fits
+5 minutes, so a second try fits a 15-minute slot. A step that ends early leaves its time to the
+next; the runs take what is left, in order of importance, and the tail the time does not reach is
+recorded as skipped. A hard deadline (--deadline-s; by default the limits' sum) ends whatever step
+is running, silent or not, and still writes the summary.
+
+What this Python or host lacks is an "absent" line with the reason (a bare host: torch only, no
+pydantic, scipy, mpi4py, typer, rich or Apptainer): the check imports only the standard library
+and plain modules of the bundle until a step needs more, runs torch's programs under torchrun
+where the launch CLI cannot be imported, and starts the harness's allreduce under torchrun with
+the torch backend (no mpirun, no mpi4py) unless the launch CLI, mpirun and mpi4py are all here.
 
 Its parts, one concept each: gpu_check_plan (the runs, their sizes and command lines),
 gpu_check_host (what this Python and host offer), gpu_check_captures (nvidia-smi, the GPU's
@@ -60,14 +68,20 @@ if str(REPO) not in sys.path:
 # the check's parts (benchmarks/gpu_check_*.py), after the bundle is importable
 from benchmarks.gpu_check_captures import capture, capture_gpu_states  # noqa: E402
 from benchmarks.gpu_check_host import discover  # noqa: E402
-from benchmarks.gpu_check_plan import planned_runs  # noqa: E402
+from benchmarks.gpu_check_plan import RUN_LIMIT_S, RUN_START_MARGIN_S, STEP_LIMITS_S, planned_runs  # noqa: E402
 from benchmarks.gpu_check_process import Log  # noqa: E402
 from benchmarks.gpu_check_steps import check_env, run_all, run_probes  # noqa: E402
 from benchmarks.gpu_check_summary import write_summary  # noqa: E402
 
-DEFAULT_BUDGET_S = {"gpu": 360, "cpu": 900}  # GPU: the last run ends by ~7.5 min
-DEFAULT_RUN_TIMEOUT_S = {"gpu": 150, "cpu": 300}
-DEFAULT_DEADLINE_S = {"gpu": 470, "cpu": 1500}  # the whole check, hard: a lent machine gives 8 minutes
+
+def started_at() -> float:
+    """time.monotonic() when benchmarks/gpu_check.sh started (GPU_CHECK_STARTED, epoch seconds):
+    finding a Python counts against the check's time too."""
+    try:
+        wall = float(os.environ.get("GPU_CHECK_STARTED", ""))
+    except ValueError:
+        return time.monotonic()
+    return time.monotonic() - max(0.0, min(time.time() - wall, 3600.0))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,15 +94,21 @@ def main(argv: list[str] | None = None) -> int:
         "--budget-s",
         type=float,
         default=None,
-        help="start no run after this many seconds (default 360 on a GPU, 900 with --cpu)",
+        help=f"start no run after this many seconds (default: {RUN_START_MARGIN_S} s before the deadline)",
     )
-    p.add_argument("--run-timeout-s", type=float, default=None, help="kill one run after this (150 / 300)")
+    p.add_argument(
+        "--run-timeout-s",
+        type=float,
+        default=None,
+        help=f"kill one run after this ({RUN_LIMIT_S['gpu']} / {RUN_LIMIT_S['cpu']})",
+    )
     p.add_argument("--archive", type=Path, default=None, help="also write the output folder as this .tar.gz")
     p.add_argument(
         "--deadline-s",
         type=float,
         default=None,
-        help="end the whole check after this many seconds, writing the summary (470 / 1500)",
+        help="end the whole check after this many seconds, writing the summary (the steps' limits' sum: "
+        f"{sum(STEP_LIMITS_S['gpu'].values()):.0f} / {sum(STEP_LIMITS_S['cpu'].values()):.0f})",
     )
     p.add_argument("--full", action="store_true", help="with --cpu: every model in both precisions")
     p.add_argument(
@@ -107,18 +127,19 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "tmp").mkdir(exist_ok=True)
     log = Log(out / "gpu_check.log")
-    started = time.monotonic()
-    log(f"gpu_check: {mode} mode, output under {out}")
+    started, limits = started_at(), STEP_LIMITS_S[mode]
+    deadline = started + (args.deadline_s or sum(limits.values()))
+    log(f"gpu_check: {mode} mode, output under {out}; steps' limits {limits} (s)")
     for line in os.environ.get("GPU_CHECK_FOUND", "").strip().splitlines():
         log(f"  {line}")
-    info = discover(log)
+    info = discover(log, max(5.0, min(limits["environment"], deadline - time.monotonic())))
     (out / "environment.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if mode == "gpu" and info.get("torch") and not info.get("cuda_available"):
         log("gpu_check: torch sees no CUDA device here; the runs go ahead on what there is (try --cpu)")
-    deadline = started + (args.deadline_s or DEFAULT_DEADLINE_S[mode])
-    captured = capture(mode, out, log)
+    captured = capture(mode, out, log, limits["captures"])
     try:
-        gpu_states = capture_gpu_states(mode, info, out, check_env(mode, out), log)
+        until = min(time.monotonic() + limits["gpu_states"], deadline)
+        gpu_states = capture_gpu_states(mode, info, out, check_env(mode, out), log, until)
     except Exception as exc:  # the captures are an extra: the runs go ahead without them
         gpu_states = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
         log(f"gpu state captures: failed ({gpu_states['reason']})")
@@ -127,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         mode,
         info,
         out,
-        args.budget_s or DEFAULT_BUDGET_S[mode],
-        args.run_timeout_s or DEFAULT_RUN_TIMEOUT_S[mode],
+        args.budget_s or (deadline - started - RUN_START_MARGIN_S),
+        args.run_timeout_s or RUN_LIMIT_S[mode],
         log,
         started,
         args.full,
@@ -136,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         deadline,
     )
     captured["gpu_states"] = gpu_states
-    summary = write_summary(out, mode, info, captured, entries, time.monotonic() - started, probes)
+    summary = write_summary(out, mode, info, captured, entries, time.monotonic() - started, probes, limits)
     shutil.rmtree(out / "tmp", ignore_errors=True)
     log((out / "summary.md").read_text())
     if args.archive:

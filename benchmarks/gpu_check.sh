@@ -18,13 +18,17 @@
 # recorded as absent, with the reason; nothing is fetched from outside.
 #
 # Which Python: $GPU_CHECK_PYTHON if set, else $VENV (make's venv), else the
-# repository's .venv, else python3 on PATH -- the first that imports torch (each
-# is tried and reported).
+# repository's .venv, else python3 on PATH -- the first that has torch (each one
+# tried is reported; 10 s in all, the check's first step).
 #
-# On a lent device machine (it returns at most 8 files from $OUT), e.g. with timeout_s 540:
+# Its steps' time limits add up to 300 s on a GPU, counted from here
+# (benchmarks/gpu_check_plan.py: STEP_LIMITS_S). On a lent device machine (it
+# returns at most 8 files from $OUT), e.g. with timeout_s 330:
 #   benchmarks/gpu_check.sh --out /tmp/gc --archive $OUT/gpu-check.tar.gz; cp /tmp/gc/summary.* $OUT/
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+started=$(date +%s)
+find_python_s=10  # STEP_LIMITS_S[...]["python"]
 
 if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -41,14 +45,17 @@ command -v python3 >/dev/null && candidates+=("$(command -v python3)")
 python="" found_all=""
 echo "gpu_check: looking for a Python with torch"
 for candidate in "${candidates[@]}"; do
-  found=$(timeout 120 "$candidate" -c \
-    'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' \
-    2>/dev/null | tail -1)
-  line="python $candidate: ${found:+Python $found}"
-  [[ -n $found ]] || line+="no torch"
+  left=$(( find_python_s - ($(date +%s) - started) ))
+  if (( left <= 0 )); then line="python $candidate: not tried (${find_python_s} s spent finding a Python)"
+  else  # find the package, import nothing: the check's own environment step imports and reports it
+    found=$(timeout "$left" "$candidate" -c \
+      'import importlib.util as u, sys; print(sys.version.split()[0], "torch" if u.find_spec("torch") else "")' \
+      2>/dev/null | tail -1)
+    if [[ $found == *torch ]]; then line="python $candidate: Python $found"; else line="python $candidate: no torch"; fi
+  fi
   echo "  $line"
   found_all+="$line"$'\n'
-  [[ -n $found && -z $python ]] && python=$candidate
+  if [[ $line == *": Python "*torch ]]; then python=$candidate; break; fi
 done
 if [[ -z $python ]]; then
   python=${candidates[0]:-}
@@ -57,6 +64,7 @@ if [[ -z $python ]]; then
 fi
 echo "gpu_check: using $python"
 export GPU_CHECK_FOUND="${found_all}using $python"
+export GPU_CHECK_STARTED=$started
 
 export PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1

@@ -36,8 +36,9 @@ CAPTURES = {  # file name -> argv
 }
 
 
-def capture(mode: str, out: Path, log: Log) -> dict:
-    """nvidia-smi outputs under captures/, each with its status; parsed where the probe can."""
+def capture(mode: str, out: Path, log: Log, limit_s: float = 60) -> dict:
+    """nvidia-smi outputs under captures/, each with its status; parsed where the probe can. Each
+    capture has its share of `limit_s`, the step's time limit."""
     folder = out / "captures"
     folder.mkdir(parents=True, exist_ok=True)
     have = shutil.which("nvidia-smi")
@@ -50,7 +51,7 @@ def capture(mode: str, out: Path, log: Log) -> dict:
             captures[name] = {"status": "absent", "reason": reason, "argv": argv}
             (folder / f"{name}.absent").write_text(reason + "\n", encoding="utf-8")
             continue
-        result = probe.run_tool(name, argv, timeout_s=60)
+        result = probe.run_tool(name, argv, timeout_s=max(1.0, limit_s / len(CAPTURES)))
         (folder / name).write_text(result.stdout, encoding="utf-8")
         captures[name] = {
             "status": "ok" if result.status == "ok" else "failed",
@@ -122,8 +123,9 @@ GPU_STATE_CAPTURES = {
 LOAD_SECONDS = 25
 
 
-def start_load(env: dict, log: Log) -> tuple[subprocess.Popen, int | None]:
-    """A process multiplying bf16 matrices on the GPU, and its pid once its first product is done."""
+def start_load(env: dict, log: Log, wait_s: float = 60) -> tuple[subprocess.Popen, int | None]:
+    """A process multiplying bf16 matrices on the GPU, and its pid once its first product is done
+    (waited for at most `wait_s`)."""
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "benchmarks" / "gpu_probes.py"), "load", str(LOAD_SECONDS)],
         stdout=subprocess.PIPE,
@@ -143,16 +145,19 @@ def start_load(env: dict, log: Log) -> tuple[subprocess.Popen, int | None]:
 
     waiter = threading.Thread(target=wait_ready, daemon=True)
     waiter.start()
-    waiter.join(60)
+    waiter.join(max(0.0, wait_s))
     how = (
-        "ready" if ready else ("exited before its first product" if proc.poll() is not None else "not ready after 60 s")
+        "ready"
+        if ready
+        else ("exited before its first product" if proc.poll() is not None else f"not ready after {wait_s:.0f} s")
     )
     log(f"gpu state: load process {proc.pid} {how}")
     return proc, (ready[0] if ready else None)
 
 
-def capture_gpu_states(mode: str, info: dict, out: Path, env: dict, log: Log) -> dict:
-    """captures/gpu_states/<state>/<capture> for the states idle, one (one load) and two (two loads)."""
+def capture_gpu_states(mode: str, info: dict, out: Path, env: dict, log: Log, until: float = float("inf")) -> dict:
+    """captures/gpu_states/<state>/<capture> for the states idle, one (one load) and two (two loads);
+    a state that cannot be taken before `until` (time.monotonic(): the step's limit) is skipped."""
     folder = out / "captures" / "gpu_states"
     folder.mkdir(parents=True, exist_ok=True)
     if mode == "cpu" or not shutil.which("nvidia-smi") or not info.get("cuda_available"):
@@ -164,14 +169,18 @@ def capture_gpu_states(mode: str, info: dict, out: Path, env: dict, log: Log) ->
     states: dict[str, dict] = {}
     try:
         for state in ("idle", "one", "two"):
+            if until - time.monotonic() < 8:
+                states[state] = {"status": "skipped", "reason": "the step's time limit was reached"}
+                log(f"gpu state {state}: skipped (the step's time limit)")
+                continue
             if state != "idle":
-                loads.append(start_load(env, log))
+                loads.append(start_load(env, log, until - time.monotonic() - 6))
                 time.sleep(3)
             where = folder / state
             where.mkdir(exist_ok=True)
             statuses = {}
             for name, argv in GPU_STATE_CAPTURES.items():
-                result = probe.run_tool(name, argv, timeout_s=30)
+                result = probe.run_tool(name, argv, timeout_s=max(1.0, min(30.0, until - time.monotonic())))
                 (where / name).write_text(result.stdout, encoding="utf-8")
                 statuses[name] = result.status
             states[state] = {

@@ -14,7 +14,12 @@ from typing import Any
 from benchmarks.gpu_check_plan import NCCL_TESTS_BINARY
 from benchmarks.gpu_check_process import REPO, Log
 
-ENV_PROBE = r"""
+# Modules the check looks for beside torch, and those the launch CLI cannot do without
+MODULES = ("typer", "rich", "psutil", "scipy", "pydantic", "mpi4py")
+LAUNCH_CLI_NEEDS = ("typer", "rich", "psutil", "scipy", "pydantic")
+ENV_PROBE = (
+    f"MODULES, LAUNCH_CLI_NEEDS = {MODULES!r}, {LAUNCH_CLI_NEEDS!r}\n"
+    + r"""
 import importlib.metadata as md, importlib.util, json, os, sys
 from pathlib import Path
 info = {"python": sys.executable, "python_version": sys.version.split()[0]}
@@ -50,7 +55,8 @@ if spec and spec.submodule_search_locations:
     package = Path(next(iter(spec.submodule_search_locations)))
     info["horovod_torch"] = any((package / "torch").glob("mpi_lib*.so"))
     info["horovod_tensorflow"] = any((package / "tensorflow").glob("mpi_lib*.so"))
-missing = [m for m in ("typer", "rich", "psutil", "scipy") if importlib.util.find_spec(m) is None]
+info["modules"] = {m: importlib.util.find_spec(m) is not None for m in MODULES}
+missing = [m for m in LAUNCH_CLI_NEEDS if not info["modules"][m]]
 info["launch_cli_missing"] = missing
 if not missing and not os.environ.get("GPU_CHECK_FORCE_DIRECT"):
     try:
@@ -65,6 +71,7 @@ else:
         info["launch_cli_error"] = "GPU_CHECK_FORCE_DIRECT is set"
 print("GPU_CHECK_ENV " + json.dumps(info))
 """
+)
 
 
 def tool(name: str) -> str | None:
@@ -73,19 +80,30 @@ def tool(name: str) -> str | None:
     return str(beside) if beside.exists() else shutil.which(name)
 
 
-def discover(log: Log) -> dict:
+def discover(log: Log, timeout_s: float = 180) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", ENV_PROBE], capture_output=True, text=True, timeout=180, env=env, cwd=REPO
+            [sys.executable, "-c", ENV_PROBE], capture_output=True, text=True, timeout=timeout_s, env=env, cwd=REPO
         )
         line = next((l for l in proc.stdout.splitlines() if l.startswith("GPU_CHECK_ENV ")), None)
         info: dict[str, Any] = json.loads(line.split(" ", 1)[1]) if line else {"probe_error": proc.stderr[-2000:]}
     except subprocess.TimeoutExpired:
-        info = {"probe_error": "probing the Python timed out after 180 s"}
+        info = {"probe_error": f"probing the Python timed out after {timeout_s:.0f} s"}
+    info.setdefault("python", sys.executable)
     info["tools"] = {
         name: tool(name)
-        for name in ("nvidia-smi", "torchrun", "mpirun", "horovodrun", "nvcc", "cmake", "g++", NCCL_TESTS_BINARY)
+        for name in (
+            "nvidia-smi",
+            "torchrun",
+            "mpirun",
+            "horovodrun",
+            "apptainer",
+            "nvcc",
+            "cmake",
+            "g++",
+            NCCL_TESTS_BINARY,
+        )
     }
     info["cpu_count"] = os.cpu_count()
     info["host"] = os.uname().nodename
@@ -104,6 +122,7 @@ def discover(log: Log) -> dict:
         "horovod",
         "horovod_torch",
         "horovod_tensorflow",
+        "modules",
         "launch_cli",
         "launch_cli_missing",
         "launch_cli_error",
@@ -115,3 +134,37 @@ def discover(log: Log) -> dict:
     for name, path in info["tools"].items():
         log(f"  {name}: {path or 'absent'}")
     return info
+
+
+def absent_parts(info: dict) -> list[dict]:
+    """What this host cannot do, each part with why (the runs' own absent lines name theirs)."""
+    python, have = info.get("python"), info.get("modules") or {}
+    out = []
+    if not info.get("launch_cli"):
+        missing = info.get("launch_cli_missing") or []
+        why = f"{', '.join(missing)} not importable by {python}" if missing else info.get("launch_cli_error", "")
+        out.append(
+            {
+                "part": "launch CLI",
+                "reason": f"{why}: torch runs start their bench programs under torchrun and are summarised from "
+                "their rank records; Horovod and TensorFlow runs need it",
+            }
+        )
+    if not have.get("scipy"):
+        out.append(
+            {"part": "scipy", "reason": f"not importable by {python}: the harness's allreduce (bench.stats) cannot run"}
+        )
+    if not have.get("mpi4py"):
+        out.append(
+            {
+                "part": "mpi4py",
+                "reason": f"not importable by {python}: no run bootstraps over MPI (the allreduce starts under torchrun)",
+            }
+        )
+    for name, why in (
+        ("mpirun", "Horovod's MPI controller and TensorFlow's ranks cannot start"),
+        ("apptainer", "the check runs on the host: no image is run"),
+    ):
+        if not info.get("tools", {}).get(name):
+            out.append({"part": name, "reason": f"not on PATH: {why}"})
+    return out

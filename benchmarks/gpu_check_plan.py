@@ -7,7 +7,21 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from bench.gpu_request import GPUS_REQUESTED_ENV  # standard library only
 from bench.placement import SHARED_GPU_ENV  # standard library only
+
+# Each step's time limit in seconds, in order; the check's hard deadline is their sum, counted from
+# when benchmarks/gpu_check.sh starts. On a GPU they add up to 300 s (GPU_CHECK_LIMIT_S): the whole
+# check fits 5 minutes, so a second try fits a 15-minute slot (issue 49). A step that ends early
+# leaves its time to the next; the runs take what is left, in order of importance.
+STEP_LIMITS_S: dict[str, dict[str, float]] = {
+    "gpu": {"python": 10, "environment": 30, "captures": 15, "gpu_states": 35, "probes": 60, "runs": 150},
+    "cpu": {"python": 10, "environment": 60, "captures": 5, "gpu_states": 5, "probes": 180, "runs": 1200},
+}
+GPU_CHECK_LIMIT_S = 300
+PROBE_LIMITS_S = {"gpu": {"collective": 20, "compute": 40}, "cpu": {"collective": 60, "compute": 120}}
+RUN_LIMIT_S = {"gpu": 90, "cpu": 300}  # one run at most
+RUN_START_MARGIN_S = 20  # no run starts this close to the deadline: it could not finish
 
 TORCH_MODELS = ("resnet50", "vgg16", "inception_v3")
 TORCH_PRECISIONS = ("fp32", "amp")
@@ -65,7 +79,7 @@ def planned_runs() -> list[Run]:
     runs = [Run(f"torch-ddp-{m}-{p}", "torch", "ddp", m, p, "torch") for m in TORCH_MODELS for p in TORCH_PRECISIONS]
     runs.insert(1, Run(SHARED_GPU_RUN, "torch", "ddp", "resnet50", "fp32", "torch", ranks=2))
     runs.insert(2, Run(BATCH_RUN, "torch", "ddp", "resnet50", "fp32", "torch", batch_size=SMALL_BATCH))
-    runs.insert(3, Run(ALLREDUCE_RUN, "torch", "torch", "-", "fp32", "mpirun", ranks=2, benchmark="allreduce"))
+    runs.insert(3, Run(ALLREDUCE_RUN, "torch", "torch", "-", "fp32", "torch", ranks=2, benchmark="allreduce"))
     runs.insert(4, Run(NCCL_TESTS_RUN, "nccl-tests", "nccl", "-", "fp32", "nccl-tests", benchmark="nccl-tests"))
     runs.insert(5, Run("torch-horovod-resnet50-fp32", "torch", "horovod", "resnet50", "fp32", "horovod"))
     runs += [Run(f"tf-native-{TF_MODEL}-{p}", "tf", "native", TF_MODEL, p, "tf") for p in TF_PRECISIONS]
@@ -76,7 +90,7 @@ def unavailable(run: Run, info: dict) -> str | None:
     """Why a run cannot start here, or None."""
     if not info.get("torch") and run.framework == "torch":
         return f"torch is not importable by {info.get('python')}: {info.get('torch_error', 'absent')}"
-    if run.framework == "torch" and not info.get("torchvision"):
+    if run.benchmark == "train" and run.framework == "torch" and not info.get("torchvision"):
         return f"torchvision is not importable by {info.get('python')} (the models come from it)"
     if run.needs == "horovod":
         if not info.get("horovod"):
@@ -90,11 +104,11 @@ def unavailable(run: Run, info: dict) -> str | None:
             return "the launch CLI is not importable, and Horovod needs its launcher (mpirun/horovodrun)"
         if not (info["tools"].get("mpirun") or info["tools"].get("horovodrun")):
             return "neither mpirun nor horovodrun is present to start a Horovod rank"
-    if run.needs == "mpirun":
-        if not info.get("launch_cli"):
-            return "the launch CLI is not importable (the allreduce benchmark starts through it)"
-        if not info["tools"].get("mpirun"):
-            return "mpirun is absent: the allreduce benchmark's ranks bootstrap over MPI"
+    if run.benchmark == "allreduce" and allreduce_by_torchrun(info) and not modules(info).get("scipy"):
+        return (
+            f"scipy is not importable by {info.get('python')}: the harness's allreduce (bench.allreduce) "
+            "computes each size's confidence interval with it (bench.stats)"
+        )
     if run.needs == "nccl-tests" and not info["tools"].get(NCCL_TESTS_BINARY):
         return (
             f"nccl-tests' {NCCL_TESTS_BINARY} is not on PATH (a site builds nccl-tests itself; put its build/ "
@@ -108,6 +122,64 @@ def unavailable(run: Run, info: dict) -> str | None:
         if not info["tools"].get("mpirun"):
             return "mpirun is absent: tf.distribute ranks bootstrap over MPI"
     return None
+
+
+def modules(info: dict) -> dict[str, bool]:
+    """Which of the Python modules the check looks for (gpu_check_host.MODULES) import here."""
+    return info.get("modules") or {}
+
+
+def allreduce_by_torchrun(info: dict) -> bool:
+    """Whether the harness's allreduce starts under torchrun (torch backend: no mpirun, no mpi4py,
+    summarised from its rank records), as it does unless the launch CLI, mpirun and mpi4py are all
+    here (then `fabric-bench run`, whose local launcher starts it over MPI and writes a result.json)."""
+    return not (info.get("launch_cli") and info.get("tools", {}).get("mpirun") and modules(info).get("mpi4py"))
+
+
+def direct_env(run: Run, mode: str) -> dict[str, str]:
+    """What a rank started without the launch CLI is told, as the launch CLI would tell it: the GPUs
+    asked for (a rank that sees none ends in one line), and, where two ranks share the one GPU,
+    that each is a host of its own to NCCL (bench.torch_device: else "Duplicate GPU detected")."""
+    env = {GPUS_REQUESTED_ENV: "1" if mode == "gpu" else "0"}
+    if mode == "gpu" and run.ranks > 1:
+        env[SHARED_GPU_ENV] = "1"
+    return env
+
+
+def torchrun_argv(run: Run, run_dir: Path) -> list[str]:
+    """torchrun of this Python (`-m torch.distributed.run`: a torchrun on PATH may be another
+    Python's), its per-run folder under the run's."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(run.ranks),
+        "--log-dir",
+        str(run_dir / "torchrun"),
+        "--module",
+    ]
+
+
+def allreduce_direct_argv(run: Run, mode: str, run_dir: Path) -> list[str]:
+    """The harness's allreduce under torchrun, torch backend (NCCL on device buffers, gloo with --cpu)."""
+    warmup, iters = ("5", "20") if mode == "gpu" else ("1", "3")
+    return torchrun_argv(run, run_dir) + [
+        "bench.allreduce",
+        "--backend",
+        run.engine,
+        "--warmup",
+        warmup,
+        "--iters",
+        iters,
+        "--max-bytes",
+        str(ALLREDUCE_MAX_BYTES[mode]),
+        "--record-dir",
+        str(run_dir / "ranks"),
+    ]
 
 
 def sizes_for(run: Run, mode: str) -> dict:
@@ -229,21 +301,10 @@ def fabric_bench_argv(run: Run, mode: str, info: dict, run_dir: Path, timeout_s:
     return argv
 
 
-def direct_argv(run: Run, mode: str, info: dict, run_dir: Path) -> list[str]:
+def direct_argv(run: Run, mode: str, run_dir: Path) -> list[str]:
     """Without the launch CLI: the bench program itself under torchrun (torch only)."""
     sizes = sizes_for(run, mode)
-    starter = (
-        [info["tools"]["torchrun"]]
-        if info["tools"].get("torchrun")
-        else [sys.executable, "-m", "torch.distributed.run"]
-    )
-    argv = starter + [
-        "--standalone",
-        "--nnodes",
-        "1",
-        "--nproc-per-node",
-        str(run.ranks),
-        "--module",
+    argv = torchrun_argv(run, run_dir) + [
         "bench.torch_train",
         "--engine",
         run.engine,

@@ -12,7 +12,12 @@ from pathlib import Path
 
 from benchmarks.gpu_check_plan import (
     CPU_SKIPPED,
+    PROBE_LIMITS_S,
+    RUN_START_MARGIN_S,
+    allreduce_by_torchrun,
+    allreduce_direct_argv,
     direct_argv,
+    direct_env,
     fabric_bench_argv,
     nccl_tests_argv,
     planned_runs,
@@ -20,6 +25,7 @@ from benchmarks.gpu_check_plan import (
 )
 from benchmarks.gpu_check_process import REPO, Log, execute
 from benchmarks.gpu_check_summary import (
+    from_allreduce_records,
     from_allreduce_result,
     from_nccl_tests,
     from_records,
@@ -28,9 +34,8 @@ from benchmarks.gpu_check_summary import (
     why_lines,
 )
 from launch.ranks.reporting import NCCL_REPORTING_ENV  # standard library only
-from launch.results import transport
+from launch.results import transport  # reading a log: standard library only
 
-PROBE_TIMEOUT_S = {"collective": 60, "compute": 120}
 # the compute probe's batch, image size, warm-up and timed iterations
 PROBE_SIZES = {"gpu": ("64", "224", "5", "10"), "cpu": ("2", "32", "0", "2")}
 
@@ -51,7 +56,7 @@ def run_probes(mode: str, info: dict, out: Path, env: dict, deadline: float, log
             probes[name] = {"status": "skipped", "reason": "the check's deadline was reached"}
             log(f"probe {name}: skipped (deadline)")
             continue
-        timeout_s = min(PROBE_TIMEOUT_S[name], left)
+        timeout_s = min(PROBE_LIMITS_S[mode][name], left)
         log(f"probe {name}: (at most {timeout_s:.0f} s)")
         console = folder / f"{name}.log"
         probe_env = {**env, **(NCCL_REPORTING_ENV if mode == "gpu" else {})}
@@ -139,7 +144,7 @@ def run_all(
             entry.update(status="absent", reason=why)
             log(f"run {run.label}: absent ({why})")
             continue
-        if elapsed > budget_s or deadline - time.monotonic() < 30:
+        if elapsed > budget_s or deadline - time.monotonic() < RUN_START_MARGIN_S:
             entry.update(
                 status="skipped",
                 reason=f"the check's budget of {budget_s:.0f} s (or its hard deadline) "
@@ -149,7 +154,7 @@ def run_all(
             continue
         run_dir = out / "runs" / run.label
         run_dir.mkdir(parents=True, exist_ok=True)
-        timeout_s = min(run_timeout_s, max(30.0, budget_s + 60 - elapsed), deadline - time.monotonic() - 25)
+        timeout_s = min(run_timeout_s, max(30.0, budget_s + 60 - elapsed), deadline - time.monotonic() - 10)
         if run.benchmark == "nccl-tests":  # nccl-tests' own binary, its own conventions
             argv, run_env, console = nccl_tests_argv(info, mode), env, run_dir / "all_reduce_perf.out"
             log(f"run {run.label}: {' '.join(argv)}")
@@ -157,40 +162,52 @@ def run_all(
             from_nccl_tests(console.read_text(errors="replace"), entry, code)
             log(f"run {run.label}: {entry['status']}" + (f" ({entry['reason']})" if entry.get("reason") else ""))
             continue
-        if info.get("launch_cli"):
+        direct = not info.get("launch_cli") or (run.benchmark == "allreduce" and allreduce_by_torchrun(info))
+        if not direct:
             argv, run_env = fabric_bench_argv(run, mode, info, run_dir, timeout_s), env
             console = run_dir / "fabric-bench.out"
             log(f"run {run.label}: fabric-bench {' '.join(argv[3:])}")
-        else:  # launch's own reporting variables, as fabric-bench would set them
+        else:  # under torchrun, told what fabric-bench would tell the ranks (launch's reporting variables too)
             shutil.rmtree(run_dir / "ranks", ignore_errors=True)  # records append: none from an earlier check
-            argv, console = direct_argv(run, mode, info, run_dir), run_dir / "output.log"
-            run_env = {**env, **(NCCL_REPORTING_ENV if mode == "gpu" else {})}
+            argv = (
+                allreduce_direct_argv(run, mode, run_dir)
+                if run.benchmark == "allreduce"
+                else direct_argv(run, mode, run_dir)
+            )
+            console = run_dir / "output.log"
+            run_env = {**env, **direct_env(run, mode), **(NCCL_REPORTING_ENV if mode == "gpu" else {})}
             log(f"run {run.label}: {' '.join(argv)}")
         t0 = time.monotonic()
         before = set(run_dir.glob("*/result.json"))  # an --out used before keeps its earlier runs
-        code = execute(argv, console, run_env, min(timeout_s + 60, deadline - time.monotonic()), log)
+        code = execute(argv, console, run_env, min(timeout_s + (0 if direct else 30), deadline - time.monotonic()), log)
         results = sorted(set(run_dir.glob("*/result.json")) - before)
-        if info.get("launch_cli") and results and run.benchmark == "allreduce":
+        if direct:
+            from bench.record import read_records
+
+            records = read_records(run_dir / "ranks")
+            if run.benchmark == "allreduce":
+                from_allreduce_records(records, entry, code)
+            else:
+                from_records(records, entry, code)
+            entry["started_by"] = "torchrun (no launch CLI)" if not info.get("launch_cli") else "torchrun"
+            run_log = run_dir / "output.log"
+            entry["nccl"] = transport.observe(run_log.read_text(errors="replace")).get("nccl")
+        elif results and run.benchmark == "allreduce":
             from_allreduce_result(json.loads(results[-1].read_text()), entry)
             entry["result"] = str(results[-1].relative_to(out))
             run_log = results[-1].parent / "output.log"
-        elif info.get("launch_cli") and results:
+        elif results:
             from_result(json.loads(results[-1].read_text()), entry)
             entry["result"] = str(results[-1].relative_to(out))
             run_log = results[-1].parent / "output.log"
-        elif info.get("launch_cli"):
+        else:
             entry.update(
                 status="failed",
                 reason=f"fabric-bench wrote no result.json (exit code {code}); see runs/{run.label}/fabric-bench.out",
             )
             run_log = run_dir / "fabric-bench.out"
-        else:
-            from bench.record import read_records
-
-            from_records(read_records(run_dir / "ranks"), entry, code)
-            run_log = run_dir / "output.log"
-            nccl_seen = transport.observe(run_log.read_text(errors="replace")).get("nccl")
-            entry["nccl"] = nccl_seen
+        if not direct:
+            entry["started_by"] = "fabric-bench run"
         entry.setdefault("wall_seconds", time.monotonic() - t0)
         if entry.get("status") != "ok" and run_log.exists():
             entry["errors"] = why_lines(run_log.read_text(errors="replace"))

@@ -8,8 +8,11 @@ import re
 from typing import Any
 from pathlib import Path
 
+from benchmarks.gpu_check_host import absent_parts
 from benchmarks.gpu_check_plan import BATCH_RUN
-from launch.results.result import as_result, typed
+
+# launch.results.result (pydantic) is imported where a result.json is read: only runs started
+# through the launch CLI write one, and a bare host's runs leave rank records instead
 
 
 def mean(values: list[float]) -> float | None:
@@ -19,6 +22,8 @@ def mean(values: list[float]) -> float | None:
 def from_result(result: dict, entry: dict) -> dict:
     """The summary fields of one result.json (launch.results.assemble format), read through its
     typed model (launch.results.result.typed)."""
+    from launch.results.result import as_result, typed
+
     run, fields = as_result(result), typed(result)
     throughput = getattr(fields, "throughput", None)
     config = run.spec
@@ -47,29 +52,37 @@ def from_result(result: dict, entry: dict) -> dict:
     return entry
 
 
-def from_allreduce_result(result: dict, entry: dict) -> dict:
-    """The summary fields of the harness's allreduce (bench.allreduce): each size's time, algbw and
-    busbw as nccl-tests prints them (GB/s, 1e9 bytes), in place and, where measured, out of place."""
+def as_nccl_tests(figures: dict | None) -> dict | None:
+    """One size's figures of bench.allreduce (Gbit/s) as nccl-tests prints them (GB/s, 1e9 bytes)."""
+    if not figures:
+        return None
+    return {
+        "time_us": figures.get("time_us"),
+        "algbw_gbyte_s": (figures.get("algbw_gbit_s") or 0) / 8,
+        "busbw_gbyte_s": (figures.get("busbw_gbit_s") or 0) / 8,
+        "ops_per_sample": figures.get("ops_per_sample"),
+    }
 
-    def as_nccl_tests(figures: dict | None) -> dict | None:
-        if not figures:
-            return None
-        return {
-            "time_us": figures.get("time_us"),
-            "algbw_gbyte_s": (figures.get("algbw_gbit_s") or 0) / 8,
-            "busbw_gbyte_s": (figures.get("busbw_gbit_s") or 0) / 8,
-            "ops_per_sample": figures.get("ops_per_sample"),
-        }
 
-    run, fields = as_result(result), typed(result)
-    rows: list[dict[str, Any]] = [
+def allreduce_rows(sizes: list[dict]) -> list[dict[str, Any]]:
+    """Each size's time, algbw and busbw, in place and, where measured, out of place."""
+    return [
         {
             "bytes": row.get("bytes"),
             "in_place": as_nccl_tests(row),
             "out_of_place": as_nccl_tests(row.get("out_of_place")),
         }
-        for row in run.sizes
+        for row in sizes
     ]
+
+
+def from_allreduce_result(result: dict, entry: dict) -> dict:
+    """The summary fields of the harness's allreduce (bench.allreduce) started by `fabric-bench run`:
+    each size's time, algbw and busbw as nccl-tests prints them, in place and out of place."""
+    from launch.results.result import as_result, typed
+
+    run, fields = as_result(result), typed(result)
+    rows = allreduce_rows(run.sizes)
     transport = getattr(fields, "transport", None) or {}
     backend_info = getattr(fields, "backend_info", None) or {}
     entry.update(
@@ -85,6 +98,32 @@ def from_allreduce_result(result: dict, entry: dict) -> dict:
         wall_seconds=getattr(fields, "wall_seconds", None),
         transport_verdict=transport.get("verdict"),
         nccl=(transport.get("observed") or {}).get("nccl"),
+    )
+    return entry
+
+
+def from_allreduce_records(records: list[dict], entry: dict, exit_code: int) -> dict:
+    """The summary fields of the harness's allreduce started under torchrun: rank 0's record."""
+    record = next((r for r in records if r.get("kind") == "allreduce" and r.get("rank", 0) == 0), None)
+    errors = [r["error"] for r in records if r.get("kind") == "error"]
+    if record is None:
+        entry.update(status="failed", reason="; ".join(errors) or f"no allreduce record (exit code {exit_code})")
+        return entry
+    rows = allreduce_rows(record.get("sizes") or [])
+    ok = exit_code == 0 and record.get("status") == "ok"
+    backend_info = record.get("backend_info") or {}
+    entry.update(
+        status="ok" if ok else "failed",
+        reason=None if ok else f"exit code {exit_code}" + ("" if record.get("correct") else ", wrong sums"),
+        device={"nccl": "cuda", "gloo": "cpu"}.get(str(backend_info.get("process_group"))),
+        backend_info=record.get("backend_info"),
+        versions=record.get("versions"),
+        allreduce=rows,
+        allreduce_ranks=record.get("world_size"),
+        peak_busbw_gbyte_s=max((r["in_place"]["busbw_gbyte_s"] for r in rows), default=None),
+        timing=backend_info.get("timing"),
+        wall_seconds=record.get("seconds"),
+        format="rank records",
     )
     return entry
 
@@ -108,6 +147,7 @@ def from_nccl_tests(text: str, entry: dict, exit_code: int) -> dict:
 
 def default_image_size(result: dict) -> int | None:
     from bench import catalog  # plain data
+    from launch.results.result import typed
 
     fields = typed(result)
     framework, model = getattr(fields, "framework", None), getattr(fields, "model", None)
@@ -185,8 +225,17 @@ def fmt(value, spec: str) -> str:
 
 
 def write_summary(
-    out: Path, mode: str, info: dict, captured: dict, entries: list[dict], seconds: float, probes: dict | None = None
+    out: Path,
+    mode: str,
+    info: dict,
+    captured: dict,
+    entries: list[dict],
+    seconds: float,
+    probes: dict | None = None,
+    limits: dict | None = None,
 ) -> dict:
+    """summary.json and summary.md; `limits`: each step's time limit (gpu_check_plan.STEP_LIMITS_S)."""
+    absent = absent_parts(info) if info.get("tools") is not None else []
     compute_steps = {
         f"{e['model']} {e['precision']} ({e['framework']})": e["compute_step_s"]
         for e in entries
@@ -207,6 +256,8 @@ def write_summary(
         "probes": probes or {},
         "runs": entries,
         "compute_step_s": compute_steps,
+        "absent": absent,
+        "step_limits_s": limits,
         "counts": {
             s: sum(1 for e in entries if e.get("status") == s)
             for s in ("ok", "failed", "transport_mismatch", "absent", "skipped")
@@ -220,8 +271,10 @@ def write_summary(
         f"Python {info.get('python')} ({info.get('python_version')}), torch {info.get('torch')}, "
         f"CUDA available: {info.get('cuda_available')}, GPUs: {', '.join(info.get('gpus') or []) or 'none'}, "
         f"NCCL {info.get('nccl') or '-'}, torchvision {info.get('torchvision')}, "
-        f"TensorFlow {info.get('tensorflow')}, Horovod {info.get('horovod')}; {seconds:.0f} s in all.",
+        f"TensorFlow {info.get('tensorflow')}, Horovod {info.get('horovod')}; {seconds:.0f} s in all"
+        + (f" (the steps' limits add up to {sum(limits.values()):.0f} s)." if limits else "."),
         "",
+        *([f"- {a['part']}: absent ({a['reason']})" for a in absent] + [""] if absent else []),
         "| run | status | img/s | ±95 % | compute-only img/s | compute step (ms) | batch x size | device |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
@@ -270,6 +323,7 @@ def write_summary(
                     f"{fmt(oop.get('busbw_gbyte_s'), '.2f')} |"
                 )
         lines += unlike_allreduces(side)
+        lines += ["", *(f"- {e['label']}: started by {e['started_by']}" for e in side if e.get("started_by"))]
     batches = [e for e in entries if e["label"] in ("torch-ddp-resnet50-fp32", BATCH_RUN) and e.get("img_per_s")]
     if len(batches) == 2:
         lines += [

@@ -117,6 +117,8 @@ def sweep(
     console = make_console()
     for line in left_out.lines() if left_out else []:
         console.print(line, highlight=False, soft_wrap=True, markup=False)
+    for line in swept.dropped_lines():  # what the plan left out, and why (launch.runs.dropped)
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     if dry_run:
         print_plan(swept, console, one_job)
         if placeholders:

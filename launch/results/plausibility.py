@@ -27,6 +27,13 @@ gloo allreduce up to 64 MiB, 2 shared cores): at 1 Gbit/s the busbw at 8-64 MiB 
 healthy band starts at 0.85, not 0.9, to keep a healthy link out of the noise; at
 5 Gbit/s the CPU-bound gloo reduction reached 0.54-0.67 (p2p 0.91): below expectation.
 
+NCCL's in-switch algorithms reduce in the switch, not over the links: NVLS (NVLink SHARP, in the
+NVSwitch) and NVLSTree (NVLS within each node, trees between them) put the bus bandwidth above
+the line-rate model by design (as would CollNet, SHARP in InfiniBand switches). Where NCCL's log
+shows one set up (transport.observed.nccl.algorithms) and the run's NCCL_ALGO leaves NCCL free to
+choose it, a busbw above FASTER_THAN x the model is "no sign of trouble" with that reason, not
+"faster than the line rate": nothing then models the ceiling, so nothing proves it healthy.
+
 A training run has no message sweep: its exposed communication (step time minus
 the same step without exchange) implies a bus bandwidth for its gradients.
 Overlap with the backward pass hides communication, so that figure is an upper
@@ -116,6 +123,28 @@ def rails_in_use(result: dict) -> tuple[int, str]:
     return 1, "one NIC (none listed)"
 
 
+def nccl_algo_allows(value: str | None, algorithm: str) -> bool:
+    """Whether NCCL_ALGO leaves NCCL free to choose `algorithm` for an allreduce: unset; a list
+    ("Ring,NVLS"); an exclusion ("^NVLS,NVLSTree"); per collective ("allreduce:tree;broadcast:ring",
+    NCCL >= 2.24; a collective it does not name keeps its choice)."""
+    text = (value or "").strip()
+    if ":" in text:
+        parts = {k.strip().lower(): v for k, _, v in (p.partition(":") for p in text.split(";"))}
+        text = parts.get("allreduce", "").strip()
+    if not text:
+        return True
+    names = {n.strip().lower() for n in text.lstrip("^").split(",") if n.strip()}
+    return (algorithm.lower() not in names) if text.startswith("^") else (algorithm.lower() in names)
+
+
+def in_switch_algorithms(result: dict) -> list[str]:
+    """The in-switch algorithms NCCL set up for the run (its log: transport.observed.nccl.algorithms)
+    that the run's NCCL_ALGO leaves it free to choose."""
+    nccl = ((result.get("transport") or {}).get("observed") or {}).get("nccl") or {}
+    algo = (result.get("env") or {}).get("NCCL_ALGO")
+    return [a for a in nccl.get("algorithms") or [] if nccl_algo_allows(algo, a)]
+
+
 def gpudirect_check(result: dict) -> dict | None:
     """NCCL runs: GPUDirect RDMA asked (--gpudirect) against what NCCL's channels show."""
     spec = result.get("spec") or {}
@@ -159,6 +188,15 @@ def verdict(result: dict, site_link_gbit_s: float | None = None, root: Path = Pa
     ratio = busbw / (rate * rails)
     out["ratio"] = ratio
     out["verdict"] = band(ratio)
+    in_switch = in_switch_algorithms(result)
+    if in_switch:
+        out["in_switch_algorithms"] = in_switch
+    if out["verdict"] == "suspect: faster than the line rate" and in_switch:
+        out["verdict"] = "no sign of trouble"
+        out["why"] = (
+            f"busbw {ratio:.2f} x the line-rate model: NCCL set up {', '.join(in_switch)}, whose reduction "
+            "in the switch puts busbw above the link model by design"
+        )
     if judged.upper_bound and out["verdict"] in ("healthy", "suspect: faster than the line rate"):
         out["verdict"] = "no sign of trouble"  # overlap: an upper bound proves nothing good
     if gdr and gdr["ok"] is False:

@@ -26,8 +26,10 @@ import re
 from pathlib import Path
 
 from containers.fabrics import profile
-from launch.kinds import kind_of
-from launch.results.result import ranks_per_node, typed
+
+# launch.kinds and launch.results.result (pydantic) are imported where a result is read, so that
+# reading a log (observe, nccl_rank_nics) needs the standard library only: the GPU check runs it on
+# a bare host (benchmarks/gpu_check_steps.py)
 
 # UCX_TLS aliases -> the transport names UCX prints in ep_cfg lanes
 UCX_ALIASES = {
@@ -76,7 +78,16 @@ PATTERNS = {
         r"|P2P/\S+|SHM/\S+|direct shared memory)"
     ),
     "nccl_version": re.compile(r"NCCL version (\S+)"),
+    # NVLS (NVLink SHARP: the reduction in the NVSwitch) set up on the communicator, printed as NCCL
+    # sets up its buffers; NVLSTree: NVLS within each node, trees between them, whose heads NCCL
+    # prints ("NVLS Head  0:  0  8") only for a communicator of more than one node
+    "nccl_nvls": re.compile(r"NCCL INFO NVLS comm \S+ headRank -?\d+ nHeads \d+"),
+    "nccl_nvls_tree": re.compile(r"NCCL INFO NVLS Head\s+\d+:"),
 }
+# algorithms NCCL set up whose reduction is done in the switch, not by the GPUs over the links:
+# their bus bandwidth exceeds the link model by design (launch.results.plausibility). CollNet
+# (SHARP in InfiniBand switches) belongs here too; no published log of it is recorded yet.
+ALGORITHMS = {"nccl_nvls": "NVLS", "nccl_nvls_tree": "NVLSTree"}
 MAX_LINES = 12  # evidence lines kept verbatim in the result
 _NET_CHANNEL = re.compile(r"NET/(.+?)/(\d+)(\(\d+\))?(/|$)")  # network, device, proxy device
 
@@ -112,6 +123,10 @@ def observe(log: str) -> dict:
                 values = _ucx_transports(match.group(1))
             elif kind == "nccl_net_devices":
                 values = {f"{match.group(1)}: {match.group(2)}"}
+            elif kind in ALGORITHMS:
+                if kind in seen:  # one evidence line per algorithm: every rank prints its own
+                    continue
+                values = {ALGORITHMS[kind]}
             else:
                 values = {match.group(1)}
             seen.setdefault(kind, set()).update(values)
@@ -130,7 +145,7 @@ def observe(log: str) -> dict:
             "transports": sorted({t.split("/")[0] for t in lanes} - {"self"}),
             "version": _lowest(seen.get("ucx_version")),
         }
-    if seen.keys() & {"nccl_network", "nccl_net_devices", "nccl_ofi_provider", "nccl_channel"}:
+    if seen.keys() & {"nccl_network", "nccl_net_devices", "nccl_ofi_provider", "nccl_channel", *ALGORITHMS}:
         channels = seen.get("nccl_channel", set())
         net_channels = [c for c in channels if c.startswith("NET/")]
         net_hops = [hop for c in net_channels if (hop := _NET_CHANNEL.match(c))]
@@ -153,6 +168,9 @@ def observe(log: str) -> dict:
             # PXN: a NET channel through another GPU's NIC, "NET/IB/1(0)/..."
             "pxn": (any(hop.group(3) for hop in net_hops) if net_channels else None),
             "version": _lowest(seen.get("nccl_version")),
+            # in-switch algorithms NCCL set up (NVLS, NVLSTree); its tuner picks per operation
+            # among them and ring/tree, and NCCL_ALGO can rule them out
+            "algorithms": sorted(set().union(*(seen.get(kind, set()) for kind in ALGORITHMS))),
         }
     observed["lines"] = lines
     return observed
@@ -229,6 +247,9 @@ def gpu_buffer_library(result: dict) -> tuple[str | None, str]:
     spec = result.get("spec") or {}
     if not (spec.get("gpus_per_node") or 0):
         return None, "no GPUs: host buffers"
+    from launch.kinds import kind_of
+    from launch.results.result import typed
+
     info = result.get("engine_info") or result.get("backend_info") or {}
     kind, fields = kind_of(result), typed(result)
     engine = kind.gpu_engine(fields) if kind is not None and fields is not None else result.get("engine")
@@ -356,13 +377,18 @@ def judge(
     }
 
 
-_LINE_ORIGIN = re.compile(r"^(?:(\S+?):(\d+):\d+)?\s*\[\d+\] NCCL INFO ")  # [host:pid:tid] [cudaDev]
-_IB_LIST = re.compile(r"NCCL INFO NET/IB\s*: Using (.+?)(?:;|$)")
+# [host:pid:tid] [cudaDev], after whatever a console put before it ("  | <time> | ", "[rank0]:")
+_LINE_ORIGIN = re.compile(r"(?:([^\s:|\]]+):(\d+):\d+)?\s*\[\d+\] NCCL INFO ")
+_NET_LIST = re.compile(r"NCCL INFO NET/(IB|Socket)\s*: Using (.+?)(?:;|$)")
 _IB_MERGED = re.compile(r"\[(\d+)\]=\{([^}]*)\}")  # "[1]={[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE}"
 _IB_ENTRY = re.compile(r"\[(\d+)\]\s*([A-Za-z][\w.\-]*)")
+# aws-ofi-nccl groups the NICs of each accelerator into one NET device: "NIC group 7 device #0 0000:a3:00.0"
+_OFI_GROUP = re.compile(
+    r"NCCL INFO NET/OFI NIC group (\d+) device #\d+ ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)"
+)
 _CHANNEL_HOP = re.compile(
     r"NCCL INFO (?:Channel|Ring) \d+\S*\s*:\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[[^\]]*\]\s*"
-    r"\[(send|receive)\] via NET/IB(?:ext(?:_v\d+)?)?/(\d+)"
+    r"\[(send|receive)\] via NET/([A-Za-z][\w ]*?)/(\d+)"
 )
 
 
@@ -375,27 +401,42 @@ def _ib_devices(listing: str) -> dict[int, str]:
     return merged or {int(i): name for i, name in _IB_ENTRY.findall(listing)}
 
 
-def nccl_rank_nics(log: str) -> dict[int, list[str]]:
-    """Rank -> the NICs its NET/IB channels used, by name, from NCCL's own lines: a channel line
-    "A[..] -> B[..] [send] via NET/IB/<dev>" is rank A's, "[receive]" rank B's; <dev> indexes the
-    "NET/IB : Using [0]mlx5_0:1/IB ..." list the same process (host:pid) printed, else its host's."""
-    lists: dict[tuple[str, str], dict[int, str]] = {}
-    hops: list[tuple[str, str, int, int]] = []
+def nccl_device_names(log: str) -> dict[tuple[str, str], dict[str, dict[int, list[str]]]]:
+    """(host, pid) -> network kind (IB, Socket, OFI) -> NET device -> its NICs, from the lists NCCL
+    prints: "NET/IB : Using [0]mlx5_0:1/IB ..." (IB and its plugins), "NET/Socket : Using
+    [0]eth0:..." (Socket), and aws-ofi-nccl's "NET/OFI NIC group <dev> device #k <PCI address>"
+    (OFI: the group's NICs, by PCI address)."""
+    lists: dict[tuple[str, str], dict[str, dict[int, list[str]]]] = {}
     for line in log.splitlines():
-        origin = _LINE_ORIGIN.match(line)
+        origin = _LINE_ORIGIN.search(line)
         if not origin:
             continue
-        host, pid = origin.group(1) or "", origin.group(2) or ""
-        if listing := _IB_LIST.search(line):
-            lists[(host, pid)] = _ib_devices(listing.group(1))
-        elif hop := _CHANNEL_HOP.search(line):
-            rank = int(hop.group(1) if hop.group(3) == "send" else hop.group(2))
-            hops.append((host, pid, rank, int(hop.group(4))))
+        named = lists.setdefault((origin.group(1) or "", origin.group(2) or ""), {})
+        if listing := _NET_LIST.search(line):
+            named[listing.group(1)] = {i: [name] for i, name in _ib_devices(listing.group(2)).items()}
+        elif group := _OFI_GROUP.search(line):
+            named.setdefault("OFI", {}).setdefault(int(group.group(1)), []).append(group.group(2).lower())
+    return {where: named for where, named in lists.items() if named}
+
+
+def nccl_rank_nics(log: str) -> dict[int, list[str]]:
+    """Rank -> the NICs its NET channels used, from NCCL's own lines: a channel line "A[..] -> B[..]
+    [send] via NET/<network>/<dev>" is rank A's, "[receive]" rank B's; <dev> is named by the list
+    the same process (host:pid) printed, else its host's (nccl_device_names). A device no list
+    names is "<network>/<dev>": used, but where it sits the log does not say."""
+    lists = nccl_device_names(log)
     used: dict[int, set[str]] = {}
-    for host, pid, rank, device in hops:
-        names = lists.get((host, pid)) or next((v for (h, _), v in lists.items() if h == host), {})
-        if device in names:
-            used.setdefault(rank, set()).add(names[device])
+    for line in log.splitlines():
+        origin, hop = _LINE_ORIGIN.search(line), _CHANNEL_HOP.search(line)
+        if not (origin and hop):
+            continue
+        host, pid = origin.group(1) or "", origin.group(2) or ""
+        rank = int(hop.group(1) if hop.group(3) == "send" else hop.group(2))
+        network, kind, device = hop.group(4), nccl_network_kind(hop.group(4)), int(hop.group(5))
+        names = lists.get((host, pid), {}).get(kind) or next(
+            (v[kind] for (h, _), v in lists.items() if h == host and kind in v), {}
+        )
+        used.setdefault(rank, set()).update(names.get(device) or [f"{network}/{device}"])
     return {rank: sorted(names) for rank, names in sorted(used.items())}
 
 
@@ -412,6 +453,8 @@ def run_log(log_path: Path) -> str:
 
 def evidence(result: dict, log_path: Path) -> dict:
     """The `transport` field of a result: observed, checked against what was asked."""
+    from launch.results.result import ranks_per_node
+
     log = run_log(log_path)
     spec = result.get("spec") or {}
     observed = observe(log)

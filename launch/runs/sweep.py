@@ -38,6 +38,7 @@ from launch.ranks.command import Command
 from launch.errors import UsageError
 from launch.ranks.execute import execute
 from launch.ranks.interrupt import interrupted_by
+from launch.runs import dropped as drops
 from launch.runs.experiment import Experiment, Point, blame, expand
 from launch.ranks.launchers import SRUN, launcher_of, tool_path
 from launch.disturbance import quiet
@@ -70,6 +71,7 @@ class Sweep:
     remeasure_disturbed: int = REMEASURE_DISTURBED  # 0: keep a disturbed point's first run
     keep_disturbed: bool = False  # verdicts and tables keep disturbed runs (left out by default)
     quiet_check: list[dict] = field(default_factory=list)  # each node's report before the runs (check_quiet)
+    dropped: list[drops.Dropped] = field(default_factory=list)  # what the plan left out, and why
     state: SweepState = field(init=False)
 
     def __post_init__(self):
@@ -77,6 +79,12 @@ class Sweep:
 
     def todo(self) -> list[Point]:
         return [p for p in self.points if self.state.to_run(p.key, self.retry_failed)]
+
+    def dropped_lines(self) -> list[str]:
+        """One line per entry of what the plan left out (launch.runs.dropped), then their count."""
+        if not self.dropped:
+            return []
+        return [line for d in self.dropped for line in d.lines()] + [drops.summary_line(self.dropped)]
 
 
 def plan(
@@ -90,9 +98,14 @@ def plan(
     exclude_nodes: str | None = None,
     excluded_because: str | None = None,
 ) -> Sweep:
-    """Expand and check against the site; raises UsageError before anything runs.
+    """Expand and check against the site; raises UsageError before anything runs. Combinations no
+    engine can run and points preflight would refuse are left out, each with why (launch.runs.dropped).
     `excluded_because`: where exclude_nodes came from, for a refusal (e.g. what locate named)."""
-    points = expand(experiment, site, launcher)
+    points, refused = drops.preflight_drops(expand(experiment, site, launcher))
+    if not points:
+        raise UsageError(
+            f"{experiment.path.name}: preflight would refuse every point: " + "; ".join(d.reason for d in refused[:3])
+        )
     if exclude_nodes:
         if any(not launcher_of(p.spec).slurm for p in points):
             raise UsageError(
@@ -109,7 +122,9 @@ def plan(
         except UsageError as exc:
             raise blame(experiment, exc) from None
     check_node_counts(experiment, points, exclude_nodes, excluded_because)
-    return Sweep(experiment, points, directory, site, launcher, retry_failed, force, stall_timeout, exclude_nodes)
+    sweep = Sweep(experiment, points, directory, site, launcher, retry_failed, force, stall_timeout, exclude_nodes)
+    sweep.dropped = drops.matrix_drops(experiment, site, launcher) + refused
+    return sweep
 
 
 def check_node_counts(
@@ -496,6 +511,7 @@ def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: boo
         "verdict_orders": orders(sweep),
         "aggregated": [p.describe() for p in points],
         "runs": rows,
+        "dropped": [dataclasses.asdict(d) for d in sweep.dropped],
         "quiet_check": sweep.quiet_check,
     }
 

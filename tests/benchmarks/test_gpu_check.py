@@ -6,8 +6,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -15,10 +17,10 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from benchmarks import gpu_check_plan, gpu_check_process, gpu_check_steps, gpu_check_summary
+from benchmarks import gpu_check, gpu_check_plan, gpu_check_process, gpu_check_steps, gpu_check_summary
 from launch.cli.app import app
 from launch.runs.run import horovod_built_for
-from tests.conftest import REPO, need
+from tests.conftest import REPO, alive, need
 from launch.results.schema import SCHEMA_VERSION
 
 SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
@@ -111,7 +113,28 @@ def test_the_gpu_check_compares_batch_64_with_256_and_sets_the_harness_allreduce
     ]
     assert "all_reduce_perf is not on PATH" in gpu_check_plan.unavailable(runs[gpu_check_plan.NCCL_TESTS_RUN], GPU_HOST)
     assert gpu_check_plan.unavailable(runs[gpu_check_plan.NCCL_TESTS_RUN], with_nccl_tests) is None
-    assert "mpirun is absent" in gpu_check_plan.unavailable(runs[gpu_check_plan.ALLREDUCE_RUN], GPU_HOST)
+    # the harness's allreduce: under torchrun (no mpirun, no mpi4py) unless the launch CLI, mpirun and
+    # mpi4py are all there; bench.stats needs scipy
+    allreduce_run = runs[gpu_check_plan.ALLREDUCE_RUN]
+    assert gpu_check_plan.allreduce_by_torchrun(GPU_HOST)
+    assert "scipy is not importable" in gpu_check_plan.unavailable(allreduce_run, GPU_HOST)
+    assert (
+        gpu_check_plan.unavailable(allreduce_run, {**GPU_HOST, "modules": {"scipy": True}, "torchvision": None}) is None
+    )
+    mpi_host = {**GPU_HOST, "modules": {"mpi4py": True}, "tools": {**GPU_HOST["tools"], "mpirun": "/usr/bin/mpirun"}}
+    assert (
+        not gpu_check_plan.allreduce_by_torchrun(mpi_host)
+        and gpu_check_plan.unavailable(allreduce_run, mpi_host) is None
+    )
+    direct = gpu_check_plan.allreduce_direct_argv(allreduce_run, "gpu", tmp_path)
+    assert direct[1:4] == ["-m", "torch.distributed.run", "--standalone"] and "mpirun" not in " ".join(direct)
+    assert direct[direct.index("--module") + 1 :][:3] == ["bench.allreduce", "--backend", "torch"]
+    assert gpu_check_plan.direct_env(allreduce_run, "gpu") == {
+        "FABRIC_BENCH_GPUS_PER_NODE": "1",
+        "FABRIC_BENCH_SHARED_GPU": "1",
+    }
+    assert gpu_check_plan.direct_env(runs["torch-ddp-resnet50-fp32"], "gpu") == {"FABRIC_BENCH_GPUS_PER_NODE": "1"}
+    assert gpu_check_plan.direct_env(allreduce_run, "cpu") == {"FABRIC_BENCH_GPUS_PER_NODE": "0"}
 
 
 def test_what_a_bare_gpu_host_lacks_is_named():
@@ -330,3 +353,152 @@ def test_allreduces_of_different_rank_counts_are_said_not_to_compare():
         {"label": "nccl-tests", "allreduce_ranks": None},
     ]
     assert gpu_check_summary.unlike_allreduces(unknown) == []
+
+
+def test_on_a_gpu_the_steps_time_limits_add_up_to_five_minutes(monkeypatch):
+    """Issue 49: the whole check fits 5 minutes on a GPU, so a second try fits a 15-minute slot: its
+    steps' limits add up to 300 s, counted from the shell's start, and are its default deadline."""
+    limits = gpu_check_plan.STEP_LIMITS_S["gpu"]
+    assert list(limits) == ["python", "environment", "captures", "gpu_states", "probes", "runs"]
+    assert sum(limits.values()) == gpu_check_plan.GPU_CHECK_LIMIT_S <= 300
+    for mode, steps in gpu_check_plan.STEP_LIMITS_S.items():
+        assert sum(gpu_check_plan.PROBE_LIMITS_S[mode].values()) <= steps["probes"]
+        assert gpu_check_plan.RUN_LIMIT_S[mode] <= steps["runs"]
+        assert steps["python"] == limits["python"]
+    assert f"find_python_s={limits['python']:g}  #" in SCRIPT.read_text()  # the shell's own step
+    assert "timeout_s 330" in SCRIPT.read_text()  # the lent machine's command: the limits and the archive
+    monkeypatch.setenv("GPU_CHECK_STARTED", str(time.time() - 50))
+    assert time.monotonic() - gpu_check.started_at() == pytest.approx(50, abs=2)
+
+
+# torch and what importing torch and torchvision needs, from this venv's site-packages
+TORCH_ONLY = (
+    "torch",
+    "torchgen",
+    "functorch",
+    "torchvision",
+    "torchvision.libs",
+    "numpy",
+    "numpy.libs",
+    "PIL",
+    "pillow.libs",
+    "typing_extensions.py",
+    "sympy",
+    "mpmath",
+    "networkx",
+    "jinja2",
+    "markupsafe",
+    "fsspec",
+    "filelock",
+    "nvidia",
+    "cuda",
+    "triton",
+)
+
+
+def bare_python(tmp_path: Path, name: str, extra: tuple[str, ...] = ()) -> Path:
+    """A venv without system site packages that sees only torch's packages (and `extra`): links to
+    this venv's, on its path by a .pth file. No pydantic, scipy, mpi4py, typer, rich, psutil."""
+    venv = tmp_path / name
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    ours, links = Path(sysconfig.get_paths()["purelib"]), tmp_path / f"{name}-packages"
+    links.mkdir()
+    # torch's own metadata too: without it torch.distributed registers no gloo backend
+    metadata = [p.name for p in ours.glob("*.dist-info") if p.name.split("-")[0] in ("torch", "torchvision")]
+    for entry in (*TORCH_ONLY, *metadata, *extra):
+        if (ours / entry).exists():
+            (links / entry).symlink_to(ours / entry)
+    (next(venv.glob("lib/python*/site-packages")) / "torch-only.pth").write_text(f"{links}\n")
+    return venv / "bin" / "python"
+
+
+def bare_check(python: Path, out: Path, only: list[str]) -> tuple[subprocess.CompletedProcess, dict]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "VENV")}
+    env |= {"GPU_CHECK_PYTHON": str(python), "PATH": "/usr/bin:/bin"}  # no venv's tools on PATH
+    proc = subprocess.run(
+        [str(SCRIPT), "--cpu", "--out", str(out), "--only", ",".join(only)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return proc, json.loads((out / "summary.json").read_text())
+
+
+def left_running(python: Path, out: Path) -> list:
+    """Processes of the check alive after it: its ranks by pid, and anything of its Python or folder."""
+    pids = rank_pids_direct(out)
+    assert pids and alive(pids) == set()
+    return [
+        (p.pid, p.info["cmdline"])
+        for p in psutil.process_iter(["pid", "cmdline", "status"])
+        if p.info["status"] != psutil.STATUS_ZOMBIE
+        and any(str(python.parent.parent) in part or str(out) in part for part in p.info["cmdline"] or [])
+    ]
+
+
+@pytest.mark.slow
+def test_a_bare_host_with_only_torch_gets_absent_lines_not_a_traceback(tmp_path):
+    """Issue 49: a Python with torch but no pydantic, scipy, mpi4py, typer, rich or psutil (and no
+    venv's tools on PATH). The check imports what it needs where a step needs it, runs torch's
+    programs under torchrun, names every part it cannot do with why, and ends within its limits;
+    with scipy beside torch, the harness's allreduce runs under torchrun, torch backend, no MPI."""
+    bare = bare_python(tmp_path, "bare")
+    probe = subprocess.run(
+        [
+            str(bare),
+            "-c",
+            "import importlib.util as u; print([m for m in ('torch', 'pydantic', 'scipy', "
+            "'mpi4py', 'typer', 'rich', 'psutil') if u.find_spec(m)])",
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert probe.stdout.strip() == "['torch']", probe.stderr
+    out = tmp_path / "bare-check"
+    only = [
+        "torch-ddp-resnet50-fp32",
+        gpu_check_plan.ALLREDUCE_RUN,
+        "torch-horovod-resnet50-fp32",
+        "tf-native-ResNet50-fp32",
+    ]
+    proc, summary = bare_check(bare, out, only)
+    assert f"gpu_check: using {bare}" in proc.stdout
+    environment = json.loads((out / "environment.json").read_text())
+    assert environment["torch"] and not any(environment["modules"].values()) and environment["launch_cli"] is False
+    absent = {a["part"]: a["reason"] for a in summary["absent"]}
+    assert {"launch CLI", "scipy", "mpi4py"} <= set(absent)
+    assert all(m in absent["launch CLI"] for m in ("typer", "rich", "scipy", "pydantic"))
+    if shutil.which("apptainer", path="/usr/bin:/bin") is None:
+        assert "apptainer" in absent
+    markdown = (out / "summary.md").read_text()
+    assert f"- launch CLI: absent ({absent['launch CLI']})" in markdown
+    runs = {r["label"]: r for r in summary["runs"]}
+    ddp = runs["torch-ddp-resnet50-fp32"]
+    assert ddp["status"] == "ok" and ddp["format"] == "rank records" and ddp["started_by"] == "torchrun (no launch CLI)"
+    assert (
+        runs[gpu_check_plan.ALLREDUCE_RUN]["status"] == "absent"
+        and "scipy" in runs[gpu_check_plan.ALLREDUCE_RUN]["reason"]
+    )
+    assert runs["torch-horovod-resnet50-fp32"]["status"] == "absent"
+    assert runs["tf-native-ResNet50-fp32"]["status"] == "absent"
+    assert {p["status"] for p in summary["probes"].values()} == {"ok"}
+    assert summary["step_limits_s"] == gpu_check_plan.STEP_LIMITS_S["cpu"] and summary["seconds"] < 300
+    assert left_running(bare, out) == []
+
+    with_scipy = bare_python(tmp_path, "with-scipy", extra=("scipy", "scipy.libs"))
+    out = tmp_path / "allreduce-check"
+    _, summary = bare_check(with_scipy, out, [gpu_check_plan.ALLREDUCE_RUN])
+    (allreduce,) = summary["runs"]
+    assert allreduce["status"] == "ok", allreduce.get("reason")
+    assert allreduce["started_by"] == "torchrun (no launch CLI)" and allreduce["allreduce_ranks"] == 2
+    assert allreduce["backend_info"]["process_group"] == "gloo" and allreduce["allreduce"]
+    assert "mpirun" not in (out / "runs" / gpu_check_plan.ALLREDUCE_RUN / "output.log").read_text()
+    markdown = (out / "summary.md").read_text()
+    assert f"| {gpu_check_plan.ALLREDUCE_RUN} | 2 | " in markdown and "started by torchrun" in markdown
+    assert summary["seconds"] < 300
+    assert left_running(with_scipy, out) == []

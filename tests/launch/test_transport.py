@@ -105,6 +105,8 @@ RECORDED_NCCL_FACTS = {
     "ofi-efa-gdrdma": (["AWS Libfabric"], True, False, [], "2.23.4+cuda12.4"),
     "ofi-efa-pxn-shared": (["AWS Libfabric"], True, True, [], None),
     "ofi-tcp-rxm": ([], None, None, ["tcp;ofi_rxm"], "2.4.6+cuda10.0"),
+    "nvls-one-node": ([], None, None, [], None),
+    "nvls-tree-two-nodes": ([], None, None, [], None),
 }
 
 

@@ -3,7 +3,10 @@
 Two parts:
 - the basics (`preflight`): the launcher and runtime binaries, the image and its
   fabric label, Horovod's build, the fabric's required host paths, the emulated
-  cluster. A failure raises before anything starts.
+  cluster. A failure raises before anything starts. Those that follow from the spec
+  and recorded facts alone (the image's labels: TensorFlow on GPUs, MPI on GPU
+  buffers; Horovod's build on the host) are one function, `decide`, which a sweep's
+  plan asks too (launch.runs.dropped): what preflight would refuse is never planned.
 - fabric truth (`fabric_checks`): what the image brings against what the host
   provides, for the run's fabric. One `sh` inside the container (the run's own
   runtime, binds and environment) reports the image's libfabric, UCX, Open MPI,
@@ -44,6 +47,7 @@ import shutil  # noqa: F401  (tests patch preflight.shutil.which)
 from containers.fabrics import PROFILES, FabricProfile
 from launch.fleet import emulate
 from launch.errors import UsageError
+from launch.kinds import trains
 from launch.site.preflight.checks import VERDICT_ORDER, Check, worst  # noqa: F401  (the package's names)
 from launch.site.preflight.devices import device_checks, device_patterns  # noqa: F401
 from launch.site.preflight.facts import SideFacts, parse_side  # noqa: F401
@@ -124,6 +128,58 @@ def check_image_gpu_framework(spec, labels: dict[str, str]) -> None:
         )
 
 
+# The label a cuda image carries where its MPI moves GPU buffers (Open MPI over UCX >= 1.16 built with
+# CUDA and gdrcopy, issue 49); no recipe sets it yet, so MPI on GPU buffers is refused in every image
+MPI_CUDA_LABEL = "mpi-cuda"
+
+
+def mpi_on_gpus_refusal(
+    benchmark: str, allreduce: str | None, gpus_per_node: int, image: str | None, labels
+) -> str | None:
+    """Why training with --allreduce mpi on GPUs cannot run in an image with these labels (None: it
+    can, or nothing is known: no labels, a run on the host). Plain values, so that a sweep can ask it
+    of a combination of its matrix before any spec is made (launch.runs.dropped)."""
+    from containers.recipe import LABEL_PREFIX
+
+    if not (trains(benchmark) and allreduce == "mpi" and gpus_per_node > 0) or labels is None:
+        return None
+    if labels.get(f"{LABEL_PREFIX}.{MPI_CUDA_LABEL}"):
+        return None
+    version = {name: labels.get(f"{LABEL_PREFIX}.version.{name}", "?") for name in ("openmpi", "ucx")}
+    return (
+        f"image {image}: MPI allreduce on GPU buffers needs a CUDA-aware MPI in the image (Open MPI over "
+        f"UCX >= 1.16 built with CUDA); its Open MPI {version['openmpi']} over UCX {version['ucx']} is not one "
+        f"(no {LABEL_PREFIX}.{MPI_CUDA_LABEL} label); use --allreduce nccl, or MPI on CPUs (--gpus-per-node 0)"
+    )
+
+
+def check_mpi_gpu_buffers(spec, labels: dict[str, str]) -> None:
+    why = mpi_on_gpus_refusal(spec.benchmark, spec.allreduce, spec.gpus_per_node, spec.image, labels)
+    if why:
+        raise UsageError(why, fields=("allreduce", "gpus_per_node", "image"))
+
+
+def decide(spec, labels: dict[str, str] | None, horovod_frameworks: tuple[str, ...] | None = None) -> None:
+    """Preflight's refusals that follow from the spec and recorded facts alone: the image's labels
+    (a containerised run) and the frameworks this host's Horovod was built for (a run on the host;
+    None: not checked). One function for run time (`preflight`, on the labels it read from the
+    image) and for a sweep's plan (launch.runs.dropped, on the labels the image carries)."""
+    if spec.containerised:
+        check_image_gpu_framework(spec, labels or {})
+        check_mpi_gpu_buffers(spec, labels or {})
+    elif spec.engine == "horovod" and horovod_frameworks is not None and spec.framework not in horovod_frameworks:
+        raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
+
+
+def refusal(spec, labels: dict[str, str] | None, horovod_frameworks: tuple[str, ...] | None = None) -> str | None:
+    """`decide`'s refusal as its line, or None where preflight accepts the spec."""
+    try:
+        decide(spec, labels, horovod_frameworks)
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
 def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[str]:
     """Checks before a real run; raises on the first failure of the basics, or on a
     failed fabric check unless `force`. Returns what it checked (one line each);
@@ -144,9 +200,9 @@ def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[st
         checked.append(
             check_image_fabric(spec, prepared.preset.profile, prepared.image_labels, required=runtime.image_is_file)
         )
-        check_image_gpu_framework(spec, prepared.image_labels)
-    elif spec.engine == "horovod" and not horovod_built_for(spec.framework):
-        raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
+        decide(spec, prepared.image_labels)
+    else:
+        decide(spec, None, tuple(f for f in ("torch", "tf") if spec.engine == "horovod" and horovod_built_for(f)))
     if prepared.preset.missing:
         raise UsageError(
             f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)", fields=("fabric",)
