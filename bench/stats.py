@@ -7,7 +7,36 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
-from scipy import stats as scipy_stats
+
+# Student's t 97.5 % quantiles (the printed tables' values), for hosts without scipy: the GPU
+# check on a bare host has torch and little else. With scipy, its exact quantile is used.
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+         20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
+         29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # fmt: skip
+Z_975 = 1.959964
+
+
+def t_975(df: int) -> float:
+    """Student's t 97.5 % quantile with `df` degrees of freedom: scipy's where it is installed, else
+    the table, linear in 1/df between its rows and towards the normal's beyond 120 (within 0.002)."""
+    try:
+        from scipy import stats as scipy_stats
+    except ImportError:
+        if df in T_975:
+            return T_975[df]
+        rows = sorted(T_975) + [math.inf]
+        above = next(r for r in rows if r > df)
+        below = max(r for r in rows if r < df)
+        low, high = T_975[below], T_975.get(above, Z_975)
+        weight = (1 / below - 1 / df) / (1 / below - (0 if above == math.inf else 1 / above))
+        return low + (high - low) * weight
+    return float(scipy_stats.t.ppf(0.975, df))
+
+
+def _binomial_half_cdf(j: int, n: int) -> float:
+    """P(X <= j) for X ~ Binomial(n, 1/2), exactly."""
+    return sum(math.comb(n, i) for i in range(j + 1)) / 2**n
 
 
 @dataclass(frozen=True)
@@ -32,7 +61,7 @@ def summarize(samples: list[float]) -> Summary:
     if n == 1:
         return Summary(n, mean, median, 0.0, math.inf)
     stdev = statistics.stdev(samples)
-    half_width = scipy_stats.t.ppf(0.975, n - 1) * stdev / math.sqrt(n)
+    half_width = t_975(n - 1) * stdev / math.sqrt(n)
     return Summary(n, mean, median, stdev, float(half_width))
 
 
@@ -78,9 +107,9 @@ def median_interval(samples: list[float], confidence: float = 0.95) -> tuple[flo
     """The distribution-free interval of the median: the k-th smallest and k-th largest sample, k the
     largest with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2; None where k < MEDIAN_INTERVAL_K."""
     n, tail = len(samples), (1 - confidence) / 2
-    k = int(scipy_stats.binom.ppf(tail, n, 0.5))  # the smallest j with P(X <= j) >= tail
-    if scipy_stats.binom.cdf(k, n, 0.5) <= tail:
-        k += 1  # so that k - 1 is the largest j with P(X <= j) <= tail
+    k = 0
+    while k <= n and _binomial_half_cdf(k, n) <= tail:
+        k += 1  # k - 1: the largest j with P(X <= j) <= tail
     if k < MEDIAN_INTERVAL_K:
         return None
     ordered = sorted(samples)

@@ -150,10 +150,6 @@ def absent_parts(info: dict) -> list[dict]:
                 "their rank records; Horovod and TensorFlow runs need it",
             }
         )
-    if not have.get("scipy"):
-        out.append(
-            {"part": "scipy", "reason": f"not importable by {python}: the harness's allreduce (bench.stats) cannot run"}
-        )
     if not have.get("mpi4py"):
         out.append(
             {

@@ -104,11 +104,6 @@ def unavailable(run: Run, info: dict) -> str | None:
             return "the launch CLI is not importable, and Horovod needs its launcher (mpirun/horovodrun)"
         if not (info["tools"].get("mpirun") or info["tools"].get("horovodrun")):
             return "neither mpirun nor horovodrun is present to start a Horovod rank"
-    if run.benchmark == "allreduce" and allreduce_by_torchrun(info) and not modules(info).get("scipy"):
-        return (
-            f"scipy is not importable by {info.get('python')}: the harness's allreduce (bench.allreduce) "
-            "computes each size's confidence interval with it (bench.stats)"
-        )
     if run.needs == "nccl-tests" and not info["tools"].get(NCCL_TESTS_BINARY):
         return (
             f"nccl-tests' {NCCL_TESTS_BINARY} is not on PATH (a site builds nccl-tests itself; put its build/ "
