@@ -25,12 +25,11 @@ def t_975(df: int) -> float:
     except ImportError:
         if df in T_975:
             return T_975[df]
-        rows = sorted(T_975) + [math.inf]
-        above = next(r for r in rows if r > df)
-        below = max(r for r in rows if r < df)
-        low, high = T_975[below], T_975.get(above, Z_975)
-        weight = (1 / below - 1 / df) / (1 / below - (0 if above == math.inf else 1 / above))
-        return low + (high - low) * weight
+        below = max(r for r in T_975 if r < df)
+        above = min((r for r in T_975 if r > df), default=None)  # None: beyond the table, towards the normal
+        high = Z_975 if above is None else T_975[above]
+        weight = (1 / below - 1 / df) / (1 / below - (0 if above is None else 1 / above))
+        return T_975[below] + (high - T_975[below]) * weight
     return float(scipy_stats.t.ppf(0.975, df))
 
 
