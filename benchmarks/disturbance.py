@@ -11,15 +11,24 @@ once, the order rotated round by round), all real: real ranks, real /proc, real 
     stopped   the last rank SIGSTOPped for STOP_S seconds in its timed phase, then SIGCONT
     traffic   iperf3 between the two emulated nodes of an emulated-launcher run (needs root,
               ip netns and iperf3); its quiet control is an emulated run with nothing planted
+    disk      `dd oflag=direct` rewriting one 64 MiB file beside the run (the I/O signal)
+    loopback  a TCP pair on 127.0.0.1 pushing bytes beside a one-node run (its ranks exchange
+              through the loopback: the traffic signal counts it beyond their own)
     rate-limited  node n1's egress shaped to a quarter of its link for the run, on a 2-node
               emulated Slurm cluster (srun; every node sampled on its own: needs root and
               slurm-wlm); right only where n1 is the node named; its quiet control is a
               run on the same cluster with nothing planted
 
+The local causes run at one of three settings (`--settings`): the battery's own (a 2-rank
+DDP run), `make bench`'s (benchmarks/train_engines.py's workload, its four arms in turn: ddp and
+horovod at 1 and 2 ranks) or the README's first sweep's (experiments/cpu-small: the same arms at
+its tiny workload).
+
 It prints the confusion matrix (planted cause x signal named), the share of planted runs
-named with the right cause, the share of quiet runs flagged, and for every flagged quiet run
-what the sampler named (others' processes on a shared machine are real disturbances the
-battery did not plant). The machine's load (/proc/loadavg) before every run is printed too.
+named with the right cause, the share of quiet runs flagged (disturbed), the share of quiet runs
+that were unsteady (kept: their own steps varied), and for every flagged quiet run what the
+sampler named (others' processes on a shared machine are real disturbances the battery did not
+plant). The machine's load (/proc/loadavg) before every run is printed too.
 
 Last, the verdict a planted disturbance flips when the record is ignored and that comes out
 right when it is used (benchmarks/disturbance_verdict.py; --verdict-repetitions 0 leaves it out).
@@ -27,6 +36,8 @@ right when it is used (benchmarks/disturbance_verdict.py; --verdict-repetitions 
     python benchmarks/disturbance.py                       # 3 rounds of every cause, the verdict
     python benchmarks/disturbance.py --rounds 1 --causes quiet,cpu,stopped --verdict-repetitions 0 --json out.json
     python benchmarks/disturbance.py --rounds 0 --verdict-repetitions 4
+    python benchmarks/disturbance.py --settings bench --rounds 30 --causes quiet --verdict-repetitions 0
+    python benchmarks/disturbance.py --settings bench --rounds 5 --causes quiet,cpu,disk,loopback,stopped,memory
 """
 
 from __future__ import annotations
@@ -52,11 +63,14 @@ from benchmarks.planting import (  # noqa: E402
     HOG_NAME,
     background_traffic,
     cpu_hogs,
+    disk_writes,
+    loopback_traffic,
     memory_pressure,
     rate_limited_node,
     slurm_cluster,
     stopped_rank,
 )
+from benchmarks import train_engines  # noqa: E402
 from launch.disturbance.judge import SIGNALS  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
 from launch.fleet.emulate import slurm_nodes  # noqa: E402
@@ -65,9 +79,18 @@ from launch.ranks.runspec import RunSpec  # noqa: E402
 from launch.results.result import as_result, typed  # noqa: E402
 from launch.results.schema import Disturbance  # noqa: E402
 
-CAUSES = ("quiet", "cpu", "memory", "stopped", "traffic", "rate-limited")
+CAUSES = ("quiet", "cpu", "memory", "disk", "loopback", "stopped", "traffic", "rate-limited")
 # planted -> signal
-RIGHT = {"cpu": "cpu", "memory": "memory", "stopped": "stopped", "traffic": "traffic", "rate-limited": "link"}
+RIGHT = {
+    "cpu": "cpu",
+    "memory": "memory",
+    "disk": "io",
+    "loopback": "traffic",
+    "stopped": "stopped",
+    "traffic": "traffic",
+    "rate-limited": "link",
+}
+SETTINGS = ("battery", "bench", "sweep")
 SLURM_RATE = "1gbit"  # the rate-limited node's cluster: a quarter of it keeps a run under a minute
 LIMITED_NODE = 1
 
@@ -96,7 +119,33 @@ def workload(iters: int) -> Workload:
     }
 
 
-def spec_for(cause: str, iters: int, slurm=None) -> RunSpec:
+def local_arms(settings: str, iters: int | None) -> list[dict]:
+    """The local runs' RunSpec fields at `settings`, one dict per arm (taken in turn)."""
+    if settings == "battery":
+        return [{"ranks": 2, **workload(iters or 8)}]
+    if settings == "bench":  # benchmarks/train_engines.py's defaults
+        common = {
+            "model": train_engines.DEFAULT_MODEL["torch"],
+            "image_size": 64,
+            "batch_size": 32,
+            "warmup": train_engines.WARMUP,
+            "iters": iters or train_engines.ITERS,
+            "batches_per_iter": train_engines.BATCHES_PER_ITER,
+        }
+    else:  # experiments/cpu-small.experiment.toml's [run]
+        common = {
+            "model": "resnet18",
+            "image_size": 32,
+            "batch_size": 8,
+            "warmup": 1,
+            "iters": iters or 3,
+            "batches_per_iter": 2,
+            "fabric": "ethernet",
+        }
+    return [{"engine": e, "ranks": n, **common} for n in (1, 2) for e in train_engines.ENGINES["torch"]]
+
+
+def spec_for(cause: str, iters: int, slurm=None, arm: dict | None = None) -> RunSpec:
     common = workload(iters)
     if cause in ("traffic", "quiet-emulated"):
         return RunSpec(launcher="emulated", nodes=2, ranks=2, fabric="emu-eth-10g", **common)
@@ -107,7 +156,7 @@ def spec_for(cause: str, iters: int, slurm=None) -> RunSpec:
         return RunSpec(
             launcher="srun", nodes=2, ranks=2, fabric="ethernet", partition=partition, extra_env=threads, **common
         )
-    return RunSpec(ranks=2, **common)
+    return RunSpec(**(arm or {"ranks": 2, **common}))
 
 
 # ------------------------------------------------------------------ one run
@@ -117,9 +166,10 @@ def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def run_one(cause: str, results: Path, iters: int, slurm=None) -> dict:
-    """One run with `cause` planted; `slurm`: (cluster, site) of the emulated Slurm cluster."""
-    spec = spec_for(cause, iters, slurm)
+def run_one(cause: str, results: Path, iters: int, slurm=None, arm: dict | None = None) -> dict:
+    """One run with `cause` planted; `slurm`: (cluster, site) of the emulated Slurm cluster; `arm`:
+    a local run's fields (local_arms)."""
+    spec = spec_for(cause, iters, slurm, arm)
     prepared = prepare(spec, results, slurm[1] if spec.launcher == "srun" else None)
     planted_pids: list[int] = []
     done: dict = {}
@@ -129,6 +179,10 @@ def run_one(cause: str, results: Path, iters: int, slurm=None) -> dict:
         plant = cpu_hogs(planted_pids)
     elif cause == "memory":
         plant = memory_pressure(planted_pids)
+    elif cause == "disk":
+        plant = disk_writes(planted_pids, results)
+    elif cause == "loopback":
+        plant = loopback_traffic(planted_pids)
     elif cause == "stopped":
         plant = stopped_rank(prepared.plan.record_dir, spec.warmup, done)
     elif cause == "traffic":
@@ -145,10 +199,13 @@ def run_one(cause: str, results: Path, iters: int, slurm=None) -> dict:
     cpu = signals.get("cpu") or {}
     return {
         "cause": cause,
+        "arm": f"{spec.engine} x{spec.ranks}",
         "run_id": run.run_id,
         "status": run.status,
         "load_1min": load,
         "verdict": record.verdict,
+        "steadiness": record.steadiness,
+        "unsteady_because": list(record.unsteady_because or []),
         "named": sorted({str(c.signal) for c in record.causes or []}),
         "words": [str(c.words) for c in record.causes or []],
         "other_cores": cpu.get("other_cores"),
@@ -205,6 +262,7 @@ def confusion(runs: list[dict]) -> dict:
         "named_right": len(right),
         "quiet_runs": len(quiet),
         "quiet_flagged": len(flagged),
+        "quiet_unsteady": len([r for r in quiet if r.get("steadiness") == "unsteady"]),
         "quiet_flagged_by": [
             {"run_id": r["run_id"], "load_1min": r["load_1min"], "words": r["words"]} for r in flagged
         ],
@@ -231,6 +289,10 @@ def print_figures(runs: list[dict], figures: dict, started_load: str, ended_load
     if figures["quiet_runs"]:
         share = figures["quiet_flagged"] / figures["quiet_runs"]
         print(f"quiet runs flagged: {figures['quiet_flagged']} of {figures['quiet_runs']} ({share:.0%}; target <= 5 %)")
+        print(
+            f"quiet runs unsteady (kept, not flagged: their own steps varied): {figures['quiet_unsteady']} of "
+            f"{figures['quiet_runs']}"
+        )
     for miss in figures["missed"]:
         print(f"  missed {miss['cause']}: {miss['run_id']} named {miss['named'] or 'nothing'}: {miss['words']}")
     for flag in figures["quiet_flagged_by"]:
@@ -251,17 +313,22 @@ def print_figures(runs: list[dict], figures: dict, started_load: str, ended_load
         )
 
 
-def rounds(causes: list[str], count: int, results: Path, iters: int, slurm) -> list[dict]:
-    """Every cause once a round, the order rotated round by round; each run printed as it ends."""
+def rounds(causes: list[str], count: int, results: Path, iters: int, slurm, arms: list[dict]) -> list[dict]:
+    """Every cause once a round, the order rotated round by round, each local run on the next of
+    `arms` in turn; each run printed as it ends."""
     runs = []
+    taken = 0
     for round_ in range(count):
         order = causes[round_ % len(causes) :] + causes[: round_ % len(causes)]
         for cause in order:
-            run = run_one(cause, results, iters, slurm)
+            arm = arms[taken % len(arms)]
+            taken += 1
+            run = run_one(cause, results, iters, slurm, arm)
             runs.append(run)
+            steady = "unsteady" if run["steadiness"] == "unsteady" else ""
             print(
-                f"round {round_ + 1} {cause:<14} load {run['load_1min']:5.2f}  {run['verdict']:<12} "
-                f"{', '.join(run['named']) or '-'}  ({run['run_id']})",
+                f"round {round_ + 1} {cause:<14} {run['arm']:<11} load {run['load_1min']:5.2f}  "
+                f"{run['verdict']:<12} {', '.join(run['named']) or '-'} {steady} ({run['run_id']})",
                 flush=True,
             )
     return runs
@@ -275,7 +342,13 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3, help="each round runs every cause once (0: the verdict only)")
     p.add_argument("--causes", default=",".join(CAUSES), help="comma list of " + ", ".join(CAUSES))
-    p.add_argument("--iters", type=int, default=8, help="timed iterations per run")
+    p.add_argument("--iters", type=int, default=None, help="timed iterations per run (default: the settings')")
+    p.add_argument(
+        "--settings",
+        default="battery",
+        choices=SETTINGS,
+        help="the local runs' workload: the battery's own, make bench's, or the README's first sweep's",
+    )
     p.add_argument(
         "--verdict-repetitions",
         type=int,
@@ -287,10 +360,11 @@ def main() -> int:
     args = p.parse_args()
     causes = [c for c in args.causes.split(",") if c] if args.rounds else []
     unknown = [c for c in causes if c not in CAUSES]
-    if unknown or args.rounds < 0 or args.iters < 4 or not 0 <= args.verdict_repetitions <= 20:
+    iters = args.iters if args.iters is not None else 8
+    if unknown or args.rounds < 0 or iters < 1 or not 0 <= args.verdict_repetitions <= 20:
         print(
             f"error: causes must be among {', '.join(CAUSES)} (got {', '.join(unknown) or '-'}); "
-            f"--rounds >= 0; --iters >= 4; --verdict-repetitions 0-20",
+            f"--rounds >= 0; --iters >= 1; --verdict-repetitions 0-20",
             file=sys.stderr,
         )
         return 2
@@ -320,7 +394,9 @@ def main() -> int:
     results = args.results or Path(tempfile.mkdtemp(prefix="fabric-bench-battery-"))
     started = uptime()
     print(
-        f"battery: {args.rounds} round(s) of {', '.join(causes) or '-'}; results under {results}\n{started}", flush=True
+        f"battery: {args.rounds} round(s) of {', '.join(causes) or '-'} at the {args.settings} settings; "
+        f"results under {results}\n{started}",
+        flush=True,
     )
     runs = []
     demo = None
@@ -329,10 +405,11 @@ def main() -> int:
             slurm = None
             if "rate-limited" in causes:
                 slurm = stack.enter_context(slurm_cluster(f"bat{os.getpid() % 10000}", SLURM_RATE, results))
-            runs += rounds(causes, args.rounds, results, args.iters, slurm)
+            arms = local_arms(args.settings, args.iters)
+            runs += rounds(causes, args.rounds, results, iters, slurm, arms)
         if args.verdict_repetitions:
             demo = demonstrate(
-                dict(workload(args.iters)), results, args.verdict_repetitions, lambda line: print(line, flush=True)
+                dict(workload(iters)), results, args.verdict_repetitions, lambda line: print(line, flush=True)
             )
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

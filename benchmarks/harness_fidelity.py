@@ -6,8 +6,8 @@ framework's documented synthetic loop (benchmarks/reference/) started by the
 same starter (horovodrun --gloo, mpirun or torchrun) with the same model, batch,
 image size, iterations and threads (OMP_NUM_THREADS = cores / ranks), and
 nothing else of ours. The two alternate within each round (the order flips every
-round), so slow drifts of a shared machine hit both alike. Printed: img/s of
-every run, ours/reference per round and the ratio of the means.
+round: benchmarks/rounds.py), so slow drifts of a shared machine hit both alike.
+Printed: img/s of every run, ours/reference per round and the ratio of the means.
 
 Cases: torch-horovod (Horovod DistributedOptimizer), torch-ddp, tf-horovod
 (DistributedGradientTape; the reference runs Horovod's documented way, legacy
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -38,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.stats import summarize  # noqa: E402
+from benchmarks.rounds import alternating, paired_ratio  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
 from launch.ranks.launchers import Plan, mpirun_argv, tool_path  # noqa: E402
 from launch.runs.run import execute_run, prepare  # noqa: E402
@@ -112,14 +111,15 @@ def run_ours(spec: RunSpec, results: Path) -> float | None:
     return result.total_img_per_s
 
 
-def paired_ci(ratios: list[float]) -> str:
-    """Geometric mean of the per-round ratios, its 95 % CI (Student t on the logs) and what it shows."""
-    if len(ratios) < 2:
+def paired_ci(pairs: list[tuple[float, float]]) -> str:
+    """Geometric mean of the per-round ratios ours/reference, its paired 95 % CI (benchmarks/rounds.py)
+    and what it shows."""
+    found = paired_ratio(pairs)
+    if found is None or found.low is None or found.high is None:
         return "(one round: no CI)"
-    logs = summarize([math.log(r) for r in ratios])
-    low, high = math.exp(logs.mean - logs.ci95), math.exp(logs.mean + logs.ci95)
+    low, high = found.low, found.high
     shown = "ours faster" if low > 1 else "ours slower" if high < 1 else "no significant difference"
-    return f"paired {math.exp(logs.mean):.3f}, 95 % CI [{low:.3f}, {high:.3f}]: {shown}"
+    return f"paired {found.ratio:.3f}, 95 % CI [{low:.3f}, {high:.3f}]: {shown}"
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:
@@ -170,21 +170,15 @@ def main() -> int:
             )
             ours: list[float | None] = []
             theirs: list[float | None] = []
-            for round_ in range(args.rounds):
-                sides = [
-                    ("ours", lambda: run_ours(spec, args.results)),
-                    (
-                        "reference",
-                        lambda: run_reference(
-                            spec, script, ref_env, args.results / f"reference-{case}-{time.time():.0f}.log"
-                        ),
-                    ),
-                ]
-                for side, go in sides if round_ % 2 == 0 else sides[::-1]:
-                    value = go()
-                    (ours if side == "ours" else theirs).append(value)
-                    shown = f"{value:7.2f} img/s" if value else "failed"
-                    print(f"{case} round {round_ + 1} {side:<9} {shown}", flush=True)
+            for round_, side in alternating(("ours", "reference"), args.rounds):
+                if side == "ours":
+                    value = run_ours(spec, args.results)
+                else:
+                    log = args.results / f"reference-{case}-{time.time():.0f}.log"
+                    value = run_reference(spec, script, ref_env, log)
+                (ours if side == "ours" else theirs).append(value)
+                shown = f"{value:7.2f} img/s" if value else "failed"
+                print(f"{case} round {round_ + 1} {side:<9} {shown}", flush=True)
             table.append((case, spec, ours, theirs))
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -205,7 +199,7 @@ def main() -> int:
         print(
             f"{case:<17} {spec.model} b{spec.batch_size} {spec.effective_image_size}px: ours "
             f"{statistics.mean(a for a, _ in pairs):7.2f}  reference {statistics.mean(b for _, b in pairs):7.2f} "
-            f"img/s  ratio {ratio:.3f}  (rounds: {rounds})  {paired_ci([a / b for a, b in pairs])}"
+            f"img/s  ratio {ratio:.3f}  (rounds: {rounds})  {paired_ci(pairs)}"
         )
     return 0 if ok else 1
 

@@ -5,6 +5,9 @@ on, and names the processes it started (`pids`) so a test can check none is left
     memory_pressure     a writer/reader in a 48 MiB memory cgroup (v1): reclaim, PSI stalls
     stopped_rank        the last rank SIGSTOPped for STOP_S once its timed phase is under way
     background_traffic  iperf3 between the two nodes of an emulated cluster
+    disk_writes         `dd oflag=direct` over one scratch file, again and again (I/O pressure)
+    loopback_traffic    a TCP pair on 127.0.0.1 pushing bytes as fast as it can (a one-node
+                        run's ranks exchange through the loopback)
     rate_limited_node   one node's egress of an emulated Slurm cluster shaped to a quarter
                         of its link (as `emulate up --slow nI` does), its link given back after
     slurm_cluster       the emulated Slurm cluster those runs go to, and its site
@@ -31,6 +34,16 @@ from launch.errors import UsageError
 STOP_S = 1.0
 MEMORY_LIMIT_BYTES = 48 << 20
 MEMORY_FILE_MB = 200
+DISK_FILE_MB = 64  # dd rewrites this much, so nothing fills the disk
+PUSHER_NAME = "fb-battery-lo"  # its comm
+PUSHER = (
+    f"import socket, threading\nopen('/proc/self/comm', 'w').write({PUSHER_NAME!r})\n"
+    "server = socket.create_server(('127.0.0.1', 0))\nout = socket.create_connection(server.getsockname())\n"
+    "into, _ = server.accept()\n"
+    "def drain():\n    while into.recv(1 << 20):\n        pass\n"
+    "threading.Thread(target=drain, daemon=True).start()\nblock = bytes(1 << 20)\n"
+    "while True:\n    out.sendall(block)\n"
+)
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
 HOG_NAME = "fb-battery-hog"  # its comm: the cpu cause is right only where the sampler names it
 HOG = (
@@ -82,6 +95,42 @@ def memory_pressure(pids: list[int]):
             except OSError:
                 time.sleep(0.1)
         os.unlink(scratch.name)
+
+
+@contextlib.contextmanager
+def disk_writes(pids: list[int], where: Path):
+    """`dd if=/dev/zero bs=1M oflag=direct` over one DISK_FILE_MB file under `where` (a real disk:
+    O_DIRECT needs one), again and again, in its own session."""
+    scratch = tempfile.NamedTemporaryFile(prefix="fabric-bench-battery-dd-", dir=where, delete=False)
+    scratch.close()
+    loop = (
+        f"while true; do dd if=/dev/zero of={scratch.name} bs=1M count={DISK_FILE_MB} oflag=direct "
+        "conv=notrunc 2>/dev/null || exit 1; done"
+    )
+    writer = subprocess.Popen(["sh", "-c", loop], start_new_session=True)
+    pids.append(writer.pid)
+    try:
+        time.sleep(0.5)
+        if writer.poll() is not None:
+            raise UsageError(f"dd oflag=direct cannot write under {where} (a file system without O_DIRECT?)")
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(writer.pid, signal.SIGKILL)
+        writer.wait()
+        os.unlink(scratch.name)
+
+
+@contextlib.contextmanager
+def loopback_traffic(pids: list[int]):
+    """A TCP pair on 127.0.0.1 in one process, pushing 1 MiB writes as fast as it can."""
+    pusher = subprocess.Popen([sys.executable, "-c", PUSHER])
+    pids.append(pusher.pid)
+    try:
+        yield
+    finally:
+        pusher.kill()
+        pusher.wait()
 
 
 def heartbeats(record_dir: Path) -> list[dict]:

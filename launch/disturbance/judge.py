@@ -1,9 +1,13 @@
 """From snapshots (launch.disturbance.sample) and a result to a disturbance record.
 
 Each signal gives its figure, its limit and a verdict (clean, disturbed, not measured);
-the record's verdict is `disturbed` when any signal is, with one named cause per disturbed
-signal in words a reader can act on ("other processes used 0.92 of a core during the timed
-window (stress 0.91)"). The limits and why they are where they are: docs/disturbance.md.
+the record's verdict is `disturbed` when any outside cause is (SIGNALS: others' CPU, steal,
+memory or I/O pressure, a stopped process, foreign traffic, the GPU, a rate-limited node), with
+one named cause per disturbed signal in words a reader can act on ("other processes used 0.92
+of a core during the timed window (stress 0.91)"). The run's own step times are not a cause:
+they make its `steadiness` (steady, unsteady, not measured), judged after the warm-up its
+figures cut (the result's `steady_state`). The limits and why they are where they are:
+docs/disturbance.md.
 
 The timed window comes from the ranks' own progress records (bench.progress: the end of
 every timed iteration); a benchmark without them (allreduce, halo) is judged over the
@@ -18,19 +22,23 @@ from typing import Any
 from launch.disturbance.gpu import GpuReading, gpu_signal, gpu_words
 from launch.disturbance.link import link_signal, link_words, node_link
 from launch.disturbance.nodes import gpu_reading_from, snapshot_from
-from launch.disturbance.sample import PAGE_BYTES, TICKS_PER_S, Snapshot
+from launch.disturbance.sample import LOOPBACK, PAGE_BYTES, TICKS_PER_S, Snapshot
 from launch.disturbance.steps import series_figures, step_times
 
 # cause names: what `causes[].signal` holds and the battery's confusion matrix is keyed by
-CPU, STEAL, MEMORY, STOPPED, TRAFFIC, GPU, STEPS = "cpu", "steal", "memory", "stopped", "traffic", "gpu", "steps"
+CPU, STEAL, MEMORY, IO, STOPPED, TRAFFIC, GPU = "cpu", "steal", "memory", "io", "stopped", "traffic", "gpu"
 LINK = "link"  # a rate-limited node, among several (launch.disturbance.link)
-SIGNALS = (CPU, STEAL, MEMORY, STOPPED, TRAFFIC, GPU, LINK, STEPS)
+SIGNALS = (CPU, STEAL, MEMORY, IO, STOPPED, TRAFFIC, GPU, LINK)  # outside causes: what makes a run disturbed
+STEPS = "steps"  # the run's own step series: its steadiness, never a cause
 VERDICTS = ("clean", "disturbed", "not recorded")
+STEADINESS = ("steady", "unsteady", "not measured")
 
 OTHER_CORES_LIMIT = 0.25  # other processes' CPU, in cores, averaged over the window
 STEAL_CORES_LIMIT = 0.10  # the hypervisor's steal, in cores
 MEMORY_SOME_LIMIT = 0.02  # share of the window some task stalled on memory (PSI "some")
 SWAP_BYTES_LIMIT = 1 << 20  # swapped in + out during the window
+IO_SOME_LIMIT = 0.05  # share of the window some task stalled on I/O (PSI "some")
+IO_BYTES_PER_S_LIMIT = 32 << 20  # others' storage bytes per second, where the kernel has no I/O PSI
 STOPPED_SNAPSHOTS_LIMIT = 1  # a run process seen stopped in this many snapshots
 TRAFFIC_OVERHEAD = 1.15  # TCP/IP headers and the control traffic on top of the payload
 FOREIGN_BYTES_LIMIT = 8 << 20  # and at least this much, or 25 % of the run's own bytes
@@ -131,6 +139,36 @@ def memory_signal(span: list[Snapshot], seconds: float) -> dict:
     return {**out, "verdict": "disturbed" if disturbed else "clean"}
 
 
+def io_signal(span: list[Snapshot], seconds: float) -> dict:
+    """I/O pressure over the window (PSI "some": a task waited on storage) and the storage bytes
+    of the processes outside the run, the busiest named; where the kernel has no I/O PSI, those
+    bytes per second are judged instead."""
+    a, b = span[0], span[-1]
+    out: dict[str, Any] = {"limit_some_share": IO_SOME_LIMIT}
+    if a.io_some_us is not None and b.io_some_us is not None and seconds > 0:
+        out["some_share"] = round((b.io_some_us - a.io_some_us) / 1e6 / seconds, 4)
+        out["full_share"] = round(((b.io_full_us or 0) - (a.io_full_us or 0)) / 1e6 / seconds, 4)
+        out["source"] = "/proc/pressure/io"
+    by_name: dict[str, int] = {}
+    for key, (name, nbytes) in b.io.items():  # a process absent at the start began in the window
+        moved = nbytes - a.io.get(key, (name, 0))[1]
+        if moved > 0:
+            by_name[name] = by_name.get(name, 0) + moved
+    if b.io or a.io:
+        out["others_bytes"] = sum(by_name.values())
+        out["top"] = [
+            {"name": n, "bytes": v} for n, v in sorted(by_name.items(), key=lambda item: -item[1])[:TOP_PROCESSES]
+        ]
+    if "some_share" in out:
+        disturbed = out["some_share"] >= IO_SOME_LIMIT
+    elif "others_bytes" in out and seconds > 0:
+        out["limit_bytes_per_s"] = IO_BYTES_PER_S_LIMIT
+        disturbed = out["others_bytes"] / seconds >= IO_BYTES_PER_S_LIMIT
+    else:
+        return {**out, "verdict": "not measured", "why": "no I/O PSI and no readable /proc/PID/io"}
+    return {**out, "verdict": "disturbed" if disturbed else "clean"}
+
+
 def stopped_signal(span: list[Snapshot], interval: float) -> dict:
     seen: dict[int, tuple[str, int]] = {}
     for s in span:
@@ -147,33 +185,68 @@ def stopped_signal(span: list[Snapshot], interval: float) -> dict:
     }
 
 
+def nodes_of(result: dict) -> int:
+    from launch.results.result import typed
+
+    fields = typed(result)
+    return (fields.spec.nodes if fields is not None and fields.spec is not None else None) or 1
+
+
+def shared_memory(fields: Any) -> str | None:
+    """Why a one-node run's ranks exchange through shared memory rather than the loopback (None:
+    through the loopback, as gloo's and gRPC's TCP do): GPUs (NCCL's shared memory or P2P), and
+    Horovod under mpirun, whose Open MPI takes its shared-memory btl (vader) between ranks of one
+    node unless the run's own OMPI_MCA_btl leaves it out (a 2-rank run here moved 0 MB on lo)."""
+    spec = fields.spec
+    if (getattr(spec, "gpus_per_node", None) or 0) > 0:
+        return "one node's GPUs exchange through NCCL's shared memory or P2P, not the loopback"
+    if fields.engine != "horovod" or getattr(spec, "controller", None) != "mpi":
+        return None
+    env = getattr(spec, "extra_env", None)
+    btl = str(env.get("OMPI_MCA_btl") or "") if isinstance(env, dict) else ""
+    names = {n.strip() for n in btl.lstrip("^").split(",") if n.strip()}
+    vader = not btl or (bool(names & {"vader", "sm"}) != btl.startswith("^"))
+    return "Open MPI's shared memory (vader) carries one node's Horovod exchange, not the loopback" if vader else None
+
+
 def own_bytes(result: dict) -> tuple[float | None, str]:
     """What the benchmark itself moved through one node's interface, sent + received (an upper
-    bound: warm-ups counted whole), and how that was reckoned (its kind's count: launch.kinds)."""
+    bound: warm-ups counted whole), and how that was reckoned (its kind's count: launch.kinds).
+    On one node its ranks' exchange goes through the loopback, where each byte is counted as
+    sent and as received: the same count with every rank on the node."""
     from launch.kinds import kind_of
     from launch.results.result import typed
 
     fields = typed(result)
     ranks = fields.world_size if fields is not None else None
-    nodes = (fields.spec.nodes if fields is not None and fields.spec is not None else None) or 1
-    if fields is None or not ranks or ranks < 2 or nodes < 2:
-        return None, "one node: nothing crosses the fabric"
+    nodes = nodes_of(result)
+    if fields is None or not ranks:
+        return None, "the run's ranks are not known"
+    if ranks < 2:
+        return 0.0, "one rank: nothing exchanged"
+    if nodes < 2 and (why := shared_memory(fields)) is not None:
+        return 0.0, why
     kind = kind_of(result)
     counted = kind.own_bytes(fields, ranks, ranks // nodes) if kind is not None else None
     if counted is None:
         return None, "this benchmark's own bytes are not known"
-    return counted[0] * TRAFFIC_OVERHEAD, counted[1]
+    return counted[0] * TRAFFIC_OVERHEAD, counted[1] + (" (one node: through the loopback)" if nodes < 2 else "")
 
 
 def traffic_signal(span: list[Snapshot], result: dict) -> dict:
+    """Bytes on the run's interfaces beyond its own: the fabric interface the run's variables name
+    and, where every rank is on this one node, the loopback its ranks exchange through."""
     a, b = span[0], span[-1]
-    names = sorted(set(a.net) & set(b.net))
-    if not names:
+    counters = {n: (a.net[n], b.net[n]) for n in sorted(set(a.net) & set(b.net))}
+    if nodes_of(result) < 2 and a.loopback is not None and b.loopback is not None:
+        counters.setdefault(LOOPBACK, (a.loopback, b.loopback))
+    if not counters:
         return {"verdict": "not measured", "why": "the run's fabric interface was not named or not readable"}
-    moved = sum((b.net[n][0] - a.net[n][0]) + (b.net[n][1] - a.net[n][1]) for n in names)
+    names = sorted(counters)
+    moved = sum((end[0] - start[0]) + (end[1] - start[1]) for start, end in counters.values())
     own, how = own_bytes(result)
-    if own is None:
-        own = 0.0
+    if own is None or (nodes_of(result) < 2 and LOOPBACK not in counters):
+        own = 0.0  # one node's fabric interface: nothing of the run's crosses it
     foreign = max(0.0, moved - own)
     limit = max(FOREIGN_BYTES_LIMIT, FOREIGN_SHARE_LIMIT * own)
     return {
@@ -209,6 +282,14 @@ def cause_words(signal: str, figures: dict, seconds: float, window: str = "the t
         if figures.get("swap_bytes", 0) >= SWAP_BYTES_LIMIT:
             parts.append(f"{figures['swap_bytes'] / 2**20:.1f} MiB swapped in and out")
         return "memory pressure: " + "; ".join(parts)
+    if signal == IO:
+        who = ", ".join(f"{t['name']} {t['bytes'] / 1e6:.0f} MB" for t in figures.get("top", []) if t["bytes"] >= 1e6)
+        how = (
+            f"some task waited on storage {figures['some_share']:.0%} of {window} (PSI)"
+            if "some_share" in figures
+            else f"other processes moved {figures.get('others_bytes', 0) / 1e6:.0f} MB to and from storage"
+        )
+        return f"I/O pressure: {how}" + (f" (the busiest: {who})" if who else "")
     if signal == STOPPED:
         who = ", ".join(f"{p['name']} (pid {p['pid']}) ~{p['about_seconds']:g} s" for p in figures["processes"])
         return f"a process of the run was stopped (SIGSTOP or a debugger): {who}"
@@ -221,18 +302,20 @@ def cause_words(signal: str, figures: dict, seconds: float, window: str = "the t
         return gpu_words(figures)
     if signal == LINK:
         return link_words(figures)
-    return "the steps were not steady: " + "; ".join(figures.get("reasons", []))
+    return f"signal {signal}: " + "; ".join(str(r) for r in figures.get("reasons", []))
 
 
 def steps_signal(result: dict) -> dict:
+    """The run's steadiness: its step series after the warm-up its figures cut (steady_cut)."""
     from launch.kinds import kind_of
-    from launch.results.result import typed
+    from launch.results.result import steady_cut, typed
 
     kind, fields = kind_of(result), typed(result)
     samples = kind.samples(fields) if kind is not None and fields is not None else []
     if kind is None or len(samples) < 2:
         return {"verdict": "not measured", "why": "no per-iteration samples"}
-    return series_figures(step_times(samples, kind.metric.higher_is_better))
+    cut = min(steady_cut(result), len(samples) - 1)
+    return {**series_figures(step_times(samples[cut:], kind.metric.higher_is_better)), "warmup_steps_cut": cut}
 
 
 def host_signals(
@@ -242,7 +325,7 @@ def host_signals(
     interval: float,
     gpu_readings: list[GpuReading] | None = None,
 ) -> tuple[dict[str, dict], dict | None]:
-    """One host's signals over the timed window (cpu, steal, memory, stopped, traffic, gpu), and the
+    """One host's signals over the timed window (cpu, steal, memory, io, stopped, traffic, gpu), and the
     window with how much of it the snapshots covered; no signals where they do not bracket it."""
     signals: dict[str, dict] = {}
     if window is None or len(snapshots) < 2:
@@ -259,6 +342,7 @@ def host_signals(
     }
     signals[CPU], signals[STEAL] = cpu_signal(span, seconds)
     signals[MEMORY] = memory_signal(span, seconds)
+    signals[IO] = io_signal(span, seconds)
     signals[STOPPED] = stopped_signal(span, interval)
     signals[TRAFFIC] = traffic_signal(span, result)
     if gpu_readings is not None:  # the run asked for GPUs and this host has nvidia-smi
@@ -284,6 +368,12 @@ def causes_of(signals: dict[str, dict], seconds: float, node: str | None = None)
 
 def verdict_of(causes: list[dict], measured: bool) -> str:
     return "disturbed" if causes else "clean" if measured else "not recorded"
+
+
+def steadiness_of(steps: dict) -> dict:
+    """The record's steadiness fields from its steps signal (launch.disturbance.steps)."""
+    verdict = steps.get("verdict") if steps.get("verdict") in STEADINESS else "not measured"
+    return {"steadiness": verdict, "unsteady_because": list(steps.get("reasons", [])) if verdict == "unsteady" else []}
 
 
 def record(
@@ -312,6 +402,7 @@ def record(
     return {
         "verdict": verdict_of(causes, measured_host),
         "causes": causes,
+        **steadiness_of(signals[STEPS]),
         "window": window,
         "signals": signals,
         "sampler": sampler,
@@ -369,6 +460,7 @@ def nodes_record(
     return {
         "verdict": verdict_of(causes, measured),
         "causes": causes,
+        **steadiness_of(signals[STEPS]),
         "window": window,
         "signals": signals,
         "nodes": nodes,

@@ -53,6 +53,7 @@ def snapshot_json(s: Snapshot) -> dict:
         "cpu_busy": [[cpu, ticks] for cpu, ticks in s.cpu_busy.items()],
         "foreign": [[pid, start, name, ticks] for (pid, start), (name, ticks) in s.foreign.items()],
         "own": [[pid, start, ticks] for (pid, start), ticks in s.own.items()],
+        "io": [[pid, start, name, nbytes] for (pid, start), (name, nbytes) in s.io.items()],
     }
 
 
@@ -72,6 +73,10 @@ def snapshot_from(data: dict) -> Snapshot:
         None if data["swapped_pages"] is None else int(data["swapped_pages"]),
         {str(name): (int(rx), int(tx)) for name, (rx, tx) in data.get("net", {}).items()},
         [int(c) for c in data.get("run_cpus", [])],
+        None if data.get("io_some_us") is None else int(data["io_some_us"]),
+        None if data.get("io_full_us") is None else int(data["io_full_us"]),
+        {(int(pid), int(start)): (str(name), int(nbytes)) for pid, start, name, nbytes in data.get("io", [])},
+        None if data.get("loopback") is None else (int(data["loopback"][0]), int(data["loopback"][1])),
     )
 
 

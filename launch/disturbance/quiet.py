@@ -1,5 +1,5 @@
 """Is this host quiet? A few seconds of a run's host signals (CPU taken by others, steal, memory
-pressure) sampled before a sweep or a locate, judged by the limits a run's record uses (judge).
+and I/O pressure) sampled before a sweep or a locate, judged by the limits a run's record uses (judge).
 
     python -m launch.disturbance.quiet [SECONDS]    # one JSON line: this host's report
 
@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from launch.disturbance.judge import CPU, MEMORY, STEAL, cause_words, cpu_signal, memory_signal
+from launch.disturbance.judge import CPU, IO, MEMORY, STEAL, cause_words, cpu_signal, io_signal, memory_signal
 from launch.disturbance.sample import Sampler
 
 QUIET_SECONDS = 3.0  # six snapshots: a hog of a quarter core shows; a sweep waits no longer than this
@@ -33,7 +33,7 @@ def sample_here(seconds: float = QUIET_SECONDS) -> dict:
     if span <= 0:
         return {"host": socket.gethostname(), "verdict": "not checked", "why": "fewer than two snapshots"}
     cpu, steal = cpu_signal(snapshots, span)
-    signals = {CPU: cpu, STEAL: steal, MEMORY: memory_signal(snapshots, span)}
+    signals = {CPU: cpu, STEAL: steal, MEMORY: memory_signal(snapshots, span), IO: io_signal(snapshots, span)}
     window = "the quiet check"
     causes = [
         cause_words(name, figures, span, window)

@@ -9,8 +9,13 @@ already watches): no extra process, nothing per rank. Each snapshot holds
 - which of the run's processes were stopped (state T or t: SIGSTOP, a debugger);
 - memory pressure (/proc/pressure/memory where the kernel has PSI) and swap traffic
   (/proc/vmstat pswpin/pswpout);
-- the byte counters of the run's fabric interfaces, read through a rank's own network
-  namespace (/proc/PID/net/dev), so an emulated node's interfaces are counted too.
+- I/O pressure (/proc/pressure/io) and the storage bytes of every other process
+  (/proc/PID/io read_bytes + write_bytes, where readable): read for all at the first
+  snapshot, then again only for a process that ran, waited on I/O (state D) or is new since
+  the last one, its last figure carried otherwise (reading ~150 more files every snapshot
+  would double the sampler's cost);
+- the byte counters of the run's fabric interfaces and of its loopback, read through a rank's
+  own network namespace (/proc/PID/net/dev), so an emulated node's interfaces are counted too.
 
 Where the run asked for GPUs and this host has nvidia-smi, every GPU_INTERVAL_S it also reads
 the GPUs' clock-event reasons, clocks and processes (launch.disturbance.gpu).
@@ -35,6 +40,8 @@ INTERVAL_S = 0.5  # a 1 s stop is seen in 1-2 snapshots; the cost (docs/disturba
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 STOPPED_STATES = ("T", "t")
+IO_WAIT_STATE = "D"
+LOOPBACK = "lo"
 
 
 @dataclass
@@ -62,6 +69,11 @@ class Snapshot:
     swapped_pages: int | None  # pswpin + pswpout
     net: dict[str, tuple[int, int]] = field(default_factory=dict)  # interface -> (rx, tx) bytes
     run_cpus: list[int] = field(default_factory=list)  # the union of the ranks' affinity
+    io_some_us: int | None = None  # PSI: time some task stalled on I/O (None: no PSI)
+    io_full_us: int | None = None
+    # (pid, start) -> (name, storage bytes read + written) of everyone else, where readable
+    io: dict[tuple[int, int], tuple[str, int]] = field(default_factory=dict)
+    loopback: tuple[int, int] | None = None  # the ranks' lo: (rx, tx) bytes
 
 
 def read_text(path: str) -> str | None:
@@ -129,6 +141,15 @@ def psi_totals(text: str | None) -> tuple[int | None, int | None]:
     return out.get("some"), out.get("full")
 
 
+def storage_bytes(text: str | None) -> int | None:
+    """read_bytes + write_bytes of a /proc/PID/io (what reached the storage layer); None: unreadable."""
+    counters = dict(line.split(": ", 1) for line in (text or "").splitlines() if ": " in line)
+    try:
+        return int(counters["read_bytes"]) + int(counters["write_bytes"])
+    except (KeyError, ValueError):
+        return None
+
+
 def swapped_pages(text: str | None) -> int | None:
     counters = dict(line.split()[:2] for line in (text or "").splitlines() if len(line.split()) >= 2)
     if "pswpin" not in counters:
@@ -163,6 +184,13 @@ def heartbeat_pids(record_dir: Path | None, proc: str = "/proc") -> set[int]:
         if isinstance(pid, int) and pid > 1 and str(record_dir) in (read_text(f"{proc}/{pid}/cmdline") or ""):
             pids.add(pid)
     return pids
+
+
+def same_netns(proc: str, pid: int) -> bool:
+    try:
+        return os.readlink(f"{proc}/{pid}/ns/net") == os.readlink(f"{proc}/self/ns/net")
+    except OSError:
+        return False
 
 
 def tree_of(roots: set[int], table: dict[int, Process]) -> set[int]:
@@ -200,6 +228,9 @@ class Sampler:
         self.cost_wall_s = 0.0
         self.ranks: set[int] = set()
         self._own_total = 0
+        self._io: dict[tuple[int, int], tuple[str, int]] = {}  # others' storage bytes, as last read
+        self._io_unreadable: set[tuple[int, int]] = set()
+        self._in_my_netns: bool | None = None  # the run's processes share this process's network namespace
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="disturbance-sampler", daemon=True)
         self._self = os.getpid()
@@ -248,12 +279,20 @@ class Sampler:
         }
         stopped = [(p.pid, p.name) for pid, p in table.items() if pid in own_pids and p.state in STOPPED_STATES]
         some, full = psi_totals(read_text(f"{self.proc}/pressure/memory"))
+        io_some, io_full = psi_totals(read_text(f"{self.proc}/pressure/io"))
+        io = self.others_io(foreign, table)
         net: dict[str, tuple[int, int]] = {}
-        if self.interfaces:
-            for pid in sorted(self.ranks & set(table)) or [self.root_pid]:  # a rank's network namespace
-                net = interface_bytes(read_text(f"{self.proc}/{pid}/net/dev"), self.interfaces)
-                if net:
-                    break
+        loopback = None
+        for pid in sorted(self.ranks & set(table)) or [self.root_pid]:  # a rank's network namespace
+            counters = interface_bytes(read_text(f"{self.proc}/{pid}/net/dev"), (*self.interfaces, LOOPBACK))
+            loopback = counters.get(LOOPBACK, loopback)
+            net = {name: value for name, value in counters.items() if name in self.interfaces}
+            if counters and self._in_my_netns is None:
+                self._in_my_netns = same_netns(self.proc, pid)
+            if net or not self.interfaces:
+                break
+        if loopback is None and self._in_my_netns:  # the run's processes are gone: theirs was ours
+            loopback = interface_bytes(read_text(f"{self.proc}/self/net/dev"), (LOOPBACK,)).get(LOOPBACK)
         run_cpus: set[int] = set()
         for pid in self.ranks & set(table):
             try:
@@ -274,6 +313,10 @@ class Sampler:
             swapped_pages(read_text(f"{self.proc}/vmstat")),
             net,
             sorted(run_cpus),
+            io_some,
+            io_full,
+            io,
+            loopback,
         )
         self.snapshots.append(snapshot)
         if self.gpus and (last or now - self._gpu_read_at >= gpu.GPU_INTERVAL_S):
@@ -283,6 +326,29 @@ class Sampler:
             if reading is not None:
                 self.gpu_readings.append(reading)
         return snapshot
+
+    def others_io(
+        self, foreign: dict[tuple[int, int], tuple[str, int]], table: dict[int, Process]
+    ) -> dict[tuple[int, int], tuple[str, int]]:
+        """Every other process's storage bytes: read where it ran, waited on I/O or is new since the
+        last snapshot (all at the first), else carried from the last reading."""
+        before = self.snapshots[-1].foreign if self.snapshots else None
+        io = {}
+        for key, (name, ticks) in foreign.items():
+            known = self._io.get(key)
+            if key in self._io_unreadable:
+                continue
+            moved = before is None or key not in before or before[key][1] != ticks
+            if known is None or moved or table[key[0]].state == IO_WAIT_STATE:
+                read = storage_bytes(read_text(f"{self.proc}/{key[0]}/io"))
+                if read is None:
+                    self._io_unreadable.add(key)
+                    continue
+                known = (name, read)
+            io[key] = known
+        self._io = io
+        self._io_unreadable &= set(foreign)
+        return dict(io)
 
     def cost(self) -> dict:
         """The sampler's own cost over the run: CPU seconds, and the share of one core it took."""

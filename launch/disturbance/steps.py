@@ -1,14 +1,17 @@
 """The step-time series of a run: was it steady while it was timed?
 
 A run's own samples (one per timed iteration: img/s, seconds, or an allreduce's
-microseconds) are turned into step times and read three ways:
+microseconds), after the warm-up its figures cut (bench.steady_state, the result's
+`steady_state`), are turned into step times and read three ways:
 
 - coefficient of variation (standard deviation / mean of the step times);
 - drift: the second half's mean step time against the first half's (+0.2: 20 % slower);
 - outliers: the share of steps slower than OUTLIER_FACTOR x the median step.
 
 Each is set against its limit (docs/disturbance.md says why these): a run past any of
-them is not steady, whatever the host's counters say.
+them is `unsteady`. That is a property of the run, not a cause from outside (which only the
+host's signals name, launch.disturbance.judge): an unsteady run stays in points and verdicts,
+its wider CI saying how far to trust it.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def series_figures(times: list[float]) -> dict:
             f"(limit {OUTLIER_SHARE_LIMIT:.0%} of steps)"
         )
     return {
-        "verdict": "disturbed" if reasons else "clean",
+        "verdict": "unsteady" if reasons else "steady",
         "steps": len(times),
         "cv": round(cv, 4),
         "drift": round(drift, 4),

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 from bench import catalog, numerics
 from bench.stats import summarize
+from bench.steady_state import steady_state
 from launch.errors import UsageError
 from launch.kinds.kind import Judged, Kind, Metric, by_rank, fmt
 from launch.ranks.heartbeat import stragglers
@@ -125,8 +126,8 @@ def training_row(fields: ResultSchema, efficiency: str) -> list[str]:
         str(ranks),
         fmt(at(fields, "throughput.total_img_per_s"), ".1f"),
         fmt(at(fields, "throughput.per_rank_img_per_s"), ".1f"),
-        interval_text(
-            number(at(fields, "throughput.ci95_img_per_s")), "img/s", samples=len(KIND_METRIC.samples(fields))
+        interval_text(  # one run's, over its iterations: the cell says so
+            number(at(fields, "throughput.ci95_img_per_s")), "img/s", 1, len(KIND_METRIC.samples(fields))
         ),
         efficiency,
         fmt(fields.comm_fraction if ranks > 1 else None, ".0%"),
@@ -249,9 +250,13 @@ class Train(Kind):
             return {}, problems
         ranks = [ranks_by[k] for k in sorted(ranks_by)]
         totals = elementwise_sum([r["samples_img_per_s"] for r in ranks])  # all ranks step together
-        total = summarize(totals)
-        rank_means = [summarize(r["samples_img_per_s"]).mean for r in ranks]
-        compute_means = [summarize(r["compute_samples_img_per_s"]).mean for r in ranks]
+        # the warm-up found in the steps (bench.steady_state), left out of the figures; samples kept whole
+        steady = steady_state(totals)
+        cut = steady.warmup_steps_cut
+        compute_cut = steady_state(elementwise_sum([r["compute_samples_img_per_s"] for r in ranks])).warmup_steps_cut
+        total = summarize(totals[cut:])
+        rank_means = [summarize(r["samples_img_per_s"][cut:]).mean for r in ranks]
+        compute_means = [summarize(r["compute_samples_img_per_s"][compute_cut:]).mean for r in ranks]
         # time share of a step not explained by the same step without gradient exchange
         shares = [1.0 - train / compute for train, compute in zip(rank_means, compute_means)]
         diff = max(r["params_max_abs_diff"] for r in ranks)
@@ -272,6 +277,7 @@ class Train(Kind):
                 "rank_img_per_s": [r["samples_img_per_s"] for r in ranks],
                 "rank_compute_img_per_s": [r["compute_samples_img_per_s"] for r in ranks],
             },
+            "steady_state": {**steady.as_dict(), "compute_warmup_steps_cut": compute_cut},
             "compute_img_per_s": sum(compute_means),
             "comm_fraction": min(1.0, max(0.0, sum(shares) / len(shares))),
             "comm_fraction_raw": sum(shares) / len(shares),

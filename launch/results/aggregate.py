@@ -17,10 +17,14 @@ they cannot disagree:
   that baseline; a 1-rank point has efficiency 1 by definition.
 - Communication share: the mean of the runs' `comm_fraction`; a 1-rank point
   has none (nothing is communicated; what the field holds there is noise).
-- A run whose disturbance record says `disturbed` (launch.disturbance) is left out of
-  its point, which names it (`left_out`); where every run of a configuration was
+- A run whose disturbance record says `disturbed` (launch.disturbance: an outside cause) is
+  left out of its point, which names it (`left_out`); where every run of a configuration was
   disturbed, the point is kept so readers can name it, marked `disturbed`, and nothing
   built on it (efficiency, a verdict) is read as clean. `keep_disturbed` keeps them in.
+  A run that is only `unsteady` (its own steps varied) stays in, its spread widening the
+  CI, and the point names it (`unsteady`).
+- A run's samples are its steady ones: the warm-up its result cut (`steady_state`,
+  bench.steady_state) is left out here as in its own figures.
 
 Fields a result lacks leave it out; they never fail an aggregation.
 """
@@ -43,7 +47,9 @@ from launch.results.result import (
     field_of,
     number,
     scaling_efficiency,
+    steady_cut,
     typed,
+    unsteady,
 )
 
 CI_METHOD = (
@@ -69,9 +75,11 @@ def run_value(result: dict) -> float | None:
 
 
 def run_samples(result: dict) -> list[float]:
-    """Every timed iteration's value of the metric (the run's value alone if none are stored)."""
+    """Every steady timed iteration's value of the metric: the warm-up its result cut left out (the
+    run's value alone if no samples are stored)."""
     found, fields = kind_of(result), typed(result)
-    return found.samples(fields) if found is not None and fields is not None else []
+    samples = found.samples(fields) if found is not None and fields is not None else []
+    return samples[min(steady_cut(result), max(0, len(samples) - 1)) :]
 
 
 @dataclass(frozen=True)
@@ -232,6 +240,11 @@ class Point:
         return None
 
     @property
+    def unsteady(self) -> list[str]:
+        """The run ids of its runs whose own steps were unsteady (kept: their spread is in the CI)."""
+        return [as_result(r).run_id for r in self.runs if unsteady(r)]
+
+    @property
     def metric(self) -> Metric:
         return METRICS[self.benchmark]
 
@@ -297,6 +310,14 @@ class Point:
             return None
         return value / self.baseline.mean
 
+    @property
+    def same_cores(self) -> float | None:
+        """The point's same-cores efficiency (its mean / its 1-rank baseline's); None on one rank and
+        where the ranks do not share a host's cores."""
+        if not self.shares_cores or self.baseline is None:
+            return None
+        return self.mean / self.baseline.mean
+
     def describe(self) -> dict:
         """Plain data (report_data.json, summary.json)."""
         spec = spec_of(self.first)
@@ -319,11 +340,13 @@ class Point:
             "n_samples": self.n_samples,
             "repetition_values": [run_value(r) for r in self.runs],
             "scaling_efficiency": self.efficiency,
+            "same_cores_efficiency": self.same_cores,
             "comm_fraction": self.comm_fraction,
             "baseline_runs": [as_result(r).run_id for r in self.baseline.runs] if self.baseline else None,
             "runs": [as_result(r).run_id for r in self.runs],
             "disturbed": self.disturbed,
             "left_out": self.left_out,
+            "unsteady_runs": self.unsteady,
             "unreadable_because": self.unreadable_because,
         }
 

@@ -1,6 +1,12 @@
 """The report's figures (matplotlib, Agg): throughput, efficiency and communication share vs
 ranks, the verdicts' ratios, a size sweep's bus bandwidth vs message size, predicted vs measured;
-and what a figure shows, read back from it (figure_data) and what of it is drawn off its edges."""
+and what a figure shows, read back from it (figure_data) and what of it is drawn off its edges.
+
+Where a series' ranks share one host's cores (aggregate.Point.shares_cores), N x the 1-rank
+throughput is no ideal: the throughput plot draws the 1-rank total beside it and the
+efficiency plot the same-cores efficiency beside the per-rank one (both `same_cores` in
+figure_data). A figure whose error bars include a point from one run says that those are over
+its iterations only (`notes`)."""
 
 from __future__ import annotations
 
@@ -37,6 +43,18 @@ def _ci(value) -> float:
 
 
 IDEAL_LABEL = "ideal scaling (N x 1-rank throughput)"
+SAME_CORES_LABEL = "same cores: the 1-rank total (ranks share its cores)"
+SAME_CORES_EFFICIENCY = "same-cores efficiency (total at N / total at 1)"
+ONE_RUN_NOTE = "a point from one run: its mean and 95 % CI are over that run's iterations only"
+
+
+def _note(ax, text: str) -> None:
+    ax.text(0.01, 0.01, text, transform=ax.transAxes, fontsize="x-small", color="grey", gid="note")
+
+
+def _one_run_note(ax, curves: dict[str, list[aggregate.Point]]) -> None:
+    if any(p.repetitions == 1 for points in curves.values() for p in points):
+        _note(ax, ONE_RUN_NOTE)
 
 
 def plot_throughput(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
@@ -60,9 +78,18 @@ def plot_throughput(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
             )
             line.set_gid("ideal")
             ideal_drawn = True
+        if one is not None and any(p.shares_cores for p in points):
+            (flat,) = ax.plot(
+                xs, [one.mean for _ in xs], linestyle="--", color=bars.lines[0].get_color(), label=f"_same {name}"
+            )
+            flat.set_gid("same-cores")
     if ideal_drawn:
         (proxy,) = ax.plot([], [], linestyle=":", color="grey", label=IDEAL_LABEL)
         proxy.set_gid("legend-only")
+    if any(line.get_gid() == "same-cores" for line in ax.get_lines()):
+        (proxy,) = ax.plot([], [], linestyle="--", color="grey", label=SAME_CORES_LABEL)
+        proxy.set_gid("legend-only")
+    _one_run_note(ax, curves)
     _rank_ticks(ax, curves)
     return fig
 
@@ -76,10 +103,25 @@ def plot_efficiency(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
     for name, points in curves.items():
         if not any(p.ranks == 1 for p in points):
             continue  # no 1-rank baseline in this set: no efficiency
-        ax.plot([p.ranks for p in points], [p.efficiency for p in points], marker="o", label=name)
+        (line,) = ax.plot([p.ranks for p in points], [p.efficiency for p in points], marker="o", label=name)
+        shared = [p for p in points if p.same_cores is not None]
+        if shared:  # beside the per-rank figure, which reads ~1/N by construction there
+            (same,) = ax.plot(
+                [1] + [p.ranks for p in shared],
+                [1.0] + [p.same_cores or 0.0 for p in shared],
+                marker="^",
+                linestyle="--",
+                color=line.get_color(),
+                label=f"_same {name}",
+            )
+            same.set_gid("same-cores")
+    if any(line.get_gid() == "same-cores" for line in ax.get_lines()):
+        (proxy,) = ax.plot([], [], linestyle="--", marker="^", color="grey", label=SAME_CORES_EFFICIENCY)
+        proxy.set_gid("legend-only")
     ax.axhline(1.0, color="grey", linestyle=":", label="_ideal")
     (proxy,) = ax.plot([], [], linestyle=":", color="grey", label="ideal (1.0)")
     proxy.set_gid("legend-only")
+    _one_run_note(ax, curves)
     _rank_ticks(ax, curves)
     return fig
 
@@ -188,17 +230,24 @@ def figure_data(fig: plt.Figure) -> dict:
     # an errorbar's label sits on its container; its data line is the container's first
     named = [(str(c.get_label()), c.lines[0]) for c in ax.containers if isinstance(c, ErrorbarContainer)]
     named += [(str(line.get_label()), line) for line in ax.get_lines()]
-    series, ideal = [], []
+    series, ideal, same = [], [], []
     for label, line in named:
         xs, ys = line.get_data()
         entry = {"name": label, "x": [float(v) for v in xs], "y": [float(v) for v in ys]}  # type: ignore[union-attr,arg-type]
         if line.get_gid() == "ideal":
             ideal.append({**entry, "name": label.removeprefix("_ideal ")})
+        elif line.get_gid() == "same-cores":
+            same.append({**entry, "name": label.removeprefix("_same ")})
         elif not label.startswith("_") and line.get_gid() != "legend-only":
             series.append(entry)
     data: dict = {"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "series": series}
     if ideal:
         data["ideal"] = ideal
+    if same:
+        data["same_cores"] = same
+    notes = [str(t.get_text()) for t in ax.texts if t.get_gid() == "note"]
+    if notes:
+        data["notes"] = notes
     ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
     if ticks and not ax.get_ylabel():
         data["yticklabels"] = ticks

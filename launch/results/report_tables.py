@@ -1,4 +1,6 @@
-"""The report's tables as (header, rows) of text: every run, the runs' health, the points."""
+"""The report's tables as (header, rows) of text: every run, the runs' health, the points. Every cell
+is terminal text (launch.shapes.terminal: a result's strings may be another site's); the HTML page
+escapes them again for HTML."""
 
 from __future__ import annotations
 
@@ -6,11 +8,17 @@ from collections.abc import Sequence
 
 from launch.results import aggregate
 from launch.results.figures import interval_text, value_text
+from launch.results.baseline import words_beside
 from launch.results.result import as_result, disturbance_causes, disturbance_summary, typed
+from launch.shapes import terminal
 
 
 def _cell(value, fmt: str = ".1f") -> str:
     return "-" if value is None else (format(value, fmt) if isinstance(value, float) else str(value))
+
+
+def _shown(rows: list[list[str]]) -> list[list[str]]:
+    return [[terminal(cell) for cell in row] for row in rows]
 
 
 def beside(fields, name: str) -> dict:
@@ -34,6 +42,7 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
         "comm share",
         "transport",
         "status",
+        "vs this site's baseline",  # launch.results.baseline: the verdict beside the result
     ]
     rows = []
     for r in sorted(map(as_result, results), key=lambda x: (aggregate.series_name(x), x.world_size or 0, x.run_id)):
@@ -55,7 +64,9 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
                 _cell(aggregate.number(tp.total_img_per_s) if tp is not None else None),
                 "-"
                 if tp is None
-                else interval_text(aggregate.number(tp.ci95_img_per_s), "img/s", samples=len(aggregate.run_samples(r))),
+                else interval_text(
+                    aggregate.number(tp.ci95_img_per_s), "img/s", repetitions=1, samples=len(aggregate.run_samples(r))
+                ),
                 "1 (baseline)"
                 if eff == 1.0 and r.world_size == 1
                 else _cell(eff, ".2f")
@@ -63,9 +74,10 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
                 _cell(comm, ".0%"),
                 transport.get("verdict", "-"),
                 (r.status or "-") + (f": {reason}" if reason else ""),
+                words_beside(r),
             ]
         )
-    return header, rows
+    return header, _shown(rows)
 
 
 def health_table(results: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
@@ -110,7 +122,7 @@ def health_table(results: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
                 "; ".join([disturbance_summary(r), *disturbance_causes(r)]),
             ]
         )
-    return header, rows
+    return header, _shown(rows)
 
 
 def points_table(points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
@@ -140,6 +152,7 @@ def points_table(points: list[aggregate.Point]) -> tuple[list[str], list[list[st
                 str(p.repetitions),
                 str(p.n_samples),
                 _cell(p.efficiency, ".2f")
+                + (f" (shared cores: {p.same_cores:.2f} of the 1-rank total)" if p.same_cores is not None else "")
                 + (
                     " (cannot be read: " + p.unreadable_because + ")"
                     if p.unreadable_because and p.efficiency is not None
@@ -153,7 +166,8 @@ def points_table(points: list[aggregate.Point]) -> tuple[list[str], list[list[st
                     else f"{len(p.left_out)} left out: " + ", ".join(str(x["run_id"]) for x in p.left_out)
                     if p.left_out
                     else "-"
-                ),
+                )
+                + (f"; {len(p.unsteady)} unsteady kept: {', '.join(p.unsteady)}" if p.unsteady else ""),
             ]
         )
-    return header, rows
+    return header, _shown(rows)

@@ -24,7 +24,16 @@ from pydantic import ValidationError
 from containers.untrusted import UntrustedInput, load_json
 from launch.errors import UsageError
 from launch.kinds import kind_of
-from launch.results.schema import READABLE_SCHEMAS, SCHEMA_VERSION, ResultSchema, migrate, number, problem  # noqa: F401
+from launch.results.schema import (  # noqa: F401
+    READABLE_SCHEMAS,
+    SCHEMA_VERSION,
+    ResultSchema,
+    migrate,
+    number,
+    problem,
+    steadiness_from_steps,
+    summary_text,
+)
 
 MAX_RESULT_BYTES = 128 * 2**20  # an archive member's limit (launch.trust.ArchiveLimits)
 
@@ -98,26 +107,51 @@ def field_of(result: dict, name: str) -> Any:
     return getattr(typed(result), name, None)
 
 
-def disturbed(result: dict) -> bool:
-    """The run's disturbance record says it was disturbed while timed (launch.disturbance)."""
+def disturbance_record(result: dict) -> dict:
+    """The run's disturbance record as the current schema reads it ({} where it has none): an
+    older result's is migrated here too, where it was not read through `parse`."""
     record = result.get("disturbance")
-    return isinstance(record, dict) and record.get("verdict") == "disturbed"
+    if result.get("schema_version") in READABLE_SCHEMAS and result.get("schema_version") != SCHEMA_VERSION:
+        record = steadiness_from_steps(record)
+    return record if isinstance(record, dict) else {}
+
+
+def disturbed(result: dict) -> bool:
+    """The run's disturbance record names an outside cause while it was timed (launch.disturbance)."""
+    return disturbance_record(result).get("verdict") == "disturbed"
+
+
+def unsteady(result: dict) -> bool:
+    """The run's own step times varied past their limits after its warm-up (launch.disturbance.steps):
+    a property of the measurement, not a cause from outside; the run stays in, with its wider CI."""
+    return disturbance_record(result).get("steadiness") == "unsteady"
 
 
 def disturbance_causes(result: dict) -> list[str]:
     """The named causes of a disturbed run, in words; [] for a clean or unrecorded one."""
-    record = result.get("disturbance")
-    causes = record.get("causes") if isinstance(record, dict) else None
+    causes = disturbance_record(result).get("causes")
     return [str(c.get("words")) for c in causes if isinstance(c, dict)] if isinstance(causes, list) else []
 
 
+def unsteady_because(result: dict) -> list[str]:
+    """Why the run's steps read unsteady, in words; [] for a steady or unmeasured one."""
+    reasons = disturbance_record(result).get("unsteady_because") if unsteady(result) else None
+    return [str(r) for r in reasons] if isinstance(reasons, list) else []
+
+
 def disturbance_summary(result: dict) -> str:
-    """One cell: 'clean', 'disturbed: cpu, stopped' or 'not recorded'."""
-    record = result.get("disturbance")
-    if not isinstance(record, dict) or record.get("verdict") not in ("clean", "disturbed"):
-        return "not recorded"
+    """One cell: 'clean', 'clean; unsteady', 'disturbed: cpu, stopped' or 'not recorded'."""
+    record = disturbance_record(result)
     causes = [str(c.get("signal")) for c in record.get("causes") or [] if isinstance(c, dict)]
-    return f"disturbed: {', '.join(causes)}" if record["verdict"] == "disturbed" and causes else record["verdict"]
+    return summary_text(record.get("verdict"), causes, unsteady(result))
+
+
+def steady_cut(result: dict) -> int:
+    """The warm-up steps the run's figures leave out (its `steady_state`, bench.steady_state); 0 for
+    results from before the rule, whose figures are over every timed step."""
+    record = result.get("steady_state")
+    cut = record.get("warmup_steps_cut") if isinstance(record, dict) else None
+    return cut if isinstance(cut, int) and not isinstance(cut, bool) and cut > 0 else 0
 
 
 def model_of(result: dict) -> type[ResultSchema]:
@@ -237,17 +271,32 @@ def finite_samples(values: Any) -> Optional[list[float]]:
     return [v for v in numbers if v is not None] if all(v is not None for v in numbers) else None
 
 
+def total_samples(result: dict) -> Optional[list[float]]:
+    samples = result.get("samples")
+    return finite_samples(samples.get("total_img_per_s") if isinstance(samples, dict) else None)
+
+
+def steady_cut_recomputed(result: dict) -> Optional[int]:
+    """The warm-up cut its samples give (bench.steady_state), for a result that records one; None
+    where it records none (from before the rule) or carries no samples."""
+    from bench.steady_state import steady_state
+
+    samples = total_samples(result)
+    if samples is None or not isinstance(result.get("steady_state"), dict):
+        return None
+    return steady_state(samples).warmup_steps_cut
+
+
 def throughput_recomputed(result: dict) -> Optional[tuple[float, Optional[float]]]:
-    """(mean, 95 % CI half-width) of total img/s from the result's own per-iteration samples;
-    None where it carries none. The figures stored beside them are never trusted for this."""
+    """(mean, 95 % CI half-width) of total img/s from the result's own per-iteration samples, the
+    warm-up its samples give cut (steady_cut_recomputed); None where it carries none. The figures
+    stored beside them, the recorded cut included, are never trusted for this."""
     from bench.stats import summarize
 
-    samples = finite_samples(
-        (result.get("samples") or {}).get("total_img_per_s") if isinstance(result.get("samples"), dict) else None
-    )
+    samples = total_samples(result)
     if samples is None:
         return None
-    summary = summarize(samples)
+    summary = summarize(samples[steady_cut_recomputed(result) or 0 :])
     return summary.mean, summary.ci95 if math.isfinite(summary.ci95) else None
 
 
@@ -276,6 +325,10 @@ def busbw_recomputed(
 def disagreements(result: dict) -> list[str]:
     """Stored figures that their own samples do not give (a result edited after it was written)."""
     found = []
+    cut = steady_cut_recomputed(result)
+    if cut is not None and cut != steady_cut(result):
+        stored_cut = (result.get("steady_state") or {}).get("warmup_steps_cut")
+        found.append(f"steady_state.warmup_steps_cut {stored_cut!r} is not what its samples give ({cut})")
     recomputed = throughput_recomputed(result)
     throughput = result["throughput"] if isinstance(result.get("throughput"), dict) else {}
     if recomputed is not None:

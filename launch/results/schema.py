@@ -20,10 +20,11 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
-SCHEMA_VERSION = 3  # what assemble writes
-READABLE_SCHEMAS = (1, 2, 3)  # what is read; older versions are migrated to the current one on load
-# launch.disturbance.judge.VERDICTS (spelled here too: the schema module imports nothing of launch)
+SCHEMA_VERSION = 4  # what assemble writes
+READABLE_SCHEMAS = (1, 2, 3, 4)  # what is read; older versions are migrated to the current one on load
+# launch.disturbance.judge.VERDICTS and STEADINESS (spelled here too: the schema module imports nothing of launch)
 DISTURBANCE_VERDICTS = ("clean", "disturbed", "not recorded")
+STEADINESS = ("steady", "unsteady", "not measured")
 NOT_RECORDED = {"verdict": "not recorded", "causes": []}
 
 
@@ -120,14 +121,22 @@ Causes = Annotated[
 
 
 class Disturbance(Open):
-    """Was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md).
-    `signals` holds each signal's figures, limit and verdict; `sampler` the sampler's own cost;
-    `nodes`, where a Slurm run's nodes were each sampled on their own, each node's record."""
+    """Was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md):
+    `verdict` and `causes` name outside causes only (others' CPU, steal, memory or I/O pressure,
+    foreign traffic, a stopped process, the GPU, a rate-limited node). `steadiness` is the run's own
+    property: its step times after the warm-up varied past a limit (`unsteady`, with
+    `unsteady_because`), or not; an unsteady run is kept, with its wider CI. `signals` holds each
+    signal's figures, limit and verdict; `sampler` the sampler's own cost; `nodes`, where a Slurm
+    run's nodes were each sampled on their own, each node's record."""
 
     verdict: Annotated[
         Optional[str], shape(lambda v: v in DISTURBANCE_VERDICTS, "is not one of " + ", ".join(DISTURBANCE_VERDICTS))
     ] = None
     causes: Causes = None
+    steadiness: Annotated[Optional[str], shape(lambda v: v in STEADINESS, "is not one of " + ", ".join(STEADINESS))] = (
+        None
+    )
+    unsteady_because: Names = None
     signals: Object = None
     window: Object = None
     sampler: Object = None
@@ -137,18 +146,41 @@ class Disturbance(Open):
     def disturbed(self) -> bool:
         return self.verdict == "disturbed"
 
+    @property
+    def unsteady(self) -> bool:
+        return self.steadiness == "unsteady"
+
     def summary(self) -> str:
-        """One cell: 'clean', 'disturbed: cpu, stopped' or 'not recorded'."""
-        if self.verdict not in ("clean", "disturbed"):
-            return "not recorded"
-        signals = [str(c.signal) for c in self.causes or []]
-        return f"disturbed: {', '.join(signals)}" if self.disturbed and signals else str(self.verdict)
+        """One cell: 'clean', 'clean, unsteady', 'disturbed: cpu, stopped' or 'not recorded'."""
+        return summary_text(self.verdict, [str(c.signal) for c in self.causes or []], self.unsteady)
+
+
+def summary_text(verdict: Any, signals: list[str], unsteady: bool) -> str:
+    """'clean', 'disturbed: cpu, stopped', 'not recorded', each with '; unsteady' where it was."""
+    if verdict not in ("clean", "disturbed"):
+        text = "not recorded"
+    else:
+        text = f"disturbed: {', '.join(signals)}" if verdict == "disturbed" and signals else str(verdict)
+    return text + ("; unsteady" if unsteady else "")
+
+
+class SteadyState(Open):
+    """Where the run's steady state began (bench.steady_state: MSER on its per-step figures): the
+    warm-up steps its figures leave out, of how many, by which rule ("MSER-5"), and whether the cut
+    fell inside the searched first half (`settled`). The samples stay whole in the result."""
+
+    warmup_steps_cut: Count = None
+    steps: Count = None
+    steps_kept: Count = None
+    batch: PositiveInt = None
+    rule: Text = None
+    settled: Optional[bool] = None
 
 
 class ResultSchema(Open):
     """One run's result.json (launch.results.assemble writes it; launch.results.result reads it)."""
 
-    schema_version: Literal[3]
+    schema_version: Literal[4]
     run_id: str
     status: Text = None  # ok | failed | interrupted | stalled
     reason: Text = None
@@ -167,7 +199,8 @@ class ResultSchema(Open):
     transport: Object = None
     image: Object = None
     origin: Object = None  # which site and bundle wrote it (launch.results.store keys by it)
-    disturbance: Annotated[Optional[Disturbance], AN_OBJECT] = None  # clean | disturbed, with causes
+    disturbance: Annotated[Optional[Disturbance], AN_OBJECT] = None  # clean | disturbed, with causes; steadiness
+    steady_state: Annotated[Optional[SteadyState], AN_OBJECT] = None  # the warm-up cut (training results)
 
 
 def number(value: Any) -> Optional[float]:
@@ -184,7 +217,11 @@ def migrate(value: dict) -> dict:
     """A result of a readable older version as the current version holds it.
     1 -> 2: `numerics` and `origin` became fields every result has (null where unknown: results
     from before them); the migrated result says what it was.
-    2 -> 3: `disturbance` (launch.disturbance): a result from before it reads as "not recorded"."""
+    2 -> 3: `disturbance` (launch.disturbance): a result from before it reads as "not recorded".
+    3 -> 4: the step series is no longer a cause: `disturbance.steadiness` says whether the run's
+    own steps were steady (steadiness_from_steps); a run disturbed by its steps alone reads as
+    clean (or not recorded, where its host was not sampled) and unsteady. No warm-up was cut
+    then: such a result has no `steady_state`, and its figures are over every timed step."""
     version = value.get("schema_version")
     if version == 1:
         value = {"numerics": None, "origin": None, **value, "schema_version": 2, "migrated_from": 1}
@@ -195,7 +232,51 @@ def migrate(value: dict) -> dict:
             "schema_version": 3,
             "migrated_from": value.get("migrated_from", 2),
         }
+    if value.get("schema_version") == 3:
+        value = {
+            **value,
+            "disturbance": steadiness_from_steps(value.get("disturbance")),
+            "schema_version": 4,
+            "migrated_from": value.get("migrated_from", 3),
+        }
     return value
+
+
+STEPS_SIGNAL = "steps"  # launch.disturbance.judge.STEPS
+HOST_SIGNALS = ("cpu", "memory")  # a record holding either sampled its host (launch.disturbance.judge)
+
+
+def steadiness_from_steps(record: Any) -> Any:
+    """A version-3 disturbance record as version 4 reads it: its `steps` signal ("clean" or
+    "disturbed" then) becomes the run's steadiness ("steady" or "unsteady", its reasons kept in
+    `unsteady_because`), the steps cause is dropped, and a record whose only cause it was reads
+    as clean where its host (or a node) was sampled, else as not recorded. A record without a
+    steps signal (not recorded) and anything that is not a record pass unchanged."""
+    signals = record.get("signals") if isinstance(record, dict) else None
+    steps = signals.get(STEPS_SIGNAL) if isinstance(signals, dict) else None
+    if not isinstance(record, dict) or not isinstance(signals, dict) or not isinstance(steps, dict):
+        return record
+    was = steps.get("verdict")
+    steadiness = "unsteady" if was == "disturbed" else "steady" if was == "clean" else "not measured"
+    found = steps.get("reasons")
+    reasons: list = found if isinstance(found, list) else []
+    out = {
+        **record,
+        "signals": {**signals, STEPS_SIGNAL: {**steps, "verdict": steadiness}},
+        "steadiness": steadiness,
+        "unsteady_because": [str(r) for r in reasons] if steadiness == "unsteady" else [],
+    }
+    causes = record.get("causes")
+    if isinstance(causes, list):
+        out["causes"] = [c for c in causes if not (isinstance(c, dict) and c.get("signal") == STEPS_SIGNAL)]
+        if record.get("verdict") == "disturbed" and not out["causes"]:
+            held = record.get("nodes")
+            nodes: dict = held if isinstance(held, dict) else {}
+            sampled = any(name in signals for name in HOST_SIGNALS) or any(
+                isinstance(n, dict) and n.get("verdict") in ("clean", "disturbed") for n in nodes.values()
+            )
+            out["verdict"] = "clean" if sampled else "not recorded"
+    return out
 
 
 def problem(value: dict, model: type[ResultSchema] = ResultSchema) -> Optional[str]:
@@ -235,6 +316,7 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "image_digest": ("image", "digest"),
     "replay_of": ("replay_of", "run_id"),
     "disturbance": ("disturbance", "verdict"),
+    "steadiness": ("disturbance", "steadiness"),
 }
 
 

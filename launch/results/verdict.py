@@ -11,9 +11,11 @@ verdict: 'no significant difference' where the CI of the ratio holds 1, else
 'N % slower' or 'N % faster' (slower: less throughput or bandwidth, more time
 per iteration). One-rank points are left out: one rank uses no fabric.
 
-Disturbed runs (launch.disturbance) are left out of the points by the aggregation unless
-kept on request; each row names how many were left out and why, and where a side has only
-disturbed runs the row's verdict is 'cannot tell' (never a difference).
+Disturbed runs (launch.disturbance: an outside cause measured) are left out of the points by
+the aggregation unless kept on request; each row names how many were left out and why, and
+where a side has only disturbed runs the row's verdict is 'cannot tell' (never a difference).
+Unsteady runs (their own steps varied) stay in: their spread widens the CI, and each row and
+the paragraph say how many there were.
 """
 
 from __future__ import annotations
@@ -169,6 +171,8 @@ def verdicts(
                     "reference_runs": [as_result(r).run_id for r in ref.runs],
                     "runs": [as_result(r).run_id for r in other.runs],
                     "left_out": ref.left_out + other.left_out,
+                    "reference_unsteady": ref.unsteady,
+                    "unsteady": other.unsteady,
                     **compare(ref, other),
                 }
             )
@@ -261,6 +265,13 @@ def paragraph(data: dict) -> str:
             f"{len(left_out)} disturbed run{'s were' if len(left_out) != 1 else ' was'} left out "
             f"({'; '.join(causes) or 'disturbed'})."
         )
+    steps = sorted({x for r in data["rows"] for x in r.get("reference_unsteady", []) + r.get("unsteady", [])})
+    if steps:
+        sentences.append(
+            f"{len(steps)} unsteady run{'s were' if len(steps) != 1 else ' was'} kept "
+            f"({'their' if len(steps) != 1 else 'its'} own steps varied after the warm-up and no outside cause "
+            "was measured: the spread is in the CI)."
+        )
     if unknown:
         pairs = ", ".join(f"{r['value']} vs {r['reference']}" for r in unknown)
         sentences.append(
@@ -349,6 +360,10 @@ COLUMNS = (
 )
 
 
+def _unsteady(runs: list[str] | None) -> str:
+    return f", {len(runs)} unsteady" if runs else ""
+
+
 def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
     """Header and cells of a verdict table (the HTML page and the terminal show the same)."""
     header = [c for c in COLUMNS if c != data["axis"]]
@@ -365,8 +380,9 @@ def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
             "gpudirect": r.get("gpudirect", "-"),
             "fabric": r.get("fabric", "-"),
             "compared": f"{r['value']} vs {r['reference']}",
-            "reference": f"{value_text(r['reference_mean'], r['unit'])}{unit} (x{r['reference_repetitions']})",
-            "value": f"{value_text(r['mean'], r['unit'])}{unit} (x{r['repetitions']})",
+            "reference": f"{value_text(r['reference_mean'], r['unit'])}{unit} "
+            f"(x{r['reference_repetitions']}{_unsteady(r.get('reference_unsteady'))})",
+            "value": f"{value_text(r['mean'], r['unit'])}{unit} (x{r['repetitions']}{_unsteady(r.get('unsteady'))})",
             "ratio": f"{r['ratio']:.3f}",
             "95% CI": "-" if r["ci95"] is None else f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]",
             "verdict": r["verdict"],

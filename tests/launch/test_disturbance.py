@@ -146,9 +146,9 @@ def test_psi_vmstat_and_net_dev_text_are_read():
 @pytest.mark.parametrize(
     "times, verdict, words",
     [
-        ([1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 1.01, 0.99], "clean", None),
-        ([1.0, 1.0, 1.0, 2.5, 1.0, 1.0, 1.0, 1.0], "disturbed", "coefficient of variation"),
-        ([1.0, 1.0, 1.0, 1.0, 1.3, 1.3, 1.3, 1.3], "disturbed", "slower than the first half"),
+        ([1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 1.01, 0.99], "steady", None),
+        ([1.0, 1.0, 1.0, 2.5, 1.0, 1.0, 1.0, 1.0], "unsteady", "coefficient of variation"),
+        ([1.0, 1.0, 1.0, 1.0, 1.3, 1.3, 1.3, 1.3], "unsteady", "slower than the first half"),
         ([1.0, 1.0, 1.0], "not measured", None),
     ],
 )

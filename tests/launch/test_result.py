@@ -5,7 +5,7 @@ import json
 import pytest
 
 from launch.provenance.archive import _results
-from launch.results import compare, report, result, store
+from launch.results import compare, report, result, schema, store
 from launch.results.result import ResultError
 
 
@@ -61,7 +61,7 @@ def test_typed_views_and_derived_figures():
     # the JSON object it was, as the current schema holds it (GOOD is a version-1 result)
     assert r == {
         **GOOD,
-        "schema_version": 3,
+        "schema_version": schema.SCHEMA_VERSION,
         "migrated_from": 1,
         "numerics": None,
         "origin": None,
@@ -107,7 +107,7 @@ def test_a_version_2_result_reads_as_not_recorded_and_a_bad_verdict_is_refused()
     from launch.results import schema
 
     old = result.parse(json.dumps({**GOOD, "schema_version": 2}), "old")
-    assert old["schema_version"] == 3 and old["migrated_from"] == 2
+    assert old["schema_version"] == schema.SCHEMA_VERSION and old["migrated_from"] == 2
     assert old["disturbance"] == {"verdict": "not recorded", "causes": []} and schema.problem(old) is None
     assert (
         schema.problem({**old, "disturbance": {"verdict": "fine"}})
