@@ -9,7 +9,7 @@ BENCH_ARGS ?=
 PYTEST_ARGS ?=
 export PYTHON VENV
 
-.PHONY: setup setup-tensorflow setup-test bench test test-fast clean lint format typecheck docs
+.PHONY: setup setup-tensorflow setup-test bench test check test-fast clean lint format typecheck docs
 
 # setup: the PyTorch side, all `make bench` runs; setup-tensorflow adds TensorFlow and Horovod's
 # TensorFlow ops (what `--frameworks tf` and the tests need); setup-test adds the test tools
@@ -28,11 +28,50 @@ bench:
 	scripts/setup.sh --without-horovod
 	"$(VENV)/bin/python" benchmarks/train_engines.py $(BENCH_ARGS)
 
+# The test tools beyond pytest (requirements-dev.txt: pytest-timeout, ruff, mypy); pytest itself is
+# pinned in requirements.txt, which the images install too.
+DEV_TOOLS = "$(VENV)/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+# Every test's seconds (setup + call + teardown), slowest first, one per line: tests/conftest.py
+# writes them (seconds, outcome, markers, test) and prints the 25 slowest.
+TEST_DURATIONS ?= results/test-durations.tsv
+CHECK_DURATIONS ?= results/check-durations.tsv
+# A test that runs past its limit fails with its stack (pytest-timeout): the longest test runs
+# ~12 min on 2 cores; a check test is seconds, the margin is for a shared 2-core machine
+TEST_TIMEOUT ?= 1800
+CHECK_TIMEOUT ?= 120
+# The unit tests run on both cores (pytest-xdist), a file's tests on one worker, so a file's real
+# runs (one emulated Slurm cluster at a time) never meet; the slow tests run one at a time, their
+# timings and shaped links having the cores to themselves
+JOBS ?= 2
+PYTEST = "$(VENV)/bin/python" -m pytest -ra
+SIDE_BY_SIDE = -n $(JOBS) --dist loadfile
+
+# test: the whole suite, real processes throughout (CI runs it): the unit tests side by side, then
+# the slow ones, one durations file for both (pytest's "no tests" from either half is no failure);
+# check: the contributor's loop, every unit test and tiny real runs of the main paths
+# (tests/conftest.py CHECK); test-fast: the unit tests alone
 test: setup-test
-	"$(VENV)/bin/python" -m pytest -ra --durations=25 $(PYTEST_ARGS)
+	$(DEV_TOOLS)
+	@unit=0; slow=0; \
+	FABRIC_BENCH_TEST_DURATIONS="$(TEST_DURATIONS).unit" $(PYTEST) -m "not slow" --timeout=$(TEST_TIMEOUT) \
+	  $(SIDE_BY_SIDE) $(PYTEST_ARGS) || unit=$$?; \
+	FABRIC_BENCH_TEST_DURATIONS="$(TEST_DURATIONS).slow" $(PYTEST) -m slow --timeout=$(TEST_TIMEOUT) \
+	  $(PYTEST_ARGS) || slow=$$?; \
+	{ printf '# seconds\toutcome\tmarkers\ttest (setup + call + teardown; slowest first)\n'; \
+	  cat "$(TEST_DURATIONS).unit" "$(TEST_DURATIONS).slow" 2>/dev/null | grep -v '^#' | sort -g -r; } > "$(TEST_DURATIONS)"; \
+	rm -f "$(TEST_DURATIONS).unit" "$(TEST_DURATIONS).slow"; \
+	echo "every test's time (setup + call + teardown, slowest first): $(TEST_DURATIONS)"; \
+	for rc in $$unit $$slow; do case $$rc in 0|5) ;; *) exit $$rc ;; esac; done; \
+	[ "$$unit$$slow" != 55 ] || exit 5
+
+check: setup-test
+	$(DEV_TOOLS)
+	FABRIC_BENCH_TEST_DURATIONS="$(CHECK_DURATIONS)" $(PYTEST) -m "not slow or check" --timeout=$(CHECK_TIMEOUT) \
+	  $(SIDE_BY_SIDE) $(PYTEST_ARGS)
 
 test-fast: setup-tensorflow
-	"$(VENV)/bin/python" -m pytest -ra -m "not slow" $(PYTEST_ARGS)
+	$(DEV_TOOLS)
+	$(PYTEST) -m "not slow" --timeout=$(CHECK_TIMEOUT) $(SIDE_BY_SIDE) $(PYTEST_ARGS)
 
 clean:
 	rm -rf results .pytest_cache
@@ -41,17 +80,17 @@ clean:
 # check (`make format` formats). CI runs it first.
 LINT_PATHS = bench launch containers benchmarks tests scripts
 lint: setup
-	"$(VENV)/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(DEV_TOOLS)
 	"$(VENV)/bin/ruff" check $(LINT_PATHS)
 	"$(VENV)/bin/ruff" format --check $(LINT_PATHS)
 
 format: setup
-	"$(VENV)/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(DEV_TOOLS)
 	"$(VENV)/bin/ruff" format $(LINT_PATHS)
 
 # Type check (mypy; what it checks and how is in pyproject.toml). CI runs it after lint.
 typecheck: setup
-	"$(VENV)/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(DEV_TOOLS)
 	"$(VENV)/bin/mypy"
 
 # The generated reference pages (docs/reference/: the CLI's help, the fabric presets);

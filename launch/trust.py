@@ -54,14 +54,6 @@ def check_env(env: Mapping[str, str], where: str = "") -> None:
         check_text(f"environment variable {name}", value, where)
 
 
-def check_script(texts: Iterable[tuple[str, object]], env: Mapping[str, str], where: str = "") -> None:
-    """Everything a script is written from: each (field, value) one line of text, the environment's
-    names identifiers and its values one line; then quoting holds. Its sinks call it once."""
-    for field, value in texts:
-        check_text(field, value, where)
-    check_env(env, where)
-
-
 def check_foreign_env(
     env: Mapping[str, str], accepted: Iterable[str] = (), where: str = "", listed_by: str | None = "replay --dry-run"
 ) -> None:

@@ -1,7 +1,12 @@
 """Shared test helpers.
 
 `need(ok, why)` skips a test when a component is missing on a user's machine;
-under CI (CI=true) a missing component is a failure, because CI installs all.
+under CI (CI=true) a missing component is a failure, because CI installs all,
+and so is any other skip.
+
+Every test's time (setup + call + teardown) goes to $FABRIC_BENCH_TEST_DURATIONS
+when it is set (`make test` and `make check` set it), slowest first; CHECK names
+the tiny real-process runs `make check` adds to the unit tests.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -81,6 +87,52 @@ def cpu_ethernet_image():
         pytest.fail(f"building the {IMAGE_FLAVOUR} ethernet image: {exc}")
 
 
+@dataclass(frozen=True)
+class Swept:
+    directory: Path  # the sweep's folder (summary.json, runs/): read it, do not write into it
+    process: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="session")
+def cpu_emulated_sweep(tmp_path_factory) -> Swept:
+    """experiments/cpu-emulated.experiment.toml swept once per session (ddp and horovod over emulated
+    1 and 10 Gbit/s links, 1 and 2 nodes: minutes on 2 cores), for the tests that only read it: the
+    study's verdict (tests/integration/test_study_emulated.py) and the README's pages after it."""
+    need(os.geteuid() == 0 and shutil.which("tc") is not None, "emulated fabrics need root and tc")
+    directory = tmp_path_factory.mktemp("cpu-emulated") / "sweep"
+    proc = fabric_bench(
+        "sweep",
+        "experiments/cpu-emulated.experiment.toml",
+        "--dir",
+        str(directory),
+        "--remeasure-disturbed",
+        "0",
+        "--keep-disturbed",
+        timeout=1500,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return Swept(directory, proc)
+
+
+# `make check` (-m "not slow or check"): the unit tests (the README's lines in --dry-run among
+# them), and these tiny real runs of the main paths: a 2-rank training run per engine, an allreduce
+# to 64 KiB, a halo, an emulated 2-node cluster and an emulated 2-node Slurm cluster (one for both).
+CHECK = frozenset(
+    {
+        "tests/integration/test_torch_training.py::test_two_ranks_train_to_identical_parameters[ddp-mpi]",
+        "tests/integration/test_torch_training.py::test_two_ranks_train_to_identical_parameters[horovod-mpi]",
+        "tests/integration/test_tf_training.py::test_two_ranks_train_to_identical_variables[native]",
+        "tests/bench/test_allreduce.py::test_allreduce_runs_and_checks_values[torch]",
+        "tests/bench/test_halo.py::test_halo_decomposed_equals_one_rank",
+        "tests/launch/test_emulate.py::test_emulate_up_is_used_by_runs_and_leftovers_are_refused",
+        "tests/integration/test_emulated_slurm.py::TestTwoHealthyNodes"
+        "::test_a_second_slurm_cluster_and_bad_faults_are_refused_in_one_line",
+        "tests/integration/test_emulated_slurm.py::TestTwoHealthyNodes"
+        "::test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes",
+    }
+)
+
+
 def pytest_collection_modifyitems(config, items):
     """Markers from what a test uses, so a subset can be chosen (`-m "not image"`, `-m slurm`):
     integration by its folder, image by the image fixture, slurm by the Slurm cluster module,
@@ -102,14 +154,37 @@ def pytest_collection_modifyitems(config, items):
             asks_root = False
         if asks_root or any(item.get_closest_marker(m) for m in ("slurm", "image")):
             item.add_marker(pytest.mark.root)
+        if item.nodeid in CHECK:
+            item.add_marker(pytest.mark.check)
+    # a CHECK entry whose test was renamed would leave make check without it, silently
+    collected = {item.nodeid for item in items}
+    files = {nodeid.split("::")[0] for nodeid in collected}
+    if not any("::" in arg for arg in config.args):
+        stale = [nodeid for nodeid in CHECK if nodeid.split("::")[0] in files and nodeid not in collected]
+        if stale:
+            raise pytest.UsageError(f"tests/conftest.py CHECK names tests that are not there: {stale}")
+
+
+def failed_if_skipped_under_ci(report) -> None:
+    if UNDER_CI and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome, report.longrepr = "failed", f"skipped under CI, where nothing may be: {reason}"
+
+
+def pytest_collectreport(report):
+    """A whole module skipped (a module-level importorskip) fails under CI too."""
+    failed_if_skipped_under_ci(report)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A failed image build names its log, which CI's clean machine throws away: the log's
-    last lines go into the failure report, so CI's output says why the build failed."""
+    last lines go into the failure report, so CI's output says why the build failed. Under CI
+    nothing is skipped silently: CI installs everything a test may need, so a skip (a skipif, an
+    importorskip) fails there with its reason."""
     outcome = yield
     report = outcome.get_result()
+    failed_if_skipped_under_ci(report)
     if call.excinfo is None or call.excinfo.typename != "BuildError":
         return
     match = re.search(r"log: (.+)$", str(call.excinfo.value))
@@ -117,3 +192,42 @@ def pytest_runtest_makereport(item, call):
     if log and log.is_file():
         tail = log.read_text(errors="replace").splitlines()[-60:]
         report.sections.append(("build log, last 60 lines", "\n".join(tail)))
+
+
+# Every test's seconds, setup + call + teardown, by node id (and its outcome and markers), written
+# slowest first to $FABRIC_BENCH_TEST_DURATIONS when the session ends.
+_SECONDS: dict[str, list] = {}
+
+
+def pytest_runtest_logreport(report):
+    seconds, outcome, marks, ended = _SECONDS.setdefault(report.nodeid, [0.0, "passed", "", False])
+    if report.failed or (report.skipped and outcome == "passed"):
+        outcome = report.outcome if report.when == "call" or report.skipped else "error"
+    marks = marks or ",".join(m for m in ("slow", "check", "image", "slurm") if m in report.keywords)
+    _SECONDS[report.nodeid] = [seconds + report.duration, outcome, marks, ended or report.when == "teardown"]
+
+
+def durations_table() -> list[tuple[str, float, str, str]]:
+    """(node id, seconds, outcome, markers) of every test that ran, slowest first; a test the
+    session's end cut short (an interrupt) reads "unfinished"."""
+    rows = [(n, s, o if ended else "unfinished", m) for n, (s, o, m, ended) in _SECONDS.items()]
+    return sorted(rows, key=lambda row: -row[1])
+
+
+def pytest_terminal_summary(terminalreporter):
+    path = os.environ.get("FABRIC_BENCH_TEST_DURATIONS")
+    rows = durations_table()
+    if not path or not rows:
+        return
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w") as f:
+        f.write("# seconds\toutcome\tmarkers\ttest (setup + call + teardown; slowest first)\n")
+        f.writelines(f"{s:.2f}\t{o}\t{m or '-'}\t{n}\n" for n, s, o, m in rows)
+    write = terminalreporter.write_line
+    terminalreporter.section("the 25 slowest tests (setup + call + teardown)")
+    for nodeid, seconds, outcome, _ in rows[:25]:
+        write(f"{seconds:8.1f} s  {nodeid}" + ("" if outcome == "passed" else f"  ({outcome})"))
+    slow = sum(s for _, s, _, m in rows if "slow" in m.split(","))
+    total = sum(s for _, s, _, _ in rows)
+    write(f"tests: {len(rows)}, {total:.0f} s in all ({slow:.0f} s in slow tests); every test's time: {out}")

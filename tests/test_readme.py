@@ -8,7 +8,12 @@ jobs run with small sizes appended (the last value of an option wins); lines
 that need what this machine cannot have are listed with the reason, and that
 list must be exactly the lines that name such things. Each command line appears
 once across the README and the docs (a page links to another's instead), so
-nothing runs twice.
+nothing runs twice; a line whose whole path another test runs for real (with
+more assertions) runs here with --dry-run, and a sweep whose results other tests
+read too is swept once per session (tests/conftest.py).
+
+`make check` runs the quick form: every `run` and `sweep` line with --dry-run,
+and the lines that take seconds as they are.
 """
 
 from __future__ import annotations
@@ -24,8 +29,6 @@ import psutil
 import pytest
 
 from tests.conftest import REPO, VENV_BIN, need
-
-pytestmark = pytest.mark.slow
 
 # The order a user follows: later pages use what earlier ones made (site.toml, the image,
 # results/sweeps/cpu-small and cpu-emulated). Docs with shell blocks not listed run after these.
@@ -63,7 +66,8 @@ NOT_RUN = {
 }
 # Long jobs, made small: README line prefix -> arguments appended.
 SMALLER = {
-    "make bench": f'BENCH_ARGS="{TINY_TRAIN} --ranks 1,2"',
+    # two rounds of the four arms, not five: the fewest that give the paired ratios and their intervals
+    "make bench": f'BENCH_ARGS="{TINY_TRAIN} --ranks 1,2 --rounds 2"',
     ".venv/bin/fabric-bench run --engine": TINY_TRAIN,
     "fabric-bench run --site site.toml": TINY_TRAIN,
     ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --fabric": TINY_TRAIN,
@@ -71,6 +75,35 @@ SMALLER = {
     # every step of the check runs in tests/benchmarks/test_gpu_check.py; here one run proves the line
     "benchmarks/gpu_check.sh --cpu": "--only torch-ddp-resnet50-fp32",
 }
+# Lines whose whole path another test runs for real, with more assertions: here they run with
+# --dry-run (their options, files and plan checked), so no path runs twice. Prefix -> that test.
+RUN_ELSEWHERE = {
+    ".venv/bin/fabric-bench run --engine horovod --model resnet18 --ranks 2": "tests/integration/test_torch_training.py"
+    "::test_two_ranks_train_to_identical_parameters",
+    "fabric-bench run --site site.toml --runtime apptainer": "tests/integration/test_image_run.py"
+    "::test_two_ranks_in_the_image_over_ethernet_with_host_mpirun",
+    ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --link-rate 1gbit --benchmark allreduce": "tests/launch/"
+    "test_emulate.py::test_allreduce_busbw_follows_the_shaped_rate",
+    ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --fabric": "tests/launch/test_emulate.py"
+    "::test_training_across_namespaces_ends_with_identical_parameters",
+    ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --link-rate 1gbit --benchmark halo": "tests/launch/"
+    "test_emulate.py::test_halo_across_namespaces_matches_one_rank",
+    "fabric-bench sweep experiments/cpu-emulated.experiment.toml": "tests/integration/test_study_emulated.py"
+    "::test_emulated_sweep_report_opens_with_the_verdict",
+    "SLURM_CONF=/run/fabric-bench/emulate/doc.slurm/slurm.conf .venv/bin/fabric-bench sweep": "tests/integration/"
+    "test_emulated_slurm.py::test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_healthy_cluster",
+}
+# Of those, the sweeps whose results later lines read: the session's one sweep of that experiment
+# (tests/conftest.py cpu_emulated_sweep) is copied where the line would have written it.
+SWEPT_ONCE = {"fabric-bench sweep experiments/cpu-emulated.experiment.toml": "results/sweeps/cpu-emulated"}
+# make check: these run as they are (seconds each); every other `run` and `sweep` line with --dry-run
+QUICK = (
+    "fabric-bench probe",
+    "fabric-bench site init --output",
+    "fabric-bench image render",
+    "fabric-bench image list",
+)
+DRY_RUN = re.compile(r"^(\.venv/bin/)?fabric-bench (run|sweep) ")
 EXIT_CODES = {  # lines whose documented outcome may be a non-zero exit
     "fabric-bench compare": {0, 1},  # 1: not within the tolerance (tiny runs on 2 shared cores are noisy)
 }
@@ -110,8 +143,12 @@ def without_comment(line: str) -> str:
 
 def made_small(line: str) -> str:
     command = without_comment(line)
+    if "--dry-run" in command:
+        return command
+    if command.startswith(tuple(RUN_ELSEWHERE)):
+        return f"{command} --dry-run"
     for prefix, extra in SMALLER.items():
-        if command.startswith(prefix) and "--dry-run" not in command:
+        if command.startswith(prefix):
             return f"{command} {extra}".strip()
     return command
 
@@ -124,6 +161,27 @@ def scratch_checkout(tmp_path: Path) -> Path:
             (work / entry.name).symlink_to(entry)
     (work / ".venv").symlink_to(VENV_BIN.parent)  # wherever VENV put it
     return work
+
+
+def shell_env(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+        "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite"),
+    }
+
+
+def run_line(page: str, command: str, work: Path, env: dict[str, str]) -> None:
+    """One documented line in bash, as pasted; fails the test with its output unless its exit is allowed."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=900
+    )
+    allowed = next((codes for prefix, codes in EXIT_CODES.items() if command.startswith(prefix)), {0})
+    assert proc.returncode in allowed, (
+        f"{page} line failed (exit {proc.returncode}): {command}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    print(f"{time.monotonic() - started:7.1f} s  {command}", flush=True)
 
 
 def test_the_lines_not_run_are_exactly_those_naming_what_this_machine_lacks():
@@ -141,30 +199,52 @@ def test_each_command_line_appears_once_across_the_readme_and_docs():
         seen[command] = page
 
 
-def test_every_other_readme_line_runs(tmp_path, cpu_ethernet_image):
+def test_each_line_run_elsewhere_is_one_line_that_test_runs_for_real():
+    lines = [without_comment(line) for _, line in documented_lines()]
+    for prefix, nodeid in RUN_ELSEWHERE.items():
+        assert sum(line.startswith(prefix) for line in lines) == 1, f"{prefix!r} must match one documented line"
+        path, name = nodeid.split("::")
+        source = (REPO / path).read_text()
+        assert f"\ndef {name}(" in source, f"{nodeid} is gone: run {prefix!r} here again"
+        assert "pytest.mark.slow" in source  # it runs in make test, as this test does
+    assert set(SWEPT_ONCE) <= set(RUN_ELSEWHERE)
+
+
+def test_the_run_and_sweep_lines_in_dry_run_and_the_quick_lines_run(tmp_path):
+    """make check's README: every `run` and `sweep` line a user can paste here checked with --dry-run
+    (its options, the experiment file, the runs it plans), and the quick lines run as they are."""
+    work = scratch_checkout(tmp_path)
+    env = shell_env(tmp_path)
+    dry, quick = [], []
+    for page, line in documented_lines():
+        command = without_comment(line)
+        if command in NOT_RUN or "$(" in command:  # the README's image: built by make test, not here
+            continue
+        if command.startswith(QUICK):
+            run_line(page, command, work, env)
+            quick.append(command)
+        elif DRY_RUN.match(command):
+            run_line(page, command if "--dry-run" in command else f"{command} --dry-run", work, env)
+            dry.append(command)
+    assert len(quick) == len(QUICK) and len(dry) >= 8, (quick, dry)
+
+
+@pytest.mark.slow
+def test_every_other_readme_line_runs(tmp_path, cpu_ethernet_image, cpu_emulated_sweep):
     need(os.geteuid() == 0 and shutil.which("tc") is not None, "the README's emulated fabrics need root and tc")
     work = scratch_checkout(tmp_path)
-    env = {
-        **os.environ,
-        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
-        "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite"),
-    }
+    env = shell_env(tmp_path)
     before = {p.pid for p in psutil.process_iter()}
     ran = []
     for page, line in documented_lines():
         if without_comment(line) in NOT_RUN:
             continue
         command = made_small(line)
-        started = time.monotonic()
-        proc = subprocess.run(
-            ["bash", "-o", "pipefail", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=900
-        )
-        allowed = next((codes for prefix, codes in EXIT_CODES.items() if command.startswith(prefix)), {0})
-        assert proc.returncode in allowed, (
-            f"{page} line failed (exit {proc.returncode}): {command}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        )
+        run_line(page, command, work, env)
         ran.append(command)
-        print(f"{time.monotonic() - started:7.1f} s  {command}", flush=True)
+        swept = next((folder for prefix, folder in SWEPT_ONCE.items() if command.startswith(prefix)), None)
+        if swept:
+            shutil.copytree(cpu_emulated_sweep.directory, work / swept, dirs_exist_ok=True)
     assert len(ran) >= 20
     # every line's processes ended with it
     left = [

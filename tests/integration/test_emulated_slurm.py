@@ -54,6 +54,22 @@ def cluster(*planted: str, nodes: int = NODES):
     assert slurm_nodes.HOST_IF not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
 
 
+@pytest.fixture(scope="class")
+def shared_cluster(request):
+    """One healthy cluster of the class's NODES for the tests of that class, which only use it: up
+    once, and checked once after it goes (every daemon and rank gone, every namespace removed)."""
+    with cluster(nodes=request.cls.NODES) as up:
+        yield up
+
+
+def gone(pids: set[int], within_s: float = 10) -> bool:
+    """No pid of `pids` running within `within_s` (Slurm ends a step's processes as the step ends)."""
+    deadline = time.monotonic() + within_s
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return not alive(pids)
+
+
 def rank_pids(directory) -> set[int]:
     pids = set()
     for path in directory.rglob("rank-*.jsonl"):
@@ -181,85 +197,65 @@ def test_locate_screens_six_nodes_and_names_a_slow_node_and_nothing_else(tmp_pat
     assert not alive(rank_pids(tmp_path))
 
 
-def test_a_second_slurm_cluster_and_bad_faults_are_refused_in_one_line():
-    with cluster(nodes=2):
+class TestTwoHealthyNodes:
+    """The tests that only use a healthy 2-node cluster share one."""
+
+    NODES = 2
+
+    def test_a_second_slurm_cluster_and_bad_faults_are_refused_in_one_line(self, shared_cluster):
         second = fabric_bench("emulate", "up", "--nodes", "2", "--slurm", "--name", "tsother", timeout=60)
         assert second.returncode == 2 and "runs already" in second.stderr and len(second.stderr.splitlines()) == 1
-    bad = fabric_bench("emulate", "up", "--nodes", "2", "--link", "300mbit", "--link", "n5=1gbit", timeout=60)
-    assert bad.returncode == 2 and "n0..n1" in bad.stderr and "Traceback" not in bad.stderr
+        bad = fabric_bench("emulate", "up", "--nodes", "2", "--link", "300mbit", "--link", "n5=1gbit", timeout=60)
+        assert bad.returncode == 2 and "n0..n1" in bad.stderr and "Traceback" not in bad.stderr
 
-
-def test_a_point_whose_node_fails_runs_once_more_without_it(tmp_path):
-    """n1 drops off the network while a 2-node point runs on n0,n1: Slurm declares it failed,
-    srun says so, and the sweep runs the point again with --exclude=n1 (both runs kept)."""
-    experiment = tmp_path / "long.experiment.toml"
-    text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
-    experiment.write_text(
-        text.replace("nodes = [2, 4]", "nodes = [2]")
-        .replace("iters = 3", "iters = 40")
-        .replace("max_bytes = 16777216", "max_bytes = 4194304")
-    )
-    with cluster(nodes=3) as (name, env, _):
+    def test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes(self, shared_cluster, tmp_path):
+        experiment = tmp_path / "two.experiment.toml"
+        text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
+        experiment.write_text(
+            text.replace("nodes = [2, 4]", "nodes = [2]").replace('launcher = "srun"', 'launcher = "sbatch"')
+        )
+        name, env, _ = shared_cluster
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
-        sweep = subprocess.Popen(
-            [
-                str(VENV_BIN / "fabric-bench"),
-                "sweep",
-                str(experiment),
-                "--site",
-                str(site),
-                "--dir",
-                str(tmp_path / "sweep"),
-                "--remeasure-disturbed",
-                "0",
-            ],
-            cwd=REPO,
+        sweep = fabric_bench(
+            "sweep",
+            str(experiment),
+            "--site",
+            str(site),
+            "--dir",
+            str(tmp_path / "sweep"),
+            "--one-job",
+            "--remeasure-disturbed",
+            "0",
             env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            timeout=600,
         )
-        try:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:  # wait for the 2-node job on n0,n1
-                queue = subprocess.run(
-                    ["squeue", "--noheader", "--format=%D %N %T"], env=env, capture_output=True, text=True
-                ).stdout.split()
-                if queue[:3] == ["2", "n[0-1]", "RUNNING"]:
-                    break
-                time.sleep(0.5)
-            else:
-                pytest.fail("the 2-node point never ran on n[0-1]")
-            time.sleep(3)
-            subprocess.run(
-                ["ip", "-n", emulate.cluster_named(name).node(1), "link", "set", "fbemu0", "down"], check=True
-            )
-            output, _ = sweep.communicate(timeout=600)
-        finally:
-            if sweep.poll() is None:
-                sweep.kill()
-                sweep.wait()
         ranks = rank_pids(tmp_path)
-    summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
-    two = next(row for row in summary["runs"] if not row["baseline"])
-    state = json.loads((tmp_path / "sweep" / "index.json").read_text())
-    runs = next(p["runs"] for p in state["points"].values() if "n2x1" in p["label"])
-    assert len(runs) == 2, output[-3000:]
-    first = json.loads((tmp_path / "sweep" / "runs" / runs[0] / "result.json").read_text())
-    second = json.loads((tmp_path / "sweep" / "runs" / runs[1] / "result.json").read_text())
-    assert first["status"] != "ok" and second["status"] == "ok", output[-3000:]
-    assert second["retry_of"] == {"run_id": runs[0], "failed_nodes": ["n1"]}
-    assert "--exclude=n1" in second["argv"] and second["slurm"]["rank_hosts"] == ["n0", "n2"]
-    assert two["result"].endswith(f"{runs[1]}/result.json") or runs[1] in two["result"]
-    assert not alive(ranks)
+        assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
+        summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
+        results = [json.loads((tmp_path / "sweep" / row["result"]).read_text()) for row in summary["runs"]]
+        assert summary["ok"] == summary["ran"] == 2 and len({r["slurm"]["job_id"] for r in results}) == 1
+        two = next(r for r in results if r["world_size"] == 2)
+        job = two["slurm"]["job_id"]
+        assert two["slurm"]["rank_hosts"] == ["n0", "n1"] and two["slurm"]["steps"][0].startswith(f"{job}.")
+        assert (
+            two["transport"]["observed"]["mpi"]["btl"] == ["tcp"]
+            and 0 < two["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
+        )
+        assert gone(ranks)  # with their jobs, the cluster still up
 
 
-def test_in_the_apptainer_image_srun_pmix_crosses_the_nodes(tmp_path, cpu_ethernet_image):
-    """srun --mpi=pmix apptainer exec IMG: the image's Open MPI on three emulated nodes (locate's
-    steps and an allreduce run), its ranks on n0..n2 over TCP on fbemu0."""
-    image = str(cpu_ethernet_image.image)
-    with cluster(nodes=3) as (name, env, _):
+class TestThreeHealthyNodes:
+    """The tests that use a healthy 3-node cluster share one; the failing node's test takes n1 off
+    the network, so it runs last."""
+
+    NODES = 3
+
+    def test_in_the_apptainer_image_srun_pmix_crosses_the_nodes(self, shared_cluster, tmp_path, cpu_ethernet_image):
+        """srun --mpi=pmix apptainer exec IMG: the image's Open MPI on three emulated nodes (locate's
+        steps and an allreduce run), its ranks on n0..n2 over TCP on fbemu0."""
+        image = str(cpu_ethernet_image.image)
+        name, env, _ = shared_cluster
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
         run = fabric_bench(
@@ -308,52 +304,81 @@ def test_in_the_apptainer_image_srun_pmix_crosses_the_nodes(tmp_path, cpu_ethern
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
         found = json.loads((tmp_path / "locate" / "locate.json").read_text())
         ranks = rank_pids(tmp_path)
-    r = json.loads(next((tmp_path / "run").glob("*/result.json")).read_text())
-    assert r["status"] == "ok" and r["argv"][0] == "srun" and "apptainer" in r["argv"]
-    assert r["argv"][1:3] == [f"--job-name=fabric-bench-{r['run_id']}", "--mpi=pmix"]
-    # ranks in the image, each node sampled on its own by the host's Python beside them
-    assert sorted(r["disturbance"]["nodes"]) == ["n0", "n1", "n2"], r["disturbance"]["sampler"]
-    assert r["slurm"]["rank_hosts"] == ["n0", "n1", "n2"] and r["transport"]["observed"]["mpi"]["btl"] == ["tcp"]
-    assert r["slurm"]["job_id"] and r["slurm"]["steps"] == [f"{r['slurm']['job_id']}.0"]
-    assert len(found["pairs"]) == 3 and not found["failed_pairs"]
-    assert all(sorted(p["hosts"]) == sorted([p["a"], p["b"]]) for p in found["pairs"])
-    assert not alive(ranks)
+        r = json.loads(next((tmp_path / "run").glob("*/result.json")).read_text())
+        assert r["status"] == "ok" and r["argv"][0] == "srun" and "apptainer" in r["argv"]
+        assert r["argv"][1:3] == [f"--job-name=fabric-bench-{r['run_id']}", "--mpi=pmix"]
+        # ranks in the image, each node sampled on its own by the host's Python beside them
+        assert sorted(r["disturbance"]["nodes"]) == ["n0", "n1", "n2"], r["disturbance"]["sampler"]
+        assert r["slurm"]["rank_hosts"] == ["n0", "n1", "n2"] and r["transport"]["observed"]["mpi"]["btl"] == ["tcp"]
+        assert r["slurm"]["job_id"] and r["slurm"]["steps"] == [f"{r['slurm']['job_id']}.0"]
+        assert len(found["pairs"]) == 3 and not found["failed_pairs"]
+        assert all(sorted(p["hosts"]) == sorted([p["a"], p["b"]]) for p in found["pairs"])
+        assert gone(ranks)  # with their jobs, the cluster still up
 
-
-def test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes(tmp_path):
-    experiment = tmp_path / "two.experiment.toml"
-    text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
-    experiment.write_text(
-        text.replace("nodes = [2, 4]", "nodes = [2]").replace('launcher = "srun"', 'launcher = "sbatch"')
-    )
-    with cluster(nodes=2) as (name, env, _):
+    def test_a_point_whose_node_fails_runs_once_more_without_it(self, shared_cluster, tmp_path):
+        """n1 drops off the network while a 2-node point runs on n0,n1: Slurm declares it failed,
+        srun says so, and the sweep runs the point again with --exclude=n1 (both runs kept)."""
+        experiment = tmp_path / "long.experiment.toml"
+        text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
+        experiment.write_text(
+            text.replace("nodes = [2, 4]", "nodes = [2]")
+            .replace("iters = 3", "iters = 40")
+            .replace("max_bytes = 16777216", "max_bytes = 4194304")
+        )
+        name, env, _ = shared_cluster
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
-        sweep = fabric_bench(
-            "sweep",
-            str(experiment),
-            "--site",
-            str(site),
-            "--dir",
-            str(tmp_path / "sweep"),
-            "--one-job",
-            "--remeasure-disturbed",
-            "0",
+        sweep = subprocess.Popen(
+            [
+                str(VENV_BIN / "fabric-bench"),
+                "sweep",
+                str(experiment),
+                "--site",
+                str(site),
+                "--dir",
+                str(tmp_path / "sweep"),
+                "--remeasure-disturbed",
+                "0",
+            ],
+            cwd=REPO,
             env=env,
-            timeout=600,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:  # wait for the 2-node job on n0,n1
+                queue = subprocess.run(
+                    ["squeue", "--noheader", "--format=%D %N %T"], env=env, capture_output=True, text=True
+                ).stdout.split()
+                if queue[:3] == ["2", "n[0-1]", "RUNNING"]:
+                    break
+                time.sleep(0.5)
+            else:
+                pytest.fail("the 2-node point never ran on n[0-1]")
+            time.sleep(3)
+            subprocess.run(
+                ["ip", "-n", emulate.cluster_named(name).node(1), "link", "set", "fbemu0", "down"], check=True
+            )
+            output, _ = sweep.communicate(timeout=600)
+        finally:
+            if sweep.poll() is None:
+                sweep.kill()
+                sweep.wait()
         ranks = rank_pids(tmp_path)
-    assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
-    summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
-    results = [json.loads((tmp_path / "sweep" / row["result"]).read_text()) for row in summary["runs"]]
-    assert summary["ok"] == summary["ran"] == 2 and len({r["slurm"]["job_id"] for r in results}) == 1
-    two = next(r for r in results if r["world_size"] == 2)
-    job = two["slurm"]["job_id"]
-    assert two["slurm"]["rank_hosts"] == ["n0", "n1"] and two["slurm"]["steps"][0].startswith(f"{job}.")
-    assert (
-        two["transport"]["observed"]["mpi"]["btl"] == ["tcp"] and 0 < two["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
-    )
-    assert not alive(ranks)
+        summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
+        two = next(row for row in summary["runs"] if not row["baseline"])
+        state = json.loads((tmp_path / "sweep" / "index.json").read_text())
+        runs = next(p["runs"] for p in state["points"].values() if "n2x1" in p["label"])
+        assert len(runs) == 2, output[-3000:]
+        first = json.loads((tmp_path / "sweep" / "runs" / runs[0] / "result.json").read_text())
+        second = json.loads((tmp_path / "sweep" / "runs" / runs[1] / "result.json").read_text())
+        assert first["status"] != "ok" and second["status"] == "ok", output[-3000:]
+        assert second["retry_of"] == {"run_id": runs[0], "failed_nodes": ["n1"]}
+        assert "--exclude=n1" in second["argv"] and second["slurm"]["rank_hosts"] == ["n0", "n2"]
+        assert two["result"].endswith(f"{runs[1]}/result.json") or runs[1] in two["result"]
+        assert gone(ranks)  # with their jobs, the cluster still up
 
 
 def test_every_node_of_a_slurm_run_is_sampled_on_its_own_and_a_rate_limited_node_is_named(tmp_path):

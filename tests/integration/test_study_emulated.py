@@ -21,20 +21,10 @@ def emulation_possible():
     need(os.geteuid() == 0 and shutil.which("tc") is not None, "emulated fabrics need root and tc")
 
 
-def test_emulated_sweep_report_opens_with_the_verdict(tmp_path):
-    emulation_possible()
-    sweep_dir = tmp_path / "sweep"
-    sweep = fabric_bench(
-        "sweep",
-        "experiments/cpu-emulated.experiment.toml",
-        "--dir",
-        str(sweep_dir),
-        "--remeasure-disturbed",
-        "0",
-        "--keep-disturbed",
-        timeout=1500,
-    )
-    assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-2000:]
+def test_emulated_sweep_report_opens_with_the_verdict(tmp_path, cpu_emulated_sweep):
+    # the session's one sweep of experiments/cpu-emulated.experiment.toml (tests/conftest.py), which
+    # the README's verdicts page reads too
+    sweep_dir, sweep = cpu_emulated_sweep.directory, cpu_emulated_sweep.process
     assert "verdict: fabric" in sweep.stdout and "In the 2 groups" in sweep.stdout.replace("\n", " ")
 
     out = tmp_path / "report"

@@ -32,19 +32,35 @@ TINY = [
 ]
 
 
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """The module's tiny 2-rank run of (engine, controller), run once: the tests that only read
+    it (its result, its console, its log) share it. Returns (the process, its results folder)."""
+    done: dict[tuple[str, str], tuple[subprocess.CompletedProcess, Path]] = {}
+
+    def run(engine: str, controller: str) -> tuple[subprocess.CompletedProcess, Path]:
+        if (engine, controller) not in done:
+            if engine == "horovod":
+                need(horovod_built_for("torch"), "Horovod with PyTorch is not installed (make setup)")
+            results = tmp_path_factory.mktemp(f"{engine}-{controller}")
+            scratch_before = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
+            proc = fabric_bench(
+                "run", "--engine", engine, "--controller", controller, "--ranks", "2", *TINY, "--results", str(results)
+            )
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            assert (
+                set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= scratch_before
+            )  # torchrun's folder stays in the run
+            done[(engine, controller)] = proc, results
+        return done[(engine, controller)]
+
+    return run
+
+
 @pytest.mark.parametrize("engine, controller", [("ddp", "mpi"), ("horovod", "mpi"), ("horovod", "gloo")])
-def test_two_ranks_train_to_identical_parameters(engine, controller, tmp_path):
-    if engine == "horovod":
-        need(horovod_built_for("torch"), "Horovod with PyTorch is not installed (make setup)")
-    scratch_before = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
-    proc = fabric_bench(
-        "run", "--engine", engine, "--controller", controller, "--ranks", "2", *TINY, "--results", str(tmp_path)
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert (
-        set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= scratch_before
-    )  # torchrun's folder stays in the run
-    r = only_result(tmp_path)
+def test_two_ranks_train_to_identical_parameters(engine, controller, two_ranks):
+    _, results = two_ranks(engine, controller)
+    r = only_result(results)
     assert r["status"] == "ok" and r["schema_version"] == SCHEMA_VERSION
     assert r["world_size"] == 2 and r["engine"] == engine
     assert r["params_max_abs_diff"] == 0.0 and len(r["params_sha256"]) == 1  # bit-identical
@@ -143,10 +159,9 @@ def test_a_killed_rank_fails_the_run_and_takes_its_peers_down(tmp_path):
     assert leftovers.stdout.strip() == ""
 
 
-def test_the_console_shows_progress_and_the_table_and_the_log_keeps_the_verbose_output(tmp_path):
-    need(horovod_built_for("torch"), "Horovod with PyTorch is not installed (make setup)")
-    proc = fabric_bench("run", "--engine", "horovod", "--ranks", "2", *TINY, "--results", str(tmp_path))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+def test_the_console_shows_progress_and_the_table_and_the_log_keeps_the_verbose_output(two_ranks):
+    # the Horovod run of test_two_ranks_train_to_identical_parameters (mpi: the default controller)
+    proc, results = two_ranks("horovod", "mpi")
     lines = proc.stdout.splitlines()
     progress = [l for l in lines if " iteration " in l]
     # rank 0 speaks for the group: one line per timed iteration of each phase
@@ -155,5 +170,5 @@ def test_the_console_shows_progress_and_the_table_and_the_log_keeps_the_verbose_
     ]
     assert not any("mca:" in l or "UCX" in l for l in lines)
     assert len(lines) <= len(progress) + 12  # + the summary table and the result path
-    (log,) = tmp_path.glob("*/output.log")
+    (log,) = results.glob("*/output.log")
     assert "mca:" in log.read_text()  # the transport evidence is still recorded

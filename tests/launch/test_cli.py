@@ -10,8 +10,8 @@ from tests.conftest import fabric_bench
     [
         (["--model", "nope"], "unknown model 'nope'"),
         (["--engine", "mxnet"], "unknown engine 'mxnet'"),
-        (["--ranks", "0"], "--ranks must be >= 1"),
-        (["--batch-size", "0"], "--batch-size must be >= 1"),
+        (["--ranks", "0"], "--ranks 0 is refused: an integer 1..1048576"),
+        (["--batch-size", "0"], "--batch-size 0 is refused: an integer 1..65536"),
         (["--ranks", "two"], "--ranks"),
         (["--env", "NOEQUALS"], "--env expects NAME=VALUE"),
         (["--timeout", "-1"], "--timeout must be > 0"),

@@ -112,12 +112,12 @@ def test_an_emulated_run_resolves_to_ethernets_variant(fabric):
 
 
 def test_trust_checks_run_at_validation_and_at_the_job_script_only(tmp_path):
-    checks = (trust.check_text, trust.check_env, trust.check_script)
+    checks = (trust.check_text, trust.check_env)
     with calls_of(*checks) as counted:
         prepare(ib_batch_run(extra_env={"NCCL_DEBUG": "INFO"}), tmp_path, SITE, run_id="r")
     callers = {caller for (_, caller) in counted if not caller.startswith(("check_", "RunSpec.validated"))}
     assert callers == {"job_script"}
-    assert counted[("check_script", "job_script")] == 1 and counted[("check_env", "RunSpec.validated")] == 1
+    assert counted[("check_env", "job_script")] == 1 and counted[("check_env", "RunSpec.validated")] == 1
     # a spec checked where it entered (an experiment file, say) is not checked again behind the door
     entered = ib_batch_run().validated()
     with calls_of(*checks) as counted:
