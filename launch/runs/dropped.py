@@ -25,10 +25,9 @@ from bench import catalog
 from containers import stack
 from containers.fabrics import PROFILES
 from containers.recipe import labels as recipe_labels
-from launch.kinds import DEFAULT, KINDS
 from launch.ranks.runspec import RunSpec
 from launch.ranks.runtimes import RUNTIMES
-from launch.runs.experiment import NOT_APPLICABLE, Experiment, Point, measures_alone
+from launch.runs.experiment import NOT_APPLICABLE, Experiment, Point, measures_alone, read_fields
 from launch.site import preflight
 from launch.site.config import Site
 
@@ -78,15 +77,6 @@ def labels_of_name(image: str) -> dict[str, str]:
     return {}
 
 
-def _read_fields(experiment: Experiment, fields: dict) -> dict:
-    """The fields a combination's benchmark reads (as expand reads them: launch.kinds' not_read)."""
-    if "benchmark" not in experiment.matrix:
-        return fields
-    name = fields.get("benchmark", DEFAULT)
-    ignored = KINDS[name].not_read if name in KINDS else ()
-    return {k: v for k, v in fields.items() if k not in ignored}
-
-
 def matrix_drops(experiment: Experiment, site: Site, launcher: str | None = None) -> list[Dropped]:
     """The combinations `expand` leaves out (its NOT_APPLICABLE test), one entry per rule and the
     values of the rule's keys that the matrix varies."""
@@ -97,7 +87,7 @@ def matrix_drops(experiment: Experiment, site: Site, launcher: str | None = None
     cache: dict[str, Any] = {}
     counts: dict[tuple[str, str], int] = {}
     for combo in itertools.product(*experiment.matrix.values()):
-        fields = {**dataclasses.asdict(RunSpec()), **_read_fields(experiment, {**base, **dict(zip(names, combo))})}
+        fields = {**dataclasses.asdict(RunSpec()), **read_fields(experiment, {**base, **dict(zip(names, combo))})}
         if fields["framework"] not in catalog.ENGINES:
             continue  # refused by name when the spec is made
         for keys, why, broken in NOT_APPLICABLE:

@@ -266,7 +266,8 @@ NOT_APPLICABLE = (
 )
 
 
-def _read_fields(experiment: Experiment, fields: dict) -> dict:
+def read_fields(experiment: Experiment, fields: dict) -> dict:
+    """The fields a combination's benchmark reads, where the matrix varies the benchmark."""
     if "benchmark" not in experiment.matrix:
         return fields
     # a kind's unread fields (launch.kinds): the halo proxy is not run once per CNN, nor per allreduce library
@@ -384,7 +385,7 @@ def expand(experiment: Experiment, site: Site | None = None, launcher: str | Non
     survivors: dict[str, set] = {name: set() for name in names}
     reasons: dict[tuple[str, Any], str] = {}
     for combo in itertools.product(*experiment.matrix.values()):
-        fields = _read_fields(experiment, {**base, **dict(zip(names, combo))})
+        fields = read_fields(experiment, {**base, **dict(zip(names, combo))})
         reason = _dropped(experiment, {**dataclasses.asdict(RunSpec()), **fields})
         if reason:
             for name, value in zip(names, combo):
