@@ -50,6 +50,15 @@ def canary(tmp_path) -> Path:
 
 
 @pytest.fixture
+def script(tmp_path, canary):
+    """A payload a hostile file names (an experiment's or an archive's): it leaves the canary wherever it runs."""
+    path = tmp_path / "payload.sh"
+    path.write_text(f'#!/bin/sh\ntouch {canary}\nexec "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
 def site_key(tmp_path) -> tuple[Path, Path]:
     """(private key, allowed-signers file) of a site, made the one-command way."""
     key = tmp_path / "site-a.key"

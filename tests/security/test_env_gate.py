@@ -83,15 +83,6 @@ runtime = "host"
 """
 
 
-@pytest.fixture
-def script(tmp_path, canary):
-    """The experiment file's payload: it leaves the canary wherever it runs."""
-    path = tmp_path / "payload.sh"
-    path.write_text(f'#!/bin/sh\ntouch {canary}\nexec "$@"\n')
-    path.chmod(0o755)
-    return path
-
-
 def experiment_file(tmp_path, env: dict[str, str], name: str = "hostile.experiment.toml"):
     """A real experiment file whose [run.env] sets `env`."""
     lines = [f"{key} = {json.dumps(value)}" for key, value in env.items()]  # a JSON string is a TOML one

@@ -72,15 +72,6 @@ HAZARDS = {
 HAZARD_CASES = [(library, *case) for library, cases in HAZARDS.items() for case in cases]
 
 
-@pytest.fixture
-def script(tmp_path, canary):
-    """A script of the archive's: it leaves the canary wherever it runs."""
-    path = tmp_path / "payload.sh"
-    path.write_text(f'#!/bin/sh\ntouch {canary}\nexec "$@"\n')
-    path.chmod(0o755)
-    return path
-
-
 @pytest.mark.parametrize("library, name, kind, value", HAZARD_CASES, ids=[c[1] for c in HAZARD_CASES])
 def test_every_hazard_class_is_refused_and_accept_env_cannot_admit_it(tmp_path, script, library, name, kind, value):
     value = value.format(script=script, dir=tmp_path)
