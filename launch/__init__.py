@@ -12,6 +12,7 @@ it, never from one listed after (tests/test_architecture.py checks it):
     site/         what a site has: its site file, the host probe, software, fabric presets, preflight
     runs/         one run end to end, and experiments swept point by point
     provenance/   archives, replay, signatures, what a pulled image must be, software stacks
+    sharing/      results between sites: signed archives published to and pulled from an OCI registry
     cli/          the `fabric-bench` app: options in, a room's function called, its answer printed
 
 results/ (result.json and everything read from it), disturbance/ (was a run disturbed) and

@@ -217,6 +217,7 @@ COMMAND_MODULES = (
     "launch.cli.predict",
     "launch.cli.locate",
     "launch.cli.baseline",
+    "launch.cli.publish",
 )
 for _module in COMMAND_MODULES:
     __import__(_module, fromlist=["register"]).register(app)

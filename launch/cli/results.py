@@ -1,4 +1,5 @@
-"""`fabric-bench results list|show|export|index`: the results history (launch.results.store)."""
+"""`fabric-bench results list|show|export|index|pull`: the results history (launch.results.store),
+and other sites' results pulled into it from an OCI registry (launch.sharing)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import typer
 from rich.table import Table
 
 from launch.console import console as make_console
+from launch.errors import UsageError
 from launch.results import store
 from launch.shapes import rich_text, terminal
 
@@ -147,6 +149,119 @@ def index(directory: Path = typer.Argument(..., help="a results or sweep directo
     for problem in problems:
         print(terminal(problem), file=sys.stderr)
     print(f"indexed {count} results into {store.store_path()}")
+
+
+PULLED_COLUMNS = ("digest", "site", "fabric", "kind", "model", "nodes-ranks", "stack", "created", "runs")
+
+
+@results_app.command("pull")
+def pull(
+    source: str = typer.Argument(
+        ...,
+        metavar="REGISTRY[/REPO][@sha256:...]",
+        help="the repository results were published to (REPO defaults to fabric-bench/results)",
+    ),
+    allowed_signers: Optional[Path] = typer.Option(
+        None, help="OpenSSH allowed-signers file: the site keys you trust, each principal a site's name (to pull)"
+    ),
+    revoked: Optional[Path] = typer.Option(
+        None, help="revoked keys, one public key per line: nothing they signed is accepted"
+    ),
+    digest: list[str] = typer.Option(
+        [], help="pull this artifact (its manifest digest; repeatable); default: every one the filters match"
+    ),
+    site: Optional[str] = typer.Option(None, help="only this site's results"),
+    fabric: Optional[str] = typer.Option(None, help="only results on this fabric"),
+    kind: Optional[str] = typer.Option(None, help="only this benchmark kind (train, allreduce, ...)"),
+    model: Optional[str] = typer.Option(None, help="only this model"),
+    size: Optional[str] = typer.Option(None, help="only this message-size range, MIN-MAX bytes"),
+    nodes_ranks: Optional[str] = typer.Option(None, help="only runs of NODESxRANKS_PER_NODE, e.g. 2x8"),
+    stack_digest: Optional[str] = typer.Option(None, help="only results on this stack (sha256:...)"),
+    bundle_version: Optional[str] = typer.Option(None, help="only archives written by this bundle commit"),
+    list_only: bool = typer.Option(False, "--list", help="list what is published (filtered); pull nothing"),
+    as_json: bool = typer.Option(False, "--json", help="with --list: machine-readable JSON"),
+    insecure: bool = typer.Option(False, help="plain HTTP to a registry not on this host (this host's always is)"),
+):
+    """Pull other sites' published results, verified, into the results store.
+
+    Lists the repository's results artifacts (--list), pulls the chosen ones by digest, checks
+    every blob's digest, the archive, its signature against --allowed-signers and --revoked, its
+    results, and that its annotations and signer agree with the signed archive; then imports the
+    results into the store keyed by their origin, the archive kept under the store's folder by
+    digest. Unsigned, revoked, untrusted, tampered or malformed: refused in one line, exit 2, and
+    nothing imported (all or nothing). Pulled results are data: nothing of theirs executes.
+
+    Examples:
+      fabric-bench results pull registry.example.org/hpc/fabric-results --list --fabric infiniband
+      fabric-bench results pull registry.example.org/hpc/fabric-results --allowed-signers sites.allowed --revoked revoked.keys --kind train
+    """
+    from launch.sharing import annotations as notes
+    from launch.sharing import pull as pulling
+    from launch.sharing.registry import at
+    from launch.sharing.trusted_keys import TrustedKeys
+
+    repository, pinned = at(source, insecure)
+    digests = [*([pinned] if pinned else []), *digest]
+    filters = {
+        "site": site,
+        "fabric": fabric,
+        "kind": kind,
+        "model": model,
+        "size": size,
+        "nodes_ranks": nodes_ranks,
+        "stack_digest": stack_digest,
+        "bundle_version": bundle_version,
+    }
+    if list_only:
+        listed, refused = pulling.published(repository)
+        shown = [item for item in listed if notes.matches(item.annotations, filters)]
+        if as_json:
+            print(json.dumps([{"reference": i.reference, "tag": i.tag, **i.annotations} for i in shown], indent=2))
+        else:
+            table = Table(title=rich_text(f"published in {repository.name}"))
+            for column in PULLED_COLUMNS:
+                table.add_column(column)
+            for item in shown:
+                said = item.annotations
+                table.add_row(
+                    *(
+                        rich_text(value or "-")
+                        for value in (
+                            item.manifest_digest[:19],
+                            said.get(notes.SITE),
+                            said.get(notes.FABRIC),
+                            said.get(notes.KIND),
+                            said.get(notes.MODEL) or said.get(notes.SIZE),
+                            said.get(notes.NODES_RANKS),
+                            (said.get(notes.STACK_DIGEST) or "")[:19],
+                            said.get(notes.CREATED),
+                            said.get(notes.RUNS),
+                        )
+                    )
+                )
+            make_console().print(table)
+        for line in refused:
+            print(f"fabric-bench: refused: {terminal(line)}", file=sys.stderr)
+        if refused:
+            raise typer.Exit(2)
+        return
+    if allowed_signers is None:
+        raise UsageError("pulling needs --allowed-signers FILE: the site keys you trust (--list needs none)")
+    keys = TrustedKeys(allowed_signers, revoked)
+    picked = pulling.chosen(repository, digests, filters)
+    if not picked:
+        print(f"nothing published in {repository.name} matches; nothing pulled")
+        return
+    with make_console(stderr=True).status(f"pulling and verifying {len(picked)} archives"):
+        done = pulling.pull(repository, picked, keys)
+    for record in done:
+        print(
+            terminal(
+                f"{record.reference}: {len(record.result_paths)} results of site {record.site} "
+                f"(signed by {record.signer}), origin {record.origin} -> {record.archive_path.parent}"
+            )
+        )
+    print(f"pulled {len(done)} archives, {sum(len(i.result_paths) for i in done)} results, into {store.store_path()}")
 
 
 def register(app: typer.Typer) -> None:
