@@ -47,6 +47,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -358,6 +359,9 @@ def main() -> int:
     p.add_argument("--results", type=Path, default=None, help="where the runs' results go (default: a temp dir)")
     p.add_argument("--json", type=Path, default=None, help="also write every run and the figures here")
     args = p.parse_args()
+    # a SIGTERM (a killed battery, a test's timeout) unwinds like Ctrl-C: the planted processes'
+    # `finally` blocks end them instead of leaving a busy loop or a disk writer behind
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     causes = [c for c in args.causes.split(",") if c] if args.rounds else []
     unknown = [c for c in causes if c not in CAUSES]
     iters = args.iters if args.iters is not None else 8
