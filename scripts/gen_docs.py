@@ -215,13 +215,15 @@ def kinds_reference() -> str:
         HEADER,
         "# Benchmark kinds\n\n",
         "Each kind is one module, `launch/kinds/NAME.py`, and its name in `_MODULES` of "
-        "`launch/kinds/__init__.py` ([set-up](../setup.md#adding-a-fabric-a-benchmark-kind-a-result-field)). "
+        "`launch/kinds/__init__.py` ([set-up](../setup.md#adding-a-fabric-a-benchmark-kind-a-result-field)); "
+        "the collectives are one kind, `launch/kinds/collective.py`, registered once each in "
+        "`launch/kinds/collectives.py`, their exchange code in `bench/collectives.py`. "
         "Every result also holds the shared fields of [result.schema.json](result.schema.json).\n\n",
         "| Kind | What | Program | Figure of merit | Unit | Better | Plausibility |\n|---|---|---|---|---|---|---|\n",
     ]
     for k in KINDS.values():
         out.append(
-            f"| {_code(k.name)} | {_cell(k.summary)} | {_code(k.programs['torch'])} | {_cell(k.metric.label)} "
+            f"| {_code(k.name)} | {_cell(k.workload)} | {_code(k.programs['torch'])} | {_cell(k.metric.label)} "
             f"(`{k.metric.name}`) | {_cell(k.metric.unit)} | {'higher' if k.metric.higher_is_better else 'lower'} "
             f"| {_cell(k.plausibility_rule)} |\n"
         )

@@ -29,7 +29,12 @@ def compare(
         "disturbed (by default such a pair cannot tell, and fails)",
     ),
 ):
-    """Compare B with A: ratio per metric and whether B is within tolerance (noise-aware).
+    """Compare B with A: ratio per figure and whether B is within tolerance (noise-aware).
+
+    Each result's kind says what is compared: a training run's img/s (total and per rank),
+    communication share and step time; a collective's busbw at each message size; the halo
+    proxy's time per iteration; with the kind's direction (only a worse B fails) and tolerance.
+    Two single results of different kinds are refused (exit 2).
 
     A and B may be archives (.tar.gz from `fabric-bench archive`): they are verified and
     their signer shown. Values and intervals are recomputed from each result's samples;
@@ -60,17 +65,16 @@ def compare(
         if provenance is not None:
             print(terminal(f"{side}: archive {path}: {provenance.line()}"), file=sys.stderr)
         sides.append(results)
+    pairs, unpaired = cmp.pair(*sides)  # results of different kinds: refused before anything is printed
     stack_lines = stacks.stack_lines(stacks.of_path(a, sides[0]), stacks.of_path(b, sides[1]))
     if not as_json:
         print("\n".join(terminal(line) for line in stack_lines))
-    pairs, unpaired = cmp.pair(*sides)
     tolerances = cmp.parse_tolerances(tolerance)
     rows, failures, left_out = [], list(unpaired), []
     for side, results in zip("AB", sides):
         failures += [f"{side} {r.run_id}: {problem}" for r in results for problem in disagreements(r)]
     for ra, rb in pairs:
-        what = field_of(ra, "engine") or field_of(ra, "backend")
-        label = f"{what}/{field_of(ra, 'model') or '-'} x{ra.world_size}"
+        label = cmp.label(ra)
         if not rb.ok:
             failures.append(f"{label}: B is {rb.status}: {field_of(rb, 'reason')}")
         noisy = [(side, r) for side, r in (("A", ra), ("B", rb)) if disturbed(r)]
@@ -108,6 +112,9 @@ def compare(
                             "ci95_a": m.ci_a,
                             "ci95_b": m.ci_b,
                             "tolerance": m.tolerance,
+                            "higher_is_better": m.higher_is_better,
+                            "unit": m.unit,
+                            "change": m.change,
                             "within": m.within,
                         }
                         for label, m in rows
@@ -129,7 +136,7 @@ def compare(
                 f"{m.ratio:.3f}" if m.ratio else "-",
                 f"{m.noise:.3g}",
                 f"{m.tolerance:.0%}",
-                "[green]yes[/green]" if m.within else "[red]no[/red]",
+                ("[green]yes[/green]" if m.within else "[red]no[/red]") + (" (better)" if m.change == "better" else ""),
             )
         make_console().print(table)
         for failure in failures:

@@ -1,11 +1,13 @@
-"""The benchmark kinds: one plug-in module each (launch.kinds.NAME defines `KIND`, a
-launch.kinds.kind.Kind), registered by its line in `_MODULES`. Every module that treats kinds
-differently asks this registry for the kind and calls what the kind declares; none compares a
-kind's name (tests/test_architecture.py).
+"""The benchmark kinds: plug-in modules (launch.kinds.NAME defines `KIND`, a launch.kinds.kind.Kind
+named after its module, or `KINDS`, several kinds of one parametrised class), registered by their
+line in `_MODULES`. Every module that treats kinds differently asks this registry for the kind and
+calls what the kind declares (its figures included: launch.kinds.kind); none compares a kind's
+name (tests/test_architecture.py).
 
 Adding a kind: its bench program (bench/<kind>.py), its module here, its name in `_MODULES`, and
-the reference regenerated (`make docs`). A kind that leaves out what sweeps, verdicts, reports
-or plausibility need is refused here, when it is registered (`check`).
+the reference regenerated (`make docs`). Adding a collective: its exchange code in
+bench/collectives.py and its line in launch/kinds/collectives.py. A kind that leaves out what
+sweeps, verdicts, reports or plausibility need is refused here, when it is registered (`check`).
 
 Beside the rooms: launch.ranks (RunSpec, launchers) and launch.results read it; a kind module
 imports nothing that imports this registry.
@@ -14,12 +16,12 @@ imports nothing that imports this registry.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from launch.kinds.kind import Kind
 from launch.results.schema import ResultSchema
 
-_MODULES = ("train", "allreduce", "halo", "alltoall")
+_MODULES = ("train", "collectives", "halo")
 DEFAULT = "train"  # RunSpec's default benchmark
 
 
@@ -27,21 +29,22 @@ class KindRefused(TypeError):
     """A kind module that does not declare what the rest of the bundle needs."""
 
 
-def check(found: Any, module: str) -> Kind:
+def check(found: object, module: str, named_after_module: bool = True) -> Kind:
     """The module's kind, whole: every part declared, its metric findable in its typed result,
-    a program for every framework of the catalog."""
+    a program for every framework of the catalog; named after its module where it is the module's
+    one `KIND`."""
     from bench import catalog
 
     if not isinstance(found, Kind):
         raise KindRefused(f"launch.kinds.{module}: KIND is not a launch.kinds.kind.Kind")
     missing = [
         name
-        for name in ("name", "summary", "programs", "metric", "fields", "plausibility_rule")
+        for name in ("name", "summary", "programs", "metric", "fields", "plausibility_rule", "workload")
         if not getattr(found, name, None)
     ] + (["not_read"] if getattr(found, "not_read", None) is None else [])
     if missing:
         raise KindRefused(f"launch.kinds.{module}: the kind declares no {', '.join(missing)}")
-    if found.name != module:
+    if named_after_module and found.name != module:
         raise KindRefused(f"launch.kinds.{module}: the kind is named {found.name!r}, not after its module")
     if not (isinstance(found.fields, type) and issubclass(found.fields, ResultSchema)):
         raise KindRefused(f"launch.kinds.{module}: fields is not a model of the result schema")
@@ -59,9 +62,19 @@ def check(found: Any, module: str) -> Kind:
     return found
 
 
-KINDS: Mapping[str, Kind] = {
-    k.name: k for k in (check(importlib.import_module(f"{__name__}.{m}").KIND, m) for m in _MODULES)
-}
+def registered(module: str) -> tuple[Kind, ...]:
+    """The kinds a module of _MODULES declares: its `KINDS` (distinct names), else its one `KIND`."""
+    found = importlib.import_module(f"{__name__}.{module}")
+    if not hasattr(found, "KINDS"):
+        return (check(getattr(found, "KIND", None), module),)
+    kinds = tuple(check(k, module, named_after_module=False) for k in found.KINDS)
+    names = [k.name for k in kinds]
+    if len(set(names)) != len(names):
+        raise KindRefused(f"launch.kinds.{module}: two kinds share a name ({', '.join(names)})")
+    return kinds
+
+
+KINDS: Mapping[str, Kind] = {k.name: k for m in _MODULES for k in registered(m)}
 BENCHMARKS = tuple(KINDS)
 
 

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING, Annotated, Optional
 
 from launch.errors import UsageError
-from launch.kinds.kind import TRAINING_FIELDS, Judged, Kind, Metric, by_rank, fmt, status_cell
-from launch.results.schema import FiniteNumber, Number, PositiveInt, ResultSchema, Samples, Text, shape
+from launch.kinds.kind import (
+    MAX_SECONDS,
+    SMALLEST,
+    TRAINING_FIELDS,
+    Bound,
+    Figure,
+    Judged,
+    Kind,
+    Metric,
+    by_rank,
+    disagreement,
+    finite_samples,
+    fmt,
+    listed,
+    robust_figure,
+    status_cell,
+    stored_figure,
+)
+from launch.results.schema import FiniteNumber, Number, PositiveInt, ResultSchema, Samples, Text, at, shape
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -38,9 +56,41 @@ class Halo(Kind):
         False,
         value_at=("time_per_iter_mean_s", "time_per_iter_s"),
         samples_at="samples_s",
+        ci_at="ci95_s",
     )
     fields = HaloFields
+    workload = "a 3-D 7-point stencil on a global grid split over the ranks, halos exchanged each iteration"
     communicates_always = "mpi"
+
+    def figures(self, fields: ResultSchema) -> list[Figure]:
+        """Time per iteration from its samples (lower is better), and the communication share as stored."""
+        found = [
+            robust_figure(self.metric, self.metric.name, finite_samples(at(fields, "samples_s")), self.value(fields)),
+            stored_figure("comm_fraction", fields.comm_fraction, "share", False, 0.25),
+        ]
+        return [f for f in found if f is not None]
+
+    def bounds(self, fields: ResultSchema) -> list[Bound]:
+        found = [
+            Bound(f"samples_s[{i}]", v, SMALLEST, MAX_SECONDS) for i, v in enumerate(listed(at(fields, "samples_s")))
+        ]
+        for name, low, high in (
+            ("time_per_iter_s", SMALLEST, MAX_SECONDS),
+            ("time_per_iter_mean_s", SMALLEST, MAX_SECONDS),
+            ("comm_fraction", 0.0, 1.0),
+        ):
+            if (value := at(fields, name)) is not None:
+                found.append(Bound(name, value, low, high))
+        return found
+
+    def disagreements(self, fields: ResultSchema) -> list[str]:
+        """bench.halo's time per iteration is its samples' median, its mean their mean."""
+        samples = finite_samples(at(fields, "samples_s"))
+        found: list[str] = []
+        for name, again in (("time_per_iter_s", statistics.median), ("time_per_iter_mean_s", statistics.fmean)):
+            if samples is not None and at(fields, name) is not None:
+                found += disagreement(name, at(fields, name), again(samples))
+        return found
 
     def bench_args(self, spec: "RunSpec") -> list[str]:
         return ["--grid", str(spec.grid), "--warmup", str(spec.warmup), "--iters", str(spec.iters)]

@@ -2,10 +2,14 @@
 
 A kind owns everything that differs between kinds: the bench program its ranks run and that
 program's arguments, what its run ids are named by, the RunSpec fields it does not read and the
-checks of those it does, how its rank records become result fields and their typed model, its
-figure of merit (found through the declared `Metric`, never by the kind's name), what ran and
-how it communicated as series names show it, its one-run table, its plots' titles and its
-plausibility rule. The rest of the bundle asks the registry (launch.kinds) and loops over it.
+checks of those it does, how its rank records become result fields and their typed model, what
+workload it is (one line), its figures: the figure of merit (the declared `Metric`: name, unit,
+direction, where its CI is read, the tolerance compare allows), the figures compare sets side by
+side (`figures`, recomputed from the samples), the ranges a foreign value may hold (`bounds`),
+the stored figures its samples do not give (`disagreements`); what ran and how it communicated
+as series names show it, its one-run table, its per-size curve, its plots' titles and its
+plausibility rule. The rest of the bundle asks the registry (launch.kinds) and loops over it;
+no reader names a kind's field.
 
 A kind module imports nothing that imports the registry (tests/test_architecture.py): it sits
 below every reader of results.
@@ -13,9 +17,10 @@ below every reader of results.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from launch.results.schema import ResultSchema, at, number
 
@@ -43,6 +48,12 @@ TRAINING_FIELDS = (
     "cudnn_benchmark",
 )
 
+# What a sample or figure read from a result can be (launch.shapes.sample, from launch.results.compare):
+# above zero (nothing is measured at a rate or in a time of 0) and below what no machine does
+SMALLEST = 1e-9
+MAX_SECONDS = 86400.0  # one iteration or step of a day
+AGREE = 1e-6  # relative: a stored figure this close to its recomputation agrees with it
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -56,6 +67,8 @@ class Metric:
     higher_is_better: bool
     value_at: tuple[str, ...]
     samples_at: Optional[str] = None
+    ci_at: Optional[str] = None  # the stored 95 % CI half-width of the value, over the run's iterations
+    tolerance: float = 0.10  # compare: the relative change in the worse direction still within
 
     def value(self, fields: ResultSchema) -> Optional[float]:
         """The run's figure (its mean over iterations), or None."""
@@ -74,8 +87,81 @@ class Metric:
         value = self.value(fields)
         return [value] if value is not None and value > 0 else []
 
+    def ci95(self, fields: ResultSchema) -> Optional[float]:
+        """The run's stored 95 % CI half-width over its iterations; None where it holds none (or an
+        infinite one: one sample)."""
+        return number(at(fields, self.ci_at)) if self.ci_at else None
+
     def paths(self) -> tuple[str, ...]:
-        return self.value_at + ((self.samples_at,) if self.samples_at else ())
+        return self.value_at + tuple(p for p in (self.samples_at, self.ci_at) if p)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure compare sets against its partner's (launch.results.compare): its value and 95 % CI
+    half-width (None: no interval) recomputed from the run's own samples where it has them, its
+    unit, which direction is better and the relative change in the worse direction compare allows."""
+
+    name: str  # 'total_img_per_s', 'busbw_gbit_s@8388608'
+    value: float
+    ci95: Optional[float]
+    unit: str
+    higher_is_better: bool
+    tolerance: float
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A value a reader takes from a result (perhaps another site's), named as a user finds it in the
+    file ('samples.total_img_per_s[0]'), and the range it can plausibly hold (launch.shapes.sample)."""
+
+    field: str
+    value: object
+    low: float
+    high: float
+
+
+def listed(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def finite_samples(values: object) -> Optional[list[float]]:
+    """A non-empty list of finite numbers, or None: samples from a file are checked before use."""
+    numbers = [number(v) for v in listed(values)]
+    return [v for v in numbers if v is not None] if numbers and None not in numbers else None
+
+
+def robust_figure(metric: Metric, name: str, samples: Optional[list[float]], stored: object) -> Optional[Figure]:
+    """`metric`'s figure from its samples (bench.stats.robust: an interval a few wild samples cannot
+    widen), else the stored value without an interval; None where neither is a number."""
+    from bench.stats import robust
+
+    if samples:
+        found = robust(samples)
+        return Figure(name, found.value, found.ci95, metric.unit, metric.higher_is_better, metric.tolerance)
+    value = number(stored)
+    return None if value is None else Figure(name, value, None, metric.unit, metric.higher_is_better, metric.tolerance)
+
+
+def stored_figure(name: str, stored: object, unit: str, higher_is_better: bool, tolerance: float) -> Optional[Figure]:
+    """A figure taken as stored (a share or a time with no samples of its own), without an interval."""
+    value = number(stored)
+    return None if value is None else Figure(name, value, None, unit, higher_is_better, tolerance)
+
+
+def disagreement(
+    name: str, stored: object, again: Optional[float], relative: float = AGREE, words: str = "samples"
+) -> list[str]:
+    """'NAME STORED is not what its samples give (AGAIN)', where the stored figure is not its
+    recomputation within `relative`; [] where it is, or nothing was recomputed."""
+    as_stored = number(stored)
+    if again is None or (as_stored is not None and abs(as_stored - again) <= relative * abs(again)):
+        return []
+    return [f"{name} {stored!r} is not what its {words} give ({again:.6g})"]
+
+
+def finite_or_none(value: float) -> Optional[float]:
+    return value if math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -86,7 +172,7 @@ class Judged:
     measure: str
     busbw_gbit_s: Optional[float]
     upper_bound: bool = False  # overlap may hide communication: a high figure proves nothing good
-    more: Optional[Mapping[str, Any]] = None
+    more: Optional[Mapping[str, object]] = None
 
 
 class Kind(ABC):
@@ -101,6 +187,7 @@ class Kind(ABC):
     not_read: tuple[str, ...]
     metric: Metric  # what its points are compared by (launch.results.aggregate)
     fields: type[ResultSchema]  # its result's typed model: the shared fields and its own
+    workload: str  # what the measured work is, in one line (tables, `fabric-bench compare`)
     trains: bool = False  # a training workload: engines, models, img/s, placement, efficiency
     # what its ranks communicate through, as series names and verdicts show it: the RunSpec/result
     # field that says so (train: the engine, allreduce: the backend), or a kind with one way only
@@ -163,6 +250,55 @@ class Kind(ABC):
     def samples(self, fields: ResultSchema) -> list[float]:
         return self.metric.samples(fields)
 
+    def ci95(self, fields: ResultSchema) -> Optional[float]:
+        """The stored 95 % CI half-width of its figure of merit over the run's iterations, or None."""
+        return self.metric.ci95(fields)
+
+    def figures(self, fields: ResultSchema) -> list[Figure]:
+        """What `fabric-bench compare` sets against the partner run (matched by name): by default its
+        figure of merit, recomputed from its samples (never the stored mean and interval)."""
+        found = robust_figure(
+            self.metric,
+            self.metric.name,
+            finite_samples(at(fields, self.metric.samples_at)) if self.metric.samples_at else None,
+            self.metric.value(fields),
+        )
+        return [found] if found is not None else []
+
+    def bounds(self, fields: ResultSchema) -> list[Bound]:
+        """Every sample and figure `figures` reads, with the range it can plausibly hold: by default
+        the figure of merit's samples and value above zero and below a day in seconds (a kind whose
+        figure is a rate says its own ceiling)."""
+        high = MAX_SECONDS if self.metric.unit == "s" else math.inf
+        found = [
+            Bound(f"{self.metric.samples_at}[{i}]", v, SMALLEST, high)
+            for i, v in enumerate(listed(at(fields, self.metric.samples_at) if self.metric.samples_at else None))
+        ]
+        stored = [(p, at(fields, p)) for p in self.metric.value_at]
+        return found + [Bound(p, v, SMALLEST, high) for p, v in stored if isinstance(v, (int, float))]
+
+    def disagreements(self, fields: ResultSchema) -> list[str]:
+        """Stored figures that the run's own samples do not give (a result edited after it was
+        written), one line each; [] where it stores nothing its samples can check."""
+        return []
+
+    def measured_at(self, fields: ResultSchema) -> tuple:
+        """What defines its runs' work beyond the RunSpec's workload fields (a sweep: its message
+        sizes): runs pair in `compare` only where this is equal too."""
+        return ()
+
+    def curve(self, fields: ResultSchema) -> list[tuple[float, float]]:
+        """Its per-size plot's points (x: bytes, y: its figure), for kinds with `sizes_plot`."""
+        return []
+
+    def communicates(self, fields: ResultSchema) -> str:
+        """How its ranks communicated, as series names show it (`communicates_by`): the engine, the
+        backend, or the one way it has."""
+        if self.communicates_by is None:
+            return self.communicates_always
+        found = getattr(fields, self.communicates_by, None) or getattr(fields.spec, self.communicates_by, None)
+        return str(found) if found else self.communicates_always
+
 
 def by_rank(records: list[dict], kind: str, world_size: int) -> tuple[dict[int, dict], list[str]]:
     """The records of `kind` by rank, and a problem naming the ranks that wrote none."""
@@ -175,5 +311,5 @@ def status_cell(fields: ResultSchema) -> str:
     return str(fields.status) if fields.status == "ok" else f"{fields.status}: {fields.reason}"
 
 
-def fmt(value: Any, spec: str) -> str:
+def fmt(value: object, spec: str) -> str:
     return "-" if value is None else format(value, spec)

@@ -1,17 +1,33 @@
-"""Message-size sweeps: what the collective micro-benchmarks (allreduce, alltoall) share.
+"""Message-size sweeps: what the collective micro-benchmarks (launch.kinds.collective) share.
 
 Their ranks time one collective at doubling sizes and write one row per size (bytes, median time,
 algbw, busbw by nccl-tests' factor for the collective, every sample); their figure of merit is the
 bus bandwidth at the largest size, their plausibility figure the median busbw over the largest
-sizes, their table one row per size.
+sizes, their table one row per size; compare sets them side by side size by size, each size's
+busbw recomputed from its times.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+import statistics
+from typing import TYPE_CHECKING, Annotated, Optional
 
+from bench.collectives import gbit_s
 from launch.errors import UsageError
-from launch.kinds.kind import Judged, Metric, by_rank, fmt, status_cell
+from launch.kinds.kind import (
+    MAX_SECONDS,
+    SMALLEST,
+    Bound,
+    Figure,
+    Judged,
+    Metric,
+    by_rank,
+    disagreement,
+    finite_samples,
+    fmt,
+    listed,
+    status_cell,
+)
 from launch.results.schema import AN_OBJECT, FiniteNumber, Object, Open, ResultSchema, Text, number, shape
 
 if TYPE_CHECKING:
@@ -19,12 +35,13 @@ if TYPE_CHECKING:
 
     from launch.ranks.runspec import RunSpec
 
-BACKENDS = ("mpi", "torch", "horovod")  # bench.allreduce's; a kind may offer fewer
 DEVICE_BACKENDS = ("torch", "horovod")  # backends that move GPU buffers (NCCL) on GPUs
 BACKEND_ENGINES = {"torch": "ddp", "horovod": "horovod", "mpi": "mpi"}  # whose library moved GPU buffers
 LARGE_MESSAGE_BYTES = 8 * 2**20  # "large messages": the sizes at and above 8 MiB (else the largest)
 TOP_SIZES = 3  # of those, the largest three are judged: 8 x 400G nodes reach only a quarter to half of the
 # line rate at 8-256 MiB, and NCCL runs sweep to 8 GiB (launch.ranks.runspec.NCCL_MAX_BYTES)
+MAX_BUSBW_GBIT_S = 1e5  # 100 Tbit/s: beyond any link, NVLink's 14.4 Tbit/s included
+BUSBW_AGREES = 1e-3  # relative: a stored busbw this close to its times' agrees (the times are rounded in us)
 
 
 class SizeRow(Open):
@@ -48,7 +65,7 @@ class SweepFields(ResultSchema):
     backend: Text = None
     sizes: Rows = None
     peak_busbw_gbit_s: FiniteNumber = None
-    sweep: Annotated[Optional[dict[str, Any]], AN_OBJECT] = None
+    sweep: Annotated[Optional[dict[str, object]], AN_OBJECT] = None
     backend_info: Object = None
 
 
@@ -71,6 +88,12 @@ def largest_row(fields: ResultSchema) -> Optional[SizeRow]:
     return max(rows, key=lambda row: row.bytes or 0) if rows else None
 
 
+def size_name(row: SizeRow) -> str:
+    """A row's message size as figures are named by it ('8388608')."""
+    nbytes = number(row.bytes)
+    return str(int(nbytes)) if nbytes is not None and nbytes == int(nbytes) else str(row.bytes)
+
+
 class LargestMessage(Metric):
     """Bus bandwidth at the largest message; its samples from the row's per-iteration times (busbw
     is inversely proportional to the time: the stored median busbw rescaled)."""
@@ -78,6 +101,12 @@ class LargestMessage(Metric):
     def value(self, fields: ResultSchema) -> Optional[float]:
         row = largest_row(fields)
         return number(row.busbw_gbit_s) if row else None
+
+    def ci95(self, fields: ResultSchema) -> Optional[float]:
+        """The row's stored interval of its time, as a share of the time, on its busbw."""
+        row = largest_row(fields)
+        ci_us, time_us = (number(getattr(row, "ci95_us", None)), number(row.time_us)) if row else (None, None)
+        return (row.busbw_gbit_s or 0) * ci_us / time_us if row and ci_us is not None and time_us else None
 
     def samples(self, fields: ResultSchema) -> list[float]:
         row = largest_row(fields)
@@ -96,11 +125,71 @@ def busbw_metric(collective: str) -> LargestMessage:
     )
 
 
+def busbw_of(row: SizeRow, factor: Optional[float]) -> Optional[tuple[float, Optional[float]]]:
+    """(busbw Gbit/s at the row's median time, its 95 % CI half-width) from the row's own times
+    (bench.stats.robust: an interval a few wild times cannot widen), by the collective's factor
+    (nccl-tests' busbw); None where it has no times or no factor."""
+    from bench.stats import robust
+
+    times, nbytes = finite_samples(getattr(row, "samples_us", None)), number(row.bytes)
+    if not times or not nbytes or factor is None or any(t <= 0 for t in times):
+        return None
+    found = robust(times)
+    busbw = gbit_s(nbytes, statistics.median(times) * 1e-6) * factor
+    return busbw, busbw * found.ci95 / found.value if found.ci95 is not None else None
+
+
+def figures(fields: ResultSchema, factor: Optional[float]) -> list[Figure]:
+    """busbw at each size, named by it ('busbw_gbit_s@8388608'): from the times, else as stored."""
+    found: list[Figure] = []
+    for row in rows_of(fields):
+        again = busbw_of(row, factor)
+        value, ci = again if again is not None else (number(row.busbw_gbit_s), None)
+        if value is not None:
+            found.append(Figure(f"busbw_gbit_s@{size_name(row)}", value, ci, "Gbit/s", True, 0.10))
+    return found
+
+
+def bounds(fields: ResultSchema, factor: Optional[float]) -> list[Bound]:
+    """Each row's busbw below MAX_BUSBW_GBIT_S, and its times above what a busbw that fast takes."""
+    found: list[Bound] = []
+    for r, row in enumerate(rows_of(fields)):
+        if row.busbw_gbit_s is not None:
+            found.append(Bound(f"sizes[{r}].busbw_gbit_s", row.busbw_gbit_s, 0.0, MAX_BUSBW_GBIT_S))
+        quickest = SMALLEST  # a time below it is a busbw faster than MAX_BUSBW_GBIT_S
+        if factor and (nbytes := number(row.bytes)):
+            quickest = max(SMALLEST, nbytes * 8 * factor / (MAX_BUSBW_GBIT_S * 1e9) * 1e6)
+        found += [
+            Bound(f"sizes[{r}].samples_us[{i}]", value, quickest, MAX_SECONDS * 1e6)
+            for i, value in enumerate(listed(getattr(row, "samples_us", None)))
+        ]
+    return found
+
+
+def disagreements(fields: ResultSchema, factor: Optional[float]) -> list[str]:
+    """Each row's stored busbw against its median time's."""
+    found: list[str] = []
+    for row in rows_of(fields):
+        again = busbw_of(row, factor)
+        if again is not None:
+            found += disagreement(
+                f"busbw_gbit_s at {size_name(row)} B", row.busbw_gbit_s, again[0], BUSBW_AGREES, "times"
+            )
+    return found
+
+
+def curve(fields: ResultSchema) -> list[tuple[float, float]]:
+    """(bytes, busbw Gbit/s) of every row that has both."""
+    return [
+        (nbytes, busbw)
+        for row in rows_of(fields)
+        if (nbytes := number(row.bytes)) and (busbw := number(row.busbw_gbit_s))
+    ]
+
+
 def large_message_busbw(rows: list[SizeRow]) -> tuple[Optional[float], list[int]]:
     """Median busbw over the top sizes: the largest TOP_SIZES at or above LARGE_MESSAGE_BYTES (else
     the largest size)."""
-    import statistics
-
     usable = [r for r in rows if number(r.busbw_gbit_s) is not None and number(r.bytes) is not None]
     if not usable:
         return None, []
@@ -208,7 +297,7 @@ def table(fields: ResultSchema, collective: str) -> Table:
 def own_bytes(
     fields: ResultSchema, ranks: int, per_node: int, factor: float, words: str
 ) -> Optional[tuple[float, str]]:
-    """Every operation a size ran (bench.allreduce.back_to_back: the warm-up, its first single
+    """Every operation a size ran (bench.collective.back_to_back: the warm-up, its first single
     operation included, then samples of ops_per_sample operations each; the same again out of
     place; the check) x its bytes x the collective's factor x 2 ways, and the point-to-point
     round trips (warm-up + samples + one) both ways."""
@@ -217,13 +306,13 @@ def own_bytes(
         return None
     warmup = number(getattr(fields.spec, "warmup", None)) or 0
 
-    def field(row: Any, name: str) -> Optional[float]:
+    def field(row: object, name: str) -> Optional[float]:
         return number(row.get(name) if isinstance(row, dict) else getattr(row, name, None))
 
-    def operations(row: Any) -> float:
+    def operations(row: object) -> float:
         return warmup + (field(row, "n_samples") or 0) * (field(row, "ops_per_sample") or 1)
 
-    def moved(row: Any) -> float:
+    def moved(row: object) -> float:
         out_of_place = row.get("out_of_place") if isinstance(row, dict) else getattr(row, "out_of_place", None)
         ops = operations(row) + 1 + (operations(out_of_place) if out_of_place else 0)
         return (field(row, "bytes") or 0) * ops

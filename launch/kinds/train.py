@@ -8,7 +8,23 @@ from bench import catalog, numerics
 from bench.stats import summarize
 from bench.steady_state import steady_state
 from launch.errors import UsageError
-from launch.kinds.kind import Judged, Kind, Metric, by_rank, fmt
+from launch.kinds.kind import (
+    MAX_SECONDS,
+    SMALLEST,
+    Bound,
+    Figure,
+    Judged,
+    Kind,
+    Metric,
+    by_rank,
+    disagreement,
+    finite_or_none,
+    finite_samples,
+    fmt,
+    listed,
+    robust_figure,
+    stored_figure,
+)
 from launch.ranks.heartbeat import stragglers
 from launch.results.figures import interval_text
 from launch.results.schema import (
@@ -30,6 +46,9 @@ if TYPE_CHECKING:
     from launch.ranks.runspec import RunSpec
 
 CONTROLLERS = ("mpi", "gloo")
+MAX_IMG_PER_S_PER_RANK = 1e6  # a GPU trains a small CNN on 32 px images at ~1e4-1e5 img/s
+MAX_RANKS = 10**6  # the world size the throughput's bound is scaled by, at most
+COMM_SHARE_TOLERANCE = 0.25  # compare: a share of a step moves more between runs than a throughput
 
 
 class Throughput(Open):
@@ -65,7 +84,33 @@ KIND_METRIC = Metric(
     True,
     value_at=("throughput.total_img_per_s",),
     samples_at="samples.total_img_per_s",
+    ci_at="throughput.ci95_img_per_s",
 )
+
+
+def total_samples(fields: ResultSchema) -> Optional[list[float]]:
+    """Every timed iteration's total img/s, checked finite; None where the run stores none."""
+    return finite_samples(at(fields, "samples.total_img_per_s"))
+
+
+def steady_cut_recomputed(fields: ResultSchema) -> Optional[int]:
+    """The warm-up cut its samples give (bench.steady_state), for a result that records one; None
+    where it records none (from before the rule) or carries no samples."""
+    samples = total_samples(fields)
+    if samples is None or fields.steady_state is None:
+        return None
+    return steady_state(samples).warmup_steps_cut
+
+
+def throughput_recomputed(fields: ResultSchema) -> Optional[tuple[float, Optional[float]]]:
+    """(mean, 95 % CI half-width) of total img/s from the run's own samples, the warm-up its samples
+    give cut; None where it carries none. The stored figures, the recorded cut included, are never
+    trusted for this."""
+    samples = total_samples(fields)
+    if samples is None:
+        return None
+    summary = summarize(samples[steady_cut_recomputed(fields) or 0 :])
+    return summary.mean, finite_or_none(summary.ci95)
 
 
 def elementwise_sum(rows: list[list[float]]) -> list[float]:
@@ -145,9 +190,62 @@ class Train(Kind):
     plausibility_rule = "the bus bandwidth its exposed communication implies, against the line rate (an upper bound: overlap hides some)"
     metric = KIND_METRIC
     fields = TrainFields
+    workload = "data-parallel training of an image model on synthetic data: images per second, all ranks together"
     trains = True
     communicates_by = "engine"
     identified_by = "throughput"
+
+    def figures(self, fields: ResultSchema) -> list[Figure]:
+        """Total and per-rank img/s from the samples (the warm-up they give cut), the communication
+        share and the step time as stored (lower is better for both)."""
+        ranks = max(1, fields.world_size or 1)
+        samples = total_samples(fields)
+        cut = steady_cut_recomputed(fields) or 0
+        total = robust_figure(
+            self.metric, "total_img_per_s", samples[cut:] if samples else None, at(fields, "throughput.total_img_per_s")
+        )
+        found: list[Figure] = []
+        if total is not None:
+            per_rank = total.ci95 / ranks if total.ci95 is not None else None
+            found += [
+                total,
+                Figure("per_rank_img_per_s", total.value / ranks, per_rank, "img/s", True, total.tolerance),
+            ]
+        for figure in (
+            stored_figure("comm_fraction", fields.comm_fraction, "share", False, COMM_SHARE_TOLERANCE),
+            stored_figure("step_time_s", at(fields, "step_time_s"), "s", False, self.metric.tolerance),
+        ):
+            if figure is not None:
+                found.append(figure)
+        return found
+
+    def bounds(self, fields: ResultSchema) -> list[Bound]:
+        most = MAX_IMG_PER_S_PER_RANK * min(max(1, fields.world_size or 1), MAX_RANKS)
+        found = [
+            Bound(f"samples.total_img_per_s[{i}]", v, SMALLEST, most)
+            for i, v in enumerate(listed(at(fields, "samples.total_img_per_s")))
+        ]
+        for name, low, high in (
+            ("throughput.total_img_per_s", SMALLEST, most),
+            ("comm_fraction", 0.0, 1.0),
+            ("step_time_s", SMALLEST, MAX_SECONDS),
+        ):
+            if (value := at(fields, name)) is not None:
+                found.append(Bound(name, value, low, high))
+        return found
+
+    def disagreements(self, fields: ResultSchema) -> list[str]:
+        """The recorded warm-up cut, total img/s and its interval against what the samples give."""
+        found: list[str] = []
+        cut = steady_cut_recomputed(fields)
+        stored_cut = fields.steady_state.warmup_steps_cut if fields.steady_state is not None else None
+        if cut is not None and cut != (stored_cut or 0):
+            found.append(f"steady_state.warmup_steps_cut {stored_cut!r} is not what its samples give ({cut})")
+        again = throughput_recomputed(fields)
+        if again is not None:
+            for name, value in (("total_img_per_s", again[0]), ("ci95_img_per_s", again[1])):
+                found += disagreement(f"throughput.{name}", at(fields, f"throughput.{name}"), value)
+        return found
 
     def bench_args(self, spec: "RunSpec") -> list[str]:
         args = [

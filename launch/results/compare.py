@@ -1,71 +1,49 @@
-"""Compare results A (reference) and B (candidate), metric by metric.
+"""Compare results A (reference) and B (candidate), figure by figure, as each result's kind
+declares its figures (launch.kinds.kind: a training run's img/s, communication share and step time,
+a size sweep's busbw at each message size, the halo proxy's time per iteration): each figure's
+value, unit, direction (higher or lower is better) and tolerance are the kind's.
 
-B is within tolerance of A when |B - A| <= tolerance x |A|, or when the
-difference is inside the runs' combined noise (sqrt(ciA^2 + ciB^2) from the
-95 % CIs): a difference the measurement cannot resolve is not a regression.
-Values and intervals are recomputed from each result's own samples (a result
-from another site is data to check, not figures to believe); a stored figure
-its samples do not give is reported (`disagreements`). Every sample and figure
-read is first a finite number in its plausible range (`plausible`: no negative,
-zero or impossible throughput, time or bandwidth; else the result is refused in
-one line), and the interval is one that a few wild samples cannot widen
-(bench.stats.robust: the mean's Student-t interval where no sample is an outlier
-by the median's own scale, else the median's distribution-free interval, or none).
-Runs in two directories are paired by what defines them (benchmark, engine,
-model, fabric, ranks, sizes); a run without a partner is reported, not compared.
+B is within tolerance of A unless it is worse (lower where higher is better, higher where lower
+is) by more than tolerance x |A| and by more than the runs' combined noise (sqrt(ciA^2 + ciB^2)
+from the 95 % CIs): a difference the measurement cannot resolve is not a regression, and a
+better B is no failure (its row says "better"). Values and intervals are recomputed from each
+result's own samples by its kind (a result from another site is data to check, not figures to
+believe); a stored figure its samples do not give is reported (result.disagreements). Every
+sample and figure read is first a finite number in the range its kind declares plausible
+(`plausible`: no negative, zero or impossible throughput, time or bandwidth; else the result is
+refused in one line), and the interval is one that a few wild samples cannot widen
+(bench.stats.robust: the mean's Student-t interval where no sample is an outlier by the median's
+own scale, else the median's distribution-free interval, or none). Runs in two directories are
+paired by what defines them (benchmark, engine, model, fabric, ranks, sizes); a run without a
+partner is reported, not compared; two single results of different kinds are refused.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.stats import robust
 from launch.errors import UsageError
 from launch.kinds import kind_of
+from launch.kinds.kind import Figure
 from launch.ranks.runspec import RunSpec
-from launch.results.result import (
-    Result,
-    as_result,
-    field_of,
-    files_under,
-    malformed,
-    number,
-    read_tree,
-    steady_cut_recomputed,
-    total_samples,
-    typed,
-)
-from launch.results.schema import at
+from launch.results.result import Result, as_result, files_under, malformed, read_tree, typed
 from launch.shapes import sample, terminal
-
-DEFAULT_TOLERANCE = {
-    "total_img_per_s": 0.10,
-    "per_rank_img_per_s": 0.10,
-    "step_time_s": 0.10,
-    "comm_fraction": 0.25,
-    "busbw_gbit_s": 0.10,
-}
-
-# What a sample or figure read from a result can be (launch.shapes.sample): above zero (nothing is
-# measured at a rate or in a time of 0) and below what no machine does, with room to spare
-SMALLEST = 1e-9
-MAX_IMG_PER_S_PER_RANK = 1e6  # a GPU trains a small CNN on 32 px images at ~1e4-1e5 img/s
-MAX_RANKS = 10**6  # the world size the throughput's bound is scaled by, at most
-MAX_BUSBW_GBIT_S = 1e5  # 100 Tbit/s: beyond any link, NVLink's 14.4 Tbit/s included
-MAX_SECONDS = 86400.0  # one iteration or step of a day
 
 
 @dataclass(frozen=True)
 class Metric:
+    """One figure of A and B side by side."""
+
     name: str
     a: float
     b: float
     ci_a: float | None
     ci_b: float | None
     tolerance: float
+    higher_is_better: bool = True
+    unit: str = ""
 
     @property
     def ratio(self) -> float | None:
@@ -76,8 +54,19 @@ class Metric:
         return math.hypot(self.ci_a or 0.0, self.ci_b or 0.0)
 
     @property
+    def worse_by(self) -> float:
+        """How much worse B is than A in the figure's direction (negative: better)."""
+        return (self.a - self.b) if self.higher_is_better else (self.b - self.a)
+
+    @property
     def within(self) -> bool:
-        return abs(self.b - self.a) <= max(self.tolerance * abs(self.a), self.noise)
+        return self.worse_by <= max(self.tolerance * abs(self.a), self.noise)
+
+    @property
+    def change(self) -> str:
+        """'worse', 'better' (beyond the tolerance and the noise) or 'within'."""
+        margin = max(self.tolerance * abs(self.a), self.noise)
+        return "worse" if self.worse_by > margin else "better" if -self.worse_by > margin else "within"
 
 
 def load(path: Path, allowed_signers: Path | None = None, require_signed: bool = False):
@@ -113,107 +102,52 @@ def load_archive(path: Path, allowed_signers: Path | None = None, require_signed
 
 
 def plausible(result: Result, where: str) -> Result:
-    """The result, where every sample and figure compare reads is a finite number in its plausible
-    range; else one line naming the result (`where`) and the field."""
-    where, fields = terminal(where), typed(result)
-    most = MAX_IMG_PER_S_PER_RANK * min(max(1, result.world_size or 1), MAX_RANKS)
-    for i, value in enumerate(_listed(at(fields, "samples.total_img_per_s"))):
-        sample(f"{where}: samples.total_img_per_s[{i}]", value, SMALLEST, most)
-    for name, low, high in (
-        ("throughput.total_img_per_s", SMALLEST, most),
-        ("comm_fraction", 0.0, 1.0),
-        ("step_time_s", SMALLEST, MAX_SECONDS),
-    ):
-        if (value := at(fields, name)) is not None:
-            sample(f"{where}: {name}", value, low, high)
-    for r, row in enumerate(result.sizes):
-        if row.get("busbw_gbit_s") is not None:
-            sample(f"{where}: sizes[{r}].busbw_gbit_s", row["busbw_gbit_s"], 0.0, MAX_BUSBW_GBIT_S)
-        quickest = SMALLEST  # a time below it is a busbw faster than MAX_BUSBW_GBIT_S
-        if (factor := _busbw_factor(result)) and (nbytes := number(row.get("bytes"))):
-            quickest = max(SMALLEST, nbytes * 8 * factor / (MAX_BUSBW_GBIT_S * 1e9) * 1e6)
-        for i, value in enumerate(_listed(row.get("samples_us"))):
-            sample(f"{where}: sizes[{r}].samples_us[{i}]", value, quickest, MAX_SECONDS * 1e6)
+    """The result, where every sample and figure compare reads is a finite number in the range its
+    kind declares plausible (launch.kinds: Kind.bounds); else one line naming the result (`where`)
+    and the field."""
+    where, found, fields = terminal(where), kind_of(result), typed(result)
+    for bound in found.bounds(fields) if found is not None and fields is not None else []:
+        sample(f"{where}: {bound.field}", bound.value, bound.low, bound.high)
     return result
-
-
-def _listed(value) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _busbw_factor(result: Result) -> float | None:
-    """nccl-tests' factor of the result's collective (its kind's: launch.kinds); None: no rows."""
-    found = kind_of(result)
-    return found.busbw_factor(result.world_size) if found is not None and result.world_size else None
 
 
 WORKLOAD = RunSpec.fields_where("workload")  # what the measured work is (launch.ranks.runspec)
 
 
 def key(result: Result) -> tuple:
-    """Results pair when they measured the same work on the same fabric and ranks."""
+    """Results pair when they measured the same work (by their kind: a sweep's sizes too) on the
+    same fabric and ranks."""
     result = as_result(result)
-    fields = typed(result)
+    found, fields = kind_of(result), typed(result)
 
-    def workload(name: str):  # the spec's, else a top-level field of that name
-        found = getattr(fields.spec, name, None) if fields is not None and fields.spec is not None else None
-        return found if found is not None else getattr(fields, name, None)
+    def workload(name: str) -> object:  # the spec's, else a top-level field of that name
+        spec = fields.spec if fields is not None else None
+        value = getattr(spec, name, None) if spec is not None else None
+        return value if value is not None else getattr(fields, name, None)
 
-    sizes = tuple(row.get("bytes") for row in result.sizes)
-    return (*(workload(name) for name in WORKLOAD), result.fabric, result.world_size, sizes)
-
-
-def values(result: Result) -> dict[str, tuple[float, float | None]]:
-    """metric -> (value, 95 % CI half-width or None), from the samples where the result has them
-    (bench.stats.robust; a training run's after the warm-up its samples give); a figure without samples is taken only if it is a finite number, and
-    without an interval. The result's samples are plausible (`plausible`)."""
-    out: dict[str, tuple[float, float | None]] = {}
-    ranks = max(1, result.world_size or 1)
-    throughput = total_samples(result)
-    if throughput:
-        found = robust(throughput[steady_cut_recomputed(result) or 0 :])  # the warm-up its samples give, cut
-        out["total_img_per_s"] = (found.value, found.ci95)
-        out["per_rank_img_per_s"] = (found.value / ranks, found.ci95 / ranks if found.ci95 is not None else None)
-    elif result.total_img_per_s is not None:
-        out["total_img_per_s"] = (result.total_img_per_s, None)
-        out["per_rank_img_per_s"] = (result.total_img_per_s / ranks, None)
-    for name in ("comm_fraction", "step_time_s"):
-        figure = number(field_of(result, name))
-        if figure is not None:
-            out[name] = (figure, None)
-    for row in result.sizes:
-        again = busbw_robust(row, result)
-        if again is not None:
-            out[f"busbw_gbit_s@{row.get('bytes')}"] = again
-        elif (busbw := number(row.get("busbw_gbit_s"))) is not None:
-            out[f"busbw_gbit_s@{row.get('bytes')}"] = (busbw, None)
-    return out
+    measured = found.measured_at(fields) if found is not None and fields is not None else ()
+    return (*(workload(name) for name in WORKLOAD), result.fabric, result.world_size, measured)
 
 
-def busbw_robust(row: dict, result: Result) -> tuple[float, float | None] | None:
-    """(busbw Gbit/s at the median time, its 95 % CI half-width) of a size sweep's row, from its
-    per-iteration times (bench.stats.robust), by its kind's factor; None where it cannot say."""
-    from bench.allreduce import gbit_s
-
-    factor = _busbw_factor(result)
-    times = [v for v in map(number, _listed(row.get("samples_us"))) if v is not None]
-    nbytes = number(row.get("bytes"))
-    if not times or not nbytes or factor is None or any(t <= 0 for t in times):
-        return None
-    summary = robust(times)
-    busbw = gbit_s(nbytes, statistics.median(times) * 1e-6) * factor
-    return busbw, busbw * summary.ci95 / summary.value if summary.ci95 is not None else None
+def values(result: Result) -> dict[str, Figure]:
+    """Its kind's figures by name (launch.kinds: Kind.figures), recomputed from its samples where it
+    has them; a figure without samples is taken only if it is a finite number, and without an
+    interval. The result's samples are plausible (`plausible`)."""
+    found, fields = kind_of(result), typed(result)
+    return {f.name: f for f in (found.figures(fields) if found is not None and fields is not None else [])}
 
 
-def tolerance_for(metric: str, tolerances: dict[str, float], default: float | None) -> float:
-    base = metric.split("@")[0]
-    for name in (metric, base):
-        if name in tolerances:
-            return tolerances[name]
-    return default if default is not None else DEFAULT_TOLERANCE.get(base, 0.10)
+def tolerance_for(name: str, tolerances: dict[str, float], default: float | None, declared: float) -> float:
+    """--tolerance for the figure (by its whole name, else its name before '@'), else
+    --default-tolerance, else the kind's."""
+    for asked in (name, name.split("@")[0]):
+        if asked in tolerances:
+            return tolerances[asked]
+    return default if default is not None else declared
 
 
 def compare_pair(a: Result, b: Result, tolerances: dict[str, float], default: float | None = None) -> list[Metric]:
+    """A's and B's figures of the same name side by side, with their kind's direction and tolerance."""
     try:
         va, vb = values(a), values(b)
     except ArithmeticError as exc:  # plausible samples cannot overflow; anything else is still one line
@@ -221,15 +155,46 @@ def compare_pair(a: Result, b: Result, tolerances: dict[str, float], default: fl
             f"{terminal(a.run_id)} vs {terminal(b.run_id)}: the figures cannot be computed ({exc})"
         ) from None
     return [
-        Metric(name, va[name][0], vb[name][0], va[name][1], vb[name][1], tolerance_for(name, tolerances, default))
-        for name in va
+        Metric(
+            name,
+            fa.value,
+            vb[name].value,
+            fa.ci95,
+            vb[name].ci95,
+            tolerance_for(name, tolerances, default, fa.tolerance),
+            fa.higher_is_better,
+            fa.unit,
+        )
+        for name, fa in va.items()
         if name in vb
     ]
 
 
+def label(result: Result) -> str:
+    """How a compared run is named: how it communicated / what ran x its ranks ('ddp/resnet18 x2',
+    'mpi/allreduce x2'), as its kind says."""
+    found, fields = kind_of(result), typed(result)
+    if found is None or fields is None:
+        return f"-/- x{result.world_size}"
+    return f"{found.communicates(fields)}/{found.subject(fields)} x{result.world_size}"
+
+
+def kind_name(result: Result) -> str:
+    found = kind_of(result)
+    return found.name if found is not None else "unknown"
+
+
 def pair(a: list[Result], b: list[Result]) -> tuple[list[tuple[Result, Result]], list[str]]:
-    """Pairs by key (one result each: paired directly); unpaired runs as messages."""
+    """Pairs by key (one result each: paired directly, if they are of one kind); unpaired runs as
+    messages."""
     if len(a) == 1 and len(b) == 1:
+        if kind_of(a[0]) is not kind_of(b[0]):
+            raise UsageError(
+                terminal(
+                    f"A {a[0].run_id} ({kind_name(a[0])}) and B {b[0].run_id} ({kind_name(b[0])}) are results "
+                    "of different kinds: they have no figure in common"
+                )
+            )
         return [(a[0], b[0])], []
     by_key: dict[tuple, Result] = {}
     for result in b:

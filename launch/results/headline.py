@@ -15,6 +15,7 @@ no escape sequence); a caller that prints it inside rich markup escapes it furth
 
 from __future__ import annotations
 
+from launch.kinds import kind_of
 from launch.results.result import as_result, disturbance_causes, disturbance_summary, disturbed, typed
 from launch.shapes import terminal
 
@@ -24,12 +25,14 @@ SAME_CORES_IMPOSSIBLE = 1.3
 
 
 def run_name(result: dict) -> str:
-    """'torch horovod x2': framework, engine (or backend, or kind) and world size."""
+    """'torch horovod x2': framework, how its ranks communicated (its kind's: engine, backend) and
+    world size."""
     fields = typed(result)
     if fields is None:
         return "run"
     spec_framework = getattr(fields.spec, "framework", None)
-    what = fields.engine or getattr(fields, "backend", None) or fields.benchmark or "run"
+    kind = kind_of(result)
+    what = (kind.communicates(fields) if kind is not None else fields.engine) or fields.benchmark or "run"
     return terminal(f"{fields.framework or spec_framework or ''} {what} x{fields.world_size}".strip())
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from launch.results import aggregate
 from launch.results.figures import interval_text, value_text
 from launch.results.baseline import words_beside
+from launch.kinds import kind_of
 from launch.results.result import as_result, disturbance_causes, disturbance_summary, typed
 from launch.shapes import terminal
 
@@ -36,7 +37,7 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
         "engine/backend",
         "model",
         "ranks",
-        "img/s total",
+        "figure of merit",  # the kind's (launch.kinds): img/s, busbw at the largest size, time per iteration
         "95% CI",
         "scaling eff.",
         "comm share",
@@ -46,8 +47,9 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
     ]
     rows = []
     for r in sorted(map(as_result, results), key=lambda x: (aggregate.series_name(x), x.world_size or 0, x.run_id)):
-        fields = typed(r)
-        tp = getattr(fields, "throughput", None)
+        fields, kind = typed(r), kind_of(r)
+        value = kind.value(fields) if kind is not None and fields is not None else None
+        unit = kind.metric.unit if kind is not None else ""
         point = aggregate.point_of(points, r)
         eff = point.run_efficiency(r) if point is not None else None
         same = point.same_cores_efficiency(r) if point is not None else None
@@ -61,12 +63,10 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
                 aggregate.what_of(r),
                 aggregate.subject_of(r),
                 _cell(r.world_size),
-                _cell(aggregate.number(tp.total_img_per_s) if tp is not None else None),
+                "-" if value is None else f"{value_text(value, unit)} {unit}",
                 "-"
-                if tp is None
-                else interval_text(
-                    aggregate.number(tp.ci95_img_per_s), "img/s", repetitions=1, samples=len(aggregate.run_samples(r))
-                ),
+                if value is None or kind is None or fields is None
+                else interval_text(kind.ci95(fields), unit, repetitions=1, samples=len(aggregate.run_samples(r))),
                 "1 (baseline)"
                 if eff == 1.0 and r.world_size == 1
                 else _cell(eff, ".2f")

@@ -9,13 +9,12 @@ result is described with the same words everywhere ("PATH: not a result: WHY").
 `Result` is the parsed JSON object (a dict, so it stays what result.json holds);
 readers take its typed model (`typed`): the schema's shared fields and its kind's
 own (launch.kinds: a model per kind), the fields neither declares kept as extras.
-Derived figures (scaling efficiency, the bus bandwidth's confidence interval) are
-functions here only.
+Derived figures (scaling efficiency) are functions here; what a kind's figures are and
+how they are recomputed from its samples is its kind's (launch.kinds.kind).
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -86,12 +85,16 @@ class Result(dict):
         return self.spec.get("fabric")
 
     @property
-    def total_img_per_s(self) -> Optional[float]:
-        return number((self.get("throughput") or {}).get("total_img_per_s"))
+    def figure(self) -> Optional[float]:
+        """Its figure of merit, as its kind declares it (launch.kinds: img/s, busbw at the largest
+        message, time per iteration); None where it has none."""
+        found, fields = kind_of(self), typed(self)
+        return found.value(fields) if found is not None and fields is not None else None
 
     @property
     def sizes(self) -> list[dict]:
-        """Allreduce rows (bytes, time_us, busbw_gbit_s, ...); [] for other benchmarks."""
+        """A size sweep's rows as stored (bytes, time_us, busbw_gbit_s, ...; launch.kinds.sizes); []
+        for other benchmarks."""
         rows = self.get("sizes")
         return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
 
@@ -242,9 +245,7 @@ def scaling_efficiency(
     return total_img_per_s / (ranks * baseline_total_img_per_s / baseline_ranks)
 
 
-# ------------------------------------------------ figures recomputed from the samples
-
-AGREE = 1e-6  # relative: a stored figure this close to its recomputation agrees with it
+# ------------------------------------------ ranks per node; stored figures against their samples
 
 
 def ranks_per_node(result: dict) -> Optional[int]:
@@ -263,92 +264,11 @@ def ranks_per_node(result: dict) -> Optional[int]:
     return legacy if isinstance(legacy, int) and legacy > 0 else None
 
 
-def finite_samples(values: Any) -> Optional[list[float]]:
-    """A list of finite numbers, or None: samples from a file are checked before use."""
-    if not isinstance(values, list) or not values:
-        return None
-    numbers = [number(v) for v in values]
-    return [v for v in numbers if v is not None] if all(v is not None for v in numbers) else None
-
-
-def total_samples(result: dict) -> Optional[list[float]]:
-    samples = result.get("samples")
-    return finite_samples(samples.get("total_img_per_s") if isinstance(samples, dict) else None)
-
-
-def steady_cut_recomputed(result: dict) -> Optional[int]:
-    """The warm-up cut its samples give (bench.steady_state), for a result that records one; None
-    where it records none (from before the rule) or carries no samples."""
-    from bench.steady_state import steady_state
-
-    samples = total_samples(result)
-    if samples is None or not isinstance(result.get("steady_state"), dict):
-        return None
-    return steady_state(samples).warmup_steps_cut
-
-
-def throughput_recomputed(result: dict) -> Optional[tuple[float, Optional[float]]]:
-    """(mean, 95 % CI half-width) of total img/s from the result's own per-iteration samples, the
-    warm-up its samples give cut (steady_cut_recomputed); None where it carries none. The figures
-    stored beside them, the recorded cut included, are never trusted for this."""
-    from bench.stats import summarize
-
-    samples = total_samples(result)
-    if samples is None:
-        return None
-    summary = summarize(samples[steady_cut_recomputed(result) or 0 :])
-    return summary.mean, summary.ci95 if math.isfinite(summary.ci95) else None
-
-
-def busbw_recomputed(
-    row: dict, world_size: Optional[int], benchmark: Optional[str] = None
-) -> Optional[tuple[float, Optional[float]]]:
-    """(busbw Gbit/s at the median time, its 95 % CI half-width) of a size sweep's row, from its
-    per-iteration times, by its kind's own factor (nccl-tests' busbw: launch.kinds); `benchmark`:
-    the kind (default: allreduce's factor, what results without the field hold)."""
-    from bench.allreduce import gbit_s
-    from bench.stats import summarize
-    from launch.kinds import kind_of
-
-    found = kind_of({"benchmark": benchmark, "sizes": []})
-    samples = finite_samples(row.get("samples_us"))
-    nbytes = number(row.get("bytes"))
-    factor = found.busbw_factor(world_size) if found is not None and world_size else None
-    if samples is None or not nbytes or factor is None or any(t <= 0 for t in samples):
-        return None
-    summary = summarize(samples)
-    busbw = gbit_s(nbytes, summary.median * 1e-6) * factor
-    ci = busbw * summary.ci95 / summary.mean if math.isfinite(summary.ci95) and summary.mean else None
-    return busbw, ci
-
-
 def disagreements(result: dict) -> list[str]:
-    """Stored figures that their own samples do not give (a result edited after it was written)."""
-    found = []
-    cut = steady_cut_recomputed(result)
-    if cut is not None and cut != steady_cut(result):
-        stored_cut = (result.get("steady_state") or {}).get("warmup_steps_cut")
-        found.append(f"steady_state.warmup_steps_cut {stored_cut!r} is not what its samples give ({cut})")
-    recomputed = throughput_recomputed(result)
-    throughput = result["throughput"] if isinstance(result.get("throughput"), dict) else {}
-    if recomputed is not None:
-        for name, value in (("total_img_per_s", recomputed[0]), ("ci95_img_per_s", recomputed[1])):
-            stored = throughput.get(name)
-            as_stored = number(stored)
-            if value is not None and (as_stored is None or abs(as_stored - value) > AGREE * abs(value)):
-                found.append(f"throughput.{name} {stored!r} is not what its samples give ({value:.6g})")
-    rows = result["sizes"] if isinstance(result.get("sizes"), list) else []
-    for row in rows:
-        if not isinstance(row, dict):
-            continue
-        again = busbw_recomputed(row, Result(result).world_size, result.get("benchmark"))
-        stored = number(row.get("busbw_gbit_s"))
-        if again is not None and (stored is None or abs(stored - again[0]) > 1e-3 * abs(again[0])):
-            found.append(
-                f"busbw_gbit_s at {row.get('bytes')} B {row.get('busbw_gbit_s')!r} is not what its "
-                f"times give ({again[0]:.6g})"
-            )
-    return found
+    """Stored figures that their own samples do not give (a result edited after it was written):
+    its kind's recomputation (launch.kinds: Kind.disagreements), one line each."""
+    found, fields = kind_of(result), typed(result)
+    return found.disagreements(fields) if found is not None and fields is not None else []
 
 
 # ------------------------------------------------ the shapes readers rely on

@@ -24,13 +24,12 @@ import json
 import math
 from pathlib import Path
 
-from scipy import stats as scipy_stats
-
 from launch.results.aggregate import CI_METHOD, Point, spec_of, subject_of, what_of
 from containers.untrusted import read_json
 from launch.errors import UsageError
 from launch.results.figures import value_text
-from launch.results.result import as_result, field_of
+from launch.ranks.runspec import RunSpec
+from launch.results.result import as_result
 
 METHOD = (
     "ratio of geometric means; 95 % CI by Welch's t on log(metric) (Welch-Satterthwaite degrees "
@@ -43,6 +42,7 @@ AXES = {  # axis -> (what a reader calls it, the point's value of it)
     "allreduce": ("allreduce (NCCL vs MPI)", lambda p: spec_of(p.first).get("allreduce") or "default"),
     "gpudirect": ("GPUDirect", lambda p: spec_of(p.first).get("gpudirect") or "default"),
 }
+WORKLOAD = RunSpec.fields_where("workload")
 GROUP_FIELDS = ("benchmark", "model", "nodes", "ranks_per_node", "engine", "allreduce", "gpudirect", "fabric")
 
 
@@ -59,18 +59,15 @@ def group_of(point: Point, axis: str) -> dict:
         "fabric": point.fabric,
     }
     del group[axis]
-    hidden = (
-        field_of(point.first, "framework"),
-        spec.get("batch_size"),
-        spec.get("image_size"),
-        spec.get("precision"),
-        spec.get("gpus_per_node"),
-    )
+    # the rest of what defines the measured work (each kind's workload fields, launch.ranks.runspec)
+    hidden = (*(spec.get(name) for name in WORKLOAD), spec.get("gpus_per_node"))
     return {**group, "_hidden": hidden}
 
 
 def compare(reference: Point, other: Point) -> dict:
     """Ratio other/reference of the metric, its 95 % CI (METHOD) and the verdict."""
+    from scipy import stats as scipy_stats  # at use: the CLI starts without scipy
+
     a, b = reference.log_estimate, other.log_estimate
     ratio = math.exp(b.mean - a.mean)
     low = high = None

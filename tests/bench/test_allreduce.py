@@ -76,7 +76,7 @@ def test_allreduce_runs_and_checks_values(backend, tmp_path):
 def test_the_sweep_top_is_cut_to_what_the_gpu_memory_holds():
     """Issue 42, item 3: NCCL runs sweep to 8 GiB, cut to a size whose buffers fit the free device
     memory of every rank sharing the GPU."""
-    from bench.allreduce import BUFFERS_PER_SIZE, MEMORY_SHARE, largest_fitting
+    from bench.collective import BUFFERS_PER_SIZE, MEMORY_SHARE, largest_fitting
 
     gib = 2**30
     assert largest_fitting(8 * gib, 140 * gib, 1) == 8 * gib  # an H200 holds it

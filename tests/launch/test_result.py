@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from launch.kinds import sizes
 from launch.provenance.archive import _results
 from launch.results import compare, report, result, schema, store
 from launch.results.result import ResultError
@@ -57,7 +58,7 @@ def test_every_reader_reports_a_bad_file_with_the_same_line(tmp_path, capsys, te
 
 def test_typed_views_and_derived_figures():
     r = result.parse(json.dumps(GOOD), "x")
-    assert (r.run_id, r.ok, r.world_size, r.fabric, r.total_img_per_s) == ("r1", True, 2, "ethernet", 80.0)
+    assert (r.run_id, r.ok, r.world_size, r.fabric, r.figure) == ("r1", True, 2, "ethernet", 80.0)
     # the JSON object it was, as the current schema holds it (GOOD is a version-1 result)
     assert r == {
         **GOOD,
@@ -69,13 +70,15 @@ def test_typed_views_and_derived_figures():
     }
     assert json.loads(json.dumps(r)) == r
     assert result.scaling_efficiency(80.0, 2, 50.0, 1) == pytest.approx(0.8)
-    # busbw from the row's own times: 1 MiB in 800 us on 2 ranks (factor 1), spread ±5 %
+    # busbw from the row's own times (the size sweeps': launch.kinds.sizes): 1 MiB in 800 us on 2
+    # ranks (allreduce's factor 1), spread ±5 %
     row = {"bytes": 2**20, "busbw_gbit_s": 2**20 * 8 / 800e-6 / 1e9, "samples_us": [760.0, 800.0, 840.0]}
-    busbw, ci = result.busbw_recomputed(row, 2)
+    busbw, ci = sizes.busbw_of(sizes.SizeRow(**row), 1.0) or (None, None)
     assert busbw == pytest.approx(row["busbw_gbit_s"]) and ci == pytest.approx(
         busbw * 4.303 * 40 / 3**0.5 / 800, rel=1e-3
     )
-    assert result.busbw_recomputed({**row, "samples_us": ["x"]}, 2) is None
+    assert sizes.busbw_of(sizes.SizeRow(**{**row, "samples_us": ["x"]}), 1.0) is None
+    assert sizes.busbw_of(sizes.SizeRow(**row), None) is None  # no factor: no busbw
     assert result.disagreements({**GOOD, "benchmark": "allreduce", "sizes": [row]}) == []
     assert (
         "is not what its times give"
@@ -86,8 +89,9 @@ def test_typed_views_and_derived_figures():
 def test_compare_allows_for_the_bus_bandwidth_noise():
     rows = [{"bytes": 1024, "busbw_gbit_s": 10.0, "samples_us": [0.78, 0.82, 0.8, 0.79, 0.81]}]
     values = compare.values(result.parse(json.dumps({**GOOD, "benchmark": "allreduce", "sizes": rows}), "x"))
-    busbw, ci = values["busbw_gbit_s@1024"]
-    assert busbw == pytest.approx(1024 * 8 / 0.8e-6 / 1e9) and ci > 0
+    found = values["busbw_gbit_s@1024"]
+    assert found.value == pytest.approx(1024 * 8 / 0.8e-6 / 1e9) and found.ci95 is not None and found.ci95 > 0
+    assert (found.unit, found.higher_is_better, found.tolerance) == ("Gbit/s", True, 0.10)  # the kind's
 
 
 def test_the_published_json_schema_is_the_declared_one():
@@ -125,7 +129,7 @@ def test_a_version_1_result_reads_as_the_current_version_and_a_written_one_valid
 
     old = result.parse(json.dumps(GOOD), "old")
     assert old["schema_version"] == schema.SCHEMA_VERSION and old["migrated_from"] == 1
-    assert schema.problem(old) is None and old.total_img_per_s == 80.0
+    assert schema.problem(old) is None and old.figure == 80.0
     # rank records as bench.allreduce writes them (the fields launch.kinds.sizes reads)
     records = [
         {

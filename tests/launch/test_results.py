@@ -80,9 +80,7 @@ def test_scaling_efficiency_against_one_rank():
     one = result_of([train_record(0, [10, 10], [10, 10])], ranks=1)
     two = result_of([train_record(0, [8, 8], [10, 10]), train_record(1, [8, 8], [10, 10])])
     one, two = Result(one), Result(two)
-    assert scaling_efficiency(
-        two.total_img_per_s, two.world_size, one.total_img_per_s, one.world_size
-    ) == pytest.approx(0.8)
+    assert scaling_efficiency(two.figure, two.world_size, one.figure, one.world_size) == pytest.approx(0.8)
 
 
 def test_results_are_written_once_and_read_back(tmp_path):

@@ -54,7 +54,7 @@ def test_communication_benchmarks_get_their_own_arguments():
         "3",
     ]
     args = RunSpec(benchmark="allreduce", backend="torch", min_bytes=8, max_bytes=64).bench_args()
-    assert args[:6] == ["--backend", "torch", "--min-bytes", "8", "--max-bytes", "64"]
+    assert args[:8] == ["--collective", "allreduce", "--backend", "torch", "--min-bytes", "8", "--max-bytes", "64"]
     assert RunSpec(ranks=4, nodes=2).ranks_per_node == 2
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from launch.disturbance import quiet
 from launch.errors import UsageError
@@ -18,10 +19,12 @@ from launch.fleet import slurm
 from launch.fleet.locate.pairs import Pair, Verdict, disjoint_rounds, judge, pattern_for, rounds, screen_pairs
 from launch.fleet.locate.result import write
 from launch.fleet.node_names import node_names
-from launch.kinds.allreduce import KIND as ALLREDUCE  # the pairs run its program and read its records
+from bench.collectives import ALLREDUCE  # the pairs run its program (bench.allreduce) and read its records
 
 DEFAULT_BYTES = 4 * 2**20
 STEP_TIMEOUT_S = 180
+RoundRunner = Callable[[list[tuple[str, str]], str], list[Pair]]
+"""Measures one round of pairs under a tag (run_round as Slurm steps; tests pass their own)."""
 _STEP_ID = re.compile(r"StepId=(\d+)\.(\d+)")
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
 
@@ -177,15 +180,15 @@ def measure(
     image: str | None = None,
     interface: str | None = None,
     expected_gbit_s: float | None = None,
-    echo=print,
+    echo: Callable[[str], None] = print,
     pattern: str = "all-pairs",
-    run=None,
+    run: RoundRunner | None = None,
 ) -> tuple[list[Pair], Verdict, int, int]:
     """The pattern's pairs in rounds (the screen: then all pairs among its suspects), then the
     slow ones once more; (pairs, verdict, rounds run, steps run). `run(pairs, tag)` measures one
     round (default: Slurm steps, run_round)."""
 
-    def slurm_round(round_pairs, tag):
+    def slurm_round(round_pairs: list[tuple[str, str]], tag: str) -> list[Pair]:
         return run_round(job_id, round_pairs, out, tag, nbytes, image, interface)
 
     run = run or slurm_round
@@ -241,7 +244,7 @@ def locate(
     interface: str | None = None,
     expected_gbit_s: float | None = None,
     minutes: int = 20,
-    echo=print,
+    echo: Callable[[str], None] = print,
     pattern: str = "auto",
     quiet_seconds: float = quiet.QUIET_SECONDS,
 ) -> dict:
