@@ -162,6 +162,7 @@ LAUNCH_ROOMS = (
     "launch.site",
     "launch.runs",
     "launch.provenance",
+    "launch.sharing",
     "launch.cli",
 )
 # launch.kinds too: RunSpec (launch.ranks) and the readers of results both ask it
@@ -253,27 +254,27 @@ def test_a_kind_that_declares_nothing_for_sweeps_and_verdicts_is_refused_at_regi
     import pytest
 
     from launch.kinds import KindRefused, check
-    from launch.kinds.allreduce import Allreduce
+    from launch.kinds.halo import Halo
     from launch.kinds.kind import Kind, Metric
 
-    class NoMetric(Allreduce):
+    class NoMetric(Halo):
         metric = None  # type: ignore[assignment]
 
-    class ElsewhereMetric(Allreduce):
+    class ElsewhereMetric(Halo):
         metric = Metric("x_gbit_s", "x", "Gbit/s", True, value_at=("nowhere.x_gbit_s",))
 
     # a kind module that leaves its plausibility rule out
     NoRule = type(
-        "NoRule", (Kind,), {k: v for k, v in vars(Allreduce).items() if not k.startswith("_") and k != "plausibility"}
+        "NoRule", (Kind,), {k: v for k, v in vars(Halo).items() if not k.startswith("_") and k != "plausibility"}
     )
 
     with pytest.raises(KindRefused, match="declares no metric"):
-        check(NoMetric(), "allreduce")
+        check(NoMetric(), "halo")
     with pytest.raises(KindRefused, match="nowhere.x_gbit_s"):
-        check(ElsewhereMetric(), "allreduce")
+        check(ElsewhereMetric(), "halo")
     with pytest.raises(TypeError, match="plausibility"):
-        check(NoRule(), "allreduce")
-    assert check(Allreduce(), "allreduce").name == "allreduce"
+        check(NoRule(), "halo")
+    assert check(Halo(), "halo").name == "halo"
 
 
 def _kind_names() -> set[str]:
@@ -626,3 +627,118 @@ def test_mypy_refuses_a_raw_str_at_every_slurm_sink(tmp_path):
         'Argument "time" to "job_script" has incompatible type "str"',
         'Argument "partition" to "Request" has incompatible type "str"',
     ], proc.stdout[-2000:]
+
+
+# ---------------------------------------------------------------- types: Any and `type: ignore` capped
+
+# Per room, the most uses of typing.Any (its imports and the name in annotations, aliases and casts,
+# string annotations included) and `# type: ignore` comments the room may hold: the counts when mypy
+# began checking untyped bodies (issue 52). Where a real type exists, use it; where Any is the honest
+# type (JSON not yet parsed, a library without types), raise the cap in the same change and say why.
+TYPE_ESCAPE_CAPS = {
+    "launch": {"Any": 71, "type: ignore": 3},
+    "bench": {"Any": 0, "type: ignore": 0},
+    "benchmarks": {"Any": 4, "type: ignore": 0},
+    "containers": {"Any": 4, "type: ignore": 0},
+}
+
+
+def type_escapes(path: Path) -> dict[str, int]:
+    """How often the module at `path` names typing.Any, and its `# type: ignore` comments (comment
+    tokens only: the words inside a string are not counted)."""
+    import io
+    import re
+    import tokenize
+
+    text = path.read_text()
+    tree = ast.parse(text)
+    names, modules, imports = set(), set(), 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ("typing", "typing_extensions"):
+            found = [alias.asname or alias.name for alias in node.names if alias.name == "Any"]
+            names |= set(found)
+            imports += len(found)
+        elif isinstance(node, ast.Import):
+            modules |= {alias.asname or alias.name for alias in node.names if alias.name == "typing"}
+
+    def written(node: ast.AST) -> list[ast.expr]:
+        """The annotations and cast targets `node` holds."""
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args
+            every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+            return [a.annotation for a in every if a is not None and a.annotation is not None] + (
+                [node.returns] if node.returns is not None else []
+            )
+        if isinstance(node, ast.AnnAssign):
+            return [node.annotation]
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "cast":
+            return node.args[:1]
+        return []
+
+    def uses(expr: ast.AST, in_a_type: bool) -> int:
+        count = 0
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name) and node.id in names:
+                count += 1
+            elif isinstance(node, ast.Attribute) and node.attr == "Any" and getattr(node.value, "id", None) in modules:
+                count += 1
+            elif in_a_type and isinstance(node, ast.Constant) and isinstance(node.value, str):
+                try:  # a string annotation ("dict[str, Any]"), or a Literal's value
+                    count += uses(ast.parse(node.value, mode="eval"), True)
+                except SyntaxError:
+                    pass
+        return count
+
+    in_names = uses(tree, False)  # the name wherever it appears, string annotations aside
+    in_strings = sum(
+        uses(constant, True)
+        for node in ast.walk(tree)
+        for expr in written(node)
+        for constant in ast.walk(expr)
+        if isinstance(constant, ast.Constant)
+    )
+    ignores = [
+        token
+        for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.type == tokenize.COMMENT and re.search(r"#\s*type:\s*ignore\b", token.string)
+    ]
+    return {"Any": imports + in_names + in_strings, "type: ignore": len(ignores)}
+
+
+def room_type_escapes(room: str, root: Path = REPO) -> dict[str, int]:
+    total = {"Any": 0, "type: ignore": 0}
+    for path in sorted((root / room).rglob("*.py")):
+        if (root / "containers" / "horovod") not in path.parents:  # not checked by mypy either
+            for what, count in type_escapes(path).items():
+                total[what] += count
+    return total
+
+
+def over_the_caps(counts: dict[str, dict[str, int]], caps: dict[str, dict[str, int]]) -> list[str]:
+    return [
+        f"{room}: {counts[room][what]} {what} (cap {cap})"
+        for room, room_caps in caps.items()
+        for what, cap in room_caps.items()
+        if counts[room][what] > cap
+    ]
+
+
+def test_any_and_type_ignore_stay_under_their_caps():
+    counts = {room: room_type_escapes(room) for room in TYPE_ESCAPE_CAPS}
+    assert over_the_caps(counts, TYPE_ESCAPE_CAPS) == [], counts
+
+
+def test_the_type_escape_count_sees_any_and_ignores(tmp_path):
+    """The cap can fail: every way of naming Any is counted, and a comment, not a string, ignores."""
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import typing as t\nfrom typing import Any, cast\n"
+        "x: Any = 1\n"
+        "def f(a: 'dict[str, Any]', b: t.Any) -> list[Any]:  # type: ignore[misc]\n"
+        "    return cast('Any', a)  # type:ignore\n"
+        "s = 'Any  # type: ignore'  # a string: neither Any nor an ignore\n"
+    )
+    counts = type_escapes(bad)
+    assert counts == {"Any": 6, "type: ignore": 2}
+    caps = {"bench": {"Any": 5, "type: ignore": 2}}
+    assert over_the_caps({"bench": counts}, caps) == ["bench: 6 Any (cap 5)"]

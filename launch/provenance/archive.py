@@ -35,6 +35,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Callable
 
 from containers.files import REPO, git, sha256_bytes
 from containers.untrusted import UntrustedInput, load_json
@@ -43,6 +44,9 @@ from launch.errors import UsageError
 from launch.trust import ArchiveLimits
 from launch.results.result import Result, ResultError, parse
 from launch.ranks.runtimes import runtime_named
+
+if TYPE_CHECKING:  # containers.recipe needs hpccm: imported where the recipes are rendered
+    from containers.recipe import Recipe
 
 ARCHIVE_SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -148,18 +152,20 @@ def _recipes(results: list[dict], images: dict) -> dict[str, bytes]:
             pairs.add((spec["fabric"], "cuda" if spec.get("gpus_per_node") else "cpu"))
     members: dict[str, bytes] = {}
     notes = {}
+    render: Callable[[str, str], Recipe] | None = None
     try:
         from containers import recipe
+
+        render = recipe.render
     except Exception as exc:  # hpccm or the module absent: say so, carry the inputs anyway
         notes["render"] = f"unavailable: {exc}"
-        recipe = None  # type: ignore[assignment]
     # each flavour's stack image too: every fabric image of the flavour is built FROM it
     stacks = {("stack", flavour) for _, flavour in pairs}
     for fabric, flavour in sorted(stacks) + sorted(pairs):
-        if recipe is None:
+        if render is None:
             break
         try:
-            rendered = recipe.render(fabric, flavour)
+            rendered = render(fabric, flavour)
         except Exception as exc:
             notes[f"{fabric}-{flavour}"] = f"render failed: {exc}"
             continue
@@ -241,8 +247,13 @@ def collect(
             except OSError as exc:
                 raise UsageError(f"cannot read {name} file {path}: {exc.strerror}") from None
     name = system_name or socket.gethostname()
+    from launch.site.config import load_site  # what the site file adds to the description (its score counts it)
+
+    site_config = load_site(site) if site is not None else None
     members[f"systems/{name}.json"] = _json(
-        system_description.describe(facts, list(results.values()), stack, system_name=name, submitter=submitter)
+        system_description.describe(
+            facts, list(results.values()), stack, system_name=name, submitter=submitter, site=site_config
+        )
     )
     members["bundle.json"] = _json(bundle_state())
     return members

@@ -50,8 +50,10 @@ from launch.results.plots import (
     plot_verdicts,
 )
 from launch.results.report_html import render_html
+from launch.results import across_sites
+from launch.results.across_sites_plot import plot_group
 from launch.results.report_tables import health_table, points_table, runs_table  # noqa: F401
-from launch.results.result import Result, as_result, malformed, read_tree
+from launch.results.result import Result, as_result, malformed, read_tree, typed
 from launch.provenance.stacks import report_lines as stack_report
 
 
@@ -104,7 +106,8 @@ def sweep_results(results: Sequence[dict]) -> dict[Kind, list[dict]]:
             kind is not None
             and kind.sizes_plot
             and (as_result(r).status or "ok") == "ok"
-            and any(_number(row.get("busbw_gbit_s")) for row in as_result(r).sizes)
+            and (fields := typed(r)) is not None
+            and kind.curve(fields)  # rows to draw, as the kind draws them
         ):
             out.setdefault(kind, []).append(r)
     return out
@@ -168,16 +171,23 @@ def build(
     baseline_fabric: str | None = None,
     study: str | None = None,
     keep_disturbed: bool = False,
+    pulled: Sequence[across_sites.PulledArchive] = (),
 ) -> dict:
     """Write OUT/*.png, OUT/report.html and OUT/report_data.json; returns the data. With `study`
     (launch.results.study), its predicted answer and figure follow the verdicts. Disturbed runs are
-    left out of the points and verdicts unless `keep_disturbed` (launch.results.aggregate)."""
+    left out of the points and verdicts unless `keep_disturbed` (launch.results.aggregate). Results
+    of several sites (`pulled` archives' sites, else their origins' hosts) open the page with the
+    section across sites (launch.results.across_sites): its tables first, its plots first."""
     located = located_clusters(dirs)  # a locate run alone makes a report too
     results = load_results(dirs, required=not located)
+    across = across_sites.survey(results, pulled)
     points = aggregate.aggregate(results, keep_disturbed)
     curves = aggregate.curves(points)
     judged = verdict.all_verdicts(points, baseline_fabric, verdict.experiment_orders(dirs))
     figures = {}
+    across_data = across.as_dict() if across.several_sites else None
+    for number, group in enumerate((across_data or {}).get("groups", [])[: across_sites.MAX_PLOTTED_GROUPS]):
+        figures[f"across_sites_{number}"] = plot_group(group)
     if curves:
         figures["throughput"] = plot_throughput(curves)
         if any(p.ranks == 1 for c in curves.values() for p in c):
@@ -221,6 +231,7 @@ def build(
         "plots": {},
         "stacks": stack_report(results),
         "kept_disturbed": keep_disturbed,
+        "across_sites": across_data,
     }
     if located:
         data["locate"] = [

@@ -1,4 +1,5 @@
-"""The report's one self-contained HTML page: the verdicts first, the study's answer, the
+"""The report's one self-contained HTML page: the section across sites first where the results
+come from several sites (launch.results.across_sites_html), the verdicts, the study's answer, the
 figures (PNGs embedded as base64, nothing fetched), then the tables; every text escaped."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 import html
 
 from launch.results import verdict
+from launch.results.across_sites_html import render as render_across_sites
 
 
 def _html_table(header: list[str], rows: list[list[str]], css: str = "") -> str:
@@ -77,6 +79,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}figure{{display:i
 figure img{{max-width:100%;height:auto}}p.answer{{font-size:110%;max-width:60em}}.scroll{{overflow-x:auto}}</style>
 </head><body><h1>{esc(title)}</h1><p>{data["runs"]} runs</p>
 <p class="stacks">{"<br>".join(esc(line) for line in data.get("stacks", []))}</p>
+{render_across_sites(data.get("across_sites"))}
 {render_verdicts(data["verdicts"])}
 {render_study(data.get("study"))}
 {render_locate(data.get("locate", []))}
