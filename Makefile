@@ -46,23 +46,15 @@ JOBS ?= 2
 PYTEST = "$(VENV)/bin/python" -m pytest -ra
 SIDE_BY_SIDE = -n $(JOBS) --dist loadfile
 
-# test: the whole suite, real processes throughout (CI runs it): the unit tests side by side, then
-# the slow ones, one durations file for both (pytest's "no tests" from either half is no failure);
+# test: the whole suite, real processes throughout (CI runs it; scripts/test-suite.sh): the cpu-debian
+# image builds in the background while the unit tests run side by side, then the slow ones run,
+# one durations file for both;
 # check: the contributor's loop, every unit test and tiny real runs of the main paths
 # (tests/conftest.py CHECK); test-fast: the unit tests alone
 test: setup-test
 	$(DEV_TOOLS)
-	@unit=0; slow=0; \
-	FABRIC_BENCH_TEST_DURATIONS="$(TEST_DURATIONS).unit" $(PYTEST) -m "not slow" --timeout=$(TEST_TIMEOUT) \
-	  $(SIDE_BY_SIDE) $(PYTEST_ARGS) || unit=$$?; \
-	FABRIC_BENCH_TEST_DURATIONS="$(TEST_DURATIONS).slow" $(PYTEST) -m slow --timeout=$(TEST_TIMEOUT) \
-	  $(PYTEST_ARGS) || slow=$$?; \
-	{ printf '# seconds\toutcome\tmarkers\ttest (setup + call + teardown; slowest first)\n'; \
-	  cat "$(TEST_DURATIONS).unit" "$(TEST_DURATIONS).slow" 2>/dev/null | grep -v '^#' | sort -g -r; } > "$(TEST_DURATIONS)"; \
-	rm -f "$(TEST_DURATIONS).unit" "$(TEST_DURATIONS).slow"; \
-	echo "every test's time (setup + call + teardown, slowest first): $(TEST_DURATIONS)"; \
-	for rc in $$unit $$slow; do case $$rc in 0|5) ;; *) exit $$rc ;; esac; done; \
-	[ "$$unit$$slow" != 55 ] || exit 5
+	TEST_DURATIONS="$(TEST_DURATIONS)" TEST_TIMEOUT=$(TEST_TIMEOUT) JOBS=$(JOBS) PYTEST_ARGS='$(PYTEST_ARGS)' \
+	  scripts/test-suite.sh
 
 check: setup-test
 	$(DEV_TOOLS)

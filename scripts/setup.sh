@@ -45,7 +45,7 @@ phase() {  # NAME WHAT: start a phase (the line ends when the phase does)
 }
 done_phase() {  # [OUTCOME]: end the phase's line with its outcome and seconds
   local seconds outcome=${1:-done}
-  seconds=$(awk -v a="$phase_started" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  seconds=$(awk -v a="$phase_started" -v b="${phase_ended:-$(date +%s.%N)}" 'BEGIN {printf "%.1f", b - a}')
   printf '%s (%s s)\n' "$outcome" "$seconds"
   if [[ -n ${FABRIC_BENCH_PHASE_LOG:-} ]]; then
     printf '%s\t%s\t%s: %s\n' "$phase_name" "$seconds" "$phase_what" "$outcome" >> "$FABRIC_BENCH_PHASE_LOG"
@@ -95,6 +95,20 @@ if ((${#missing[@]})); then
   done_phase "installed ${missing[*]}"
 else
   done_phase "present"
+fi
+
+# Apptainer for the test suite (--test; Debian 12 has none): provisioned from a Debian sid root,
+# mostly downloads and unpacking, so it runs in the background beside the venv and the Horovod
+# build (compiles), in its own process group; its line comes after Horovod's, with its own seconds.
+# A failed step waits for it (no half-built root left); an interrupt ends it.
+apptainer_pid="" apptainer_log=$cache/logs/provision-apptainer.log
+if $test_setup; then
+  mkdir -p "$cache/logs"
+  setsid -w bash -c 'date +%s.%N > "$1.started"; scripts/provision-apptainer.sh > "$1" 2>&1; rc=$?
+                     date +%s.%N > "$1.ended"; exit $rc' _ "$apptainer_log" < /dev/null &
+  apptainer_pid=$!
+  trap '[[ -z $apptainer_pid ]] || wait "$apptainer_pid"' EXIT
+  trap '[[ -z $apptainer_pid ]] || kill -- -"$apptainer_pid" 2> /dev/null; apptainer_pid=""; exit 130' INT TERM
 fi
 
 # The venv, keyed by the requirement files and the interpreter. Its PyTorch side is every
@@ -162,12 +176,14 @@ if [[ ! -f $venv/.horovod-wheel ]] || [[ $(cat "$venv/.horovod-wheel") != "$whee
 else
   done_phase "present"
 fi
-# The test suite builds and runs real Apptainer images. Debian 12 has no
-# apptainer package: provision one (CI/test set-up only; sites have their own).
+# The test suite builds and runs real Apptainer images: the provisioning started above.
 if $test_setup; then
-  phase "apptainer" "Apptainer from a Debian sid root (~3 min when provisioned)"
-  apptainer_log=$cache/logs/provision-apptainer.log
-  scripts/provision-apptainer.sh >"$apptainer_log" 2>&1 || fail "provisioning Apptainer failed; log: $apptainer_log" 1
+  phase "apptainer" "Apptainer from a Debian sid root (~3 min when provisioned, beside the above)"
+  provisioned=0
+  wait "$apptainer_pid" || provisioned=$?
+  apptainer_pid=""
+  ((provisioned == 0)) || fail "provisioning Apptainer failed; log: $apptainer_log" 1
+  phase_started=$(cat "$apptainer_log.started") phase_ended=$(cat "$apptainer_log.ended")
   if grep -q "debootstrap sid" "$apptainer_log"; then done_phase "provisioned"; else done_phase "present"; fi
 fi
 echo "setup: ready ($venv)"

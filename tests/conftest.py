@@ -184,6 +184,10 @@ def pytest_runtest_makereport(item, call):
     importorskip) fails there with its reason."""
     outcome = yield
     report = outcome.get_result()
+    # the markers, for the durations file (xdist carries user_properties to the controller; keywords
+    # would also hold parameter ids, such as a test's "image" case)
+    marks = ",".join(m for m in DURATION_MARKERS if item.get_closest_marker(m))
+    report.user_properties.append(("fabric_bench_markers", marks))
     failed_if_skipped_under_ci(report)
     if call.excinfo is None or call.excinfo.typename != "BuildError":
         return
@@ -197,13 +201,14 @@ def pytest_runtest_makereport(item, call):
 # Every test's seconds, setup + call + teardown, by node id (and its outcome and markers), written
 # slowest first to $FABRIC_BENCH_TEST_DURATIONS when the session ends.
 _SECONDS: dict[str, list] = {}
+DURATION_MARKERS = ("slow", "check", "image", "slurm")
 
 
 def pytest_runtest_logreport(report):
     seconds, outcome, marks, ended = _SECONDS.setdefault(report.nodeid, [0.0, "passed", "", False])
     if report.failed or (report.skipped and outcome == "passed"):
         outcome = report.outcome if report.when == "call" or report.skipped else "error"
-    marks = marks or ",".join(m for m in ("slow", "check", "image", "slurm") if m in report.keywords)
+    marks = marks or dict(report.user_properties).get("fabric_bench_markers", "")
     _SECONDS[report.nodeid] = [seconds + report.duration, outcome, marks, ended or report.when == "teardown"]
 
 

@@ -49,7 +49,7 @@ from launch.results.result import disturbance_causes, disturbed, fields_of, read
 from launch.runs.run import execute_run, prepare
 from launch.site.config import Site
 from launch.runs.sweep_state import SweepState, exclusive
-from launch.results import aggregate, verdict
+from launch.results import aggregate
 from launch.results.table import points_table, verdict_tables
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -74,7 +74,7 @@ class Sweep:
     dropped: list[drops.Dropped] = field(default_factory=list)  # what the plan left out, and why
     state: SweepState = field(init=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.state = SweepState(self.directory, self.experiment.name)
 
     def todo(self) -> list[Point]:
@@ -367,7 +367,7 @@ def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
     with progress_bar(console) as progress:
         task = progress.add_task(f"{sweep.experiment.name} (one Slurm job)", total=len(todo))
 
-        def follow():
+        def follow() -> None:
             while not stop.wait(1.0):
                 state = SweepState(sweep.directory, sweep.experiment.name)
                 done = sum(
@@ -432,6 +432,8 @@ def judged(
     """The latest results, their points (launch.results.aggregate) and verdicts (launch.results.verdict)."""
     found = [r for _, r in (latest if latest is not None else latest_results(sweep)) if r is not None]
     points = aggregate.aggregate(found, sweep.keep_disturbed)
+    from launch.results import verdict  # here: it imports scipy (~0.8 CPU-s), which a dry run never needs
+
     return found, points, verdict.all_verdicts(points, None, orders(sweep))
 
 
