@@ -15,7 +15,7 @@ The launcher tells every rank how many GPUs per node the run asked for
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from typing import Mapping, NoReturn
 
 from bench.record import write_record
 from bench.train_args import fail
@@ -56,7 +56,7 @@ def use_gpu(framework: str, seen: int, record_dir: str | None = None, env: Mappi
     return True
 
 
-def refuse(message: str, record_dir: str | None = None, env: Mapping[str, str] = os.environ) -> None:
+def refuse(message: str, record_dir: str | None = None, env: Mapping[str, str] = os.environ) -> NoReturn:
     """End this rank in one line (exit 2), the line also its error record for the run's result."""
     if record_dir:
         write_record(record_dir, launcher_rank(env), "error", error=message)

@@ -20,6 +20,7 @@ import argparse
 import statistics
 import sys
 import time
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from bench.record import errors_recorded, write_record
 from bench.rendezvous import mpi_comm
 from bench.stats import summarize
 from bench.versions import common_versions
+
+if TYPE_CHECKING:  # mpi4py is imported when the program runs
+    from mpi4py import MPI
 
 
 def split(n: int, parts: int, index: int) -> tuple[int, int]:
@@ -39,7 +43,7 @@ def split(n: int, parts: int, index: int) -> tuple[int, int]:
 class Block:
     """One rank's part of the grid, with a halo layer on every side."""
 
-    def __init__(self, grid: int, dims, coords, cart=None):
+    def __init__(self, grid: int, dims: Sequence[int], coords: Sequence[int], cart: MPI.Cartcomm | None = None):
         self.cart = cart
         extents = [split(grid, d, c) for d, c in zip(dims, coords)]
         self.offsets = [e[0] for e in extents]
@@ -59,10 +63,11 @@ class Block:
         from mpi4py import MPI
 
         u = self.u
-        assert self.neighbours is not None  # only a block on a Cartesian communicator exchanges
+        cart = self.cart
+        assert cart is not None and self.neighbours is not None  # only a block on a Cartesian communicator exchanges
         for axis, (lower, upper) in enumerate(self.neighbours):
 
-            def face(index):
+            def face(index: int) -> tuple[slice | int, ...]:
                 return (slice(None),) * axis + (index,)
 
             for send_index, recv_index, dest, source in ((1, -1, lower, upper), (-2, 0, upper, lower)):
@@ -70,7 +75,7 @@ class Block:
                     continue
                 outgoing = np.ascontiguousarray(u[face(send_index)])
                 incoming = np.empty_like(outgoing)
-                self.cart.Sendrecv(outgoing, dest=dest, recvbuf=incoming, source=source)
+                cart.Sendrecv(outgoing, dest=dest, recvbuf=incoming, source=source)
                 if source != MPI.PROC_NULL:
                     u[face(recv_index)] = incoming
 
@@ -102,7 +107,7 @@ def reference_checksum(grid: int, steps: int) -> int:
     return bit_checksum(block.interior())
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     comm = mpi_comm()

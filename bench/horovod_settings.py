@@ -4,8 +4,10 @@ the allreduce benchmark waits for a Horovod operation."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
+from types import ModuleType
 
 # Horovod's synchronize() waits in a sched_yield loop that keeps a core busy. Where the
 # nodes share this host's cores (the emulated launcher sets this to "poll") that loop
@@ -17,7 +19,7 @@ WAIT_ENV = "FABRIC_BENCH_HOROVOD_WAIT"
 SPIN_S, PAUSE_SHARE, MAX_PAUSE_S = 2e-4, 0.05, 1e-3
 
 
-def apply_tuning(args) -> None:
+def apply_tuning(args: argparse.Namespace) -> None:
     """--fusion-threshold-mb / --cycle-time-ms as Horovod's variables (read at init)."""
     if args.fusion_threshold_mb is not None:
         os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
@@ -29,7 +31,7 @@ def polls() -> bool:
     return os.environ.get(WAIT_ENV) == "poll"
 
 
-def wait(hvd, handle):
+def wait(hvd: ModuleType, handle: int) -> object:
     """synchronize(handle), polling until it is done first where the nodes share cores."""
     if polls():
         start = time.perf_counter()
@@ -40,7 +42,7 @@ def wait(hvd, handle):
     return hvd.synchronize(handle)
 
 
-def describe(hvd, fp16_allreduce: bool) -> dict:
+def describe(hvd: ModuleType, fp16_allreduce: bool) -> dict:
     return {
         "controller": "mpi" if hvd.mpi_enabled() else "gloo",
         "mpi_threads_supported": bool(hvd.mpi_threads_supported()) if hvd.mpi_enabled() else None,

@@ -21,6 +21,10 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Callable, Mapping
+
+NvidiaSmi = Callable[[list[str]], str]
+"""Runs nvidia-smi (its argv) and returns its output; tests pass a recorded one."""
 
 # Variables naming the interface or device a rank's traffic uses, most specific first.
 NIC_VARIABLES = (
@@ -87,7 +91,7 @@ def numa_node_of(device: Path) -> int | None:
     return None
 
 
-def traffic_nic(env=os.environ) -> tuple[str | None, str | None]:
+def traffic_nic(env: Mapping[str, str] = os.environ) -> tuple[str | None, str | None]:
     """(first interface or device named by the run's selection variables, the variable)."""
     for name in NIC_VARIABLES:
         value = env.get(name, "").strip()
@@ -102,7 +106,7 @@ def traffic_nic(env=os.environ) -> tuple[str | None, str | None]:
 MAX_LISTED_NICS = 32
 
 
-def listed_nics(env=os.environ) -> tuple[list[str], str | None]:
+def listed_nics(env: Mapping[str, str] = os.environ) -> tuple[list[str], str | None]:
     """Every interface or device the run's first selection variable lists (a multi-rail node's
     NCCL_IB_HCA names all its rails; which one each rank used, NCCL's log says: launch reads it)."""
     first, variable = traffic_nic(env)
@@ -178,7 +182,7 @@ def nic_placement(name: str | None, source: str | None, root: Path = Path("/")) 
 SHARED_GPU_ENV = "FABRIC_BENCH_SHARED_GPU"
 
 
-def nvidia_gpus_visible(env=os.environ, root: Path = Path("/")) -> bool:
+def nvidia_gpus_visible(env: Mapping[str, str] = os.environ, root: Path = Path("/")) -> bool:
     """Whether this process can use an NVIDIA GPU: a device node exists and CUDA_VISIBLE_DEVICES
     (when set) leaves at least one device ("" and "-1" hide them all)."""
     if not any((root / "dev").glob("nvidia[0-9]*")):
@@ -187,7 +191,9 @@ def nvidia_gpus_visible(env=os.environ, root: Path = Path("/")) -> bool:
     return visible is None or visible.strip() not in ("", "-1")
 
 
-def gpu_placement(local_rank: int, env=os.environ, root: Path = Path("/"), run=None) -> dict:
+def gpu_placement(
+    local_rank: int, env: Mapping[str, str] = os.environ, root: Path = Path("/"), run: NvidiaSmi | None = None
+) -> dict:
     """The rank's GPU (CUDA_VISIBLE_DEVICES and the local rank), its PCI bus and NUMA node."""
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     index = visible[local_rank % len(visible)] if visible else str(local_rank)
@@ -213,7 +219,12 @@ def gpu_placement(local_rank: int, env=os.environ, root: Path = Path("/"), run=N
 
 
 def rank_placement(
-    local_rank: int, gpu: bool, env=os.environ, root: Path = Path("/"), run=None, affinity: list[int] | None = None
+    local_rank: int,
+    gpu: bool,
+    env: Mapping[str, str] = os.environ,
+    root: Path = Path("/"),
+    run: NvidiaSmi | None = None,
+    affinity: list[int] | None = None,
 ) -> dict:
     """Everything above for this process; every value read, none assumed."""
     cpus = sorted(affinity if affinity is not None else os.sched_getaffinity(0))

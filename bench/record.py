@@ -14,7 +14,7 @@ import socket
 import time
 import traceback
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 RECORD_SCHEMA_VERSION = 1
 # When this rank's Python began running bench code (bench programs import this
@@ -32,7 +32,7 @@ def slurm_step() -> dict:
     return {"slurm_step": f"{job}.{step}"} if job and step else {}
 
 
-def write_record(record_dir: str | os.PathLike, rank: int, kind: str, **fields) -> dict:
+def write_record(record_dir: str | os.PathLike, rank: int, kind: str, **fields: object) -> dict:
     record = {
         "schema_version": RECORD_SCHEMA_VERSION,
         "kind": kind,
@@ -52,7 +52,7 @@ def write_record(record_dir: str | os.PathLike, rank: int, kind: str, **fields) 
 
 
 @contextlib.contextmanager
-def errors_recorded(record_dir: str | os.PathLike, rank: int | Callable[[], int]):
+def errors_recorded(record_dir: str | os.PathLike, rank: int | Callable[[], int]) -> Iterator[None]:
     """Write an `error` record for an exception escaping the block, then re-raise:
     the launcher reports it as the run's failure. `rank` may be a callable for
     programs that learn their rank only from the failing communicator."""

@@ -13,6 +13,10 @@ import os
 import socket
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # mpi4py is imported where a rank meets its peers over MPI
+    from mpi4py import MPI
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ def advertised_address(host: str) -> str:
     return host
 
 
-def mpi_comm():
+def mpi_comm() -> MPI.Intracomm:
     import mpi4py
 
     mpi4py.rc.thread_level = "serialized"

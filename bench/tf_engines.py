@@ -17,20 +17,25 @@ sees `tf.Variable`s and tensors.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import socket
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import tensorflow as tf
+
+if TYPE_CHECKING:  # keras is imported by bench.tf_train after TensorFlow is configured
+    import keras
 
 from bench.rendezvous import free_port, interface_address, mpi_comm
 from bench import gpu_request, horovod_settings, numerics, placement
 from bench.train_args import fail
 
 
-def configure_runtime(local_rank: int, args) -> tuple[bool, dict]:
+def configure_runtime(local_rank: int, args: argparse.Namespace) -> tuple[bool, dict]:
     """One GPU per rank (by local rank), the launcher's CPU share, and the numerics asked
     (bench.numerics); whether it runs on a GPU, and the numerics used.
 
@@ -69,28 +74,28 @@ class Local:
 
     loss_weight = 1.0  # what the per-rank mean loss is multiplied by before differentiation
 
-    def scope(self):
+    def scope(self) -> contextlib.AbstractContextManager[object]:
         return contextlib.nullcontext()
 
-    def wrap_tape(self, tape):
+    def wrap_tape(self, tape: tf.GradientTape) -> tf.GradientTape:
         return tape
 
-    def compile(self, step):
+    def compile(self, step: Callable[..., tf.Tensor]) -> Callable[..., tf.Tensor]:
         # no AutoGraph: the step has no Python control flow on tensors, and converting
         # Horovod's tape code made the first trace ~5x slower
         return tf.function(step, autograph=False)
 
-    def after_first_step(self, model, optimizer):
+    def after_first_step(self, model: keras.Model, optimizer: keras.optimizers.Optimizer) -> None:
         pass
 
-    def stop(self):
+    def stop(self) -> None:
         pass
 
 
 class HorovodEngine(Local):
     name = "horovod"
 
-    def __init__(self, args):
+    def __init__(self, args: argparse.Namespace):
         try:
             import horovod.tensorflow as hvd
         except (ImportError, tf.errors.NotFoundError) as exc:
@@ -98,26 +103,26 @@ class HorovodEngine(Local):
         horovod_settings.apply_tuning(args)
         self.hvd = hvd
         self.fp16_allreduce = args.fp16_allreduce
-        self.info = None  # set when stopped
+        self.info: dict | None = None  # set when stopped
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         self.gpu, self.numerics = configure_runtime(self.local_rank, args)
 
-    def wrap_tape(self, tape):
+    def wrap_tape(self, tape: tf.GradientTape) -> tf.GradientTape:
         compression = self.hvd.Compression.fp16 if self.fp16_allreduce else self.hvd.Compression.none
         return self.hvd.DistributedGradientTape(tape, compression=compression)  # averages
 
-    def after_first_step(self, model, optimizer):
+    def after_first_step(self, model: keras.Model, optimizer: keras.optimizers.Optimizer) -> None:
         # rank 0's variables (and the optimizer slots the first step created) everywhere
         self.hvd.broadcast_variables([v.value for v in model.variables + optimizer.variables], root_rank=0)
 
-    def barrier(self):
+    def barrier(self) -> None:
         self.hvd.allreduce(tf.zeros(1), name="barrier")
 
     def broadcast(self, array: np.ndarray) -> np.ndarray:
         return self.hvd.broadcast(tf.constant(array), root_rank=0, name="param_check").numpy()
 
-    def stop(self):
+    def stop(self) -> None:
         """Join Horovod's background thread, every rank after the same barrier."""
         self.info = self.describe()
         self.barrier()
@@ -128,7 +133,7 @@ class HorovodEngine(Local):
             return self.info
         return horovod_settings.describe(self.hvd, self.fp16_allreduce)
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         if self.info is None:
             self.hvd.shutdown()
 
@@ -150,7 +155,7 @@ class NativeEngine(Local):
 
     name = "native"
 
-    def __init__(self, args):
+    def __init__(self, args: argparse.Namespace):
         self.comm = mpi_comm()  # started by mpirun or srun (bench.rendezvous)
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         hosts, workers = zip(*self.comm.allgather((socket.gethostname(), worker_address())))
@@ -166,22 +171,23 @@ class NativeEngine(Local):
         )  # variables created in its scope start as the chief's (worker 0's) values
         self.loss_weight = 1.0 / self.strategy.num_replicas_in_sync  # Keras sums gradients across replicas
 
-    def scope(self):
+    def scope(self) -> contextlib.AbstractContextManager[object]:
         return self.strategy.scope()
 
-    def compile(self, step):
+    def compile(self, step: Callable[..., tf.Tensor]) -> Callable[..., tf.Tensor]:
         strategy = self.strategy
         distributed = tf.function(lambda *batch: strategy.run(step, args=batch), autograph=False)
         return lambda *batch: strategy.experimental_local_results(distributed(*batch))[0]
 
-    def barrier(self):
+    def barrier(self) -> None:
         self.comm.Barrier()
 
     def broadcast(self, array: np.ndarray) -> np.ndarray:
         # a sum over tf.distribute's collectives in which only rank 0 contributes (x + 0 is exact)
         contribution = tf.constant(array if self.rank == 0 else np.zeros_like(array))
 
-        def sum_over_replicas(x):  # tf.identity places x on the replica's device, all_reduce needs one
+        def sum_over_replicas(x: tf.Tensor) -> tf.Tensor:
+            # tf.identity places x on the replica's device, all_reduce needs one
             return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(x))
 
         return self.compile(sum_over_replicas)(contribution).numpy()
@@ -194,12 +200,13 @@ class NativeEngine(Local):
             "workers": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"],
         }
 
-    def stop(self):
+    def stop(self) -> None:
         self.comm.Barrier()  # every rank times the exchange-free step at once; tf.distribute's
         # collectives are idle from here on (its servers wait in poll, they do not spin)
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         self.comm.Barrier()  # no worker leaves while a peer may still talk to it
 
 
-ENGINES: dict[str, type[HorovodEngine] | type[NativeEngine]] = {"horovod": HorovodEngine, "native": NativeEngine}
+TFEngine = HorovodEngine | NativeEngine
+ENGINES: dict[str, type[TFEngine]] = {"horovod": HorovodEngine, "native": NativeEngine}

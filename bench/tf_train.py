@@ -12,10 +12,13 @@ end. Keras 3 is used as installed (no TF_USE_LEGACY_KERAS).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import sys
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable
 
 from bench import tf_cuda, train_args
 from bench.record import errors_recorded
@@ -24,19 +27,26 @@ from bench.timing import timed_iterations
 from bench.train_record import finish
 from bench.versions import common_versions, package_version
 
+if TYPE_CHECKING:  # the frameworks themselves are imported in main(), after the CUDA paths are set
+    from keras import Model
+    from keras.optimizers import Optimizer
+    from tensorflow import Tensor
+
+    from bench.tf_engines import Local, TFEngine
+
 CLASSES = 1000
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     return train_args.parser("tf")
 
 
-def input_shape(keras, size: int) -> tuple[int, int, int]:
+def input_shape(keras: ModuleType, size: int) -> tuple[int, int, int]:
     """One image's shape in the layout Keras is set to (bench.numerics memory format)."""
     return (3, size, size) if keras.backend.image_data_format() == "channels_first" else (size, size, 3)
 
 
-def small_cnn(keras, size: int):
+def small_cnn(keras: ModuleType, size: int) -> Model:
     """A CNN small enough to train on a couple of CPU cores (~90 k parameters)."""
     layers = keras.layers
     return keras.Sequential(
@@ -54,22 +64,24 @@ def small_cnn(keras, size: int):
     )
 
 
-def make_model(keras, name: str, size: int):
+def make_model(keras: ModuleType, name: str, size: int) -> Model:
     if name == "SmallCNN":
         return small_cnn(keras, size)
     constructor = getattr(keras.applications, name)
     return constructor(weights=None, input_shape=input_shape(keras, size), classes=CLASSES, classifier_activation=None)
 
 
-def make_optimizer(keras, mixed_float16: bool):
+def make_optimizer(keras: ModuleType, mixed_float16: bool) -> Optimizer:
     optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
     return keras.optimizers.LossScaleOptimizer(optimizer) if mixed_float16 else optimizer
 
 
-def make_step(tf, keras, model, optimizer, engine):
+def make_step(
+    tf: ModuleType, keras: ModuleType, model: Model, optimizer: Optimizer, engine: Local
+) -> Callable[[Tensor, Tensor], Tensor]:
     """One SGD step on one batch: forward, loss, gradients (exchanged as the engine says), update."""
 
-    def step(images, labels):
+    def step(images: Tensor, labels: Tensor) -> Tensor:
         with tf.GradientTape() as tape:
             logits = tf.cast(model(images, training=True), tf.float32)
             loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
@@ -85,20 +97,29 @@ def make_step(tf, keras, model, optimizer, engine):
 class Trainer:
     """One model + optimizer + synthetic batch; `run(n)` times n iterations."""
 
-    def __init__(self, tf, keras, model, optimizer, images, labels, engine):
+    def __init__(
+        self,
+        tf: ModuleType,
+        keras: ModuleType,
+        model: Model,
+        optimizer: Optimizer,
+        images: Tensor,
+        labels: Tensor,
+        engine: Local,
+    ):
         self.model, self.optimizer, self.images, self.labels = model, optimizer, images, labels
         self.engine = engine
         self.step = engine.compile(make_step(tf, keras, model, optimizer, engine))
         self.steps_done = 0
-        self.loss = None
+        self.loss: Tensor | None = None
 
-    def batch(self):
+    def batch(self) -> None:
         self.loss = self.step(self.images, self.labels)
         self.steps_done += 1
         if self.steps_done == 1:
             self.engine.after_first_step(self.model, self.optimizer)
 
-    def sync(self):
+    def sync(self) -> None:
         if self.loss is not None:
             self.loss.numpy()  # waits for the step's device work
 
@@ -109,7 +130,7 @@ class Trainer:
         return timed_iterations(self.batch, self.sync, warmup, iters, batches_per_iter, batch_size, progress)
 
 
-def parameter_check(np, model, engine) -> tuple[float, str]:
+def parameter_check(np: ModuleType, model: Model, engine: TFEngine) -> tuple[float, str]:
     """Max |v - v_rank0| over all trainable variables, and a digest of this rank's variables."""
     flat = np.concatenate([np.ravel(v.numpy()).astype(np.float32) for v in model.trainable_variables])
     digest = hashlib.sha256(flat.tobytes()).hexdigest()
@@ -117,7 +138,7 @@ def parameter_check(np, model, engine) -> tuple[float, str]:
     return float(np.max(np.abs(flat - reference))), digest
 
 
-def tf_versions(tf, keras) -> dict:
+def tf_versions(tf: ModuleType, keras: ModuleType) -> dict:
     versions = {**common_versions(), "tensorflow": tf.__version__, "keras": keras.__version__}
     build = tf.sysconfig.get_build_info()
     if tf.config.list_physical_devices("GPU"):
@@ -144,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         return train(tf, keras, engine, args)
 
 
-def train(tf, keras, engine, args) -> int:
+def train(tf: ModuleType, keras: ModuleType, engine: TFEngine, args: argparse.Namespace) -> int:
     import numpy as np
 
     from bench.tf_engines import Local

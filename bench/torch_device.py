@@ -7,10 +7,15 @@ only (srun --gpus-per-task, --gpu-bind): there, local rank 3 must take device 0.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, MutableMapping
+
 import torch
 
 from bench.gpu_request import use_gpu
 from bench.placement import SHARED_GPU_ENV
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
 
 def gpu_index(local_rank: int, visible_gpus: int) -> int:
@@ -39,7 +44,7 @@ def rank_device(local_rank: int) -> torch.device:
     return torch.device("cuda", index)
 
 
-def collective_device(group, local_rank: int) -> torch.device:
+def collective_device(group: ProcessGroup, local_rank: int) -> torch.device:
     """The device a tensor must be on for `group`'s collectives: the CPU where the group has a
     backend for it (gloo), else this rank's GPU (NCCL registers for cuda only; a CPU tensor
     there fails with "No backend type associated with device type cpu")."""
@@ -48,7 +53,7 @@ def collective_device(group, local_rank: int) -> torch.device:
     return torch.device("cuda", gpu_index(local_rank, torch.cuda.device_count()))
 
 
-def name_rank_a_host_for_nccl(rank: int, env=None) -> None:
+def name_rank_a_host_for_nccl(rank: int, env: MutableMapping[str, str] | None = None) -> None:
     """With FABRIC_BENCH_SHARED_GPU=1 (the GPU check's 2-rank run on a one-GPU machine), each rank
     tells NCCL it is a host of its own (NCCL_HOSTID): NCCL refuses two ranks of one host on one
     device ("Duplicate GPU detected"), and as separate hosts their traffic takes NCCL's network

@@ -12,10 +12,16 @@ record, and the final `shutdown()` is then a no-op.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
+from typing import Protocol, cast
 
 import torch
 import torch.distributed as dist
+from torch import Tensor, nn
+from torch.amp import GradScaler
+from torch.optim import Optimizer
 
 from bench.rendezvous import discover, export_for_torch
 from bench import horovod_settings
@@ -23,10 +29,18 @@ from bench.torch_device import collective_device, name_rank_a_host_for_nccl, on_
 from bench.train_args import fail
 
 
+class DistributedOptimizer(Protocol):
+    """What hvd.DistributedOptimizer adds to the optimizer it wraps (Horovod has no types)."""
+
+    def synchronize(self) -> None: ...
+
+    def skip_synchronize(self) -> contextlib.AbstractContextManager[object]: ...
+
+
 class HorovodEngine:
     name = "horovod"
 
-    def __init__(self, args):
+    def __init__(self, args: argparse.Namespace):
         on_gpu(getattr(args, "record_dir", None))  # GPUs asked for and none seen: one line, before Horovod starts
         try:
             import horovod.torch as hvd
@@ -35,11 +49,11 @@ class HorovodEngine:
         horovod_settings.apply_tuning(args)
         self.hvd = hvd
         self.fp16_allreduce = args.fp16_allreduce
-        self.info = None  # set when stopped
+        self.info: dict | None = None  # set when stopped
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
 
-    def wrap(self, model, optimizer):
+    def wrap(self, model: nn.Module, optimizer: Optimizer) -> tuple[nn.Module, Optimizer]:
         hvd = self.hvd
         compression = hvd.Compression.fp16 if self.fp16_allreduce else hvd.Compression.none
         optimizer = hvd.DistributedOptimizer(
@@ -49,26 +63,27 @@ class HorovodEngine:
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
         return model, optimizer
 
-    def step(self, optimizer, scaler):
+    def step(self, optimizer: Optimizer, scaler: GradScaler | None) -> None:
         if scaler is None:
             optimizer.step()
             return
-        optimizer.synchronize()  # the allreduce must finish before unscaling
+        distributed = cast(DistributedOptimizer, optimizer)  # what wrap() returned
+        distributed.synchronize()  # the allreduce must finish before unscaling
         scaler.unscale_(optimizer)
-        with optimizer.skip_synchronize():
+        with distributed.skip_synchronize():
             scaler.step(optimizer)
         scaler.update()
 
-    def barrier(self):
+    def barrier(self) -> None:
         self.hvd.allreduce(torch.zeros(1), name="barrier")
 
-    def stop(self):
+    def stop(self) -> None:
         """Join Horovod's background thread, every rank after the same barrier."""
         self.info = self.describe()
         self.barrier()
         self.hvd.shutdown()
 
-    def broadcast(self, tensor):
+    def broadcast(self, tensor: Tensor) -> Tensor:
         return self.hvd.broadcast(tensor, root_rank=0, name="param_check")
 
     def describe(self) -> dict:
@@ -76,7 +91,7 @@ class HorovodEngine:
             return self.info
         return horovod_settings.describe(self.hvd, self.fp16_allreduce)
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         if self.info is None:
             self.hvd.shutdown()
 
@@ -84,7 +99,7 @@ class HorovodEngine:
 class DDPEngine:
     name = "ddp"
 
-    def __init__(self, args):
+    def __init__(self, args: argparse.Namespace):
         peers = discover()
         export_for_torch(peers)  # torchrun's variables, or found over MPI
         name_rank_a_host_for_nccl(peers.rank)
@@ -97,9 +112,11 @@ class DDPEngine:
         self.stopped = False
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        self.collective_device = collective_device(dist.group.WORLD, self.local_rank)
+        world = dist.group.WORLD
+        assert world is not None  # init_process_group made it
+        self.collective_device = collective_device(world, self.local_rank)
 
-    def wrap(self, model, optimizer):
+    def wrap(self, model: nn.Module, optimizer: Optimizer) -> tuple[nn.Module, Optimizer]:
         device = rank_device(self.local_rank)
         device_ids = [device.index] if device.type == "cuda" else None
         ddp = torch.nn.parallel.DistributedDataParallel(
@@ -107,22 +124,22 @@ class DDPEngine:
         )  # DDP broadcasts rank 0's parameters and buffers at construction
         return ddp, optimizer
 
-    def step(self, optimizer, scaler):
+    def step(self, optimizer: Optimizer, scaler: GradScaler | None) -> None:
         if scaler is None:
             optimizer.step()
         else:
             scaler.step(optimizer)
             scaler.update()
 
-    def barrier(self):
+    def barrier(self) -> None:
         dist.barrier()
 
-    def stop(self):
+    def stop(self) -> None:
         dist.barrier()  # every rank leaves together, to time the exchange-free step at once
         dist.destroy_process_group()
         self.stopped = True
 
-    def broadcast(self, tensor):
+    def broadcast(self, tensor: Tensor) -> Tensor:
         """Rank 0's `tensor`, on the tensor's own device: the collective itself runs on a
         device the group has a backend for (NCCL registers cuda only: a CPU tensor fails)."""
         on_wire = tensor.to(self.collective_device)
@@ -132,9 +149,10 @@ class DDPEngine:
     def describe(self) -> dict:
         return {"backend": self.backend, "bucket_cap_mb": self.bucket_cap_mb}
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         if not self.stopped:
             dist.destroy_process_group()
 
 
-ENGINES: dict[str, type[HorovodEngine] | type[DDPEngine]] = {"horovod": HorovodEngine, "ddp": DDPEngine}
+TorchEngine = HorovodEngine | DDPEngine
+ENGINES: dict[str, type[TorchEngine]] = {"horovod": HorovodEngine, "ddp": DDPEngine}

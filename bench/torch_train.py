@@ -12,11 +12,14 @@ parameters equal rank 0's at the end of training.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import copy
 import hashlib
 import sys
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from bench import numerics, train_args
 from bench.record import errors_recorded
@@ -25,8 +28,27 @@ from bench.timing import timed_iterations
 from bench.train_record import finish
 from bench.versions import common_versions, package_version
 
+if TYPE_CHECKING:  # torch itself is imported in main(), where the benchmark runs
+    from torch import Tensor, memory_format, nn
+    from torch import device as Device
+    from torch.amp import GradScaler
+    from torch.optim import Optimizer
 
-def build_parser():
+    from bench.torch_engines import TorchEngine
+
+
+class InceptionOutputs(Protocol):
+    """What inception_v3 returns in train mode (torchvision's namedtuple)."""
+
+    logits: Tensor
+    aux_logits: Tensor | None
+
+
+Step = Callable[["Optimizer", "GradScaler | None"], None]
+"""Applies a batch's gradients: the engine's step (which exchanges them) or a local one."""
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = train_args.parser("torch")
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size")
     p.add_argument(
@@ -38,39 +60,50 @@ def build_parser():
     return p
 
 
-def make_model(torchvision, name: str):
+def make_model(torchvision: ModuleType, name: str) -> nn.Module:
     constructor = getattr(torchvision.models, name)
     if name == "inception_v3":
         return constructor(weights=None, aux_logits=True, init_weights=True)
     return constructor(weights=None)
 
 
-def loss_of(output, labels, criterion):
-    # inception_v3 in train mode returns (logits, aux_logits); the aux head
+def loss_of(output: Tensor | InceptionOutputs, labels: Tensor, criterion: nn.Module) -> Tensor:
+    # inception_v3 in train mode returns (logits, aux_logits), a namedtuple; the aux head
     # is weighted 0.4 as in the Inception paper's training recipe.
-    if hasattr(output, "aux_logits") and output.aux_logits is not None:
-        return criterion(output.logits, labels) + 0.4 * criterion(output.aux_logits, labels)
+    if isinstance(output, tuple):
+        loss: Tensor = criterion(output.logits, labels)
+        return loss if output.aux_logits is None else loss + 0.4 * criterion(output.aux_logits, labels)
     return criterion(output, labels)
 
 
 class Trainer:
     """One model + optimizer + synthetic batch; `run(n)` times n iterations."""
 
-    def __init__(self, torch, model, optimizer, images, labels, precision, device, step):
+    def __init__(
+        self,
+        torch: ModuleType,
+        model: nn.Module,
+        optimizer: Optimizer,
+        images: Tensor,
+        labels: Tensor,
+        precision: str,
+        device: Device,
+        step: Step,
+    ):
         self.torch, self.model, self.optimizer = torch, model, optimizer
         self.images, self.labels, self.device = images, labels, device
         self.criterion = torch.nn.CrossEntropyLoss()
         self.amp = precision == "amp"
-        self.scaler = torch.amp.GradScaler("cuda") if self.amp and device.type == "cuda" else None
+        self.scaler: GradScaler | None = torch.amp.GradScaler("cuda") if self.amp and device.type == "cuda" else None
         self.apply_step = step
 
-    def autocast(self):
+    def autocast(self) -> contextlib.AbstractContextManager[object]:
         if not self.amp:
             return contextlib.nullcontext()
         dtype = self.torch.float16 if self.device.type == "cuda" else self.torch.bfloat16
         return self.torch.autocast(device_type=self.device.type, dtype=dtype)
 
-    def batch(self):
+    def batch(self) -> None:
         self.optimizer.zero_grad()  # Horovod's wrapper takes no set_to_none
         with self.autocast():
             loss = loss_of(self.model(self.images), self.labels, self.criterion)
@@ -80,7 +113,7 @@ class Trainer:
             loss.backward()
         self.apply_step(self.optimizer, self.scaler)
 
-    def sync(self):
+    def sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize()
 
@@ -91,7 +124,7 @@ class Trainer:
         return timed_iterations(self.batch, self.sync, warmup, iters, batches_per_iter, batch_size, progress)
 
 
-def apply_numerics(torch, args, device) -> dict:
+def apply_numerics(torch: ModuleType, args: argparse.Namespace, device: Device) -> dict:
     """TF32, cuDNN autotuning and the memory layout as asked (bench.numerics); what was used."""
     gpu = device.type == "cuda"
     if gpu:
@@ -101,11 +134,11 @@ def apply_numerics(torch, args, device) -> dict:
     return numerics.record(args, "torch", gpu, compiled="eager")
 
 
-def torch_memory_format(torch, used: dict):
+def torch_memory_format(torch: ModuleType, used: dict) -> memory_format:
     return torch.channels_last if used["memory_format"] == "channels_last" else torch.contiguous_format
 
 
-def parameter_check(torch, model, engine) -> tuple[float, str]:
+def parameter_check(torch: ModuleType, model: nn.Module, engine: TorchEngine) -> tuple[float, str]:
     """Max |p - p_rank0| over all parameters, and a digest of this rank's parameters."""
     flat = torch.cat([p.detach().reshape(-1).float().cpu() for p in model.parameters()])
     digest = hashlib.sha256(flat.numpy().tobytes()).hexdigest()
@@ -113,7 +146,7 @@ def parameter_check(torch, model, engine) -> tuple[float, str]:
     return float((flat - reference).abs().max()), digest
 
 
-def torch_versions(torch, torchvision) -> dict:
+def torch_versions(torch: ModuleType, torchvision: ModuleType) -> dict:
     versions = {**common_versions(), "torch": torch.__version__, "torchvision": torchvision.__version__}
     if torch.cuda.is_available():
         versions["cuda"] = torch.version.cuda
@@ -135,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         return train(torch, torchvision, engine, args)
 
 
-def train(torch, torchvision, engine, args) -> int:
+def train(torch: ModuleType, torchvision: ModuleType, engine: TorchEngine, args: argparse.Namespace) -> int:
     from bench.torch_device import rank_device
 
     device = rank_device(engine.local_rank)
@@ -143,7 +176,8 @@ def train(torch, torchvision, engine, args) -> int:
 
     used = apply_numerics(torch, args, device)
     layout = torch_memory_format(torch, used)
-    model = make_model(torchvision, args.model).to(device, memory_format=layout).train()
+    # two calls: torch's stubs type no Module.to(device, memory_format=...)
+    model = make_model(torchvision, args.model).to(device).to(memory_format=layout).train()
     compute_model = copy.deepcopy(model)  # the same step without any gradient exchange
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     model, optimizer = engine.wrap(model, optimizer)
@@ -160,7 +194,7 @@ def train(torch, torchvision, engine, args) -> int:
     samples = trainer.run(*run, progress)
     train_seconds = time.time() - started
 
-    def local_step(opt, scaler):
+    def local_step(opt: Optimizer, scaler: GradScaler | None) -> None:
         if scaler is None:
             opt.step()
         else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from bench import catalog, numerics
 
@@ -39,7 +40,7 @@ def parser(framework: str) -> argparse.ArgumentParser:
     return p
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
 

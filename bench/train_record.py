@@ -3,13 +3,28 @@ rank's `train` record, print rank 0's summary (shared by torch and tf)."""
 
 from __future__ import annotations
 
+import argparse
+from typing import Protocol
+
 from bench import numerics, placement, train_args
 from bench.record import write_record
 
 
+class Engine(Protocol):
+    """What the end of a run asks of a training engine (bench.torch_engines, bench.tf_engines)."""
+
+    rank: int
+    size: int
+    local_rank: int
+
+    def describe(self) -> dict: ...
+
+    def shutdown(self) -> None: ...
+
+
 def finish(
-    args,
-    engine,
+    args: argparse.Namespace,
+    engine: Engine,
     *,
     framework: str,
     device: str,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from benchmarks.planting import cpu_hogs, heartbeats
 from launch.ranks.runspec import RunSpec
@@ -75,7 +76,7 @@ def verdict_row(results: list[Result], keep_disturbed: bool) -> dict:
     return rows[0]
 
 
-def demonstrate(workload: dict, results: Path, repetitions: int, echo=print) -> dict:
+def demonstrate(workload: dict, results: Path, repetitions: int, echo: Callable[[str], None] = print) -> dict:
     """Run the demonstration; its figures as plain data (the battery's JSON keeps them)."""
     pids: list[int] = []
     reference: list[Result] = []

@@ -28,7 +28,7 @@ from launch.results.result import read as read_result
 FB = [str(Path(sys.executable).parent / "fabric-bench")]
 
 
-def fb(*args: str, env=None) -> subprocess.CompletedProcess:
+def fb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     proc = subprocess.run([*FB, *args], capture_output=True, text=True, env=env)
     if proc.returncode not in (0, 1):
         print(f"  `fabric-bench {' '.join(args)}` failed: {proc.stderr.strip()[-500:]}", flush=True)

@@ -136,9 +136,11 @@ def start_load(env: dict, log: Log, wait_s: float = 60) -> tuple[subprocess.Pope
         start_new_session=True,
     )
     ready: list[int] = []
+    output = proc.stdout
+    assert output is not None  # stdout=PIPE
 
     def wait_ready() -> None:
-        for line in proc.stdout:  # type: ignore[union-attr]
+        for line in output:
             if line.startswith("GPU_PROBE "):
                 ready.append(json.loads(line.split(" ", 1)[1])["pid"])
                 return

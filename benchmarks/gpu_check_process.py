@@ -18,7 +18,7 @@ class Log:
     def __init__(self, path: Path):
         self.file = open(path, "w", encoding="utf-8")
 
-    def __call__(self, *parts) -> None:
+    def __call__(self, *parts: object) -> None:
         line = " ".join(str(p) for p in parts)
         print(line, flush=True)
         self.file.write(line + "\n")

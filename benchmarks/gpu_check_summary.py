@@ -220,7 +220,7 @@ def unlike_allreduces(side: list[dict]) -> list[str]:
     ]
 
 
-def fmt(value, spec: str) -> str:
+def fmt(value: object, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) else "-"
 
 

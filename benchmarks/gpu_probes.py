@@ -24,7 +24,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-def report(**fields) -> None:
+def report(**fields: object) -> None:
     print("GPU_PROBE " + json.dumps(fields), flush=True)
 
 
@@ -74,7 +74,7 @@ def compute(batch_size: int, image_size: int, warmup: int, iters: int) -> None:
     )
     used = apply_numerics(torch, args, device)
     layout = torch_memory_format(torch, used)
-    model = make_model(torchvision, "resnet50").to(device, memory_format=layout).train()
+    model = make_model(torchvision, "resnet50").to(device).to(memory_format=layout).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     images = torch.randn(batch_size, 3, image_size, image_size, device=device).to(memory_format=layout)
     labels = torch.randint(0, 1000, (batch_size,), device=device)

@@ -28,8 +28,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from launch.errors import UsageError
+
+if TYPE_CHECKING:  # the emulated cluster is imported by the plants that use it
+    from launch.fleet.emulate.cluster import Cluster
+    from launch.site.config import Site
 
 STOP_S = 1.0
 MEMORY_LIMIT_BYTES = 48 << 20
@@ -53,7 +58,7 @@ HOG = (
 
 
 @contextlib.contextmanager
-def cpu_hogs(pids: list[int]):
+def cpu_hogs(pids: list[int]) -> Iterator[None]:
     """One busy process on each core this process may use (the run's cores: it is not pinned)."""
     hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)]) for cpu in sorted(os.sched_getaffinity(0))]
     pids += [h.pid for h in hogs]
@@ -66,7 +71,7 @@ def cpu_hogs(pids: list[int]):
 
 
 @contextlib.contextmanager
-def memory_pressure(pids: list[int]):
+def memory_pressure(pids: list[int]) -> Iterator[None]:
     """A writer/reader in a small memory cgroup (v1): its page cache is reclaimed as it goes."""
     if not (CGROUP_MEMORY / "memory.limit_in_bytes").exists():
         raise UsageError(f"no cgroup v1 memory controller at {CGROUP_MEMORY}: the memory cause cannot be planted")
@@ -98,7 +103,7 @@ def memory_pressure(pids: list[int]):
 
 
 @contextlib.contextmanager
-def disk_writes(pids: list[int], where: Path):
+def disk_writes(pids: list[int], where: Path) -> Iterator[None]:
     """`dd if=/dev/zero bs=1M oflag=direct` over one DISK_FILE_MB file under `where` (a real disk:
     O_DIRECT needs one), again and again, in its own session."""
     scratch = tempfile.NamedTemporaryFile(prefix="fabric-bench-battery-dd-", dir=where, delete=False)
@@ -122,7 +127,7 @@ def disk_writes(pids: list[int], where: Path):
 
 
 @contextlib.contextmanager
-def loopback_traffic(pids: list[int]):
+def loopback_traffic(pids: list[int]) -> Iterator[None]:
     """A TCP pair on 127.0.0.1 in one process, pushing 1 MiB writes as fast as it can."""
     pusher = subprocess.Popen([sys.executable, "-c", PUSHER])
     pids.append(pusher.pid)
@@ -144,11 +149,11 @@ def heartbeats(record_dir: Path) -> list[dict]:
 
 
 @contextlib.contextmanager
-def stopped_rank(record_dir: Path, warmup: int, done: dict):
+def stopped_rank(record_dir: Path, warmup: int, done: dict) -> Iterator[None]:
     """SIGSTOP the last rank for STOP_S once its timed phase is under way, then SIGCONT."""
     stop = threading.Event()
 
-    def plant():
+    def plant() -> None:
         while not stop.wait(0.05):
             beats = [
                 b
@@ -168,7 +173,7 @@ def stopped_rank(record_dir: Path, warmup: int, done: dict):
 
 
 @contextlib.contextmanager
-def beside_the_run(plant, stop: threading.Event):
+def beside_the_run(plant: Callable[[], None], stop: threading.Event) -> Iterator[None]:
     """`plant` in a thread while the run goes on; told to stop (and waited for) when it ends."""
     thread = threading.Thread(target=plant, daemon=True)
     thread.start()
@@ -180,12 +185,14 @@ def beside_the_run(plant, stop: threading.Event):
 
 
 @contextlib.contextmanager
-def background_traffic(cluster, pids: list[int], done: dict):
-    """iperf3 from node 0 to node 1 of the run's emulated cluster while it runs."""
+def background_traffic(cluster: Cluster | None, pids: list[int], done: dict) -> Iterator[None]:
+    """iperf3 from node 0 to node 1 of the run's emulated cluster while it runs (a run without one: refused)."""
+    if cluster is None:
+        raise UsageError("background traffic goes between the nodes of an emulated cluster: this run has none")
     stop = threading.Event()
     procs: list[subprocess.Popen] = []
 
-    def plant():
+    def plant() -> None:
         node0, node1 = cluster.node(0), cluster.node(1)
         while not stop.wait(0.2):  # the cluster comes up inside execute_run
             names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
@@ -225,7 +232,7 @@ def background_traffic(cluster, pids: list[int], done: dict):
 
 
 @contextlib.contextmanager
-def rate_limited_node(cluster, node: int = 1):
+def rate_limited_node(cluster: Cluster, node: int = 1) -> Iterator[None]:
     """Node `node`'s egress shaped to a quarter of its link for the run (the shaper `emulate up
     --slow nI` puts there: launch.fleet.emulate.faults), then shaped back to the link's rate."""
     import dataclasses
@@ -242,7 +249,7 @@ def rate_limited_node(cluster, node: int = 1):
 
 
 @contextlib.contextmanager
-def slurm_cluster(name: str, rate: str, work: Path):
+def slurm_cluster(name: str, rate: str, work: Path) -> Iterator[tuple[Cluster, Site]]:
     """An emulated 2-node Slurm cluster (`fabric-bench emulate up --slurm`) and its site (`site
     init --emulated`); Slurm's clients reach it through SLURM_CONF, set here for the runs.
     Yields (cluster, site); brought down after, also on failure."""

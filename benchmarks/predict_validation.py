@@ -299,7 +299,7 @@ def multi_node_points(
     return out
 
 
-def report(points: list[dict], seconds: float, args) -> None:
+def report(points: list[dict], seconds: float, args: argparse.Namespace) -> None:
     print(
         f"\npredicted vs measured ({seconds / 60:.1f} min of runs); training: overlapped bucketed allreduce, "
         "compute step measured with 2 ranks sharing this host's cores"

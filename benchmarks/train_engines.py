@@ -155,7 +155,7 @@ def main() -> int:
         except UsageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        figure = f"{r.total_img_per_s:.1f} img/s" if r.ok and r.total_img_per_s else f"{r.status}"
+        figure = f"{r.figure:.1f} img/s" if r.ok and r.figure else f"{r.status}"
         console.print(
             f"round {round_ + 1} {arm}: {figure}; {disturbance_line(r)} ({r.run_id})",
             style="yellow" if disturbed(r) or not r.ok else None,
@@ -193,10 +193,10 @@ def paired_figure(label: str, pairs: list[tuple[int, Result, Result]]) -> Line |
     """'LABEL 1.03, 95 % CI [..] (paired, 5 rounds)' from each round's (a, b) runs (a/b): from
     the clean rounds, the others named; from every round, marked, where fewer than MIN_CLEAN_ROUNDS
     are clean; None where no round has both figures."""
-    usable = [(k, a, b) for k, a, b in pairs if a.ok and b.ok and a.total_img_per_s and b.total_img_per_s]
+    usable = [(k, a, b) for k, a, b in pairs if a.ok and b.ok and a.figure and b.figure]
     clean = [(k, a, b) for k, a, b in usable if not disturbed(a) and not disturbed(b)]
     chosen = clean if len(clean) >= MIN_CLEAN_ROUNDS else usable
-    found = paired_ratio([(a.total_img_per_s or 0.0, b.total_img_per_s or 0.0) for _, a, b in chosen])
+    found = paired_ratio([(a.figure or 0.0, b.figure or 0.0) for _, a, b in chosen])
     if found is None:
         return None
     kept = {k for k, _, _ in chosen}
@@ -280,7 +280,7 @@ def run_entry(key: tuple[int, Arm], r: Result) -> dict:
         "arm": str(key[1]),
         "run_id": r.run_id,
         "status": r.status,
-        "total_img_per_s": r.total_img_per_s,
+        "total_img_per_s": r.figure,
         "disturbance": disturbance_line(r),
         "disturbed": disturbed(r),
         "unsteady": unsteady(r),

@@ -36,7 +36,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypedDict
+from typing import Iterator, TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
 FABRIC_BENCH = str(Path(sys.executable).parent / "fabric-bench")
@@ -49,7 +49,7 @@ TIMINGS: list[tuple[str, float]] = []
 
 
 @contextmanager
-def phase(name: str):
+def phase(name: str) -> Iterator[None]:
     started = time.monotonic()
     print(f"== {name}", flush=True)
     yield
@@ -114,7 +114,7 @@ def make_site(root: Path, name: str, registry: str) -> Site:
     return site
 
 
-def study(args) -> list[list[str]]:
+def study(args: argparse.Namespace) -> list[list[str]]:
     common = ["--launcher", "emulated", "--nodes", "2", "--ranks-per-node", "1", "--runtime", "apptainer"]
     iters = ["--warmup", "1", "--iters", "3" if args.small else "5"]
     train = [

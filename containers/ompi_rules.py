@@ -42,7 +42,7 @@ class Rule:
     segment_bytes: int = 0
     min_ranks: int = 2
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS.get(self.collective, {}):
             raise ValueError(f"no Open MPI {self.collective} algorithm {self.algorithm!r}")
 

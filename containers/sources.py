@@ -39,7 +39,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Literal, Optional
 
 Progress = Callable[[str], None]
 REHEARSAL = "/fabric-bench-rehearsal"  # bind targets inside a base that builds from source
@@ -349,6 +349,10 @@ def _run(argv: list[str], log: Path, what: str, cwd: Optional[Path] = None, chec
     return code
 
 
+# tarfile.open's write mode for each compression _compression names (a Literal: mypy picks the overload)
+WRITE_MODES: dict[str, Literal["w:gz", "w:bz2", "w:xz"]] = {"gz": "w:gz", "bz2": "w:bz2", "xz": "w:xz"}
+
+
 def _compression(name: str) -> str:
     for suffix, mode in ((".tar.gz", "gz"), (".tgz", "gz"), (".tar.bz2", "bz2"), (".tar.xz", "xz")):
         if name.endswith(suffix):
@@ -389,7 +393,7 @@ def _canonical(src: Source, original: Path, work: Path, log: Path) -> Path:
     if reh.autogen:
         _run(reh.autogen.split(), log, f"{src.component}: {reh.autogen}", cwd=top)
         shutil.rmtree(top / "autom4te.cache", ignore_errors=True)
-    with tarfile.open(out, f"w:{_compression(src.basename)}") as tar:  # type: ignore[call-overload]  # w:gz|xz|bz2
+    with tarfile.open(out, WRITE_MODES[_compression(src.basename)]) as tar:
         tar.add(top, arcname=canonical_top)
     return out
 

@@ -13,6 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:  # torch is passed in by the torch loops (TF's loop imports no torch)
+    from torch import nn
+    from torch.optim import Optimizer
 
 REFERENCE_PREFIX = "[reference]"
 
@@ -28,12 +34,14 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def torch_step(torch, model, optimizer, args):
+def torch_step(
+    torch: ModuleType, model: nn.Module, optimizer: Optimizer, args: argparse.Namespace
+) -> Callable[[], None]:
     """The PyTorch loops' step on one synthetic batch (torch passed in: TF's loop imports no torch)."""
     data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
     target = torch.randint(0, 1000, (args.batch_size,))
 
-    def step():
+    def step() -> None:
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(model(data), target).backward()
         optimizer.step()
@@ -41,7 +49,7 @@ def torch_step(torch, model, optimizer, args):
     return step
 
 
-def timed(step, args) -> list[float]:
+def timed(step: Callable[[], object], args: argparse.Namespace) -> list[float]:
     """img/s of each timed iteration on this rank."""
     for _ in range(args.warmup):
         step()
@@ -54,7 +62,7 @@ def timed(step, args) -> list[float]:
     return samples
 
 
-def report(rank: int, size: int, samples: list[float], **facts) -> None:
+def report(rank: int, size: int, samples: list[float], **facts: object) -> None:
     if rank == 0:
         per_rank = sum(samples) / len(samples)
         print(

@@ -14,6 +14,7 @@ down to the model code; the legacy one is like-for-like with Horovod's script.
 
 import os
 import sys
+from typing import Iterable
 
 import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -37,12 +38,12 @@ if not legacy:
     optimizer.build(model.trainable_variables)  # Keras 3: its slots exist before the step is traced
 
 
-def tf_variables(variables):
+def tf_variables(variables: Iterable[tf.Variable]) -> list[tf.Variable]:
     return list(variables) if legacy else [v.value for v in variables]
 
 
 @tf.function
-def train_step(first_batch):
+def train_step(first_batch: bool) -> tf.Tensor:
     with tf.GradientTape() as tape:
         loss = loss_fn(target, model(data, training=True))
     tape = hvd.DistributedGradientTape(tape)

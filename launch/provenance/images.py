@@ -204,7 +204,7 @@ def _archive_labels(inspect_text) -> dict:
     except UntrustedInput:
         return {}
 
-    def field(value, *keys):
+    def field(value: object, *keys: str) -> object:
         for key in keys:
             value = value.get(key) if isinstance(value, dict) else None
         return value

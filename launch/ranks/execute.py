@@ -130,8 +130,11 @@ def execute(
         finally:
             os.close(lifeline)
 
-        def pump():
-            for line in proc.stdout:
+        output = proc.stdout
+        assert output is not None  # stdout=PIPE
+
+        def pump() -> None:
+            for line in output:
                 if not first_output:
                     first_output.append(time.monotonic() - started)
                 log.write(line)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import signal
+from types import FrameType
+from typing import Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _asked: list[int] = []
@@ -39,7 +41,7 @@ def interrupted_by(exc: BaseException) -> Interrupted:
     return exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
 
 
-def _note(signum, frame):
+def _note(signum: int, frame: FrameType | None) -> None:
     if not _asked:
         _asked.append(signum)
 
@@ -56,7 +58,7 @@ def check() -> None:
 
 
 @contextlib.contextmanager
-def stop_requests():
+def stop_requests() -> Iterator[None]:
     """Stop signals become requests for the duration (main thread only)."""
     previous = {sig: signal.signal(sig, _note) for sig in STOP_SIGNALS}
     try:
@@ -68,7 +70,7 @@ def stop_requests():
 
 
 @contextlib.contextmanager
-def stoppable_command():
+def stoppable_command() -> Iterator[None]:
     """stop_requests() around a CLI command: a stop ends it with one line and exit
     128 + the signal (typer would turn a KeyboardInterrupt into a plain 130)."""
     import sys

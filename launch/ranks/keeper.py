@@ -28,6 +28,8 @@ import subprocess
 import sys
 import threading
 import time
+from types import FrameType
+from typing import NoReturn
 
 import psutil
 
@@ -96,7 +98,7 @@ def watch_lifeline(fd: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def raise_stop(signum, frame):
+def raise_stop(signum: int, frame: FrameType | None) -> NoReturn:
     raise Stop(signum)
 
 

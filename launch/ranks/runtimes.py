@@ -53,6 +53,12 @@ class Runtime:
     def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
         raise NotImplementedError
 
+    def image_to_run(self, image: str | None) -> str:
+        """The image a container runtime's wrap runs (RunSpec refuses such a run without one)."""
+        if image is None:
+            raise UsageError(f"--runtime {self.name} needs --image", fields=("runtime", "image"))
+        return image
+
     def available(self) -> bool:
         return self.binary is None or shutil.which(self.binary) is not None
 
@@ -71,7 +77,7 @@ class HostRuntime(Runtime):
 
     name = "host"
 
-    def wrap(self, image, binds, env, gpus, argv):
+    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
         return list(argv)
 
 
@@ -133,24 +139,24 @@ class ApptainerRuntime(Runtime):
     the fabric's variables are set by `env` inside the image (env_command), so they win there."""
 
     name = "apptainer"
-    binary = "apptainer"
+    binary: str = "apptainer"
     image_is_file = True
 
-    def wrap(self, image, binds, env, gpus, argv):
+    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
         out = [self.binary, "exec", "--pwd", "/"]  # not $PWD: a checkout there would shadow the image's bench/
         if gpus:
             out.append("--nv")
         for bind in binds:
             out += ["--bind", bind.spec()]
-        return out + [image, *env_command(env), *argv]
+        return out + [self.image_to_run(image), *env_command(env), *argv]
 
-    def digest(self, image):
+    def digest(self, image: str) -> str | None:
         return file_sha256(image)
 
-    def inspect_argv(self, image):
+    def inspect_argv(self, image: str) -> list[str]:
         return [self.binary, "inspect", "--json", "--all", image]
 
-    def labels(self, image):
+    def labels(self, image: str) -> dict[str, str]:
         return ours(
             inspected(
                 [self.binary, "inspect", "--json", "--labels", image], lambda out: out["data"]["attributes"]["labels"]
@@ -192,7 +198,7 @@ class PodmanRuntime(Runtime):
     the image's PATH with the host's, and the ranks would run the host's python3."""
 
     name = "podman"
-    binary = "podman"
+    binary: str = "podman"
     HOST_ENV = (
         "OMPI_*",
         "OPAL_*",
@@ -215,7 +221,7 @@ class PodmanRuntime(Runtime):
         "LOCAL_WORLD_SIZE",
     )
 
-    def wrap(self, image, binds, env, gpus, argv):
+    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
         from containers.build import PODMAN_ULIMITS
 
         shared = tuple(HOST_NAMESPACES) if self.shared is None else self.shared
@@ -231,15 +237,15 @@ class PodmanRuntime(Runtime):
             out += ["--volume", bind.spec()]
         for name, value in sorted(env.items()):
             out += ["--env", f"{name}={value}"]
-        return out + [image, *argv]
+        return out + [self.image_to_run(image), *argv]
 
-    def inspect_argv(self, image):
+    def inspect_argv(self, image: str) -> list[str]:
         return [self.binary, "image", "inspect", image]
 
-    def labels(self, image):
+    def labels(self, image: str) -> dict[str, str]:
         return ours(inspected(self.inspect_argv(image), lambda out: out[0].get("Labels")) or {})
 
-    def digest(self, image):
+    def digest(self, image: str) -> str | None:
         try:
             out = subprocess.run(self.inspect_argv(image), capture_output=True, text=True, check=True)
             return json.loads(out.stdout)[0]["Digest"]
@@ -251,16 +257,16 @@ class CharliecloudRuntime(Runtime):
     """`ch-run`: an unpacked image directory or squashfs; bind targets must exist in the image."""
 
     name = "charliecloud"
-    binary = "ch-run"
+    binary: str = "ch-run"
 
-    def wrap(self, image, binds, env, gpus, argv):
+    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
         out = [self.binary, "--cd", "/"]
         out += [f"--unset-env={name}" for name in HOST_LEAKS if name not in env]  # ch-run passes the host's env
         for bind in binds:
             out += ["--bind", f"{bind.source}:{bind.target}"]  # ch-run binds are read-write only
         for name, value in sorted(env.items()):
             out.append(f"--set-env={name}={value}")
-        return out + [image, "--", *argv]
+        return out + [self.image_to_run(image), "--", *argv]
 
 
 RUNTIMES = {

@@ -41,12 +41,16 @@ from calendar import timegm
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from time import gmtime, strftime, strptime
-from typing import Any, Optional, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from launch.errors import UsageError
 from launch.kinds import kind_of
 from launch.results import aggregate, metrics, store
 from launch.results.result import Result, disturbance_causes, disturbed, field_of, parse, typed, unsteady
+
+if TYPE_CHECKING:  # numpy is imported where the statistics run (_np)
+    from numpy import ndarray
 
 WINDOW_RUNS = 10  # the last this many clean runs of the era
 MIN_RUNS = 5  # fewer clean runs: no baseline yet
@@ -255,13 +259,13 @@ def histories(runs: Sequence[Run]) -> dict[Key, list[Run]]:
 # ------------------------------------------------------------------ statistics
 
 
-def _np():
+def _np() -> ModuleType:
     import numpy
 
     return numpy
 
 
-def median_draws(values: Sequence[float], seed: int = BOOTSTRAP_SEED):
+def median_draws(values: Sequence[float], seed: int = BOOTSTRAP_SEED) -> ndarray:
     """BOOTSTRAP_DRAWS medians of resamples of `values` (fixed seed: the same values, the same draws)."""
     np = _np()
     data = np.asarray(values, dtype=float)

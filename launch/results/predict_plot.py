@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 from launch.errors import UsageError
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def write(data: dict, out: Path) -> None:
@@ -62,7 +67,7 @@ def write(data: dict, out: Path) -> None:
     plt.close(fig)
 
 
-def _throughput_and_efficiency_axes(left, right, xlabel: str) -> None:
+def _throughput_and_efficiency_axes(left: Axes, right: Axes, xlabel: str) -> None:
     """Both figures' two panels: throughput and scaling efficiency against log2 ranks."""
     for ax, ylabel in ((left, "throughput (img/s, total)"), (right, "scaling efficiency")):
         ax.set_xscale("log", base=2)
@@ -72,7 +77,7 @@ def _throughput_and_efficiency_axes(left, right, xlabel: str) -> None:
         ax.legend(fontsize="small")
 
 
-def _band(ax, xs, mids, ranges, label):
+def _band(ax: Axes, xs: Sequence[float], mids: Sequence[float], ranges: Sequence[Sequence[float]], label: str) -> None:
     (line,) = ax.plot(xs, mids, marker="o", label=label)
     ax.fill_between(xs, [r[0] for r in ranges], [r[1] for r in ranges], color=line.get_color(), alpha=0.2)
 
@@ -105,7 +110,7 @@ def _cluster_figure(data: dict, png: Path) -> None:
     plt.close(fig)
 
 
-def study_figure(data: dict):
+def study_figure(data: dict) -> Figure:
     """One panel per model: scaling efficiency vs nodes per network, each with its range."""
     import matplotlib
 

@@ -19,7 +19,6 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bench import catalog
 from containers import stack
@@ -49,7 +48,7 @@ class Dropped:
         return [f"dropped {self.count} point{plural}: {self.reason}", *(f"  {label}" for label in self.points)]
 
 
-def image_labels(spec: RunSpec, cache: dict[str, Any] | None = None) -> dict[str, str] | None:
+def image_labels(spec: RunSpec, cache: dict[str, dict[str, str]] | None = None) -> dict[str, str] | None:
     """The labels preflight would read from the spec's image: the image's own where it is a file
     here, else those `make image` gives an image of its name; {} where neither says; None for a run
     on the host (no image)."""
@@ -84,7 +83,7 @@ def matrix_drops(experiment: Experiment, site: Site, launcher: str | None = None
     if launcher:
         base["launcher"] = launcher
     names = list(experiment.matrix)
-    cache: dict[str, Any] = {}
+    cache: dict[str, dict[str, str]] = {}
     counts: dict[tuple[str, str], int] = {}
     for combo in itertools.product(*experiment.matrix.values()):
         fields = {**dataclasses.asdict(RunSpec()), **read_fields(experiment, {**base, **dict(zip(names, combo))})}
@@ -110,7 +109,7 @@ def preflight_drops(points: list[Point]) -> tuple[list[Point], list[Dropped]]:
     """The points preflight accepts, and those it would refuse (launch.site.preflight.decide on the
     labels of each point's image), one entry per point over its repetitions; a 1-rank baseline whose
     every run was dropped goes with them."""
-    cache: dict[str, Any] = {}
+    cache: dict[str, dict[str, str]] = {}
     refused = {p.key: why for p in points if (why := preflight.refusal(p.spec, image_labels(p.spec, cache)))}
     kept = [p for p in points if p.key not in refused]
     runs = [p for p in kept if not p.baseline]

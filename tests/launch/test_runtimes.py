@@ -15,6 +15,13 @@ def test_host_runs_argv_as_it_is_and_is_not_a_container():
     assert not host.containerised and host.version_argv() is None and HOST not in CONTAINER_RUNTIMES
 
 
+@pytest.mark.parametrize("name", CONTAINER_RUNTIMES)
+def test_a_container_runtime_refuses_to_wrap_without_an_image(name):
+    """RunSpec refuses such a run first; wrap itself never puts None into an argv."""
+    with pytest.raises(UsageError, match=f"--runtime {name} needs --image"):
+        runtime_named(name).wrap(None, BINDS, ENV, False, ["python3"])
+
+
 @pytest.mark.parametrize(
     "name, head, bind_flag, env_flag",
     [

@@ -31,6 +31,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Iterator, NoReturn
 
 from launch.fleet.emulate.faults import Faults
 from launch.errors import UsageError
@@ -389,7 +391,7 @@ def in_node(cluster: Cluster, i: int, argv: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def running(cluster: Cluster):
+def running(cluster: Cluster) -> Iterator[Cluster]:
     """The cluster is up for the duration; a cluster made here is removed afterwards,
     also on an exception, Ctrl-C or SIGTERM (turned into KeyboardInterrupt meanwhile)."""
     require_root()
@@ -401,7 +403,7 @@ def running(cluster: Cluster):
     # only the main thread may set handlers; under launch.ranks.interrupt's stop requests none is needed
     main_thread = threading.current_thread() is threading.main_thread() and previous == signal.SIG_DFL
 
-    def interrupt(signum, frame):
+    def interrupt(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
 
     if main_thread:

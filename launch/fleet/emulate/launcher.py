@@ -79,7 +79,7 @@ def preflight(cluster: Cluster) -> list[str]:
     return [f"root, ip, tc present; no leftover {PREFIX}* namespaces"]
 
 
-def session(plan: Plan):
+def session(plan: Plan) -> contextlib.AbstractContextManager[Cluster | None]:
     """Context for running a plan: its emulated cluster up (a no-op for other launchers)."""
     cluster = plan.emulated_cluster
     return running(cluster) if cluster is not None else contextlib.nullcontext()

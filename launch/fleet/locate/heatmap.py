@@ -5,25 +5,32 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launch.fleet.locate.pairs import Pair, Verdict
 
+if TYPE_CHECKING:  # matplotlib is imported where the figure is drawn
+    from matplotlib.figure import Figure
 
-def matrix(nodes: list[str], pairs: list[Pair]) -> list[list[float | None]]:
+Grid = list[list[float | None]]
+"""Node x node bandwidth, Gbit/s (None where a pair was not measured)."""
+
+
+def matrix(nodes: list[str], pairs: list[Pair]) -> Grid:
     return bandwidth_grid(nodes, [(p.a, p.b, p.best_gbit_s) for p in pairs])
 
 
-def bandwidth_grid(nodes: list[str], pairs: list[tuple[str, str, float | None]]) -> list[list[float | None]]:
+def bandwidth_grid(nodes: list[str], pairs: list[tuple[str, str, float | None]]) -> Grid:
     """Node x node bandwidth (symmetric; None where a pair was not measured)."""
     index = {n: i for i, n in enumerate(nodes)}
-    grid: list[list[float | None]] = [[None] * len(nodes) for _ in nodes]
+    grid: Grid = [[None] * len(nodes) for _ in nodes]
     for a, b, value in pairs:
         if a in index and b in index:
             grid[index[a]][index[b]] = grid[index[b]][index[a]] = value
     return grid
 
 
-def heatmap_png(nodes: list[str], grid, reference: float, path: Path) -> None:
+def heatmap_png(nodes: list[str], grid: Grid, reference: float, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig = heatmap_figure(nodes, grid, reference)
@@ -31,7 +38,7 @@ def heatmap_png(nodes: list[str], grid, reference: float, path: Path) -> None:
     plt.close(fig)
 
 
-def heatmap_figure(nodes: list[str], grid, reference: float):
+def heatmap_figure(nodes: list[str], grid: Grid, reference: float) -> Figure:
     """The pairwise bandwidth as a matplotlib figure (locate's heatmap.png, and the report's)."""
     import matplotlib
 
@@ -53,8 +60,8 @@ def heatmap_figure(nodes: list[str], grid, reference: float):
     return fig
 
 
-def heatmap_html(nodes: list[str], grid, verdict: Verdict, pairs: list[Pair]) -> str:
-    def colour(v):
+def heatmap_html(nodes: list[str], grid: Grid, verdict: Verdict, pairs: list[Pair]) -> str:
+    def colour(v: float | None) -> str:
         if v is None:
             return "#ddd"
         share = max(0.0, min(1.0, v / verdict.reference_gbit_s))
@@ -87,5 +94,5 @@ def heatmap_html(nodes: list[str], grid, verdict: Verdict, pairs: list[Pair]) ->
     )
 
 
-def _num(v) -> str:
+def _num(v: float | None) -> str:
     return "" if v is None else f"{v:.3f}"
