@@ -52,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -78,6 +78,12 @@ from launch.fleet.emulate import slurm_nodes  # noqa: E402
 from launch.runs.run import execute_run, prepare  # noqa: E402
 from launch.ranks.runspec import RunSpec  # noqa: E402
 from launch.results.result import as_result, typed  # noqa: E402
+
+if TYPE_CHECKING:
+    from launch.fleet.emulate.cluster import Cluster
+    from launch.site.config import Site
+
+    SlurmCluster = tuple[Cluster, Site]  # an emulated Slurm cluster and its site (planting.slurm_cluster)
 from launch.results.schema import Disturbance  # noqa: E402
 
 CAUSES = ("quiet", "cpu", "memory", "disk", "loopback", "stopped", "traffic", "rate-limited")
@@ -146,14 +152,21 @@ def local_arms(settings: str, iters: int | None) -> list[dict]:
     return [{"engine": e, "ranks": n, **common} for n in (1, 2) for e in train_engines.ENGINES["torch"]]
 
 
-def spec_for(cause: str, iters: int, slurm=None, arm: dict | None = None) -> RunSpec:
+def cluster_of(slurm: SlurmCluster | None, cause: str) -> SlurmCluster:
+    """The emulated Slurm cluster a Slurm cause runs on (main starts it where one is asked for)."""
+    if slurm is None:
+        raise UsageError(f"the {cause} cause runs under Slurm: no emulated Slurm cluster was started")
+    return slurm
+
+
+def spec_for(cause: str, iters: int, slurm: SlurmCluster | None = None, arm: dict | None = None) -> RunSpec:
     common = workload(iters)
     if cause in ("traffic", "quiet-emulated"):
         return RunSpec(launcher="emulated", nodes=2, ranks=2, fabric="emu-eth-10g", **common)
     if cause in ("rate-limited", "quiet-slurm"):
         # the emulated nodes share this host's cores, and Slurm gives each node all of them: one
         # thread per rank, or the two ranks' threads fight for the cores (quiet runs read steps 3x the median)
-        partition, threads = slurm[1].scheduler.partition, {"OMP_NUM_THREADS": "1"}
+        partition, threads = cluster_of(slurm, cause)[1].scheduler.partition, {"OMP_NUM_THREADS": "1"}
         return RunSpec(
             launcher="srun", nodes=2, ranks=2, fabric="ethernet", partition=partition, extra_env=threads, **common
         )
@@ -167,11 +180,11 @@ def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def run_one(cause: str, results: Path, iters: int, slurm=None, arm: dict | None = None) -> dict:
+def run_one(cause: str, results: Path, iters: int, slurm: SlurmCluster | None = None, arm: dict | None = None) -> dict:
     """One run with `cause` planted; `slurm`: (cluster, site) of the emulated Slurm cluster; `arm`:
     a local run's fields (local_arms)."""
     spec = spec_for(cause, iters, slurm, arm)
-    prepared = prepare(spec, results, slurm[1] if spec.launcher == "srun" else None)
+    prepared = prepare(spec, results, cluster_of(slurm, cause)[1] if spec.launcher == "srun" else None)
     planted_pids: list[int] = []
     done: dict = {}
     load = load_average()
@@ -189,7 +202,7 @@ def run_one(cause: str, results: Path, iters: int, slurm=None, arm: dict | None 
     elif cause == "traffic":
         plant = background_traffic(prepared.plan.emulated_cluster, planted_pids, done)
     elif cause == "rate-limited":
-        plant = rate_limited_node(slurm[0], LIMITED_NODE)
+        plant = rate_limited_node(cluster_of(slurm, cause)[0], LIMITED_NODE)
     else:
         plant = contextlib.nullcontext()
     with plant:
@@ -314,7 +327,9 @@ def print_figures(runs: list[dict], figures: dict, started_load: str, ended_load
         )
 
 
-def rounds(causes: list[str], count: int, results: Path, iters: int, slurm, arms: list[dict]) -> list[dict]:
+def rounds(
+    causes: list[str], count: int, results: Path, iters: int, slurm: SlurmCluster | None, arms: list[dict]
+) -> list[dict]:
     """Every cause once a round, the order rotated round by round, each local run on the next of
     `arms` in turn; each run printed as it ends."""
     runs = []
