@@ -37,19 +37,18 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, TypedDict
+from typing import TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
 FABRIC_BENCH = str(Path(sys.executable).parent / "fabric-bench")
 sys.path.insert(0, str(REPO))
 
+from benchmarks.phases import Phases  # noqa: E402
 from containers import local_registry  # noqa: E402
 from containers.files import sha256_bytes  # noqa: E402
 
-TIMINGS: list[tuple[str, float]] = []
+phase = Phases()  # every phase's seconds, printed at the end
 MARKER = "FABRIC_BENCH_THREE_SITES"  # in every process this script starts: found again by it afterwards
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-headless-shell")
 ALLREDUCE = [
@@ -62,15 +61,6 @@ TRAIN = [
     *("--batches-per-iter", "1", "--iters", "3", "--warmup", "1"),
 ]
 A_ALLREDUCE_RUNS = 6  # a baseline needs 5 clean runs before the newest (launch.results.baseline)
-
-
-@contextmanager
-def phase(name: str) -> Iterator[None]:
-    started = time.monotonic()
-    print(f"== {name}", flush=True)
-    yield
-    TIMINGS.append((name, time.monotonic() - started))
-    print(f"   {name}: {TIMINGS[-1][1]:.1f} s", flush=True)
 
 
 class Site(TypedDict):
@@ -376,10 +366,7 @@ def main() -> int:
         f"chromium pid {browser_pid} {'STILL RUNNING' if browser_pid and psutil.pid_exists(browser_pid) else 'gone'}; "
         f"processes of this run left: {left or 'none'}"
     )
-    print("phase timings:")
-    for name, seconds in TIMINGS:
-        print(f"  {seconds:7.1f} s  {name}")
-    print(f"  {sum(s for _, s in TIMINGS):7.1f} s  in all")
+    phase.print_table()
     return 1 if registry_alive or left else 0
 
 

@@ -33,28 +33,18 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, TypedDict
+from typing import TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
 FABRIC_BENCH = str(Path(sys.executable).parent / "fabric-bench")
 sys.path.insert(0, str(REPO))
 
+from benchmarks.phases import Phases  # noqa: E402
 from containers import local_registry  # noqa: E402
 from launch.fleet import emulate  # noqa: E402
 
-TIMINGS: list[tuple[str, float]] = []
-
-
-@contextmanager
-def phase(name: str) -> Iterator[None]:
-    started = time.monotonic()
-    print(f"== {name}", flush=True)
-    yield
-    TIMINGS.append((name, time.monotonic() - started))
-    print(f"   {name}: {TIMINGS[-1][1]:.1f} s", flush=True)
+phase = Phases()  # every phase's seconds, printed at the end
 
 
 class Site(TypedDict):
@@ -294,10 +284,7 @@ def main() -> int:
         f"afterwards: registry pid {registry.pid} {'STILL RUNNING' if alive else 'gone'}; "
         f"new namespaces left: {left or 'none'}"
     )
-    print("phase timings:")
-    for name, seconds in TIMINGS:
-        print(f"  {seconds:7.1f} s  {name}")
-    print(f"  {sum(s for _, s in TIMINGS):7.1f} s  in all")
+    phase.print_table()
     return 1 if alive or left else 0
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from bench.collective import message_sizes
 from bench.collectives import ALLTOALL, block_count, gbit_s
-from bench.transports import MPITransport
+from tests.bench.test_collective import host_ranks  # the value check on host buffers, without MPI
 from tests.conftest import alive, fabric_bench, need
 
 busbw_factor = ALLTOALL.busbw_factor
@@ -26,18 +26,6 @@ def test_a_size_is_cut_to_a_whole_block_per_rank():
     assert block_count(8, 2) == 2 and block_count(4, 2) == 0
     assert block_count(100, 3) == 24  # 25 floats: 8 per rank
     assert block_count(2**20, 8) == 2**18
-
-
-def host_ranks(size: int) -> list[MPITransport]:
-    """The numpy side of the MPI transport for `size` ranks, without MPI: the value check alone."""
-    import numpy as np
-
-    ranks = []
-    for rank in range(size):
-        transport = object.__new__(MPITransport)
-        transport.np, transport.rank, transport.size = np, rank, size
-        ranks.append(transport)
-    return ranks
 
 
 def test_the_value_check_passes_the_exchange_and_catches_a_misplaced_block():
