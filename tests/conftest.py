@@ -12,6 +12,7 @@ the tiny real-process runs `make check` adds to the unit tests.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import shutil
@@ -53,6 +54,16 @@ def alive(pids) -> set[int]:
             return False
 
     return {pid for pid in pids if running(pid)}
+
+
+def rank_pids(results_dir: Path) -> set[int]:
+    """Every rank's pid the runs under `results_dir` recorded (RUN/ranks/rank-*.jsonl), to check
+    with `alive` that none outlived its run."""
+    return {
+        json.loads(line)["pid"]
+        for path in results_dir.glob("*/ranks/rank-*.jsonl")
+        for line in path.read_text().splitlines()
+    }
 
 
 def fabric_bench(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ import pytest
 from bench.collective import message_sizes
 from bench.collectives import ALLTOALL, block_count, gbit_s
 from tests.bench.test_collective import host_ranks  # the value check on host buffers, without MPI
-from tests.conftest import alive, fabric_bench, need
+from tests.conftest import alive, fabric_bench, need, rank_pids
 
 busbw_factor = ALLTOALL.busbw_factor
 
@@ -156,14 +156,6 @@ def test_an_experiment_sweeps_the_kind_without_the_fields_it_does_not_read(tmp_p
     points = [p for p in expand(load_experiment(path)) if p.spec.benchmark == "alltoall"]
     assert {p.spec.model for p in points} == {"resnet18"}  # not run once per model
     assert all(p.label.startswith("alltoall-mpi-") for p in points)
-
-
-def rank_pids(results_dir) -> set[int]:
-    return {
-        json.loads(line)["pid"]
-        for path in results_dir.glob("*/ranks/rank-*.jsonl")
-        for line in path.read_text().splitlines()
-    }
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from bench.collectives import ALLREDUCE, BROADCAST, COLLECTIVES, ROOT
 from bench.transports import MPITransport
 from launch.kinds import KINDS
-from tests.conftest import alive, fabric_bench, need
+from tests.conftest import alive, fabric_bench, need, rank_pids
 
 
 def host_ranks(size: int) -> list[MPITransport]:
@@ -87,14 +87,6 @@ def test_bad_broadcast_input_is_one_line_exit_2(tmp_path):
     proc = fabric_bench("run", "--benchmark", "broadcast", "--backend", "horovod", "--results", str(tmp_path))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "unknown backend 'horovod'; choose from mpi, torch" in proc.stderr
-
-
-def rank_pids(results_dir) -> set[int]:
-    return {
-        json.loads(line)["pid"]
-        for path in results_dir.glob("*/ranks/rank-*.jsonl")
-        for line in path.read_text().splitlines()
-    }
 
 
 @pytest.mark.slow

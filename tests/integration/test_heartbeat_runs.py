@@ -10,7 +10,7 @@ import pytest
 
 from bench.progress import FAULT_ENV
 from tests.results import only_result
-from tests.conftest import alive, fabric_bench
+from tests.conftest import alive, fabric_bench, rank_pids
 
 pytestmark = pytest.mark.slow
 TINY = [
@@ -29,14 +29,6 @@ TINY = [
     "--batches-per-iter",
     "2",
 ]
-
-
-def rank_pids(results_dir) -> set[int]:
-    return {
-        json.loads(line)["pid"]
-        for path in results_dir.glob("*/ranks/rank-*.jsonl")
-        for line in path.read_text().splitlines()
-    }
 
 
 def none_alive(pids: set[int]) -> bool:

@@ -7,7 +7,7 @@ import pytest
 
 from tests.results import allreduce_result, train_result
 from launch.results import compare as cmp
-from tests.conftest import fabric_bench
+from tests.conftest import fabric_bench, rank_pids
 
 
 def result(img, ci=1.0, ranks=2, status="ok", fabric="ethernet", run_id="r"):
@@ -123,14 +123,6 @@ def test_two_results_of_different_kinds_are_refused_in_one_line(tmp_path):
     proc = fabric_bench("compare", str(train), str(sweep))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stdout == "", proc.stdout + proc.stderr
     assert "A r (train) and B s (allreduce) are results of different kinds" in proc.stderr
-
-
-def rank_pids(results_dir) -> set[int]:
-    return {
-        json.loads(line)["pid"]
-        for path in results_dir.glob("*/ranks/rank-*.jsonl")
-        for line in path.read_text().splitlines()
-    }
 
 
 def one_run(results_dir, *args: str) -> dict:
