@@ -305,11 +305,11 @@ def main() -> int:
             forged, edited = tampered_copy(kept, work / "tampered.tar.gz")
             published["tampered"] = push_unchecked(forged, repository)
             print(f"   T edited {edited} (busbw x10) and pushed {published['tampered']}")
-        with phase("C: list, pull A's and B's results (verified), import"):
-            listed = fb(c, "results", "pull", repository, "--list", "--json")
-            print(f"   the registry lists {len(json.loads(listed.stdout))} results artifacts")
-            pulled = fb(
-                c,
+
+        def pull_by_digest(*references: str) -> list[str]:
+            """C's `results pull` of the artifacts at `references` (REPO@sha256:...), against C's keys."""
+            digests = [arg for reference in references for arg in ("--digest", reference.rsplit("@", 1)[1])]
+            return [
                 "results",
                 "pull",
                 repository,
@@ -317,24 +317,17 @@ def main() -> int:
                 str(allowed),
                 "--revoked",
                 str(revoked),
-                *("--digest", published["site-a"].rsplit("@", 1)[1]),
-                *("--digest", published["site-b"].rsplit("@", 1)[1]),
-            )
+                *digests,
+            ]
+
+        with phase("C: list, pull A's and B's results (verified), import"):
+            listed = fb(c, "results", "pull", repository, "--list", "--json")
+            print(f"   the registry lists {len(json.loads(listed.stdout))} results artifacts")
+            pulled = fb(c, *pull_by_digest(published["site-a"], published["site-b"]))
             print("\n".join(f"   {line}" for line in pulled.stdout.strip().splitlines()[-4:]))
         with phase("C: the revoked key's and the tampered artifact, each refused in one line"):
             for what in ("site-r", "tampered"):
-                refused = fb(
-                    c,
-                    "results",
-                    "pull",
-                    repository,
-                    "--allowed-signers",
-                    str(allowed),
-                    "--revoked",
-                    str(revoked),
-                    *("--digest", published[what].rsplit("@", 1)[1]),
-                    ok=(2,),
-                )
+                refused = fb(c, *pull_by_digest(published[what]), ok=(2,))
                 print(f"   {what}: {one_line_refusal(refused)}")
         with phase("C: report across the sites"):
             report = fb(c, "report", "--pulled", "--output", str(c["dir"] / "report"))
