@@ -12,8 +12,8 @@ not ok, the reason:
    and beside two (~40 s), under captures/gpu_states/;
 3. probes (benchmarks/gpu_probes.py), each under a hard deadline: a one-rank NCCL
    all_reduce (gloo with --cpu; ~10 s, its NCCL log kept in nccl/probe-collective.log),
-   then ResNet-50's compute-only img/s with no process group at all (~30 s), so a
-   failed NCCL still leaves a figure;
+   then ResNet-50's compute-only img/s with no process group at all (~30 s; absent without
+   torchvision), so a failed NCCL still leaves a figure;
 4. runs: `fabric-bench run --launcher local` for torch DDP (NCCL on a GPU) x
    ResNet-50, VGG-16, Inception-v3 x fp32, AMP, one rank each at batch 256 (the
    default on GPUs); ResNet-50 fp32 again at batch 64 (the batch comparison); two
@@ -36,11 +36,12 @@ next; the runs take what is left, in order of importance, and the tail the time 
 recorded as skipped. A hard deadline (--deadline-s; by default the limits' sum) ends whatever step
 is running, silent or not, and still writes the summary.
 
-What this Python or host lacks is an "absent" line with the reason (a bare host: torch only, no
-pydantic, scipy, mpi4py, typer, rich or Apptainer): the check imports only the standard library
-and plain modules of the bundle until a step needs more, runs torch's programs under torchrun
-where the launch CLI cannot be imported, and starts the harness's allreduce under torchrun with
-the torch backend (no mpirun, no mpi4py) unless the launch CLI, mpirun and mpi4py are all here.
+What this Python or host lacks is an "absent" line with the reason, one per part (a bare host:
+torch and what it requires only, no torchvision, pydantic, scipy, mpi4py, typer, rich, psutil or
+Apptainer): the check imports only the standard library and plain modules of the bundle until a
+step needs more, runs torch's programs under torchrun where the launch CLI cannot be imported,
+and starts the harness's allreduce under torchrun with the torch backend (no mpirun, no mpi4py)
+unless the launch CLI, mpirun and mpi4py are all here.
 
 Its parts, one concept each: gpu_check_plan (the runs, their sizes and command lines),
 gpu_check_host (what this Python and host offer), gpu_check_captures (nvidia-smi, the GPU's

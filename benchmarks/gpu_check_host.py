@@ -14,8 +14,17 @@ from typing import Any
 from benchmarks.gpu_check_plan import NCCL_TESTS_BINARY
 from benchmarks.gpu_check_process import REPO, Log
 
-# Modules the check looks for beside torch, and those the launch CLI cannot do without
-MODULES = ("typer", "rich", "psutil", "scipy", "pydantic", "mpi4py")
+# Modules the check looks for beside torch, each with what its absence costs the check, and
+# those the launch CLI cannot do without
+WITHOUT_MODULE = {
+    "typer": "the launch CLI has no command line",
+    "rich": "the launch CLI has no console",
+    "psutil": "the launch CLI cannot watch its ranks",
+    "scipy": "the launch CLI cannot load (the bench programs' statistics need none)",
+    "pydantic": "the launch CLI cannot load its typed configs and results (the summary is read from rank records)",
+    "mpi4py": "no run bootstraps over MPI (the allreduce starts under torchrun, torch backend)",
+}
+MODULES = tuple(WITHOUT_MODULE)
 LAUNCH_CLI_NEEDS = ("typer", "rich", "psutil", "scipy", "pydantic")
 ENV_PROBE = (
     f"MODULES, LAUNCH_CLI_NEEDS = {MODULES!r}, {LAUNCH_CLI_NEEDS!r}\n"
@@ -150,13 +159,20 @@ def absent_parts(info: dict) -> list[dict]:
                 "their rank records; Horovod and TensorFlow runs need it",
             }
         )
-    if not have.get("mpi4py"):
+    if info.get("torch") and not info.get("torchvision"):
         out.append(
             {
-                "part": "mpi4py",
-                "reason": f"not importable by {python}: no run bootstraps over MPI (the allreduce starts under torchrun)",
+                "part": "torchvision",
+                "reason": f"not importable by {python}: no model to train (the training runs and the compute "
+                "probe are absent)",
             }
         )
+    if "modules" in info:  # the environment probe ran: what it did not find is named
+        out += [
+            {"part": name, "reason": f"not importable by {python}: {why}"}
+            for name, why in WITHOUT_MODULE.items()
+            if not have.get(name)
+        ]
     for name, why in (
         ("mpirun", "Horovod's MPI controller and TensorFlow's ranks cannot start"),
         ("apptainer", "the check runs on the host: no image is run"),

@@ -40,6 +40,15 @@ from launch.results import transport  # reading a log: standard library only
 PROBE_SIZES = {"gpu": ("64", "224", "5", "10"), "cpu": ("2", "32", "0", "2")}
 
 
+def probe_unavailable(name: str, info: dict) -> str | None:
+    """Why a probe cannot start here, or None: both need torch, the compute probe torchvision's ResNet-50."""
+    if not info.get("torch"):
+        return f"torch is not importable by {info.get('python')}: {info.get('torch_error', 'absent')}"
+    if name == "compute" and not info.get("torchvision"):
+        return f"torchvision is not importable by {info.get('python')} (ResNet-50 comes from it)"
+    return None
+
+
 def run_probes(mode: str, info: dict, out: Path, env: dict, deadline: float, log: Log) -> dict:
     """The collective and compute probes (benchmarks/gpu_probes.py), each under its own timeout
     and the check's deadline; their output kept under probes/."""
@@ -47,9 +56,10 @@ def run_probes(mode: str, info: dict, out: Path, env: dict, deadline: float, log
     folder.mkdir(parents=True, exist_ok=True)
     probes: dict[str, dict] = {}
     for name, extra in (("collective", ()), ("compute", PROBE_SIZES[mode])):
-        if not info.get("torch"):
-            probes[name] = {"status": "absent", "reason": f"torch is not importable by {info.get('python')}"}
-            log(f"probe {name}: absent")
+        why = probe_unavailable(name, info)
+        if why:
+            probes[name] = {"status": "absent", "reason": why}
+            log(f"probe {name}: absent ({why})")
             continue
         left = deadline - time.monotonic()
         if left < 10:

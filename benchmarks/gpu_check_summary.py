@@ -76,6 +76,13 @@ def allreduce_rows(sizes: list[dict]) -> list[dict[str, Any]]:
     ]
 
 
+def values_correct(sizes: list[dict]) -> bool | None:
+    """Whether every size's reduced values were what the ranks' inputs sum to (bench.collective
+    checks each after its timing: max_abs_error 0); None where no size was recorded."""
+    errors = [row.get("max_abs_error") for row in sizes]
+    return all(error == 0 for error in errors) if errors else None
+
+
 def from_allreduce_result(result: dict, entry: dict) -> dict:
     """The summary fields of the harness's allreduce (bench.allreduce) started by `fabric-bench run`:
     each size's time, algbw and busbw as nccl-tests prints them, in place and out of place."""
@@ -92,6 +99,7 @@ def from_allreduce_result(result: dict, entry: dict) -> dict:
         backend_info=getattr(fields, "backend_info", None),
         versions=getattr(fields, "versions", None),
         allreduce=rows,
+        values_correct=values_correct(run.sizes),
         allreduce_ranks=run.world_size,
         peak_busbw_gbyte_s=max((r["in_place"]["busbw_gbyte_s"] for r in rows), default=None),
         timing=backend_info.get("timing"),
@@ -110,15 +118,18 @@ def from_allreduce_records(records: list[dict], entry: dict, exit_code: int) -> 
         entry.update(status="failed", reason="; ".join(errors) or f"no allreduce record (exit code {exit_code})")
         return entry
     rows = allreduce_rows(record.get("sizes") or [])
-    ok = exit_code == 0 and record.get("status") == "ok"
+    correct = values_correct(record.get("sizes") or [])
+    ok = exit_code == 0 and record.get("status") == "ok" and correct is True
+    sums = "" if correct else ", wrong sums" if correct is False else ", no sizes recorded"
     backend_info = record.get("backend_info") or {}
     entry.update(
         status="ok" if ok else "failed",
-        reason=None if ok else f"exit code {exit_code}" + ("" if record.get("correct") else ", wrong sums"),
+        reason=None if ok else f"exit code {exit_code}{sums}",
         device={"nccl": "cuda", "gloo": "cpu"}.get(str(backend_info.get("process_group"))),
         backend_info=record.get("backend_info"),
         versions=record.get("versions"),
         allreduce=rows,
+        values_correct=correct,
         allreduce_ranks=record.get("world_size"),
         peak_busbw_gbyte_s=max((r["in_place"]["busbw_gbyte_s"] for r in rows), default=None),
         timing=backend_info.get("timing"),
@@ -323,7 +334,16 @@ def write_summary(
                     f"{fmt(oop.get('busbw_gbyte_s'), '.2f')} |"
                 )
         lines += unlike_allreduces(side)
-        lines += ["", *(f"- {e['label']}: started by {e['started_by']}" for e in side if e.get("started_by"))]
+        lines += [
+            "",
+            *(
+                f"- {e['label']}: started by {e['started_by']}"
+                + (", every size's sums checked: correct" if e.get("values_correct") is True else "")
+                + (", wrong sums" if e.get("values_correct") is False else "")
+                for e in side
+                if e.get("started_by")
+            ),
+        ]
     batches = [e for e in entries if e["label"] in ("torch-ddp-resnet50-fp32", BATCH_RUN) and e.get("img_per_s")]
     if len(batches) == 2:
         lines += [
