@@ -8,8 +8,10 @@ PCI bus and /sys/bus/pci for its NUMA node. What cannot be read here is
 device): never a guess.
 
 `flags(records)` (used by launch/ on the train records) names a rank whose GPU
-and NIC sit on different NUMA nodes (nccl-tests#350: the far-NUMA NIC), and
-ranks on one host pinned to overlapping cores.
+and NIC sit on different NUMA nodes (nccl-tests#350: the far-NUMA NIC), a rank
+whose CPUs reach beyond its GPU's local ones (floating across sockets), and
+ranks on one host pinned to overlapping cores. `pin_near_gpu` keeps a GPU rank
+on its GPU's CPUs (the launchers bind CPU runs: launch.ranks.launchers).
 
 Imports nothing from launch/ and no framework: it runs inside the image.
 """
@@ -210,12 +212,49 @@ def gpu_placement(
     bus = match.group(2).lower()
     bus = bus[-12:] if len(bus) > 12 else bus  # 00000000:07:00.0 -> 0000:07:00.0
     numa = numa_node_of(root / "sys/bus/pci/devices" / bus)
+    local = gpu_local_cpus(bus, root)
     return {
         "index": int(match.group(1)),
         "pci_bus": bus,
         "numa_node": numa,
+        **({"local_cpus": cpu_list_text(local)} if local else {}),
         **({} if numa is not None else {"unknown": f"no numa_node for {bus} in sysfs"}),
     }
+
+
+def gpu_local_cpus(bus: str | None, root: Path = Path("/")) -> list[int] | None:
+    """The CPUs next to a GPU: its PCI device's local_cpulist (the CPUs of its NUMA node, or of
+    every node where the platform names none); None where sysfs does not say."""
+    text = _read(root / "sys/bus/pci/devices" / bus / "local_cpulist") if bus else None
+    return parse_cpu_list(text) or None if text else None
+
+
+def pin_near_gpu(
+    gpu: Mapping,
+    root: Path = Path("/"),
+    affinity: list[int] | None = None,
+    set_affinity: Callable[[int, set[int]], None] | None = None,
+) -> dict:
+    """Keep this rank on the CPUs next to its GPU (issue 49): its CPU set narrowed to the GPU's
+    local_cpulist, within what the launcher gave it (never widened: a launcher's or a cgroup's
+    binding stands). A launcher cannot place GPU ranks by the GPUs' sockets (mpirun sees no GPUs;
+    GPU numbering need not follow the sockets), the rank reads it from sysfs. What was done is
+    returned; nothing is guessed: no local CPUs known, or none among the launcher's, leaves the
+    CPU set as it was and says why."""
+    current = set(affinity if affinity is not None else os.sched_getaffinity(0))
+    local = gpu_local_cpus(gpu.get("pci_bus"), root)
+    if not local:
+        return {"pinned": False, "why": f"no local_cpulist for GPU {gpu.get('index')} ({gpu.get('pci_bus')})"}
+    target = current & set(local)
+    if not target:
+        return {
+            "pinned": False,
+            "why": f"none of the launcher's CPUs ({cpu_list_text(sorted(current))}) is next to GPU "
+            f"{gpu.get('index')} ({cpu_list_text(local)})",
+        }
+    if target != current:
+        (set_affinity or os.sched_setaffinity)(0, target)
+    return {"pinned": True, "cpus": cpu_list_text(sorted(target))}
 
 
 def rank_placement(
@@ -302,6 +341,15 @@ def flags(records: list[dict], rank_nics: dict[int, list[str]] | None = None) ->
                     "problem": "gpu_nic_numa_mismatch",
                     "detail": f"GPU {p['gpu'].get('index')} on NUMA node {gpu_numa}, "
                     f"NIC {p['nic'].get('name')} on NUMA node {nic_numa}",
+                }
+            )
+        local = (p.get("gpu") or {}).get("local_cpus")
+        if local and p.get("cpus") and not set(parse_cpu_list(p["cpus"])) <= set(parse_cpu_list(local)):
+            problems.append(
+                {
+                    "rank": r["rank"],
+                    "problem": "cpus_far_from_gpu",
+                    "detail": f"CPUs {p['cpus']} reach beyond GPU {p['gpu'].get('index')}'s own ({local})",
                 }
             )
     by_host: dict[str, list[dict]] = {}

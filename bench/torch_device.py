@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, MutableMapping
 import torch
 
 from bench.gpu_request import use_gpu
+from bench import placement
 from bench.placement import SHARED_GPU_ENV
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ def rank_device(local_rank: int) -> torch.device:
         return torch.device("cpu")
     index = gpu_index(local_rank, torch.cuda.device_count())
     torch.cuda.set_device(index)
+    # on the CPUs next to this GPU before any worker thread starts (bench.placement.pin_near_gpu)
+    placement.pin_near_gpu(placement.gpu_placement(local_rank))
     return torch.device("cuda", index)
 
 

@@ -113,7 +113,19 @@ def sample_node(record_dir: Path, interface: str | None, gpus: bool, stop: threa
         "gpus": sampler.gpus,
         "gpu_readings": [{**dataclasses.asdict(r), "run_pids": sorted(r.run_pids)} for r in sampler.gpu_readings],
         "link": links,
+        # the node's GPU driver, as its kernel module names itself: preflight's driver floor is
+        # judged on the nodes that ran the ranks, not on the host that launched them
+        # (launch.site.preflight.driver.on_nodes)
+        "driver_version_file": driver_version_file() if gpus else None,
     }
+
+
+def driver_version_file(path: Path = Path("/proc/driver/nvidia/version")) -> str | None:
+    """The first line of the NVIDIA kernel module's version file; None where there is none."""
+    try:
+        return path.read_text(errors="replace").splitlines()[0][:300]
+    except (OSError, IndexError):
+        return None
 
 
 def main(argv: list[str]) -> int:

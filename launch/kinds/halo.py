@@ -46,7 +46,7 @@ class Halo(Kind):
     name = "halo"
     summary = "3-D stencil"
     programs = {"torch": "bench.halo", "tf": "bench.halo"}
-    not_read = TRAINING_FIELDS + ("allreduce", "gpudirect", "backend", "min_bytes", "max_bytes")
+    not_read = TRAINING_FIELDS + ("allreduce", "gpudirect", "nvls", "sharp", "backend", "min_bytes", "max_bytes")
     options = {"grid": "global grid points per edge"}
     plausibility_rule = "not judged: a stencil's time per iteration has no line rate to compare with"
     metric = Metric(

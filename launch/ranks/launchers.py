@@ -117,6 +117,7 @@ def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
         env["PMIX_MCA_gds"] = "hash"
     env.update(reporting_env(spec))  # libraries name their transports (launch.ranks.reporting)
     env.update(plan.fabric_env)
+    env.update(spec.in_switch_env())  # --nvls, --sharp: NCCL's in-switch reductions asked on or off
     env.update(spec.extra_env)
     return env
 
@@ -131,8 +132,40 @@ def in_runtime(spec: RunSpec, plan: Plan, argv: list[str], env: dict[str, str]) 
     return plan.runtime.wrap(spec.image, list(plan.binds), env, spec.gpus_per_node > 0, argv)
 
 
+def cores_here(cpu_root: Path = Path("/sys/devices/system/cpu")) -> int:
+    """Physical cores this process may run on: the CPUs of its affinity over the hardware threads
+    per core (cpu0's thread_siblings_list: "0,64" or "0-1" is 2). Open MPI's PE=k counts cores."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        siblings = (cpu_root / "cpu0/topology/thread_siblings_list").read_text().strip()
+    except OSError:
+        return max(1, cpus)
+    threads = 0
+    for part in siblings.split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit() and (last or first).isdigit():
+            threads += int(last or first) - int(first) + 1
+    return max(1, cpus // max(1, threads))
+
+
+def mpirun_binding(spec: RunSpec, cores: int | None = None) -> list[str]:
+    """How mpirun places and binds the ranks. A CPU run's ranks are each bound to a block of
+    `cores // ranks per node` cores (PE), in order over the cores, so a rank stays on its socket
+    instead of floating across sockets. The cores are counted where mpirun runs, which the hybrid
+    model puts on one of the run's nodes, alike. A GPU run's ranks are left unbound by mpirun,
+    which sees no GPUs (and GPU numbering need not follow the sockets): each rank narrows itself
+    to its GPU's local CPUs from sysfs (bench.placement.pin_near_gpu). Also unbound: more ranks
+    than cores on one host (binding would refuse to overload a core) and emulated nodes
+    (namespaces sharing this host's cores, where every node would bind to the same first cores)."""
+    cores = cores_here() if cores is None else cores
+    per_node = spec.ranks_per_node
+    if spec.gpus_per_node > 0 or launcher_of(spec).emulated or per_node > cores:
+        return ["--map-by", f"ppr:{per_node}:node", "--bind-to", "none"]
+    return ["--map-by", f"ppr:{per_node}:node:PE={max(1, cores // per_node)}", "--bind-to", "core"]
+
+
 def mpirun_argv(spec: RunSpec, plan: Plan, env: dict[str, str], mpirun: str) -> list[str]:
-    argv = [mpirun, "-np", str(spec.ranks), "--map-by", f"ppr:{spec.ranks_per_node}:node", "--bind-to", "none"]
+    argv = [mpirun, "-np", str(spec.ranks), *mpirun_binding(spec)]
     if spec.hostfile:
         argv += ["--hostfile", spec.hostfile]
     if spec.ranks_per_node > (os.cpu_count() or 1) and spec.nodes == 1:
@@ -195,6 +228,13 @@ def srun_argv(spec: RunSpec, plan: Plan, env: dict[str, str]) -> list[str]:
     ]
     if not launcher_of(spec).batch:  # a batch job counts the node's CPUs in its script (SRUN_CPUS_PER_TASK)
         argv.append(f"--cpus-per-task={cpus_per_rank(spec)}")
+    # a CPU run's tasks bound each to its own cores, counted by Slurm on the node, in blocks (the
+    # first socket filled before the next). A GPU run's tasks get every CPU of their allocation
+    # (--cpu-bind=none: Slurm's own binding would spread them over the sockets in turn, away from
+    # their GPUs) and each narrows itself to its GPU's local CPUs (bench.placement.pin_near_gpu).
+    # The GPUs stay visible to every task (--gpus-per-node, not --gpus-per-task/--gpu-bind): a rank
+    # takes its local rank's (bench.torch_device) and NCCL sees the node's whole GPU topology
+    argv += ["--cpu-bind=none"] if spec.gpus_per_node else ["--cpu-bind=cores", "--distribution=block:block"]
     if spec.gpus_per_node:
         argv.append(f"--gpus-per-node={spec.gpus_per_node}")
     argv += slurm_request(spec).options()

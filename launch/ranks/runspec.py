@@ -53,6 +53,13 @@ MAGNITUDES: dict[str, tuple[float, float]] = {
     "cycle_time_ms": (0.0, 60_000.0),
     "bucket_cap_mb": (0.0, 2.0**16),
 }
+# the in-switch settings and the NCCL variable each sets (1 on, 0 off; unset: NCCL's default, NVLS
+# on where the NVSwitch offers it, CollNet off). SHARP also needs the SHARP plugin (HPC-X's
+# nccl-rdma-sharp-plugins) in the image or bound from the site: NCCL_COLLNET_ENABLE is the switch
+# its documentation names; the plugin's own SHARP_COLL_* tuning stays the site's [env].
+IN_SWITCH_ENV = {"nvls": "NCCL_NVLS_ENABLE", "sharp": "NCCL_COLLNET_ENABLE"}
+# fields added after sweeps recorded their points' keys: at their default they leave a key as it was
+LATER_FIELDS = tuple(IN_SWITCH_ENV)
 MAX_RANKS_PER_NODE = 1024
 ONE_HOST_RANKS_PER_CORE = 4  # a one-host launcher's ranks: oversubscribed at most this far
 
@@ -180,6 +187,15 @@ class RunSpec:
     gpudirect: str | None = setting(
         None, part="start", help="on | off (GPUDirect RDMA for NCCL/UCX)"
     )  # "on" | "off" | None (library default)
+    # NCCL's in-switch reductions (issue 49): sweep axes like gpudirect; None leaves NCCL's default
+    nvls: str | None = setting(
+        None, part="start", help="on | off: NVLink SHARP in the NVSwitch (NCCL_NVLS_ENABLE; default: NCCL's)"
+    )
+    sharp: str | None = setting(
+        None,
+        part="start",
+        help="on | off: SHARP in InfiniBand switches, NCCL's CollNet through the SHARP plugin (NCCL_COLLNET_ENABLE)",
+    )
     mpi_plugin: str = setting("pmix", part="slurm", help="srun --mpi= plugin: pmix | pmi2")  # srun --mpi=
     partition: str | None = setting(None, part="slurm", help="Slurm partition (default: the site's)")
     account: str | None = setting(None, part="slurm", help="Slurm account (default: the site's)")
@@ -307,6 +323,14 @@ class RunSpec:
             )
         if self.gpudirect not in (None, "on", "off"):
             raise UsageError(f"--gpudirect must be on or off, got {self.gpudirect!r}", fields=("gpudirect",))
+        for name in IN_SWITCH_ENV:
+            if getattr(self, name) not in (None, "on", "off"):
+                raise UsageError(f"--{name} must be on or off, got {getattr(self, name)!r}", fields=(name,))
+            if getattr(self, name) == "on" and not (self.uses_nccl and self.gpus_per_node > 0):
+                raise UsageError(
+                    f"--{name} on is NCCL's: it needs GPUs (--gpus-per-node) and NCCL (--allreduce nccl)",
+                    fields=(name, "gpus_per_node", "allreduce"),
+                )
         if self.nodes < 1 or self.gpus_per_node < 0:
             raise UsageError("--nodes must be >= 1 and --gpus-per-node >= 0", fields=("nodes", "gpus_per_node"))
         if self.ranks % self.nodes:
@@ -372,6 +396,14 @@ class RunSpec:
     @property
     def effective_image_size(self) -> int:
         return self.image_size or catalog.MODELS[self.framework][self.model]
+
+    def in_switch_env(self) -> dict[str, str]:
+        """NCCL_NVLS_ENABLE / NCCL_COLLNET_ENABLE for the settings given (--nvls, --sharp)."""
+        return {
+            var: "1" if getattr(self, name) == "on" else "0"
+            for name, var in IN_SWITCH_ENV.items()
+            if getattr(self, name)
+        }
 
     def bench_args(self) -> list[str]:
         """The bench program's own arguments (the part after `python -m bench.X`): its kind's."""

@@ -31,6 +31,7 @@ class Runtime:
     name = "abstract"
     binary: str | None = None
     image_is_file = False  # images are files (.sif) the host can check for
+    binds_any_target = True  # a bind may name a target path the image lacks (the runtime makes it)
 
     def __init__(self, shared: tuple[str, ...] | None = None):
         """`shared`: those of HOST_NAMESPACES the run's containers share with the host
@@ -258,6 +259,7 @@ class CharliecloudRuntime(Runtime):
 
     name = "charliecloud"
     binary: str = "ch-run"
+    binds_any_target = False
 
     def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
         out = [self.binary, "--cd", "/"]

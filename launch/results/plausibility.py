@@ -28,11 +28,13 @@ healthy band starts at 0.85, not 0.9, to keep a healthy link out of the noise; a
 5 Gbit/s the CPU-bound gloo reduction reached 0.54-0.67 (p2p 0.91): below expectation.
 
 NCCL's in-switch algorithms reduce in the switch, not over the links: NVLS (NVLink SHARP, in the
-NVSwitch) and NVLSTree (NVLS within each node, trees between them) put the bus bandwidth above
-the line-rate model by design (as would CollNet, SHARP in InfiniBand switches). Where NCCL's log
-shows one set up (transport.observed.nccl.algorithms) and the run's NCCL_ALGO leaves NCCL free to
-choose it, a busbw above FASTER_THAN x the model is "no sign of trouble" with that reason, not
-"faster than the line rate": nothing then models the ceiling, so nothing proves it healthy.
+NVSwitch), NVLSTree (NVLS within each node, trees between them) and CollNet (SHARP in InfiniBand
+switches) put the bus bandwidth above the line-rate model by design. Where NCCL's log shows one
+set up (transport.observed.nccl.algorithms) and the run's NCCL_ALGO leaves NCCL free to choose it,
+the ceiling is in_switch_ceiling(n) x the model instead of 1 (see there: below 2 at any size); a
+busbw between FASTER_THAN x the model and FASTER_THAN x that ceiling is "no sign of trouble" with
+the reason (the ceiling is an ideal no run is known to reach, so nothing proves it healthy), and
+above it still "faster than the line rate".
 
 A training run has no message sweep: its exposed communication (step time minus
 the same step without exchange) implies a bus bandwidth for its gradients.
@@ -123,10 +125,16 @@ def rails_in_use(result: dict) -> tuple[int, str]:
     return 1, "one NIC (none listed)"
 
 
+# NCCL_ALGO's names for the variants of an algorithm the log names as one ("Connected CollNet" is
+# set up for both CollnetDirect and CollnetChain; NCCL < 2.14 called it plain "CollNet")
+ALGO_VARIANTS = {"collnet": ("collnet", "collnetdirect", "collnetchain")}
+
+
 def nccl_algo_allows(value: str | None, algorithm: str) -> bool:
     """Whether NCCL_ALGO leaves NCCL free to choose `algorithm` for an allreduce: unset; a list
     ("Ring,NVLS"); an exclusion ("^NVLS,NVLSTree"); per collective ("allreduce:tree;broadcast:ring",
-    NCCL >= 2.24; a collective it does not name keeps its choice)."""
+    NCCL >= 2.24; a collective it does not name keeps its choice). CollNet is allowed where any of
+    its variants is ("Ring,CollnetDirect"; "^CollnetChain" leaves CollnetDirect)."""
     text = (value or "").strip()
     if ":" in text:
         parts = {k.strip().lower(): v for k, _, v in (p.partition(":") for p in text.split(";"))}
@@ -134,7 +142,35 @@ def nccl_algo_allows(value: str | None, algorithm: str) -> bool:
     if not text:
         return True
     names = {n.strip().lower() for n in text.lstrip("^").split(",") if n.strip()}
-    return (algorithm.lower() not in names) if text.startswith("^") else (algorithm.lower() in names)
+    name = algorithm.lower()
+    variants = set(ALGO_VARIANTS.get(name, (name,)))
+    if text.startswith("^"):  # excluded by its own name, or every variant of it excluded
+        return not (name in names or (variants - {name}) and (variants - {name}) <= names)
+    return bool(variants & names)
+
+
+def in_switch_ceiling(ranks: int | None) -> float:
+    """How far above the line-rate model an in-switch reduction can put busbw, for `ranks` ranks.
+
+    The model (nccl-tests' busbw = algbw x 2(n-1)/n; the node's rate = line rate x rails) is what a
+    ring or tree moves: each byte crosses a node's links 2(n-1)/n times, so busbw reaches the node's
+    rate. A reduction in the switch sends each byte up once and receives the result down once, on
+    full-duplex links: algbw can reach the node's rate itself (NVIDIA/nccl#320, the maintainers'
+    rule for CollNet: 8 NICs of ~20 GB/s give up to 8 x 20 GB/s of algorithm bandwidth), so busbw
+    can reach 2(n-1)/n x the model: 1.0 for 2 ranks, 1.875 for 16, below 2 at any size. nccl-tests
+    users see the effect (NVIDIA/nccl-tests#312: NVLS on one H100 node printed ~480 GB/s busbw
+    against NVLink's 450). Ranks unknown: the limit, 2."""
+    if not ranks or ranks < 2:
+        return 2.0
+    return max(1.0, 2 * (ranks - 1) / ranks)
+
+
+def world_ranks(result: dict) -> int | None:
+    """The ranks of the run's communicator: the world size its ranks reported, else the spec's."""
+    for value in (result.get("world_size"), (result.get("spec") or {}).get("ranks")):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def in_switch_algorithms(result: dict) -> list[str]:
@@ -190,13 +226,21 @@ def verdict(result: dict, site_link_gbit_s: float | None = None, root: Path = Pa
     out["verdict"] = band(ratio)
     in_switch = in_switch_algorithms(result)
     if in_switch:
+        ceiling = in_switch_ceiling(world_ranks(result))
         out["in_switch_algorithms"] = in_switch
-    if out["verdict"] == "suspect: faster than the line rate" and in_switch:
-        out["verdict"] = "no sign of trouble"
-        out["why"] = (
-            f"busbw {ratio:.2f} x the line-rate model: NCCL set up {', '.join(in_switch)}, whose reduction "
-            "in the switch puts busbw above the link model by design"
-        )
+        out["in_switch_ceiling"] = ceiling
+        if out["verdict"] == "suspect: faster than the line rate" and ratio <= FASTER_THAN * ceiling:
+            out["verdict"] = "no sign of trouble"
+            out["why"] = (
+                f"busbw {ratio:.2f} x the line-rate model: NCCL set up {', '.join(in_switch)}, whose reduction "
+                f"in the switch puts busbw above the link model by design (up to {ceiling:.2f} x)"
+            )
+        elif out["verdict"] == "suspect: faster than the line rate":
+            out["why"] = (
+                f"busbw {ratio:.2f} x the line-rate model: above even {', '.join(in_switch)}'s ceiling "
+                f"({ceiling:.2f} x for {world_ranks(result) or 'an unknown number of'} ranks): wrong rate, or "
+                "traffic not over this link"
+            )
     if judged.upper_bound and out["verdict"] in ("healthy", "suspect: faster than the line rate"):
         out["verdict"] = "no sign of trouble"  # overlap: an upper bound proves nothing good
     if gdr and gdr["ok"] is False:

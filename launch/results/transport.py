@@ -83,11 +83,20 @@ PATTERNS = {
     # prints ("NVLS Head  0:  0  8") only for a communicator of more than one node
     "nccl_nvls": re.compile(r"NCCL INFO NVLS comm \S+ headRank -?\d+ nHeads \d+"),
     "nccl_nvls_tree": re.compile(r"NCCL INFO NVLS Head\s+\d+:"),
+    # CollNet (SHARP in InfiniBand switches, through the SHARP plugin) set up: NCCL prints
+    # INFO(NCCL_INIT, "rank %d Connected CollNet") once its CollNet groups are connected (older
+    # releases add " comm %p nRanks %02d") and "Connected Collnet Chains ..." for the chain variant.
+    # Its channel lines ("CollNet 05/0 : 5 [receive] via COLLNET/SHARP/5/GDRDMA") come before the
+    # SHARP group is made and are no proof: a failed group (NVIDIA/nccl#1219) frees CollNet again
+    "nccl_collnet": re.compile(r"NCCL INFO (?:rank \d+ Connected CollNet\b|Connected Collnet Chains)"),
+    "nccl_collnet_channel": re.compile(r"NCCL INFO CollNet \d+(?:/\d+)? : .* via (COLLNET/\S+)"),
+    # NCCL or its SHARP plugin giving an in-switch algorithm up ("CollNet is not supported or fails
+    # to initialize, ignoring NCCL_ALGO=COLLNET", "SHARP group create: Streaming Tree lock failed")
+    "nccl_in_switch_warning": re.compile(r"NCCL WARN (.*(?:SHARP|CollNet|COLLNET|NVLS).*?)\s*$"),
 }
 # algorithms NCCL set up whose reduction is done in the switch, not by the GPUs over the links:
-# their bus bandwidth exceeds the link model by design (launch.results.plausibility). CollNet
-# (SHARP in InfiniBand switches) belongs here too; no published log of it is recorded yet.
-ALGORITHMS = {"nccl_nvls": "NVLS", "nccl_nvls_tree": "NVLSTree"}
+# their bus bandwidth exceeds the link model by design (launch.results.plausibility)
+ALGORITHMS = {"nccl_nvls": "NVLS", "nccl_nvls_tree": "NVLSTree", "nccl_collnet": "CollNet"}
 MAX_LINES = 12  # evidence lines kept verbatim in the result
 _NET_CHANNEL = re.compile(r"NET/(.+?)/(\d+)(\(\d+\))?(/|$)")  # network, device, proxy device
 
@@ -145,7 +154,15 @@ def observe(log: str) -> dict:
             "transports": sorted({t.split("/")[0] for t in lanes} - {"self"}),
             "version": _lowest(seen.get("ucx_version")),
         }
-    if seen.keys() & {"nccl_network", "nccl_net_devices", "nccl_ofi_provider", "nccl_channel", *ALGORITHMS}:
+    in_switch_tried = ("nccl_collnet_channel", "nccl_in_switch_warning")
+    if seen.keys() & {
+        "nccl_network",
+        "nccl_net_devices",
+        "nccl_ofi_provider",
+        "nccl_channel",
+        *ALGORITHMS,
+        *in_switch_tried,
+    }:
         channels = seen.get("nccl_channel", set())
         net_channels = [c for c in channels if c.startswith("NET/")]
         net_hops = [hop for c in net_channels if (hop := _NET_CHANNEL.match(c))]
@@ -171,6 +188,10 @@ def observe(log: str) -> dict:
             # in-switch algorithms NCCL set up (NVLS, NVLSTree); its tuner picks per operation
             # among them and ring/tree, and NCCL_ALGO can rule them out
             "algorithms": sorted(set().union(*(seen.get(kind, set()) for kind in ALGORITHMS))),
+            # CollNet channels NCCL connected (tried: not proof of CollNet set up) and what NCCL or
+            # the SHARP plugin warned as it gave an in-switch algorithm up
+            "collnet_channels": sorted(seen.get("nccl_collnet_channel", set())),
+            "in_switch_warnings": sorted(seen.get("nccl_in_switch_warning", set()))[:MAX_LINES],
         }
     observed["lines"] = lines
     return observed
@@ -282,6 +303,43 @@ def gpu_buffers(result: dict, observed: dict) -> dict | None:
         "nccl_in_log": nccl_seen,
         "confirmed": (nccl_seen if library == "nccl" else None),
     }
+
+
+# the run's in-switch settings (RunSpec.nvls, .sharp), the NCCL variable each sets, the algorithms
+# NCCL's log names when it set them up, and what it takes for NCCL to set one up at all: NVLS needs
+# several GPUs of a node on one NVSwitch, CollNet at least NCCL_COLLNET_NODE_THRESHOLD (2) nodes
+IN_SWITCH = (
+    ("nvls", "NCCL_NVLS_ENABLE", ("NVLS", "NVLSTree"), "ranks_per_node"),
+    ("sharp", "NCCL_COLLNET_ENABLE", ("CollNet",), "nodes"),
+)
+
+
+def in_switch(result: dict, observed: dict) -> dict:
+    """`transport.in_switch` of a GPU result: for NVLS and SHARP, what the run asked (its spec's
+    setting, else the variable in its environment, else NCCL's default), the variable's value, and
+    what NCCL's log says it set up (None where the log has no NCCL INFO lines to say it)."""
+    from launch.results.result import ranks_per_node
+
+    spec, env = result.get("spec") or {}, result.get("env") or {}
+    nccl = observed.get("nccl") or {}
+    logged = any(nccl.get(k) for k in ("network", "channels", "algorithms", "collnet_channels"))
+    setup = set(nccl.get("algorithms") or [])
+    room = {
+        "ranks_per_node": ranks_per_node(result) or 1,
+        "nodes": len(result.get("hosts") or []) or spec.get("nodes") or 1,
+    }
+    out = {}
+    for name, variable, algorithms, needs in IN_SWITCH:
+        value = env.get(variable)
+        asked = spec.get(name) or {"1": "on", "0": "off"}.get(str(value), "default")
+        out[name] = {
+            "asked": asked,
+            variable: value,
+            "set_up": sorted(setup & set(algorithms)) if logged else None,
+            # whether the run could have it at all: a single node has no CollNet, a GPU alone no NVLS
+            "possible": room[needs] > 1,
+        }
+    return out
 
 
 def listed_devices(value: str) -> list[str]:
@@ -469,6 +527,13 @@ def evidence(result: dict, log_path: Path) -> dict:
         ranks_per_node=ranks_per_node(result),
     )
     moved = gpu_buffers(result, observed)
+    switch = in_switch(result, observed) if moved else None
+    for name, seen in (switch or {}).items():
+        if seen["asked"] == "on" and seen["possible"] and seen["set_up"] == []:
+            # asked for on, NCCL's log is there and names no set-up: like GPUDirect asked and not used
+            verdict["checks"].append({"layer": f"nccl.{name}", "asked": "on", "observed": ["not set up"], "ok": False})
+            verdict["mismatches"].append(f"nccl.{name}: asked on, NCCL's log shows it not set up")
+            verdict["verdict"] = "mismatch"
     asked = spec.get("allreduce")
     if moved and moved["library"] and asked and moved["library"] != asked:
         # e.g. an older Horovod run with --allreduce mpi on GPUs: NCCL moved the gradients all the same
@@ -476,7 +541,7 @@ def evidence(result: dict, log_path: Path) -> dict:
         verdict["checks"].append(check)
         verdict["mismatches"].append(f"gpu_buffers: asked {asked}, ran over {moved['library']} ({moved['source']})")
         verdict["verdict"] = "mismatch"
-    return {**verdict, "gpu_buffers": moved, "observed": observed}
+    return {**verdict, "gpu_buffers": moved, "in_switch": switch, "observed": observed}
 
 
 def fields(result: dict, log_path: Path) -> dict:

@@ -65,7 +65,7 @@ from launch.errors import UsageError
 from launch.kinds import DEFAULT, KINDS, trains
 from launch.toml_file import TomlTable, expected, read_toml
 from launch.ranks.launchers import LAUNCHERS, LOCAL, MPIRUN, SLURM_LAUNCHERS, launcher_of
-from launch.ranks.runspec import HOROVOD_CPU_ONLY, RunSpec
+from launch.ranks.runspec import HOROVOD_CPU_ONLY, IN_SWITCH_ENV, LATER_FIELDS, RunSpec
 from launch.site.config import Site
 
 TOP_KEYS = ("experiment", "matrix", "run")
@@ -88,7 +88,11 @@ class Point:
     @property
     def key(self) -> str:
         # time_limit is a guard, exclude_nodes where it runs (a retry leaves a failed node out): not settings
-        described = {k: v for k, v in self.spec.as_dict().items() if k not in ("time_limit", "exclude_nodes")}
+        described = {
+            k: v
+            for k, v in self.spec.as_dict().items()
+            if k not in ("time_limit", "exclude_nodes") and not (k in LATER_FIELDS and v is None)
+        }
         text = json.dumps({"spec": described, "repetition": self.repetition}, sort_keys=True)
         return sha256_bytes(text.encode())[:12]
 
@@ -100,6 +104,8 @@ class Point:
             s.fabric or "nofabric",
             s.allreduce,
             s.gpudirect and f"gdr{s.gpudirect}",
+            s.nvls and f"nvls{s.nvls}",
+            s.sharp and f"sharp{s.sharp}",
             f"n{s.nodes}x{s.ranks_per_node}",
             trains(s.benchmark) and f"b{s.batch_size}",
             f"r{self.repetition}",
@@ -263,6 +269,16 @@ NOT_APPLICABLE = (
             and trains(f.get("benchmark", DEFAULT))
         ),
     ),
+    *(
+        (
+            (name, "gpus_per_node", "allreduce"),
+            f"{name} 'on' is NCCL's: it needs GPUs and NCCL",
+            lambda f, name=name: (
+                f.get(name) == "on" and (not f.get("gpus_per_node") or f.get("allreduce") in ("mpi", "gloo"))
+            ),
+        )
+        for name in IN_SWITCH_ENV
+    ),
 )
 
 
@@ -330,6 +346,8 @@ def baseline_of(spec: RunSpec) -> RunSpec:
         fabric=None,
         allreduce=None,
         gpudirect=None,
+        nvls=None,  # one rank: nothing to reduce in a switch
+        sharp=None,
         link_rate=None,
         hostfile=None,
         gpus_per_node=min(spec.gpus_per_node, 1),

@@ -122,6 +122,16 @@ def disturbance_record(sampler: RunSampler, records: list[dict], so_far: dict) -
     return found
 
 
+def driver_on_nodes(record: dict | None, sampler: RunSampler | None, labels: dict | None) -> dict | None:
+    """The preflight record with the NVIDIA driver judged on each sampled node (a Slurm run)."""
+    from containers.recipe import LABEL_PREFIX
+    from launch.site.preflight import driver
+
+    if sampler is None or sampler.nodes is None:
+        return record
+    return driver.on_nodes(record, sampler.nodes.files(), (labels or {}).get(f"{LABEL_PREFIX}.version.cuda"))
+
+
 def result_origin() -> dict:
     """The host that launched the run and the bundle's commit."""
     from containers.files import git
@@ -248,6 +258,8 @@ def execute_run(
         lambda _: ended_early(outcome, reason, records),
         # was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md)
         lambda so_far: {"disturbance": disturbance_record(sampler, records, so_far)},
+        # the driver floor judged on the nodes that ran the ranks (their samplers read it)
+        lambda so_far: {"preflight": driver_on_nodes(so_far.get("preflight"), sampler, prepared.image_labels)},
         lambda so_far: transport.fields(so_far, log_path),
         # is the number normal for this link? (launch.results.plausibility: busbw / line rate, GPUDirect asked vs seen)
         lambda so_far: {"plausibility": plausibility.verdict(so_far, prepared.preset.link_gbit_s)},

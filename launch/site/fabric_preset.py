@@ -18,7 +18,7 @@ from launch.errors import UsageError
 from launch.fleet.emulate import fabric_env as emulated_fabric_env
 from launch.ranks.launchers import launcher_of
 from launch.ranks.runspec import RunSpec
-from launch.ranks.runtimes import Bind
+from launch.ranks.runtimes import RUNTIMES, Bind
 from launch.site.config import FabricSite, Site
 
 
@@ -70,6 +70,41 @@ def site_binds(site: Site) -> list[Bind]:
     return binds
 
 
+# NCCL reads this file at its start (before NCCL_CONF_FILE and ~/.nccl.conf); a site puts the
+# settings its nodes need there (interfaces, HCAs, a topology file). A container sees the image's
+# /etc, so the host's file is bound, read-only, where the host has one.
+NCCL_CONF = "/etc/nccl.conf"
+# The site's NCCL topology file (its [env] NCCL_TOPO_FILE): the site file is the site's own trusted
+# input, so its path is bound into the container; an experiment's or an archive's path stays
+# refused (launch.foreign_env: a variable that reads a file it names)
+NCCL_TOPO_FILE = "NCCL_TOPO_FILE"
+
+
+def nccl_host_files(spec: RunSpec, site: Site, root: Path = Path("/")) -> tuple[list[Bind], list[str]]:
+    """The host files an NCCL run reads from the site, bound read-only at their own paths: the
+    host's /etc/nccl.conf where present, and the site's NCCL_TOPO_FILE (not under charliecloud,
+    which binds only onto paths the image already has). A topology file absent here
+    is reported missing (preflight refuses) only where the ranks run on this host: a login node
+    that starts Slurm steps may not hold the compute nodes' files (NCCL warns and goes on without)."""
+    if not spec.uses_nccl or not RUNTIMES[spec.runtime].binds_any_target:
+        # ch-run binds only onto paths the image has: a site file's path would stop the run
+        return [], []
+    binds, missing = [], []
+    if (root / NCCL_CONF.lstrip("/")).is_file():
+        binds.append(Bind(NCCL_CONF, NCCL_CONF, readonly=True))
+    topo = site.env.get(NCCL_TOPO_FILE)
+    if topo:
+        if not topo.startswith("/"):
+            raise UsageError(
+                f"{site.path or 'the site file'}: [env] NCCL_TOPO_FILE must be an absolute path, got {topo!r}"
+            )
+        if (root / topo.lstrip("/")).is_file():
+            binds.append(Bind(topo, topo, readonly=True))
+        elif launcher_of(spec).one_host:
+            missing.append(f"{topo}: the site's NCCL topology file ([env] NCCL_TOPO_FILE)")
+    return binds, missing
+
+
 def coll_rules(fabric: FabricProfile | None, spec: RunSpec, site: Site) -> str | None:
     """The text of the run's Open MPI collective rules file, or None: the fabric has none, or
     the site's or the run's own environment steers coll/tuned."""
@@ -83,10 +118,11 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
     its NCCL_IB_HCA or UCX_NET_DEVICES win over the profile's), and the site's binds. An
     emulated cluster's links (--launcher emulated, --fabric emu-eth-<rate> or none) are
     ethernet's, on the namespaces' own interface: that environment wins over the site's."""
-    binds = site_binds(site)
+    nccl_binds, nccl_missing = nccl_host_files(spec, site)
+    binds = site_binds(site) + nccl_binds
     emulated = launcher_of(spec).emulated or is_emulated(spec.fabric)
     if spec.fabric is None and not emulated:
-        return Preset(None, dict(site.env), tuple(binds))
+        return Preset(None, dict(site.env), tuple(binds), tuple(nccl_missing))
     try:
         fabric = profile(spec.fabric) if spec.fabric else ETHERNET
     except ValueError as exc:
@@ -97,6 +133,7 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
             spec.fabric,
             {**site.env, **emulated_fabric_env(spec)},
             tuple(binds),
+            tuple(nccl_missing),
             profile=fabric,
             device_nodes=tuple(fabric.needed_device_nodes(spec.uses_nccl)),
             coll_rules=rules,
@@ -116,7 +153,7 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
         raise UsageError(
             f"{exc.args[0]} (set it under [fabrics.{spec.fabric}] in the site file)", fields=("fabric",)
         ) from None
-    missing = []
+    missing = list(nccl_missing)
     for mount in mounts:
         found = sorted(glob.glob(mount.host))
         if not found and mount.required:

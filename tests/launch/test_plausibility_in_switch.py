@@ -88,3 +88,54 @@ def test_one_node_with_nvls_is_not_applicable_but_its_algorithm_is_recorded(tmp_
     log.write_text((RECORDED / "nvls-one-node" / "nccl_info.log").read_text())
     found = transport.evidence({"spec": {"gpus_per_node": 8}, "env": {}}, log)
     assert found["observed"]["nccl"]["algorithms"] == ["NVLS"]
+
+
+@pytest.mark.parametrize(
+    "ratio, world, verdict",
+    [
+        (1.8, 16, "no sign of trouble"),  # below 2(n-1)/n = 1.875 for 16 ranks
+        (2.1, 16, "suspect: faster than the line rate"),  # above even the in-switch ceiling
+        (1.2, 2, "suspect: faster than the line rate"),  # 2 ranks: 2(n-1)/n = 1, no room above the model
+    ],
+)
+def test_an_in_switch_algorithm_lifts_the_ceiling_to_2_n_minus_1_over_n(ratio, world, verdict):
+    rails = {"NCCL_IB_HCA": ",".join(f"mlx5_{i}" for i in range(8))}
+    result = allreduce_result(ratio * 8 * 400, "nvls-tree-two-nodes", env=rails)
+    result["world_size"] = world
+    judged = plausibility.verdict(result, site_link_gbit_s=400)
+    assert judged["in_switch_ceiling"] == pytest.approx(2 * (world - 1) / world)
+    assert judged["verdict"] == verdict
+    if verdict != "no sign of trouble":
+        assert "above even NVLSTree's ceiling" in judged["why"]
+
+
+def test_collnet_tried_but_not_set_up_lifts_nothing():
+    # NVIDIA/nccl#1219: CollNet channels connected, then the SHARP group failed; nccl-tests#133:
+    # NCCL_ALGO=COLLNET ignored. Neither log sets an in-switch algorithm up: a busbw above the
+    # model stays flagged, and the warnings are kept in the evidence
+    failed, ignored = observed("collnet-sharp-group-failed"), observed("collnet-unsupported-ignored")
+    assert failed["nccl"]["algorithms"] == [] and ignored["nccl"]["algorithms"] == []
+    assert failed["nccl"]["collnet_channels"] == ["COLLNET/SHARP/5/GDRDMA"]
+    assert failed["nccl"]["in_switch_warnings"] == ["SHARP group create: Streaming Tree lock failed (-18)"]
+    assert ignored["nccl"]["in_switch_warnings"] == [
+        "CollNet is not supported or fails to initialize, ignoring NCCL_ALGO=COLLNET"
+    ]
+    result = allreduce_result(1.5 * 400, "collnet-unsupported-ignored", env={"NCCL_ALGO": "COLLNET"})
+    judged = plausibility.verdict(result, site_link_gbit_s=400)
+    assert judged["verdict"] == "suspect: faster than the line rate" and "in_switch_algorithms" not in judged
+
+
+@pytest.mark.parametrize(
+    "algo, free",
+    [
+        (None, True),
+        ("CollnetDirect", True),
+        ("Ring,CollnetChain", True),
+        ("^CollnetChain", True),
+        ("^CollnetDirect,CollnetChain", False),
+        ("^CollNet", False),
+        ("Ring,Tree", False),
+    ],
+)
+def test_nccl_algo_names_collnet_by_its_variants(algo, free):
+    assert plausibility.nccl_algo_allows(algo, "CollNet") is free

@@ -107,6 +107,8 @@ RECORDED_NCCL_FACTS = {
     "ofi-tcp-rxm": ([], None, None, ["tcp;ofi_rxm"], "2.4.6+cuda10.0"),
     "nvls-one-node": ([], None, None, [], None),
     "nvls-tree-two-nodes": ([], None, None, [], None),
+    "collnet-sharp-group-failed": ([], None, None, [], None),
+    "collnet-unsupported-ignored": (["IB"], True, False, [], None),
 }
 
 

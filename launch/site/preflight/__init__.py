@@ -31,6 +31,9 @@ What the checks look for, and why (the reports behind them):
   -l` in the container): a provider for another kernel ABI than the host driver
   speaks drops the device although its file is there (k8snetworkplumbingwg/sriov-cni#348).
 - aws-ofi-nccl on EFA needs libfabric >= 1.18 (aws/aws-ofi-nccl#333).
+- GPUDirect RDMA asked for (--gpudirect on): nvidia_peermem loaded or DMA-BUF possible (the open
+  GPU kernel modules on Linux 5.12+) on a host that carries the NVIDIA driver, else refused in one
+  line (launch.site.preflight.gpudirect).
 - device nodes: /dev/infiniband/uverbs* (and rdma_cm), /dev/hfi1_*, /dev/cxi*,
   /dev/nvidia*, /dev/gdrdrv (GPUDirect on), present on the host, openable, and
   present inside the container (a container without /dev/infiniband is
@@ -52,6 +55,7 @@ from launch.site.preflight.checks import VERDICT_ORDER, Check, worst  # noqa: F4
 from launch.site.preflight.devices import device_checks, device_patterns  # noqa: F401
 from launch.site.preflight.facts import SideFacts, parse_side  # noqa: F401
 from launch.site.preflight.fabric import fabric_checks  # noqa: F401
+from launch.site.preflight.gpudirect import refusal as gpudirect_refusal
 from launch.site.preflight.rdma import provider_checks, verbs_checks  # noqa: F401
 from launch.site.preflight.versions import abi_checks, pmix_checks, version_checks  # noqa: F401
 
@@ -203,9 +207,14 @@ def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[st
         decide(spec, prepared.image_labels)
     else:
         decide(spec, None, tuple(f for f in ("torch", "tf") if spec.engine == "horovod" and horovod_built_for(f)))
+    gpudirect = gpudirect_refusal(spec.gpudirect, spec.gpus_per_node)
+    if gpudirect:
+        raise UsageError(gpudirect, fields=("gpudirect",))
     if prepared.preset.missing:
         raise UsageError(
-            f"fabric {spec.fabric} needs {prepared.preset.missing[0]} (missing on this host)", fields=("fabric",)
+            f"{f'fabric {spec.fabric}' if spec.fabric else 'the run'} needs {prepared.preset.missing[0]} "
+            "(missing on this host)",
+            fields=("fabric",),
         )
     if spec.fabric:
         checked.append(f"host paths of fabric {spec.fabric} present")
