@@ -26,7 +26,7 @@ from containers.fabrics import PROFILES
 from containers.recipe import labels as recipe_labels
 from launch.ranks.runspec import RunSpec
 from launch.ranks.runtimes import RUNTIMES
-from launch.runs.experiment import NOT_APPLICABLE, Experiment, Point, measures_alone, read_fields
+from launch.plan.experiment import NOT_APPLICABLE, Experiment, Point, measures_alone, read_fields
 from launch.site import preflight
 from launch.site.config import Site
 
