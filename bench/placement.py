@@ -108,6 +108,13 @@ def traffic_nic(env: Mapping[str, str] = os.environ) -> tuple[str | None, str | 
 MAX_LISTED_NICS = 32
 
 
+def parse_ib_rate(text: str) -> float | None:
+    """An RDMA port's rate as sysfs (/sys/class/infiniband/DEV/ports/N/rate: `100 Gb/sec (4X EDR)`)
+    or ibstat (`100`) write it -> 100.0 (Gbit/s); launch/ reads the probe's ports and a run's NIC with it."""
+    match = re.match(r"\s*(\d+(?:\.\d+)?)", text)
+    return float(match.group(1)) if match else None
+
+
 def listed_nics(env: Mapping[str, str] = os.environ) -> tuple[list[str], str | None]:
     """Every interface or device the run's first selection variable lists (a multi-rail node's
     NCCL_IB_HCA names all its rails; which one each rank used, NCCL's log says: launch reads it)."""

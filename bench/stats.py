@@ -66,7 +66,7 @@ def summarize(samples: list[float]) -> Summary:
 
 # ------------------------------------------------ an interval that a few wild values cannot widen
 #
-# Samples from another site are checked for plausibility first (launch.results.compare); within
+# Samples from another site are checked for plausibility first (launch.analysis.compare); within
 # that range a value can still be wild, and a mean's interval follows it: two wild values make it
 # span every candidate. So, for compare's figures (`robust`):
 #   - fewer than MIN_INTERVAL_SAMPLES samples: the median, no interval (nothing to estimate a

@@ -84,7 +84,7 @@ if TYPE_CHECKING:
     from launch.site.config import Site
 
     SlurmCluster = tuple[Cluster, Site]  # an emulated Slurm cluster and its site (planting.slurm_cluster)
-from launch.results.schema import Disturbance  # noqa: E402
+from launch.schema import Disturbance  # noqa: E402
 
 CAUSES = ("quiet", "cpu", "memory", "disk", "loopback", "stopped", "traffic", "rate-limited")
 # planted -> signal

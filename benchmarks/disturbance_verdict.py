@@ -26,9 +26,9 @@ from typing import Callable
 
 from benchmarks.planting import cpu_hogs, heartbeats
 from launch.ranks.runspec import RunSpec
-from launch.results.aggregate import aggregate
+from launch.analysis.aggregate import aggregate
 from launch.results.result import Result, disturbance_causes, disturbed, field_of, read
-from launch.results.verdict import verdicts
+from launch.analysis.verdict import verdicts
 from launch.runs.run import execute_run, prepare
 from launch.runs.sweep import REMEASURE_DISTURBED
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from launch.fleet import emulate
 from launch.errors import UsageError
-from launch.results.model import describe, fit, predict_training
+from launch.predict.model import describe, fit, predict_training
 from launch.results.result import Result, as_result, field_of
 from launch.runs.run import execute_run, prepare
 from launch.ranks.runspec import RunSpec

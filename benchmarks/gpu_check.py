@@ -27,7 +27,7 @@ not ok, the reason:
    scipy missing), torch runs fall back to the bench program under torchrun and
    are summarised from their rank records;
 5. summary.json / summary.md: img/s, compute-only img/s, and the predictor's
-   compute step (launch.results.model: batch x ranks / compute-only img/s) per model.
+   compute step (launch.predict.model: batch x ranks / compute-only img/s) per model.
 
 Each step has a time limit (gpu_check_plan.STEP_LIMITS_S); on a GPU they add up to 300 s
 (GPU_CHECK_LIMIT_S), counted from the start of benchmarks/gpu_check.sh: the whole check fits

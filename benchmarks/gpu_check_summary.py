@@ -37,7 +37,7 @@ def from_result(result: dict, entry: dict) -> dict:
         ci95_img_per_s=getattr(throughput, "ci95_img_per_s", None),
         n_samples=getattr(throughput, "n_samples", None),
         compute_img_per_s=compute,
-        # launch.results.model.predict_training: compute_step_s = batch x ranks / compute_img_per_s
+        # launch.predict.model.predict_training: compute_step_s = batch x ranks / compute_img_per_s
         compute_step_s=(batch * ranks / compute) if compute and batch else None,
         step_time_s=getattr(fields, "step_time_s", None),
         device=getattr(fields, "device", None),

@@ -1,4 +1,4 @@
-"""The scaling predictor (launch.results.predict) against measured runs on emulated fabrics.
+"""The scaling predictor (launch.predict.predict) against measured runs on emulated fabrics.
 
 Root required (network namespaces + tc tbf, launch.fleet.emulate). For every link rate:
 - 2-node allreduce micro-benchmarks (backend `torch` = gloo for DDP, `horovod`
@@ -11,7 +11,7 @@ Root required (network namespaces + tc tbf, launch.fleet.emulate). For every lin
   and the host's own cost of the exchange (copies, reductions, TCP over the
   veths, all on the cores that compute): measured per model and engine as
   the step of the same training on an UNSHAPED link minus its compute step,
-  met by the engine's rule (launch.results.predict.HOST_RULE), and printed
+  met by the engine's rule (launch.predict.predict.HOST_RULE), and printed
   beside every point with the predictions of the other rules and without it;
 and, at the first rate, 3- and 4-node allreduces predicted from the 2-node fit
 (the ring formula's rank scaling). Nothing measured is fitted to the training
@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from bench.stats import summarize
-from launch.results import predict
+from launch.predict import predict
 from launch.results.result import as_result, field_of, typed
 from launch.errors import UsageError
 from launch.runs.run import execute_run, prepare

@@ -1,4 +1,4 @@
-"""The cluster predictor (launch.results.predict_cluster) against published multi-node
+"""The cluster predictor (launch.predict.predict_cluster) against published multi-node
 measurements nobody here made: benchmarks/published/*.json, one case per file, each with its
 exact source and every input the source did not state marked as assumed.
 
@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from containers.untrusted import UntrustedInput, read_json  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
-from launch.results import cluster as clusters  # noqa: E402
-from launch.results import predict_cluster  # noqa: E402
-from launch.results.predict import HOROVOD_CYCLE_MS, MIB, Workload  # noqa: E402
+from launch.predict import cluster as clusters  # noqa: E402
+from launch.predict import predict_cluster  # noqa: E402
+from launch.predict.predict import HOROVOD_CYCLE_MS, MIB, Workload  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "published"
 WIRE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}

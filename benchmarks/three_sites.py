@@ -60,7 +60,7 @@ TRAIN = [
     *("--runtime", "host", "--fabric", "ethernet", "--image-size", "32", "--batch-size", "4"),
     *("--batches-per-iter", "1", "--iters", "3", "--warmup", "1"),
 ]
-A_ALLREDUCE_RUNS = 6  # a baseline needs 5 clean runs before the newest (launch.results.baseline)
+A_ALLREDUCE_RUNS = 6  # a baseline needs 5 clean runs before the newest (launch.analysis.baseline)
 
 
 class Site(TypedDict):

@@ -36,7 +36,7 @@ if str(REPO) not in sys.path:
 from benchmarks.rounds import alternating, paired_ratio  # noqa: E402
 from launch.console import console as make_console  # noqa: E402
 from launch.errors import UsageError  # noqa: E402
-from launch.results.headline import disturbance_line, impossible_same_cores, run_name  # noqa: E402
+from launch.analysis.headline import disturbance_line, impossible_same_cores, run_name  # noqa: E402
 from launch.results.result import (  # noqa: E402
     Result,
     as_result,
@@ -47,7 +47,7 @@ from launch.results.result import (  # noqa: E402
 )
 from launch.runs.run import execute_run, prepare  # noqa: E402
 from launch.ranks.runspec import RunSpec  # noqa: E402
-from launch.results.table import training_table  # noqa: E402
+from launch.analysis.table import training_table  # noqa: E402
 
 ENGINES = {"torch": ("horovod", "ddp"), "tf": ("horovod", "native")}
 DEFAULT_MODEL = {"torch": "resnet18", "tf": "SmallCNN"}

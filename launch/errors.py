@@ -7,7 +7,7 @@ class UsageError(Exception):
     """Bad input or an unmet precondition, reported before anything runs.
 
     `fields` names the RunSpec fields the error is about, most likely culprit
-    first, so an experiment file can point at its own key (launch.runs.experiment.blame)
+    first, so an experiment file can point at its own key (launch.plan.experiment.blame)
     without reading the message."""
 
     def __init__(self, message: str, *, fields: tuple[str, ...] = ()):

@@ -2,7 +2,7 @@
 
 docs/reference/cli.md      every command and option of `fabric-bench` (the typer app's own help)
 docs/reference/fabrics.md  the fabric profiles (containers/fabrics/), the emulated fabrics
-                           (launch/fleet/emulate) and the predictor's nominal fabrics (launch/results/predict.py)
+                           (launch/fleet/emulate) and the predictor's nominal fabrics (launch/predict/predict.py)
 docs/reference/kinds.md    the benchmark kinds (launch/kinds/): program, figure of merit, result fields
 
     .venv/bin/python scripts/gen_docs.py           # write them (`make docs`)
@@ -144,8 +144,8 @@ def fabrics_reference() -> str:
     import dataclasses
 
     from containers.fabrics import PROFILES, hca_ports
-    from launch.fleet.emulate import fabric_env
-    from launch.results.predict import NOMINAL
+    from launch.ranks.emulated import fabric_env
+    from launch.predict.predict import NOMINAL
     from launch.ranks.runspec import RunSpec
 
     out = [
@@ -208,7 +208,7 @@ def _field_type(info) -> str:
 
 def kinds_reference() -> str:
     from launch.kinds import KINDS
-    from launch.results.schema import ResultSchema
+    from launch.schema import ResultSchema
 
     shared = set(ResultSchema.model_fields)
     out = [

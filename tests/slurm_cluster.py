@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from containers.host import free_ports
+from launch.fleet.emulate import slurm_nodes
 
 DAEMONS = ("slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "salloc", "sinfo", "scontrol", "scancel", "squeue")
@@ -28,43 +29,27 @@ def available() -> bool:
     return all(shutil.which(tool) for tool in DAEMONS + CLIENTS)
 
 
-def slurm_conf(directory: Path, host: str, cpus: int, ctld_port: int, slurmd_port: int) -> str:
-    return (
-        "\n".join(
-            [
-                "ClusterName=fbtest",
-                f"SlurmctldHost={host}",
-                "SlurmUser=root",
-                "SlurmdUser=root",
-                f"SlurmctldPort={ctld_port}",
-                f"SlurmdPort={slurmd_port}",
-                "AuthType=auth/none",
-                "CredType=cred/none",
-                "ProctrackType=proctrack/linuxproc",
-                "TaskPlugin=task/none",
-                "JobAcctGatherType=jobacct_gather/none",
-                "AccountingStorageType=accounting_storage/none",
-                "SelectType=select/cons_tres",
-                "SelectTypeParameters=CR_Core",
-                "MpiDefault=pmix",
-                "EnforcePartLimits=ALL",
-                "KillWait=2",
-                "OverTimeLimit=0",
-                "InactiveLimit=0",
-                "MinJobAge=300",
-                "ReturnToService=2",
-                f"StateSaveLocation={directory}/state",
-                f"SlurmdSpoolDir={directory}/spool",
-                f"SlurmctldPidFile={directory}/slurmctld.pid",
-                f"SlurmdPidFile={directory}/slurmd.pid",
-                f"SlurmctldLogFile={directory}/slurmctld.log",
-                f"SlurmdLogFile={directory}/slurmd.log",
-                f"TmpFS={directory}/tmp",
-                f"NodeName={host} CPUs={cpus} State=UNKNOWN",
-                f"PartitionName=debug Nodes={host} Default=YES MaxTime=60 State=UP",
-            ]
-        )
-        + "\n"
+def slurm_conf(
+    directory: Path,
+    host: str,
+    cpus: int,
+    ctld_port: int,
+    slurmd_port: int,
+    nodes: list[tuple[str, str | None]] | None = None,
+) -> str:
+    """This host's slurm.conf (launch.fleet.emulate.slurm_nodes.slurm_conf, the emulated cluster's
+    writer too): one node, this host, unless `nodes` names others ((NodeName, NodeAddr) pairs)."""
+    return slurm_nodes.slurm_conf(
+        name="fbtest",
+        controller=host,
+        ctld_port=ctld_port,
+        slurmd_port=slurmd_port,
+        where=directory,
+        spool=f"{directory}/spool",
+        tmp=f"{directory}/tmp",
+        nodes=nodes or [(host, None)],
+        cpus=cpus,
+        partition="debug",
     )
 
 

@@ -95,17 +95,24 @@ def module_names() -> dict[str, Path]:
     return names
 
 
-def runtime_imports(path: Path, modules: dict[str, Path]) -> tuple[set[str], list[tuple[str, str]]]:
-    """(the project modules `path` imports when it runs, at the top or inside a function;
-    the (module, name) pairs of private names it imports from another module). Imports under
-    `if TYPE_CHECKING:` do not run and are left out."""
+def project_imports(
+    path: Path, modules: dict[str, Path], *, type_only: bool = False
+) -> tuple[set[str], list[tuple[str, str]]]:
+    """(the project modules `path` imports, at the top or inside a function; the (module, name)
+    pairs of private names it imports from another module). Imports under `if TYPE_CHECKING:`
+    do not run: they count only with `type_only`."""
     tree = ast.parse(path.read_text())
-    typing_only = {
-        id(n)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
-        for n in ast.walk(node)
-    }
+    typing_only = (
+        set()
+        if type_only
+        else {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If)
+            and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+            for n in ast.walk(node)
+        }
+    )
     found, private = set(), []
     for node in ast.walk(tree):
         if id(node) in typing_only:
@@ -124,24 +131,27 @@ def runtime_imports(path: Path, modules: dict[str, Path]) -> tuple[set[str], lis
     return found, private
 
 
-def test_no_import_cycles_and_no_private_names_across_modules():
-    """containers.build <-> cudabase (through a private helper) and launchers -> results.transport
-    -> emulate.links -> launchers were cycles no test caught (issue 33)."""
-    modules = module_names()
-    graph, privates = {}, []
-    for name, path in modules.items():
-        imports, private = runtime_imports(path, modules)
-        graph[name] = imports - {name}
-        privates += [f"{name} imports {module}.{item}" for module, item in private]
-    assert privates == []
+def runtime_imports(path: Path, modules: dict[str, Path]) -> tuple[set[str], list[tuple[str, str]]]:
+    """project_imports without the imports under `if TYPE_CHECKING:` (they do not run)."""
+    return project_imports(path, modules)
 
-    cycles, state = [], {}
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Each module -> the project modules it imports, type-only imports included: an import
+    circle through `if TYPE_CHECKING:` still ties the modules together (one cannot be read,
+    moved or tested without the other)."""
+    return {name: project_imports(path, modules, type_only=True)[0] - {name} for name, path in modules.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[str]:
+    """Every circle a depth-first walk meets, as "a -> b -> a"."""
+    found, state = [], {}
 
     def visit(node: str, trail: list[str]) -> None:
         state[node] = "open"
-        for target in sorted(graph[node]):
+        for target in sorted(graph.get(node, ())):
             if state.get(target) == "open":
-                cycles.append(" -> ".join(trail[trail.index(target) :] + [target]))
+                found.append(" -> ".join(trail[trail.index(target) :] + [target]))
             elif target not in state:
                 visit(target, trail + [target])
         state[node] = "done"
@@ -149,35 +159,64 @@ def test_no_import_cycles_and_no_private_names_across_modules():
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
-    assert cycles == []
+    return found
+
+
+def test_no_import_circle_and_no_private_names_across_modules():
+    """containers.build <-> cudabase (through a private helper) and launchers -> results.transport
+    -> emulate.links -> launchers were circles no test caught (issue 33); kinds <-> ranks.runspec
+    <-> launchers <-> fleet.emulate one that went through `if TYPE_CHECKING:` (issue 52)."""
+    modules = module_names()
+    privates = [
+        f"{name} imports {module}.{item}"
+        for name, path in modules.items()
+        for module, item in runtime_imports(path, modules)[1]
+    ]
+    assert privates == []
+    assert circles(import_graph(modules)) == []
 
 
 # launch/'s rooms from the bottom up (launch/__init__.py): "launch" is the shared basics at its top
-# level. results/ and disturbance/ sit beside the rooms (a run writes through them, the report
-# reads sweeps and archives), so only their cycles are checked, above.
+# level. A module imports from its own room and those before it, never from one after it.
 LAUNCH_ROOMS = (
     "launch",
+    "launch.kinds",
+    "launch.results",
+    "launch.disturbance",
     "launch.fleet",
     "launch.ranks",
     "launch.site",
-    "launch.runs",
+    "launch.plan",
     "launch.provenance",
     "launch.sharing",
+    "launch.predict",
+    "launch.analysis",
+    "launch.runs",
     "launch.cli",
 )
-# launch.kinds too: RunSpec (launch.ranks) and the readers of results both ask it
-BESIDE_THE_ROOMS = ("launch.results", "launch.disturbance", "launch.kinds")
 
 
-def launch_room(name: str) -> str | None:
+def launch_room(name: str, root: Path = REPO) -> str | None:
     """The room of a module of launch/ ("launch.site.preflight.rdma" -> "launch.site")."""
     parts = name.split(".")
     if parts[0] != "launch" or len(parts) == 1:
         return None
     package = ".".join(parts[:2])
-    if package in LAUNCH_ROOMS or package in BESIDE_THE_ROOMS:
+    if package in LAUNCH_ROOMS:
         return package
-    return "launch" if len(parts) == 2 and not (REPO / "launch" / parts[1]).is_dir() else None
+    return "launch" if len(parts) == 2 and not (root / "launch" / parts[1]).is_dir() else None
+
+
+def room_graph(graph: dict[str, set[str]], room_of) -> dict[str, set[str]]:
+    """The rooms' graph: room -> the other rooms its modules import (type-only imports included)."""
+    rooms: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        room = room_of(name)
+        if room is None:
+            continue
+        rooms.setdefault(room, set())
+        rooms[room] |= {other for other in map(room_of, targets) if other is not None and other != room}
+    return rooms
 
 
 def test_every_launch_module_has_a_room_and_imports_no_room_above_its_own():
@@ -185,15 +224,24 @@ def test_every_launch_module_has_a_room_and_imports_no_room_above_its_own():
     homeless = sorted(name for name in modules if name != "launch" and launch_room(name) is None)
     assert homeless == []
     upward = []
-    for name, path in sorted(modules.items()):
+    for name, targets in sorted(import_graph(modules).items()):
         room = launch_room(name)
         if room not in LAUNCH_ROOMS:
             continue
-        for target in sorted(runtime_imports(path, modules)[0]):
+        for target in sorted(targets):
             other = launch_room(target)
             if other in LAUNCH_ROOMS and LAUNCH_ROOMS.index(other) > LAUNCH_ROOMS.index(room):
                 upward.append(f"{name} ({room}) imports {target} ({other})")
     assert upward == []
+
+
+def test_no_package_cycle_among_launch_rooms():
+    """No two of launch/'s packages import each other, however indirectly and even through
+    `if TYPE_CHECKING:` (kinds <-> ranks, kinds <-> results, provenance <-> results, results <->
+    runs and results <-> site were such cycles: issue 52). Stricter than the layer order above in
+    one way: it needs no order to be written down."""
+    modules = {name: path for name, path in module_names().items() if name.split(".")[0] == "launch"}
+    assert circles(room_graph(import_graph(modules), launch_room)) == []
 
 
 def test_the_cycle_check_sees_a_cycle(tmp_path):
@@ -204,6 +252,43 @@ def test_the_cycle_check_sees_a_cycle(tmp_path):
     modules = {"a": a, "b": b}
     assert runtime_imports(a, modules)[0] == {"b"}
     assert runtime_imports(b, modules) == ({"a"}, [("a", "_x")])
+    assert circles(import_graph(modules)) == ["a -> b -> a"]
+
+
+def test_the_circle_check_sees_a_circle_through_a_type_only_import(tmp_path):
+    """A circle that closes only under `if TYPE_CHECKING:` is a circle too; left out, it is not seen."""
+    a, b, c = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
+    a.write_text("import b\n")
+    b.write_text("from c import f\n")
+    c.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from a import A\ndef f(x: 'A'): ...\n")
+    modules = {"a": a, "b": b, "c": c}
+    assert circles({name: runtime_imports(path, modules)[0] for name, path in modules.items()}) == []
+    assert circles(import_graph(modules)) == ["a -> b -> c -> a"]
+
+
+def test_the_package_cycle_check_sees_two_packages_importing_each_other(tmp_path):
+    """Two rooms of a planted launch/ whose modules import each other's room, neither module
+    importing the other one back (no module circle): the rooms' cycle is found."""
+    for room, text in {"low": "from launch.high import y\n", "high": "import launch.other\n", "other": ""}.items():
+        (tmp_path / "launch" / room).mkdir(parents=True)
+        (tmp_path / "launch" / room / "__init__.py").write_text("")
+        (tmp_path / "launch" / room / "x.py").write_text(text)
+    (tmp_path / "launch" / "high" / "y.py").write_text("")
+    (tmp_path / "launch" / "other" / "x.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import launch.low.x\n"
+    )
+    modules = {
+        p.relative_to(tmp_path).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__"): p
+        for p in (tmp_path / "launch").rglob("*.py")
+    }
+    graph = import_graph(modules)
+    assert circles(graph) == []
+
+    def room_of(name: str) -> str | None:
+        parts = name.split(".")
+        return ".".join(parts[:2]) if len(parts) > 1 else None
+
+    assert circles(room_graph(graph, room_of)) == ["launch.high -> launch.other -> launch.low -> launch.high"]
 
 
 def test_fabric_names_are_spelled_only_by_their_profiles():
@@ -354,13 +439,13 @@ RAW_RESULT_READERS = {
     # an archive's results travel as data across the trust boundary: copied into runs.json and the
     # manifest as they are, their spec checked by RunSpec.from_dict before a replay uses it
     "launch/provenance/archive.py",
-    "launch/provenance/replay.py",
+    "launch/runs/replay.py",
 }
 
 
 def result_declared_fields() -> set[str]:
     from launch.kinds import KINDS
-    from launch.results.schema import ResultSchema
+    from launch.schema import ResultSchema
 
     found = set(ResultSchema.model_fields)
     for kind in KINDS.values():
@@ -457,7 +542,7 @@ def raw_result_reads(path: Path, fields: set[str], root: Path = REPO) -> list[st
 # while it is built (assemble, transport, plausibility read the dict they are completing)
 RESULT_OWNERS = {
     "launch/results/result.py",
-    "launch/results/schema.py",
+    "launch/schema.py",
     "launch/results/assemble.py",
     "launch/results/transport.py",
     "launch/results/plausibility.py",

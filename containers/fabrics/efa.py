@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from containers.fabrics.common import GDRDRV, GLOO, VERBS_DEVICES, VERBS_NODES
-from containers.fabrics.profile import Detection, FabricProfile, frozen, layer_packages
+from containers.fabrics.profile import Detection, FabricProfile, NominalLink, frozen, layer_packages
 
 PROFILE = FabricProfile(
     name="efa",
@@ -37,4 +37,5 @@ PROFILE = FabricProfile(
     nccl_plugin_min_libfabric=(1, 18),
     self_test_tools=("ibv_devinfo",),
     detect=Detection("libfabric-provider", provider="efa"),
+    nominal=(NominalLink("efa-4x100", 15e-6, 400.0),),
 )

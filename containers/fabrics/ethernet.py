@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from containers import ompi_rules
 from containers.fabrics.common import GLOO
-from containers.fabrics.profile import Detection, FabricProfile, frozen
+from containers.fabrics.profile import Detection, FabricProfile, NominalLink, frozen
 
 PROFILE = FabricProfile(
     name="ethernet",
@@ -35,4 +35,5 @@ PROFILE = FabricProfile(
     ompi_coll_rules=(ompi_rules.Rule("allreduce", 16 * 2**20, "segmented_ring", segment_bytes=256 * 2**10),),
     sockets=True,
     detect=Detection("interface"),
+    nominal=(NominalLink("25GbE", 10e-6, 25.0),),
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from containers.fabrics.common import GDRDRV, GLOO, VERBS_CONFIG, VERBS_DEVICES, VERBS_NODES
-from containers.fabrics.profile import Detection, DeviceNode, FabricProfile, frozen, layer_packages
+from containers.fabrics.profile import Detection, DeviceNode, FabricProfile, NominalLink, frozen, layer_packages
 
 PROFILE = FabricProfile(
     name="infiniband",
@@ -53,4 +53,5 @@ PROFILE = FabricProfile(
     verbs=True,
     self_test_tools=("ibv_devinfo",),
     detect=Detection("rdma-port", link_layer="InfiniBand"),
+    nominal=(NominalLink("infiniband-hdr-200", 1.5e-6, 200.0), NominalLink("infiniband-ndr-400", 1.5e-6, 400.0)),
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from containers.fabrics.common import GDRDRV, GLOO, VERBS_CONFIG
-from containers.fabrics.profile import Bind, Detection, DeviceNode, FabricProfile, frozen, layer_packages
+from containers.fabrics.profile import Bind, Detection, DeviceNode, FabricProfile, NominalLink, frozen, layer_packages
 
 PROFILE = FabricProfile(
     name="omnipath",
@@ -44,4 +44,5 @@ PROFILE = FabricProfile(
     verbs=True,
     psm2=True,
     detect=Detection("rdma-port", device_prefix="hfi1", library="libpsm2"),
+    nominal=(NominalLink("omnipath-100", 1.5e-6, 100.0),),
 )

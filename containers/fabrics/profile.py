@@ -113,6 +113,17 @@ class SiteKey:
 
 
 @dataclass(frozen=True)
+class NominalLink:
+    """A link of this fabric the predictor may assume (`fabric-bench predict --nominal`,
+    launch.predict.predict.NOMINAL): its line rate and a typical small-message latency, as
+    vendors state them, NOT measured here."""
+
+    name: str  # what the prediction calls it: "infiniband-hdr-200"
+    latency_s: float
+    rate_gbit_s: float
+
+
+@dataclass(frozen=True)
 class FabricProfile:
     name: str
     summary: str
@@ -149,6 +160,8 @@ class FabricProfile:
     # tools the image's self-test runs (containers.recipe.self_test_argv) beside the preset checks
     self_test_tools: tuple[str, ...] = ()
     detect: Detection = Detection("none")
+    # the nominal links the predictor offers for this fabric (NominalLink), in the order it lists them
+    nominal: tuple[NominalLink, ...] = ()
     # The control image: every fabric's libraries, transports left to auto-selection. No host
     # "has" it; missing hardware reads as unknown rather than a failure.
     control: bool = False

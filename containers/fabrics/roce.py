@@ -7,7 +7,15 @@ local address; a wrong class lands in a lossy queue. So the site names both."""
 from __future__ import annotations
 
 from containers.fabrics.common import GDRDRV, GLOO, VERBS_CONFIG, VERBS_DEVICES, VERBS_NODES
-from containers.fabrics.profile import Detection, DeviceNode, FabricProfile, SiteKey, frozen, layer_packages
+from containers.fabrics.profile import (
+    Detection,
+    DeviceNode,
+    FabricProfile,
+    NominalLink,
+    SiteKey,
+    frozen,
+    layer_packages,
+)
 
 PROFILE = FabricProfile(
     name="roce",
@@ -79,4 +87,6 @@ PROFILE = FabricProfile(
     verbs=True,
     self_test_tools=("ibv_devinfo",),
     detect=Detection("rdma-port", link_layer="Ethernet"),
+    # RoCE v2 on 400GbE: InfiniBand's rate, Ethernet switch hops
+    nominal=(NominalLink("roce-400", 3e-6, 400.0),),
 )

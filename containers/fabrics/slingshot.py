@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from containers.fabrics.common import GDRDRV, GLOO
-from containers.fabrics.profile import Bind, Detection, DeviceNode, FabricProfile, frozen, layer_packages
+from containers.fabrics.profile import Bind, Detection, DeviceNode, FabricProfile, NominalLink, frozen, layer_packages
 
 PROFILE = FabricProfile(
     name="slingshot",
@@ -62,4 +62,5 @@ PROFILE = FabricProfile(
     site_path_keys=("host_libfabric", "host_libcxi"),
     device_nodes=(DeviceNode("/dev/cxi*", "Cassini NIC device nodes (cxi provider)"),),
     detect=Detection("libfabric-provider", provider="cxi"),
+    nominal=(NominalLink("slingshot-200", 2e-6, 200.0),),
 )

@@ -173,7 +173,7 @@ def run(**options: Any) -> None:
     run_fields = typed(result)
     if run_fields is not None:  # the run's table, as its kind draws it (launch.kinds)
         console.print(kind(spec.benchmark).table(run_fields))
-    from launch.results.headline import disturbance_line
+    from launch.analysis.headline import disturbance_line
 
     console.print(disturbance_line(result), highlight=False, markup=False)  # clean, or disturbed and by what
     console.print(f"result: {prepared.run_dir / 'result.json'}")

@@ -89,7 +89,7 @@ def replay(
     Example: fabric-bench replay site-a.tar.gz --allowed-signers trusted --require-signed --results replays/
     """
     from launch.provenance import archive as archives
-    from launch.provenance import replay as replays
+    from launch.runs import replay as replays
     from launch.results.result import as_result
     from launch.ranks.runtimes import HOST
     from launch.site.config import Site, load_site
@@ -150,7 +150,7 @@ def replay(
 
     with stoppable_command():
         outputs = replays.run_all(verified, planned, results, here, timeout=timeout)
-    from launch.results.schema import at
+    from launch.schema import at
     from launch.results.result import fields_of
 
     ran = [fields_of(result) for result in outputs]

@@ -1,5 +1,5 @@
 """`fabric-bench baseline`: is the newest run of each key normal for this site, and since when did it
-change (launch.results.baseline; docs/baselines.md)."""
+change (launch.analysis.baseline; docs/baselines.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Optional
 import typer
 
 from launch.errors import UsageError
-from launch.results import baseline, metrics, store
+from launch.analysis import baseline, metrics
+from launch.results import store
 from launch.shapes import terminal
 
 
@@ -68,7 +69,7 @@ def show(
         for report in reports:
             print_report(report, since, changes)
     if plot is not None:
-        from launch.results.baseline_plot import plot_histories
+        from launch.analysis.baseline_plot import plot_histories
 
         drawn = plot_histories(reports, plot)
         print(

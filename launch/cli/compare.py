@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from launch.console import console as make_console
-from launch.results import compare as cmp
+from launch.analysis import compare as cmp
 from launch.shapes import rich_text, terminal
 
 

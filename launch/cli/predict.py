@@ -1,4 +1,4 @@
-"""`fabric-bench predict`: scaling of a measured training step on fabrics (launch.results.predict)."""
+"""`fabric-bench predict`: scaling of a measured training step on fabrics (launch.predict.predict)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def predict(
         None,
         help="a multi-rank train result on a fast (e.g. unshaped) link: its step minus its compute step is "
         "the host's own cost of the exchange, taken from the compute where they share cores; "
-        "DDP adds it in series, Horovod spreads it over the wire time (launch.results.predict)",
+        "DDP adds it in series, Horovod spreads it over the wire time (launch.predict.predict)",
     ),
     host_overhead_ms: float = typer.Option(
         0.0, help="the host's cost of the exchange per step at 2 ranks, if known otherwise (ms)"
@@ -64,7 +64,7 @@ def predict(
     node_type: Optional[str] = typer.Option(
         None,
         help="cluster mode: the node preset (dgx-1-v100, hgx-a100, "
-        "hgx-h100, hgx-h200, hgx-b200, pcie4-8, ...; launch.results.cluster)",
+        "hgx-h100, hgx-h200, hgx-b200, pcie4-8, ...; launch.predict.cluster)",
     ),
     intra: Optional[str] = typer.Option(
         None, help="cluster mode: the intra-node level, a node preset or GBIT_PER_GPU[,LATENCY_US[-HIGH]]"
@@ -98,7 +98,7 @@ def predict(
         "uncalibrated and shows the band the term spans",
     ),
     study: Optional[str] = typer.Option(
-        None, help="a study instead of a train result: hpec2020-today (launch.results.study)"
+        None, help="a study instead of a train result: hpec2020-today (launch.predict.study)"
     ),
 ):
     """Predict step time, throughput and scaling efficiency for N = 1 ... 1024 ranks.
@@ -114,7 +114,7 @@ def predict(
       fabric-bench predict --train results/RUN --allreduce results/AR --fabric emu-eth-1g --ranks 1,2,4,8
       fabric-bench predict --train results/RUN --link 10GbE=10,20 --link 100GbE=100,5
     """
-    from launch.results import predict as model
+    from launch.predict import predict as model
 
     if study is not None:
         return run_study(study, node_type or "hgx-h100", output, as_json)
@@ -162,7 +162,7 @@ def predict(
 def _emit(data: dict, output: Optional[Path], as_json: bool, table: Callable[[dict], None]) -> None:
     """A prediction written (OUTPUT/predict.json, predict.png), then printed as JSON or a table."""
     if output is not None:
-        from launch.results.predict_plot import write
+        from launch.predict.predict_plot import write
 
         write(data, output)
     if as_json:
@@ -231,12 +231,12 @@ def run_cluster(
     as_json,
     probe_json=None,
 ) -> None:
-    """The cluster predictor (launch.results.predict_cluster): one cluster per network."""
-    from launch.results import cluster as clusters
-    from launch.results import collectives, predict_cluster
-    from launch.results.predict import parse_ranks
+    """The cluster predictor (launch.predict.predict_cluster): one cluster per network."""
+    from launch.predict import cluster as clusters
+    from launch.predict import collectives, predict_cluster
+    from launch.predict.predict import parse_ranks
     from launch.results.result import fields_of
-    from launch.results.schema import at, number
+    from launch.schema import at, number
 
     if nccl_log is not None:
         try:
@@ -327,11 +327,11 @@ def print_cluster_table(data: dict) -> None:
 
 
 def run_study(name: str, node_type: str, output, as_json: bool) -> None:
-    from launch.results import study as studies
+    from launch.predict import study as studies
 
     data = studies.run(name, node_type)
     if output is not None:
-        from launch.results.predict_plot import write_study
+        from launch.predict.predict_plot import write_study
 
         write_study(data, output)
     if as_json:

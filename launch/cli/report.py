@@ -1,4 +1,4 @@
-"""`fabric-bench report DIR...`: the verdict, tables and plots of results (launch.results.report)."""
+"""`fabric-bench report DIR...`: the verdict, tables and plots of results (launch.analysis.report)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def report(
     study: Optional[str] = typer.Option(
         None,
         help="add a predicted study's answer and figure: hpec2020-today "
-        "(launch.results.study; `fabric-bench predict --study`)",
+        "(launch.predict.study; `fabric-bench predict --study`)",
     ),
     keep_disturbed: bool = typer.Option(
         False,
@@ -61,8 +61,8 @@ def report(
     Example: fabric-bench report --pulled results/ --output report/
     """
     from launch.errors import UsageError
-    from launch.results.across_sites import lines as across_lines
-    from launch.results.report import build
+    from launch.analysis.across_sites import lines as across_lines
+    from launch.analysis.report import build
     from launch.sharing.pulled import pulled_in
 
     try:

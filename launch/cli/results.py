@@ -101,7 +101,7 @@ def show(run_id: str = typer.Argument(..., help="run id (or a unique prefix)")):
     Example: fabric-bench results show 20260101T120000-torch-ddp
     """
     from launch.results.result import disturbance_causes, disturbance_summary
-    from launch.results.schema import migrate
+    from launch.schema import migrate
 
     found = migrate(store.get(store.connect(), run_id))
     print(json.dumps(found, indent=2, sort_keys=True))

@@ -69,7 +69,7 @@ def sweep(
       fabric-bench sweep experiments/cpu-small.experiment.toml --dry-run
       fabric-bench sweep experiments/hpec2020.experiment.toml --site site.toml --launcher sbatch --one-job
     """
-    from launch.runs.experiment import load_experiment
+    from launch.plan.experiment import load_experiment
     from launch.site.config import Site, load_site
     from launch.runs.sweep import plan, run_sweep
 
@@ -87,7 +87,7 @@ def sweep(
     site_config = load_site(site) if site else Site.default()
     placeholders: list[str] = []
     if dry_run and not site:  # prepare a cluster run on a laptop: site values as placeholders
-        from launch.runs.experiment import placeholder_site
+        from launch.plan.experiment import placeholder_site
 
         site_config, placeholders = placeholder_site(loaded, site_config)
     directory = directory or Path("results") / "sweeps" / loaded.name

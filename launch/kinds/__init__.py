@@ -9,8 +9,10 @@ the reference regenerated (`make docs`). Adding a collective: its exchange code 
 bench/collectives.py and its line in launch/kinds/collectives.py. A kind that leaves out what
 sweeps, verdicts, reports or plausibility need is refused here, when it is registered (`check`).
 
-Beside the rooms: launch.ranks (RunSpec, launchers) and launch.results read it; a kind module
-imports nothing that imports this registry.
+Low in launch/ (launch/__init__.py): launch.ranks (RunSpec, launchers), launch.results and the
+rooms above read it; it imports only the shared basics (a kind reads a run's spec through
+launch.kinds.kind.Spec, a Protocol RunSpec satisfies). A kind module imports nothing that imports
+this registry.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import importlib
 from typing import Mapping, Optional
 
 from launch.kinds.kind import Kind
-from launch.results.schema import ResultSchema
+from launch.schema import ResultSchema
 
 _MODULES = ("train", "collectives", "halo")
 DEFAULT = "train"  # RunSpec's default benchmark

@@ -10,13 +10,11 @@ from typing import TYPE_CHECKING, Optional
 
 from bench.collectives import Collective as Exchanged
 from launch.kinds import sizes
-from launch.kinds.kind import TRAINING_FIELDS, Bound, Figure, Judged, Kind
-from launch.results.schema import ResultSchema
+from launch.kinds.kind import TRAINING_FIELDS, Bound, Figure, Judged, Kind, Spec
+from launch.schema import ResultSchema
 
 if TYPE_CHECKING:
     from rich.table import Table
-
-    from launch.ranks.runspec import RunSpec
 
 
 class Collective(Kind):
@@ -31,7 +29,7 @@ class Collective(Kind):
 
     def __init__(self, collective: Exchanged, identified_by: Optional[str] = None, fits_alpha_beta: bool = False):
         """`identified_by`: the field that names it in results from before `benchmark` was written;
-        `fits_alpha_beta`: its rows fit the ring allreduce alpha-beta model (launch.results.model)."""
+        `fits_alpha_beta`: its rows fit the ring allreduce alpha-beta model (launch.predict.model)."""
         self.collective = collective
         self.name = collective.name
         self.workload = collective.workload
@@ -41,13 +39,13 @@ class Collective(Kind):
         self.identified_by = identified_by
         self.fits_alpha_beta = fits_alpha_beta
 
-    def bench_args(self, spec: "RunSpec") -> list[str]:
+    def bench_args(self, spec: Spec) -> list[str]:
         return ["--collective", self.name, *sizes.bench_args(spec)]
 
-    def label_parts(self, spec: "RunSpec") -> tuple[str, ...]:
+    def label_parts(self, spec: Spec) -> tuple[str, ...]:
         return (self.name, spec.backend)
 
-    def validate(self, spec: "RunSpec") -> None:
+    def validate(self, spec: Spec) -> None:
         sizes.validate(spec, tuple(self.collective.backends), self.collective.verb)
 
     def assemble(self, records: list[dict], world_size: int, tolerance: float) -> tuple[dict, list[str]]:

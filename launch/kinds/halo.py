@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 from launch.errors import UsageError
 from launch.kinds.kind import (
+    Spec,
     MAX_SECONDS,
     SMALLEST,
     TRAINING_FIELDS,
@@ -24,12 +25,10 @@ from launch.kinds.kind import (
     status_cell,
     stored_figure,
 )
-from launch.results.schema import FiniteNumber, Number, PositiveInt, ResultSchema, Samples, Text, at, shape
+from launch.schema import FiniteNumber, Number, PositiveInt, ResultSchema, Samples, Text, at, shape
 
 if TYPE_CHECKING:
     from rich.table import Table
-
-    from launch.ranks.runspec import RunSpec
 
 
 class HaloFields(ResultSchema):
@@ -92,13 +91,13 @@ class Halo(Kind):
                 found += disagreement(name, at(fields, name), again(samples))
         return found
 
-    def bench_args(self, spec: "RunSpec") -> list[str]:
+    def bench_args(self, spec: Spec) -> list[str]:
         return ["--grid", str(spec.grid), "--warmup", str(spec.warmup), "--iters", str(spec.iters)]
 
-    def label_parts(self, spec: "RunSpec") -> tuple[str, ...]:
+    def label_parts(self, spec: Spec) -> tuple[str, ...]:
         return (self.name, f"g{spec.grid}")
 
-    def validate(self, spec: "RunSpec") -> None:
+    def validate(self, spec: Spec) -> None:
         if spec.grid < 2:
             raise UsageError(f"--grid must be >= 2, got {spec.grid}", fields=("grid",))
         if spec.ranks < 1 or spec.iters < 1 or spec.warmup < 0:

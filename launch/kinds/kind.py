@@ -20,14 +20,73 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional, Protocol
 
-from launch.results.schema import ResultSchema, at, number
+from launch.schema import ResultSchema, at, number
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from launch.ranks.runspec import RunSpec
+
+class Spec(Protocol):
+    """What a kind reads of a run's spec: launch.ranks.runspec.RunSpec is one (mypy checks it
+    wherever RunSpec hands itself to its kind). A kind depends on these fields, not on RunSpec,
+    so launch.ranks (which asks the kinds) and the kinds import nothing of each other's room.
+    A field a kind comes to read is added here."""
+
+    @property
+    def framework(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def ranks(self) -> int: ...
+    @property
+    def batch_size(self) -> int | None: ...
+    @property
+    def image_size(self) -> int | None: ...
+    @property
+    def effective_image_size(self) -> int: ...
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def iters(self) -> int: ...
+    @property
+    def batches_per_iter(self) -> int: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def controller(self) -> str: ...
+    @property
+    def fp16_allreduce(self) -> bool: ...
+    @property
+    def fusion_threshold_mb(self) -> float | None: ...
+    @property
+    def cycle_time_ms(self) -> float | None: ...
+    @property
+    def bucket_cap_mb(self) -> float | None: ...
+    @property
+    def tf32(self) -> str: ...
+    @property
+    def memory_format(self) -> str | None: ...
+    @property
+    def cudnn_benchmark(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def gpus_per_node(self) -> int: ...
+    @property
+    def allreduce(self) -> str | None: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def min_bytes(self) -> int: ...
+    @property
+    def max_bytes(self) -> int | None: ...
+    @property
+    def grid(self) -> int: ...
+
 
 # RunSpec fields that only a training workload reads
 TRAINING_FIELDS = (
@@ -48,7 +107,7 @@ TRAINING_FIELDS = (
     "cudnn_benchmark",
 )
 
-# What a sample or figure read from a result can be (launch.shapes.sample, from launch.results.compare):
+# What a sample or figure read from a result can be (launch.shapes.sample, from launch.analysis.compare):
 # above zero (nothing is measured at a rate or in a time of 0) and below what no machine does
 SMALLEST = 1e-9
 MAX_SECONDS = 86400.0  # one iteration or step of a day
@@ -57,7 +116,7 @@ AGREE = 1e-6  # relative: a stored figure this close to its recomputation agrees
 
 @dataclass(frozen=True)
 class Metric:
-    """A kind's figure of merit: what its points are compared by (launch.results.aggregate), found
+    """A kind's figure of merit: what its points are compared by (launch.analysis.aggregate), found
     at the declared paths of its typed result: the first of `value_at` that holds a number, and
     every timed iteration's value at `samples_at`."""
 
@@ -98,7 +157,7 @@ class Metric:
 
 @dataclass(frozen=True)
 class Figure:
-    """One figure compare sets against its partner's (launch.results.compare): its value and 95 % CI
+    """One figure compare sets against its partner's (launch.analysis.compare): its value and 95 % CI
     half-width (None: no interval) recomputed from the run's own samples where it has them, its
     unit, which direction is better and the relative change in the worse direction compare allows."""
 
@@ -183,9 +242,9 @@ class Kind(ABC):
     summary: str
     programs: Mapping[str, str]  # framework -> the bench module every rank runs
     # RunSpec fields it does not read: where an experiment's [matrix] varies `benchmark`, they are
-    # reset to RunSpec's defaults for it and the duplicates this makes are dropped (launch.runs.experiment)
+    # reset to RunSpec's defaults for it and the duplicates this makes are dropped (launch.plan.experiment)
     not_read: tuple[str, ...]
-    metric: Metric  # what its points are compared by (launch.results.aggregate)
+    metric: Metric  # what its points are compared by (launch.analysis.aggregate)
     fields: type[ResultSchema]  # its result's typed model: the shared fields and its own
     workload: str  # what the measured work is, in one line (tables, `fabric-bench compare`)
     trains: bool = False  # a training workload: engines, models, img/s, placement, efficiency
@@ -197,20 +256,20 @@ class Kind(ABC):
     identified_by: Optional[str] = None
     # its results' per-size rows (`sizes`) as the report draws them: the figure's title; None: no rows
     sizes_plot: Optional[str] = None
-    fits_alpha_beta: bool = False  # its rows fit the ring allreduce alpha-beta model (launch.results.model)
+    fits_alpha_beta: bool = False  # its rows fit the ring allreduce alpha-beta model (launch.predict.model)
     plausibility_rule: str  # what `plausibility` judges, in words (docs/reference/kinds.md)
     options: Mapping[str, str] = {}  # RunSpec field -> its help for this kind (the fields only some kinds read)
 
     @abstractmethod
-    def bench_args(self, spec: "RunSpec") -> list[str]:
+    def bench_args(self, spec: Spec) -> list[str]:
         """The bench program's own arguments (the part after `python -m bench.X`)."""
 
     @abstractmethod
-    def label_parts(self, spec: "RunSpec") -> tuple[str, ...]:
+    def label_parts(self, spec: Spec) -> tuple[str, ...]:
         """What a run id names besides the ranks."""
 
     @abstractmethod
-    def validate(self, spec: "RunSpec") -> None:
+    def validate(self, spec: Spec) -> None:
         """The checks of the RunSpec fields it reads (launch.errors.UsageError, one line each)."""
 
     @abstractmethod

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 from bench.collectives import gbit_s
 from launch.errors import UsageError
 from launch.kinds.kind import (
+    Spec,
     MAX_SECONDS,
     SMALLEST,
     Bound,
@@ -28,12 +29,11 @@ from launch.kinds.kind import (
     listed,
     status_cell,
 )
-from launch.results.schema import AN_OBJECT, FiniteNumber, Object, Open, ResultSchema, Text, number, shape
+from launch.schema import AN_OBJECT, FiniteNumber, Object, Open, ResultSchema, Text, number, shape
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from launch.ranks.runspec import RunSpec
 
 DEVICE_BACKENDS = ("torch", "horovod")  # backends that move GPU buffers (NCCL) on GPUs
 BACKEND_ENGINES = {"torch": "ddp", "horovod": "horovod", "mpi": "mpi"}  # whose library moved GPU buffers
@@ -203,7 +203,7 @@ def judged(fields: ResultSchema, collective: str) -> Judged:
     return Judged(f"{collective} busbw at large messages", busbw, more={"message_bytes": sizes})
 
 
-def validate(spec: "RunSpec", backends: tuple[str, ...], verb: str) -> None:
+def validate(spec: Spec, backends: tuple[str, ...], verb: str) -> None:
     """The sweep's RunSpec fields: backend, sizes, iterations; `verb`: what the collective does to
     buffers ("reduces")."""
     if spec.backend not in backends:
@@ -224,7 +224,7 @@ def validate(spec: "RunSpec", backends: tuple[str, ...], verb: str) -> None:
         )
 
 
-def bench_args(spec: "RunSpec") -> list[str]:
+def bench_args(spec: Spec) -> list[str]:
     return [
         "--backend",
         spec.backend,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING, Annotated, Optional
 
 from bench import catalog, numerics
@@ -9,6 +10,7 @@ from bench.stats import summarize
 from bench.steady_state import steady_state
 from launch.errors import UsageError
 from launch.kinds.kind import (
+    Spec,
     MAX_SECONDS,
     SMALLEST,
     Bound,
@@ -25,9 +27,8 @@ from launch.kinds.kind import (
     robust_figure,
     stored_figure,
 )
-from launch.ranks.heartbeat import stragglers
-from launch.results.figures import interval_text
-from launch.results.schema import (
+from launch.figures import interval_text
+from launch.schema import (
     AN_OBJECT,
     FiniteNumber,
     Number,
@@ -43,12 +44,29 @@ from launch.results.schema import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from launch.ranks.runspec import RunSpec
 
 CONTROLLERS = ("mpi", "gloo")
 MAX_IMG_PER_S_PER_RANK = 1e6  # a GPU trains a small CNN on 32 px images at ~1e4-1e5 img/s
 MAX_RANKS = 10**6  # the world size the throughput's bound is scaled by, at most
 COMM_SHARE_TOLERANCE = 0.25  # compare: a share of a step moves more between runs than a throughput
+STRAGGLER_SHARE = 0.25  # default: 25 % slower than the median rank
+
+
+def stragglers(rank_compute_samples: list[list[float]], batch_size: int, share: float = STRAGGLER_SHARE) -> dict:
+    """Ranks whose exchange-free step time exceeds the median rank's by more than `share`: a
+    rank's step time measured on the same step without exchange (where no rank waits for another),
+    over the timed window."""
+    step_s = [batch_size / statistics.mean(s) if s else None for s in rank_compute_samples]
+    known = [t for t in step_s if t]
+    if len(known) < 2:
+        return {"share": share, "median_step_s": None, "ranks": []}
+    median = statistics.median(known)
+    slow = [
+        {"rank": r, "step_s": t, "excess": t / median - 1.0}
+        for r, t in enumerate(step_s)
+        if t and t > median * (1.0 + share)
+    ]
+    return {"share": share, "median_step_s": median, "rank_step_s": step_s, "ranks": slow}
 
 
 class Throughput(Open):
@@ -161,7 +179,7 @@ def training_table(title: str = "Training throughput") -> Table:
 
 def training_row(fields: ResultSchema, efficiency: str) -> list[str]:
     """A training run's cells; its scaling efficiency as the caller knows it (against its sweep's
-    baseline, launch.results.aggregate)."""
+    baseline, launch.analysis.aggregate)."""
     ranks = fields.world_size or 0
     disturbance = fields.disturbance.summary() if fields.disturbance else "not recorded"
     return [
@@ -247,7 +265,7 @@ class Train(Kind):
                 found += disagreement(f"throughput.{name}", at(fields, f"throughput.{name}"), value)
         return found
 
-    def bench_args(self, spec: "RunSpec") -> list[str]:
+    def bench_args(self, spec: Spec) -> list[str]:
         args = [
             "--engine",
             spec.engine,
@@ -287,10 +305,10 @@ class Train(Kind):
                 args += [flag, str(value)]
         return args
 
-    def label_parts(self, spec: "RunSpec") -> tuple[str, ...]:
+    def label_parts(self, spec: Spec) -> tuple[str, ...]:
         return (spec.framework, spec.engine, spec.model)
 
-    def validate(self, spec: "RunSpec") -> None:
+    def validate(self, spec: Spec) -> None:
         if spec.framework not in catalog.ENGINES:
             raise UsageError(
                 f"unknown framework {spec.framework!r}; choose from {', '.join(catalog.ENGINES)}", fields=("framework",)
@@ -398,7 +416,7 @@ class Train(Kind):
 
     def table(self, fields: ResultSchema) -> Table:
         """The run alone (`fabric-bench run`): a 1-rank run's efficiency is 1, a multi-rank run's
-        unknown without its sweep's baseline (launch.results.table.training_table has them)."""
+        unknown without its sweep's baseline (launch.analysis.table.training_table has them)."""
         out = training_table()
         out.add_row(*training_row(fields, fmt(1.0 if fields.world_size == 1 else None, ".2f")))
         return out

@@ -9,20 +9,16 @@ one; the ranks that started the fewest batches are the ones that hang. When all
 stopped at the same batch, the culprit cannot be told from outside, and the
 stall says so rather than guess.
 
-A straggler: a rank whose step time, measured on the same step without exchange
-(where no rank waits for another), exceeds the median rank's by more than a set
-share over the timed window.
+A straggler (a rank slower than the others over the timed window) is read from the ranks'
+records after the run, by the training kind: launch.kinds.train.stragglers.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-STRAGGLER_SHARE = 0.25  # default: 25 % slower than the median rank
 
 
 @dataclass
@@ -79,18 +75,3 @@ def stall_reason(stall: dict) -> str:
     else:
         who = f"hanging: rank {', '.join(map(str, stall['hanging_ranks']))} (the others wait for it)"
     return f"stalled: no progress for {stall['timeout_s']:g} s ({where}); {who}; all processes ended"
-
-
-def stragglers(rank_compute_samples: list[list[float]], batch_size: int, share: float = STRAGGLER_SHARE) -> dict:
-    """Ranks whose exchange-free step time exceeds the median rank's by more than `share`."""
-    step_s = [batch_size / statistics.mean(s) if s else None for s in rank_compute_samples]
-    known = [t for t in step_s if t]
-    if len(known) < 2:
-        return {"share": share, "median_step_s": None, "ranks": []}
-    median = statistics.median(known)
-    slow = [
-        {"rank": r, "step_s": t, "excess": t / median - 1.0}
-        for r, t in enumerate(step_s)
-        if t and t > median * (1.0 + share)
-    ]
-    return {"share": share, "median_step_s": median, "rank_step_s": step_s, "ranks": slow}

@@ -25,7 +25,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from bench.gpu_request import GPUS_REQUESTED_ENV
 from launch import shapes
@@ -39,9 +39,60 @@ from launch.shapes import ModuleName
 PYTHON_IN_IMAGE = "python3"
 HIDE_GPUS = "-1"  # CUDA_VISIBLE_DEVICES of a run without GPUs
 
-if TYPE_CHECKING:  # launch.ranks.runspec validates against this registry; launch.fleet.emulate builds on it
+if TYPE_CHECKING:
     from launch.fleet.emulate.cluster import Cluster
-    from launch.ranks.runspec import RunSpec
+
+
+class LaunchedSpec(Protocol):
+    """What a launcher reads of a run's spec. launch.ranks.runspec.RunSpec is the one there is
+    (mypy checks it wherever a RunSpec is handed to a launcher); it validates its launcher against
+    this registry, so this module names the fields it reads rather than import RunSpec back.
+    A field a launcher comes to read is added here."""
+
+    @property
+    def launcher(self) -> str: ...
+    @property
+    def benchmark(self) -> str: ...
+    @property
+    def framework(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def controller(self) -> str: ...
+    @property
+    def allreduce(self) -> str | None: ...
+    @property
+    def image(self) -> str | None: ...
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def ranks(self) -> int: ...
+    @property
+    def ranks_per_node(self) -> int: ...
+    @property
+    def gpus_per_node(self) -> int: ...
+    @property
+    def hostfile(self) -> str | None: ...
+    @property
+    def extra_env(self) -> Mapping[str, str]: ...
+    @property
+    def mpi_plugin(self) -> str: ...
+    @property
+    def partition(self) -> str | None: ...
+    @property
+    def account(self) -> str | None: ...
+    @property
+    def time_limit(self) -> str | None: ...
+    @property
+    def exclude_nodes(self) -> str | None: ...
+    @property
+    def uses_nccl(self) -> bool: ...
+
+    def bench_args(self) -> list[str]: ...
+
+    def in_switch_env(self) -> dict[str, str]: ...
+
+    def label_parts(self) -> tuple[str, ...]: ...
 
 
 def tool_path(name: str) -> str:
@@ -71,14 +122,14 @@ class Plan:
     run_files: dict[Path, str] = field(default_factory=dict)  # written before launch (Open MPI rules)
 
 
-def starts_with_mpi(spec: RunSpec) -> bool:
+def starts_with_mpi(spec: LaunchedSpec) -> bool:
     """Whether the ranks run under MPI (mpirun/srun/emulated), not horovodrun --gloo or torchrun."""
     if spec.launcher != "local" or not trains(spec.benchmark):
         return True
     return not (spec.engine == "ddp" or (spec.engine == "horovod" and spec.controller == "gloo"))
 
 
-def cpus_per_rank(spec: RunSpec) -> int:
+def cpus_per_rank(spec: LaunchedSpec) -> int:
     """Each rank's share of a node's CPUs: the allocation's on a Slurm node (SLURM_CPUS_ON_NODE,
     where srun runs inside one), else this host's. Batch jobs count theirs on the node
     (slurm.cpus_per_rank_lines)."""
@@ -87,7 +138,7 @@ def cpus_per_rank(spec: RunSpec) -> int:
     return max(1, cpus // spec.ranks_per_node)
 
 
-def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
+def rank_env(spec: LaunchedSpec, plan: Plan) -> dict[str, str]:
     """Environment of every rank: a CPU share each, the fabric preset, then the user's overrides."""
     # a batch job counts its node's CPUs in its script (slurm.cpus_per_rank_lines), where the
     # image takes OMP_NUM_THREADS from the job's environment; set here, it would be the submitter's
@@ -122,13 +173,13 @@ def rank_env(spec: RunSpec, plan: Plan) -> dict[str, str]:
     return env
 
 
-def bench_program(spec: RunSpec, plan: Plan) -> list[str]:
+def bench_program(spec: LaunchedSpec, plan: Plan) -> list[str]:
     python = PYTHON_IN_IMAGE if plan.runtime.containerised else sys.executable
     module = kind(spec.benchmark).programs[spec.framework]
     return [python, "-m", module, *spec.bench_args(), "--record-dir", str(plan.record_dir)]
 
 
-def in_runtime(spec: RunSpec, plan: Plan, argv: list[str], env: dict[str, str]) -> list[str]:
+def in_runtime(spec: LaunchedSpec, plan: Plan, argv: list[str], env: dict[str, str]) -> list[str]:
     return plan.runtime.wrap(spec.image, list(plan.binds), env, spec.gpus_per_node > 0, argv)
 
 
@@ -148,7 +199,7 @@ def cores_here(cpu_root: Path = Path("/sys/devices/system/cpu")) -> int:
     return max(1, cpus // max(1, threads))
 
 
-def mpirun_binding(spec: RunSpec, cores: int | None = None) -> list[str]:
+def mpirun_binding(spec: LaunchedSpec, cores: int | None = None) -> list[str]:
     """How mpirun places and binds the ranks. A CPU run's ranks are each bound to a block of
     `cores // ranks per node` cores (PE), in order over the cores, so a rank stays on its socket
     instead of floating across sockets. The cores are counted where mpirun runs, which the hybrid
@@ -164,7 +215,7 @@ def mpirun_binding(spec: RunSpec, cores: int | None = None) -> list[str]:
     return ["--map-by", f"ppr:{per_node}:node:PE={max(1, cores // per_node)}", "--bind-to", "core"]
 
 
-def mpirun_argv(spec: RunSpec, plan: Plan, env: dict[str, str], mpirun: str) -> list[str]:
+def mpirun_argv(spec: LaunchedSpec, plan: Plan, env: dict[str, str], mpirun: str) -> list[str]:
     argv = [mpirun, "-np", str(spec.ranks), *mpirun_binding(spec)]
     if spec.hostfile:
         argv += ["--hostfile", spec.hostfile]
@@ -176,7 +227,7 @@ def mpirun_argv(spec: RunSpec, plan: Plan, env: dict[str, str], mpirun: str) -> 
     return argv
 
 
-def local(spec: RunSpec, plan: Plan) -> Command:
+def local(spec: LaunchedSpec, plan: Plan) -> Command:
     env = rank_env(spec, plan)
     inside = plan.runtime.containerised
     tool = (lambda name: name) if inside else tool_path  # inside an image: the image's PATH
@@ -204,7 +255,7 @@ def local(spec: RunSpec, plan: Plan) -> Command:
     return Command(in_runtime(spec, plan, argv, env) if inside else argv, env)
 
 
-def mpirun(spec: RunSpec, plan: Plan) -> Command:
+def mpirun(spec: LaunchedSpec, plan: Plan) -> Command:
     env = rank_env(spec, plan)
     ranks = in_runtime(spec, plan, bench_program(spec, plan), env)
     return Command(mpirun_argv(spec, plan, env, tool_path("mpirun")) + ranks, env)
@@ -216,7 +267,7 @@ def ranks_step_name(run_dir: Path) -> str:
     return f"fabric-bench-{run_dir.name}"
 
 
-def srun_argv(spec: RunSpec, plan: Plan, env: dict[str, str]) -> list[str]:
+def srun_argv(spec: LaunchedSpec, plan: Plan, env: dict[str, str]) -> list[str]:
     argv = [
         "srun",
         f"--job-name={ranks_step_name(plan.record_dir.parent)}",
@@ -241,17 +292,17 @@ def srun_argv(spec: RunSpec, plan: Plan, env: dict[str, str]) -> list[str]:
     return argv + in_runtime(spec, plan, bench_program(spec, plan), env)
 
 
-def slurm_request(spec: RunSpec) -> slurm.Request:
+def slurm_request(spec: LaunchedSpec) -> slurm.Request:
     """The spec's partition, account, time limit and excluded nodes, parsed into their shapes."""
     return slurm.Request.parsed(spec.partition, spec.account, spec.time_limit, spec.exclude_nodes)
 
 
-def srun(spec: RunSpec, plan: Plan) -> Command:
+def srun(spec: LaunchedSpec, plan: Plan) -> Command:
     env = rank_env(spec, plan)
     return Command(srun_argv(spec, plan, env), env)
 
 
-def sbatch_script(spec: RunSpec, plan: Plan) -> str:
+def sbatch_script(spec: LaunchedSpec, plan: Plan) -> str:
     """The run's job script (slurm.job_script checks and quotes every value): the ranks'
     environment exported, each rank's CPU share counted on the node, the srun line."""
     env = rank_env(spec, plan)
@@ -274,12 +325,12 @@ def sbatch_script(spec: RunSpec, plan: Plan) -> str:
     )
 
 
-def sbatch(spec: RunSpec, plan: Plan) -> Command:
+def sbatch(spec: LaunchedSpec, plan: Plan) -> Command:
     script = plan.job_script or plan.record_dir.parent / "job.sbatch"
     return Command(["sbatch", "--wait", "--parsable", str(script)], {})
 
 
-def emulated(spec: RunSpec, plan: Plan) -> Command:
+def emulated(spec: LaunchedSpec, plan: Plan) -> Command:
     """mpirun inside node 0's namespace; plan.mpirun_args name the nodes and the namespace agent."""
     from launch.fleet.emulate import in_node
 
@@ -291,7 +342,7 @@ def emulated(spec: RunSpec, plan: Plan) -> Command:
 @dataclass(frozen=True)
 class Launcher:
     name: str
-    build: Callable[[RunSpec, Plan], Command]
+    build: Callable[[LaunchedSpec, Plan], Command]
     one_host: bool = False  # ranks on this host only
     slurm: bool = False  # started through Slurm: job facts, --time, partition
     batch: bool = False  # a queued batch job: its ranks start later, and print to the job's log
@@ -310,15 +361,15 @@ SLURM_LAUNCHERS = tuple(name for name, launcher in LAUNCHERS.items() if launcher
 SITE_LAUNCHERS = tuple(name for name, launcher in LAUNCHERS.items() if launcher.site_default)
 
 
-def launcher_of(spec: RunSpec) -> Launcher:
+def launcher_of(spec: LaunchedSpec) -> Launcher:
     return LAUNCHERS[spec.launcher]
 
 
-def build_command(spec: RunSpec, plan: Plan) -> Command:
+def build_command(spec: LaunchedSpec, plan: Plan) -> Command:
     return launcher_of(spec).build(spec, plan)
 
 
-def local_command(spec: RunSpec, record_dir: Path, python: str | None = None) -> Command:
+def local_command(spec: LaunchedSpec, record_dir: Path, python: str | None = None) -> Command:
     """The host-runtime local command (kept for callers that need nothing else)."""
     from launch.ranks.runtimes import HostRuntime
 

@@ -92,9 +92,9 @@ def _type_name(hint: object) -> str:
 
 # What a field is part of, and the roles the rest of the bundle asks about (one place, so
 # adding a setting is its field, its validation and, where the user sets it, its option):
-#   baseline: a 1-rank baseline must share it with the runs it serves (launch.runs.experiment)
+#   baseline: a 1-rank baseline must share it with the runs it serves (launch.plan.experiment)
 #   workload: it defines the measured work; results compare only where it is equal
-#             (launch.results.compare)
+#             (launch.analysis.compare)
 PARTS = ("workload", "communication", "placement", "start", "slurm", "emulation")
 
 

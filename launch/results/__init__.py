@@ -1,8 +1,9 @@
-"""What a run leaves and what is read from it: assembling result.json, the store that indexes
-results, aggregation, verdicts, tables, the report, the alpha-beta model and predictor, and the
-transport and plausibility evidence.
+"""The record: what a result is and how it is built, stored and checked. The typed result and
+its one loader (result, over the schema declared once in launch.schema and each kind's fields),
+result.json assembled from what each stage recorded (assemble), the store that indexes results
+(store), the transport the ranks actually used (transport), the plausibility of the figures
+(plausibility), and nccl-tests output read as records (nccl_tests).
 
-Beside launch/'s rooms rather than between two of them (launch/__init__.py): launch.runs.run
-writes through assemble, store, transport and plausibility; the report, verdicts and
-comparisons read what the rooms above made (sweeps' experiment files, archives, stacks).
-The architecture test checks its modules for cycles, not for a room order."""
+Low in launch/ (launch/__init__.py): launch.runs.run writes through it; what is computed from
+many results sits above, in launch.analysis and launch.predict. May import launch/'s basics
+and launch.kinds (a result's fields and plausibility rule are its kind's)."""

@@ -69,7 +69,7 @@ def band(ratio: float) -> str:
 def probed_line_rate(env: dict, root: Path = Path("/")) -> tuple[float | None, str | None]:
     """The line rate of the NIC the run's selection variables name, from sysfs."""
     from bench.placement import traffic_nic
-    from launch.site.probe import parse_ib_rate
+    from bench.placement import parse_ib_rate
 
     name, variable = traffic_nic(env)
     if not name:

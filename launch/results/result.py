@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from containers.untrusted import UntrustedInput, load_json
 from launch.errors import UsageError
 from launch.kinds import kind_of
-from launch.results.schema import (  # noqa: F401
+from launch.schema import (  # noqa: F401
     READABLE_SCHEMAS,
     SCHEMA_VERSION,
     ResultSchema,
@@ -276,6 +276,6 @@ def disagreements(result: dict) -> list[str]:
 
 def malformed(result: dict) -> Optional[str]:
     """Why a result's shared fields are not of the shapes every reader assumes (None: they are):
-    the result schema's one-line complaint (launch.results.schema), its kind's fields included.
+    the result schema's one-line complaint (launch.schema), its kind's fields included.
     Results from another site pass through this before a report or a comparison uses them."""
     return problem(result, model_of(result))

@@ -19,7 +19,7 @@ since is added under that lock, checked again there. The journal stays SQLite's 
 a network file system (a cluster's home) does not give.
 
 Each row also holds its run's verdict against this site's baseline (`baseline_verdict`, one of
-BASELINE_VERDICTS; launch.results.baseline), read from the BASELINE_FILE beside the result
+BASELINE_VERDICTS; launch.analysis.baseline), read from the BASELINE_FILE beside the result
 whenever the result is indexed, so a rebuilt index has it too.
 """
 
@@ -36,14 +36,14 @@ from typing import Any, Callable
 
 from launch.errors import UsageError
 from launch.results.result import as_result, read_tree, typed
-from launch.results.schema import INDEXED, field_at
+from launch.schema import INDEXED, field_at
 
-# column -> how to read it from a result: the schema's indexed fields (launch.results.schema.INDEXED)
+# column -> how to read it from a result: the schema's indexed fields (launch.schema.INDEXED)
 COLUMNS: dict[str, Callable[[dict], Any]] = {column: partial(field_at, path=path) for column, path in INDEXED.items()}
 
 
 def comm_share(result: dict) -> Any:
-    """One rank communicates nothing: no share (launch.results.aggregate's rule, as report and
+    """One rank communicates nothing: no share (launch.analysis.aggregate's rule, as report and
     sweep summary show it)."""
     return field_at(result, path=INDEXED["comm_fraction"]) if (as_result(result).world_size or 0) > 1 else None
 
@@ -61,7 +61,7 @@ def origin_of(result: dict) -> str:
     return ",".join(names) + "@unknown" if names else "unknown"
 
 
-BASELINE_FILE = "baseline.json"  # beside result.json: the run's verdict (launch.results.baseline)
+BASELINE_FILE = "baseline.json"  # beside result.json: the run's verdict (launch.analysis.baseline)
 BASELINE_VERDICTS = ("normal", "slow", "fast", "no baseline yet", "disturbed")
 BUSY_SECONDS = 60.0
 

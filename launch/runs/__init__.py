@@ -1,11 +1,12 @@
 """Runs: one run end to end, and many of them.
 
 Owns a single run (`run`: RunSpec -> plan -> command -> processes -> rank records ->
-result.json, preflight and disturbance included), experiment files (`experiment`: a matrix
-in TOML expanded into RunSpecs) and sweeps (`sweep`: every point of an experiment, resumably;
-`sweep_state`: the sweep directory's index).
+result.json, preflight and disturbance included), replaying another site's archive here
+(`replay`), the points an experiment leaves out (`dropped`) and sweeps (`sweep`: every point of
+an experiment, resumably; `sweep_state`: the sweep directory's index). The experiment file
+itself is launch.plan's.
 
-Imports the shared basics, launch.fleet, launch.ranks, launch.site, and launch.results and
-launch.disturbance (a run writes its result and disturbance record through them). Only
-launch.provenance (replay) and launch.cli build on it.
+The highest room below the CLI: imports every room below (launch/__init__.py), launch.results
+and launch.disturbance to write a run's result and disturbance record, launch.analysis for a
+sweep's closing verdicts and a run's baseline check. Only launch.cli builds on it.
 """

@@ -2,7 +2,7 @@
 summary.json list what it left out.
 
 Two kinds of drop:
-- combinations of the matrix that no engine can run (launch.runs.experiment's NOT_APPLICABLE
+- combinations of the matrix that no engine can run (launch.plan.experiment's NOT_APPLICABLE
   rules, the same test `expand` applies), one entry per rule and the matrix values that decide it;
   on GPUs the MPI arm is named by its first missing piece, a CUDA-aware MPI in the image;
 - points that preflight would refuse, decided by preflight's own function
@@ -26,7 +26,7 @@ from containers.fabrics import PROFILES
 from containers.recipe import labels as recipe_labels
 from launch.ranks.runspec import RunSpec
 from launch.ranks.runtimes import RUNTIMES
-from launch.runs.experiment import NOT_APPLICABLE, Experiment, Point, measures_alone, read_fields
+from launch.plan.experiment import NOT_APPLICABLE, Experiment, Point, measures_alone, read_fields
 from launch.site import preflight
 from launch.site.config import Site
 

@@ -10,9 +10,11 @@ from pathlib import Path
 from bench.placement import flags as placement_flags
 from bench.record import read_records
 from containers import ompi_rules
-from launch.fleet import emulate, slurm
+from launch.fleet import slurm
+from launch.ranks import emulated
 from launch.ranks import interrupt
-from launch.results import baseline, plausibility, store, transport
+from launch.analysis import baseline
+from launch.results import plausibility, store, transport
 from launch.ranks.command import Command
 from launch.kinds import trains
 from launch.ranks.execute import execute
@@ -66,7 +68,7 @@ def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
         run_files=run_files,
     )
     if launcher_of(spec).emulated:  # nodes are network namespaces (launch.fleet.emulate)
-        plan = emulate.plan_for(spec, plan)
+        plan = emulated.plan_for(spec, plan)
     return plan, preset
 
 
@@ -192,7 +194,7 @@ def execute_run(
         prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")
     for path, text in prepared.plan.run_files.items():
         path.write_text(text, encoding="utf-8")
-    with emulate.session(prepared.plan):  # the emulated launcher's cluster is up meanwhile
+    with emulated.session(prepared.plan):  # the emulated launcher's cluster is up meanwhile
         outcome = execute(
             prepared.command,
             prepared.run_dir / "output.log",
@@ -248,7 +250,7 @@ def execute_run(
             else None,
             "slurm": scheduler,
             "origin": result_origin(),  # which site and bundle wrote it (launch.results.store keys by it)
-            **emulate.result_fields(spec, prepared.plan),
+            **emulated.result_fields(spec, prepared.plan),
             **(annotations or {}),  # e.g. replay_of
         },
     )

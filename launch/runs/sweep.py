@@ -39,18 +39,18 @@ from launch.errors import UsageError
 from launch.ranks.execute import execute
 from launch.ranks.interrupt import interrupted_by
 from launch.runs import dropped as drops
-from launch.runs.experiment import Experiment, Point, blame, expand
+from launch.plan.experiment import Experiment, Point, blame, expand
 from launch.ranks.launchers import SRUN, launcher_of, tool_path
 from launch.disturbance import quiet
 from launch.kinds import kind_of
-from launch.results.schema import at
-from launch.results.figures import value_text
+from launch.schema import at
+from launch.figures import value_text
 from launch.results.result import disturbance_causes, disturbed, fields_of, read as load_result
 from launch.runs.run import execute_run, prepare
 from launch.site.config import Site
 from launch.runs.sweep_state import SweepState, exclusive
-from launch.results import aggregate
-from launch.results.table import points_table, verdict_tables
+from launch.analysis import aggregate
+from launch.analysis.table import points_table, verdict_tables
 
 SUMMARY_SCHEMA_VERSION = 1
 JOB_MARGIN_S = 120  # one-job: start-up and collection on top of the runs' limits
@@ -429,10 +429,10 @@ def orders(sweep: Sweep) -> dict[str, list[str]]:
 def judged(
     sweep: Sweep, latest: list[tuple[Point, dict | None]] | None = None
 ) -> tuple[list[dict], list[aggregate.Point], dict]:
-    """The latest results, their points (launch.results.aggregate) and verdicts (launch.results.verdict)."""
+    """The latest results, their points (launch.analysis.aggregate) and verdicts (launch.analysis.verdict)."""
     found = [r for _, r in (latest if latest is not None else latest_results(sweep)) if r is not None]
     points = aggregate.aggregate(found, sweep.keep_disturbed)
-    from launch.results import verdict  # here: it imports scipy (~0.8 CPU-s), which a dry run never needs
+    from launch.analysis import verdict  # here: it imports scipy (~0.8 CPU-s), which a dry run never needs
 
     return found, points, verdict.all_verdicts(points, None, orders(sweep))
 
@@ -466,8 +466,8 @@ def tables(sweep: Sweep) -> list:
 def summary(sweep: Sweep, ran: list[dict], wall_seconds: float, interrupted: bool) -> dict:
     """The sweep's summary; overhead = (sweep wall time - the runs' own wall_seconds) / runs.
 
-    `verdicts` and `points` are what the report shows for the same results (launch.results.aggregate,
-    launch.results.verdict); each run's scaling_efficiency divides by its series' aggregated 1-rank baseline."""
+    `verdicts` and `points` are what the report shows for the same results (launch.analysis.aggregate,
+    launch.analysis.verdict); each run's scaling_efficiency divides by its series' aggregated 1-rank baseline."""
     found = latest_results(sweep)
     _, points, verdicts = judged(sweep, found)
     benchmark_seconds = sum(fields_of(r).wall_seconds or 0.0 for r in ran)

@@ -32,7 +32,7 @@ from typing import Mapping
 from launch.errors import UsageError
 from launch.provenance.archive import Archive
 from launch.results.result import Result, ranks_per_node, typed
-from launch.results.schema import at
+from launch.schema import at
 from launch.results.store import origin_of
 from launch.shapes import terminal
 

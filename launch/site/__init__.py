@@ -6,7 +6,8 @@ description (`system_description`), a fabric profile made concrete for one run o
 (`fabric_preset`), ELF symbol versions (`elf_versions`) and the checks before a run
 (`preflight/`: host and image, fabric truth).
 
-Imports the shared basics (errors, toml_file), launch.fleet and launch.ranks (the launcher and
-runtime registries a site file is checked against, the RunSpec a preset is made for); never
+Imports the shared basics (errors, toml_file), launch.kinds, launch.results (a system
+description is a typed document), launch.fleet and launch.ranks (the launcher and runtime
+registries a site file is checked against, the RunSpec a preset is made for); never launch.plan,
 launch.runs or launch.provenance, which build on it.
 """

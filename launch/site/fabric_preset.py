@@ -15,7 +15,7 @@ from pathlib import Path
 from containers import ompi_rules
 from containers.fabrics import ETHERNET, DeviceNode, FabricProfile, is_emulated, profile
 from launch.errors import UsageError
-from launch.fleet.emulate import fabric_env as emulated_fabric_env
+from launch.ranks.emulated import fabric_env as emulated_fabric_env
 from launch.ranks.launchers import launcher_of
 from launch.ranks.runspec import RunSpec
 from launch.ranks.runtimes import RUNTIMES, Bind
@@ -128,7 +128,7 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
     except ValueError as exc:
         raise UsageError(str(exc), fields=("fabric",)) from None
     rules = coll_rules(fabric, spec, site)
-    if emulated:  # launch.fleet.emulate: the fabric name, if any, must be emu-eth-<rate> (emulate.plan_for)
+    if emulated:  # launch.fleet.emulate: the fabric name, if any, must be emu-eth-<rate> (emulated.plan_for)
         return Preset(
             spec.fabric,
             {**site.env, **emulated_fabric_env(spec)},

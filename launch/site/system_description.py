@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from launch.results.result import typed
-from launch.results.schema import ResultSchema
+from launch.schema import ResultSchema
 from launch.site.config import Site
 from launch.site.probe import HostFacts, verdicts
 

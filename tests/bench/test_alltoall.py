@@ -111,7 +111,8 @@ def test_the_kind_reaches_sweeps_verdicts_reports_and_plausibility_through_its_p
     """Issue 43's proof, kept through issue 52: nothing outside its entry in bench/collectives.py and
     its line in launch/kinds/collectives.py names the kind, and every consumer handles it."""
     from launch.kinds import kind_of
-    from launch.results import aggregate, plausibility, report, verdict
+    from launch.analysis import aggregate, report, verdict
+    from launch.results import plausibility
     from launch.results.result import typed
 
     results = [alltoall_result(f"a{i}", "ethernet", 0.9 + 0.01 * i) for i in range(3)] + [
@@ -145,7 +146,7 @@ def test_the_kind_reaches_sweeps_verdicts_reports_and_plausibility_through_its_p
 
 
 def test_an_experiment_sweeps_the_kind_without_the_fields_it_does_not_read(tmp_path):
-    from launch.runs.experiment import expand, load_experiment
+    from launch.plan.experiment import expand, load_experiment
 
     path = tmp_path / "exp.toml"
     path.write_text(

@@ -94,7 +94,7 @@ def test_broadcast_is_measured_aggregated_compared_plotted_and_reported(tmp_path
     """Issue 52's proof: broadcast, added as a collective (its entry in bench/collectives.py, its
     line in launch/kinds/collectives.py), runs for real on 2 ranks and every consumer handles it."""
     from bench.collective import message_sizes
-    from launch.results import aggregate
+    from launch.analysis import aggregate
     from launch.results.result import read_tree
 
     need(shutil.which("mpirun") is not None, "Open MPI (mpirun) is needed")

@@ -23,7 +23,7 @@ from benchmarks import gpu_check, gpu_check_plan, gpu_check_process, gpu_check_s
 from launch.cli.app import app
 from launch.runs.run import horovod_built_for
 from tests.conftest import REPO, alive, need, rank_pids
-from launch.results.schema import SCHEMA_VERSION
+from launch.schema import SCHEMA_VERSION
 
 SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
 

@@ -13,7 +13,7 @@ import pytest
 from launch.runs.run import horovod_built_for
 from tests.results import only_result
 from tests.conftest import VENV_BIN, REPO, fabric_bench, need
-from launch.results.schema import SCHEMA_VERSION
+from launch.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.slow
 TINY = [

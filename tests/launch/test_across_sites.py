@@ -1,4 +1,4 @@
-"""One report across sites (launch.results.across_sites): side by side only what ran on one stack
+"""One report across sites (launch.analysis.across_sites): side by side only what ran on one stack
 and one benchmark version, and why not, in the data, on the page and in a real browser."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launch.results import across_sites, report
+from launch.analysis import across_sites, report
 from launch.results.result import read
 from launch.sharing.pulled import Pulled, write_record
 from tests.conftest import alive, fabric_bench, need

@@ -11,7 +11,7 @@ import pytest
 
 from containers.files import sha256_bytes
 from launch.provenance import archive as archives
-from launch.provenance import replay as replays
+from launch.runs import replay as replays
 from launch.errors import UsageError
 from launch.ranks.runspec import RunSpec
 from tests.conftest import fabric_bench

@@ -1,4 +1,4 @@
-"""Per-site baselines, run verdicts and change points (launch.results.baseline, `fabric-bench
+"""Per-site baselines, run verdicts and change points (launch.analysis.baseline, `fabric-bench
 baseline`), the verdict's sidecar and store column, and the store under concurrent writers.
 
 The histories are copies of a RECORDED real run (tests/data/baseline, SOURCE.md there): only its
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from launch.results import baseline, metrics, report_tables, store
+from launch.analysis import baseline, metrics, report_tables
+from launch.results import store
 from launch.results.result import read
 from tests.conftest import REPO, fabric_bench
 

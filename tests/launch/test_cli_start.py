@@ -35,7 +35,7 @@ def test_importing_the_cli_brings_in_no_heavy_package():
 def test_a_command_that_needs_scipy_still_gets_it_when_it_runs():
     """The lazy import is there: a confidence interval (Student's t, from scipy) is computed."""
     loaded = imported_at_start(
-        "from launch.results.aggregate import Estimate\nassert round(Estimate(1.0, 0.25, 4).ci95, 3) == 1.388"
+        "from launch.analysis.aggregate import Estimate\nassert round(Estimate(1.0, 0.25, 4).ci95, 3) == 1.388"
     )
     assert "scipy" in loaded
     helped = fabric_bench("baseline", "--help")

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.results import allreduce_result, train_result
-from launch.results import compare as cmp
+from launch.analysis import compare as cmp
 from tests.conftest import fabric_bench, rank_pids
 
 

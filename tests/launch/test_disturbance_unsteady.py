@@ -11,8 +11,9 @@ import pytest
 
 from launch.disturbance import judge
 from launch.disturbance.sample import TICKS_PER_S, Snapshot
-from launch.results import aggregate, result, verdict
-from launch.results.report_tables import health_table
+from launch.analysis import aggregate, verdict
+from launch.results import result
+from launch.analysis.report_tables import health_table
 from tests.conftest import REPO
 from tests.results import train_result
 
@@ -150,7 +151,7 @@ def test_an_old_result_disturbed_by_its_steps_alone_reads_as_clean_and_unsteady(
 
 @pytest.mark.parametrize("bad", [{"verdict": ["x"], "signals": {"steps": {"verdict": []}}}, "text", {"signals": 3}])
 def test_a_malformed_old_record_is_refused_in_words_not_by_a_crash(bad):
-    from launch.results import schema
+    from launch import schema
 
     old = {**train_result("r", img=1.0), "schema_version": 3, "disturbance": bad}
     assert schema.problem(old) is not None

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from launch.fleet import emulate
+from launch.ranks import emulated
 from launch.errors import UsageError
 from launch.ranks.runspec import RunSpec
 from tests.conftest import fabric_bench, need
@@ -70,7 +71,7 @@ def test_emulated_ranks_poll_for_horovod_and_share_the_cores():
     from bench import horovod_settings
     from launch.ranks.runspec import RunSpec
 
-    env = emulate.fabric_env(RunSpec(launcher="emulated", nodes=2, ranks=2, link_rate="1gbit"))
+    env = emulated.fabric_env(RunSpec(launcher="emulated", nodes=2, ranks=2, link_rate="1gbit"))
     assert env[horovod_settings.WAIT_ENV] == "poll"
     assert env["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from launch.errors import UsageError
-from launch.runs.experiment import expand, load_experiment
+from launch.plan.experiment import expand, load_experiment
 from launch.site.config import FabricSite, Site
 from tests.conftest import REPO, fabric_bench
 
@@ -239,7 +239,7 @@ def test_the_paper_file_marks_what_the_abstract_does_not_state():
 
 
 def test_blame_follows_the_error_fields_not_its_wording(tmp_path):
-    from launch.runs.experiment import blame
+    from launch.plan.experiment import blame
 
     path = tmp_path / "exp.toml"
     path.write_text('[matrix]\nnodes = [1, 2]\nmodel = ["resnet18"]\n[run]\nengine = "ddp"\n')

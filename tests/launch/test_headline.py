@@ -1,7 +1,7 @@
-"""Headlines that know when they are wrong (launch.results.headline): a ratio on a disturbed
+"""Headlines that know when they are wrong (launch.analysis.headline): a ratio on a disturbed
 run names it instead of a number; an impossible same-cores efficiency is flagged."""
 
-from launch.results import headline
+from launch.analysis import headline
 from tests.results import train_result
 
 DISTURBED = {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from launch.ranks.heartbeat import StallWatch, stall_reason, stragglers
+from launch.kinds.train import stragglers
+from launch.ranks.heartbeat import StallWatch, stall_reason
 
 
 def beat(directory, rank, batches, when, phase="train"):

@@ -15,7 +15,7 @@ from launch.ranks.launchers import Plan, rank_env
 from launch.ranks.runspec import RunSpec
 from launch.ranks.runtimes import HostRuntime
 from launch.results import transport
-from launch.runs.experiment import Point
+from launch.plan.experiment import Point
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "nccl"
 
@@ -106,7 +106,7 @@ def test_sharp_asked_on_and_not_set_up_is_a_mismatch(tmp_path):
 
 
 def test_nvls_and_sharp_are_sweep_axes_and_a_cpu_point_drops_on(tmp_path):
-    from launch.runs.experiment import expand, load_experiment
+    from launch.plan.experiment import expand, load_experiment
 
     path = tmp_path / "exp.toml"
     path.write_text(

@@ -60,7 +60,7 @@ def test_bad_specs_are_usage_errors(field, value):
     [("nccl", 0, True), ("nccl", 4, True), (None, 4, True), (None, 0, False), ("gloo", 4, False), ("mpi", 4, False)],
 )
 def test_one_rule_says_whether_a_run_uses_nccl_and_every_preset_follows_it(allreduce, gpus, nccl):
-    from launch.fleet.emulate import fabric_env
+    from launch.ranks.emulated import fabric_env
     from launch.site.fabric_preset import resolve
     from launch.site.config import FabricSite, Site
 

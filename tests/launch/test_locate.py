@@ -253,7 +253,7 @@ def test_locate_bad_input_is_one_line():
 
 
 def test_excluded_nodes_reach_srun_and_sbatch_but_not_the_points_key(tmp_path):
-    from launch.runs.experiment import Point
+    from launch.plan.experiment import Point
     from launch.ranks.launchers import Plan, sbatch_script, srun_argv
     from launch.ranks.runspec import RunSpec
     from launch.ranks.runtimes import HostRuntime
@@ -283,7 +283,7 @@ def test_the_report_shows_a_locate_runs_heat_map_and_what_it_named(tmp_path):
     """`fabric-bench report DIR` over a locate run: the pairwise heat-map among its plots (PNG and
     the HTML page) and the named link in its data; a locate.json edited into a wrong shape is one
     skipped line, the rest of the report still built."""
-    from launch.results import report
+    from launch.analysis import report
 
     nodes = ["n0", "n1", "n2", "n3"]
     pairs = pairs_of(4, {("n1", "n3"): 0.07})
@@ -363,16 +363,10 @@ class SlurmController:
         from containers.host import free_ports
 
         self.cluster = SlurmCluster(directory)
-        conf = slurm_conf(directory, self.cluster.host, 1, *free_ports(2)).splitlines()
-        names = f"n[0-{nodes - 1}]"
-        conf = [line for line in conf if not line.startswith(("NodeName=", "PartitionName="))]
-        conf += [
-            f"NodeName={names} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN",
-            f"PartitionName=debug Nodes={names} Default=YES MaxTime=60 State=UP",
-        ]
+        conf = slurm_conf(directory, self.cluster.host, 1, *free_ports(2), nodes=[(f"n[0-{nodes - 1}]", "127.0.0.1")])
         for sub in ("state", "spool", "tmp"):
             (directory / sub).mkdir(parents=True, exist_ok=True)
-        self.cluster.conf.write_text("\n".join(conf) + "\n")
+        self.cluster.conf.write_text(conf)
         self.env = self.cluster.env
         self.nodes = nodes
 
@@ -444,7 +438,7 @@ def test_sweep_exclude_located_acts_on_a_slow_link_or_refuses_in_one_line(tmp_pa
 def test_what_locate_prints_and_draws_reads_with_units():
     """The re-measurement line has the bandwidth rounded, with its unit and step (not a bare float);
     the heat-map's title says what the colour is against, whole, within the image."""
-    from launch.results.plots import cut_off_text
+    from launch.analysis.plots import cut_off_text
 
     lines = []
     run, _ = fleet(slow_links=(("n1", "n3"),), healthy=0.2841234, slow=0.07396402530817145)

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from launch.results.model import AlphaBeta, fit, predict_training
+from launch.predict.model import AlphaBeta, fit, predict_training
 
 
 def rows_from(alpha_s, beta_s_per_byte, ranks, sizes):

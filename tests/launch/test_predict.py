@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from launch.results import predict
+from launch.predict import predict
 from launch.errors import UsageError
 from tests.conftest import fabric_bench
 

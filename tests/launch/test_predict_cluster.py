@@ -1,5 +1,5 @@
 """The cluster predictor: topology, the libraries' allreduce algorithms and choice, the
-non-network term and the ranges (launch.results.cluster, .collectives, .predict_cluster, .study)."""
+non-network term and the ranges (launch.predict.cluster, .collectives, .predict_cluster, .study)."""
 
 import json
 import math
@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from launch.cli.app import app
 from launch.errors import UsageError
-from launch.results import cluster, collectives, predict_cluster, study
-from launch.results.predict import MIB, Workload
+from launch.predict import cluster, collectives, predict_cluster, study
+from launch.predict.predict import MIB, Workload
 from tests.conftest import fabric_bench
 from tests.launch.test_predict import train_result
 

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from tests.results import allreduce_result, train_result
-from launch.results import model, report
+from launch.predict import model
+from launch.analysis import report
 from tests.conftest import fabric_bench
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -146,7 +147,7 @@ def test_nothing_to_report_is_exit_2(tmp_path):
 
 
 def test_the_health_table_shows_each_runs_fabric_truth_verdicts(tmp_path):
-    from launch.results.report import health_table
+    from launch.analysis.report import health_table
 
     runs = [
         {
@@ -174,8 +175,8 @@ def test_the_health_table_shows_each_runs_fabric_truth_verdicts(tmp_path):
 
 
 def test_runs_that_share_one_host_s_cores_are_read_against_the_same_cores():
-    from launch.results import aggregate
-    from launch.results.report import runs_table
+    from launch.analysis import aggregate
+    from launch.analysis.report import runs_table
     from tests.results import train_result
 
     runs = [
@@ -199,7 +200,7 @@ def test_report_with_the_study_answers_today_s_question_with_ranges(results_dir,
 
 def test_the_message_size_axis_reads_as_plain_text():
     """Math text is off in the report's figures, so a log axis' default ticks ('$2^{10}$') showed raw."""
-    from launch.results.plots import plot_busbw, size_text
+    from launch.analysis.plots import plot_busbw, size_text
 
     assert [size_text(v) for v in (8, 1024, 3 * 2**20, 2**33)] == ["8 B", "1 KiB", "3 MiB", "8 GiB"]
     rows = [{"bytes": 2**k, "busbw_gbit_s": 1.0} for k in range(3, 21)]

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 
-from launch.results import report
+from launch.analysis import report
 from tests.conftest import need
 from tests.launch.test_verdict import emulated_sweep
 

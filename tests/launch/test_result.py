@@ -6,7 +6,9 @@ import pytest
 
 from launch.kinds import sizes
 from launch.provenance.archive import _results
-from launch.results import compare, report, result, schema, store
+from launch.analysis import compare, report
+from launch.results import result, store
+from launch import schema
 from launch.results.result import ResultError
 
 
@@ -95,20 +97,18 @@ def test_compare_allows_for_the_bus_bandwidth_noise():
 
 
 def test_the_published_json_schema_is_the_declared_one():
-    """docs/reference/result.schema.json is generated from launch.results.schema: other tools
+    """docs/reference/result.schema.json is generated from launch.schema: other tools
     validate results with it, so it must not drift from what the bundle checks."""
-    from launch.results import schema
+    from launch import schema
     from tests.conftest import REPO
 
     published = json.loads((REPO / "docs/reference/result.schema.json").read_text())
-    assert published == schema.json_schema(), (
-        "regenerate: python -m launch.results.schema > docs/reference/result.schema.json"
-    )
+    assert published == schema.json_schema(), "regenerate: python -m launch.schema > docs/reference/result.schema.json"
     assert published["properties"]["schema_version"]["const"] == schema.SCHEMA_VERSION
 
 
 def test_a_version_2_result_reads_as_not_recorded_and_a_bad_verdict_is_refused():
-    from launch.results import schema
+    from launch import schema
 
     old = result.parse(json.dumps({**GOOD, "schema_version": 2}), "old")
     assert old["schema_version"] == schema.SCHEMA_VERSION and old["migrated_from"] == 2
@@ -124,7 +124,7 @@ def test_a_version_2_result_reads_as_not_recorded_and_a_bad_verdict_is_refused()
 
 
 def test_a_version_1_result_reads_as_the_current_version_and_a_written_one_validates(tmp_path):
-    from launch.results import schema
+    from launch import schema
     from launch.results.assemble import assemble
 
     old = result.parse(json.dumps(GOOD), "old")

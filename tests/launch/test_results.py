@@ -101,7 +101,7 @@ def test_unknown_schema_is_refused(tmp_path):
 def test_ranks_that_share_one_host_s_cores_are_judged_against_the_same_cores():
     """make bench on 2 cores: 2 ranks gave 111.6 img/s in all against 110.6 at 1 rank. The per-rank
     efficiency (0.50) read as poor scaling; against the same cores it is 1.01 (issue 33, item 8)."""
-    from launch.results import aggregate
+    from launch.analysis import aggregate
     from tests.results import train_result
 
     one = train_result("one", img=110.6, ranks=1, spec={"nodes": 1, "gpus_per_node": 0})

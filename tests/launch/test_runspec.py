@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from launch.errors import UsageError
-from launch.results import compare
+from launch.analysis import compare
 from launch.ranks.runspec import PARTS, RunSpec
 
 

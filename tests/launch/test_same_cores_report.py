@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from launch.results import aggregate
-from launch.results.plots import ONE_RUN_NOTE, figure_data, plot_efficiency, plot_throughput
-from launch.results.report_tables import points_table, runs_table
+from launch.analysis import aggregate
+from launch.analysis.plots import ONE_RUN_NOTE, figure_data, plot_efficiency, plot_throughput
+from launch.analysis.report_tables import points_table, runs_table
 from tests.results import train_result
 
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from launch.cli.app import app
 from launch.errors import UsageError
 from launch.runs.dropped import MATRIX, PREFLIGHT, labels_of_name, preflight_drops
-from launch.runs.experiment import expand, load_experiment, placeholder_site
+from launch.plan.experiment import expand, load_experiment, placeholder_site
 from launch.runs.sweep import plan
 from launch.site import preflight
 from launch.site.config import Site, load_site

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from launch.disturbance import judge
-from launch.results import aggregate, result
+from launch.analysis import aggregate
+from launch.results import result
 from launch.results.assemble import assemble
 
 WARM = [40.0, 55.0, 70.0, 85.0]  # a warm-up that is still speeding up

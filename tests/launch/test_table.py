@@ -5,8 +5,8 @@ import re
 
 from rich.console import Console
 
-from launch.results import aggregate
-from launch.results.table import points_table, training_table
+from launch.analysis import aggregate
+from launch.analysis.table import points_table, training_table
 from tests.results import train_result
 
 
@@ -59,8 +59,8 @@ def test_an_allreduce_series_is_named_by_its_backend_and_its_interval_reads_righ
     """An MPI allreduce series is ethernet/mpi/allreduce (not the engine default it never reads);
     one repetition's interval over its iterations says so and never rounds to ±0.0; one sample
     has no interval and says that."""
-    from launch.results import verdict
-    from launch.results.table import verdict_tables
+    from launch.analysis import verdict
+    from launch.analysis.table import verdict_tables
 
     runs = [
         allreduce_run("one", 0.07, samples_us=[1000.0, 1010.0, 990.0]),
@@ -81,7 +81,7 @@ def test_an_allreduce_series_is_named_by_its_backend_and_its_interval_reads_righ
 
 
 def test_interval_words():
-    from launch.results.figures import interval_text, value_text
+    from launch.figures import interval_text, value_text
 
     assert interval_text(None, "Gbit/s", 1, 1) == "n=1, no interval"
     assert interval_text(0.0041, "Gbit/s", 1, 8) == "±0.0041 (1 run)"

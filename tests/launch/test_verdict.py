@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from tests.results import train_result
-from launch.results import aggregate, report, verdict
+from launch.analysis import aggregate, report, verdict
 from launch.errors import UsageError
 
 

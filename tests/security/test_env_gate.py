@@ -17,7 +17,7 @@ import pytest
 
 from launch import foreign_env
 from launch.errors import UsageError
-from launch.runs.experiment import load_experiment
+from launch.plan.experiment import load_experiment
 from tests.conftest import fabric_bench
 from tests.security.conftest import hostile_result, write_archive
 

@@ -19,7 +19,7 @@ from bench.allreduce import busbw_factor, figures
 from bench.stats import MEDIAN_INTERVAL_K, median_interval, robust
 from launch.errors import UsageError
 from launch.fleet import locate, located
-from launch.results import compare as cmp
+from launch.analysis import compare as cmp
 from launch.results.result import as_result
 from tests.conftest import fabric_bench
 from tests.results import allreduce_result, train_result
@@ -158,7 +158,7 @@ def test_the_report_and_the_results_history_print_foreign_names_inert(tmp_path):
         )
     report = fabric_bench("report", str(runs), "--output", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr[-2000:]
-    assert "\x1b" not in report.stdout and "\x07" not in report.stdout  # the plots' labels: launch.results.plots
+    assert "\x1b" not in report.stdout and "\x07" not in report.stdout  # the plots' labels: launch.analysis.plots
     env = {**os.environ, "FABRIC_BENCH_STORE": str(tmp_path / "store.sqlite")}
     assert fabric_bench("results", "index", str(runs), env=env).returncode == 0
     listed = fabric_bench("results", "list", env=env)
@@ -169,7 +169,7 @@ def test_the_report_and_the_results_history_print_foreign_names_inert(tmp_path):
 def test_the_tables_and_headlines_made_from_results_hold_no_escape_and_no_live_markup():
     from rich.text import Text
 
-    from launch.results import aggregate, headline, report_tables, table
+    from launch.analysis import aggregate, headline, report_tables, table
 
     causes = [{"signal": "cpu\x1b[2J", "words": "[blink]busy[/blink]\x1b[8m"}]
     results = [

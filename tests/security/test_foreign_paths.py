@@ -22,7 +22,7 @@ from launch.cli.image import _keep_sbom, render
 from launch.errors import UsageError
 from launch.provenance import archive as archives
 from launch.provenance import images
-from launch.provenance import replay as replays
+from launch.runs import replay as replays
 from launch.ranks.runtimes import PodmanRuntime, host_namespaces, runtime_named
 from tests.conftest import fabric_bench
 from tests.security.conftest import hostile_result, write_archive

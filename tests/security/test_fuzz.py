@@ -37,6 +37,7 @@ from launch.ranks.launchers import rank_env, sbatch_script, srun_argv
 from launch.ranks.runspec import RunSpec
 from launch.runs.run import make_plan
 from launch.site.config import FabricSite, Site
+from tests.slurm_cluster import slurm_conf
 from tests.conftest import REPO, need
 from tests.security.conftest import hostile_result, write_archive
 
@@ -99,10 +100,7 @@ def sbatch_conf(tmp_path_factory) -> Path:
     need(subprocess.run(["which", "sbatch"], capture_output=True).returncode == 0, "sbatch (slurm-wlm) not installed")
     folder = tmp_path_factory.mktemp("sbatch-oracle")
     conf = folder / "slurm.conf"
-    conf.write_text(
-        "ClusterName=oracle\nSlurmctldHost=localhost\nSlurmctldPort=9\nAuthType=auth/none\nCredType=cred/none\n"
-        "NodeName=localhost CPUs=1\nPartitionName=p Nodes=localhost\n"
-    )
+    conf.write_text(slurm_conf(folder, "localhost", 1, ctld_port=9, slurmd_port=9))  # port 9: nobody answers
     return conf
 
 

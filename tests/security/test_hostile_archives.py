@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from launch.provenance import archive as archives
-from launch.provenance import replay as replays
+from launch.runs import replay as replays
 from launch.errors import UsageError
 from launch.trust import ArchiveLimits
 from tests.conftest import fabric_bench

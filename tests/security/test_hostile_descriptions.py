@@ -11,7 +11,8 @@ import os
 import pytest
 
 from launch.errors import UsageError
-from launch.results import cluster, verdict
+from launch.predict import cluster
+from launch.analysis import verdict
 from tests.conftest import fabric_bench
 from tests.launch.test_predict import train_result
 

@@ -364,6 +364,13 @@ def refuse_leftovers() -> None:
         )
 
 
+def preflight(cluster: Cluster) -> list[str]:
+    """What an emulated run needs before its cluster comes up (launch.site.preflight asks)."""
+    require_root()
+    refuse_leftovers()
+    return [f"root, ip, tc present; no leftover {PREFIX}* namespaces"]
+
+
 def mpirun_args(cluster: Cluster, ranks_per_node: int) -> list[str]:
     hosts = ",".join(f"{cluster.node(i)}:{ranks_per_node}" for i in range(cluster.nodes))
     return [

@@ -27,6 +27,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Sequence
 
 from containers.host import free_ports
 from launch.fleet.emulate.cluster import (
@@ -90,16 +91,38 @@ def require() -> None:
         )
 
 
-def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_port: int) -> str:
-    cpus = os.cpu_count() or 1  # the nodes share this host's cores; each may use all of them
-    nodes = [
-        f"NodeName={node_name(i)} NodeAddr={cluster.address(i)} CPUs={cpus} State=UNKNOWN" for i in range(cluster.nodes)
+def slurm_conf(
+    *,
+    name: str,
+    controller: str,
+    ctld_port: int,
+    slurmd_port: int,
+    where: Path,
+    spool: str,
+    tmp: str,
+    nodes: Sequence[tuple[str, str | None]],
+    cpus: int,
+    partition: str,
+    slurmd_files: str = "slurmd",
+    timeouts: Sequence[str] = (),
+) -> str:
+    """A slurm.conf for a cluster of this machine: no munge (auth/none, cred/none), root daemons,
+    state, pid files and logs under `where`. The one writer of such a file: the emulated cluster
+    (conf_text) and the tests' single-host cluster (tests/slurm_cluster.py) both call it.
+
+    `nodes`: (NodeName, NodeAddr or None) pairs, all in one default partition; `spool` and `tmp`:
+    the slurmd's spool and TmpFS (Slurm expands %n to the node's name); `slurmd_files`: the stem of
+    the slurmd's pid and log files ("%n.slurmd": one per node); `timeouts`: lines added after
+    ReturnToService."""
+    node_lines = [
+        f"NodeName={node}" + (f" NodeAddr={address}" if address else "") + f" CPUs={cpus} State=UNKNOWN"
+        for node, address in nodes
     ]
     return (
         "\n".join(
             [
-                f"ClusterName=fbemu{cluster.name}"[:40],
-                f"SlurmctldHost={host}({HOST_ADDRESS})",
+                f"ClusterName={name}"[:40],
+                f"SlurmctldHost={controller}",
                 "SlurmUser=root",
                 "SlurmdUser=root",
                 f"SlurmctldPort={ctld_port}",
@@ -119,21 +142,38 @@ def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_p
                 "InactiveLimit=0",
                 "MinJobAge=300",
                 "ReturnToService=2",
-                "SlurmdTimeout=15",
-                "MessageTimeout=10",  # a node failure (test_emulated_slurm) shows in ~20 s
+                *timeouts,
                 f"StateSaveLocation={where}/state",
-                f"SlurmdSpoolDir={spool(cluster.name)}/%n",
+                f"SlurmdSpoolDir={spool}",
                 f"SlurmctldPidFile={where}/slurmctld.pid",
-                f"SlurmdPidFile={where}/%n.slurmd.pid",
+                f"SlurmdPidFile={where}/{slurmd_files}.pid",
                 f"SlurmctldLogFile={where}/slurmctld.log",
-                f"SlurmdLogFile={where}/%n.slurmd.log",
-                f"TmpFS={spool(cluster.name)}/tmp-%n",
-                *nodes,
-                f"PartitionName=emu Nodes={','.join(node_name(i) for i in range(cluster.nodes))} "
-                "Default=YES MaxTime=60 State=UP",
+                f"SlurmdLogFile={where}/{slurmd_files}.log",
+                f"TmpFS={tmp}",
+                *node_lines,
+                f"PartitionName={partition} Nodes={','.join(node for node, _ in nodes)} Default=YES MaxTime=60 State=UP",
             ]
         )
         + "\n"
+    )
+
+
+def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_port: int) -> str:
+    """The emulated cluster's slurm.conf: slurmctld on this host's end of the bridge, each node's
+    slurmd at its namespace's address."""
+    return slurm_conf(
+        name=f"fbemu{cluster.name}",
+        controller=f"{host}({HOST_ADDRESS})",
+        ctld_port=ctld_port,
+        slurmd_port=slurmd_port,
+        where=where,
+        spool=f"{spool(cluster.name)}/%n",
+        tmp=f"{spool(cluster.name)}/tmp-%n",
+        nodes=[(node_name(i), cluster.address(i)) for i in range(cluster.nodes)],
+        cpus=os.cpu_count() or 1,  # the nodes share this host's cores; each may use all of them
+        partition="emu",
+        slurmd_files="%n.slurmd",
+        timeouts=("SlurmdTimeout=15", "MessageTimeout=10"),  # a node failure (test_emulated_slurm) shows in ~20 s
     )
 
 

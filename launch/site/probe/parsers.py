@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from bench.placement import parse_ib_rate  # sysfs's rate text, which a run's NIC is read with too
 from launch.site.probe.facts import (
     Gpu,
     GpuTopology,
@@ -112,12 +113,6 @@ def parse_ib_state(text: str) -> str:
     """sysfs `4: ACTIVE`, ibv_devinfo `PORT_ACTIVE (4)`, ibstat `Active` -> `ACTIVE`."""
     word = re.sub(r"^\d+:\s*|\s*\(\d+\)$", "", text.strip())
     return word.removeprefix("PORT_").upper()
-
-
-def parse_ib_rate(text: str) -> Optional[float]:
-    """sysfs `100 Gb/sec (4X EDR)` or ibstat `100` -> 100.0 (Gb/s)."""
-    match = re.match(r"\s*(\d+(?:\.\d+)?)", text)
-    return float(match.group(1)) if match else None
 
 
 def parse_ibv_devinfo(text: str) -> list[RdmaPort]:

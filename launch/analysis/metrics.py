@@ -12,7 +12,7 @@ series carries the key's labels; the stack digest, image, Slurm job and run id a
 
 The text is the part of OpenMetrics that node_exporter's parser also reads: gauges, `# UNIT`
 (read as a comment there) and the closing `# EOF`. It is made from a verdict record (what
-baseline.json holds: launch.results.baseline.Verdict.record), nothing else.
+baseline.json holds: launch.analysis.baseline.Verdict.record), nothing else.
 """
 
 from __future__ import annotations

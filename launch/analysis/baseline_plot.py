@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from launch.errors import UsageError
-from launch.results.baseline import KeyReport, stack_changes
+from launch.analysis.baseline import KeyReport, stack_changes
 
 MAX_PANELS = 8
 COLOURS = {"normal": "tab:green", "slow": "tab:red", "fast": "tab:blue"}

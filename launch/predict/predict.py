@@ -1,6 +1,6 @@
 """Scaling prediction: step time, throughput and scaling efficiency of data-parallel
 training at N = 1 ... 1024 ranks, from a measured compute step, the gradient
-size and an alpha-beta model of the fabric's allreduce (launch.results.model).
+size and an alpha-beta model of the fabric's allreduce (launch.predict.model).
 
 The step, per rank (t_c: the compute-only step, forward + backward + update):
 
@@ -56,11 +56,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from containers.fabrics import PROFILES
 from launch.errors import UsageError
 from launch.kinds import kind_of, trains
-from launch.results.model import AlphaBeta
+from launch.predict.model import AlphaBeta
 from launch.results.result import as_result, field_of, fields_of, number, typed
-from launch.results.schema import at
+from launch.schema import at
 
 MIB = 2**20
 DDP_FIRST_BUCKET_BYTES = 1 * MIB  # torch.distributed's first bucket
@@ -90,15 +91,12 @@ class Fabric:
         return self.model.allreduce_s(nbytes, ranks)
 
 
-# Nominal presets: the line rate and a typical small-message latency, NOT measured here.
+# Nominal presets: the line rate and a typical small-message latency, NOT measured here. Each
+# fabric's plug-in declares its own (containers/fabrics/NAME.py: the profile's `nominal`).
 NOMINAL = {
-    "25GbE": Fabric("25GbE", 10e-6, 25.0, "nominal"),
-    "omnipath-100": Fabric("omnipath-100", 1.5e-6, 100.0, "nominal"),
-    "infiniband-hdr-200": Fabric("infiniband-hdr-200", 1.5e-6, 200.0, "nominal"),
-    "infiniband-ndr-400": Fabric("infiniband-ndr-400", 1.5e-6, 400.0, "nominal"),
-    "roce-400": Fabric("roce-400", 3e-6, 400.0, "nominal"),  # RoCE v2 on 400GbE: IB's rate, Ethernet switch hops
-    "efa-4x100": Fabric("efa-4x100", 15e-6, 400.0, "nominal"),
-    "slingshot-200": Fabric("slingshot-200", 2e-6, 200.0, "nominal"),
+    link.name: Fabric(link.name, link.latency_s, link.rate_gbit_s, "nominal")
+    for profile in PROFILES.values()
+    for link in profile.nominal
 }
 
 
@@ -116,7 +114,7 @@ class Workload:
     host_overhead_s: float = 0.0  # h at host_overhead_ranks (see the module doc); 0: not measured
     host_overhead_ranks: int = 2
     source: dict | None = None  # where the numbers came from
-    # the non-network term (launch.results.predict_cluster calibrates it): o, a per-step cost of
+    # the non-network term (launch.predict.predict_cluster calibrates it): o, a per-step cost of
     # any multi-rank step, and e, the share of the wire time under backward that really hides
     step_overhead_s: float = 0.0
     overlap_efficiency: float = 1.0
@@ -331,7 +329,7 @@ def host_overhead_from(train: dict) -> tuple[float, int]:
 
 def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int = 8 * MIB) -> Fabric:
     """alpha-beta fitted on an allreduce result's rows of >= min_bytes (beyond a shaper's burst)."""
-    from launch.results.model import fit
+    from launch.predict.model import fit
 
     kind, run = kind_of(result), as_result(result)
     if not run.sizes or kind is None or not kind.fits_alpha_beta:

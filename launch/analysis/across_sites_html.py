@@ -1,4 +1,4 @@
-"""The report page's section across sites (launch.results.across_sites): per comparable group, a
+"""The report page's section across sites (launch.analysis.across_sites): per comparable group, a
 table of each set of comparable entries with links to where each result came from, the reason
 every other set is not beside it, and what was left out; every text escaped."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from launch.results.across_sites import short_digest, table
+from launch.analysis.across_sites import short_digest, table
 
 
 INCOMPLETE_STYLE = "color:#a00;text-align:left"  # an incomplete description stands out

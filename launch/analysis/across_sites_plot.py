@@ -1,4 +1,4 @@
-"""A group across sites as a figure (launch.results.across_sites): each entry's figure of merit
+"""A group across sites as a figure (launch.analysis.across_sites): each entry's figure of merit
 with its 95 % CI, one series per set of comparable entries (stack and benchmark version), and the
 site's baseline CI where it has one, drawn beside its entry."""
 

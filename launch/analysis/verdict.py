@@ -24,10 +24,10 @@ import json
 import math
 from pathlib import Path
 
-from launch.results.aggregate import CI_METHOD, Point, spec_of, subject_of, what_of
+from launch.analysis.aggregate import CI_METHOD, Point, spec_of, subject_of, what_of
 from containers.untrusted import read_json
 from launch.errors import UsageError
-from launch.results.figures import value_text
+from launch.figures import value_text
 from launch.ranks.runspec import RunSpec
 from launch.results.result import as_result
 
@@ -316,7 +316,7 @@ def all_verdicts(
 def experiment_orders(dirs: list[Path]) -> dict[str, list[str]]:
     """The order of fabric/allreduce/gpudirect values in the experiment a sweep directory ran (its
     summary.json names the file): the first is the default reference."""
-    from launch.runs.experiment import load_experiment
+    from launch.plan.experiment import load_experiment
 
     orders: dict[str, list[str]] = {}
     for directory in dirs:

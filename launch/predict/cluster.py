@@ -93,7 +93,7 @@ class Cluster:
     intra: IntraNode
     inter: InterNode
     library: str = "nccl"
-    algorithm: str = "auto"  # auto: what the library would choose (launch.results.collectives)
+    algorithm: str = "auto"  # auto: what the library would choose (launch.predict.collectives)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

@@ -1,13 +1,13 @@
 """The report's one self-contained HTML page: the section across sites first where the results
-come from several sites (launch.results.across_sites_html), the verdicts, the study's answer, the
+come from several sites (launch.analysis.across_sites_html), the verdicts, the study's answer, the
 figures (PNGs embedded as base64, nothing fetched), then the tables; every text escaped."""
 
 from __future__ import annotations
 
 import html
 
-from launch.results import verdict
-from launch.results.across_sites_html import render as render_across_sites
+from launch.analysis import verdict
+from launch.analysis.across_sites_html import render as render_across_sites
 
 
 def _html_table(header: list[str], rows: list[list[str]], css: str = "") -> str:

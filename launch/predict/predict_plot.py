@@ -1,5 +1,5 @@
-"""predict.json and predict.png of a prediction (launch.results.predict): the fabrics side by side;
-for a cluster prediction (launch.results.predict_cluster) and a study (launch.results.study) each
+"""predict.json and predict.png of a prediction (launch.predict.predict): the fabrics side by side;
+for a cluster prediction (launch.predict.predict_cluster) and a study (launch.predict.study) each
 line with its range drawn as a band."""
 
 from __future__ import annotations

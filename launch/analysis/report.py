@@ -2,19 +2,19 @@
 PNGs, one self-contained HTML page (the PNGs embedded as base64, nothing
 fetched) and report_data.json.
 
-The page opens with the verdict table (launch.results.verdict): per group of otherwise
+The page opens with the verdict table (launch.analysis.verdict): per group of otherwise
 identical configurations, each fabric's metric relative to a reference fabric
 with the ratio's 95 % CI and 'no significant difference' or 'N % slower/faster',
 and a paragraph in words; the same for NCCL vs MPI and GPUDirect on vs off
 where the results varied them. Then the plots (what the reference study's
 figures show), one series per fabric/engine/model, each series joined to its
-1-rank baseline (launch.results.aggregate: one aggregation, one baseline rule):
+1-rank baseline (launch.analysis.aggregate: one aggregation, one baseline rule):
 - throughput vs ranks, with the 95 % CI as error bars and the ideal-scaling line;
 - scaling efficiency, throughput(N) / (N x throughput(1)), with the ideal at 1;
 - the verdict ratios with their CIs;
 - communication share vs ranks (multi-rank points only);
 - each size-sweep kind's bus bandwidth vs message size (allreduce, alltoall), with each link rate drawn;
-- predicted (alpha-beta model, launch.results.model) vs measured step time, where the
+- predicted (alpha-beta model, launch.predict.model) vs measured step time, where the
   model ran: fitted on an allreduce run of the same fabric.
 Then the points (repetitions aggregated) and every run.
 report_data.json holds the verdicts, the points and every drawn series as read
@@ -38,8 +38,9 @@ from launch.errors import UsageError
 from launch.kinds import kind_of, trains
 from launch.kinds.kind import Kind
 from launch.fleet.locate import heatmap_figure
-from launch.results import aggregate, model, verdict
-from launch.results.plots import (
+from launch.analysis import aggregate, verdict
+from launch.predict import model
+from launch.analysis.plots import (
     cut_off_text,
     figure_data,
     plot_busbw,
@@ -49,10 +50,10 @@ from launch.results.plots import (
     plot_throughput,
     plot_verdicts,
 )
-from launch.results.report_html import render_html
-from launch.results import across_sites
-from launch.results.across_sites_plot import plot_group
-from launch.results.report_tables import health_table, points_table, runs_table  # noqa: F401
+from launch.analysis.report_html import render_html
+from launch.analysis import across_sites
+from launch.analysis.across_sites_plot import plot_group
+from launch.analysis.report_tables import health_table, points_table, runs_table  # noqa: F401
 from launch.results.result import Result, as_result, malformed, read_tree, typed
 from launch.provenance.stacks import report_lines as stack_report
 
@@ -80,7 +81,7 @@ series_name = aggregate.series_name
 
 
 def training_points(results: list[dict]) -> dict[str, dict[int, dict]]:
-    """series -> ranks -> the aggregated point (launch.results.aggregate), its 1-rank baseline joined."""
+    """series -> ranks -> the aggregated point (launch.analysis.aggregate), its 1-rank baseline joined."""
     return {
         name: {p.ranks: _point_dict(p) for p in points}
         for name, points in aggregate.curves(aggregate.aggregate(results)).items()
@@ -114,7 +115,7 @@ def sweep_results(results: Sequence[dict]) -> dict[Kind, list[dict]]:
 
 
 def allreduce_results(results: Sequence[dict]) -> list[dict]:
-    """The results whose rows fit the ring allreduce alpha-beta model (launch.results.model)."""
+    """The results whose rows fit the ring allreduce alpha-beta model (launch.predict.model)."""
     return [r for kind, found in sweep_results(results).items() if kind.fits_alpha_beta for r in found]
 
 
@@ -135,7 +136,7 @@ def located_clusters(dirs: list[Path]) -> list[dict]:
 
 
 def fitted_models(results: Sequence[dict]) -> dict:
-    """fabric -> alpha-beta model (launch.results.model) fitted on its allreduce run with the most ranks."""
+    """fabric -> alpha-beta model (launch.predict.model) fitted on its allreduce run with the most ranks."""
     fits: dict = {}
     for r in map(as_result, allreduce_results(results)):
         fabric, ranks = r.fabric, r.world_size or 0
@@ -174,10 +175,10 @@ def build(
     pulled: Sequence[across_sites.PulledArchive] = (),
 ) -> dict:
     """Write OUT/*.png, OUT/report.html and OUT/report_data.json; returns the data. With `study`
-    (launch.results.study), its predicted answer and figure follow the verdicts. Disturbed runs are
-    left out of the points and verdicts unless `keep_disturbed` (launch.results.aggregate). Results
+    (launch.predict.study), its predicted answer and figure follow the verdicts. Disturbed runs are
+    left out of the points and verdicts unless `keep_disturbed` (launch.analysis.aggregate). Results
     of several sites (`pulled` archives' sites, else their origins' hosts) open the page with the
-    section across sites (launch.results.across_sites): its tables first, its plots first."""
+    section across sites (launch.analysis.across_sites): its tables first, its plots first."""
     located = located_clusters(dirs)  # a locate run alone makes a report too
     results = load_results(dirs, required=not located)
     across = across_sites.survey(results, pulled)
@@ -203,8 +204,8 @@ def build(
         figures["predicted_vs_measured"] = plot_predicted(preds)
     studied = None
     if study is not None:
-        from launch.results import study as studies
-        from launch.results.predict_plot import study_figure
+        from launch.predict import study as studies
+        from launch.predict.predict_plot import study_figure
 
         studied = studies.run(study)
         figures[f"study_{study}"] = study_figure(studied)

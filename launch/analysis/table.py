@@ -1,5 +1,5 @@
 """Rich tables of training results, with scaling efficiency against 1-rank runs
-(the baseline rule and the aggregation are launch.results.aggregate's), and of verdicts.
+(the baseline rule and the aggregation are launch.analysis.aggregate's), and of verdicts.
 Every string from a result (perhaps another site's: a model name, a series, a reason) reaches a
 cell through launch.shapes.rich_text: no escape sequence, and markup printed as written."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from launch.results import aggregate
+from launch.analysis import aggregate
 from launch.kinds.train import training_row, training_table as train_columns
-from launch.results.figures import interval_text, value_text
+from launch.figures import interval_text, value_text
 from launch.results.result import disturbed, typed
 from launch.shapes import rich_text, terminal
 
@@ -77,10 +77,10 @@ def disturbed_cell(point: aggregate.Point) -> str:
 
 
 def verdict_tables(judged: dict, title: str = "") -> list:
-    """A rich table and its paragraph per compared knob (launch.results.verdict)."""
+    """A rich table and its paragraph per compared knob (launch.analysis.verdict)."""
     from rich.text import Text
 
-    from launch.results.verdict import table_rows
+    from launch.analysis.verdict import table_rows
 
     out: list = []
     for data in judged.values():

@@ -1,4 +1,4 @@
-"""Allreduce cost on a cluster (launch.results.cluster): the algorithms NCCL, Gloo and MPI
+"""Allreduce cost on a cluster (launch.predict.cluster): the algorithms NCCL, Gloo and MPI
 use, the one each library would choose, and each one's time from the levels it crosses.
 
 S bytes over N nodes of g GPUs (p = N g ranks); B_gpu the achievable intra-node bandwidth
@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 
 from launch.errors import UsageError
-from launch.results.cluster import Cluster
+from launch.predict.cluster import Cluster
 
 # NCCL's tuning model (Simple protocol), microseconds: base latency and per-step hardware latency
 NCCL_BASE_LAT_US = {"tree": 0.0, "ring": 8.4}

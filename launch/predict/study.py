@@ -1,5 +1,5 @@
 """Studies: the reference study's question re-asked with the cluster predictor
-(launch.results.predict_cluster). `hpec2020-today`: does the fabric still not matter for
+(launch.predict.predict_cluster). `hpec2020-today`: does the fabric still not matter for
 data-parallel training on today's 8-GPU NVSwitch nodes (H100 / H200), comparing
 8 x 400 Gb InfiniBand NDR, 8 x 400 GbE RoCE and one 100 / 200 GbE NIC with TCP, for
 ResNet-50, a ViT and 1.3 B / 7 B-parameter transformers, at 2-64 nodes?
@@ -19,7 +19,7 @@ Every input is a fact with its source or an ASSUMED band, and the answer is a ra
   The 7 B model does not fit plain data parallelism in 80 GB; with ZeRO-1/2 (or FSDP's
   reduce-scatter + all-gather) the bytes on the wire per step equal an allreduce's, which is
   what is modelled.
-- the non-network term: uncalibrated (launch.results.predict_cluster's ASSUMED bands).
+- the non-network term: uncalibrated (launch.predict.predict_cluster's ASSUMED bands).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from launch.errors import UsageError
-from launch.results import cluster as clusters
-from launch.results import predict_cluster
-from launch.results.predict import DDP_BUCKET_CAP_MB, MIB, Workload
+from launch.predict import cluster as clusters
+from launch.predict import predict_cluster
+from launch.predict.predict import DDP_BUCKET_CAP_MB, MIB, Workload
 
 H100_BF16_DENSE_FLOPS = 989e12  # NVIDIA H100 SXM datasheet, dense (no sparsity)
 V100_RN50_AMP_IMG_S = 802.9  # benchmarks/published/dlperf-pytorch-rn50-amp.json, 1 GPU, batch 256

@@ -12,7 +12,7 @@ exchange, measured by the training benchmark: `compute_img_per_s`) plus one
 allreduce of all gradients (`gradient_bytes`), i.e. with NO overlap of
 communication and backward pass: an upper bound for DDP/Horovod, which overlap.
 
-    python -m launch.results.model ALLREDUCE_RESULT TRAIN_RESULT [BASELINE_1_RANK_RESULT]
+    python -m launch.predict.model ALLREDUCE_RESULT TRAIN_RESULT [BASELINE_1_RANK_RESULT]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from launch.errors import UsageError
 from launch.results.result import field_of, fields_of
 from launch.results.result import read as read_result
-from launch.results.schema import at, number
+from launch.schema import at, number
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
-"""Predictions for a cluster (launch.results.cluster) with a range on every figure, and the
+"""Predictions for a cluster (launch.predict.cluster) with a range on every figure, and the
 calibrated non-network term.
 
-The step at N ranks is launch.results.predict's bucketed schedule with each allreduce costed
-by launch.results.collectives (the library's algorithm over the node and network levels), plus
+The step at N ranks is launch.predict.predict's bucketed schedule with each allreduce costed
+by launch.predict.collectives (the library's algorithm over the node and network levels), plus
 the non-network term: a per-step overhead o of any multi-rank step (coordination, NCCL kernels
 slowing compute, stragglers) and an overlap efficiency e (the share of the wire time under
 backward that really hides). Neither can be derived from the network:
@@ -16,7 +16,7 @@ backward that really hides). Neither can be derived from the network:
   ASSUMED bands (not measured), and the prediction says it is uncalibrated.
 
 Every point carries step, throughput and efficiency at mid, and their range (low/high) over the
-network's uncertain inputs (the cluster's fraction and latency bands, launch.results.collectives
+network's uncertain inputs (the cluster's fraction and latency bands, launch.predict.collectives
 corners) and the non-network term.
 """
 
@@ -27,9 +27,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from launch.errors import UsageError
-from launch.results import collectives
-from launch.results.cluster import Cluster
-from launch.results.predict import Workload, ddp_buckets, predict_point
+from launch.predict import collectives
+from launch.predict.cluster import Cluster
+from launch.predict.predict import Workload, ddp_buckets, predict_point
 
 UNCALIBRATED_OVERHEAD_SHARE = (0.0, 0.06)  # o / t_c: ASSUMED band
 UNCALIBRATED_OVERLAP = (0.6, 1.0)  # e: ASSUMED band
@@ -37,7 +37,7 @@ UNCALIBRATED_OVERLAP = (0.6, 1.0)  # e: ASSUMED band
 
 @dataclass(frozen=True)
 class ClusterFabric:
-    """launch.results.predict's fabric interface (allreduce_s) for a cluster at one corner."""
+    """launch.predict.predict's fabric interface (allreduce_s) for a cluster at one corner."""
 
     name: str
     cluster: Cluster

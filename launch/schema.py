@@ -8,7 +8,7 @@ declared is what more than one reader relies on, and every result from elsewhere
 against it before a report or a comparison uses it (`problem`). Each field's shape names the
 words of its complaint ("engine is not text"), so one line tells a user what is wrong.
 
-    python -m launch.results.schema > docs/reference/result.schema.json
+    python -m launch.schema > docs/reference/result.schema.json
 """
 
 from __future__ import annotations

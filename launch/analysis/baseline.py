@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from launch.errors import UsageError
 from launch.kinds import kind_of
-from launch.results import aggregate, metrics, store
+from launch.analysis import aggregate, metrics
+from launch.results import store
 from launch.results.result import Result, disturbance_causes, disturbed, field_of, parse, typed, unsteady
 
 if TYPE_CHECKING:  # numpy is imported where the statistics run (_np)
@@ -122,7 +123,7 @@ class Run:
     key: Key
     figure: Figure
     value: float
-    samples: tuple[float, ...]  # its steady iterations' values (launch.results.aggregate.run_samples)
+    samples: tuple[float, ...]  # its steady iterations' values (launch.analysis.aggregate.run_samples)
     stack: str
     version: str  # the bundle commit that wrote it
     origin: str

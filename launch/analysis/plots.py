@@ -22,7 +22,7 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from launch.kinds import kind_of  # noqa: E402
-from launch.results import aggregate  # noqa: E402
+from launch.analysis import aggregate  # noqa: E402
 from launch.results.result import field_of, typed  # noqa: E402
 
 

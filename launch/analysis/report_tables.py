@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from launch.results import aggregate
-from launch.results.figures import interval_text, value_text
-from launch.results.baseline import words_beside
+from launch.analysis import aggregate
+from launch.figures import interval_text, value_text
+from launch.analysis.baseline import words_beside
 from launch.kinds import kind_of
 from launch.results.result import as_result, disturbance_causes, disturbance_summary, typed
 from launch.shapes import terminal
@@ -43,7 +43,7 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
         "comm share",
         "transport",
         "status",
-        "vs this site's baseline",  # launch.results.baseline: the verdict beside the result
+        "vs this site's baseline",  # launch.analysis.baseline: the verdict beside the result
     ]
     rows = []
     for r in sorted(map(as_result, results), key=lambda x: (aggregate.series_name(x), x.world_size or 0, x.run_id)):

@@ -4,18 +4,18 @@ where they are not, why (never silently).
 
 - A result's *site*: the site of the pulled archive it came in (launch.sharing.pulled), else the
   host of its origin (launch.results.store.origin_of).
-- A *group* is one comparable key: the baseline key (launch.results.baseline.Key: the kind, what
+- A *group* is one comparable key: the baseline key (launch.analysis.baseline.Key: the kind, what
   ran (model, grid or message size), engine or backend, nodes x ranks, GPUs, the knobs and the
   settings that change the figure) without the fabric, which is what sites differ in.
 - An *entry* is what one site ran of a group on one fabric, stack and benchmark version: its
-  runs' figure of merit (the kind's), mean and 95 % CI (launch.results.aggregate), its
+  runs' figure of merit (the kind's), mean and 95 % CI (launch.analysis.aggregate), its
   disturbed runs left out and named, the site's baseline where it has one, how complete its
   system description is (launch.site.system_description), and links to where each result came
   from (the pulled archive's digest, or the result file).
 - Entries are *comparable* when their stack digest and benchmark version (the bundle commit
   that wrote them) are the same; a result that records no bundle commit is comparable with
   nothing. Each set of comparable entries is one table, ratios against its first row (the
-  verdicts' method: launch.results.verdict.compare); every other set is named with why it is
+  verdicts' method: launch.analysis.verdict.compare); every other set is named with why it is
   not beside the first.
 """
 
@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Optional, Protocol, Sequence
 
 from containers.untrusted import UntrustedInput, read_json
-from launch.results import aggregate, baseline, store, verdict
-from launch.results.figures import value_text
+from launch.analysis import aggregate, baseline, verdict
+from launch.results import store
+from launch.figures import value_text
 from launch.results.result import Result, as_result, disturbed, field_of, number
 from launch.site.system_description import COMPLETE_FROM, NEEDS, description_of
 
@@ -197,7 +198,7 @@ class Entry:
 
 
 def point_of(label: str, key: baseline.Key, fabric: str, every: list[Result]) -> aggregate.Point:
-    """The entry's runs as one point (launch.results.aggregate's estimate); disturbed runs left out
+    """The entry's runs as one point (launch.analysis.aggregate's estimate); disturbed runs left out
     unless every run was."""
     clean = [r for r in every if not disturbed(r)]
     runs = clean or every
@@ -226,7 +227,7 @@ def _finite_pair(value: object) -> Optional[tuple[float, float]]:
 
 
 def recorded_baseline(result: Result) -> Optional[tuple[str, tuple[float, float]]]:
-    """The baseline the site recorded beside the result (baseline.json, launch.results.baseline),
+    """The baseline the site recorded beside the result (baseline.json, launch.analysis.baseline),
     where it was ready: its words and CI, checked by type (it travelled with the result)."""
     if result.path is None:
         return None
@@ -248,7 +249,7 @@ def recorded_baseline(result: Result) -> Optional[tuple[str, tuple[float, float]
 
 def site_baseline(entry: Entry) -> tuple[str, Optional[tuple[float, float]]]:
     """The site's baseline for the entry's key: from its runs here (the newest run's baseline:
-    launch.results.baseline), else the one it recorded beside its newest result, else how far it is."""
+    launch.analysis.baseline), else the one it recorded beside its newest result, else how far it is."""
     runs = [run for run in (baseline.run_of(r, entry.sources[0].origin) for r in entry.runs) if run is not None]
     history = sorted(runs, key=baseline.order)
     if not history:
