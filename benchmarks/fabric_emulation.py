@@ -148,7 +148,7 @@ def main() -> int:
                 fits[name] = model = fit(result.sizes, result.world_size or 0, FIT_MIN_BYTES)
                 beside = f"  {large['busbw_gbit_s'] / goodput:5.3f} of iperf3" if goodput else ""
                 seconds = large["time_us"] / 1e6
-                burst_free = large["busbw_gbit_s"] * seconds / (seconds + result["emulation"]["burst_s"])
+                burst_free = large["busbw_gbit_s"] * seconds / (seconds + field_of(result, "emulation")["burst_s"])
                 busbw_lines.append(
                     f"{rate:>7} {name:<13} {large['busbw_gbit_s']:8.3f} Gbit/s  "
                     f"{large['busbw_gbit_s'] / link:5.3f} of link{beside}  "

@@ -28,7 +28,7 @@ def from_result(result: dict, entry: dict) -> dict:
     throughput = getattr(fields, "throughput", None)
     config = run.spec
     compute = getattr(fields, "compute_img_per_s", None)
-    batch, ranks = config.get("batch_size"), run.world_size or 1
+    batch, ranks = config.batch_size, run.world_size or 1
     transport = getattr(fields, "transport", None) or {}
     entry.update(
         status=run.status,
@@ -44,7 +44,7 @@ def from_result(result: dict, entry: dict) -> dict:
         engine_info=getattr(fields, "engine_info", None),
         versions=getattr(fields, "versions", None),
         batch_size=batch,
-        image_size=config.get("image_size") or default_image_size(result),
+        image_size=config.image_size or default_image_size(result),
         wall_seconds=getattr(fields, "wall_seconds", None),
         transport_verdict=transport.get("verdict"),
         nccl=(transport.get("observed") or {}).get("nccl"),

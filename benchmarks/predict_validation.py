@@ -44,7 +44,7 @@ from pathlib import Path
 
 from bench.stats import summarize
 from launch.predict import predict
-from launch.results.result import as_result, field_of, typed
+from launch.results.result import Result, as_result, field_of, typed
 from launch.errors import UsageError
 from launch.runs.run import execute_run, prepare
 from launch.ranks.runspec import RunSpec
@@ -58,7 +58,7 @@ GOAL_MAX, GOAL_MEDIAN = 0.10, 0.05
 HOST_LOAD: dict[str, float] = {}
 
 
-def run(spec: RunSpec, results: Path) -> dict | None:
+def run(spec: RunSpec, results: Path) -> Result | None:
     started = time.monotonic()
     result = as_result(execute_run(spec, prepare(spec, results), timeout=900, echo=False))
     took = time.monotonic() - started

@@ -166,7 +166,7 @@ def main() -> int:
             for line in figure_lines(arms, runs, rank_counts, first_round_only=True):
                 console.print(line.text, markup=False, highlight=False)
 
-    ordered: list[dict] = [runs[key] for key in sorted(runs, key=lambda k: (k[0], arms.index(k[1])))]
+    ordered: list[Result] = [runs[key] for key in sorted(runs, key=lambda k: (k[0], arms.index(k[1])))]
     console.print(training_table(ordered, title=f"Training throughput, {args.rounds} round(s)"))
     lines = figure_lines(arms, runs, rank_counts)
     for line in lines:

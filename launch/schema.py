@@ -81,17 +81,24 @@ RankSamples = Annotated[
 
 
 class Open(BaseModel):
-    """Declared fields are checked; fields not declared pass through."""
+    """Declared fields are checked; fields not declared pass through. Frozen: a result is made once,
+    where it is read (launch.results.result), and never changed after."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", frozen=True)
 
 
 class Spec(Open):
-    """The RunSpec the run was made from (launch.ranks.runspec; its own checks run when it is replayed)."""
+    """The RunSpec the run was made from (launch.ranks.runspec; its own checks run when it is replayed):
+    the settings readers group and label runs by, typed; the rest kept as extras."""
 
     fabric: Text = None
+    framework: Text = None
     engine: Text = None
     model: Text = None
+    batch_size: Count = None
+    image_size: Count = None
+    warmup: Count = None
+    extra_env: Object = None
     launcher: Text = None
     runtime: Text = None
     precision: Text = None
@@ -102,6 +109,7 @@ class Spec(Open):
     allreduce: Text = None
     gpudirect: Text = None
     image: Text = None
+    ranks_per_node: Count = None  # an older hand-made spec's (launch.results.result.ranks_per_node)
 
 
 class Cause(Open):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from scipy import stats as scipy_stats
 
+from launch.results.result import Result
+
 
 def train_result(
     run_id: str,
@@ -24,8 +26,8 @@ def train_result(
     spec: dict | None = None,
     samples: list[float] | None = None,
     **extra,
-) -> dict:
-    """A training result: `img` is the total img/s (None: a run that measured nothing). Like a
+) -> Result:
+    """A training result (a Result made in memory: what readers take, launch.results.result): `img` is the total img/s (None: a run that measured nothing). Like a
     result assemble writes, it carries the samples its mean and interval come from (three,
     spread to give `ci`), unless `samples` are given."""
     throughput = {"total_img_per_s": img, "ci95_img_per_s": ci}
@@ -49,7 +51,7 @@ def train_result(
     }
     if samples is not None:
         result["samples"] = {"total_img_per_s": list(samples)}
-    return {**result, **extra}
+    return Result({**result, **extra})
 
 
 def allreduce_result(
@@ -61,18 +63,20 @@ def allreduce_result(
     backend: str = "mpi",
     status: str = "ok",
     **extra,
-) -> dict:
-    return {
-        "schema_version": 1,
-        "run_id": run_id,
-        "benchmark": "allreduce",
-        "world_size": ranks,
-        "status": status,
-        "spec": {"fabric": fabric},
-        "backend": backend,
-        "sizes": sizes,
-        **extra,
-    }
+) -> Result:
+    return Result(
+        {
+            "schema_version": 1,
+            "run_id": run_id,
+            "benchmark": "allreduce",
+            "world_size": ranks,
+            "status": status,
+            "spec": {"fabric": fabric},
+            "backend": backend,
+            "sizes": sizes,
+            **extra,
+        }
+    )
 
 
 def only_result(results_dir: Path) -> dict:

@@ -553,7 +553,9 @@ def test_results_are_read_typed():
     """Readers take the schema's typed model (launch.results.result.typed: the shared fields and the
     kind's own) or Result's accessors, so a field's name and shape live in one place: every module of
     launch/ (the readers of launch/results/ included) and benchmarks/ but the owners above, the kinds
-    (each reads its own model) and the allow-listed modules above."""
+    (each reads its own model) and the allow-listed modules above. A value typed Result is checked by
+    mypy itself (a raw read of one is an error: test_mypy_refuses_a_raw_read_of_a_result); this check
+    by name still covers a mapping typed `dict` (a result while it is built, one made in memory)."""
     fields = result_declared_fields()
     offenders = []
     for path in sorted([*(REPO / "launch").rglob("*.py"), *(REPO / "benchmarks").rglob("*.py")]):
@@ -714,14 +716,43 @@ def test_mypy_refuses_a_raw_str_at_every_slurm_sink(tmp_path):
     ], proc.stdout[-2000:]
 
 
+def test_mypy_refuses_a_raw_read_of_a_result(tmp_path):
+    """A Result's readers take its typed model: a raw read of one (`result["x"]`, `result.get("x")`)
+    is a type error (launch.results.result.Result; pyproject.toml: the deprecated code is an error),
+    and its spec is typed (launch.schema.Spec), so a raw read of that is one too."""
+    snippet = tmp_path / "raw_read.py"
+    snippet.write_text(
+        "from launch.results.result import read\n"
+        "result = read('result.json')\n"
+        "a = result['status']\n"
+        "b = result.get('spec')\n"
+        "c = result.spec.get('fabric')\n"
+        "d = (result.spec.fabric, result.status, result.fields)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"), str(snippet)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    errors = [line for line in proc.stdout.splitlines() if str(snippet.name) in line and "error:" in line]
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert [e.split(":")[1] + " " + e.rsplit("[", 1)[1].rstrip("]") for e in errors] == [
+        "3 deprecated",
+        "4 deprecated",
+        "5 attr-defined",
+    ], proc.stdout[-2000:]
+
+
 # ---------------------------------------------------------------- types: Any and `type: ignore` capped
 
 # Per room, the most uses of typing.Any (its imports and the name in annotations, aliases and casts,
 # string annotations included) and `# type: ignore` comments the room may hold: the counts when mypy
-# began checking untyped bodies (issue 52). Where a real type exists, use it; where Any is the honest
+# began checking untyped bodies (issue 52), lowered as they fall (launch 71 -> 66: the typed result). Where a real type exists, use it; where Any is the honest
 # type (JSON not yet parsed, a library without types), raise the cap in the same change and say why.
 TYPE_ESCAPE_CAPS = {
-    "launch": {"Any": 71, "type: ignore": 3},
+    "launch": {"Any": 66, "type: ignore": 3},
     "bench": {"Any": 0, "type: ignore": 0},
     "benchmarks": {"Any": 4, "type: ignore": 0},
     "containers": {"Any": 4, "type: ignore": 0},

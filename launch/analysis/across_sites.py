@@ -82,14 +82,14 @@ def short_digest(digest: str, length: int = 19) -> str:
     return digest if len(digest) <= length else digest[:length] + "…"
 
 
-def version_of(result: dict) -> str:
+def version_of(result: Result) -> str:
     """The benchmark version a result was written by: its origin's bundle commit, else UNKNOWN_VERSION."""
     origin = field_of(result, "origin")
     commit = origin.get("bundle_commit") if isinstance(origin, dict) else None
     return str(commit) if isinstance(commit, str) and commit and commit != UNKNOWN_VERSION else UNKNOWN_VERSION
 
 
-def comparable_key(result: dict) -> Optional[baseline.Key]:
+def comparable_key(result: Result) -> Optional[baseline.Key]:
     """The baseline key without the fabric (None: no kind or ranks this bundle knows)."""
     key = baseline.key_of(result)
     return replace(key, fabric="") if key is not None else None

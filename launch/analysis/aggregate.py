@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from launch.kinds import KINDS, kind_of, trains
 from launch.kinds.kind import Metric
 from launch.results.result import (
+    Result,
+    Spec,
     as_result,
     disturbance_causes,
     disturbed,
@@ -60,19 +62,19 @@ CI_METHOD = (
 METRICS = {name: k.metric for name, k in KINDS.items()}  # each kind's figure (launch.kinds)
 
 
-def benchmark_of(result: dict) -> str | None:
+def benchmark_of(result: Result) -> str | None:
     """The result's kind (launch.kinds.kind_of), by name; None: no kind this bundle knows."""
     found = kind_of(result)
     return found.name if found is not None else None
 
 
-def run_value(result: dict) -> float | None:
+def run_value(result: Result) -> float | None:
     """The run's figure of merit (its mean over iterations), found through its kind's declared metric."""
     found, fields = kind_of(result), typed(result)
     return found.value(fields) if found is not None and fields is not None else None
 
 
-def run_samples(result: dict) -> list[float]:
+def run_samples(result: Result) -> list[float]:
     """Every steady timed iteration's value of the metric: the warm-up its result cut left out (the
     run's value alone if no samples are stored)."""
     found, fields = kind_of(result), typed(result)
@@ -116,20 +118,21 @@ def mean_ci(runs: list[list[float]]) -> Estimate:
     return Estimate(grand, variance, df)
 
 
-def spec_of(result: dict) -> dict:
-    return as_result(result).spec
+def spec_of(result: Result) -> Spec:
+    """The RunSpec the run was made from, typed (launch.schema.Spec; made once per result)."""
+    return result.spec
 
 
-def fabric_label(result: dict) -> str:
+def fabric_label(result: Result) -> str:
     """The fabric a result ran on, as series names show it: an emulated link
     without a fabric name by its rate; '+env' when the user overrode variables."""
     spec = spec_of(result)
     rate = number(field_of(result, "link_rate_gbit_s"))
-    name = spec.get("fabric") or (f"emulated {rate:g} Gbit/s" if rate else "default")
-    return name + ("+env" if spec.get("extra_env") else "")
+    name = spec.fabric or (f"emulated {rate:g} Gbit/s" if rate else "default")
+    return name + ("+env" if spec.extra_env else "")
 
 
-def what_of(result: dict) -> str:
+def what_of(result: Result) -> str:
     """How the ranks communicate: a training run's engine, an allreduce run's backend, the halo
     proxy's MPI (each kind says which: launch.kinds); a RunSpec field a kind does not read (an
     allreduce run's default engine) never names it."""
@@ -139,11 +142,13 @@ def what_of(result: dict) -> str:
     if kind.communicates_by is None:
         return kind.communicates_always
     return (
-        field_of(result, kind.communicates_by) or spec_of(result).get(kind.communicates_by) or kind.communicates_always
+        field_of(result, kind.communicates_by)
+        or getattr(spec_of(result), kind.communicates_by, None)
+        or kind.communicates_always
     )
 
 
-def subject_of(result: dict) -> str:
+def subject_of(result: Result) -> str:
     """What ran, as its kind names it: the model, or the communication benchmark (with its grid for
     the halo proxy)."""
     kind, fields = kind_of(result), typed(result)
@@ -152,12 +157,12 @@ def subject_of(result: dict) -> str:
     return field_of(result, "model") or field_of(result, "benchmark") or "-"
 
 
-def knobs_of(result: dict) -> tuple[str | None, str | None]:
+def knobs_of(result: Result) -> tuple[str | None, str | None]:
     spec = spec_of(result)
-    return spec.get("allreduce"), spec.get("gpudirect")
+    return spec.allreduce, spec.gpudirect
 
 
-def series_name(result: dict) -> str:
+def series_name(result: Result) -> str:
     """fabric/engine/model, plus the allreduce and GPUDirect knobs where set."""
     allreduce, gpudirect = knobs_of(result)
     name = f"{fabric_label(result)}/{what_of(result)}/{subject_of(result)}"
@@ -165,7 +170,7 @@ def series_name(result: dict) -> str:
     return name + (f" ({', '.join(extras)})" if extras else "")
 
 
-def baseline_key(result: dict) -> tuple:
+def baseline_key(result: Result) -> tuple:
     """What a 1-rank baseline must share with the runs it serves (not the fabric, not the knobs)."""
     spec = spec_of(result)
     return (
@@ -173,37 +178,36 @@ def baseline_key(result: dict) -> tuple:
         field_of(result, "framework"),
         what_of(result),
         subject_of(result),
-        spec.get("batch_size"),
-        spec.get("image_size"),
-        spec.get("precision"),
+        spec.batch_size,
+        spec.image_size,
+        spec.precision,
     )
 
 
-def ranks_of(result: dict) -> int | None:
-    ranks = as_result(result).world_size or spec_of(result).get("ranks")
-    return int(ranks) if isinstance(ranks, int) and ranks >= 1 else None
+def ranks_of(result: Result) -> int | None:
+    ranks = result.world_size or spec_of(result).ranks
+    return ranks if ranks is not None and ranks >= 1 else None
 
 
-def nodes_of(result: dict) -> int:
-    nodes = spec_of(result).get("nodes")
-    return int(nodes) if isinstance(nodes, int) and nodes >= 1 else 1
+def nodes_of(result: Result) -> int:
+    return spec_of(result).nodes or 1
 
 
-def series_key(result: dict) -> tuple:
+def series_key(result: Result) -> tuple:
     spec = spec_of(result)
     return (
         *baseline_key(result),
         fabric_label(result),
         *knobs_of(result),
-        spec.get("gpus_per_node"),
-        spec.get("runtime"),
-        spec.get("image"),
+        spec.gpus_per_node,
+        spec.runtime,
+        spec.image,
     )
 
 
-def usable(result: dict) -> bool:
+def usable(result: Result) -> bool:
     return (
-        as_result(result).status == "ok"
+        result.status == "ok"
         and benchmark_of(result) is not None
         and ranks_of(result) is not None
         and run_value(result) is not None
@@ -220,7 +224,7 @@ class Point:
     fabric: str
     ranks: int
     nodes: int
-    runs: list[dict]
+    runs: list[Result]
     estimate: Estimate  # of the metric itself
     log_estimate: Estimate  # of log(metric): what verdicts compare
     baseline: "Point | None" = None  # the 1-rank point scaling efficiency divides by
@@ -233,16 +237,14 @@ class Point:
         """Why a figure built on this point (or its baseline) cannot be read: None when it can."""
         for point, role in ((self, "the run"), (self.baseline, "the 1-rank baseline")):
             if point is not None and point.disturbed:
-                named = "; ".join(
-                    f"{as_result(r).run_id}: {', '.join(disturbance_causes(r)) or 'disturbed'}" for r in point.runs
-                )
+                named = "; ".join(f"{r.run_id}: {', '.join(disturbance_causes(r)) or 'disturbed'}" for r in point.runs)
                 return f"{role} was disturbed ({named})"
         return None
 
     @property
     def unsteady(self) -> list[str]:
         """The run ids of its runs whose own steps were unsteady (kept: their spread is in the CI)."""
-        return [as_result(r).run_id for r in self.runs if unsteady(r)]
+        return [r.run_id for r in self.runs if unsteady(r)]
 
     @property
     def metric(self) -> Metric:
@@ -265,7 +267,7 @@ class Point:
         return sum(len(run_samples(r)) for r in self.runs)
 
     @property
-    def first(self) -> dict:
+    def first(self) -> Result:
         return self.runs[0]
 
     @property
@@ -287,7 +289,7 @@ class Point:
             return None
         return scaling_efficiency(self.mean, self.ranks, self.baseline.mean, self.baseline.ranks)
 
-    def run_efficiency(self, result: dict) -> float | None:
+    def run_efficiency(self, result: Result) -> float | None:
         """One repetition's efficiency against the same (aggregated) baseline; 1 on one rank."""
         if not trains(self.benchmark) or self.ranks == 1:
             return 1.0 if trains(self.benchmark) else None
@@ -300,9 +302,9 @@ class Point:
     def shares_cores(self) -> bool:
         """CPU ranks on one host: they share the cores the 1-rank baseline had to itself."""
         spec = spec_of(self.first)
-        return trains(self.benchmark) and self.nodes == 1 and self.ranks > 1 and not spec.get("gpus_per_node")
+        return trains(self.benchmark) and self.nodes == 1 and self.ranks > 1 and not spec.gpus_per_node
 
-    def same_cores_efficiency(self, result: dict) -> float | None:
+    def same_cores_efficiency(self, result: Result) -> float | None:
         """Where ranks share the host's cores: total throughput at N ranks / at 1 rank (1.0: the
         same cores do the same work; the per-rank efficiency then reads ~1/N by construction)."""
         value = run_value(result)
@@ -327,8 +329,8 @@ class Point:
             "fabric": self.fabric,
             "engine": what_of(self.first),
             "model": subject_of(self.first),
-            "allreduce": spec.get("allreduce"),
-            "gpudirect": spec.get("gpudirect"),
+            "allreduce": spec.allreduce,
+            "gpudirect": spec.gpudirect,
             "nodes": self.nodes,
             "ranks": self.ranks,
             "ranks_per_node": self.ranks // self.nodes,
@@ -342,8 +344,8 @@ class Point:
             "scaling_efficiency": self.efficiency,
             "same_cores_efficiency": self.same_cores,
             "comm_fraction": self.comm_fraction,
-            "baseline_runs": [as_result(r).run_id for r in self.baseline.runs] if self.baseline else None,
-            "runs": [as_result(r).run_id for r in self.runs],
+            "baseline_runs": [r.run_id for r in self.baseline.runs] if self.baseline else None,
+            "runs": [r.run_id for r in self.runs],
             "disturbed": self.disturbed,
             "left_out": self.left_out,
             "unsteady_runs": self.unsteady,
@@ -351,18 +353,18 @@ class Point:
         }
 
 
-def _detail(result: dict) -> tuple[str, ...]:
+def _detail(result: Result) -> tuple[str, ...]:
     spec = spec_of(result)
     return (
-        f"b{spec.get('batch_size')}",
-        f"{spec.get('image_size')}px",
-        str(spec.get("precision")),
-        str(spec.get("runtime")),
-        str(spec.get("image")),
+        f"b{spec.batch_size}",
+        f"{spec.image_size}px",
+        str(spec.precision),
+        str(spec.runtime),
+        str(spec.image),
     )
 
 
-def _unique_names(names: dict[tuple, str], first: dict[tuple, dict]) -> dict[tuple, str]:
+def _unique_names(names: dict[tuple, str], first: dict[tuple, Result]) -> dict[tuple, str]:
     """Series names that collide (same fabric/engine/model, other sizes or image) get the difference added."""
     by_name: dict[str, list[tuple]] = {}
     for key, name in names.items():
@@ -378,15 +380,17 @@ def _unique_names(names: dict[tuple, str], first: dict[tuple, dict]) -> dict[tup
     return out
 
 
-def left_out_entry(result: dict) -> dict:
-    return {"run_id": as_result(result).run_id, "causes": disturbance_causes(result)}
+def left_out_entry(result: Result) -> dict:
+    return {"run_id": result.run_id, "causes": disturbance_causes(result)}
 
 
-def aggregate(results: Sequence[dict], keep_disturbed: bool = False) -> list[Point]:
+def aggregate(results: Sequence[Result], keep_disturbed: bool = False) -> list[Point]:
     """Points of every usable result, each with its 1-rank baseline joined (see the module's rule);
-    disturbed runs left out of their point unless `keep_disturbed`."""
-    grouped: dict[tuple, dict[int, list[dict]]] = {}
-    for r in results:
+    disturbed runs left out of their point unless `keep_disturbed`. Each result is read through its
+    typed model (launch.results.result.Result: a result read from a file is one already; a dict made
+    in memory, a sweep's or a test's, is read as one here)."""
+    grouped: dict[tuple, dict[int, list[Result]]] = {}
+    for r in map(as_result, results):
         ranks = ranks_of(r)
         if usable(r) and ranks is not None:
             grouped.setdefault(series_key(r), {}).setdefault(ranks, []).append(r)
@@ -428,13 +432,11 @@ def join_baselines(points: list[Point]) -> None:
             point.baseline = own[0]
             continue
         # the fabric-less 1-rank baseline of the same benchmark/engine/model/sizes; same image first
-        shared = [
-            p for p in ones if not spec_of(p.first).get("fabric") and baseline_key(p.first) == baseline_key(point.first)
-        ]
+        shared = [p for p in ones if not spec_of(p.first).fabric and baseline_key(p.first) == baseline_key(point.first)]
         shared.sort(
             key=lambda p: (
-                spec_of(p.first).get("image") != spec_of(point.first).get("image"),
-                spec_of(p.first).get("extra_env") != spec_of(point.first).get("extra_env"),
+                spec_of(p.first).image != spec_of(point.first).image,
+                spec_of(p.first).extra_env != spec_of(point.first).extra_env,
             )
         )
         point.baseline = shared[0] if shared else None
@@ -458,12 +460,12 @@ def curves(points: list[Point]) -> dict[str, list[Point]]:
     return {name: [by_ranks[r] for r in sorted(by_ranks)] for name, by_ranks in sorted(out.items())}
 
 
-def point_of(points: list[Point], result: dict) -> Point | None:
+def point_of(points: list[Point], result: Result) -> Point | None:
     """The point a result belongs to: the same object, else the same run_id (the result read again)."""
     for p in points:
         if any(r is result for r in p.runs):
             return p
-    run_id = as_result(result).run_id
+    run_id = result.run_id
     for p in points:
         if run_id and any(as_result(r).run_id == run_id for r in p.runs):
             return p

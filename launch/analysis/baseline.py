@@ -48,7 +48,7 @@ from launch.errors import UsageError
 from launch.kinds import kind_of
 from launch.analysis import aggregate, metrics
 from launch.results import store
-from launch.results.result import Result, disturbance_causes, disturbed, field_of, parse, typed, unsteady
+from launch.results.result import Result, as_result, disturbance_causes, disturbed, field_of, parse, typed, unsteady
 
 if TYPE_CHECKING:  # numpy is imported where the statistics run (_np)
     from numpy import ndarray
@@ -83,7 +83,7 @@ class Key:
     gpus_per_node: Optional[int] = None
     allreduce: Optional[str] = None
     gpudirect: Optional[str] = None
-    settings: tuple[tuple[str, Any], ...] = ()
+    settings: tuple[tuple[str, str | int | float], ...] = ()
 
     @property
     def id(self) -> str:
@@ -151,7 +151,7 @@ def when_of(run_id: str) -> Optional[float]:
         return None
 
 
-def stack_of(result: dict) -> str:
+def stack_of(result: Result) -> str:
     """The image's stack digest (else its own digest); a host run: 'host:' and a digest of the
     software versions its result records."""
     image = field_of(result, "image")
@@ -164,14 +164,14 @@ def stack_of(result: dict) -> str:
     return "host:" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def key_of(result: dict) -> Optional[Key]:
+def key_of(result: Result) -> Optional[Key]:
     found = kind_of(result)
     ranks = aggregate.ranks_of(result)
     if found is None or ranks is None:
         return None
     spec = aggregate.spec_of(result)
     allreduce, gpudirect = aggregate.knobs_of(result)
-    gpus = spec.get("gpus_per_node")
+    gpus = spec.gpus_per_node
     return Key(
         benchmark=found.name,
         subject=aggregate.subject_of(result),
@@ -179,13 +179,13 @@ def key_of(result: dict) -> Optional[Key]:
         via=aggregate.what_of(result),
         ranks=ranks,
         nodes=aggregate.nodes_of(result),
-        gpus_per_node=gpus if isinstance(gpus, int) and gpus > 0 else None,
-        allreduce=allreduce if isinstance(allreduce, str) else None,
-        gpudirect=gpudirect if isinstance(gpudirect, str) else None,
-        settings=tuple(
-            (name, spec[name])
+        gpus_per_node=gpus or None,
+        allreduce=allreduce,
+        gpudirect=gpudirect,
+        settings=tuple(  # max_bytes: a size sweep's own option, an extra of the typed spec
+            (name, value)
             for name in SETTINGS
-            if name not in found.not_read and isinstance(spec.get(name), (str, int, float))
+            if name not in found.not_read and isinstance(value := getattr(spec, name, None), (str, int, float))
         ),
     )
 
@@ -622,12 +622,13 @@ def verdict_of_run(db: sqlite3.Connection, result: Result, origins: Sequence[str
 
 
 def after_run(run_dir: Path, result: dict, echo: bool = True) -> Optional[Verdict]:
-    """After a run (launch.runs.run): its verdict against this site's baseline, written beside its
+    """After a run (launch.runs.run; `result`: the mapping its builder just wrote, read here once as a
+    Result): its verdict against this site's baseline, written beside its
     result (baseline.json), recorded in the store, written as metrics where
     $FABRIC_BENCH_METRICS_DIR says, and printed. A problem warns; it never fails the run."""
     from containers.files import write_atomic
 
-    as_run = result if isinstance(result, Result) else Result(result)
+    as_run = as_result(result)
     try:
         origin = field_of(as_run, "origin")
         host = origin.get("host") if isinstance(origin, dict) else None
@@ -650,11 +651,11 @@ def after_run(run_dir: Path, result: dict, echo: bool = True) -> Optional[Verdic
     return verdict
 
 
-def words_beside(result: dict) -> str:
+def words_beside(result: Result) -> str:
     """The verdict a run's baseline.json holds, in words (report tables); '-' where it has none."""
     from containers.untrusted import UntrustedInput, read_json
 
-    path = result.path if isinstance(result, Result) else None
+    path = result.path
     verdict = store.verdict_beside(path) if path is not None else None
     if path is None or verdict is None:
         return "-"

@@ -28,7 +28,7 @@ from launch.errors import UsageError
 from launch.kinds import kind_of
 from launch.kinds.kind import Figure
 from launch.ranks.runspec import RunSpec
-from launch.results.result import Result, as_result, files_under, malformed, read_tree, typed
+from launch.results.result import Result, files_under, malformed, read_tree, typed
 from launch.shapes import sample, terminal
 
 
@@ -117,12 +117,10 @@ WORKLOAD = RunSpec.fields_where("workload")  # what the measured work is (launch
 def key(result: Result) -> tuple:
     """Results pair when they measured the same work (by their kind: a sweep's sizes too) on the
     same fabric and ranks."""
-    result = as_result(result)
     found, fields = kind_of(result), typed(result)
 
-    def workload(name: str) -> object:  # the spec's, else a top-level field of that name
-        spec = fields.spec if fields is not None else None
-        value = getattr(spec, name, None) if spec is not None else None
+    def workload(name: str) -> object:  # the typed spec's (a kind's own option an extra of it), else a field's
+        value = getattr(result.spec, name, None)
         return value if value is not None else getattr(fields, name, None)
 
     measured = found.measured_at(fields) if found is not None and fields is not None else ()

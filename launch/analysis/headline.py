@@ -16,7 +16,7 @@ no escape sequence); a caller that prints it inside rich markup escapes it furth
 from __future__ import annotations
 
 from launch.kinds import kind_of
-from launch.results.result import as_result, disturbance_causes, disturbance_summary, disturbed, typed
+from launch.results.result import Result, disturbance_causes, disturbance_summary, disturbed, typed
 from launch.shapes import terminal
 
 # Same cores, N ranks vs 1: quiet rounds here read 0.93-1.03, loaded ones 0.85-1.18 (issue 37);
@@ -24,37 +24,35 @@ from launch.shapes import terminal
 SAME_CORES_IMPOSSIBLE = 1.3
 
 
-def run_name(result: dict) -> str:
+def run_name(result: Result) -> str:
     """'torch horovod x2': framework, how its ranks communicated (its kind's: engine, backend) and
     world size."""
     fields = typed(result)
     if fields is None:
         return "run"
-    spec_framework = getattr(fields.spec, "framework", None)
+    spec_framework = result.spec.framework
     kind = kind_of(result)
     what = (kind.communicates(fields) if kind is not None else fields.engine) or fields.benchmark or "run"
     return terminal(f"{fields.framework or spec_framework or ''} {what} x{fields.world_size}".strip())
 
 
-def disturbance_line(result: dict) -> str:
+def disturbance_line(result: Result) -> str:
     """'disturbance: clean', or the verdict with every named cause."""
     causes = disturbance_causes(result)
     return terminal(f"disturbance: {disturbance_summary(result)}" + (f" ({'; '.join(causes)})" if causes else ""))
 
 
-def unreadable(results: list[dict]) -> str | None:
+def unreadable(results: list[Result]) -> str | None:
     """Why a figure built on these runs cannot be read (None: none of them was disturbed)."""
     bad = [r for r in results if disturbed(r)]
     if not bad:
         return None
     return terminal(
-        "; ".join(
-            f"{run_name(r)} ({as_result(r).run_id}) was disturbed: {', '.join(disturbance_causes(r))}" for r in bad
-        )
+        "; ".join(f"{run_name(r)} ({r.run_id}) was disturbed: {', '.join(disturbance_causes(r))}" for r in bad)
     )
 
 
-def ratio_line(label: str, value: float, built_on: list[dict], fmt: str = ".2f") -> str:
+def ratio_line(label: str, value: float, built_on: list[Result], fmt: str = ".2f") -> str:
     """'LABEL 1.18', or why it cannot be read when a run it is built on was disturbed."""
     why = unreadable(built_on)
     if why is not None:

@@ -23,7 +23,7 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from launch.kinds import kind_of  # noqa: E402
 from launch.analysis import aggregate  # noqa: E402
-from launch.results.result import field_of, typed  # noqa: E402
+from launch.results.result import Result, as_result, field_of, typed  # noqa: E402
 
 
 def _axes(title: str, xlabel: str, ylabel: str, size=(7, 4.5)):
@@ -179,20 +179,21 @@ def plot_verdicts(all_verdicts: dict) -> plt.Figure:
     return fig
 
 
-def _sweep_label(r: dict) -> str:
+def _sweep_label(r: Result) -> str:
     """fabric/how it communicated xRANKS: a sweep's line."""
     return f"{aggregate.fabric_label(r)}/{aggregate.what_of(r)} x{field_of(r, 'world_size')}"
 
 
-def plot_busbw(results: Sequence[dict], title: str) -> plt.Figure:
+def plot_busbw(results: Sequence[Result], title: str) -> plt.Figure:
     """A size sweep's busbw per size, one line per run, each run's points as its kind draws them
     (launch.kinds: Kind.curve); `title`: its kind's (sizes_plot)."""
     fig, ax = _axes(title, "message size (bytes)", "bus bandwidth (Gbit/s)")
-    for r in results:
+    read = [as_result(r) for r in results]  # each read through its typed model once
+    for r in read:
         kind, fields = kind_of(r), typed(r)
         points = kind.curve(fields) if kind is not None and fields is not None else []
         ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=_sweep_label(r))
-    rates = sorted({rate for r in results if (rate := aggregate.number(field_of(r, "link_rate_gbit_s"))) is not None})
+    rates = sorted({rate for r in read if (rate := aggregate.number(field_of(r, "link_rate_gbit_s"))) is not None})
     for rate, style in zip(rates, ["--", ":", "-.", (0, (5, 1, 1, 1))] * len(rates)):
         ax.axhline(rate, linestyle=style, color="black", label=f"link rate {rate:g} Gbit/s")
     ax.set_xscale("log", base=2)

@@ -80,7 +80,7 @@ _number = aggregate.number
 series_name = aggregate.series_name
 
 
-def training_points(results: list[dict]) -> dict[str, dict[int, dict]]:
+def training_points(results: list[Result]) -> dict[str, dict[int, dict]]:
     """series -> ranks -> the aggregated point (launch.analysis.aggregate), its 1-rank baseline joined."""
     return {
         name: {p.ranks: _point_dict(p) for p in points}
@@ -94,13 +94,13 @@ def _point_dict(p: aggregate.Point) -> dict:
         "ci95": p.ci95,
         "comm_fraction": p.comm_fraction,
         "scaling_efficiency": p.efficiency,
-        "runs": [as_result(r).run_id for r in p.runs],
+        "runs": [r.run_id for r in p.runs],
     }
 
 
-def sweep_results(results: Sequence[dict]) -> dict[Kind, list[dict]]:
+def sweep_results(results: Sequence[Result]) -> dict[Kind, list[Result]]:
     """The ok results with per-size rows, by the kind that draws them (launch.kinds: `sizes_plot`)."""
-    out: dict[Kind, list[dict]] = {}
+    out: dict[Kind, list[Result]] = {}
     for r in results:
         kind = kind_of(r)
         if (
@@ -114,7 +114,7 @@ def sweep_results(results: Sequence[dict]) -> dict[Kind, list[dict]]:
     return out
 
 
-def allreduce_results(results: Sequence[dict]) -> list[dict]:
+def allreduce_results(results: Sequence[Result]) -> list[Result]:
     """The results whose rows fit the ring allreduce alpha-beta model (launch.predict.model)."""
     return [r for kind, found in sweep_results(results).items() if kind.fits_alpha_beta for r in found]
 
@@ -135,7 +135,7 @@ def located_clusters(dirs: list[Path]) -> list[dict]:
     return found
 
 
-def fitted_models(results: Sequence[dict]) -> dict:
+def fitted_models(results: Sequence[Result]) -> dict:
     """fabric -> alpha-beta model (launch.predict.model) fitted on its allreduce run with the most ranks."""
     fits: dict = {}
     for r in map(as_result, allreduce_results(results)):
@@ -148,7 +148,7 @@ def fitted_models(results: Sequence[dict]) -> dict:
     return fits
 
 
-def predictions(results: Sequence[dict]) -> dict[str, list[tuple[int, float, float]]]:
+def predictions(results: Sequence[Result]) -> dict[str, list[tuple[int, float, float]]]:
     """series -> [(ranks, measured step ms, predicted step ms)] wherever the model ran:
     fitted here from an allreduce run of the same fabric."""
     fits = fitted_models(results)

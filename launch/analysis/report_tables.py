@@ -10,7 +10,7 @@ from launch.analysis import aggregate
 from launch.figures import interval_text, value_text
 from launch.analysis.baseline import words_beside
 from launch.kinds import kind_of
-from launch.results.result import as_result, disturbance_causes, disturbance_summary, typed
+from launch.results.result import Result, as_result, disturbance_causes, disturbance_summary, typed
 from launch.shapes import terminal
 
 
@@ -28,7 +28,7 @@ def beside(fields, name: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
+def runs_table(results: Sequence[Result], points: list[aggregate.Point]) -> tuple[list[str], list[list[str]]]:
     """Every run (repetitions kept), efficiency against the aggregated baseline of its series; where
     the ranks shared one host's cores, also against the same cores (total at N / total at 1)."""
     header = [
@@ -80,7 +80,7 @@ def runs_table(results: Sequence[dict], points: list[aggregate.Point]) -> tuple[
     return header, _shown(rows)
 
 
-def health_table(results: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
+def health_table(results: Sequence[Result]) -> tuple[list[str], list[list[str]]]:
     """Per run, the fabric-truth verdicts beside the numbers: is the figure plausible for the
     link, did the host and image fit, where the ranks sat, who lagged, who hung."""
     header = [

@@ -10,7 +10,7 @@ from rich.table import Table
 from launch.analysis import aggregate
 from launch.kinds.train import training_row, training_table as train_columns
 from launch.figures import interval_text, value_text
-from launch.results.result import disturbed, typed
+from launch.results.result import Result, as_result, disturbed, typed
 from launch.shapes import rich_text, terminal
 
 
@@ -23,13 +23,14 @@ def efficiency_cell(eff: float | None, unreadable: str | None) -> str:
     return fmt(eff, ".2f") + (" [yellow](disturbed)[/yellow]" if eff is not None and unreadable else "")
 
 
-def training_table(results: list[dict], title: str = "Training throughput") -> Table:
+def training_table(results: list[Result], title: str = "Training throughput") -> Table:
     """One row per run (the train kind's cells: launch.kinds.train); efficiency against the aggregated
     1-rank baseline of its series (1 on one rank), no communication share on one rank; whether the
     run was disturbed."""
     table = train_columns(rich_text(title))
-    points = aggregate.aggregate(results)
-    for r in results:
+    read = [as_result(r) for r in results]  # each read through its typed model once (a file's is one already)
+    points = aggregate.aggregate(read)
+    for r in read:
         fields = typed(inert(r))  # the kind's row adds its own markup around these
         if fields is None:
             continue  # malformed: launch.results.result.malformed says why where results are loaded

@@ -39,8 +39,8 @@ WITHIN = 0.02  # 'within ±2 %' in the words
 MAX_SUMMARY_BYTES = 64 << 20
 AXES = {  # axis -> (what a reader calls it, the point's value of it)
     "fabric": ("fabric", lambda p: p.fabric),
-    "allreduce": ("allreduce (NCCL vs MPI)", lambda p: spec_of(p.first).get("allreduce") or "default"),
-    "gpudirect": ("GPUDirect", lambda p: spec_of(p.first).get("gpudirect") or "default"),
+    "allreduce": ("allreduce (NCCL vs MPI)", lambda p: spec_of(p.first).allreduce or "default"),
+    "gpudirect": ("GPUDirect", lambda p: spec_of(p.first).gpudirect or "default"),
 }
 WORKLOAD = RunSpec.fields_where("workload")
 GROUP_FIELDS = ("benchmark", "model", "nodes", "ranks_per_node", "engine", "allreduce", "gpudirect", "fabric")
@@ -54,13 +54,14 @@ def group_of(point: Point, axis: str) -> dict:
         "nodes": point.nodes,
         "ranks_per_node": point.ranks // point.nodes,
         "engine": what_of(point.first),
-        "allreduce": spec.get("allreduce") or "default",
-        "gpudirect": spec.get("gpudirect") or "default",
+        "allreduce": spec.allreduce or "default",
+        "gpudirect": spec.gpudirect or "default",
         "fabric": point.fabric,
     }
     del group[axis]
     # the rest of what defines the measured work (each kind's workload fields, launch.ranks.runspec)
-    hidden = (*(spec.get(name) for name in WORKLOAD), spec.get("gpus_per_node"))
+    # (a kind's own option, the halo proxy's grid, is an extra of the typed spec: read by its name)
+    hidden = (*(getattr(spec, name, None) for name in WORKLOAD), spec.gpus_per_node)
     return {**group, "_hidden": hidden}
 
 

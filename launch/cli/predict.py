@@ -5,17 +5,20 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import typer
 
 from launch.console import console as make_console
 from launch.errors import UsageError
 
+if TYPE_CHECKING:  # read at use: the CLI starts without the results modules
+    from launch.results.result import Result
+
 DEFAULT_RANKS = ",".join(str(2**k) for k in range(11))  # 1 .. 1024
 
 
-def _read(path: Path, what: str) -> dict:
+def _read(path: Path, what: str) -> Result:
     from launch.results.result import read as load_result
 
     if path.is_dir():

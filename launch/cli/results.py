@@ -100,10 +100,10 @@ def show(run_id: str = typer.Argument(..., help="run id (or a unique prefix)")):
 
     Example: fabric-bench results show 20260101T120000-torch-ddp
     """
-    from launch.results.result import disturbance_causes, disturbance_summary
+    from launch.results.result import Result, disturbance_causes, disturbance_summary
     from launch.schema import migrate
 
-    found = migrate(store.get(store.connect(), run_id))
+    found = Result(migrate(store.get(store.connect(), run_id)))
     print(json.dumps(found, indent=2, sort_keys=True))
     for line in [disturbance_summary(found), *disturbance_causes(found)]:
         print(f"disturbance: {terminal(line)}", file=sys.stderr)

@@ -308,13 +308,13 @@ def cause_words(signal: str, figures: dict, seconds: float, window: str = "the t
 def steps_signal(result: dict) -> dict:
     """The run's steadiness: its step series after the warm-up its figures cut (steady_cut)."""
     from launch.kinds import kind_of
-    from launch.results.result import steady_cut, typed
+    from launch.results.result import as_result, steady_cut, typed
 
     kind, fields = kind_of(result), typed(result)
     samples = kind.samples(fields) if kind is not None and fields is not None else []
     if kind is None or len(samples) < 2:
         return {"verdict": "not measured", "why": "no per-iteration samples"}
-    cut = min(steady_cut(result), len(samples) - 1)
+    cut = min(steady_cut(as_result(result)), len(samples) - 1)  # (the result being built: a mapping)
     return {**series_figures(step_times(samples[cut:], kind.metric.higher_is_better)), "warmup_steps_cut": cut}
 
 

@@ -60,7 +60,7 @@ from containers.fabrics import PROFILES
 from launch.errors import UsageError
 from launch.kinds import kind_of, trains
 from launch.predict.model import AlphaBeta
-from launch.results.result import as_result, field_of, fields_of, number, typed
+from launch.results.result import Result, as_result, field_of, fields_of, number, typed
 from launch.schema import at
 
 MIB = 2**20
@@ -327,11 +327,11 @@ def host_overhead_from(train: dict) -> tuple[float, int]:
     return max(0.0, measured - w.compute_step_s), run.world_size
 
 
-def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int = 8 * MIB) -> Fabric:
+def fabric_from_allreduce(result: Result, name: str | None = None, min_bytes: int = 8 * MIB) -> Fabric:
     """alpha-beta fitted on an allreduce result's rows of >= min_bytes (beyond a shaper's burst)."""
     from launch.predict.model import fit
 
-    kind, run = kind_of(result), as_result(result)
+    kind, run = kind_of(result), result
     if not run.sizes or kind is None or not kind.fits_alpha_beta:
         raise UsageError(f"{run.run_id}: not an allreduce result (no sizes)")
     ranks = run.world_size or 0
@@ -351,9 +351,9 @@ def fabric_from_allreduce(result: dict, name: str | None = None, min_bytes: int 
     )
 
 
-def result_fabric(result: dict) -> str | None:
+def result_fabric(result: Result) -> str | None:
     """The fabric names a result answers to: its preset, or emu-eth-<rate> for an emulated link."""
-    return as_result(result).fabric
+    return result.fabric
 
 
 def parse_link(text: str) -> Fabric:

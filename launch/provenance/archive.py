@@ -209,6 +209,7 @@ def collect(
     results = _results(members)
     if not results:
         raise UsageError(f"{directory}: no result.json inside; nothing to archive")
+    carried = {name: dict(r) for name, r in results.items()}  # the raw mappings: carried as data, as read
     runs = [
         {
             "member": name,
@@ -219,7 +220,7 @@ def collect(
             "image": r.get("image"),
             "status": r.get("status"),
         }
-        for name, r in sorted(results.items())
+        for name, r in sorted(carried.items())
     ]
     members["runs.json"] = _json(runs)
     images, inspect_members = _images(list(results.values()))

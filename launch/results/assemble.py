@@ -13,15 +13,15 @@ from __future__ import annotations
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from containers.files import write_json_atomic
 from launch.errors import UsageError
 from launch.kinds import kind
-from launch.results.result import SCHEMA_VERSION
+from launch.results.result import SCHEMA_VERSION, Result
 
 # a stage of a run: the result so far -> the fields it contributes (a later stage's win)
-Stage = Callable[[dict], Mapping[str, Any]]
+Stage = Callable[[dict], Mapping[str, object]]  # what a stage adds to the result it reads
 
 
 def new_run_id(*parts: object) -> str:
@@ -89,12 +89,13 @@ def assemble(
     return result
 
 
-def build(assembled: dict, *stages: Stage) -> dict:
-    """The result: the assembled fields, then each stage's contribution in order."""
+def build(assembled: dict, *stages: Stage) -> Result:
+    """The result: the assembled fields, then each stage's contribution in order (each stage reads
+    the mapping it is completing); finished, it is read as a Result (its typed model made once)."""
     result = dict(assembled)
     for stage in stages:
         result.update(stage(result))
-    return result
+    return Result(result)
 
 
 def write_result(run_dir: Path, result: dict) -> Path:

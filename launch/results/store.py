@@ -35,23 +35,23 @@ from pathlib import Path
 from typing import Any, Callable
 
 from launch.errors import UsageError
-from launch.results.result import as_result, read_tree, typed
+from launch.results.result import Result, as_result, read_tree, typed
 from launch.schema import INDEXED, field_at
 
 # column -> how to read it from a result: the schema's indexed fields (launch.schema.INDEXED)
 COLUMNS: dict[str, Callable[[dict], Any]] = {column: partial(field_at, path=path) for column, path in INDEXED.items()}
 
 
-def comm_share(result: dict) -> Any:
+def comm_share(result: dict) -> object:
     """One rank communicates nothing: no share (launch.analysis.aggregate's rule, as report and
-    sweep summary show it)."""
+    sweep summary show it). A column: it reads the mapping as stored, as every column does."""
     return field_at(result, path=INDEXED["comm_fraction"]) if (as_result(result).world_size or 0) > 1 else None
 
 
 COLUMNS["comm_fraction"] = comm_share
 
 
-def origin_of(result: dict) -> str:
+def origin_of(result: Result) -> str:
     """'host@commit' of the result's `origin` field; results from before it: their ranks' hosts."""
     fields = typed(result)
     origin = fields.origin if fields is not None else None
@@ -92,7 +92,7 @@ KEY = "PRIMARY KEY (run_id, origin, path)"
 MORE = ("baseline_verdict",)  # columns not read from the result: its verdict, from BASELINE_FILE
 
 
-def _table(db: sqlite3.Connection) -> Any:
+def _table(db: sqlite3.Connection) -> sqlite3.Row | None:
     return db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'results'").fetchone()
 
 
@@ -109,7 +109,7 @@ def _update(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE results RENAME TO results_before_key")
         _create(db)
         for row in db.execute("SELECT path, result FROM results_before_key").fetchall():
-            index_result(db, Path(row["path"]), json.loads(row["result"]))
+            index_result(db, Path(row["path"]), Result(json.loads(row["result"])))
         db.execute("DROP TABLE results_before_key")
     _create(db)
     present = {row[1] for row in db.execute("PRAGMA table_info(results)")}
@@ -150,10 +150,11 @@ def record_verdict(db: sqlite3.Connection, path: Path, verdict: str) -> None:
         db.execute("UPDATE results SET baseline_verdict = ? WHERE path = ?", (verdict, str(Path(path).resolve())))
 
 
-def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None:
+def index_result(db: sqlite3.Connection, path: Path, result: Result) -> str | None:
     """Index (or re-index) one result file; a line when its run id is also held from another
-    origin or from another file of the same origin (both rows are kept)."""
-    origin, where, run_id = origin_of(result), str(Path(path).resolve()), as_result(result).run_id
+    origin or from another file of the same origin (both rows are kept). The row keeps the raw
+    mapping (`result`, as the file holds it) and its columns read it by their paths (INDEXED)."""
+    origin, where, run_id = origin_of(result), str(Path(path).resolve()), result.run_id
     text = json.dumps(result, sort_keys=True)
     values = [read(result) for read in COLUMNS.values()] + [verdict_beside(path), origin, where, time.time(), text]
     marks = ", ".join("?" * len(values))
@@ -189,7 +190,7 @@ def index_result(db: sqlite3.Connection, path: Path, result: dict) -> str | None
     return None
 
 
-def index_quietly(path: Path, result: dict) -> None:
+def index_quietly(path: Path, result: Result) -> None:
     """Index a result as it is written; a broken store warns, never fails the run."""
     try:
         with connect() as db:

@@ -229,9 +229,9 @@ def plan(
     if not results:
         raise UsageError(f"archive {archive.path} holds no results")
     replays = []
-    for _, result in sorted(results.items(), key=lambda item: item[1]["run_id"]):
+    for _, result in sorted(results.items(), key=lambda item: item[1].run_id):
         foreign = spec_of(result)
-        where = f"result {result['run_id']}"
+        where = f"result {result.run_id}"
         changes, lines, refused = local_choice(foreign, where, image, runtime, runtime_from, fabric, hostfile)
         if refuse_now:
             refuse_foreign(foreign, accepted_env, where, hostfile_here=hostfile is not None, image_here=not refused)
@@ -262,7 +262,7 @@ def run_all(
 ) -> list[dict]:
     from launch.runs.run import execute_run, prepare
 
-    outputs = []
+    outputs: list[dict] = []  # the replays' results, as the archive's side carries them (raw: launch.provenance)
     archive_sha = sha256_file(archive.path)
     signed_by = archive.provenance().line()
     for replay in replays:

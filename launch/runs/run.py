@@ -25,6 +25,7 @@ from launch.disturbance import judge as disturbance
 from launch.disturbance.nodes import NodeSamplers, RunSampler
 from launch.disturbance.sample import Sampler
 from launch.results.assemble import assemble, build, new_run_id, progress_of, write_result
+from launch.results.result import Result
 from launch.ranks.runspec import RunSpec
 from launch.site.fabric_preset import Preset, resolve
 from launch.site.preflight import check_image_fabric, horovod_built_for, preflight, preflight_skipped  # noqa: F401
@@ -185,7 +186,7 @@ def execute_run(
     annotations: dict | None = None,
     stall_timeout: float | None = None,
     force: bool = False,
-) -> dict:
+) -> Result:
     checked = preflight(spec, prepared, force=force, echo=echo)
     runtime = prepared.plan.runtime
     image = image_record(runtime, spec.image, prepared.image_labels) if spec.image else None  # before the run

@@ -45,7 +45,7 @@ from launch.disturbance import quiet
 from launch.kinds import kind_of
 from launch.schema import at
 from launch.figures import value_text
-from launch.results.result import disturbance_causes, disturbed, fields_of, read as load_result
+from launch.results.result import Result, disturbance_causes, disturbed, fields_of, read as load_result
 from launch.runs.run import execute_run, prepare
 from launch.site.config import Site
 from launch.runs.sweep_state import SweepState, exclusive
@@ -194,7 +194,7 @@ def check_quiet(sweep: Sweep, seconds: float = quiet.QUIET_SECONDS) -> list[dict
     return reports
 
 
-def run_point(sweep: Sweep, point: Point, console: Console | None = None) -> dict:
+def run_point(sweep: Sweep, point: Point, console: Console | None = None) -> Result:
     """One point, measured again while its run was disturbed (at most `remeasure_disturbed`
     times; every run kept, each naming the one it repeats and why)."""
     result = run_point_on_nodes(sweep, point, console)
@@ -217,7 +217,7 @@ def run_point(sweep: Sweep, point: Point, console: Console | None = None) -> dic
 
 def run_point_on_nodes(
     sweep: Sweep, point: Point, console: Console | None = None, annotations: dict | None = None
-) -> dict:
+) -> Result:
     """One point; under Slurm, a point whose node failed is run once more without that node
     (`--exclude`), both runs recorded under the point (the second names the first)."""
     result = run_point_once(sweep, point, annotations)
@@ -238,7 +238,7 @@ def run_point_on_nodes(
     )
 
 
-def run_point_once(sweep: Sweep, point: Point, annotations: dict | None = None) -> dict:
+def run_point_once(sweep: Sweep, point: Point, annotations: dict | None = None) -> Result:
     """One point, isolated: any failure is recorded as `failed` with its reason."""
     state = sweep.state
     run_id = f"{point.label}-{point.key}-{len(state.point(point.key)['runs']) + 1}"
@@ -261,7 +261,7 @@ def run_point_once(sweep: Sweep, point: Point, annotations: dict | None = None) 
     except Exception as exc:  # noqa: BLE001 - a broken run must not end the sweep
         reason = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         state.mark(point.key, point.label, "failed", reason)
-        return {"status": "failed", "reason": reason, "wall_seconds": 0.0}
+        return Result({"status": "failed", "reason": reason, "wall_seconds": 0.0})
     # any status but ok (failed, or a verdict such as transport_mismatch) is a failure to retry on request
     fields = fields_of(result)
     status = "ok" if fields.status == "ok" else "failed"
@@ -281,7 +281,7 @@ def progress_bar(console: Console) -> Progress:
     )
 
 
-def outcome_line(point: Point, result: dict) -> str:
+def outcome_line(point: Point, result: Result) -> str:
     """One run's line: its figure of merit as its kind declares it (launch.kinds), or why it failed."""
     fields = fields_of(result)
     if fields.status == "ok":
@@ -407,11 +407,11 @@ def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
 # ----------------------------------------------------------------- reporting
 
 
-def latest_results(sweep: Sweep) -> list[tuple[Point, dict | None]]:
+def latest_results(sweep: Sweep) -> list[tuple[Point, Result | None]]:
     return [(p, load_result(path) if (path := sweep.state.latest_result(p.key)) else None) for p in sweep.points]
 
 
-def configuration(result: dict) -> tuple:
+def configuration(result: Result) -> tuple:
     spec = fields_of(result).spec
     return (spec.fabric, spec.allreduce, spec.gpudirect, spec.launcher) if spec else (None, None, None, None)
 
@@ -427,8 +427,8 @@ def orders(sweep: Sweep) -> dict[str, list[str]]:
 
 
 def judged(
-    sweep: Sweep, latest: list[tuple[Point, dict | None]] | None = None
-) -> tuple[list[dict], list[aggregate.Point], dict]:
+    sweep: Sweep, latest: list[tuple[Point, Result | None]] | None = None
+) -> tuple[list[Result], list[aggregate.Point], dict]:
     """The latest results, their points (launch.analysis.aggregate) and verdicts (launch.analysis.verdict)."""
     found = [r for _, r in (latest if latest is not None else latest_results(sweep)) if r is not None]
     points = aggregate.aggregate(found, sweep.keep_disturbed)

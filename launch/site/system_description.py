@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from launch.results.result import typed
+from launch.results.result import Result, typed
 from launch.schema import ResultSchema
 from launch.site.config import Site
 from launch.site.probe import HostFacts, verdicts
@@ -92,7 +92,7 @@ def firmware_from_sysfs(root: Path = Path("/")) -> dict[str, str]:
     return found
 
 
-def frameworks(results: list[dict]) -> str:
+def frameworks(results: list[Result]) -> str:
     names = {"torch": "PyTorch", "tensorflow": "TensorFlow", "horovod": "Horovod"}
     seen = {}
     for fields in filter(None, map(typed, results)):
@@ -122,7 +122,7 @@ def site_part(site: Site) -> dict:
 
 def describe(
     facts: HostFacts,
-    results: list[dict],
+    results: list[Result],
     software: dict,
     *,
     system_name: str,
@@ -497,7 +497,7 @@ def _site_fabric_fields(fabric: object) -> dict:
     }
 
 
-def description_of(result: dict, *, site: Optional[Site] = None, system: Optional[dict] = None) -> Description:
+def description_of(result: Result, *, site: Optional[Site] = None, system: Optional[dict] = None) -> Description:
     """What a reviewer knows of `result`'s system (module docstring); a result whose fields are
     not of their shapes has an empty description (score 0)."""
     fields = typed(result)

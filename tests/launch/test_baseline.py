@@ -237,6 +237,7 @@ WRITER = """
 import json, sys, time
 from pathlib import Path
 from launch.results import store
+from launch.results.result import Result
 worker, start, root, recorded = int(sys.argv[1]), float(sys.argv[2]), Path(sys.argv[3]), json.loads(Path(sys.argv[4]).read_text())
 while time.time() < start:
     time.sleep(0.001)
@@ -245,7 +246,7 @@ for i in range(25):
     where = root / result["run_id"]
     where.mkdir(parents=True)
     (where / "result.json").write_text(json.dumps(result))
-    store.index_quietly(where / "result.json", result)
+    store.index_quietly(where / "result.json", Result(result))
 """
 
 

@@ -2,6 +2,7 @@
 run names it instead of a number; an impossible same-cores efficiency is flagged."""
 
 from launch.analysis import headline
+from launch.results.result import Result
 from tests.results import train_result
 
 DISTURBED = {
@@ -11,11 +12,13 @@ DISTURBED = {
 
 
 def test_a_ratio_on_a_disturbed_run_names_it_and_is_not_printed():
-    one = {**train_result("one-rank", img=62.3, ranks=1, engine="horovod"), "disturbance": DISTURBED}
-    two = {
-        **train_result("two-rank", img=147.2, ranks=2, engine="horovod"),
-        "disturbance": {"verdict": "clean", "causes": []},
-    }
+    one = Result({**train_result("one-rank", img=62.3, ranks=1, engine="horovod"), "disturbance": DISTURBED})
+    two = Result(
+        {
+            **train_result("two-rank", img=147.2, ranks=2, engine="horovod"),
+            "disturbance": {"verdict": "clean", "causes": []},
+        }
+    )
     line = headline.ratio_line("torch horovod x2: same-cores efficiency", 147.2 / 62.3, [two, one])
     assert "2.36" not in line
     assert line == (

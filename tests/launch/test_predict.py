@@ -6,6 +6,7 @@ import json
 import pytest
 
 from launch.predict import predict
+from launch.results.result import Result
 from launch.errors import UsageError
 from tests.conftest import fabric_bench
 
@@ -111,7 +112,7 @@ def test_efficiency_falls_with_ranks_and_faster_fabrics_scale_better():
 
 
 def test_fit_from_an_allreduce_result():
-    fabric = predict.fabric_from_allreduce(allreduce_result(gbit=2.0, alpha_us=30.0))
+    fabric = predict.fabric_from_allreduce(Result(allreduce_result(gbit=2.0, alpha_us=30.0)))
     assert fabric.bandwidth_gbit_s == pytest.approx(2.0, rel=1e-6) and fabric.alpha_s == pytest.approx(30e-6, rel=1e-3)
     assert fabric.name == "emu-eth-1g" and "a1" in fabric.source
 

@@ -6,6 +6,7 @@ import pytest
 
 from launch.errors import UsageError
 from launch.analysis import compare
+from launch.results.result import Result
 from launch.ranks.runspec import PARTS, RunSpec
 
 
@@ -19,7 +20,7 @@ def test_every_field_belongs_to_one_part_and_roles_are_declared_on_the_fields():
 
 def test_compare_pairs_the_same_work_across_image_paths_but_not_across_grids():
     def result(**spec):
-        return {"benchmark": "halo", "world_size": 4, "spec": {**RunSpec(benchmark="halo", **spec).as_dict()}}
+        return Result({"benchmark": "halo", "world_size": 4, "spec": {**RunSpec(benchmark="halo", **spec).as_dict()}})
 
     assert compare.key(result(image="/a.sif")) == compare.key(result(image="/site-b/b.sif"))
     assert compare.key(result(grid=96)) != compare.key(result(grid=192))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from launch.results import store
+from launch.results.result import Result
 from launch.errors import UsageError
 from tests.conftest import fabric_bench
 from tests.results import train_result
@@ -154,8 +155,10 @@ def test_a_store_from_before_the_disturbance_column_gains_it_and_show_says_not_r
         },
     }
     with db:
-        store.index_result(db, tmp_path / "d.json", noisy)
-        store.index_result(db, tmp_path / "a.json", result("20260101T000000-a"))  # a version-1 result, as stored
+        store.index_result(db, tmp_path / "d.json", Result(noisy))
+        store.index_result(
+            db, tmp_path / "a.json", Result(result("20260101T000000-a"))
+        )  # a version-1 result, as stored
     assert [r["run_id"] for r in store.query(db, disturbance="disturbed")] == ["20260104T000000-d"]
     env = {**os.environ, "FABRIC_BENCH_STORE": str(path)}
     shown = fabric_bench("results", "show", "20260101T000000-a", env=env)

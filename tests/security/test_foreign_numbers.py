@@ -173,8 +173,10 @@ def test_the_tables_and_headlines_made_from_results_hold_no_escape_and_no_live_m
 
     causes = [{"signal": "cpu\x1b[2J", "words": "[blink]busy[/blink]\x1b[8m"}]
     results = [
-        train_result(f"r{n}", img=10.0 * n, ranks=n, model=HIDDEN, status="ok", schema_version=3)
-        | {"disturbance": {"verdict": "disturbed", "causes": causes}}
+        as_result(
+            train_result(f"r{n}", img=10.0 * n, ranks=n, model=HIDDEN, status="ok", schema_version=3)
+            | {"disturbance": {"verdict": "disturbed", "causes": causes}}
+        )
         for n in (1, 2)
     ]
     out = io.StringIO()
