@@ -108,6 +108,8 @@ class Spec(Open):
     gpus_per_node: Count = None
     allreduce: Text = None
     gpudirect: Text = None
+    nvls: Text = None  # NCCL's in-switch reductions asked on or off (--nvls, --sharp)
+    sharp: Text = None
     image: Text = None
     ranks_per_node: Count = None  # an older hand-made spec's (launch.results.result.ranks_per_node)
 

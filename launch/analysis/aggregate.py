@@ -157,16 +157,20 @@ def subject_of(result: Result) -> str:
     return field_of(result, "model") or field_of(result, "benchmark") or "-"
 
 
-def knobs_of(result: Result) -> tuple[str | None, str | None]:
+# The communication knobs that split a series, each with how a series' name shows its value where set
+KNOBS = {"allreduce": "{}", "gpudirect": "gdr-{}", "nvls": "nvls-{}", "sharp": "sharp-{}"}
+
+
+def knobs_of(result: Result) -> tuple[str | None, ...]:
+    """The run's value of each of KNOBS, in order (None: not set)."""
     spec = spec_of(result)
-    return spec.allreduce, spec.gpudirect
+    return tuple(getattr(spec, knob) for knob in KNOBS)
 
 
 def series_name(result: Result) -> str:
-    """fabric/engine/model, plus the allreduce and GPUDirect knobs where set."""
-    allreduce, gpudirect = knobs_of(result)
+    """fabric/engine/model, plus the knobs set (allreduce, GPUDirect, NVLS, SHARP)."""
     name = f"{fabric_label(result)}/{what_of(result)}/{subject_of(result)}"
-    extras = [e for e in (allreduce, gpudirect and f"gdr-{gpudirect}") if e]
+    extras = [form.format(value) for form, value in zip(KNOBS.values(), knobs_of(result)) if value]
     return name + (f" ({', '.join(extras)})" if extras else "")
 
 

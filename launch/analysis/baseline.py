@@ -66,7 +66,14 @@ VERDICTS = store.BASELINE_VERDICTS  # normal, slow, fast, no baseline yet, distu
 ORIGINS_ENV = "FABRIC_BENCH_ORIGINS"  # comma-separated patterns of this site's origin hosts
 FORMAT = "fabric-bench baseline verdict 1"
 # RunSpec settings that change a figure, where the run's kind reads them (launch.kinds: not_read)
-SETTINGS = ("batch_size", "image_size", "precision", "max_bytes")
+SETTINGS = (
+    "batch_size",
+    "image_size",
+    "precision",
+    "max_bytes",
+    "nvls",
+    "sharp",
+)  # a key made before nvls/sharp keeps its id
 
 
 # ------------------------------------------------------------------ runs and keys
@@ -170,7 +177,6 @@ def key_of(result: Result) -> Optional[Key]:
     if found is None or ranks is None:
         return None
     spec = aggregate.spec_of(result)
-    allreduce, gpudirect = aggregate.knobs_of(result)
     gpus = spec.gpus_per_node
     return Key(
         benchmark=found.name,
@@ -180,8 +186,8 @@ def key_of(result: Result) -> Optional[Key]:
         ranks=ranks,
         nodes=aggregate.nodes_of(result),
         gpus_per_node=gpus or None,
-        allreduce=allreduce,
-        gpudirect=gpudirect,
+        allreduce=spec.allreduce,
+        gpudirect=spec.gpudirect,
         settings=tuple(  # max_bytes: a size sweep's own option, an extra of the typed spec
             (name, value)
             for name in SETTINGS

@@ -41,9 +41,10 @@ AXES = {  # axis -> (what a reader calls it, the point's value of it)
     "fabric": ("fabric", lambda p: p.fabric),
     "allreduce": ("allreduce (NCCL vs MPI)", lambda p: spec_of(p.first).allreduce or "default"),
     "gpudirect": ("GPUDirect", lambda p: spec_of(p.first).gpudirect or "default"),
+    "nvls": ("NVLS (NVLink SHARP)", lambda p: spec_of(p.first).nvls or "default"),
+    "sharp": ("SHARP (CollNet)", lambda p: spec_of(p.first).sharp or "default"),
 }
 WORKLOAD = RunSpec.fields_where("workload")
-GROUP_FIELDS = ("benchmark", "model", "nodes", "ranks_per_node", "engine", "allreduce", "gpudirect", "fabric")
 
 
 def group_of(point: Point, axis: str) -> dict:
@@ -56,6 +57,8 @@ def group_of(point: Point, axis: str) -> dict:
         "engine": what_of(point.first),
         "allreduce": spec.allreduce or "default",
         "gpudirect": spec.gpudirect or "default",
+        "nvls": spec.nvls or "default",
+        "sharp": spec.sharp or "default",
         "fabric": point.fabric,
     }
     del group[axis]
@@ -304,10 +307,10 @@ def paragraph(data: dict) -> str:
 def all_verdicts(
     points: list[Point], baseline_fabric: str | None = None, orders: dict[str, list[str]] | None = None
 ) -> dict:
-    """Fabric first; NCCL vs MPI and GPUDirect only where the results varied them."""
+    """Fabric first; the other axes (NCCL vs MPI, GPUDirect, NVLS, SHARP) only where the results varied them."""
     orders = orders or {}
     out = {"fabric": verdicts(points, "fabric", baseline_fabric, orders.get("fabric"))}
-    for axis in ("allreduce", "gpudirect"):
+    for axis in (a for a in AXES if a != "fabric"):
         data = verdicts(points, axis, None, orders.get(axis))
         if not data["nothing_to_compare"]:
             out[axis] = data
@@ -340,6 +343,7 @@ def experiment_orders(dirs: list[Path]) -> dict[str, list[str]]:
     return orders
 
 
+IN_SWITCH = ("nvls", "sharp")
 COLUMNS = (
     "benchmark",
     "model",
@@ -348,6 +352,8 @@ COLUMNS = (
     "engine/backend",
     "allreduce",
     "gpudirect",
+    "nvls",
+    "sharp",
     "fabric",
     "compared",
     "reference",
@@ -364,7 +370,9 @@ def _unsteady(runs: list[str] | None) -> str:
 
 def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
     """Header and cells of a verdict table (the HTML page and the terminal show the same)."""
-    header = [c for c in COLUMNS if c != data["axis"]]
+    # NVLS and SHARP only where a row set them (CPU and most GPU tables keep their columns)
+    named = {c for c in IN_SWITCH if any(r.get(c, "default") != "default" for r in data["rows"])}
+    header = [c for c in COLUMNS if c != data["axis"] and (c not in IN_SWITCH or c in named)]
     rows = []
     for r in data["rows"]:
         unit = f" {r['unit']}"
@@ -376,6 +384,8 @@ def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
             "engine/backend": r["engine"],
             "allreduce": r.get("allreduce", "-"),
             "gpudirect": r.get("gpudirect", "-"),
+            "nvls": r.get("nvls", "-"),
+            "sharp": r.get("sharp", "-"),
             "fabric": r.get("fabric", "-"),
             "compared": f"{r['value']} vs {r['reference']}",
             "reference": f"{value_text(r['reference_mean'], r['unit'])}{unit} "

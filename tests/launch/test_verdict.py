@@ -138,6 +138,33 @@ def test_knob_verdicts_only_where_the_results_varied_them():
     assert fabric_row["reference"] == "ethernet" and fabric_row["verdict"] == "no significant difference"
 
 
+def test_nvls_on_and_off_are_two_series_and_an_axis_of_their_own():
+    """NCCL's in-switch reductions asked on and off (--nvls, --sharp) are not pooled into one point:
+    each is its own series, an axis of verdicts where varied, and a column only where set."""
+    runs = []
+    for fabric in ("infiniband", "ethernet"):
+        for nvls, samples in (("on", FAST), ("off", SLOW)):
+            run = train(f"{fabric}-{nvls}", fabric, 4, samples, nodes=2, allreduce="nccl")
+            run["spec"]["nvls"] = nvls
+            runs.append(run)
+    points = aggregate.aggregate(runs)
+    assert len(points) == 4 and "infiniband/ddp/resnet18 (nccl, nvls-on)" in {
+        aggregate.series_name(p.first) for p in points
+    }
+    judged = verdict.all_verdicts(points, orders={"fabric": ["ethernet"], "nvls": ["off", "on"]})
+    assert set(judged) == {"fabric", "nvls"}  # SHARP was not varied
+    assert {(r["fabric"], r["reference"], r["value"]) for r in judged["nvls"]["rows"]} == {
+        ("infiniband", "off", "on"),
+        ("ethernet", "off", "on"),
+    }
+    assert all(r["verdict"].endswith("% faster") for r in judged["nvls"]["rows"])
+    # the fabric verdict compares like with like: NVLS on with on, off with off
+    assert sorted(r["nvls"] for r in judged["fabric"]["rows"]) == ["off", "on"]
+    header = verdict.table_rows(judged["fabric"])[0]
+    assert "nvls" in header and "sharp" not in header  # a column only where a row set it
+    assert "nvls" not in verdict.table_rows(judged["nvls"])[0]  # the compared axis
+
+
 def test_nothing_to_compare_is_said_not_failed(tmp_path):
     results = [r for r in emulated_sweep() if r["spec"]["fabric"] != "emu-eth-1g"]
     data = verdict.verdicts(aggregate.aggregate(results), "fabric")
