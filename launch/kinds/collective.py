@@ -48,7 +48,7 @@ class Collective(Kind):
         return (self.name, spec.backend)
 
     def validate(self, spec: "RunSpec") -> None:
-        sizes.validate(spec, tuple(self.collective.backends), self.collective.verb)
+        sizes.validate(spec, tuple(self.collective.backends))
 
     def assemble(self, records: list[dict], world_size: int, tolerance: float) -> tuple[dict, list[str]]:
         return sizes.assemble(records, self.name, world_size)
