@@ -65,7 +65,6 @@ class Collective:
     backends: Mapping[str, Exchange]
     buffers: Callable[[Transport, int], tuple[Array, Array]]  # (transport, elements) -> (send, receive)
     expected: Callable[[Transport, int], Array]  # what this rank's receive buffer holds after one operation
-    verb: str  # what it does to buffers, for messages ("reduces")
     reset: Operation = copy_back
     elements: Callable[[int, int], int] = whole_items  # (bytes, ranks) -> elements; 0: size skipped
     point_to_point: bool = False  # the sweep measures ping-pong too (launch.fleet.locate reads it)
@@ -113,7 +112,6 @@ ALLREDUCE = Collective(
     },
     buffers=allreduce_buffers,
     expected=allreduce_expected,
-    verb="reduces",
     point_to_point=True,
 )
 
@@ -161,7 +159,6 @@ ALLTOALL = Collective(
     },
     buffers=alltoall_buffers,
     expected=alltoall_expected,
-    verb="exchanges",
     reset=untouched,
     elements=block_count,
 )
@@ -198,7 +195,6 @@ BROADCAST = Collective(
     },
     buffers=broadcast_buffers,
     expected=broadcast_expected,
-    verb="broadcasts",
 )
 
 

@@ -42,12 +42,28 @@ def wait(hvd: ModuleType, handle: int) -> object:
     return hvd.synchronize(handle)
 
 
+def gpu_operations(hvd: ModuleType) -> str:
+    """The library Horovod's GPU operations were built with (HOROVOD_GPU_OPERATIONS; fixed in the
+    build, whatever HOROVOD_CPU_OPERATIONS says): nccl, mpi (CUDA-aware MPI: a build with CUDA
+    and MPI but no NCCL) or none (no GPU operations: GPU tensors would go through the CPU ones)."""
+    if hvd.nccl_built():
+        return "nccl"
+    cuda_built = getattr(hvd, "cuda_built", lambda: False)
+    return "mpi" if cuda_built() and hvd.mpi_built() else "none"
+
+
+def build_folder(hvd: ModuleType) -> str:
+    """The imported horovod package's folder: the image's own build, or its second one (containers.stack)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(hvd.__file__ or "")))
+
+
 def describe(hvd: ModuleType, fp16_allreduce: bool) -> dict:
     return {
         "controller": "mpi" if hvd.mpi_enabled() else "gloo",
         "mpi_threads_supported": bool(hvd.mpi_threads_supported()) if hvd.mpi_enabled() else None,
         "nccl_built": bool(hvd.nccl_built()),
-        "gpu_ops": "nccl" if hvd.nccl_built() else "none",
+        "gpu_ops": gpu_operations(hvd),
+        "horovod_build": build_folder(hvd),
         "cpu_ops": os.environ.get("HOROVOD_CPU_OPERATIONS", "default"),
         "fp16_compression": fp16_allreduce,
         "fusion_threshold_bytes": os.environ.get("HOROVOD_FUSION_THRESHOLD"),

@@ -1,5 +1,6 @@
 """What bench.collective's collectives run on: a transport wraps one library's communicator (mpi4py
-on numpy buffers; torch.distributed: gloo on CPUs, NCCL on GPUs; Horovod), makes its arrays, and
+on numpy buffers, or on this rank's GPU buffers where the run asked for GPUs; torch.distributed:
+gloo on CPUs, NCCL on GPUs; Horovod), makes its arrays, and
 gives the barrier, the slowest rank's value, timing to completion on the device and point-to-point
 sends. The exchange code of each collective (bench.collectives) sees a transport as `Transport`:
 this rank, the world, the array helpers and the handles of the library it wraps (`comm` and `mpi`;
@@ -18,6 +19,7 @@ from bench.versions import package_version
 
 if TYPE_CHECKING:
     from mpi4py import MPI
+    from torch import device as TorchDevice
 
 
 class Array(Protocol):
@@ -156,32 +158,17 @@ class MPITransport(Transport):
             "mpi_library": self.mpi.Get_library_version().splitlines()[0].strip(),
             "mpi4py": package_version("mpi4py"),
             "numpy": self.np.__version__,
+            "buffers": "host",
             "timing": self.timing,
         }
 
 
-class TorchTransport(Transport):
-    """torch.distributed: gloo on CPU, nccl on GPU."""
+class TorchArrays:
+    """Buffers as torch tensors on this rank's device (a CUDA GPU, or the CPU)."""
 
-    name = "torch"
-
-    def __init__(self) -> None:
-        import torch
-        import torch.distributed as dist
-
-        from bench.rendezvous import discover, export_for_torch
-        from bench.torch_device import name_rank_a_host_for_nccl, rank_device
-
-        self.torch: ModuleType = torch
-        self.dist = dist
-        peers = discover()
-        export_for_torch(peers)
-        name_rank_a_host_for_nccl(peers.rank)  # ranks sharing one GPU on purpose (the GPU check)
-        self.device = rank_device(peers.local_rank)
-        self.cuda = self.device.type == "cuda"
-        self.process_group_backend = "nccl" if self.cuda else "gloo"
-        dist.init_process_group(self.process_group_backend)
-        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+    torch: ModuleType
+    device: TorchDevice
+    cuda: bool
 
     def index(self, count: int) -> Array:
         return self.torch.arange(count, dtype=self.torch.int32, device=self.device)
@@ -202,6 +189,77 @@ class TorchTransport(Transport):
         local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or 1)
         return int(free), max(1, -(-local // max(1, self.torch.cuda.device_count())))
 
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+
+class MPIDeviceTransport(TorchArrays, MPITransport):
+    """mpi4py on this rank's GPU buffers: torch CUDA tensors, which mpi4py takes whole through their
+    __cuda_array_interface__ (a CUDA-aware MPI reads and writes device memory itself, by the path its
+    transports choose: GPUDirect RDMA, copies staged through the host, CUDA IPC within a node; the
+    launcher's preflight runs it only in an image that says its MPI is CUDA-aware). MPI's blocking
+    calls return with the buffers done: timed by the wall clock around a synchronised device."""
+
+    def __init__(self) -> None:
+        import torch
+
+        from bench.torch_device import rank_device
+
+        super().__init__()
+        self.torch = torch
+        node = self.comm.Split_type(self.mpi.COMM_TYPE_SHARED)  # the ranks of this node: local rank
+        local_rank = node.rank
+        node.Free()
+        self.device = rank_device(local_rank)
+        self.cuda = self.device.type == "cuda"
+
+    @property
+    def timing(self) -> str:
+        return "wall clock, device synchronised"
+
+    def elapsed(self, run: Callable[[], object]) -> float:
+        self.sync()
+        start = time.perf_counter()
+        run()
+        self.sync()
+        return time.perf_counter() - start
+
+    def describe(self) -> dict:
+        return {**super().describe(), "buffers": str(self.device), "torch": self.torch.__version__}
+
+
+def mpi_transport() -> Transport:
+    """The mpi backend: device buffers where the run asked for GPUs (bench.gpu_request), numpy
+    buffers otherwise (and where no launcher said: a rank started by hand)."""
+    from bench.gpu_request import gpus_requested
+
+    return MPIDeviceTransport() if gpus_requested() else MPITransport()
+
+
+class TorchTransport(TorchArrays, Transport):
+    """torch.distributed: gloo on CPU, nccl on GPU."""
+
+    name = "torch"
+
+    def __init__(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        from bench.rendezvous import discover, export_for_torch
+        from bench.torch_device import name_rank_a_host_for_nccl, rank_device
+
+        self.torch = torch
+        self.dist = dist
+        peers = discover()
+        export_for_torch(peers)
+        name_rank_a_host_for_nccl(peers.rank)  # ranks sharing one GPU on purpose (the GPU check)
+        self.device = rank_device(peers.local_rank)
+        self.cuda = self.device.type == "cuda"
+        self.process_group_backend = "nccl" if self.cuda else "gloo"
+        dist.init_process_group(self.process_group_backend)
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+
     @property
     def timing(self) -> str:
         return "cuda events" if self.cuda else "wall clock"
@@ -217,10 +275,6 @@ class TorchTransport(Transport):
         end.record()
         end.synchronize()
         return float(begin.elapsed_time(end)) / 1e3
-
-    def sync(self) -> None:
-        if self.cuda:
-            self.torch.cuda.synchronize()
 
     def barrier(self) -> None:
         self.dist.barrier()
@@ -246,7 +300,8 @@ class TorchTransport(Transport):
 
 
 class HorovodTransport(TorchTransport):
-    """horovod.torch (MPI or gloo CPU operations, NCCL on GPU), each operation waited for as
+    """horovod.torch (MPI or gloo CPU operations; on GPUs the operations its build has: NCCL, or
+    CUDA-aware MPI in the second build, bench.horovod_settings.gpu_operations), each operation waited for as
     bench.horovod_settings.wait says. Horovod has no point-to-point operations: no ping-pong."""
 
     name = "horovod"
@@ -288,6 +343,8 @@ class HorovodTransport(TorchTransport):
             "controller": "mpi" if hvd.mpi_enabled() else "gloo",
             "cpu_operations": "mpi" if hvd.mpi_enabled() else "gloo",
             "nccl_built": bool(hvd.nccl_built()),
+            "gpu_ops": horovod_settings.gpu_operations(hvd),
+            "horovod_build": horovod_settings.build_folder(hvd),
             "wait": "poll" if horovod_settings.polls() else "synchronize",
             "timing": self.timing,
         }
@@ -297,7 +354,7 @@ class HorovodTransport(TorchTransport):
 
 
 TRANSPORTS: dict[str, Callable[[], Transport]] = {
-    "mpi": MPITransport,
+    "mpi": mpi_transport,
     "torch": TorchTransport,
     "horovod": HorovodTransport,
 }

@@ -64,6 +64,21 @@ TF_CUDA_MAJOR = 12
 TF_CUDA_REQUIREMENTS = REPO / "requirements-tf-cuda.txt"
 TF_CUDA_DIR = f"{PREFIX}/tf-cuda{TF_CUDA_MAJOR}"
 
+# MPI on GPU buffers (issue 49): what a cuda image says about it, as labels (org.fabric-bench.<name>)
+# that preflight reads (launch.site.preflight.mpi_on_gpus_refusal); an image without them is refused
+# MPI on GPU buffers in one line naming the missing label. The recipe work fills them in:
+# - MPI_CUDA_LABEL: the image's MPI moves GPU buffers (CUDA-aware), its value what carries them
+#   ("ucx": Open MPI's UCX PML over UCX built with CUDA and gdrcopy). A fabric image whose MPI path
+#   cannot (Omni-Path's psm2 MTL over a libpsm2 built without PSM_CUDA) carries no such label.
+# - HOROVOD_MPI_GPU_LABEL: the image holds a second Horovod, built with HOROVOD_GPU_OPERATIONS=MPI
+#   (the first is built with NCCL GPU operations; GPU operations are fixed in a build), installed
+#   as a package folder at HOROVOD_MPI_GPU_DIR (`pip install --target`); its value is that folder.
+#   A run with --allreduce mpi on GPUs puts it first on the ranks' PYTHONPATH
+#   (launch.ranks.launchers.rank_env), so `import horovod` finds it before the venv's.
+MPI_CUDA_LABEL = "mpi-cuda"
+HOROVOD_MPI_GPU_LABEL = "horovod-mpi-gpu"
+HOROVOD_MPI_GPU_DIR = f"{PREFIX}/horovod-mpi-gpu"
+
 
 def tf_cuda_version() -> str:
     """The CUDA release of TensorFlow's libraries in the cuda image ("12.9"): its label says

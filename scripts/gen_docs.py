@@ -117,6 +117,14 @@ def _profile(p) -> list[str]:
     out += _env_table(p.nccl_env, "Added when NCCL does the allreduce")
     for state in ("on", "off"):
         out += _env_table(p.gpudirect_env.get(state, {}), f"Added with `--gpudirect {state}`")
+    for state, when in (
+        ("default", "without `--gpudirect`"),
+        ("on", "with `--gpudirect on`"),
+        ("off", "with `--gpudirect off`"),
+    ):
+        out += _env_table(p.mpi_gpu_env.get(state, {}), f"Added where the run hands GPU buffers to MPI, {when}")
+    if not p.mpi_carries_gpu_buffers:
+        out.append("MPI on GPU buffers: refused (this fabric's MPI path carries host buffers only).\n\n")
     out += _binds_table(p.binds, "Bound into the container")
     out += _binds_table(p.gpudirect_binds, "Bound with GPUDirect on")
     if p.library_path:

@@ -81,6 +81,32 @@ def fabric_bench(*args: str, timeout: float = 600, **kwargs) -> subprocess.Compl
 # The image flavour the tests build and run (.ci/run builds the same): Debian's packaged
 # communication stack, minutes cold. The cpu flavour's source-built site stack takes ~35 min
 # on 2 cores, beyond CI's budget beside the tests; its podman rehearsal records prove it.
+# A GPU cluster's site file (issue 49): Slurm with a GPU partition, Apptainer, and the fabrics the
+# shipped experiments name (Ethernet, a 4-rail InfiniBand node, Omni-Path)
+GPU_SITE = """\
+runtime = "apptainer"
+launcher = "srun"
+[scheduler]
+partition = "gpu"
+[fabrics.ethernet]
+interface = "eth0"
+[fabrics.infiniband]
+hca = "mlx5_0,mlx5_1,mlx5_2,mlx5_3"
+interface = "ib0"
+[fabrics.omnipath]
+hca = "hfi1_0"
+interface = "ib1"
+"""
+
+
+@pytest.fixture
+def gpu_site(tmp_path) -> Path:
+    """GPU_SITE as a file."""
+    path = tmp_path / "gpu-site.toml"
+    path.write_text(GPU_SITE)
+    return path
+
+
 IMAGE_FLAVOUR = "cpu-debian"
 
 

@@ -32,6 +32,17 @@ PROFILE = FabricProfile(
     # halved Horovod's rate on 1 Gbit links (0.51: every iteration stalled); 256 KiB
     # reached 0.96 at 1 and 5 Gbit for mpi and horovod. Below 16 MiB the fixed choice was
     # as fast or faster (benchmarks/fabric_emulation.py).
+    # MPI on GPU buffers: Open MPI's UCX PML over UCX's tcp and CUDA transports (UCX is Open MPI's
+    # preferred CUDA-aware path; ob1's tcp BTL is left to host buffers). TCP has no RDMA: GPUDirect
+    # "on" lets UCX use the GPU-side paths (cuda_ipc between GPUs of a node, gdr_copy), "off" stages
+    # every transfer through host memory (cuda_copy only).
+    mpi_gpu_env=frozen(
+        {
+            "default": frozen({"OMPI_MCA_pml": "ucx", "UCX_TLS": "tcp,sm,self,cuda_copy,cuda_ipc,gdr_copy"}),
+            "on": frozen({"OMPI_MCA_pml": "ucx", "UCX_TLS": "tcp,sm,self,cuda_copy,cuda_ipc,gdr_copy"}),
+            "off": frozen({"OMPI_MCA_pml": "ucx", "UCX_TLS": "tcp,sm,self,cuda_copy"}),
+        }
+    ),
     ompi_coll_rules=(ompi_rules.Rule("allreduce", 16 * 2**20, "segmented_ring", segment_bytes=256 * 2**10),),
     sockets=True,
     detect=Detection("interface"),

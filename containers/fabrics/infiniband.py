@@ -30,8 +30,8 @@ PROFILE = FabricProfile(
     # (`ucx_info -f`: yes|no|try, default try). "yes" fails the device, and MPI_Init with it,
     # wherever UCX finds no peer-memory driver file (UCX 1.13's ib_md.c looks for
     # /sys/kernel/mm/memory_peers/nv_mem/version only; DMA-BUF-only hosts have none), while
-    # NCCL's own GPUDirect works there. MPI carries no GPU buffers in these benchmarks (NCCL
-    # does), so "on" asks UCX to try; whether GPUDirect ran is read from NCCL's log.
+    # NCCL's own GPUDirect works there. Where NCCL carries the GPU buffers "on" asks UCX to try;
+    # whether GPUDirect ran is read from NCCL's log (a run handing them to MPI: mpi_gpu_env).
     # Dropping gdr_copy/cuda_ipc from UCX_TLS alone leaves it on: "off" says no.
     gpudirect_env=frozen(
         {
@@ -49,6 +49,19 @@ PROFILE = FabricProfile(
     ),
     binds=(VERBS_DEVICES, VERBS_CONFIG),
     gpudirect_binds=(GDRDRV,),
+    # MPI on GPU buffers (a CUDA-aware Open MPI over UCX): UCX handles device memory only through
+    # the CUDA transports in UCX_TLS (cuda_copy: copies staged through host memory; cuda_ipc: GPU to
+    # GPU within a node; gdr_copy: the CPU reaching GPU memory through gdrcopy). GPUDirect "on"
+    # insists on the HCA reading GPU memory: UCX_IB_GPU_DIRECT_RDMA=yes fails the device where it
+    # cannot (openucx/ucx#5725) where "try" would stage quietly under an "on" label; "off" is
+    # gpudirect_env's (no, cuda_copy only: every transfer staged); not asked: UCX chooses among all.
+    mpi_gpu_env=frozen(
+        {
+            "default": frozen({"UCX_TLS": "rc,ud,sm,self,cuda_copy,cuda_ipc,gdr_copy"}),
+            "on": frozen({"UCX_IB_GPU_DIRECT_RDMA": "yes"}),
+            "off": frozen({"UCX_IB_GPU_DIRECT_RDMA": "no"}),
+        }
+    ),
     device_nodes=(VERBS_NODES, DeviceNode("/dev/infiniband/rdma_cm", "RDMA connection manager (rdmacm)", "warn")),
     verbs=True,
     self_test_tools=("ibv_devinfo",),

@@ -24,7 +24,8 @@ PROFILE = FabricProfile(
     nccl_env=frozen({"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", "NCCL_IB_HCA": "={hca}", "NCCL_SOCKET_IFNAME": "{nic}"}),
     # No PSM2_CUDA / PSM2_GPUDIRECT: the stack's libpsm2 is built without PSM_CUDA (it needs
     # the CUDA hfi1 driver's headers; containers.recipe), and such a libpsm2 ignores both, so
-    # MPI over psm2 carries host buffers only. GPUDirect here is NCCL's, over hfi1 verbs.
+    # MPI over psm2 carries host buffers only (no mpi_gpu_env: preflight refuses MPI on GPU
+    # buffers here). GPUDirect here is NCCL's, over hfi1 verbs.
     gpudirect_env=frozen(
         {
             "on": frozen({"NCCL_NET_GDR_LEVEL": "PHB"}),

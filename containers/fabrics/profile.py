@@ -133,6 +133,11 @@ class FabricProfile:
     env: Mapping[str, str] = field(default_factory=frozen)  # MPI, UCX, libfabric, gloo
     nccl_env: Mapping[str, str] = field(default_factory=frozen)  # when NCCL does the allreduce
     gpudirect_env: Mapping[str, Mapping[str, str]] = field(default_factory=frozen)  # "on"/"off"
+    # When the run hands GPU buffers to MPI (a CUDA-aware MPI: --allreduce mpi or --backend mpi on
+    # GPUs), what lets this fabric's MPI path carry them, by the run's GPUDirect choice ("on", "off",
+    # "default": not asked), set after gpudirect_env. Empty: this fabric's MPI path carries host buffers
+    # only (preflight refuses MPI on GPU buffers over it, launch.site.preflight).
+    mpi_gpu_env: Mapping[str, Mapping[str, str]] = field(default_factory=frozen)
     binds: tuple[Bind, ...] = ()
     gpudirect_binds: tuple[Bind, ...] = ()  # bound when GPUDirect is on
     # Directories put first on the image's LD_LIBRARY_PATH (baked into the image,
@@ -180,21 +185,30 @@ class FabricProfile:
             *self.env.values(),
             *self.nccl_env.values(),
             *(v for env in self.gpudirect_env.values() for v in env.values()),
+            *(v for env in self.mpi_gpu_env.values() for v in env.values()),
             *(b.host for b in (*self.binds, *self.gpudirect_binds)),
             *(b.container for b in (*self.binds, *self.gpudirect_binds)),
         ]
         # {hca_ports} is derived from {hca}: the site names only the devices
         return {"hca" if name == "hca_ports" else name for text in texts for name in _PLACEHOLDER.findall(text)}
 
+    @property
+    def mpi_carries_gpu_buffers(self) -> bool:
+        """Whether this fabric's MPI path can carry GPU buffers (a CUDA-aware transport under it)."""
+        return bool(self.mpi_gpu_env)
+
     def environment(
-        self, site: Mapping[str, str], *, nccl: bool = True, gpudirect: Optional[bool] = None
+        self, site: Mapping[str, str], *, nccl: bool = True, gpudirect: Optional[bool] = None, mpi_gpu: bool = False
     ) -> dict[str, str]:
-        """The environment selecting this fabric, placeholders filled from `site`."""
+        """The environment selecting this fabric, placeholders filled from `site`; `mpi_gpu`: the
+        run hands GPU buffers to MPI (mpi_gpu_env)."""
         env = dict(self.env)
         if nccl:
             env |= self.nccl_env
         if gpudirect is not None:
             env |= self.gpudirect_env.get("on" if gpudirect else "off", {})
+        if mpi_gpu:
+            env |= self.mpi_gpu_env.get("default" if gpudirect is None else "on" if gpudirect else "off", {})
         return {name: _fill(value, site, self.name) for name, value in env.items()}
 
     def bind_mounts(self, site: Mapping[str, str], gpudirect: Optional[bool] = None) -> list[Bind]:

@@ -83,6 +83,19 @@ PROFILE = FabricProfile(
     ),
     binds=(VERBS_DEVICES, VERBS_CONFIG),
     gpudirect_binds=(GDRDRV,),
+    # MPI on GPU buffers (a CUDA-aware Open MPI over UCX): UCX handles device memory only through
+    # the CUDA transports in UCX_TLS (cuda_copy: copies staged through host memory; cuda_ipc: GPU to
+    # GPU within a node; gdr_copy: the CPU reaching GPU memory through gdrcopy). GPUDirect "on"
+    # insists on the HCA reading GPU memory: UCX_IB_GPU_DIRECT_RDMA=yes fails the device where it
+    # cannot (openucx/ucx#5725) where "try" would stage quietly under an "on" label; "off" is
+    # gpudirect_env's (no, cuda_copy only: every transfer staged); not asked: UCX chooses among all.
+    mpi_gpu_env=frozen(
+        {
+            "default": frozen({"UCX_TLS": "rc,ud,sm,self,cuda_copy,cuda_ipc,gdr_copy"}),
+            "on": frozen({"UCX_IB_GPU_DIRECT_RDMA": "yes"}),
+            "off": frozen({"UCX_IB_GPU_DIRECT_RDMA": "no"}),
+        }
+    ),
     device_nodes=(VERBS_NODES, DeviceNode("/dev/infiniband/rdma_cm", "RDMA connection manager (rdmacm)", "warn")),
     verbs=True,
     self_test_tools=("ibv_devinfo",),

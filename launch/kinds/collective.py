@@ -46,7 +46,7 @@ class Collective(Kind):
         return (self.name, spec.backend)
 
     def validate(self, spec: Spec) -> None:
-        sizes.validate(spec, tuple(self.collective.backends), self.collective.verb)
+        sizes.validate(spec, tuple(self.collective.backends))
 
     def assemble(self, records: list[dict], world_size: int, tolerance: float) -> tuple[dict, list[str]]:
         return sizes.assemble(records, self.name, world_size)

@@ -13,7 +13,8 @@ expanded into RunSpecs.
     fabric = ["ethernet"]
     nodes = [1, 2, 4]
     ranks_per_node = [2]
-    allreduce = ["nccl", "mpi"]     # combinations an engine cannot run are dropped (ddp x mpi)
+    allreduce = ["nccl", "mpi"]     # combinations an engine cannot run are dropped (ddp x mpi); MPI on GPU
+                                    # buffers only in images that say their MPI is CUDA-aware (preflight)
     gpudirect = ["on", "off"]       # GPUDirect RDMA for NCCL and CUDA-aware MPI (dropped beside gloo, and without GPUs)
     benchmark = ["train", "halo"]   # fields a benchmark does not read are not crossed with it (launch.kinds)
 
@@ -261,7 +262,7 @@ NOT_APPLICABLE = (
     ),
     (
         ("engine", "allreduce", "gpus_per_node"),
-        "Horovod on GPUs: its GPU operations are NCCL (built so), whatever allreduce says (launch.ranks.runspec)",
+        "Horovod on GPUs has no gloo GPU operations: NCCL would move the gradients (launch.ranks.runspec)",
         lambda f: (
             f.get("engine") == "horovod"
             and f.get("allreduce") in HOROVOD_CPU_ONLY
@@ -389,6 +390,13 @@ def _check_nodes(experiment: Experiment, spec: RunSpec) -> None:
         raise experiment.error("nodes", f"{spec.nodes} nodes under the mpirun launcher need [run].hostfile")
 
 
+def _identity(spec: RunSpec) -> tuple:
+    """A spec's value as a hashable tuple (its one table, extra_env, as sorted pairs): equal specs,
+    equal identities."""
+    values = (getattr(spec, f.name) for f in dataclasses.fields(spec))
+    return tuple(tuple(sorted(v.items())) if isinstance(v, dict) else v for v in values)
+
+
 def expand(experiment: Experiment, site: Site | None = None, launcher: str | None = None) -> list[Point]:
     """Every run of the experiment, each baseline just before the first run it serves; pure (no I/O).
 
@@ -400,11 +408,13 @@ def expand(experiment: Experiment, site: Site | None = None, launcher: str | Non
         base["launcher"] = launcher
     names = list(experiment.matrix)
     specs: list[RunSpec] = []
+    known: set[tuple] = set()  # the specs' identities: a matrix of thousands compares by hash, not pairwise
+    defaults = dataclasses.asdict(RunSpec())
     survivors: dict[str, set] = {name: set() for name in names}
     reasons: dict[tuple[str, Any], str] = {}
     for combo in itertools.product(*experiment.matrix.values()):
         fields = read_fields(experiment, {**base, **dict(zip(names, combo))})
-        reason = _dropped(experiment, {**dataclasses.asdict(RunSpec()), **fields})
+        reason = _dropped(experiment, {**defaults, **fields})
         if reason:
             for name, value in zip(names, combo):
                 reasons.setdefault((name, value), reason)
@@ -413,7 +423,8 @@ def expand(experiment: Experiment, site: Site | None = None, launcher: str | Non
             survivors[name].add(value)
         spec = _validated(experiment, _spec(experiment, fields, site))
         _check_nodes(experiment, spec)
-        if spec not in specs:  # a benchmark that does not read a varied field runs once
+        if _identity(spec) not in known:  # a benchmark that does not read a varied field runs once
+            known.add(_identity(spec))
             specs.append(spec)
     for name in names:
         for value in experiment.matrix[name]:
@@ -422,14 +433,19 @@ def expand(experiment: Experiment, site: Site | None = None, launcher: str | Non
                     name,
                     f"{value!r} is in no runnable combination ({reasons.get((name, value), 'see the other keys')})",
                 )
+    one_rank = [c for c in specs if c.ranks == 1]
     baselines = [
-        next((c for c in specs if measures_alone(c, spec)), None) or _validated(experiment, baseline_of(spec))
+        next((c for c in one_rank if measures_alone(c, spec)), None) or _validated(experiment, baseline_of(spec))
         for spec in specs
     ]
+    serving = {_identity(b) for b in baselines}
     points, seen = [], set()
     for repetition in range(experiment.repetitions):
         for spec, baseline in zip(specs, baselines):
-            for point in (Point(baseline, repetition, baseline=True), Point(spec, repetition, spec in baselines)):
+            for point in (
+                Point(baseline, repetition, baseline=True),
+                Point(spec, repetition, _identity(spec) in serving),
+            ):
                 if point.key not in seen:
                     seen.add(point.key)
                     points.append(point)

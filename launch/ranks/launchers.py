@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from bench.gpu_request import GPUS_REQUESTED_ENV
+from containers import stack
 from launch import shapes
 from launch.fleet import slurm
 from launch.ranks.command import Command
@@ -138,6 +139,12 @@ def cpus_per_rank(spec: LaunchedSpec) -> int:
     return max(1, cpus // spec.ranks_per_node)
 
 
+def horovod_mpi_gpu_operations(spec: LaunchedSpec) -> bool:
+    """Whether the run trains with Horovod handing its GPU gradients to MPI (--allreduce mpi on
+    GPUs): the image's second Horovod build does it (containers.stack.HOROVOD_MPI_GPU_DIR)."""
+    return trains(spec.benchmark) and spec.engine == "horovod" and spec.allreduce == "mpi" and spec.gpus_per_node > 0
+
+
 def rank_env(spec: LaunchedSpec, plan: Plan) -> dict[str, str]:
     """Environment of every rank: a CPU share each, the fabric preset, then the user's overrides."""
     # a batch job counts its node's CPUs in its script (slurm.cpus_per_rank_lines), where the
@@ -154,6 +161,10 @@ def rank_env(spec: LaunchedSpec, plan: Plan) -> dict[str, str]:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if spec.engine == "horovod" and spec.allreduce in ("mpi", "gloo"):
         env["HOROVOD_CPU_OPERATIONS"] = spec.allreduce
+    if plan.runtime.containerised and horovod_mpi_gpu_operations(spec):
+        # the image's second Horovod, built with MPI GPU operations (the venv's has NCCL ones): first on
+        # the path, `import horovod` finds it (preflight ran this only where the image labels it)
+        env["PYTHONPATH"] = stack.HOROVOD_MPI_GPU_DIR
     if spec.engine == "horovod" and starts_with_mpi(spec) and cpus_per_rank(spec) == 1:
         # Horovod's MPI controller negotiates every cycle from a background thread, and
         # Open MPI busy-polls while it waits for the other ranks. With one core per rank

@@ -21,14 +21,16 @@ from launch.ranks.runtimes import HOST
 
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
-# Horovod's GPU operations are fixed when its wheel is built (HOROVOD_GPU_OPERATIONS=NCCL in the
-# stack recipe); --allreduce mpi|gloo sets only its CPU operations (HOROVOD_CPU_OPERATIONS), so on
-# GPUs NCCL would still move the gradients and the "without NCCL" arm would measure NCCL again.
-HOROVOD_CPU_ONLY = ("mpi", "gloo")
+# Horovod's GPU operations are fixed when its wheel is built (HOROVOD_GPU_OPERATIONS): the image's
+# own build has NCCL ones, its second build (containers.stack.HOROVOD_MPI_GPU_DIR) MPI ones, which
+# --allreduce mpi selects where the image says it has them (launch.site.preflight). No build has gloo
+# GPU operations: --allreduce gloo sets only the CPU operations (HOROVOD_CPU_OPERATIONS), so on GPUs
+# NCCL would still move the gradients and the gloo arm would measure NCCL again.
+HOROVOD_CPU_ONLY = ("gloo",)
 HOROVOD_GPU_OPERATIONS_REFUSAL = (
-    "--allreduce {allreduce} with Horovod on GPUs is refused: the image's Horovod is built with "
-    "HOROVOD_GPU_OPERATIONS=NCCL, so NCCL would still move the GPU buffers; use --allreduce nccl, or run "
-    "on CPUs, until an image carries a Horovod built with HOROVOD_GPU_OPERATIONS=MPI and CUDA-aware UCX"
+    "--allreduce {allreduce} with Horovod on GPUs is refused: no Horovod build has {allreduce} GPU operations "
+    "(the image's own is built with HOROVOD_GPU_OPERATIONS=NCCL), so NCCL would still move the GPU buffers; "
+    "use --allreduce nccl, --allreduce mpi (CUDA-aware MPI, where the image has it), or run on CPUs"
 )
 NCCL_MAX_BYTES = 8 * 2**30  # the allreduce sweep's top on GPUs (issue 42, item 3)
 HOST_MAX_BYTES = 256 * 2**20
@@ -392,6 +394,16 @@ class RunSpec:
         """Whether the run's collectives go through NCCL: asked for, or the engines' own
         choice on GPUs (DDP's backend, Horovod's GPU operations, TF's collective)."""
         return self.allreduce == "nccl" or (self.allreduce is None and self.gpus_per_node > 0)
+
+    @property
+    def hands_gpu_buffers_to_mpi(self) -> bool:
+        """Whether the run hands GPU buffers to MPI (a CUDA-aware MPI must move them): training with
+        --allreduce mpi on GPUs, or a collective micro-benchmark's mpi backend on GPUs."""
+        if self.gpus_per_node <= 0:
+            return False
+        if trains(self.benchmark):
+            return self.allreduce == "mpi"
+        return kind(self.benchmark).communicates_by == "backend" and self.backend == "mpi"
 
     @property
     def effective_image_size(self) -> int:

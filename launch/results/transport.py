@@ -212,8 +212,10 @@ def asked_for(fabric: str | None, env: dict[str, str], nccl: bool) -> dict[str, 
         asked = dict(profile(fabric).env)
         if nccl:
             asked |= profile(fabric).nccl_env
-        # GPUDirect follows the run's own choice (the profile has on and off)
-        for name in {k for v in profile(fabric).gpudirect_env.values() for k in v}:
+        # GPUDirect follows the run's own choice (the profile has on and off), and so does what lets
+        # its MPI carry GPU buffers (mpi_gpu_env: set only where the run hands them to MPI)
+        chosen = (*profile(fabric).gpudirect_env.values(), *profile(fabric).mpi_gpu_env.values())
+        for name in {k for v in chosen for k in v}:
             if name in env:
                 asked[name] = env[name]
     else:
@@ -254,8 +256,9 @@ def gradient_path(result: dict) -> str | None:
         return info.get("backend")
     if result.get("engine") == "horovod":
         spec = result.get("spec") or {}
-        if (spec.get("gpus_per_node") or 0) > 0 and info.get("nccl_built"):
-            return "nccl"
+        gpu_ops = info.get("gpu_ops") or ("nccl" if info.get("nccl_built") else None)
+        if (spec.get("gpus_per_node") or 0) > 0 and gpu_ops in ("nccl", "mpi"):
+            return gpu_ops  # its GPU operations, fixed in its build (the second build's are MPI's)
         return (result.get("env") or {}).get("HOROVOD_CPU_OPERATIONS") or info.get("controller")
     return None
 
@@ -281,11 +284,16 @@ def gpu_buffer_library(result: dict) -> tuple[str | None, str]:
         gpu_ops = info.get("gpu_ops") or ("nccl" if info.get("nccl_built") else None)
         if gpu_ops == "nccl":
             return "nccl", "Horovod's GPU operations (built with NCCL; --allreduce sets only its CPU operations)"
-        return None, "Horovod built without NCCL: its GPU operations are not known to the bundle"
+        if gpu_ops == "mpi":
+            return "mpi", f"Horovod's GPU operations (built with MPI: {info.get('horovod_build') or 'its MPI build'})"
+        return None, "Horovod built without NCCL or MPI GPU operations: not known to the bundle"
     if engine == "native":  # tf.distribute: CollectiveCommunication NCCL on GPUs
         collectives = info.get("collectives")
         return ("nccl" if collectives == "nccl" else collectives), f"tf.distribute collectives ({collectives})"
     if engine == "mpi":
+        buffers = str(info.get("buffers") or "host")  # before device buffers: host, unsaid
+        if buffers.startswith("cuda"):
+            return "mpi", f"mpi4py on device buffers ({buffers}) handed to a CUDA-aware MPI"
         return "mpi", "mpi4py on host (numpy) buffers"
     return None, "the ranks did not say"
 
@@ -297,12 +305,40 @@ def gpu_buffers(result: dict, observed: dict) -> dict | None:
     if library is None and source.startswith("no GPUs"):
         return None
     nccl_seen = bool(observed.get("nccl"))
-    return {
+    moved: dict[str, object] = {
         "library": library,
         "source": source,
         "nccl_in_log": nccl_seen,
         "confirmed": (nccl_seen if library == "nccl" else None),
     }
+    if library == "nccl":  # GPUDirect RDMA per NET channel, as NCCL's log says
+        moved["path"] = {"gpudirect_rdma": (observed.get("nccl") or {}).get("gdr")}
+    if library == "mpi":
+        path = mpi_gpu_path(result.get("env") or {}, observed)
+        used = path["ucx_gpu_transports"]
+        moved |= {"path": path, "confirmed": None if used is None else bool(used)}
+    return moved
+
+
+def mpi_gpu_path(env: dict, observed: dict) -> dict:
+    """How a CUDA-aware MPI moved GPU buffers: the CUDA transports UCX's endpoints used (their lanes in
+    the log; None: no UCX lanes seen), what the run allowed (UCX_TLS) and asked of GPUDirect RDMA
+    (UCX_IB_GPU_DIRECT_RDMA: yes fails the device where the HCA cannot read GPU memory), and the path
+    that follows: gpudirect-rdma (asked yes: nothing else passes), gpu-copies (cuda_ipc or gdr_copy
+    lanes: GPU to GPU within a node, or the CPU mapping GPU memory), staged (cuda_copy alone: every
+    transfer through host memory), unknown."""
+    ucx = observed.get("ucx")
+    used = sorted(t for t in (ucx or {}).get("transports", []) if t in UCX_ALIASES["cuda"]) if ucx else None
+    rdma = env.get("UCX_IB_GPU_DIRECT_RDMA")
+    if rdma in ("yes", "y", "1", "on"):
+        path = "gpudirect-rdma"
+    elif used and set(used) & {"cuda_ipc", "gdr_copy"}:
+        path = "gpu-copies"
+    elif used:
+        path = "staged"
+    else:
+        path = "unknown"
+    return {"ucx_gpu_transports": used, "ucx_tls": env.get("UCX_TLS"), "gpudirect_rdma_asked": rdma, "path": path}
 
 
 # the run's in-switch settings (RunSpec.nvls, .sharp), the NCCL variable each sets, the algorithms

@@ -4,9 +4,10 @@ summary.json list what it left out.
 Two kinds of drop:
 - combinations of the matrix that no engine can run (launch.plan.experiment's NOT_APPLICABLE
   rules, the same test `expand` applies), one entry per rule and the matrix values that decide it;
-  on GPUs the MPI arm is named by its first missing piece, a CUDA-aware MPI in the image;
 - points that preflight would refuse, decided by preflight's own function
-  (launch.site.preflight.decide) on the facts it reads at run time: the labels of the point's
+  (launch.site.preflight.decide: TensorFlow on GPUs, MPI on GPU buffers without an image that
+  says its MPI is CUDA-aware and, for Horovod, holds its MPI build) on the facts it reads at run
+  time: the labels of the point's
   image, read from the image where it is here, else the labels `make image` gives the image of
   that name (`<fabric>-<flavour>.sif`, containers.recipe.labels). What only the hosts can say (their
   drivers, devices, libraries) is left to preflight at run time. A 1-rank baseline left serving
@@ -83,7 +84,6 @@ def matrix_drops(experiment: Experiment, site: Site, launcher: str | None = None
     if launcher:
         base["launcher"] = launcher
     names = list(experiment.matrix)
-    cache: dict[str, dict[str, str]] = {}
     counts: dict[tuple[str, str], int] = {}
     for combo in itertools.product(*experiment.matrix.values()):
         fields = {**dataclasses.asdict(RunSpec()), **read_fields(experiment, {**base, **dict(zip(names, combo))})}
@@ -92,13 +92,6 @@ def matrix_drops(experiment: Experiment, site: Site, launcher: str | None = None
         for keys, why, broken in NOT_APPLICABLE:
             if not (any(k in experiment.matrix for k in keys) and broken(fields)):
                 continue
-            if "gpus_per_node" in keys:  # on GPUs the MPI arm's first missing piece: a CUDA-aware MPI
-                image = (fields.get("image") or "").replace("{fabric}", fields.get("fabric") or "")
-                labels = image_labels(dataclasses.replace(RunSpec(), runtime=fields["runtime"], image=image), cache)
-                mpi = preflight.mpi_on_gpus_refusal(
-                    fields["benchmark"], fields["allreduce"], fields["gpus_per_node"], image, labels
-                )
-                why = f"{mpi}; and {why}" if mpi else why
             what = " ".join(f"{k}={fields[k]}" for k in keys if k in experiment.matrix)
             counts[(what, why)] = counts.get((what, why), 0) + 1
             break

@@ -147,7 +147,12 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
     values = site_values(fabric, fabric_site)
     gpudirect = None if spec.gpudirect is None else spec.gpudirect == "on"
     try:
-        env = {**fabric.environment(values, nccl=spec.uses_nccl, gpudirect=gpudirect), **site.env}
+        env = {
+            **fabric.environment(
+                values, nccl=spec.uses_nccl, gpudirect=gpudirect, mpi_gpu=spec.hands_gpu_buffers_to_mpi
+            ),
+            **site.env,
+        }
         mounts = fabric.bind_mounts(values, gpudirect=gpudirect)
     except KeyError as exc:
         raise UsageError(

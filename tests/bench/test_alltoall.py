@@ -47,7 +47,8 @@ def test_the_value_check_passes_the_exchange_and_catches_a_misplaced_block():
     [
         (["--backend", "horovod"], "unknown backend 'horovod'; choose from mpi, torch"),
         (["--min-bytes", "6"], "--min-bytes must be a positive multiple of 4"),
-        (["--backend", "mpi", "--gpus-per-node", "1"], "--backend mpi exchanges host (numpy) buffers"),
+        # device buffers to MPI: only in an image that says its MPI is CUDA-aware (launch.site.preflight)
+        (["--backend", "mpi", "--gpus-per-node", "1"], "alltoall --backend mpi on GPUs: a run on the host"),
     ],
 )
 def test_bad_alltoall_input_is_one_line_exit_2(args, message, tmp_path):

@@ -1,3 +1,4 @@
+import json
 import re
 import dataclasses
 from pathlib import Path
@@ -97,16 +98,8 @@ def test_every_rank_is_told_the_gpus_asked_for_and_a_cpu_run_hides_them(gpus, tm
     "changes, message",
     [
         (
-            {"engine": "horovod", "allreduce": "mpi", "gpus_per_node": 4},
-            "--allreduce mpi with Horovod on GPUs is refused: the image's Horovod is built with HOROVOD_GPU_OPERATIONS=NCCL",
-        ),
-        (
             {"engine": "horovod", "allreduce": "gloo", "gpus_per_node": 4, "controller": "mpi"},
-            "--allreduce gloo with Horovod on GPUs is refused",
-        ),
-        (
-            {"benchmark": "allreduce", "backend": "mpi", "gpus_per_node": 1},
-            "--backend mpi reduces host (numpy) buffers",
+            "--allreduce gloo with Horovod on GPUs is refused: no Horovod build has gloo GPU operations",
         ),
         ({"allreduce": "nccl", "gpus_per_node": 0, "launcher": "local"}, "--allreduce nccl needs GPUs"),
     ],
@@ -118,25 +111,62 @@ def test_runs_that_would_measure_something_else_on_gpus_are_refused(changes, mes
 
 def test_horovod_with_mpi_stays_possible_on_cpus():
     spec = RunSpec(engine="horovod", allreduce="mpi", gpus_per_node=0, ranks=2, launcher="mpirun").validated()
-    assert spec.allreduce == "mpi"
+    assert spec.allreduce == "mpi" and not spec.hands_gpu_buffers_to_mpi
     assert RunSpec(benchmark="allreduce", backend="torch", gpus_per_node=1, ranks=2, launcher="mpirun").validated()
 
 
-def test_the_horovod_mpi_refusal_is_one_line_exit_2_on_the_command_line(tmp_path):
+def test_mpi_on_gpu_buffers_on_the_host_is_refused_by_preflight_in_one_line_exit_2(tmp_path):
+    """A spec may ask for MPI on GPU buffers (the image decides: launch.site.preflight); on the host
+    no image says its MPI is CUDA-aware, so the run stops before anything starts."""
+    spec = RunSpec(engine="horovod", allreduce="mpi", gpus_per_node=1, ranks=1, launcher="mpirun").validated()
+    assert spec.hands_gpu_buffers_to_mpi
     proc = fabric_bench(
-        "run",
-        "--engine",
-        "horovod",
-        "--allreduce",
-        "mpi",
-        "--gpus-per-node",
-        "1",
-        "--ranks",
-        "1",
-        "--results",
-        str(tmp_path),
-        "--dry-run",
-    )
+        "run", "--engine", "horovod", "--allreduce", "mpi", "--gpus-per-node", "1", "--ranks", "1",
+        "--results", str(tmp_path),
+    )  # fmt: skip
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert "HOROVOD_GPU_OPERATIONS=NCCL" in line and "NCCL would still move the GPU buffers" in line
+    assert "--allreduce mpi with horovod on GPUs: a run on the host" in line and "mpi-cuda" in line
+    assert not list(tmp_path.iterdir())  # nothing ran
+
+
+def dry_run_env(site: Path, tmp_path: Path, *args: str) -> tuple[dict[str, str], list[str]]:
+    """A GPU run's dry run on a GPU site: the ranks' environment it prints, and its other lines."""
+    proc = fabric_bench(
+        "run", "--gpus-per-node", "2", "--ranks", "4", "--nodes", "2", "--site", str(site),
+        "--results", str(tmp_path / "results"), "--dry-run", *args,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    (env,) = [json.loads(line.removeprefix("env: ")) for line in lines if line.startswith("env: ")]
+    return env, lines
+
+
+@pytest.mark.parametrize(
+    "fabric, gpudirect, ucx",
+    [
+        ("ethernet", "on", {"UCX_TLS": "tcp,sm,self,cuda_copy,cuda_ipc,gdr_copy", "OMPI_MCA_pml": "ucx"}),
+        ("ethernet", "off", {"UCX_TLS": "tcp,sm,self,cuda_copy", "OMPI_MCA_pml": "ucx"}),
+        ("infiniband", "on", {"UCX_TLS": "rc,ud,sm,self,cuda_copy,cuda_ipc,gdr_copy", "UCX_IB_GPU_DIRECT_RDMA": "yes"}),
+        ("infiniband", "off", {"UCX_TLS": "rc,ud,sm,self,cuda_copy", "UCX_IB_GPU_DIRECT_RDMA": "no"}),
+    ],
+)
+def test_the_dry_run_of_an_mpi_on_gpu_point_shows_horovod_s_mpi_build_and_ucx_s_gpu_transports(
+    gpu_site, tmp_path, fabric, gpudirect, ucx
+):
+    from containers import stack
+
+    image = f"images/{fabric}-cuda.sif"
+    common = ("--engine", "horovod", "--image", image, "--fabric", fabric, "--gpudirect", gpudirect)
+    env, lines = dry_run_env(gpu_site, tmp_path, *common, "--allreduce", "mpi")
+    assert env["PYTHONPATH"] == stack.HOROVOD_MPI_GPU_DIR and env["HOROVOD_CPU_OPERATIONS"] == "mpi"
+    assert {name: env.get(name) for name in ucx} == ucx
+    (argv,) = [json.loads(line.removeprefix("argv: ")) for line in lines if line.startswith("argv: ")]
+    assert f"PYTHONPATH={stack.HOROVOD_MPI_GPU_DIR}" in argv  # set inside the image, in front of the program
+    (skipped,) = [line for line in lines if line.startswith("preflight skipped: ")]
+    assert f"image {image} labelled org.fabric-bench.mpi-cuda" in skipped and "horovod-mpi-gpu" in skipped
+    # the same point's NCCL arm: the image's own Horovod and the fabric's host-buffer MPI path
+    env, _ = dry_run_env(gpu_site, tmp_path, *common, "--allreduce", "nccl")
+    assert "PYTHONPATH" not in env and "HOROVOD_CPU_OPERATIONS" not in env
+    assert env.get("UCX_IB_GPU_DIRECT_RDMA") != "yes"
+    assert env["OMPI_MCA_pml"] == ("ob1" if fabric == "ethernet" else "ucx")

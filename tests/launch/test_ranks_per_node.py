@@ -184,11 +184,37 @@ def test_an_older_horovod_mpi_run_on_gpus_is_shown_to_have_run_over_nccl(tmp_pat
         fabric="infiniband",
         allreduce="mpi",
         launcher="mpirun",
-    )  # not .validated(): refused since issue 42
+    )  # refused from issue 42 until Horovod's MPI build (issue 49); its engine_info says NCCL ran
     log = (NCCL_LOGS / "ib-gdrdma-a100" / "nccl_info.log").read_text()
     result = through_the_bundle(older, SITE, tmp_path / "run", horovod_rank(4, "mpi"), log)
     assert result["transport"]["gpu_buffers"]["library"] == "nccl"
     assert result["status"] == "transport_mismatch" and "gpu_buffers: asked mpi, ran over nccl" in result["reason"]
+
+
+def test_a_horovod_run_of_its_mpi_build_records_mpi_and_the_path_asked_of_ucx(tmp_path):
+    """Issue 49: Horovod's second build has MPI GPU operations; its result names MPI as the library
+    that moved the GPU buffers (no mismatch with --allreduce mpi), the build that ran, and the path:
+    GPUDirect on over InfiniBand asks UCX for RDMA from GPU memory (yes: nothing else passes)."""
+    spec = RunSpec(
+        engine="horovod",
+        model="resnet50",
+        ranks=8,
+        nodes=2,
+        gpus_per_node=8,
+        fabric="infiniband",
+        allreduce="mpi",
+        gpudirect="on",
+        launcher="mpirun",
+    ).validated()
+    build = "/opt/fabric-bench/horovod-mpi-gpu/horovod"
+    info = {"controller": "mpi", "nccl_built": False, "gpu_ops": "mpi", "horovod_build": build, "cpu_ops": "mpi"}
+    result = through_the_bundle(spec, SITE, tmp_path / "run", lambda rank: {**train_rank(4)(rank), "engine_info": info})
+    moved = result["transport"]["gpu_buffers"]
+    assert moved["library"] == "mpi" and build in moved["source"] and "gpu_buffers" not in (result.get("reason") or "")
+    path = moved["path"]
+    assert path["gpudirect_rdma_asked"] == "yes" and path["path"] == "gpudirect-rdma"
+    assert "cuda_copy" in path["ucx_tls"] and path["ucx_gpu_transports"] is None  # no UCX lines in this log
+    assert moved["confirmed"] is None
 
 
 def test_a_cpu_run_has_no_gpu_buffers(tmp_path):

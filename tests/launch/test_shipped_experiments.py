@@ -1,5 +1,6 @@
 """Every shipped experiment plans only points that preflight accepts, on a GPU site and on the
-default CPU site, and a sweep's dry run lists what it leaves out with why (issue 49).
+default CPU site, and a sweep's dry run lists what it leaves out with why (issue 49); MPI on GPU
+buffers is planned where the image says it can carry them.
 
 Preflight's decision is the function run time uses (launch.site.preflight.decide), on the facts
 it reads then: the labels of each point's image as `make image` writes them (containers.recipe,
@@ -8,16 +9,20 @@ never this host's images) and, for runs on the host, the frameworks `make setup`
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from containers import stack
+from containers.recipe import LABEL_PREFIX as LABEL
 from launch.cli.app import app
 from launch.errors import UsageError
 from launch.runs.dropped import MATRIX, PREFLIGHT, labels_of_name, preflight_drops
 from launch.plan.experiment import expand, load_experiment, placeholder_site
+from launch.ranks.runspec import RunSpec
 from launch.runs.sweep import plan
 from launch.site import preflight
 from launch.site.config import Site, load_site
@@ -25,22 +30,9 @@ from tests.conftest import REPO, fabric_bench
 
 SHIPPED = sorted((REPO / "experiments").glob("*.toml"))
 RECORDED_HOROVOD = ("torch", "tf")  # the Horovod extensions `make setup` + `make setup-tensorflow` build
-GPU_SITE = """\
-runtime = "apptainer"
-launcher = "srun"
-[scheduler]
-partition = "gpu"
-[fabrics.ethernet]
-interface = "eth0"
-[fabrics.infiniband]
-hca = "mlx5_0,mlx5_1,mlx5_2,mlx5_3"
-interface = "ib0"
-[fabrics.omnipath]
-hca = "hfi1_0"
-interface = "ib1"
-"""
 # experiments/hpec2020.experiment.toml before issue 49 (its comments left out): TensorFlow +
-# Horovod on GPUs, which preflight refuses at run time, planned 234 times
+# Horovod on GPUs, which preflight refuses at run time, planned 234 times (450 with the MPI arm,
+# which a matrix rule then dropped)
 OLD_HPEC2020 = """\
 [experiment]
 name = "hpec2020-fabrics"
@@ -68,13 +60,6 @@ launcher = "sbatch"
 runtime = "apptainer"
 image = "images/{fabric}-cuda.sif"
 """
-
-
-@pytest.fixture
-def gpu_site(tmp_path) -> Path:
-    path = tmp_path / "gpu-site.toml"
-    path.write_text(GPU_SITE)
-    return path
 
 
 def site_of(kind: str, experiment, gpu_site: Path) -> Site:
@@ -106,46 +91,87 @@ def test_no_shipped_experiment_plans_a_point_preflight_refuses(path, kind, gpu_s
     experiment = load_experiment(path)
     site = site_of(kind, experiment, gpu_site)
     points = expand(experiment, site)
-    assert points and refused(points) == {}
     swept = plan(experiment, tmp_path / "sweep", site)
-    assert [p.key for p in swept.points] == [p.key for p in points]  # the file itself asks for nothing refused
-    assert not [d for d in swept.dropped if d.by == PREFLIGHT]
+    assert swept.points and refused(swept.points) == {}  # nothing planned that preflight refuses
+    # what the matrix holds and preflight refuses is left out, each point listed under its reason
+    planned = {q.key for q in swept.points}
+    left_out = [p for p in points if p.key not in planned]
+    dropped = [d for d in swept.dropped if d.by == PREFLIGHT]
+    assert len(left_out) == sum(d.count for d in dropped)
+    listed = {label for d in dropped for label in d.points}
+    assert {dataclasses.replace(p, repetition=0).label.removesuffix("-r0") for p in left_out} == listed
     # its dry run: every drop with why, then the plan, one line per point
     lines = dry_run(path, gpu_site if kind == "gpu" else None, tmp_path)
     drops = [line for line in lines if line.startswith("dropped ")]
-    assert len([line for line in lines if re.match(r"\s*\d+\s+[0-9a-f]{12}\s+run\s", line)]) == len(points)
+    assert len([line for line in lines if re.match(r"\s*\d+\s+[0-9a-f]{12}\s+run\s", line)]) == len(swept.points)
     assert bool(drops) == bool(swept.dropped)
     for entry in swept.dropped:  # each with its reason
         assert entry.reason and entry.lines()[0] in lines
 
 
-def test_the_paper_matrix_trains_pytorch_on_gpus_and_names_why_its_mpi_arm_is_dropped(gpu_site, tmp_path):
+def test_the_paper_matrix_trains_on_gpus_and_names_why_its_mpi_arm_is_dropped(gpu_site, tmp_path):
     path = REPO / "experiments" / "hpec2020.experiment.toml"
-    points = expand(load_experiment(path), load_site(gpu_site))
-    trains = [p.spec for p in points if p.spec.benchmark == "train"]
+    swept = plan(load_experiment(path), tmp_path / "sweep", load_site(gpu_site))
+    trains = [p.spec for p in swept.points if p.spec.benchmark == "train"]
     assert {(s.framework, s.engine, s.gpus_per_node) for s in trains} == {
         ("torch", "horovod", 2),
         ("torch", "ddp", 2),
+        ("tf", "native", 2),  # TensorFlow where its GPU build works: its own engine
     } | {
         ("torch", "horovod", 1),
         ("torch", "ddp", 1),
+        ("tf", "native", 1),
     }  # the 1-rank baselines take one GPU
     assert {(s.allreduce, s.gpudirect) for s in trains if s.ranks > 1} == {("nccl", "on"), ("nccl", "off")}
     proc = fabric_bench("sweep", str(path), "--site", str(gpu_site), "--dir", str(tmp_path / "sweep"), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    for image in ("images/ethernet-cuda.sif", "images/omnipath-cuda.sif"):
-        assert any(
-            line.startswith(
-                f"dropped 36 combinations engine=horovod allreduce=mpi: image {image}: MPI allreduce on GPU"
-            )
-            and "CUDA-aware MPI" in line
-            and "UCX 1.13.1" in line
-            for line in lines
-        )
+    # the images as `make image` labels them today say neither that their MPI is CUDA-aware nor that
+    # they hold Horovod's MPI build: the line names both labels
+    (ethernet,) = [
+        line for line in lines if line.startswith("dropped ") and "ethernet-cuda.sif: --allreduce mpi" in line
+    ]
+    assert ethernet.startswith("dropped 108 points: preflight would refuse: image images/ethernet-cuda.sif")
+    assert f"no {LABEL}.{stack.MPI_CUDA_LABEL} or {LABEL}.{stack.HOROVOD_MPI_GPU_LABEL} label" in ethernet
+    # Omni-Path's MPI path (psm2 without CUDA) carries host buffers only, whatever the image says
+    (omnipath,) = [line for line in lines if line.startswith("dropped ") and "fabric omnipath's MPI path" in line]
+    assert omnipath.startswith("dropped 108 points:") and "OMPI_MCA_mtl=psm2" in omnipath
     assert "dropped 72 combinations engine=ddp allreduce=mpi: DDP has no MPI allreduce" in lines
-    assert "dropped 144 combinations of the matrix no engine can run and 0 points preflight would refuse" in lines
-    assert not [line for line in lines if "-mpi-" in line and not line.startswith("dropped")]
+    assert any(
+        line.startswith("dropped ") and "TensorFlow + Horovod on GPUs is not supported" in line for line in lines
+    )
+    assert any(
+        line.startswith("dropped 216 points:") and "native never hands its gradients to MPI" in line for line in lines
+    )
+    planned = [line for line in lines if re.match(r"\s*\d+\s+[0-9a-f]{12}\s+run\s", line)]
+    assert len(planned) == len(swept.points) and not [line for line in planned if "-mpi-" in line]
+
+
+def test_the_mpi_arm_is_planned_where_the_image_says_it_has_a_cuda_aware_mpi_and_horovod_s_mpi_build(gpu_site):
+    """Preflight's decision on the paper's points with the labels an image carrying both would have:
+    the MPI arm runs over Ethernet (Open MPI over UCX), not over Omni-Path (psm2 without CUDA); with
+    one label the line names the other."""
+    points = expand(load_experiment(REPO / "experiments" / "hpec2020.experiment.toml"), load_site(gpu_site))
+    mpi = [p.spec for p in points if p.spec.allreduce == "mpi" and p.spec.engine == "horovod"]
+    assert mpi and {s.framework for s in mpi} == {"torch", "tf"}
+    both = {
+        f"{LABEL}.{stack.MPI_CUDA_LABEL}": "ucx",
+        f"{LABEL}.{stack.HOROVOD_MPI_GPU_LABEL}": stack.HOROVOD_MPI_GPU_DIR,
+    }
+    for spec in mpi:
+        labels = labels_of_name(spec.image or "")
+        why = preflight.refusal(spec, {**labels, **both})
+        if spec.framework == "tf":
+            assert "TensorFlow + Horovod on GPUs" in str(why)
+        elif spec.fabric == "omnipath":
+            assert "fabric omnipath's MPI path" in str(why)
+        else:
+            assert why is None, why
+            only_mpi = preflight.refusal(spec, {**labels, f"{LABEL}.{stack.MPI_CUDA_LABEL}": "ucx"})
+            assert f"no {LABEL}.{stack.HOROVOD_MPI_GPU_LABEL} label" in str(only_mpi)
+            assert f"{LABEL}.{stack.MPI_CUDA_LABEL}" not in str(only_mpi).split("; no ")[1]
+            assert "HOROVOD_GPU_OPERATIONS=MPI" in str(only_mpi)
+    assert any(preflight.refusal(s, {**labels_of_name(s.image or ""), **both}) is None for s in mpi)
 
 
 def test_the_old_paper_matrix_plans_points_preflight_refuses_and_the_sweep_drops_them(gpu_site, tmp_path):
@@ -155,28 +181,28 @@ def test_the_old_paper_matrix_plans_points_preflight_refuses_and_the_sweep_drops
     experiment = load_experiment(path)
     for site in (load_site(gpu_site), placeholder_site(experiment, Site.default())[0]):
         bad = refused(expand(experiment, site))
-        # 216 multi-rank points + 18 baselines (one per model and image), over 3 repetitions
-        assert len(bad) == (3 * 2 * 2 * 6 + 3 * 2) * 3
+        # 432 multi-rank points (nccl and mpi) + 18 baselines (one per model and image), over 3 repetitions
+        assert len(bad) == (3 * 2 * 2 * 2 * 6 + 3 * 2) * 3
         assert all(
             label.startswith("tf-horovod-") and "TensorFlow + Horovod on GPUs" in why for label, why in bad.values()
         )
     swept = plan(experiment, tmp_path / "sweep", load_site(gpu_site))
     assert refused(swept.points) == {} and {p.spec.benchmark for p in swept.points} == {"halo"}
     dropped = [d for d in swept.dropped if d.by == PREFLIGHT]
-    assert sum(d.count for d in dropped) == 234 and len(dropped) == 2  # one reason per image
+    assert sum(d.count for d in dropped) == 450 and len(dropped) == 2  # one reason per image
     lines = dry_run(path, gpu_site, tmp_path)
     for entry in dropped:
         at = lines.index(entry.lines()[0])
         assert "TensorFlow + Horovod on GPUs is not supported" in lines[at]
         assert lines[at + 1 : at + 1 + len(entry.points)] == [f"  {label}" for label in entry.points]
     listed = [line for line in lines if line.startswith("  tf-horovod-")]
-    assert len(listed) == 2 * 3 * 13  # per image: 3 models x (12 multi-rank labels + 1 baseline)
+    assert len(listed) == 2 * 3 * 25  # per image: 3 models x (24 multi-rank labels + 1 baseline)
     assert not [line for line in lines if " run " in line and "tf-horovod" in line]
 
 
 def test_mpi_on_gpu_buffers_is_dropped_where_the_matrix_does_not_drop_it(gpu_site, tmp_path):
-    """tf.distribute would not use MPI at all; no matrix rule drops it, preflight's decision does
-    (MPI on GPU buffers needs a CUDA-aware MPI in the image): planned never, refused never."""
+    """tf.distribute would not use MPI at all; no matrix rule drops it, preflight's decision does,
+    whatever the image says: planned never, refused never."""
     path = tmp_path / "tf-native.toml"
     path.write_text(
         '[matrix]\nallreduce = ["nccl", "mpi"]\nnodes = [2]\n[run]\nframework = "tf"\nengine = "native"\n'
@@ -184,17 +210,17 @@ def test_mpi_on_gpu_buffers_is_dropped_where_the_matrix_does_not_drop_it(gpu_sit
         'runtime = "apptainer"\nimage = "images/{fabric}-cuda.sif"\n'
     )
     experiment = load_experiment(path)
-    assert {why for _, why in refused(expand(experiment, load_site(gpu_site))).values()} == {
-        preflight.mpi_on_gpus_refusal(
-            "train", "mpi", 1, "images/infiniband-cuda.sif", labels_of_name("images/infiniband-cuda.sif")
-        )
-    }
+    (spec,) = [p.spec for p in expand(experiment, load_site(gpu_site)) if p.spec.allreduce == "mpi"]
+    claims = {f"{LABEL}.{stack.MPI_CUDA_LABEL}": "ucx", f"{LABEL}.{stack.HOROVOD_MPI_GPU_LABEL}": "/x"}
+    why = preflight.mpi_on_gpus_refusal(spec, {**labels_of_name(spec.image or ""), **claims})
+    assert why and "native never hands its gradients to MPI" in why
+    assert {why for _, why in refused(expand(experiment, load_site(gpu_site))).values()} == {why}
     swept = plan(experiment, tmp_path / "sweep", load_site(gpu_site))
     assert {p.spec.allreduce for p in swept.points} == {"nccl", None}  # the runs, and their baseline
     (entry,) = swept.dropped
     assert (
         entry.by == PREFLIGHT
-        and "CUDA-aware MPI" in entry.reason
+        and "never hands its gradients to MPI" in entry.reason
         and entry.points == ("tf-native-ResNet50-infiniband-mpi-n2x1-b256",)
     )
     # with no NCCL arm beside it, the runs' 1-rank baseline serves nothing: it goes with them
@@ -205,9 +231,31 @@ def test_mpi_on_gpu_buffers_is_dropped_where_the_matrix_does_not_drop_it(gpu_sit
     assert baseline.points == ("tf-native-ResNet50-nofabric-n1x1-b256",)
     with pytest.raises(UsageError, match="preflight would refuse every point"):
         plan(load_experiment(path), tmp_path / "sweep", load_site(gpu_site))
-    # an image that declares a CUDA-aware MPI is not refused: the decision reads the labels
-    labels = {**labels_of_name("images/infiniband-cuda.sif"), "org.fabric-bench.mpi-cuda": "ucx-1.22.0"}
-    assert preflight.mpi_on_gpus_refusal("train", "mpi", 1, "x.sif", labels) is None
+
+
+def test_mpi_on_gpu_buffers_in_a_collective_benchmark_needs_the_image_s_claim(gpu_site):
+    """The collective kinds' mpi backend on GPUs hands device buffers to MPI: accepted only where
+    the image says its MPI is CUDA-aware (no Horovod build needed), and never on the host."""
+    spec = RunSpec(
+        benchmark="allreduce",
+        backend="mpi",
+        gpus_per_node=1,
+        ranks=2,
+        nodes=2,
+        launcher="srun",
+        runtime="apptainer",
+        fabric="infiniband",
+        image="images/infiniband-cuda.sif",
+    ).validated()
+    assert spec.hands_gpu_buffers_to_mpi and spec.max_bytes == 8 * 2**30  # swept as far as NCCL
+    labels = labels_of_name(spec.image or "")
+    why = preflight.refusal(spec, labels)
+    assert why and f"no {LABEL}.{stack.MPI_CUDA_LABEL} label" in why and stack.HOROVOD_MPI_GPU_LABEL not in why
+    assert preflight.refusal(spec, {**labels, f"{LABEL}.{stack.MPI_CUDA_LABEL}": "ucx"}) is None
+    on_host = dataclasses.replace(spec, runtime="host", image=None).validated()
+    assert "a run on the host" in str(preflight.refusal(on_host, None))
+    on_cpus = dataclasses.replace(spec, gpus_per_node=0).validated()
+    assert not on_cpus.hands_gpu_buffers_to_mpi and preflight.refusal(on_cpus, labels) is None
 
 
 def test_a_matrix_drop_names_the_values_that_decide_it(tmp_path):

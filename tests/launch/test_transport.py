@@ -366,3 +366,33 @@ def test_universal_over_libfabric_verbs_is_flagged():
 def test_gpudirect_variables_of_the_profile_are_asked_for():
     asked = transport.asked_for("infiniband", {"UCX_IB_GPU_DIRECT_RDMA": "no", "NCCL_NET_GDR_LEVEL": "LOC"}, True)
     assert asked["UCX_IB_GPU_DIRECT_RDMA"] == "no" and asked["NCCL_NET_GDR_LEVEL"] == "LOC"
+
+
+def test_the_path_mpi_gave_gpu_buffers_is_read_from_ucx_s_lanes():
+    """MPI on GPU buffers (issue 49): the CUDA transports among UCX's endpoint lanes say how the bytes
+    went; a log whose lanes hold none (these, recorded on host buffers here) does not confirm it."""
+    from launch.results.transport import mpi_gpu_path
+
+    env = {"UCX_TLS": "tcp,sm,self,cuda_copy", "UCX_IB_GPU_DIRECT_RDMA": "no"}
+    for log in (UCX_TCP, UCX_SM):
+        path = mpi_gpu_path(env, transport.observe(log))
+        assert path["ucx_gpu_transports"] == [] and path["path"] == "unknown" and path["ucx_tls"] == env["UCX_TLS"]
+    assert mpi_gpu_path(env, transport.observe(""))["ucx_gpu_transports"] is None  # no UCX lines at all
+    assert mpi_gpu_path({"UCX_IB_GPU_DIRECT_RDMA": "yes"}, transport.observe(""))["path"] == "gpudirect-rdma"
+
+
+def test_horovod_s_gradient_path_on_gpus_is_its_build_s_gpu_operations():
+    from launch.results.transport import gradient_path
+
+    def result(info: dict) -> dict:
+        return {
+            "engine": "horovod",
+            "spec": {"gpus_per_node": 2},
+            "engine_info": info,
+            "env": {"HOROVOD_CPU_OPERATIONS": "mpi"},
+        }
+
+    assert gradient_path(result({"gpu_ops": "mpi", "nccl_built": False})) == "mpi"
+    assert gradient_path(result({"gpu_ops": "nccl", "nccl_built": True})) == "nccl"
+    assert gradient_path(result({"nccl_built": True})) == "nccl"  # results from before gpu_ops named MPI
+    assert gradient_path({**result({"gpu_ops": "mpi"}), "spec": {"gpus_per_node": 0}}) == "mpi"  # CPU operations

@@ -193,7 +193,8 @@ def test_every_preset_variable_of_every_fabric_is_a_knob():
     from containers.fabrics import PROFILES
 
     for profile in PROFILES.values():
-        names = {*profile.env, *profile.nccl_env, *(n for env in profile.gpudirect_env.values() for n in env)}
+        chosen = (*profile.gpudirect_env.values(), *profile.mpi_gpu_env.values())
+        names = {*profile.env, *profile.nccl_env, *(n for env in chosen for n in env)}
         assert names <= set(foreign_env.KNOBS), (profile.name, names - set(foreign_env.KNOBS))
 
 

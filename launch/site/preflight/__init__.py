@@ -5,8 +5,9 @@ Two parts:
   fabric label, Horovod's build, the fabric's required host paths, the emulated
   cluster. A failure raises before anything starts. Those that follow from the spec
   and recorded facts alone (the image's labels: TensorFlow on GPUs, MPI on GPU
-  buffers; Horovod's build on the host) are one function, `decide`, which a sweep's
-  plan asks too (launch.runs.dropped): what preflight would refuse is never planned.
+  buffers and the Horovod build that hands them to MPI; Horovod's build on the
+  host) are one function, `decide`, which a sweep's plan asks too
+  (launch.runs.dropped): what preflight would refuse is never planned.
 - fabric truth (`fabric_checks`): what the image brings against what the host
   provides, for the run's fabric. One `sh` inside the container (the run's own
   runtime, binds and environment) reports the image's libfabric, UCX, Open MPI,
@@ -48,6 +49,7 @@ from pathlib import Path
 import shutil  # noqa: F401  (tests patch preflight.shutil.which)
 
 from containers.fabrics import PROFILES, FabricProfile
+from containers.fabrics import profile as fabric_profile
 from launch.fleet import emulate
 from launch.errors import UsageError
 from launch.kinds import trains
@@ -132,35 +134,56 @@ def check_image_gpu_framework(spec, labels: dict[str, str]) -> None:
         )
 
 
-# The label a cuda image carries where its MPI moves GPU buffers (Open MPI over UCX >= 1.16 built with
-# CUDA and gdrcopy, issue 49); no recipe sets it yet, so MPI on GPU buffers is refused in every image
-MPI_CUDA_LABEL = "mpi-cuda"
-
-
-def mpi_on_gpus_refusal(
-    benchmark: str, allreduce: str | None, gpus_per_node: int, image: str | None, labels
-) -> str | None:
-    """Why training with --allreduce mpi on GPUs cannot run in an image with these labels (None: it
-    can, or nothing is known: no labels, a run on the host). Plain values, so that a sweep can ask it
-    of a combination of its matrix before any spec is made (launch.runs.dropped)."""
+def mpi_on_gpus_refusal(spec, labels: dict[str, str] | None) -> str | None:
+    """Why MPI on GPU buffers cannot run for this spec in an image with these labels (None: it can,
+    or the spec moves no GPU buffers over MPI). The image must say its MPI is CUDA-aware
+    (containers.stack.MPI_CUDA_LABEL), and Horovod must be its second build, with MPI GPU operations
+    (containers.stack.HOROVOD_MPI_GPU_LABEL); where the image does not say, the line names the
+    missing labels. `labels` None: a run on the host, where nothing says so."""
+    from containers import stack
     from containers.recipe import LABEL_PREFIX
 
-    if not (trains(benchmark) and allreduce == "mpi" and gpus_per_node > 0) or labels is None:
+    if not spec.hands_gpu_buffers_to_mpi:
         return None
-    if labels.get(f"{LABEL_PREFIX}.{MPI_CUDA_LABEL}"):
-        return None
+    training = trains(spec.benchmark)
+    what = f"--allreduce mpi with {spec.engine} on GPUs" if training else f"{spec.benchmark} --backend mpi on GPUs"
+    if training and spec.engine != "horovod":  # ddp: refused by RunSpec; native: tf.distribute's own choice
+        return f"{what}: {spec.engine} never hands its gradients to MPI (it picks its own collective); use --engine horovod"
+    instead = "use --allreduce nccl" if training else "use --backend torch (NCCL)"
+    fabric = fabric_profile(spec.fabric) if spec.fabric else None
+    if fabric is not None and not fabric.mpi_carries_gpu_buffers:
+        selected = ", ".join(f"{k}={v}" for k, v in fabric.env.items() if k in ("OMPI_MCA_pml", "OMPI_MCA_mtl"))
+        return (
+            f"{what}: fabric {spec.fabric}'s MPI path ({selected}) carries host buffers only (its preset has no "
+            f"CUDA-aware MPI transport, containers/fabrics/{fabric.name}.py); {instead}"
+        )
+    if labels is None:
+        return (
+            f"{what}: a run on the host, where no image label says the MPI is CUDA-aware; run it in a cuda "
+            f"image labelled {LABEL_PREFIX}.{stack.MPI_CUDA_LABEL}, or {instead}"
+        )
     version = {name: labels.get(f"{LABEL_PREFIX}.version.{name}", "?") for name in ("openmpi", "ucx")}
+    needs = {
+        stack.MPI_CUDA_LABEL: f"a CUDA-aware MPI (its Open MPI {version['openmpi']} over UCX {version['ucx']} is "
+        "not labelled one)",
+    }
+    if training:
+        needs[stack.HOROVOD_MPI_GPU_LABEL] = (
+            "a Horovod built with HOROVOD_GPU_OPERATIONS=MPI (the image's own is built with NCCL GPU operations)"
+        )
+    missing = {name: why for name, why in needs.items() if not labels.get(f"{LABEL_PREFIX}.{name}")}
+    if not missing:
+        return None
     return (
-        f"image {image}: MPI allreduce on GPU buffers needs a CUDA-aware MPI in the image (Open MPI over "
-        f"UCX >= 1.16 built with CUDA); its Open MPI {version['openmpi']} over UCX {version['ucx']} is not one "
-        f"(no {LABEL_PREFIX}.{MPI_CUDA_LABEL} label); use --allreduce nccl, or MPI on CPUs (--gpus-per-node 0)"
+        f"image {spec.image}: {what} needs {' and '.join(missing.values())}; no "
+        f"{' or '.join(f'{LABEL_PREFIX}.{name}' for name in missing)} label; {instead}, or MPI on CPUs (--gpus-per-node 0)"
     )
 
 
-def check_mpi_gpu_buffers(spec, labels: dict[str, str]) -> None:
-    why = mpi_on_gpus_refusal(spec.benchmark, spec.allreduce, spec.gpus_per_node, spec.image, labels)
+def check_mpi_gpu_buffers(spec, labels: dict[str, str] | None) -> None:
+    why = mpi_on_gpus_refusal(spec, labels)
     if why:
-        raise UsageError(why, fields=("allreduce", "gpus_per_node", "image"))
+        raise UsageError(why, fields=("allreduce", "backend", "gpus_per_node", "image"))
 
 
 def decide(spec, labels: dict[str, str] | None, horovod_frameworks: tuple[str, ...] | None = None) -> None:
@@ -171,7 +194,9 @@ def decide(spec, labels: dict[str, str] | None, horovod_frameworks: tuple[str, .
     if spec.containerised:
         check_image_gpu_framework(spec, labels or {})
         check_mpi_gpu_buffers(spec, labels or {})
-    elif spec.engine == "horovod" and horovod_frameworks is not None and spec.framework not in horovod_frameworks:
+        return
+    check_mpi_gpu_buffers(spec, None)
+    if spec.engine == "horovod" and horovod_frameworks is not None and spec.framework not in horovod_frameworks:
         raise UsageError(f"Horovod with {spec.framework} support is not installed here; run `make setup`")
 
 
@@ -248,4 +273,13 @@ def preflight_skipped(spec, prepared) -> list[str]:
         skipped.append(f"Horovod built with {spec.framework}")
     if spec.fabric:
         skipped.append(f"host devices and libraries of fabric {spec.fabric}")
+    if spec.hands_gpu_buffers_to_mpi:
+        from containers import stack
+        from containers.recipe import LABEL_PREFIX
+
+        horovod = trains(spec.benchmark) and spec.engine == "horovod"
+        skipped.append(
+            f"image {spec.image} labelled {LABEL_PREFIX}.{stack.MPI_CUDA_LABEL} (a CUDA-aware MPI)"
+            + (f" and {LABEL_PREFIX}.{stack.HOROVOD_MPI_GPU_LABEL} (Horovod's MPI build)" if horovod else "")
+        )
     return skipped
