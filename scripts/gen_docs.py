@@ -103,6 +103,8 @@ def _binds_table(binds, title: str) -> list[str]:
 
 
 def _profile(p) -> list[str]:
+    from containers.fabrics.profile import FORK_SAFE_KERNEL
+
     out = [f"## {p.name}\n\n{p.summary}.\n\n"]
     keys = [f"`{k}`" for k in (p.site_device_key, *p.site_path_keys) if k]
     keys += [f"`{k.name}` ({k.expected})" for k in p.site_keys]
@@ -114,6 +116,11 @@ def _profile(p) -> list[str]:
         + ".\n\n"
     )
     out += _env_table(p.env, "Environment, every run")
+    out += _env_table(
+        p.fork_safe_env,
+        f"Added where the kernel of the host making the preset is older than "
+        f"{'.'.join(map(str, FORK_SAFE_KERNEL))} (fork safety; the result's `launch.fabric_preset` says which)",
+    )
     out += _env_table(p.nccl_env, "Added when NCCL does the allreduce")
     for state in ("on", "off"):
         out += _env_table(p.gpudirect_env.get(state, {}), f"Added with `--gpudirect {state}`")
@@ -138,6 +145,12 @@ def _profile(p) -> list[str]:
             f"Built from source in the layer: `{name}`"
             + (f" ({' '.join(_code(f) for f in flags)})" if flags else "")
             + ".\n\n"
+        )
+    if p.nccl_plugin_min_libfabric:
+        whose = "the host's libfabric bound in" if p.binds_host_libfabric else "the image's libfabric"
+        out.append(
+            f"aws-ofi-nccl needs libfabric >= {'.'.join(map(str, p.nccl_plugin_min_libfabric))} here: "
+            f"preflight fails a run whose NCCL loads an older one ({whose}).\n\n"
         )
     for rule in p.ompi_coll_rules:
         segments = f", {rule.segment_bytes} B segments" if rule.segment_bytes else ""

@@ -34,6 +34,12 @@ from containers import ompi_rules
 
 _PLACEHOLDER = re.compile(r"{(\w+)}")
 
+# From Linux 5.13 on, fork() copies the pages a process has pinned for DMA into the child
+# (the kernel's copy-on-fork for RDMA: rdma-core's ibv_is_fork_initialized answers
+# IBV_FORK_UNNEEDED there and ignores RDMAV_FORK_SAFE / IBV_FORK_SAFE), so a profile's
+# fork_safe_env is set only on an older kernel.
+FORK_SAFE_KERNEL = (5, 13)
+
 
 def frozen(mapping: Mapping | None = None) -> Mapping:
     return MappingProxyType(dict(mapping or {}))
@@ -160,8 +166,14 @@ class FabricProfile:
     sockets: bool = False
     # libpsm2 drives this fabric's hfi1 devices (preflight: the image must carry it)
     psm2: bool = False
-    # the oldest libfabric the NCCL OFI plugin works with on this fabric (None: no floor known)
+    # the oldest libfabric the NCCL OFI plugin works with on this fabric (None: no floor known):
+    # preflight (launch.site.preflight.nccl) fails a run whose image, or bound host library, is older
     nccl_plugin_min_libfabric: Optional[tuple[int, int]] = None
+    # Variables that make the fabric's libraries safe across fork() with memory registered
+    # (rdma-core's RDMAV_FORK_SAFE, a libfabric provider's own switch): needed only on a kernel
+    # older than FORK_SAFE_KERNEL, so the preset sets them only there (launch.site.fabric_preset,
+    # which records its decision). Never part of an image or its self-test: a run-time choice.
+    fork_safe_env: Mapping[str, str] = field(default_factory=frozen)
     # tools the image's self-test runs (containers.recipe.self_test_argv) beside the preset checks
     self_test_tools: tuple[str, ...] = ()
     detect: Detection = Detection("none")
@@ -183,6 +195,7 @@ class FabricProfile:
         """Site settings this profile needs (see the module docstring)."""
         texts = [
             *self.env.values(),
+            *self.fork_safe_env.values(),
             *self.nccl_env.values(),
             *(v for env in self.gpudirect_env.values() for v in env.values()),
             *(v for env in self.mpi_gpu_env.values() for v in env.values()),
@@ -198,11 +211,19 @@ class FabricProfile:
         return bool(self.mpi_gpu_env)
 
     def environment(
-        self, site: Mapping[str, str], *, nccl: bool = True, gpudirect: Optional[bool] = None, mpi_gpu: bool = False
+        self,
+        site: Mapping[str, str],
+        *,
+        nccl: bool = True,
+        gpudirect: Optional[bool] = None,
+        mpi_gpu: bool = False,
+        fork_safe: bool = False,
     ) -> dict[str, str]:
         """The environment selecting this fabric, placeholders filled from `site`; `mpi_gpu`: the
-        run hands GPU buffers to MPI (mpi_gpu_env)."""
+        run hands GPU buffers to MPI (mpi_gpu_env); `fork_safe`: the kernel needs fork_safe_env."""
         env = dict(self.env)
+        if fork_safe:
+            env |= self.fork_safe_env
         if nccl:
             env |= self.nccl_env
         if gpudirect is not None:

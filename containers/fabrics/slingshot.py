@@ -61,6 +61,13 @@ PROFILE = FabricProfile(
     library_path=("/opt/host/libfabric", "/opt/host/libcxi"),
     site_path_keys=("host_libfabric", "host_libcxi"),
     device_nodes=(DeviceNode("/dev/cxi*", "Cassini NIC device nodes (cxi provider)"),),
+    # The host's libfabric (bound in) is the one aws-ofi-nccl loads, so it must be at least what
+    # the plugin was built against: the site recipe builds the plugin against libfabric 1.20
+    # headers, and a library is only sure to provide the ABI its users were linked against from
+    # that release on (1.20 adds the FABRIC_1.7 symbol version). The plugin also needs
+    # FI_OPT_CUDA_API_PERMITTED (declared from libfabric 1.18 on) to keep libfabric off CUDA
+    # calls while NCCL hands it GPU buffers: 1.20 covers both.
+    nccl_plugin_min_libfabric=(1, 20),
     detect=Detection("libfabric-provider", provider="cxi"),
     nominal=(NominalLink("slingshot-200", 2e-6, 200.0),),
 )

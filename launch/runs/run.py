@@ -239,6 +239,8 @@ def execute_run(
                 "preflight": checked,
                 # the host's PYTHONPATH/PYTHONHOME/LD_PRELOAD: set when launched, cleared in the image
                 "host_env": host_env_record(runtime, spec),
+                # what the fabric preset decided from the host that made it (fork safety, by the kernel)
+                "fabric_preset": prepared.preset.decisions or None,
                 "first_output_seconds": outcome.first_output_seconds,
                 # command start -> first rank running bench code (launcher + runtime overhead)
                 "first_rank_start_seconds": min(rank_starts) - outcome.started_unix if rank_starts else None,

@@ -3,17 +3,22 @@ site, resolved once (`resolve`) into one value, the Preset, that the plan, the l
 preflight and the result read: the environment that selects the fabric, the host paths to
 bind into the container, the device nodes the run opens and the text of its Open MPI
 collective rules. Only paths that exist are bound; a missing required path is reported so
-preflight can refuse the run.
+preflight can refuse the run. What the preset decided from this host rather than from the
+profile and the site file (the fork-safety variables, by the kernel) it keeps in `decisions`,
+which the result records (launch.fabric_preset).
 """
 
 from __future__ import annotations
 
 import glob
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from containers import ompi_rules
 from containers.fabrics import ETHERNET, DeviceNode, FabricProfile, is_emulated, profile
+from containers.fabrics.profile import FORK_SAFE_KERNEL
 from launch.errors import UsageError
 from launch.ranks.emulated import fabric_env as emulated_fabric_env
 from launch.ranks.launchers import launcher_of
@@ -32,6 +37,50 @@ class Preset:
     profile: FabricProfile | None = None  # the profile the run's traffic follows (emulated links: ethernet's)
     device_nodes: tuple[DeviceNode, ...] = ()  # the profile's nodes this run opens (preflight)
     coll_rules: str | None = None  # the text of the run's Open MPI collective rules file
+    # what was decided from this host, and why: {"fork_safety": {...}} (fork_safety below)
+    decisions: dict = field(default_factory=dict)
+
+
+def kernel_release() -> str:
+    """This host's kernel release (`uname -r`): the host that makes the preset."""
+    return os.uname().release
+
+
+def kernel_host() -> str:
+    """The name of the host whose kernel kernel_release reads."""
+    return os.uname().nodename
+
+
+def kernel_version(release: str) -> tuple[int, int] | None:
+    """'5.10.0-28-amd64' -> (5, 10); '4.18.0-553.el8_10.x86_64' -> (4, 18); None where the
+    release does not start with MAJOR.MINOR."""
+    match = re.match(r"\s*(\d+)\.(\d+)", release or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def fork_safety(fabric: FabricProfile, release: str, read_on: str = "") -> tuple[bool, dict | None]:
+    """Whether the run sets the profile's fork_safe_env, and the record of why (None: the
+    profile has none). Set on a kernel older than FORK_SAFE_KERNEL and on one whose release
+    cannot be read (setting them is harmless where the kernel copies pinned pages itself:
+    rdma-core then ignores them); left out from FORK_SAFE_KERNEL on. `read_on`: the host
+    whose kernel `release` is (empty: given, not read)."""
+    if not fabric.fork_safe_env:
+        return False, None
+    version, floor = kernel_version(release), ".".join(map(str, FORK_SAFE_KERNEL))
+    if version is None:
+        needed, why = True, f"kernel release {release!r} not read as MAJOR.MINOR: set, to be safe"
+    elif version < FORK_SAFE_KERNEL:
+        needed, why = True, f"kernel {version[0]}.{version[1]} < {floor}: fork() does not copy pinned DMA pages"
+    else:
+        needed, why = False, f"kernel {version[0]}.{version[1]} >= {floor} copies pinned DMA pages on fork()"
+    return needed, {
+        "kernel": release,
+        # a batch or srun run's ranks run on other nodes: their kernel is assumed to be this one's
+        "read_on": read_on or None,
+        "variables": sorted(fabric.fork_safe_env),
+        "set": needed,
+        "why": why,
+    }
 
 
 def default_route_interface(route_table: str = "/proc/net/route") -> str | None:
@@ -113,11 +162,12 @@ def coll_rules(fabric: FabricProfile | None, spec: RunSpec, site: Site) -> str |
     return ompi_rules.render(fabric.ompi_coll_rules)
 
 
-def resolve(spec: RunSpec, site: Site) -> Preset:
+def resolve(spec: RunSpec, site: Site, kernel: str | None = None) -> Preset:
     """The preset for spec.fabric, then the site's own [env] over it (a site knows its nodes:
     its NCCL_IB_HCA or UCX_NET_DEVICES win over the profile's), and the site's binds. An
     emulated cluster's links (--launcher emulated, --fabric emu-eth-<rate> or none) are
-    ethernet's, on the namespaces' own interface: that environment wins over the site's."""
+    ethernet's, on the namespaces' own interface: that environment wins over the site's.
+    `kernel`: the kernel release the fork-safety decision reads (default: this host's)."""
     nccl_binds, nccl_missing = nccl_host_files(spec, site)
     binds = site_binds(site) + nccl_binds
     emulated = launcher_of(spec).emulated or is_emulated(spec.fabric)
@@ -146,10 +196,18 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
         )
     values = site_values(fabric, fabric_site)
     gpudirect = None if spec.gpudirect is None else spec.gpudirect == "on"
+    if kernel is None:
+        fork_safe, fork_record = fork_safety(fabric, kernel_release(), kernel_host())
+    else:
+        fork_safe, fork_record = fork_safety(fabric, kernel)
     try:
         env = {
             **fabric.environment(
-                values, nccl=spec.uses_nccl, gpudirect=gpudirect, mpi_gpu=spec.hands_gpu_buffers_to_mpi
+                values,
+                nccl=spec.uses_nccl,
+                gpudirect=gpudirect,
+                mpi_gpu=spec.hands_gpu_buffers_to_mpi,
+                fork_safe=fork_safe,
             ),
             **site.env,
         }
@@ -175,4 +233,5 @@ def resolve(spec: RunSpec, site: Site) -> Preset:
         fabric,
         tuple(fabric.needed_device_nodes(spec.uses_nccl)),
         rules,
+        {"fork_safety": fork_record} if fork_record else {},
     )

@@ -33,17 +33,7 @@ def nccl_checks(spec, fabric: FabricProfile | None, image: SideFacts, env: dict[
         )
         floor = fabric.nccl_plugin_min_libfabric if fabric else None
         if fabric and floor and plugin:
-            version, wanted = image.libfabric, ".".join(map(str, floor))
-            found_mm = major_minor(version)
-            old = found_mm is not None and found_mm < floor
-            checks.append(
-                Check(
-                    f"libfabric for aws-ofi-nccl on {fabric.name.upper()}",
-                    "fail" if old else ("ok" if version else "unknown"),
-                    f"image libfabric {version or 'unknown'} (aws-ofi-nccl needs >= {wanted} on {fabric.name.upper()})",
-                    fix=f"rebuild the image with libfabric >= {wanted}" if old else "",
-                )
-            )
+            checks.append(plugin_libfabric_check(fabric, floor, image.libfabric))
     elif plugin and env.get("NCCL_NET") in ("IB", "Socket"):
         checks.append(
             Check(
@@ -53,3 +43,25 @@ def nccl_checks(spec, fabric: FabricProfile | None, image: SideFacts, env: dict[
             )
         )
     return checks
+
+
+def plugin_libfabric_check(fabric: FabricProfile, floor: tuple[int, int], version: str | None) -> Check:
+    """The libfabric aws-ofi-nccl loads in the container against the fabric's floor
+    (FabricProfile.nccl_plugin_min_libfabric): the image's own, or where the fabric binds the
+    host's over it (Slingshot), the host's, which the image's `fi_info` then reports."""
+    wanted, name = ".".join(map(str, floor)), fabric.name.upper()
+    found = major_minor(version)
+    old = found is not None and found < floor
+    whose = "host libfabric (bound in)" if fabric.binds_host_libfabric else "image libfabric"
+    if not old:
+        fix = ""
+    elif fabric.binds_host_libfabric:
+        fix = f"bind a host libfabric >= {wanted} (host_libfabric under [fabrics.{fabric.name}] in the site file)"
+    else:
+        fix = f"rebuild the image with libfabric >= {wanted}"
+    return Check(
+        f"libfabric for aws-ofi-nccl on {name}",
+        "fail" if old else ("ok" if version else "unknown"),
+        f"{whose} {version or 'unknown'} (aws-ofi-nccl needs >= {wanted} on {name})",
+        fix=fix,
+    )
