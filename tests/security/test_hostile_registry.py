@@ -232,7 +232,8 @@ def declaring(**layer) -> bytes:
 @pytest.mark.parametrize(
     "behaviour, body, line",
     [
-        ("silent_after_headers", b"", "no whole answer within 1.5 s"),
+        # on a loaded machine the headers themselves may come after the deadline: refused as well
+        ("silent_after_headers", b"", r"no whole answer within 1.5 s|cannot reach the registry \(timed out\)"),
         ("another_manifest", MANIFEST, "served a manifest with digest"),
         ("honest", declaring(size=2 * 2**40), "the manifest's blobs add up to 2199023255552 bytes, over the 1024 GiB"),
         ("honest", declaring(size="1"), "the manifest gives a blob without a size"),
