@@ -72,11 +72,10 @@ SMALLER = {
     "fabric-bench run --site site.toml": TINY_TRAIN,
     ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --fabric": TINY_TRAIN,
     ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --link-rate 1gbit --benchmark halo": "--iters 3",
-    # every step of the check runs in tests/benchmarks/test_gpu_check.py; here one run proves the line
-    "benchmarks/gpu_check.sh --cpu": "--only torch-ddp-resnet50-fp32",
 }
 # Lines whose whole path another test runs for real, with more assertions: here they run with
 # --dry-run (their options, files and plan checked), so no path runs twice. Prefix -> that test.
+SLURM_PAGE_TEST = "tests/integration/test_emulated_slurm.py::test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_healthy_cluster"
 RUN_ELSEWHERE = {
     ".venv/bin/fabric-bench run --engine horovod --model resnet18 --ranks 2": "tests/integration/test_torch_training.py"
     "::test_two_ranks_train_to_identical_parameters",
@@ -90,10 +89,22 @@ RUN_ELSEWHERE = {
     "test_emulate.py::test_halo_across_namespaces_matches_one_rank",
     "fabric-bench sweep experiments/cpu-emulated.experiment.toml": "tests/integration/test_study_emulated.py"
     "::test_emulated_sweep_report_opens_with_the_verdict",
-    "SLURM_CONF=/run/fabric-bench/emulate/doc.slurm/slurm.conf .venv/bin/fabric-bench sweep": "tests/integration/"
-    "test_emulated_slurm.py::test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_healthy_cluster",
 }
-# Of those, the sweeps whose results later lines read: the session's one sweep of that experiment
+# Lines with no --dry-run whose whole path another slow test runs for real, on the same kind of
+# cluster or with every step: not run here (each still documented once, its test still there and
+# slow). The emulated Slurm page is one block (its sweep needs the cluster its first lines bring
+# up): test_emulated_slurm brings up the same 4-node cluster, sweeps it and runs `locate`.
+RUN_BY_THEIR_TEST = {
+    ".venv/bin/fabric-bench emulate up --nodes 4 --link 300mbit --slurm --name doc": SLURM_PAGE_TEST,
+    ".venv/bin/fabric-bench site init --emulated doc": SLURM_PAGE_TEST,
+    "SLURM_CONF=/run/fabric-bench/emulate/doc.slurm/slurm.conf sinfo": SLURM_PAGE_TEST,
+    "SLURM_CONF=/run/fabric-bench/emulate/doc.slurm/slurm.conf .venv/bin/fabric-bench sweep": SLURM_PAGE_TEST,
+    "SLURM_CONF=/run/fabric-bench/emulate/doc.slurm/slurm.conf .venv/bin/fabric-bench locate": SLURM_PAGE_TEST,
+    ".venv/bin/fabric-bench emulate down doc": SLURM_PAGE_TEST,
+    # the check's every step, torchvision's runs included: test_gpu_check runs it whole
+    "benchmarks/gpu_check.sh --cpu": "tests/benchmarks/test_gpu_check.py::test_cpu_mode_end_to_end",
+}
+# Of the lines RUN_ELSEWHERE, the sweeps whose results later lines read: the session's one sweep of that experiment
 # (tests/conftest.py cpu_emulated_sweep) is copied where the line would have written it.
 SWEPT_ONCE = {"fabric-bench sweep experiments/cpu-emulated.experiment.toml": "results/sweeps/cpu-emulated"}
 # make check: these run as they are (seconds each); every other `run` and `sweep` line with --dry-run
@@ -201,7 +212,7 @@ def test_each_command_line_appears_once_across_the_readme_and_docs():
 
 def test_each_line_run_elsewhere_is_one_line_that_test_runs_for_real():
     lines = [without_comment(line) for _, line in documented_lines()]
-    for prefix, nodeid in RUN_ELSEWHERE.items():
+    for prefix, nodeid in {**RUN_ELSEWHERE, **RUN_BY_THEIR_TEST}.items():
         assert sum(line.startswith(prefix) for line in lines) == 1, f"{prefix!r} must match one documented line"
         path, name = nodeid.split("::")
         source = (REPO / path).read_text()
@@ -237,7 +248,7 @@ def test_every_other_readme_line_runs(tmp_path, cpu_ethernet_image, cpu_emulated
     before = {p.pid for p in psutil.process_iter()}
     ran = []
     for page, line in documented_lines():
-        if without_comment(line) in NOT_RUN:
+        if without_comment(line) in NOT_RUN or without_comment(line).startswith(tuple(RUN_BY_THEIR_TEST)):
             continue
         command = made_small(line)
         run_line(page, command, work, env)

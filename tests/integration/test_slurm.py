@@ -1,8 +1,8 @@
 """A real Slurm (slurmctld + slurmd on this host, started by the test): the PyTorch
 benchmark as a 2-task job through `srun --mpi=pmix`, submitted by sbatch, run
-inside salloc, and a whole sweep as one job."""
+inside salloc. A whole sweep as one job runs on the emulated Slurm cluster, across its nodes
+(tests/integration/test_emulated_slurm.py)."""
 
-import json
 import subprocess
 
 import pytest
@@ -96,46 +96,6 @@ def test_srun_inside_an_allocation(cluster, tmp_path):
     r = only_result(tmp_path)
     assert_valid_two_rank_result(r, cluster)
     assert r["argv"][0] == "srun" and "--mpi=pmix" in r["argv"]
-
-
-def test_a_whole_sweep_as_one_job(cluster, tmp_path):
-    experiment = tmp_path / "one.experiment.toml"
-    experiment.write_text("""
-[experiment]
-name = "one-job"
-time_limit_s = 240
-[matrix]
-ranks_per_node = [2]
-[run]
-model = "resnet18"
-image_size = 32
-batch_size = 8
-warmup = 1
-iters = 2
-batches_per_iter = 2
-launcher = "sbatch"
-runtime = "host"
-""")
-    directory = tmp_path / "sweep"
-    proc = fabric_bench(
-        "sweep",
-        str(experiment),
-        "--dir",
-        str(directory),
-        "--one-job",
-        "--remeasure-disturbed",
-        "0",
-        env=cluster.env,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    summary = json.loads((directory / "summary.json").read_text())
-    assert summary["ok"] == 2 and summary["ran"] == 2
-    jobs = {row["slurm"]["job_id"] for row in summary["runs"]}
-    assert len(jobs) == 1  # both runs were steps of the one job
-    two = next(row for row in summary["runs"] if not row["baseline"])
-    assert_valid_two_rank_result(json.loads((directory / two["result"]).read_text()), cluster)
-    assert two["scaling_efficiency"] > 0
 
 
 def test_inside_the_apptainer_cpu_image(cluster, cpu_ethernet_image, tmp_path):
