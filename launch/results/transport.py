@@ -206,15 +206,17 @@ def _gdr_of(net_channels: list[str]) -> bool | str | None:
     return None if not flags else ("partial" if len(flags) == 2 else flags.pop())
 
 
-def asked_for(fabric: str | None, env: dict[str, str], nccl: bool) -> dict[str, str]:
+def asked_for(fabric: str | None, env: dict[str, str], nccl: bool, mpi_gpu: bool = False) -> dict[str, str]:
     """Selection variables the run asked for: its fabric profile's, else its own env's."""
     if fabric:
         asked = dict(profile(fabric).env)
         if nccl:
             asked |= profile(fabric).nccl_env
         # GPUDirect follows the run's own choice (the profile has on and off), and so does what lets
-        # its MPI carry GPU buffers (mpi_gpu_env: set only where the run hands them to MPI)
-        chosen = (*profile(fabric).gpudirect_env.values(), *profile(fabric).mpi_gpu_env.values())
+        # its MPI carry GPU buffers (mpi_gpu_env), only where the run hands them to MPI (`mpi_gpu`):
+        # elsewhere a variable of it in the env is the user's own, not the fabric's (Ethernet's
+        # OMPI_MCA_pml=ucx forced on a CPU run is a mismatch)
+        chosen = (*profile(fabric).gpudirect_env.values(), *(profile(fabric).mpi_gpu_env.values() if mpi_gpu else ()))
         for name in {k for v in chosen for k in v}:
             if name in env:
                 asked[name] = env[name]
@@ -397,7 +399,7 @@ def judge(
     ranks_per_node: int | None = None,
 ) -> dict:
     """Checks of asked against observed; verdict match | mismatch | unverified."""
-    asked = asked_for(fabric, env, nccl)
+    asked = asked_for(fabric, env, nccl, mpi_gpu=gpus_per_node > 0 and path == "mpi")
     mpi, ucx, nccl_seen = observed.get("mpi", {}), observed.get("ucx"), observed.get("nccl")
     checks: list[dict] = []
 

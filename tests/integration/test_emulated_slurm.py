@@ -235,7 +235,6 @@ class TestTwoHealthyNodes:
         summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
         results = [json.loads((tmp_path / "sweep" / row["result"]).read_text()) for row in summary["runs"]]
         assert summary["ok"] == summary["ran"] == 2 and len({r["slurm"]["job_id"] for r in results}) == 1
-        assert next(row for row in summary["runs"] if not row["baseline"])["scaling_efficiency"] > 0
         two = next(r for r in results if r["world_size"] == 2)
         job = two["slurm"]["job_id"]
         assert two["slurm"]["rank_hosts"] == ["n0", "n1"] and two["slurm"]["steps"][0].startswith(f"{job}.")

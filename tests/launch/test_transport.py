@@ -210,6 +210,16 @@ def test_infiniband_that_ran_over_tcp_is_a_mismatch():
     assert "ucx.transports: asked rc,ud,sm,self, ran over tcp" in ucx["mismatches"]
 
 
+def test_ucx_forced_on_an_ethernet_cpu_run_is_a_mismatch_and_the_gpu_mpi_path_is_not():
+    """Ethernet hands GPU buffers to MPI over UCX (its mpi_gpu_env): only a GPU run's MPI path asks
+    for it; the same variable forced on a CPU run is the user's own, not what the fabric asks."""
+    forced = {"OMPI_MCA_pml": "ucx", "UCX_TLS": "tcp,self"}
+    cpu = transport.judge("ethernet", forced, transport.observe(UCX_TCP), "mpi")
+    assert cpu["mismatches"] == ["mpi.pml: asked ob1, ran over ucx"]
+    gpu = transport.judge("ethernet", forced, transport.observe(UCX_TCP), "mpi", gpus_per_node=1)
+    assert gpu["verdict"] == "match"
+
+
 def test_gpudirect_on_one_side_only_is_partial_not_on():
     """NCCL_IB_GDR's channel plus the reverse channel without /GDRDMA: GPUDirect asked on
     must not read as on because one NET channel has it."""
