@@ -192,6 +192,12 @@ def test_a_heartbeat_pid_counts_only_where_that_process_names_the_runs_record_di
     try:
         for n, pid in enumerate((rank.pid, stranger.pid, 1)):
             (record_dir / f"heartbeat-{n}.json").write_text(json.dumps({"rank": n, "pid": pid}))
+        # the rank's command line as the kernel shows it (on a loaded machine it once read as not
+        # yet there: make check, 2026-12-06), as a running rank's is when the sampler looks
+        deadline = time.monotonic() + 10
+        while str(record_dir).encode() not in Path(f"/proc/{rank.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the rank never showed its command line"
+            time.sleep(0.05)
         assert sample.heartbeat_pids(record_dir) == {rank.pid}
     finally:
         for p in (rank, stranger):
