@@ -62,10 +62,10 @@ def test_cpu_debian_stack_and_fabric_sifs_round_trip(cpu_ethernet_image, registr
     site_b = tmp_path / "site-b"
     apptainer_cache = tmp_path / "apptainer-cache"
     env = {**os.environ, "APPTAINER_CACHEDIR": str(apptainer_cache)}
-    for name, want in (
-        ("stack-cpu-debian", cpu_ethernet_image.stack_digest),
-        ("ethernet-cpu-debian", cpu_ethernet_image.sha256),
-    ):
+    # both were pushed by digest above; the stack SIF comes back here (one pull proves the path: the
+    # same code pulls any SIF), the fabric SIF in the two-site rehearsal (tests/benchmarks/
+    # test_two_sites.py pulls it by digest and replays in it): 4.2 GiB less moved twice
+    for name, want in (("stack-cpu-debian", cpu_ethernet_image.stack_digest),):
         out = site_b / f"{name}.sif"
         pulled = _json(
             fabric_bench(
@@ -88,7 +88,7 @@ def test_cpu_debian_stack_and_fabric_sifs_round_trip(cpu_ethernet_image, registr
         out.unlink()
     # a pull leaves one copy of the image, not a second one in apptainer's cache
     cached = sum(f.stat().st_size for f in apptainer_cache.rglob("*") if f.is_file())
-    assert cached < 2**20, f"{cached} bytes left in apptainer's cache by two pulls"
+    assert cached < 2**20, f"{cached} bytes left in apptainer's cache by the pull"
 
 
 def _labelled_tar() -> bytes:
