@@ -42,6 +42,11 @@ def shape(check, words: str):
     return BeforeValidator(validate)
 
 
+def list_of(kind: type, words: str):
+    """`shape` of a list whose every item is a `kind` (None passes)."""
+    return shape(lambda v: isinstance(v, list) and all(isinstance(item, kind) for item in v), words)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -69,7 +74,7 @@ AN_OBJECT = shape(lambda v: isinstance(v, dict), "is not an object")
 Object = Annotated[Optional[dict[str, Any]], AN_OBJECT]
 Names = Annotated[
     Optional[list[str]],
-    shape(lambda v: isinstance(v, list) and all(isinstance(h, str) for h in v), "is not a list of names"),
+    list_of(str, "is not a list of names"),
 ]
 Samples = Annotated[list[float], shape(_finite_list, "is not a non-empty list of finite numbers")]
 RankSamples = Annotated[
@@ -126,7 +131,7 @@ class Cause(Open):
 
 Causes = Annotated[
     Optional[list[Cause]],
-    shape(lambda v: isinstance(v, list) and all(isinstance(c, dict) for c in v), "is not a list of causes"),
+    list_of(dict, "is not a list of causes"),
 ]
 
 

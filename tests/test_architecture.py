@@ -688,6 +688,19 @@ def test_the_shape_check_sees_a_construction_and_a_cast(tmp_path):
     ]
 
 
+def mypy_errors(snippet: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """mypy with the project's configuration on a snippet that must fail: the run and its error lines."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"), str(snippet)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    return proc, [line for line in proc.stdout.splitlines() if snippet.name in line and "error:" in line]
+
+
 def test_mypy_refuses_a_raw_str_at_every_slurm_sink(tmp_path):
     """The sinks take shapes, so a raw str reaching one is a type error: shown on a snippet that
     hands job_script raw strings (mypy with the project's configuration and cache)."""
@@ -698,15 +711,7 @@ def test_mypy_refuses_a_raw_str_at_every_slurm_sink(tmp_path):
         "                 announce='a', body=[], partition='gpu', account='acct', time='10')\n"
         "slurm.Request(partition='gpu')\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"), str(snippet)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-    )
-    errors = [line for line in proc.stdout.splitlines() if str(snippet.name) in line and "error:" in line]
-    assert proc.returncode == 1, proc.stdout[-2000:]
+    proc, errors = mypy_errors(snippet)
     assert [e.split(": error: ")[1].split(";")[0] for e in errors] == [
         'Argument "name" to "job_script" has incompatible type "str"',
         'Argument "partition" to "job_script" has incompatible type "str"',
@@ -729,15 +734,7 @@ def test_mypy_refuses_a_raw_read_of_a_result(tmp_path):
         "c = result.spec.get('fabric')\n"
         "d = (result.spec.fabric, result.status, result.fields)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"), str(snippet)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-    )
-    errors = [line for line in proc.stdout.splitlines() if str(snippet.name) in line and "error:" in line]
-    assert proc.returncode == 1, proc.stdout[-2000:]
+    proc, errors = mypy_errors(snippet)
     assert [e.split(":")[1] + " " + e.rsplit("[", 1)[1].rstrip("]") for e in errors] == [
         "3 deprecated",
         "4 deprecated",

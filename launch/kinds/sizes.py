@@ -29,7 +29,7 @@ from launch.kinds.kind import (
     listed,
     status_cell,
 )
-from launch.schema import AN_OBJECT, FiniteNumber, Object, Open, ResultSchema, Text, number, shape
+from launch.schema import AN_OBJECT, FiniteNumber, Object, Open, ResultSchema, Text, list_of, number
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -57,7 +57,7 @@ class SizeRow(Open):
 
 Rows = Annotated[
     Optional[list[SizeRow]],
-    shape(lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v), "is not a list of rows"),
+    list_of(dict, "is not a list of rows"),
 ]
 
 
