@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from launch.site.fabric_preset import kernel_version
+
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 DMABUF_KERNEL = (5, 12)  # ib_umem_dmabuf: the RDMA core imports dma-bufs from this release on
 DMABUF_DRIVER = 515  # the first open GPU kernel modules, and CUDA 11.7's DMA-BUF support
@@ -34,12 +36,6 @@ def nvidia_module(text: str) -> tuple[bool, int] | None:
     """(open module?, driver branch) from /proc/driver/nvidia/version's text; None if unreadable."""
     found = _MODULE_LINE.search(text)
     return (bool(found.group(1)), int(found.group(2))) if found else None
-
-
-def kernel_release(text: str) -> tuple[int, int] | None:
-    """'6.8.0-45-generic' -> (6, 8)."""
-    found = re.match(r"\s*(\d+)\.(\d+)", text)
-    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def _read(path: Path) -> str | None:
@@ -55,7 +51,7 @@ def routes(root: Path = Path("/")) -> dict:
     version = _read(root / "proc/driver/nvidia/version")
     peermem = next((m for m in PEERMEM_MODULES if (root / "sys/module" / m).is_dir()), None)
     module = nvidia_module(version or "")
-    kernel = kernel_release(_read(root / "proc/sys/kernel/osrelease") or "")
+    kernel = kernel_version(_read(root / "proc/sys/kernel/osrelease") or "")
     reasons = []
     if module is None:
         reasons.append("no NVIDIA kernel module named in /proc/driver/nvidia/version")
