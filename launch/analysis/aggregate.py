@@ -157,20 +157,26 @@ def subject_of(result: Result) -> str:
     return field_of(result, "model") or field_of(result, "benchmark") or "-"
 
 
-# The communication knobs that split a series, each with how a series' name shows its value where set
-KNOBS = {"allreduce": "{}", "gpudirect": "gdr-{}", "nvls": "nvls-{}", "sharp": "sharp-{}"}
+# The communication knobs that split a series (the RunSpec field of each): how a series' name shows
+# a value set, and what a verdict along the knob calls it (launch.analysis.verdict.AXES)
+COMM_KNOBS = {
+    "allreduce": ("{}", "allreduce (NCCL vs MPI)"),
+    "gpudirect": ("gdr-{}", "GPUDirect"),
+    "nvls": ("nvls-{}", "NVLS (NVLink SHARP)"),
+    "sharp": ("sharp-{}", "SHARP (CollNet)"),
+}
 
 
 def knobs_of(result: Result) -> tuple[str | None, ...]:
-    """The run's value of each of KNOBS, in order (None: not set)."""
+    """The run's value of each of COMM_KNOBS, in order (None: not set)."""
     spec = spec_of(result)
-    return tuple(getattr(spec, knob) for knob in KNOBS)
+    return tuple(getattr(spec, knob) for knob in COMM_KNOBS)
 
 
 def series_name(result: Result) -> str:
     """fabric/engine/model, plus the knobs set (allreduce, GPUDirect, NVLS, SHARP)."""
     name = f"{fabric_label(result)}/{what_of(result)}/{subject_of(result)}"
-    extras = [form.format(value) for form, value in zip(KNOBS.values(), knobs_of(result)) if value]
+    extras = [form.format(value) for (form, _), value in zip(COMM_KNOBS.values(), knobs_of(result)) if value]
     return name + (f" ({', '.join(extras)})" if extras else "")
 
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Callable
 
-from launch.analysis.aggregate import CI_METHOD, Point, spec_of, subject_of, what_of
+from launch.analysis.aggregate import CI_METHOD, COMM_KNOBS, Point, spec_of, subject_of, what_of
 from containers.untrusted import read_json
 from launch.errors import UsageError
 from launch.figures import value_text
@@ -37,12 +38,16 @@ METHOD = (
 )
 WITHIN = 0.02  # 'within ±2 %' in the words
 MAX_SUMMARY_BYTES = 64 << 20
-AXES = {  # axis -> (what a reader calls it, the point's value of it)
+
+
+def knob_value(knob: str) -> Callable[[Point], str]:
+    """A point's value of a communication knob ("default": not set)."""
+    return lambda point: getattr(spec_of(point.first), knob) or "default"
+
+
+AXES: dict[str, tuple[str, Callable[[Point], str]]] = {  # axis -> (what a reader calls it, a point's value)
     "fabric": ("fabric", lambda p: p.fabric),
-    "allreduce": ("allreduce (NCCL vs MPI)", lambda p: spec_of(p.first).allreduce or "default"),
-    "gpudirect": ("GPUDirect", lambda p: spec_of(p.first).gpudirect or "default"),
-    "nvls": ("NVLS (NVLink SHARP)", lambda p: spec_of(p.first).nvls or "default"),
-    "sharp": ("SHARP (CollNet)", lambda p: spec_of(p.first).sharp or "default"),
+    **{knob: (title, knob_value(knob)) for knob, (_, title) in COMM_KNOBS.items()},
 }
 WORKLOAD = RunSpec.fields_where("workload")
 
@@ -55,10 +60,7 @@ def group_of(point: Point, axis: str) -> dict:
         "nodes": point.nodes,
         "ranks_per_node": point.ranks // point.nodes,
         "engine": what_of(point.first),
-        "allreduce": spec.allreduce or "default",
-        "gpudirect": spec.gpudirect or "default",
-        "nvls": spec.nvls or "default",
-        "sharp": spec.sharp or "default",
+        **{knob: AXES[knob][1](point) for knob in COMM_KNOBS},
         "fabric": point.fabric,
     }
     del group[axis]

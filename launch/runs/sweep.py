@@ -420,7 +420,7 @@ def orders(sweep: Sweep) -> dict[str, list[str]]:
     """The experiment's order of each verdict axis's values: the first is the verdicts' reference."""
     experiment = sweep.experiment
     out = {}
-    for axis in ("fabric", *aggregate.KNOBS):  # the verdicts' axes (launch.analysis.verdict.AXES)
+    for axis in ("fabric", *aggregate.COMM_KNOBS):  # the verdicts' axes (launch.analysis.verdict.AXES)
         values = experiment.matrix.get(axis) or ((experiment.fixed[axis],) if axis in experiment.fixed else ())
         out[axis] = [v for v in values if isinstance(v, str)]
     return out
