@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from bench.gpu_request import GPUS_REQUESTED_ENV
+from bench.placement import parse_cpu_list
 from containers import stack
 from launch import shapes
 from launch.fleet import slurm
@@ -199,15 +200,10 @@ def cores_here(cpu_root: Path = Path("/sys/devices/system/cpu")) -> int:
     per core (cpu0's thread_siblings_list: "0,64" or "0-1" is 2). Open MPI's PE=k counts cores."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     try:
-        siblings = (cpu_root / "cpu0/topology/thread_siblings_list").read_text().strip()
+        siblings = (cpu_root / "cpu0/topology/thread_siblings_list").read_text()
     except OSError:
         return max(1, cpus)
-    threads = 0
-    for part in siblings.split(","):
-        first, _, last = part.partition("-")
-        if first.isdigit() and (last or first).isdigit():
-            threads += int(last or first) - int(first) + 1
-    return max(1, cpus // max(1, threads))
+    return max(1, cpus // max(1, len(parse_cpu_list(siblings))))
 
 
 def mpirun_binding(spec: LaunchedSpec, cores: int | None = None) -> list[str]:
