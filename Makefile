@@ -40,8 +40,9 @@ CHECK_DURATIONS ?= results/check-durations.tsv
 TEST_TIMEOUT ?= 1800
 CHECK_TIMEOUT ?= 120
 # The unit tests run on both cores (pytest-xdist), a file's tests on one worker, so a file's real
-# runs (one emulated Slurm cluster at a time) never meet; the slow tests run one at a time, their
-# timings and shaped links having the cores to themselves
+# runs (one emulated Slurm cluster at a time) never meet; the slow tests that time nothing run the
+# same way (tests/conftest.py SIDE_BY_SIDE), the others one at a time, their timings, quiet checks
+# and shaped links having the cores to themselves
 JOBS ?= 2
 PYTEST = "$(VENV)/bin/python" -m pytest -ra
 SIDE_BY_SIDE = -n $(JOBS) --dist loadfile

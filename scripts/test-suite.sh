@@ -7,7 +7,8 @@
 #      worker): much of a cold build is debootstrap, apt and pip downloads, so both fit;
 #   3. the build is waited for: a failed one fails the run, the end of its log shown here, and
 #      the slow tests that need no image still run;
-#   4. the slow tests run one at a time, their timings and shaped links having the cores alone.
+#   4. the slow tests that time nothing run two at a time (tests/conftest.py SIDE_BY_SIDE); then
+#      the others one at a time, their timings, quiet checks and shaped links having the cores alone.
 # One durations file for both halves, slowest first. With PYTEST_ARGS (a chosen subset) nothing
 # is built ahead (the image fixture builds it if a chosen test needs it); TEST_IMAGE=1 builds
 # ahead anyway, TEST_IMAGE=0 never.
@@ -80,17 +81,24 @@ if [[ -n $build_pid ]]; then
   fi
 fi
 
+# the slow tests that time nothing and read no quiet machine (tests/conftest.py SIDE_BY_SIDE), two at
+# a time, a file's tests on one worker; then the rest one at a time, the cores theirs alone
+paired=0 started=$SECONDS
+FABRIC_BENCH_TEST_DURATIONS="$durations.paired" "${pytest[@]}" -m "($slow_marks) and side_by_side" \
+  -n "$jobs" --dist loadfile "${extra[@]}" || paired=$?
+phase "slow tests side by side (-n $jobs)" $((SECONDS - started)) "pytest -m '($slow_marks) and side_by_side': exit $paired"
 started=$SECONDS
-FABRIC_BENCH_TEST_DURATIONS="$durations.slow" "${pytest[@]}" -m "$slow_marks" "${extra[@]}" || slow=$?
-phase "slow tests (one at a time)" $((SECONDS - started)) "pytest -m '$slow_marks': exit $slow"
+FABRIC_BENCH_TEST_DURATIONS="$durations.slow" "${pytest[@]}" -m "($slow_marks) and not side_by_side" "${extra[@]}" ||
+  slow=$?
+phase "slow tests (one at a time)" $((SECONDS - started)) "pytest -m '($slow_marks) and not side_by_side': exit $slow"
 
 {
   printf '# seconds\toutcome\tmarkers\ttest (setup + call + teardown; slowest first)\n'
-  cat "$durations.unit" "$durations.slow" 2> /dev/null | grep -v '^#' | sort -g -r
+  cat "$durations.unit" "$durations.paired" "$durations.slow" 2> /dev/null | grep -v '^#' | sort -g -r
 } > "$durations"
-rm -f "$durations.unit" "$durations.slow"
+rm -f "$durations.unit" "$durations.paired" "$durations.slow"
 echo "every test's time (setup + call + teardown, slowest first): $durations"
 ((built == 0)) || exit 1
-# pytest's "no tests" (5) from one half is no failure; from both it is
-for rc in $unit $slow; do case $rc in 0 | 5) ;; *) exit "$rc" ;; esac; done
-[[ $unit$slow != 55 ]] || exit 5
+# pytest's "no tests" (5) from one part is no failure; from all three it is
+for rc in $unit $paired $slow; do case $rc in 0 | 5) ;; *) exit "$rc" ;; esac; done
+[[ $unit$paired$slow != 555 ]] || exit 5

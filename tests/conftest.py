@@ -170,6 +170,39 @@ CHECK = frozenset(
 )
 
 
+# `make test` runs the slow tests of these files two at a time (-n 2, a file's tests on one worker):
+# they time nothing and read no quiet machine (training identity, signals and time limits, heartbeats,
+# image builds and runs, registries, the host Slurm cluster, plug-in kinds, the GPU check's CPU mode),
+# so a neighbour only slows them. Every other slow test runs alone: timings, shaped links, quiet
+# checks, disturbance verdicts, locate, baselines. A new slow file runs alone until it is named here.
+SIDE_BY_SIDE = frozenset(
+    {
+        "tests/integration/test_signals.py",
+        "tests/integration/test_heartbeat_runs.py",
+        "tests/integration/test_torch_training.py",
+        "tests/integration/test_tf_training.py",
+        "tests/integration/test_image_run.py",
+        "tests/integration/test_slurm.py",
+        "tests/containers/test_image_build.py",
+        "tests/containers/test_registry_roundtrip.py",
+        "tests/containers/test_manifest.py",
+        "tests/containers/test_sbom.py",
+        "tests/sharing/test_publish_pull.py",
+        "tests/bench/test_allreduce.py",
+        "tests/bench/test_collective.py",
+        "tests/bench/test_alltoall.py",
+        "tests/bench/test_halo.py",
+        "tests/benchmarks/test_train_engines.py",
+        "tests/benchmarks/test_gpu_check.py",
+        "tests/launch/test_transport.py",
+        "tests/launch/test_preflight.py",
+        "tests/security/test_hostile_locate.py",
+        "tests/scripts/test_setup.py",
+        "tests/scripts/test_test_suite.py",
+    }
+)
+
+
 def pytest_collection_modifyitems(config, items):
     """Markers from what a test uses, so a subset can be chosen (`-m "not image"`, `-m slurm`):
     integration by its folder, image by the image fixture, slurm by the Slurm cluster module,
@@ -193,6 +226,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.root)
         if item.nodeid in CHECK:
             item.add_marker(pytest.mark.check)
+        if item.get_closest_marker("slow") and item.nodeid.split("::")[0] in SIDE_BY_SIDE:
+            item.add_marker(pytest.mark.side_by_side)
+    missing = sorted(f for f in SIDE_BY_SIDE if not (REPO / f).is_file())
+    if missing:  # a renamed file would run alone again, silently slower
+        raise pytest.UsageError(f"tests/conftest.py SIDE_BY_SIDE names files that are not there: {missing}")
     # a CHECK entry whose test was renamed would leave make check without it, silently
     collected = {item.nodeid for item in items}
     files = {nodeid.split("::")[0] for nodeid in collected}

@@ -44,7 +44,9 @@ def test_a_failed_background_build_fails_the_run_with_its_log_and_the_rest_still
     steps = {row.split("\t")[0].strip(): row.split("\t")[2] for row in phases.read_text().splitlines()}
     assert steps["unit tests (-n 1)"].endswith("exit 0")
     assert steps["image (background)"].endswith("exit 3")
-    assert steps["slow tests (one at a time)"] == "pytest -m 'slow and not image': exit 5"  # none left to run
+    # none left to run in either lane of the slow tests
+    assert steps["slow tests side by side (-n 1)"] == "pytest -m '(slow and not image) and side_by_side': exit 5"
+    assert steps["slow tests (one at a time)"] == "pytest -m '(slow and not image) and not side_by_side': exit 5"
     rows = [line.split("\t") for line in durations.read_text().splitlines()[1:]]
     assert sorted((r[3], r[2]) for r in rows) == [(IMAGE_CASE, "-"), (DOCS_TEST, "-")]
     assert not alive({int((tmp_path / "pid").read_text())})
