@@ -1,6 +1,6 @@
 """The GPU check behind benchmarks/gpu_check.sh (which picks the Python; see its header).
 
-    benchmarks/gpu_check.sh [--cpu [--full]] [--out DIR] [--budget-s N] [--only LABELS] [--archive FILE.tar.gz]
+    benchmarks/gpu_check.sh [--cpu [--full] [--skip-probes]] [--out DIR] [--budget-s N] [--only LABELS] [--archive FILE.tar.gz]
 
 Steps, each recorded with its status (ok | failed | absent | skipped) and, where
 not ok, the reason:
@@ -71,7 +71,7 @@ from benchmarks.gpu_check_captures import capture, capture_gpu_states  # noqa: E
 from benchmarks.gpu_check_host import discover  # noqa: E402
 from benchmarks.gpu_check_plan import RUN_LIMIT_S, RUN_START_MARGIN_S, STEP_LIMITS_S, planned_runs  # noqa: E402
 from benchmarks.gpu_check_process import Log  # noqa: E402
-from benchmarks.gpu_check_steps import check_env, run_all, run_probes  # noqa: E402
+from benchmarks.gpu_check_steps import PROBES, check_env, run_all, run_probes  # noqa: E402
 from benchmarks.gpu_check_summary import write_summary  # noqa: E402
 
 
@@ -113,10 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--full", action="store_true", help="with --cpu: every model in both precisions")
     p.add_argument(
+        "--skip-probes",
+        action="store_true",
+        help="with --cpu: leave out the collective and compute probes (recorded as skipped), for a check of the runs alone",
+    )
+    p.add_argument(
         "--only", default=None, help="comma list of run labels to run (see summary.md), e.g. torch-ddp-resnet50-fp32"
     )
     args = p.parse_args(argv)
     mode = "cpu" if args.cpu else "gpu"
+    if args.skip_probes and mode != "cpu":
+        p.error("--skip-probes goes with --cpu (on a GPU the probes are the check's fallback figures)")
     only = {label for label in (args.only or "").split(",") if label}
     unknown = only - {run.label for run in planned_runs()}
     if unknown:
@@ -144,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the captures are an extra: the runs go ahead without them
         gpu_states = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
         log(f"gpu state captures: failed ({gpu_states['reason']})")
-    probes = run_probes(mode, info, out, check_env(mode, out), deadline, log)
+    if args.skip_probes:
+        probes = {name: {"status": "skipped", "reason": "--skip-probes"} for name in PROBES}
+        log(f"probes: skipped ({', '.join(PROBES)}: --skip-probes)")
+    else:
+        probes = run_probes(mode, info, out, check_env(mode, out), deadline, log)
     entries = run_all(
         mode,
         info,

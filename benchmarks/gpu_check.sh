@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: one prepared run of everything a lent GPU machine should prove.
 #
-#   benchmarks/gpu_check.sh [--cpu [--full]] [--out DIR] [--budget-s N] [--only LABELS] [--archive FILE.tar.gz]
+#   benchmarks/gpu_check.sh [--cpu [--full] [--skip-probes]] [--out DIR] [--budget-s N] [--only LABELS] [--archive FILE.tar.gz]
 #   benchmarks/gpu_check.sh --cpu --out /tmp/gpu-check     # the same steps, tiny, on CPUs
 #
 # Under --out (default results/gpu-check-<UTC time>) it writes:

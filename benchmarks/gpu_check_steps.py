@@ -38,6 +38,7 @@ from launch.results import transport  # reading a log: standard library only
 
 # the compute probe's batch, image size, warm-up and timed iterations
 PROBE_SIZES = {"gpu": ("64", "224", "5", "10"), "cpu": ("2", "32", "0", "2")}
+PROBES = ("collective", "compute")
 
 
 def probe_unavailable(name: str, info: dict) -> str | None:
@@ -55,7 +56,7 @@ def run_probes(mode: str, info: dict, out: Path, env: dict, deadline: float, log
     folder = out / "probes"
     folder.mkdir(parents=True, exist_ok=True)
     probes: dict[str, dict] = {}
-    for name, extra in (("collective", ()), ("compute", PROBE_SIZES[mode])):
+    for name, extra in zip(PROBES, ((), PROBE_SIZES[mode])):
         why = probe_unavailable(name, info)
         if why:
             probes[name] = {"status": "absent", "reason": why}

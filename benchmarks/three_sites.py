@@ -20,7 +20,7 @@ this host (local launcher, no image, nothing built):
 Every phase's seconds are printed; afterwards no process this script started is left (checked by
 pid: every process that carries this run's marker in its environment, the registry and Chromium).
 
-    python benchmarks/three_sites.py [--work DIR]
+    python benchmarks/three_sites.py [--work DIR] [--allreduce-runs N]
 """
 
 from __future__ import annotations
@@ -247,7 +247,17 @@ def left_behind(token: str) -> list[int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--work", type=Path, help="keep the sites' folders here (default: a temporary one)")
+    parser.add_argument(
+        "--allreduce-runs",
+        type=int,
+        default=A_ALLREDUCE_RUNS,
+        help=f"A's allreduce runs (default {A_ALLREDUCE_RUNS}: five clean runs before the newest make a baseline; "
+        "with fewer, A's row says how far its baseline is)",
+    )
     args = parser.parse_args()
+    if args.allreduce_runs < 1:
+        print("three_sites: --allreduce-runs must be >= 1", file=sys.stderr)
+        return 2
     if not local_registry.available():
         print("three_sites: docker-registry not installed (apt-get install docker-registry)", file=sys.stderr)
         return 2
@@ -274,8 +284,9 @@ def main() -> int:
             allowed.write_text("".join(f"{s['name']} {public_key(s)}\n" for s in (a, b, r)))
             revoked = c["dir"] / "revoked.keys"
             revoked.write_text(f"# site-r's key, revoked\n{public_key(r)}\n")
-        with phase(f"A: {A_ALLREDUCE_RUNS} allreduce runs (2 ranks, 64 KiB) and a tiny training run"):
-            for _ in range(A_ALLREDUCE_RUNS):
+        runs = f"{args.allreduce_runs} allreduce run{'s' if args.allreduce_runs > 1 else ''}"
+        with phase(f"A: {runs} (2 ranks, 64 KiB) and a tiny training run"):
+            for _ in range(args.allreduce_runs):
                 fb(a, "run", *ALLREDUCE, "--results", str(a["results"]))
             fb(a, "run", *TRAIN, "--results", str(a["results"]))
         with phase("B: one allreduce run; the training run from a release copy (no git metadata)"):

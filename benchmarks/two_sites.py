@@ -20,7 +20,7 @@ the registry two real sites share.
 Every phase's seconds are printed; afterwards no registry process and no namespace of either
 site is left (checked by pid and by name).
 
-    python benchmarks/two_sites.py [--small] [--rate-a 1gbit --rate-b 5gbit] [--work DIR]
+    python benchmarks/two_sites.py [--small] [--rate-a 1gbit --rate-b 5gbit] [--work DIR] [--benchmarks train,allreduce]
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from containers import local_registry  # noqa: E402
 from launch.fleet import emulate  # noqa: E402
 
 phase = Phases()  # every phase's seconds, printed at the end
+BENCHMARKS = ("train", "allreduce")  # the study's, in the order A runs them
 
 
 class Site(TypedDict):
@@ -131,7 +132,8 @@ def study(args: argparse.Namespace) -> list[list[str]]:
         str((4 if args.small else 16) * 2**20),
         *iters,
     ]
-    return [common + train, common + allreduce]
+    chosen = {"train": common + train, "allreduce": common + allreduce}
+    return [chosen[name] for name in args.benchmarks.split(",")]
 
 
 def main() -> int:
@@ -140,7 +142,15 @@ def main() -> int:
     parser.add_argument("--rate-a", default="1g", help="site A's emulated Ethernet (emu-eth-<rate>)")
     parser.add_argument("--rate-b", default="5g", help="site B's emulated Ethernet")
     parser.add_argument("--work", type=Path, help="keep both sites' folders here (default: a temporary one)")
+    parser.add_argument(
+        "--benchmarks",
+        default=",".join(BENCHMARKS),
+        help="the study's benchmarks, a comma list (default: both, DDP training and the MPI allreduce)",
+    )
     args = parser.parse_args()
+    if any(name not in BENCHMARKS for name in args.benchmarks.split(",")):
+        print(f"two_sites: --benchmarks is a comma list of {', '.join(BENCHMARKS)}", file=sys.stderr)
+        return 2
     if os.geteuid() != 0 or shutil.which("tc") is None:
         print("two_sites: needs root and tc (emulated clusters are network namespaces)", file=sys.stderr)
         return 2

@@ -32,8 +32,8 @@ def battery(tmp_path, *options: str) -> tuple[subprocess.CompletedProcess, dict]
 
 def test_the_small_battery_names_what_was_planted(tmp_path):
     out, data = battery(
-        tmp_path, "--rounds", "1", "--causes", "quiet,cpu,stopped", "--iters", "6", "--verdict-repetitions", "0"
-    )
+        tmp_path, "--rounds", "1", "--causes", "quiet,cpu,stopped", "--iters", "3", "--verdict-repetitions", "0"
+    )  # 3 timed iterations of 2 batches: the rank is stopped at the third timed batch, inside the window
     assert "confusion matrix: planted cause (rows) x signal named" in out.stdout
     assert "named with the right cause:" in out.stdout and "quiet runs flagged:" in out.stdout
     runs = {r["cause"]: r for r in data["runs"]}

@@ -151,6 +151,10 @@ def test_help_and_a_bad_label():
         [str(SCRIPT), "--cpu", "--only", "nope", "--out", "/dev/null/x"], capture_output=True, text=True, timeout=300
     )
     assert bad.returncode == 2 and "unknown run label(s) nope" in bad.stderr
+    gpu = subprocess.run(
+        [str(SCRIPT), "--skip-probes", "--out", "/dev/null/x"], capture_output=True, text=True, timeout=300
+    )
+    assert gpu.returncode == 2 and "--skip-probes goes with --cpu" in gpu.stderr  # a GPU check keeps its probes
 
 
 def test_a_silent_hang_meets_its_deadline(tmp_path):
@@ -286,11 +290,14 @@ def test_cpu_mode_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_without_the_launch_cli_torch_runs_go_straight_to_the_bench_program(tmp_path):
-    """The fallback for a Python that lacks typer/rich/psutil/scipy: torchrun + bench.torch_train."""
+    """The fallback for a Python that lacks typer/rich/psutil/scipy: torchrun + bench.torch_train.
+    The probes are left out: they do not go through the launch CLI (test_cpu_mode_end_to_end and the
+    bare host's test run them)."""
     need(importlib.util.find_spec("torch") is not None, "torch is not installed (make setup)")
     out = tmp_path / "direct"
+    only = "torch-ddp-resnet50-fp32,torch-horovod-resnet50-fp32"
     proc = subprocess.run(
-        [str(SCRIPT), "--cpu", "--out", str(out), "--only", "torch-ddp-resnet50-fp32,torch-horovod-resnet50-fp32"],
+        [str(SCRIPT), "--cpu", "--skip-probes", "--out", str(out), "--only", only],
         capture_output=True,
         text=True,
         timeout=900,
@@ -301,6 +308,7 @@ def test_without_the_launch_cli_torch_runs_go_straight_to_the_bench_program(tmp_
     direct, horovod = summary["runs"]
     assert direct["status"] == "ok" and direct["format"] == "rank records" and direct["compute_img_per_s"] > 0
     assert horovod["status"] == "absent" and "launch CLI" in horovod["reason"]
+    assert {p["status"] for p in summary["probes"].values()} == {"skipped"} and summary["failed"] == []
     assert still_running(rank_pids(out / "runs"), out) == []
 
 

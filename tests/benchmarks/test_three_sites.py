@@ -23,10 +23,15 @@ def test_three_sites_share_results_and_refuse_the_forged_ones() -> None:
     need(local_registry.available(), "docker-registry not installed (scripts/setup.sh --test installs it)")
     need(shutil.which("mpirun") is not None, "Open MPI (mpirun) is needed")
     need(shutil.which("chromium") is not None, "chromium not installed (Debian package `chromium`)")
+    # A's allreduce once, as B's: six (the script's default) make A a baseline, which nothing here reads
     out = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks/three_sites.py")], capture_output=True, text=True, timeout=900
+        [sys.executable, str(REPO / "benchmarks/three_sites.py"), "--allreduce-runs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     text = out.stdout
+    print(text[text.find("phase timings:") :])  # where the time went, for a slow CI run
     assert out.returncode == 0, text[-4000:] + out.stderr[-2000:]
     registry = re.search(r"docker-registry pid (\d+)", text)
     browser = re.search(r"chromium pid (\d+): the page opens with the comparison table$", text, re.M)
