@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from launch.disturbance.judge import FOREIGN_BYTES_LIMIT
 from launch.fleet import emulate
 from launch.fleet.emulate import slurm_nodes
 from tests.conftest import REPO, VENV_BIN, alive, fabric_bench, need
@@ -20,6 +21,7 @@ from tests.conftest import REPO, VENV_BIN, alive, fabric_bench, need
 pytestmark = pytest.mark.slow
 RATE_BIT_S = 300e6
 NODES = 4
+SIZE_BYTES = 4 * 2**20  # the allreduce points' one message size (test-only experiments: experiment())
 
 
 def possible():
@@ -31,13 +33,14 @@ def possible():
 
 
 @contextmanager
-def cluster(*planted: str, nodes: int = NODES):
-    """`emulate up --slurm` with the planted faults; yields (name, client env, daemon pids);
-    afterwards `emulate down`, and checks that nothing of it is left."""
+def cluster(*planted: str, nodes: int = NODES, link_bit_s: float = RATE_BIT_S):
+    """`emulate up --slurm` with the planted faults, every link shaped to `link_bit_s`; yields (name,
+    client env, daemon pids); afterwards `emulate down`, and checks that nothing of it is left."""
     possible()
     name = f"ts{secrets.token_hex(3)}"
+    rate = f"{link_bit_s / 1e6:g}mbit"
     up = fabric_bench(
-        "emulate", "up", "--nodes", str(nodes), "--link", "300mbit", *planted, "--slurm", "--name", name, timeout=120
+        "emulate", "up", "--nodes", str(nodes), "--link", rate, *planted, "--slurm", "--name", name, timeout=120
     )
     assert up.returncode == 0, up.stdout + up.stderr
     pids = slurm_nodes.daemon_pids(name)
@@ -78,6 +81,24 @@ def rank_pids(directory) -> set[int]:
     return pids
 
 
+def experiment(tmp_path, *changes: tuple[str, str]) -> str:
+    """experiments/emulated-slurm.experiment.toml with one message size, SIZE_BYTES, and `changes`
+    (line, new line), written into tmp_path. A point's cost is its bytes over the shaped links
+    (each size ~5 s in place, ~5 s out of place, ~5 s ping-pong): one size, large enough for the
+    link's rate to show, is what the assertions read."""
+    text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
+    one_size = (
+        ("min_bytes = 1048576", f"min_bytes = {SIZE_BYTES}"),
+        ("max_bytes = 16777216", f"max_bytes = {SIZE_BYTES}"),
+    )
+    for line, new in (*one_size, *changes):
+        assert line in text, line
+        text = text.replace(line, new)
+    path = tmp_path / "test.experiment.toml"
+    path.write_text(text)
+    return str(path)
+
+
 def locate(env, out, *more: str) -> dict:
     proc = fabric_bench(
         "locate", "--interface", "fbemu0", "--bytes", str(2 * 2**20), "--out", str(out), *more, env=env, timeout=600
@@ -95,13 +116,15 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
         before = slurm_nodes.node_bytes(emulate.cluster_named(name))
         sweep = fabric_bench(
             "sweep",
-            "experiments/emulated-slurm.experiment.toml",
+            experiment(tmp_path),  # the shipped experiment's points (1, 2 and 4 nodes) at one size
             "--site",
             str(site),
             "--dir",
             str(tmp_path / "sweep"),
             "--remeasure-disturbed",
             "0",
+            "--quiet-check",
+            "1",  # asserted: one task per node; its length is not
             env=env,
             timeout=900,
         )
@@ -120,10 +143,13 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
         assert four["env"]["OMPI_MCA_btl_tcp_if_include"] == "fbemu0"
         # every node's shaped interface carried at least the largest message; and the busbw
         # cannot exceed the shaped rate (plus tbf's 3 ms burst): the traffic crossed the tbf
+        assert [s["bytes"] for s in four["sizes"]] == [SIZE_BYTES]
         largest = max(s["bytes"] for s in four["sizes"])
         assert all(after[n]["tx_bytes"] - before[n]["tx_bytes"] > largest for n in after), (before, after)
         assert 0 < four["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
-        for engine in ("ddp", "horovod"):  # Horovod: its MPI controller, under srun --mpi=pmix
+        # Horovod: its MPI controller, under srun --mpi=pmix. The catalog's smallest model: its
+        # gradients (10 MB a step, resnet18's 45 MB: 1.2 s) cross the 300 Mbit/s link
+        for engine in ("ddp", "horovod"):
             train = fabric_bench(
                 "run",
                 "--site",
@@ -133,7 +159,7 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
                 "--engine",
                 engine,
                 "--model",
-                "resnet18",
+                "mobilenet_v3_small",
                 "--image-size",
                 "32",
                 "--batch-size",
@@ -161,7 +187,7 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
             # the two ranks on two nodes ended with identical weights: the gradients crossed fbemu0
             assert record["params_max_abs_diff"] == 0.0 and record["slurm"]["rank_hosts"] == ["n0", "n1"]
             assert record["env"]["OMPI_MCA_btl_tcp_if_include"] == "fbemu0"
-        found = locate(env, tmp_path / "locate")
+        found = locate(env, tmp_path / "locate", "--quiet-check", "1")  # asserted: one task per node
         ranks = rank_pids(tmp_path)
     assert found["slow_nodes"] == [] and found["slow_links"] == [] and found["failed_pairs"] == [], found
     assert len(found["pairs"]) == 6 and found["rounds"] == 3
@@ -178,7 +204,7 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
 
 def test_locate_names_a_degraded_link_and_nothing_else(tmp_path):
     with cluster("--link", "n1-n3=75mbit") as (_, env, _pids):
-        found = locate(env, tmp_path)
+        found = locate(env, tmp_path, "--quiet-check", "0")  # locate's quiet check: the first test
     assert found["slow_links"] == [["n1", "n3"]] and found["slow_nodes"] == [], found
     slow = next(p for p in found["pairs"] if (p["a"], p["b"]) == ("n1", "n3"))
     assert slow["best_gbit_s"] < 0.1 and slow["remeasured_gbit_s"] is not None
@@ -189,7 +215,7 @@ def test_locate_screens_six_nodes_and_names_a_slow_node_and_nothing_else(tmp_pat
     """The screen (ring and opposite pairs, then all pairs among the suspects) on 6 nodes: fewer
     steps than all 15 pairs, the same verdict."""
     with cluster("--slow", "n2", nodes=6) as (_, env, _pids):
-        found = locate(env, tmp_path, "--pattern", "screen")
+        found = locate(env, tmp_path, "--pattern", "screen", "--quiet-check", "0")
     assert found["pattern"] == "screen"
     assert found["slow_nodes"] == ["n2"] and found["slow_links"] == [], found
     measured = {(p["a"], p["b"]) for p in found["pairs"]}
@@ -209,17 +235,15 @@ class TestTwoHealthyNodes:
         assert bad.returncode == 2 and "n0..n1" in bad.stderr and "Traceback" not in bad.stderr
 
     def test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes(self, shared_cluster, tmp_path):
-        experiment = tmp_path / "two.experiment.toml"
-        text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
-        experiment.write_text(
-            text.replace("nodes = [2, 4]", "nodes = [2]").replace('launcher = "srun"', 'launcher = "sbatch"')
+        two_nodes = experiment(
+            tmp_path, ("nodes = [2, 4]", "nodes = [2]"), ('launcher = "srun"', 'launcher = "sbatch"')
         )
         name, env, _ = shared_cluster
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
         sweep = fabric_bench(
             "sweep",
-            str(experiment),
+            two_nodes,
             "--site",
             str(site),
             "--dir",
@@ -227,6 +251,8 @@ class TestTwoHealthyNodes:
             "--one-job",
             "--remeasure-disturbed",
             "0",
+            "--quiet-check",
+            "1",  # inside the batch job; its length is not what this test reads
             env=env,
             timeout=600,
         )
@@ -240,6 +266,7 @@ class TestTwoHealthyNodes:
         assert two["slurm"]["rank_hosts"] == ["n0", "n1"] and two["slurm"]["steps"][0].startswith(f"{job}.")
         assert (
             two["transport"]["observed"]["mpi"]["btl"] == ["tcp"]
+            and [s["bytes"] for s in two["sizes"]] == [SIZE_BYTES]
             and 0 < two["peak_busbw_gbit_s"] * 1e9 < 1.15 * RATE_BIT_S
         )
         assert gone(ranks)  # with their jobs, the cluster still up
@@ -267,7 +294,7 @@ class TestThreeHealthyNodes:
             "--min-bytes",
             "1048576",
             "--max-bytes",
-            "4194304",
+            "1048576",
             "--iters",
             "3",
             "--warmup",
@@ -296,6 +323,8 @@ class TestThreeHealthyNodes:
             str(2**20),
             "--image",
             image,
+            "--quiet-check",
+            "0",  # host Python, not the image's: the first test asserts it
             "--out",
             str(tmp_path / "locate"),
             env=env,
@@ -318,13 +347,9 @@ class TestThreeHealthyNodes:
     def test_a_point_whose_node_fails_runs_once_more_without_it(self, shared_cluster, tmp_path):
         """n1 drops off the network while a 2-node point runs on n0,n1: Slurm declares it failed,
         srun says so, and the sweep runs the point again with --exclude=n1 (both runs kept)."""
-        experiment = tmp_path / "long.experiment.toml"
-        text = (REPO / "experiments/emulated-slurm.experiment.toml").read_text()
-        experiment.write_text(
-            text.replace("nodes = [2, 4]", "nodes = [2]")
-            .replace("iters = 3", "iters = 40")
-            .replace("max_bytes = 16777216", "max_bytes = 4194304")
-        )
+        # one size, up to 40 samples: ~15 s of measuring (the link goes down ~3 s in), and as long
+        # again for the run without n1 (1, 2 and 4 MiB: ~40 s)
+        long = experiment(tmp_path, ("nodes = [2, 4]", "nodes = [2]"), ("iters = 3", "iters = 40"))
         name, env, _ = shared_cluster
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
@@ -332,13 +357,15 @@ class TestThreeHealthyNodes:
             [
                 str(VENV_BIN / "fabric-bench"),
                 "sweep",
-                str(experiment),
+                long,
                 "--site",
                 str(site),
                 "--dir",
                 str(tmp_path / "sweep"),
                 "--remeasure-disturbed",
                 "0",
+                "--quiet-check",
+                "0",  # the sweep's quiet check: the first test
             ],
             cwd=REPO,
             env=env,
@@ -386,15 +413,20 @@ def test_every_node_of_a_slurm_run_is_sampled_on_its_own_and_a_rate_limited_node
     per node attached to the ranks' job; each node judged on its own /proc and interface; node
     n1, shaped to a quarter of the others' rate, named by the link signal and nothing else
     named for it; the benchmark's own traffic not taken for foreign; no sampler left after."""
-    with cluster("--slow", "n1", nodes=2) as (name, env, _):
+    # The link signal reads the shapers' rates, not the traffic: links of 1200 Mbit/s (n1 at 300)
+    # carry the runs 4 x faster than 300 (n1 at 75). Half a MiB, 3 samples: a few seconds, ~175 MB
+    # of the run's own (a quarter of it, the foreign limit, still above FOREIGN_BYTES_LIMIT), and a
+    # batch job that ends before sbatch --wait's second poll (it polls at 2, 10, 42 s)
+    link_bit_s = 4 * RATE_BIT_S
+    with cluster("--slow", "n1", nodes=2, link_bit_s=link_bit_s) as (name, env, _):
         site = tmp_path / "site.toml"
         assert fabric_bench("site", "init", "--emulated", name, "-o", str(site), env=env).returncode == 0
         for launcher in ("srun", "sbatch"):
             out = tmp_path / launcher
             proc = fabric_bench(
                 "run", "--site", str(site), "--launcher", launcher, "--fabric", "ethernet",
-                "--benchmark", "allreduce", "--min-bytes", str(2**20), "--max-bytes", str(2**20),
-                "--iters", "10", "--warmup", "2", "--nodes", "2", "--ranks", "2", "--runtime", "host",
+                "--benchmark", "allreduce", "--min-bytes", str(2**19), "--max-bytes", str(2**19),
+                "--iters", "3", "--warmup", "1", "--nodes", "2", "--ranks", "2", "--runtime", "host",
                 "--results", str(out), env=env, timeout=600,
             )  # fmt: skip
             assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -402,11 +434,12 @@ def test_every_node_of_a_slurm_run_is_sampled_on_its_own_and_a_rate_limited_node
             record = json.loads((run_dir / "result.json").read_text())["disturbance"]
             assert set(record["nodes"]) == {"n0", "n1"} and record["sampler"]["per_node"] is True, record
             link = record["signals"]["link"]
-            assert link["rate_limited"] == ["n1"] and link["nodes"]["n1"]["rate_bit_s"] == RATE_BIT_S / 4, link
+            assert link["rate_limited"] == ["n1"] and link["nodes"]["n1"]["rate_bit_s"] == link_bit_s / 4, link
             assert "a rate-limited node: n1's egress on fbemu0" in proc.stdout.replace("\n", " ")
             for host, node in record["nodes"].items():
                 assert node["sampler"]["host"] == host and node["window"]["snapshots"] >= 2, node
-                assert node["signals"]["traffic"]["verdict"] == "clean", node["signals"]["traffic"]
+                traffic = node["signals"]["traffic"]  # a limit of the run's own bytes, not the floor
+                assert traffic["verdict"] == "clean" and traffic["limit_bytes"] > FOREIGN_BYTES_LIMIT, traffic
             sampler_pids = [json.loads(p.read_text())["pid"] for p in (run_dir / "ranks").glob("node-*.json")]
             assert len(sampler_pids) == 2 and not alive(sampler_pids)
         ranks = rank_pids(tmp_path)
