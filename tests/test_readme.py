@@ -68,7 +68,10 @@ NOT_RUN = {
 SMALLER = {
     # two rounds of the four arms, not five: the fewest that give the paired ratios and their intervals
     "make bench": f'BENCH_ARGS="{TINY_TRAIN} --ranks 1,2 --rounds 2"',
-    ".venv/bin/fabric-bench run --engine": TINY_TRAIN,
+    # no 3 s quiet check before the runs (tests/integration/test_end_to_end.py checks it, on a sweep too),
+    # and each point measured once: on a loaded host (CI's other worker) every point was disturbed and
+    # measured twice more, 11 runs instead of 4 (tests/launch/test_sweep.py checks the measuring again)
+    "fabric-bench sweep experiments/cpu-small.experiment.toml": "--quiet-check 0 --remeasure-disturbed 0",
     "fabric-bench run --site site.toml": TINY_TRAIN,
     ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --fabric": TINY_TRAIN,
     ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --link-rate 1gbit --benchmark halo": "--iters 3",
@@ -79,6 +82,9 @@ SLURM_PAGE_TEST = "tests/integration/test_emulated_slurm.py::test_a_sweep_and_dd
 RUN_ELSEWHERE = {
     ".venv/bin/fabric-bench run --engine horovod --model resnet18 --ranks 2": "tests/integration/test_torch_training.py"
     "::test_two_ranks_train_to_identical_parameters",
+    # DDP's ResNet-50 at 2 ranks on this host's CPU: the GPU check's --cpu mode runs it for real (its 2-rank run)
+    ".venv/bin/fabric-bench run --engine ddp --model resnet50 --ranks 2": "tests/benchmarks/test_gpu_check.py"
+    "::test_cpu_mode_end_to_end",
     "fabric-bench run --site site.toml --runtime apptainer": "tests/integration/test_image_run.py"
     "::test_two_ranks_in_the_image_over_ethernet_with_host_mpirun",
     ".venv/bin/fabric-bench run --launcher emulated --nodes 2 --link-rate 1gbit --benchmark allreduce": "tests/launch/"

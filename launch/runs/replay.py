@@ -169,14 +169,21 @@ def local_choice(
     return changes, lines, refused
 
 
+# an emulated node's namespace (launch.fleet.emulate: fbemu-<cluster>-n<i>): a run's own cluster is
+# named afresh for every run, so a replay's differs from its original's however alike the commands
+EMULATED_NODE = re.compile(r"\bfbemu-[\w.-]+?-(n\d+)\b")
+
+
 def argv_shape(argv: list[str], run_id: str | None) -> list[str]:
-    """argv with what legitimately differs between sites abstracted: tool paths and the run directory."""
+    """argv with what legitimately differs between sites abstracted: tool paths, the run directory
+    and the emulated cluster's name."""
     shape = []
     for arg in argv:
         if run_id and run_id in arg:
             arg = "<run-dir>" + arg.split(run_id, 1)[1]
         elif arg.startswith("/") and "/" in arg[1:] and not arg.endswith((".sif", ".sqfs")):
             arg = "<path>/" + arg.rsplit("/", 1)[1]
+        arg = EMULATED_NODE.sub(r"fbemu-<cluster>-\1", arg)
         shape.append(re.sub(r"^<path>/python3(\.\d+)?$", "<path>/python", arg))
     return shape
 

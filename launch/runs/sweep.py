@@ -208,6 +208,7 @@ def run_point(sweep: Sweep, point: Point, console: Console | None = None) -> Res
                 f"[yellow]disturbed[/yellow] {point.label}: {'; '.join(why)}: measuring again "
                 f"({attempt} of at most {sweep.remeasure_disturbed})",
                 highlight=False,
+                soft_wrap=True,  # one line however long the causes: a log reader (and a grep) sees it whole
             )
         result = run_point_on_nodes(
             sweep, point, console, {"remeasure_of": {"run_id": fields.run_id, "attempt": attempt, "why": why}}

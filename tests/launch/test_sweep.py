@@ -10,7 +10,7 @@ import pytest
 
 from launch.errors import UsageError
 from launch.runs.sweep_state import SweepState, exclusive
-from tests.conftest import REPO, VENV_BIN, fabric_bench
+from tests.conftest import REPO, VENV_BIN, alive, fabric_bench, rank_pids
 
 TINY = """
 [run]
@@ -110,7 +110,9 @@ def leftover_ranks(directory) -> str:
 def test_interrupted_sweep_keeps_finished_results_and_the_rerun_runs_only_the_rest(tmp_path):
     path = experiment(tmp_path, "time_limit_s = 300", "ranks_per_node = [2]", "iters = 2\n")
     directory = tmp_path / "sweep"
-    argv = [str(VENV_BIN / "fabric-bench"), "sweep", path, "--dir", str(directory), "--remeasure-disturbed", "0"]
+    # no quiet check before the runs (tests/integration/test_end_to_end.py checks it): 3 s a sweep
+    plain = ("--remeasure-disturbed", "0", "--quiet-check", "0")
+    argv = [str(VENV_BIN / "fabric-bench"), "sweep", path, "--dir", str(directory), *plain]
     first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # the baseline (1 rank) finishes, then Ctrl-C while the 2-rank run trains
     wait_for(
@@ -128,7 +130,7 @@ def test_interrupted_sweep_keeps_finished_results_and_the_rerun_runs_only_the_re
     kept = {p: p.read_text() for p in finished}
 
     started = time.monotonic()
-    again = fabric_bench("sweep", path, "--dir", str(directory), "--remeasure-disturbed", "0", timeout=600)
+    again = fabric_bench("sweep", path, "--dir", str(directory), *plain, timeout=600)
     wall_s = time.monotonic() - started
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     assert sorted(statuses(directory).values()) == ["ok", "ok"]
@@ -139,23 +141,28 @@ def test_interrupted_sweep_keeps_finished_results_and_the_rerun_runs_only_the_re
     assert two["scaling_efficiency"] > 0 and "scaling eff." in again.stdout
     print(f"rerun of 1 run: {wall_s:.1f} s, overhead per run {summary['overhead_seconds_per_run']:.2f} s")
     # nothing left to do: a third sweep runs nothing
-    third = fabric_bench("sweep", path, "--dir", str(directory), "--remeasure-disturbed", "0")
+    third = fabric_bench("sweep", path, "--dir", str(directory), *plain)
     assert third.returncode == 0 and json.loads((directory / "summary.json").read_text())["ran"] == 0
 
 
 @pytest.mark.slow
 def test_runs_past_their_time_limit_are_killed_with_all_ranks_and_the_sweep_goes_on(tmp_path):
-    path = experiment(tmp_path, "time_limit_s = 12", "ranks_per_node = [2]", "iters = 100000\n")
+    # the ranks run bench code ~2 s after a run starts here (launch.first_rank_start_seconds) and train
+    # from ~5 s: the limit kills them running; a longer one only waits (two runs wait it out)
+    limit = 8
+    path = experiment(tmp_path, f"time_limit_s = {limit}", "ranks_per_node = [2]", "iters = 100000\n")
     directory = tmp_path / "sweep"
-    proc = fabric_bench("sweep", path, "--dir", str(directory), "--remeasure-disturbed", "0", timeout=300)
+    # no quiet check (not what this test checks; tests/integration/test_end_to_end.py does): 3 s
+    argv = ("--remeasure-disturbed", "0", "--quiet-check", "0")
+    proc = fabric_bench("sweep", path, "--dir", str(directory), *argv, timeout=300)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads((directory / "summary.json").read_text())
     assert summary["ran"] == 2 and summary["failed"] == 2  # the first failure did not stop the second run
     for row in summary["runs"]:
-        assert row["status"] == "failed" and "timed out after 12 s; all ranks killed" in row["reason"]
+        assert row["status"] == "failed" and f"timed out after {limit} s; all ranks killed" in row["reason"]
         result = json.loads((directory / row["result"]).read_text())
-        assert result["status"] == "failed" and result["wall_seconds"] < 12 + 10
-    assert leftover_ranks(directory) == ""
+        assert result["status"] == "failed" and result["wall_seconds"] < limit + 10
+    assert leftover_ranks(directory) == "" and not alive(rank_pids(directory / "runs"))  # by name and by pid
     retry = fabric_bench("sweep", path, "--dir", str(directory), "--dry-run")
     assert "0 to run" in retry.stdout
     retry = fabric_bench("sweep", path, "--dir", str(directory), "--dry-run", "--retry-failed")
@@ -188,24 +195,35 @@ def test_one_job_passes_force_and_stall_timeout_to_the_sweep_inside_the_job(tmp_
 
 @pytest.mark.slow
 def test_a_disturbed_point_is_measured_again_and_every_run_is_kept(tmp_path):
-    """Busy processes on every core for the whole sweep: the point's run is disturbed, measured
-    once more (--remeasure-disturbed 1), both runs kept, the second naming the first and why;
-    the table names the disturbed point; no rank and no hog is left."""
+    """Busy processes on every core until the point's first run is recorded: that run is disturbed,
+    measured once more (--remeasure-disturbed 1), both runs kept, the second naming the first and
+    why; the table names the disturbed point; no rank and no hog is left."""
     import os
     import sys
 
-    from tests.conftest import alive
-
-    path = experiment(tmp_path, "time_limit_s = 300", "ranks_per_node = [1]", "iters = 6\n")
+    # 2 timed iterations: under the hogs each of their 4 steps takes seconds (a 41 s window for 6 iterations
+    # here), dozens of the sampler's 0.5 s snapshots; more only wait
+    path = experiment(tmp_path, "time_limit_s = 300", "ranks_per_node = [1]", "iters = 2\n")
     directory = tmp_path / "sweep"
     hog = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
     hogs = [subprocess.Popen([sys.executable, "-c", hog, str(cpu)]) for cpu in sorted(os.sched_getaffinity(0))]
+    # no quiet check (it would say busy and go on; tests/integration/test_end_to_end.py checks it)
+    argv = [str(VENV_BIN / "fabric-bench"), "sweep", path, "--dir", str(directory)]
+    argv += ["--remeasure-disturbed", "1", "--quiet-check", "0"]
+    sweep = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        proc = fabric_bench("sweep", path, "--dir", str(directory), "--remeasure-disturbed", "1", timeout=900)
+        # a run's record is judged before result.json is written: once it is there, the hogs have done
+        # their part, and the second run (which the test only needs to exist) starts at full speed
+        wait_for(lambda: any(directory.glob("runs/*/result.json")) or sweep.poll() is not None, 600, "a run")
+    except BaseException:
+        sweep.kill()  # never left to the next test
+        raise
     finally:
         for h in hogs:
             h.kill()
             h.wait()
+    out, err = sweep.communicate(timeout=600)
+    proc = subprocess.CompletedProcess(argv, sweep.returncode, out, err)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "measuring again (1 of at most 1)" in proc.stdout
     (point,) = json.loads((directory / "index.json").read_text())["points"].values()
