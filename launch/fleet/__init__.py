@@ -1,7 +1,7 @@
 """The fleet: the nodes a run spans and how they are reached.
 
 Owns Slurm around a run (`slurm`: job facts, cancelling, node counts, job scripts, time
-limits), emulated clusters (`emulate/`: nodes as network namespaces on this machine), the
+limits; `sbatch_wait`: submitting a job script and waiting for its job), emulated clusters (`emulate/`: nodes as network namespaces on this machine), the
 shape of node and interface names (`node_names`), and finding the slow node or link of an
 allocation (`locate/`) with what a sweep then leaves out (`located`).
 

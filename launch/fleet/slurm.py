@@ -2,8 +2,8 @@
 sbatch argv (launch.ranks.launchers).
 
 - the facts recorded with a result: job id, nodes, job state, Slurm version;
-- cancelling the job of a run that timed out or was interrupted (killing
-  `sbatch --wait` does not end the job);
+- cancelling the job of a run that timed out or was interrupted (its waiter,
+  launch.fleet.sbatch_wait, cancels it on a stop signal; not when killed outright);
 - how many nodes a partition or allocation has, to refuse impossible sweeps;
 - job scripts: `job_script`, the one sink every job script is written through (a run's,
   launch.ranks.launchers.sbatch_script, and a whole sweep's in one allocation): it takes its

@@ -15,7 +15,8 @@ GRACE_SECONDS) when:
 Chosen over cgroups because it needs no root and no delegated cgroup tree: it
 works the same on a root CI machine and on a user's laptop. What it cannot hold:
 processes Slurm starts on other nodes (srun's steps end when srun does; an sbatch
-job is cancelled by launch.fleet.slurm) and a SIGKILL of the keeper itself.
+job is cancelled by its waiter, launch.fleet.sbatch_wait, or by launch.fleet.slurm) and
+a SIGKILL of the keeper itself.
 The keeper's exit code is the command's, or 128 + the signal that stopped it.
 """
 

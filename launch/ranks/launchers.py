@@ -6,7 +6,7 @@ that starts every rank.
             with a container runtime the starter runs inside the image.
 - mpirun:   the hybrid model: host mpirun starts one container per rank.
 - srun:     inside a Slurm allocation, srun --mpi=pmix|pmi2 starts the ranks.
-- sbatch:   a job script running the srun line, submitted with `sbatch --wait`.
+- sbatch:   a job script running the srun line, submitted and waited for (launch.fleet.sbatch_wait).
 - emulated: mpirun across network namespaces (launch.fleet.emulate).
 
 Ranks started by mpirun/srun find each other over MPI (bench.rendezvous).
@@ -31,7 +31,7 @@ from bench.gpu_request import GPUS_REQUESTED_ENV
 from bench.placement import parse_cpu_list
 from containers import stack
 from launch import shapes
-from launch.fleet import slurm
+from launch.fleet import sbatch_wait, slurm
 from launch.ranks.command import Command
 from launch.kinds import kind, trains
 from launch.ranks.runtimes import Bind, Runtime
@@ -334,7 +334,7 @@ def sbatch_script(spec: LaunchedSpec, plan: Plan) -> str:
 
 def sbatch(spec: LaunchedSpec, plan: Plan) -> Command:
     script = plan.job_script or plan.record_dir.parent / "job.sbatch"
-    return Command(["sbatch", "--wait", "--parsable", str(script)], {})
+    return Command(sbatch_wait.argv(script), {})
 
 
 def emulated(spec: LaunchedSpec, plan: Plan) -> Command:

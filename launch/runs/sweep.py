@@ -32,7 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from containers.files import write_json_atomic
 from launch import shapes
-from launch.fleet import slurm
+from launch.fleet import sbatch_wait, slurm
 from launch.ranks import interrupt
 from launch.ranks.command import Command
 from launch.errors import UsageError
@@ -384,7 +384,7 @@ def run_one_job(sweep: Sweep, console: Console, results: list[dict]) -> None:
             assert per_run is not None, "checked by one_job_sweep's caller"
             limit = per_run * len(todo) + 2 * JOB_MARGIN_S
             outcome = execute(
-                Command(["sbatch", "--wait", "--parsable", str(script)]),
+                Command(sbatch_wait.argv(script)),
                 sweep.directory / "sweep-job.log",
                 timeout=limit,
                 echo=False,

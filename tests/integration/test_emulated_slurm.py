@@ -416,7 +416,7 @@ def test_every_node_of_a_slurm_run_is_sampled_on_its_own_and_a_rate_limited_node
     # The link signal reads the shapers' rates, not the traffic: links of 1200 Mbit/s (n1 at 300)
     # carry the runs 4 x faster than 300 (n1 at 75). Half a MiB, 3 samples: a few seconds, ~175 MB
     # of the run's own (a quarter of it, the foreign limit, still above FOREIGN_BYTES_LIMIT), and a
-    # batch job that ends before sbatch --wait's second poll (it polls at 2, 10, 42 s)
+    # batch job seen ending within a second (launch.fleet.sbatch_wait)
     link_bit_s = 4 * RATE_BIT_S
     with cluster("--slow", "n1", nodes=2, link_bit_s=link_bit_s) as (name, env, _):
         site = tmp_path / "site.toml"

@@ -67,7 +67,7 @@ def test_sbatch_job_runs_two_ranks_through_srun_pmix(cluster, tmp_path):
     r = only_result(tmp_path)
     assert_valid_two_rank_result(r, cluster)
     assert r["slurm"]["job_state"] in ("COMPLETED", None)
-    assert r["argv"][:3] == ["sbatch", "--wait", "--parsable"]
+    assert r["argv"][1:3] == ["-m", "launch.fleet.sbatch_wait"]  # sbatch, followed once a second
     script = (tmp_path / r["run_id"] / "job.sbatch").read_text()
     assert f"srun --job-name=fabric-bench-{r['run_id']} --mpi=pmix --nodes=1 --ntasks=2" in script
     # the job's one node sampled on its own, by a step attached to the job

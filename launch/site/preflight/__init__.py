@@ -50,7 +50,7 @@ import shutil  # noqa: F401  (tests patch preflight.shutil.which)
 
 from containers.fabrics import PROFILES, FabricProfile
 from containers.fabrics import profile as fabric_profile
-from launch.fleet import emulate
+from launch.fleet import emulate, sbatch_wait
 from launch.errors import UsageError
 from launch.kinds import trains
 from launch.site.preflight.checks import VERDICT_ORDER, Check, worst  # noqa: F401  (the package's names)
@@ -209,12 +209,18 @@ def refusal(spec, labels: dict[str, str] | None, horovod_frameworks: tuple[str, 
     return None
 
 
+def launching_tool(argv: list[str]) -> str:
+    """The program a run's command needs on this host: sbatch for a batch run (its argv is
+    Python waiting for the job, launch.fleet.sbatch_wait), else the command's own."""
+    return sbatch_wait.submitter(argv) or argv[0]
+
+
 def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[str]:
     """Checks before a real run; raises on the first failure of the basics, or on a
     failed fabric check unless `force`. Returns what it checked (one line each);
     the fabric checks are left in `prepared.fabric_checks` for the result."""
     checked = []
-    tool = prepared.command.argv[0]
+    tool = launching_tool(prepared.command.argv)
     if shutil.which(tool) is None:
         raise UsageError(f"{tool} not found: cannot start the ranks")
     checked.append(f"{tool} present")
@@ -262,7 +268,7 @@ def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[st
 
 def preflight_skipped(spec, prepared) -> list[str]:
     """What a dry run did not check (it needs nothing present on this host)."""
-    skipped = [f"{prepared.command.argv[0]} present"]
+    skipped = [f"{launching_tool(prepared.command.argv)} present"]
     if spec.containerised:
         skipped += [
             f"{spec.runtime} present",
