@@ -44,6 +44,7 @@ from containers.fabric_layer import (
     HOST_ABI_NODE,
     HOST_ABI_PACKAGES,  # noqa: F401
     HOST_ABI_STAGE,
+    LIBFABRIC_SHS_PREFIX,  # noqa: F401
     SOURCE_STACKS,
     fabric_stages,
     stack_tag,
