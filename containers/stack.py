@@ -136,8 +136,7 @@ NCCL_TESTS_PREFIX = "/usr/local/nccl-tests"  # bin/all_reduce_perf, ... (MPI=1 b
 # Open MPI moves GPU tensors): a `pip install --target` folder holding the `horovod` package (and
 # bin/horovodrun). `--allreduce mpi` puts it first on PYTHONPATH; the venv's own Horovod keeps
 # NCCL GPU operations (`--allreduce nccl`, the default). The image exports the folder as
-# HOROVOD_MPI_GPU_ENV.
-HOROVOD_MPI_GPU_DIR = f"{PREFIX}/horovod-mpi-gpu"
+# HOROVOD_MPI_GPU_ENV (the folder, HOROVOD_MPI_GPU_DIR, is named above with its label).
 HOROVOD_MPI_GPU_ENV = "FABRIC_BENCH_HOROVOD_MPI_GPU"
 # --allreduce VALUE -> the folder put first on PYTHONPATH ("" = the venv's own Horovod)
 HOROVOD_BUILDS = {"nccl": "", "mpi": HOROVOD_MPI_GPU_DIR}
