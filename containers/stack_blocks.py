@@ -174,6 +174,10 @@ def ucx_block(cuda_home: str | bool, gdr: bool):
         # itself when UCX's worker cannot run multi-threaded (pml_ucx.c): GPU tensors then never
         # reach UCX's CUDA transports
         configure_opts.append("--enable-mt")
+        # UCX 1.22's GDA-KI transport (GPU-initiated RDMA) compiles DOCA's gpunetio headers, a git
+        # submodule that a source tree from git lacks (gdaki.c: doca_gpunetio_verbs_def.h not found);
+        # CUDA-aware MPI does not use it
+        configure_opts.append("--without-gda")
     return ucx(
         version=(stack.UCX if cuda_home else stack.UCX_CPU).version,
         prefix="/usr/local/ucx",
