@@ -174,10 +174,12 @@ def ucx_block(cuda_home: str | bool, gdr: bool):
         # itself when UCX's worker cannot run multi-threaded (pml_ucx.c): GPU tensors then never
         # reach UCX's CUDA transports
         configure_opts.append("--enable-mt")
-        # UCX 1.22's GDA-KI transport (GPU-initiated RDMA) compiles DOCA's gpunetio headers, a git
-        # submodule that a source tree from git lacks (gdaki.c: doca_gpunetio_verbs_def.h not found);
-        # CUDA-aware MPI does not use it
-        configure_opts.append("--without-gda")
+        # UCX 1.22's GPU-initiated side (the GDA-KI transport and the nvcc-compiled device code
+        # that includes its headers) needs DOCA's gpunetio headers, a git submodule that a source
+        # tree from git lacks (gdaki.c, then ucp_cuda_kernel.cu: doca_gpunetio_* not found).
+        # CUDA-aware MPI uses the host-initiated transports (cuda_copy, cuda_ipc, gdr_copy) only:
+        # no GDA-KI, and an nvcc that fails configure's version check, so no device code
+        configure_opts += ["--without-gda", "NVCC=/bin/false"]
     return ucx(
         version=(stack.UCX if cuda_home else stack.UCX_CPU).version,
         prefix="/usr/local/ucx",

@@ -213,14 +213,17 @@ def test_cpu_stack_builds_the_cuda_stack_with_cuda_off(rendered):
     """Item 3 of the site-images issue: the cpu flavour builds the same components at the
     same versions with the same blocks and flags; only the CUDA options differ. Issue 49's
     exceptions: cuda's UCX is 1.22.0 built multi-threaded (a CUDA-aware Open MPI under Horovod),
-    without its GDA-KI transport (DOCA headers a git source tree lacks), where cpu keeps bookworm's 1.13.1, cuda's Open MPI leaves out the uct BTL, and nccl-tests is
+    without its GPU-initiated side (DOCA headers a git source tree lacks), where cpu keeps bookworm's 1.13.1, cuda's Open MPI leaves out the uct BTL, and nccl-tests is
     cuda's only."""
     cpu, cuda = (build_steps(rendered[("stack", flavour)].dockerfile) for flavour in ("cpu", "cuda"))
     assert set(cpu) == {"rdma-core", "ucx-cpu", "libfabric", "pmix", "openmpi", "libpsm2", "slurm-pmi2"}
     assert set(cuda) - {"gdrcopy"} == (set(cpu) - {"ucx-cpu"}) | {"ucx", "nccl-tests"}
     new, old = stack.UCX.version, stack.UCX_CPU.version
     assert cpu["ucx-cpu"] == [
-        line.replace(f"ucx-{new}", f"ucx-{old}").replace(" --enable-mt", "").replace(" --without-gda", "")
+        line.replace(f"ucx-{new}", f"ucx-{old}")
+        .replace(" --enable-mt", "")
+        .replace(" --without-gda", "")
+        .replace(" NVCC=/bin/false", "")
         for line in cuda["ucx"]
     ]
     assert cpu["openmpi"] == [line.replace(" --enable-mca-no-build=btl-uct", "") for line in cuda["openmpi"]]
