@@ -44,6 +44,9 @@ check_ldd_python() {  # a package under site-packages, with the frameworks' libr
   for dir in "$site"/nvidia/*/lib; do [ -d "$dir" ] && frameworks="$frameworks:$dir"; done
   LD_LIBRARY_PATH="$frameworks:${LD_LIBRARY_PATH:-}" check_ldd "$site/$1"
 }
+ucx_version() {  # ucx_info -v: "# Version X" up to 1.13, "# Library version: X" since
+  ucx_info -v | sed -n -E 's/^# (Version|Library version:) ([0-9.]+).*/\2/p' | head -1
+}
 check_ucx_tl() {  # a UCX transport is built (a device for it may be absent here)
   case $1 in
     rc|ud|dc|rc_verbs|ud_verbs|rc_mlx5|ud_mlx5|dc_mlx5) module=libuct_ib.so ;;
@@ -136,7 +139,7 @@ for check in "$@"; do
       ucx_info -d | grep -E '^# *(Memory domain|Component|Transport|Device):' | sed 's/^# *//' | report "ucx_info -d"
       ls "$(ucx_modules)" | report "ucx modules"
       ls "$(ucx_modules)"/libuct_cuda.so* >/dev/null 2>&1 || fail "ucx: no libuct_cuda in $(ucx_modules)"
-      ok "ucx_info: $(ucx_info -v | sed -n 's/^# Version \([0-9.]*\).*/\1/p' | head -1), CUDA modules in $(ucx_modules)"
+      ok "ucx_info: $(ucx_version), CUDA modules in $(ucx_modules)"
       continue ;;
     horovod-gpu-ops:*) check_horovod_gpu_ops "${check#horovod-gpu-ops:}"; continue ;;
     nccl-tests:*) check_nccl_tests "${check#nccl-tests:}"; continue ;;
@@ -209,7 +212,7 @@ for check in "$@"; do
     torch-cuda) got=$($py -c "import torch; print('cuda', torch.version.cuda, 'nccl', '.'.join(map(str, torch.cuda.nccl.version())))") ||
                   fail "torch: CUDA/NCCL versions"; ok "torch: $got"; continue ;;
     openmpi=*) got=$(ompi_info --version | sed -n 's/^Open MPI v//p' | head -1) ;;
-    ucx=*) got=$(ucx_info -v | sed -n 's/^# Version \([0-9.]*\).*/\1/p' | head -1) ;;
+    ucx=*) got=$(ucx_version) ;;
     libfabric=*) got=$(fi_info --version | sed -n 's/^libfabric: *//p' | head -1) ;;
     python=*) got=$($py -c 'import sys; print("%d.%d" % sys.version_info[:2])') ;;
     torch=*|torchvision=*|horovod=*|numpy=*|mpi4py=*) got=$(pyversion "${check%%=*}") ;;
