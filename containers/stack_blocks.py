@@ -25,6 +25,8 @@ RUNTIME_PACKAGES = (
     "libevent-pthreads-2.1-7",
     "file",
 )
+# What the cuda runtime adds: UCX 1.22's perftest modules (libucx_perftest_mad) link OpenMP
+CUDA_RUNTIME_PACKAGES = ("libgomp1",)
 # What the devel stage builds the communication stack with
 BUILD_PACKAGES = (
     "git",

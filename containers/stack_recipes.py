@@ -11,6 +11,7 @@ from containers import stack
 from containers.placeholders import LOCAL_DEVEL_BASE, LOCAL_RUNTIME_BASE
 from containers.stack_blocks import (
     BUILD_PACKAGES,
+    CUDA_RUNTIME_PACKAGES,
     RUNTIME_PACKAGES,
     bundle_files,
     common_blocks,
@@ -174,7 +175,7 @@ def cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
     runtime = [
         runtime_base,
         comment("common stack: what runs, copied from the devel stage"),
-        apt_get(ospackages=list(RUNTIME_PACKAGES)),
+        apt_get(ospackages=[*RUNTIME_PACKAGES, *CUDA_RUNTIME_PACKAGES]),
     ]
     runtime += runtime_copies(blocks)
     runtime += [
