@@ -164,11 +164,18 @@ def _key(plan: Plan, recipe_hash: str, extra: str = "") -> str:
     ]
 
 
-def _devel_key(plan: Plan, recipe_hash: str) -> str:
-    """The stack's devel stage is keyed without bench/ and the wheelhouse, which only its
-    runtime stage takes in: editing bench/ does not rebuild the communication stack."""
+# an Apptainer definition's %labels section, up to the next section
+LABELS_SECTION = re.compile(r"^%labels\n.*?(?=^%|\Z)", re.MULTILINE | re.DOTALL)
+
+
+def _devel_key(plan: Plan, rendered: recipes.Recipe) -> str:
+    """The stack's devel stage is keyed on what builds it: its own definition less its labels (the
+    bundle commit, the recipe hash), and the inputs less bench/ and the wheelhouse, which only the
+    runtime stage takes in. Editing bench/, a label or the runtime stage's packages does not
+    rebuild the communication stack (~55 min on 2 cores for cuda)."""
     inputs = {k: v for k, v in plan.inputs.items() if k not in ("bundle", "wheelhouse")}
-    return sha256_bytes(json.dumps({**inputs, "recipe": recipe_hash}, sort_keys=True).encode())[:16]
+    builds = LABELS_SECTION.sub("", rendered.devel_template)
+    return sha256_bytes(json.dumps({**inputs, "devel": sha256_bytes(builds.encode())}, sort_keys=True).encode())[:16]
 
 
 def _cached(key: str, runtime: str) -> Optional[dict]:
@@ -230,7 +237,7 @@ def build_stack(
     if runtime == "apptainer":
         devel_image = ""
         if rendered.devel_template:
-            devel_sif = images / f"stack-{flavour}-devel-{_devel_key(plan, rendered.recipe_hash)}.sif"
+            devel_sif = images / f"stack-{flavour}-devel-{_devel_key(plan, rendered)}.sif"
             stages["stack-devel"] = _devel_stage(binary, rendered, plan, recipe_dir, devel_sif, log, progress)
             devel_image = str(devel_sif)
         filled = _fill(rendered, plan, STACK_DEVEL_IMAGE=devel_image) if devel_image else rendered

@@ -21,6 +21,11 @@ SOURCE_STACKS = ("cuda", "cpu")  # the flavours whose communication stack is bui
 # libfabric-bin brings an fi_info of that ABI (preflight and the probe run fi_info inside)
 HOST_ABI_PACKAGES, HOST_ABI_NODE = ("libfabric-dev", "libfabric-bin"), "FABRIC_1.6"
 HOST_ABI_STAGE = "/usr/local/openmpi-host-abi"  # the relinked libfabric users, devel -> runtime
+# Where the NCCL OFI plugin's build says what it was built against (the self-test reports it)
+PLUGIN_PREFIX = "/usr/local/aws-ofi-nccl"
+PLUGIN_BUILT_AGAINST = f"{PLUGIN_PREFIX}/share/fabric-bench/built-against.txt"
+# The Slingshot plugin's libfabric (stack.LIBFABRIC_SHS): headers and link ABI only, not in the image
+LIBFABRIC_SHS_PREFIX = "/usr/local/libfabric-shs"
 
 
 def stack_tag(flavour: str) -> str:
@@ -58,9 +63,15 @@ def fabric_build(prof: FabricProfile, flavour: str, omit: tuple[str, ...]) -> tu
             shell(commands=[libfabric_users("rm -f {}"), f"cp -a {HOST_ABI_STAGE}/. / && rm -rf {HOST_ABI_STAGE}"]),
         ]
     if "aws-ofi-nccl" in prof.source_builds and flavour == "cuda" and "aws-ofi-nccl" not in omit:
+        if prof.binds_host_libfabric and "libfabric-shs" not in omit:
+            # The plugin against libfabric 1.20 (headers and ABI of current Slingshot host software):
+            # the distribution's 1.17 headers lack FI_OPT_CUDA_API_PERMITTED, and the plugin then
+            # refuses every endpoint of an HMEM-capable provider (cxi) under the 1.18 API
+            devel.append(libfabric_shs_block())
+            libfabric = [f"--with-libfabric={LIBFABRIC_SHS_PREFIX}"]
         plugin = generic_autotools(
             url=sources.source("aws-ofi-nccl").site_url,
-            prefix="/usr/local/aws-ofi-nccl",
+            prefix=PLUGIN_PREFIX,
             # hwloc from the distribution, on the default paths: --with-hwloc=/usr would add
             # `-isystem /usr/include`, which breaks libstdc++'s #include_next <stdlib.h>
             configure_opts=[
@@ -69,11 +80,36 @@ def fabric_build(prof: FabricProfile, flavour: str, omit: tuple[str, ...]) -> tu
                 "--disable-tests",
                 *prof.configure_flags.get("aws-ofi-nccl", ()),
             ],
+            postinstall=[plugin_built_against(libfabric)],
             runtime_environment={"LD_LIBRARY_PATH": "/usr/local/aws-ofi-nccl/lib:$LD_LIBRARY_PATH"},
         )
         devel.append(plugin)
         runtime.append(plugin.runtime(_from="devel"))
     return devel, runtime
+
+
+def libfabric_shs_block():
+    """libfabric 1.20 for the Slingshot plugin to compile and link against (no providers of note:
+    the host's libfabric, bound in at run time, brings cxi)."""
+    return generic_autotools(
+        url=stack.LIBFABRIC_SHS.url,
+        prefix=LIBFABRIC_SHS_PREFIX,
+        configure_opts=["--without-cuda", "--disable-verbs", "--disable-efa", "--disable-psm3", "--disable-opx"],
+    )
+
+
+def plugin_built_against(libfabric: list[str]) -> str:
+    """A postinstall command (in the plugin's prefix) writing which libfabric the plugin's
+    configure found (version, prefix) and whether its headers declare FI_OPT_CUDA_API_PERMITTED."""
+    prefix = libfabric[0].split("=", 1)[1] if libfabric else ""
+    pkgconfig = f"PKG_CONFIG_PATH={prefix}/lib/pkgconfig " if prefix else ""
+    source = f"/var/tmp/aws-ofi-nccl-{stack.AWS_OFI_NCCL.version}/include/config.h"
+    return (
+        f"mkdir -p {PLUGIN_BUILT_AGAINST.rsplit('/', 1)[0]} && "
+        f'{{ echo "libfabric $({pkgconfig}pkg-config --modversion libfabric) {prefix or "(default paths)"}"; '
+        f"grep -h 'define HAVE_DECL_FI_OPT_CUDA_API_PERMITTED' {source} || echo 'no HAVE_DECL_FI_OPT_CUDA_API_PERMITTED'; "
+        f"}} > {PLUGIN_BUILT_AGAINST}"
+    )
 
 
 def libfabric_users(action: str) -> str:

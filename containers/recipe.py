@@ -44,6 +44,7 @@ from containers.fabric_layer import (
     HOST_ABI_NODE,
     HOST_ABI_PACKAGES,  # noqa: F401
     HOST_ABI_STAGE,
+    LIBFABRIC_SHS_PREFIX,  # noqa: F401
     SOURCE_STACKS,
     fabric_stages,
     stack_tag,
@@ -195,6 +196,12 @@ def labels(fabric: str, flavour: str, commit: str, omit: tuple[str, ...] = (), b
         out[f"{LABEL_PREFIX}.stack-digest"] = STACK_DIGEST
     if omit:
         out[f"{LABEL_PREFIX}.omitted"] = ",".join(omit)
+    if flavour == "cuda":  # what preflight reads before MPI on GPU buffers (containers.stack, issue 49)
+        out[f"{LABEL_PREFIX}.{stack.HOROVOD_MPI_GPU_LABEL}"] = stack.HOROVOD_MPI_GPU_DIR
+        # on the fabric images whose MPI path moves GPU buffers only (not the stack: its labels would
+        # pass on to an Omni-Path image, whose psm2 path cannot)
+        if fabric != "stack" and profile(fabric).mpi_carries_gpu_buffers:
+            out[f"{LABEL_PREFIX}.{stack.MPI_CUDA_LABEL}"] = "ucx"
     out |= {
         f"{LABEL_PREFIX}.version.{name}": version
         for name, version in stack.versions(flavour, base).items()

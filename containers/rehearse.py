@@ -12,9 +12,11 @@ build proved (`make image-rehearsal`, `make podman-rehearsal`).
   rank, with the check that no rank and no container outlived it.
 
 A successful build writes one record per image to containers/rehearsals/
-(tracked): recipe hash (podman: the Dockerfile's sha256), stack digest, base,
-image sha256 and size, seconds per stage (and per component, from the build
-log's timestamps), the self-test output, what the rehearsal omitted.
+(tracked): recipe hash (podman: the Dockerfile's sha256), stack digest, base
+(and the base image and Python it was built on), image sha256 and size, seconds
+per stage (and per component, from the build log's timestamps), the self-test
+output and what it reported (`self_test`: ompi_info, ucx_info, both Horovod
+builds, nccl-tests, the NCCL plugin's libfabric), what the rehearsal omitted.
 tests/containers/test_rehearsals.py fails when a current cuda recipe or cpu
 Dockerfile has no record, so a recipe change cannot land without a rebuild
 that proves it. A failed build records nothing: one line naming the stage and
@@ -84,6 +86,8 @@ def _segments(log: Path) -> list[list[tuple[float, str]]]:
 _MARKS = (
     (re.compile(r"^\+ python3 -m venv "), "python stack (pip)"),
     (re.compile(r"^\+ .*build-wheel\.sh "), "horovod (build)"),
+    # the second Horovod build (MPI GPU operations): after the general mark, so it takes the time
+    (re.compile(r"^\+ .*HOROVOD_GPU_OPERATIONS=MPI .*build-wheel\.sh "), "horovod mpi-gpu (build)"),
     (re.compile(r"^INFO: +Creating SIF file"), "squashfs"),
 )
 
@@ -113,6 +117,30 @@ def test_output(log: Path) -> list[str]:
     return [text for _, text in tests[-1][1:]] if tests else []
 
 
+_REPORT = re.compile(r"^image-test: report: ([^:]+): (.*)$")
+_KEY_VALUES = re.compile(r"(\w+)=(\S+)")
+
+
+def self_test_report(lines: list[str]) -> dict:
+    """What the image's self-test saw, by section: its `ok:` and `FAIL:` lines, and every
+    `image-test: report: SECTION: TEXT` line (ompi_info, ucx_info -v / -d, ucx modules, each
+    Horovod build's `horovod OPS` lines, nccl-tests, aws-ofi-nccl) grouped under SECTION; each
+    Horovod build's own report (file=... mpi_built=... cuda_built=... nccl_built=...) also as a
+    dict under `horovod`."""
+    out: dict = {"ok": [], "fail": [], "sections": {}, "horovod": {}}
+    for line in lines:
+        if line.startswith("image-test: ok: "):
+            out["ok"].append(line.removeprefix("image-test: ok: "))
+        elif line.startswith("image-test: FAIL: "):
+            out["fail"].append(line.removeprefix("image-test: FAIL: "))
+        elif match := _REPORT.match(line):
+            section, text = match.groups()
+            out["sections"].setdefault(section, []).append(text)
+            if section.startswith("horovod ") and text.startswith("file="):
+                out["horovod"][section.split(" ", 1)[1]] = dict(_KEY_VALUES.findall(text))
+    return out
+
+
 def _version(runtime: str) -> str:
     done = subprocess.run([build.runtime_binary(runtime), "--version"], capture_output=True, text=True)
     return done.stdout.strip()
@@ -122,11 +150,16 @@ def write_record(entry: build.ImageRecord, **more) -> Path:
     image = "stack" if entry.fabric == "stack" else entry.fabric
     log = Path(entry.log)
     podman = entry.runtime == "podman"
+    built_on = stack.versions(entry.flavour, entry.base)
     record = {
         "schema_version": SCHEMA_VERSION,
         "image": image,
         "flavour": entry.flavour,
         "base": entry.base,
+        # which base it was built on (the local rehearsal base is Debian + NVIDIA's CUDA wheels,
+        # not the site recipe's nvidia/cuda Ubuntu 24.04 image) and the Python that base brings
+        "base_image": built_on["base"],
+        "base_python": built_on["python"],
         "runtime": entry.runtime,
         "recipe_hash": entry.recipe_hash,
         "stack_digest": entry.stack_digest or entry.sha256,
@@ -147,6 +180,9 @@ def write_record(entry: build.ImageRecord, **more) -> Path:
     if podman:
         record |= {"dockerfile_hash": dockerfile_hash(image, entry.flavour), "podman": _version("podman")}
     record |= more
+    # the self-test's output parsed (after `more`: a podman record brings its own test output)
+    lines = record["test_output"]
+    record["self_test"] = self_test_report([str(line) for line in lines] if isinstance(lines, list) else [])
     name_hash = str(record["dockerfile_hash"]) if podman else entry.recipe_hash
     path = record_path(image, entry.flavour, name_hash, entry.runtime)
     RECORDS.mkdir(parents=True, exist_ok=True)

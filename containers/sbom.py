@@ -112,7 +112,7 @@ def configure_flags(flavour: str) -> dict[str, str]:
     rendered = recipe.render_stack(flavour)
     text = rendered.definition + (rendered.devel_definition if rendered.devel_template else "")
     flags = {}
-    for src in sources.SOURCES:
+    for src in sources.flavour_sources(flavour):
         match = re.search(
             rf"cd /var/tmp/{re.escape(src.basename.split('.tar')[0])}[^\n]*?&&\s+(?:\S+=\S+\s+)*"
             rf"\./configure ([^\n&]*)",
@@ -163,7 +163,7 @@ def document(
         properties=meta,
     )
     flags = configure_flags(flavour)
-    for src in sources.SOURCES:  # built from source: /usr/local/<component> (cpu, cuda)
+    for src in sources.flavour_sources(flavour):  # built from source: /usr/local/<component> (cpu, cuda)
         if src.component not in facts.local:
             continue
         refs = [

@@ -96,6 +96,16 @@ def self_test_argv(
             "torch-cuda",
             "tf-cuda",
             *([] if "gdrcopy" in omit else ["gdrcopy"]),
+            # issue 49: the CUDA-aware MPI, both Horovod builds, nccl-tests -- each check also
+            # reports what the tools said (`image-test: report:` lines, the rehearsal record's)
+            "ompi-report",
+            "ucx-report",
+            "ucx:cuda_copy",
+            "ucx:cuda_ipc",
+            *([] if "gdrcopy" in omit else ["ucx:gdr_copy"]),
+            "horovod-gpu-ops:nccl",
+            f"horovod-gpu-ops:mpi:{stack.HOROVOD_MPI_GPU_DIR}",
+            *([] if "nccl-tests" in omit else [f"nccl-tests:{stack.NCCL_TESTS_PREFIX}"]),
         ]
     else:
         checks += stack_checks[1:] if flavour == "cpu-debian" else stack_checks
@@ -103,5 +113,20 @@ def self_test_argv(
         tools = list(prof.self_test_tools)
         if prof.binds_host_libfabric:  # every flavour: cpu-debian's is Debian's Open MPI
             tools.append(f"fi-abi:{HOST_ABI_NODE}")
+        tools += plugin_checks(prof, flavour, omit)
         checks += tools + preset_checks(prof, flavour, omit)
     return [IMAGE_TEST, *dict.fromkeys(checks)]
+
+
+def plugin_checks(prof: FabricProfile, flavour: str, omit: tuple[str, ...]) -> list[str]:
+    """The NCCL OFI plugin's build: the libfabric it was built against (reported), whose headers
+    must declare FI_OPT_CUDA_API_PERMITTED (EFA: the stack's libfabric; Slingshot: stack.LIBFABRIC_SHS,
+    unless a rehearsal omits it and the plugin falls back to the distribution's 1.17), and on
+    Slingshot no libfabric symbol version above what 1.20-1.22 hosts provide."""
+    if "aws-ofi-nccl" not in prof.source_builds or flavour != "cuda" or "aws-ofi-nccl" in omit:
+        return []
+    if not prof.binds_host_libfabric:
+        return ["aws-ofi-nccl-build:hmem"]
+    if "libfabric-shs" in omit:
+        return ["aws-ofi-nccl-build"]
+    return ["aws-ofi-nccl-build:hmem", f"fi-abi-plugin:{stack.LIBFABRIC_SHS_ABI}"]

@@ -9,6 +9,10 @@ below with the same hpccm blocks and configure flags (containers/recipe.py
 - `cuda`: the GPU images sites build. Base from NVIDIA's CUDA registry image
   (or, `--base local`, a Debian root plus NVIDIA's CUDA wheels: the rehearsal
   here); the communication stack with CUDA (and gdrcopy, NCCL, aws-ofi-nccl).
+  Issue 49 made it a CUDA-aware MPI: UCX 1.22.0 (CUDA, gdrcopy, threads) under
+  the same Open MPI, where the cpu flavours keep bookworm's UCX 1.13.1; and the
+  cuda image alone carries nccl-tests and a second Horovod with MPI GPU
+  operations (HOROVOD_MPI_GPU_DIR, chosen by `--allreduce mpi`).
 - `cpu`:  CI and laptops. Base: a local Debian bookworm root filesystem made
   with debootstrap from the host's configured mirror; the same communication
   stack with CUDA off, so CI builds and runs what the site images carry; the
@@ -24,7 +28,7 @@ below with the same hpccm blocks and configure flags (containers/recipe.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,20 +115,44 @@ def _built(name: str) -> SourceBuild:
 
 RDMA_CORE = _built("rdma-core")
 GDRCOPY = _built("gdrcopy")
-UCX = _built("ucx")
+UCX = _built("ucx")  # 1.22.0 with CUDA and gdrcopy: the CUDA-aware Open MPI's (issue 49)
 LIBFABRIC = _built("libfabric")
 PMIX = _built("pmix")
 OPENMPI = _built("openmpi")
 NCCL = _built("nccl")  # NVIDIA's binary NCCL: torch's nvidia-nccl-cu13 wheel
 AWS_OFI_NCCL = _built("aws-ofi-nccl")
 LIBPSM2 = _built("libpsm2")
-SOURCE_BUILDS = (RDMA_CORE, GDRCOPY, UCX, LIBFABRIC, PMIX, OPENMPI, NCCL, AWS_OFI_NCCL, LIBPSM2)
+NCCL_TESTS = _built("nccl-tests")  # built with MPI=1 against the stack's Open MPI and NCCL
+SOURCE_BUILDS = (RDMA_CORE, GDRCOPY, UCX, LIBFABRIC, PMIX, OPENMPI, NCCL, AWS_OFI_NCCL, LIBPSM2, NCCL_TESTS)
+# The libfabric the Slingshot layer builds aws-ofi-nccl against (containers/sources.py says why);
+# the host's libfabric replaces it at run time, so it is not part of any image
+LIBFABRIC_SHS = _built("libfabric-shs")
+# its symbol-version ceiling: what a plugin linked against it may need of the host's libfabric
+LIBFABRIC_SHS_ABI = "FABRIC_1.7"
+
+# Where the cuda image keeps what issue 49 added (launch code names these paths, not literals)
+NCCL_TESTS_PREFIX = "/usr/local/nccl-tests"  # bin/all_reduce_perf, ... (MPI=1 builds)
+# Horovod a second time, with MPI GPU operations (HOROVOD_GPU_OPERATIONS=MPI: the CUDA-aware
+# Open MPI moves GPU tensors): a `pip install --target` folder holding the `horovod` package (and
+# bin/horovodrun). `--allreduce mpi` puts it first on PYTHONPATH; the venv's own Horovod keeps
+# NCCL GPU operations (`--allreduce nccl`, the default). The image exports the folder as
+# HOROVOD_MPI_GPU_ENV (the folder, HOROVOD_MPI_GPU_DIR, is named above with its label).
+HOROVOD_MPI_GPU_ENV = "FABRIC_BENCH_HOROVOD_MPI_GPU"
+# --allreduce VALUE -> the folder put first on PYTHONPATH ("" = the venv's own Horovod)
+HOROVOD_BUILDS = {"nccl": "", "mpi": HOROVOD_MPI_GPU_DIR}
 
 # cpu flavour -------------------------------------------------------------
 DEBIAN_SUITE = "bookworm"
 DEBIAN_PYTHON = "3.11"  # bookworm's python3, as the host venv
 # The communication stack of the cpu flavour: the cuda flavour's, less what needs CUDA
-CPU_SOURCE_BUILDS = tuple(b for b in SOURCE_BUILDS if b.name not in ("gdrcopy", "nccl", "aws-ofi-nccl"))
+# less what needs CUDA, and with bookworm's UCX 1.13.1 (the release cpu-debian carries; its
+# component is "ucx-cpu", its image's name for it "ucx")
+UCX_CPU = replace(_built("ucx-cpu"), name="ucx")
+CPU_SOURCE_BUILDS = tuple(
+    UCX_CPU if b.name == "ucx" else b
+    for b in SOURCE_BUILDS
+    if b.name not in ("gdrcopy", "nccl", "aws-ofi-nccl", "nccl-tests")
+)
 # cpu-debian: what bookworm ships; each image's %test checks the MPI/UCX/libfabric ones
 DEBIAN_VERSIONS = {"openmpi": "4.1.4", "ucx": "1.13.1", "libfabric": "1.17.0"}
 # v2: the base carries the rehearsal's wget (containers/sources.py); bump when the base changes

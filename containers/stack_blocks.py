@@ -25,6 +25,8 @@ RUNTIME_PACKAGES = (
     "libevent-pthreads-2.1-7",
     "file",
 )
+# What the cuda runtime adds: UCX 1.22's perftest modules (libucx_perftest_mad) link OpenMP
+CUDA_RUNTIME_PACKAGES = ("libgomp1",)
 # What the devel stage builds the communication stack with
 BUILD_PACKAGES = (
     "git",
@@ -140,30 +142,7 @@ def common_blocks(omit: tuple[str, ...], *, cuda: bool = True) -> list:
             devel_environment={"LD_LIBRARY_PATH": "/usr/local/libpsm2/lib:$LD_LIBRARY_PATH"},
             runtime_environment={"LD_LIBRARY_PATH": "/usr/local/libpsm2/lib:$LD_LIBRARY_PATH"},
         ),
-        # --without-bfd: UCX 1.13's backtraces use binutils' PTR macro, gone from bfd.h since
-        # binutils 2.40 (bookworm, Ubuntu 24.04): debug.c stops at "'PTR' undeclared"
-        ucx(
-            version=stack.UCX.version,
-            prefix="/usr/local/ucx",
-            cuda=cuda_home,
-            gdrcopy="/usr/local/gdrcopy" if gdr else False,
-            ofed="/usr/local/rdma-core",
-            knem=False,
-            xpmem=False,
-            ospackages=["file", "libnuma-dev", "make", "wget"],
-            configure_opts=[
-                "--enable-optimizations",
-                "--disable-logging",
-                "--disable-debug",
-                "--disable-assertions",
-                "--disable-params-check",
-                "--disable-doxygen-doc",
-                "--without-bfd",
-            ],
-            # UCX 1.13's test programs (not installed) include test_cuda_hook.c, which calls the
-            # pre-CUDA-13 cuCtxCreate(ctx, flags, dev): their folder is not built
-            postconfigure=["printf 'all install check clean distclean:\\n\\t@true\\n' > test/apps/Makefile"],
-        ),
+        ucx_block(cuda_home, gdr),
         libfabric_block(libfabric),
         # Slurm >= 23.11's configure stops without munge; libpmi2 does not use it
         slurm_pmi2(version=SLURM_PMI2.version, prefix="/usr/local/slurm-pmi2", configure_opts=["--without-munge"]),
@@ -175,6 +154,48 @@ def common_blocks(omit: tuple[str, ...], *, cuda: bool = True) -> list:
         openmpi_block(cuda, ofi="/usr/local/libfabric"),
     ]
     return blocks
+
+
+def ucx_block(cuda_home: str | bool, gdr: bool):
+    """The stack's UCX. cuda: 1.22.0 (stack.UCX) with CUDA, gdrcopy and thread support, what a
+    CUDA-aware Open MPI under Horovod needs (issue 49); cpu: bookworm's 1.13.1 (stack.UCX_CPU),
+    its flags as before (the cpu images and their records unchanged)."""
+    configure_opts = [
+        "--enable-optimizations",
+        "--disable-logging",
+        "--disable-debug",
+        "--disable-assertions",
+        "--disable-params-check",
+        "--disable-doxygen-doc",
+        # UCX 1.13's backtraces use binutils' PTR macro, gone from bfd.h since binutils 2.40
+        # (bookworm, Ubuntu 24.04): debug.c stops at "'PTR' undeclared"; no backtraces in 1.22 either
+        "--without-bfd",
+    ]
+    if cuda_home:
+        # Horovod initialises MPI with MPI_THREAD_MULTIPLE, and Open MPI's pml ucx disqualifies
+        # itself when UCX's worker cannot run multi-threaded (pml_ucx.c): GPU tensors then never
+        # reach UCX's CUDA transports
+        configure_opts.append("--enable-mt")
+        # UCX 1.22's GPU-initiated side (the GDA-KI transport and the nvcc-compiled device code
+        # that includes its headers) needs DOCA's gpunetio headers, a git submodule that a source
+        # tree from git lacks (gdaki.c, then ucp_cuda_kernel.cu: doca_gpunetio_* not found).
+        # CUDA-aware MPI uses the host-initiated transports (cuda_copy, cuda_ipc, gdr_copy) only:
+        # no GDA-KI, and an nvcc that fails configure's version check, so no device code
+        configure_opts += ["--without-gda", "NVCC=/bin/false"]
+    return ucx(
+        version=(stack.UCX if cuda_home else stack.UCX_CPU).version,
+        prefix="/usr/local/ucx",
+        cuda=cuda_home,
+        gdrcopy="/usr/local/gdrcopy" if gdr else False,
+        ofed="/usr/local/rdma-core",
+        knem=False,
+        xpmem=False,
+        ospackages=["file", "libnuma-dev", "make", "wget"],
+        configure_opts=configure_opts,
+        # UCX's test programs (not installed) include test_cuda_hook.c, which 1.13 wrote for the
+        # pre-CUDA-13 cuCtxCreate(ctx, flags, dev): their folder is not built
+        postconfigure=["printf 'all install check clean distclean:\\n\\t@true\\n' > test/apps/Makefile"],
+    )
 
 
 def openmpi_block(cuda: bool, ofi: str):
@@ -195,6 +216,9 @@ def openmpi_block(cuda: bool, ofi: str):
             "--with-slurm",
             "--with-libevent=/usr",
             "--with-hwloc=/usr",
+            # the uct BTL follows UCX's unstable UCT API (Open MPI 4.1.4 predates UCX 1.22) and no
+            # preset selects it: UCX reaches Open MPI through pml ucx (and osc ucx) only
+            *(["--enable-mca-no-build=btl-uct"] if cuda else []),
         ],
         # libfabric 2.0 took container_of out of its public headers; Open MPI 4.1.4's
         # ofi MTL still uses it (later 4.1.x define it themselves): define it the same way
@@ -243,5 +267,7 @@ def common_environment(flavour: str) -> environment:
             "FABRIC_BENCH_FLAVOUR": flavour,
             # TensorFlow's CUDA 12 libraries (bench.tf_cuda): the cuda flavour only
             **({"FABRIC_BENCH_TF_CUDA": stack.TF_CUDA_DIR} if flavour == "cuda" else {}),
+            # Horovod with MPI GPU operations (stack.HOROVOD_BUILDS): the cuda flavour only
+            **({stack.HOROVOD_MPI_GPU_ENV: stack.HOROVOD_MPI_GPU_DIR} if flavour == "cuda" else {}),
         }
     )

@@ -5,12 +5,13 @@ builds the stack on NVIDIA's CUDA base; the runtime stage copies what runs)."""
 from __future__ import annotations
 
 from hpccm.primitives import baseimage, comment, copy, shell
-from hpccm.building_blocks import apt_get
+from hpccm.building_blocks import apt_get, generic_build
 
 from containers import stack
 from containers.placeholders import LOCAL_DEVEL_BASE, LOCAL_RUNTIME_BASE
 from containers.stack_blocks import (
     BUILD_PACKAGES,
+    CUDA_RUNTIME_PACKAGES,
     RUNTIME_PACKAGES,
     bundle_files,
     common_blocks,
@@ -124,7 +125,8 @@ def cuda_bases(base: str, fmt: str) -> tuple:
 def cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
     devel_base, runtime_base = cuda_bases(base, fmt)
     devel = [devel_base, comment("common stack, built from source")]
-    devel.append(apt_get(ospackages=["python3", "python3-venv", "python3-dev", *BUILD_PACKAGES]))
+    # patchelf: nccl-tests' binaries find the NCCL wheel's library by their RUNPATH
+    devel.append(apt_get(ospackages=["python3", "python3-venv", "python3-dev", "patchelf", *BUILD_PACKAGES]))
     blocks = common_blocks(omit)
     devel += blocks
     site = python_site()
@@ -150,7 +152,14 @@ def cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
         f"HOROVOD_BUILD_CUDA_CC_LIST={','.join(stack.CUDA_ARCHS)} "
         f"{stack.PREFIX}/src/horovod/build-wheel.sh {stack.VENV}/bin/python /tmp/horovod",
         f"{stack.VENV}/bin/pip install --no-cache-dir --no-deps /tmp/horovod/horovod-*/horovod-*.whl",
-        "rm -rf /tmp/horovod /tmp/requirements-gpu.txt",
+        # Horovod a second time, with MPI GPU operations (the CUDA-aware Open MPI moves GPU tensors):
+        # its own folder, first on PYTHONPATH under `--allreduce mpi` (stack.HOROVOD_MPI_GPU_DIR)
+        f"PATH=/usr/local/openmpi/bin:$PATH HOROVOD_GPU=CUDA HOROVOD_GPU_OPERATIONS=MPI "
+        f"CUDA_HOME=/usr/local/cuda HOROVOD_BUILD_CUDA_CC_LIST={','.join(stack.CUDA_ARCHS)} "
+        f"{stack.PREFIX}/src/horovod/build-wheel.sh {stack.VENV}/bin/python /tmp/horovod-mpi-gpu",
+        f"{stack.VENV}/bin/pip install --no-cache-dir --no-deps --target {stack.HOROVOD_MPI_GPU_DIR} "
+        "/tmp/horovod-mpi-gpu/horovod-*/horovod-*.whl",
+        "rm -rf /tmp/horovod /tmp/horovod-mpi-gpu /tmp/requirements-gpu.txt",
     ]
     devel += [
         copy(
@@ -160,17 +169,45 @@ def cuda_stack(base: str, omit: tuple[str, ...], fmt: str) -> list[list]:
         copy(src="containers/horovod", dest=f"{stack.PREFIX}/src/horovod"),
         shell(commands=venv_cmds),
     ]
+    tests = nccl_tests_block(nccl)
+    devel.append(tests)
 
     runtime = [
         runtime_base,
         comment("common stack: what runs, copied from the devel stage"),
-        apt_get(ospackages=list(RUNTIME_PACKAGES)),
+        apt_get(ospackages=[*RUNTIME_PACKAGES, *CUDA_RUNTIME_PACKAGES]),
     ]
     runtime += runtime_copies(blocks)
     runtime += [
         copy(_from="devel", src=stack.VENV, dest=stack.VENV),
         copy(_from="devel", src=stack.TF_CUDA_DIR, dest=stack.TF_CUDA_DIR),
+        copy(_from="devel", src=stack.HOROVOD_MPI_GPU_DIR, dest=stack.HOROVOD_MPI_GPU_DIR),
+        tests.runtime(_from="devel"),
         shell(commands=[f"echo {stack.BENCH_PARENT} > {site}/fabric-bench.pth"]),
         *bundle_files(),
     ]
     return [devel, runtime]
+
+
+def nccl_tests_block(nccl: str):
+    """nccl-tests with MPI=1 (one rank per GPU under mpirun) against the stack's Open MPI and the
+    NCCL wheel torch loads (`nccl`: its folder), for the architectures the stack targets; the
+    binaries' RUNPATH names the wheel's lib/ (NCCL's folder is on no library path: TensorFlow's
+    CUDA 12 NCCL must not meet it)."""
+    gencode = " ".join(f"-gencode=arch=compute_{arch},code=sm_{arch}" for arch in stack.CUDA_ARCHS)
+    bin_dir = f"{stack.NCCL_TESTS_PREFIX}/bin"
+    return generic_build(
+        url=stack.NCCL_TESTS.url,
+        directory=f"nccl-tests-{stack.NCCL_TESTS.version}",
+        prefix=stack.NCCL_TESTS_PREFIX,
+        build=[
+            f'make -j$(nproc) MPI=1 MPI_HOME=/usr/local/openmpi CUDA_HOME=/usr/local/cuda NCCL_HOME="{nccl}" '
+            f'NVCC_GENCODE="{gencode}"'
+        ],
+        install=[
+            f"mkdir -p {bin_dir}",
+            f"cp build/*_perf {bin_dir}/",
+            f'patchelf --set-rpath "{nccl}/lib" {bin_dir}/*_perf',
+        ],
+        runtime_environment={"PATH": f"{bin_dir}:$PATH"},
+    )

@@ -211,15 +211,25 @@ def build_steps(dockerfile: str) -> dict[str, list[str]]:
 
 def test_cpu_stack_builds_the_cuda_stack_with_cuda_off(rendered):
     """Item 3 of the site-images issue: the cpu flavour builds the same components at the
-    same versions with the same blocks and flags; only the CUDA options differ."""
+    same versions with the same blocks and flags; only the CUDA options differ. Issue 49's
+    exceptions: cuda's UCX is 1.22.0 built multi-threaded (a CUDA-aware Open MPI under Horovod),
+    without its GPU-initiated side (DOCA headers a git source tree lacks), where cpu keeps bookworm's 1.13.1, cuda's Open MPI leaves out the uct BTL, and nccl-tests is
+    cuda's only."""
     cpu, cuda = (build_steps(rendered[("stack", flavour)].dockerfile) for flavour in ("cpu", "cuda"))
-    assert (
-        set(cpu)
-        == set(cuda) - {"gdrcopy"}
-        == {"rdma-core", "ucx", "libfabric", "pmix", "openmpi", "libpsm2", "slurm-pmi2"}
-    )
+    assert set(cpu) == {"rdma-core", "ucx-cpu", "libfabric", "pmix", "openmpi", "libpsm2", "slurm-pmi2"}
+    assert set(cuda) - {"gdrcopy"} == (set(cpu) - {"ucx-cpu"}) | {"ucx", "nccl-tests"}
+    new, old = stack.UCX.version, stack.UCX_CPU.version
+    assert cpu["ucx-cpu"] == [
+        line.replace(f"ucx-{new}", f"ucx-{old}")
+        .replace(" --enable-mt", "")
+        .replace(" --without-gda", "")
+        .replace(" NVCC=/bin/false", "")
+        for line in cuda["ucx"]
+    ]
+    assert cpu["openmpi"] == [line.replace(" --enable-mca-no-build=btl-uct", "") for line in cuda["openmpi"]]
     for component, lines in cpu.items():
-        assert lines == cuda[component], component
+        if component not in ("ucx-cpu", "openmpi"):
+            assert lines == cuda[component], component
     text = rendered[("stack", "cpu")].dockerfile
     assert "--without-cuda" in text and "--with-cuda=" not in text
     assert "--with-gdrcopy" not in text and sources.source("gdrcopy").site_url not in text
@@ -310,8 +320,13 @@ def test_slingshot_links_the_stack_libfabric_users_against_the_oldest_host_abi(f
     assert run.index("rm -f") < run.index(f"cp -a {recipe.HOST_ABI_STAGE}/. /")
     assert f"fi-abi:{recipe.HOST_ABI_NODE}" in rendered[("slingshot", flavour)].definition
     assert "cp /usr/bin/fi_info" in build  # the distribution's fi_info, of the same ABI
-    if flavour == "cuda":
-        assert "--with-libfabric" not in build and "--disable-platform-aws" in build
+    if flavour == "cuda":  # issue 49: the plugin against libfabric 1.20's headers and ABI, not 1.17's
+        assert f"--with-libfabric={recipe.LIBFABRIC_SHS_PREFIX}" in build and "--disable-platform-aws" in build
+        assert build.index(stack.LIBFABRIC_SHS.url) < build.index(sources.source("aws-ofi-nccl").site_url)
+        assert f"COPY --from=devel {recipe.LIBFABRIC_SHS_PREFIX}" not in run  # the host's replaces it
+        # a rehearsal, which cannot fetch it, builds the plugin against the distribution's 1.17
+        local = recipe.render("slingshot", "cuda", base="local", commit="x", omit=sources.omitted()).dockerfile
+        assert "--with-libfabric" not in fabric_layers(local)[0] and stack.LIBFABRIC_SHS.url not in local
     for other in (f for f in FABRICS if not profile(f).binds_host_libfabric):
         text = rendered[(other, flavour)].definition
         assert recipe.HOST_ABI_PACKAGES[0] not in text and "fi-abi" not in text
@@ -417,13 +432,16 @@ def test_local_recipe_differs_from_the_site_recipe_only_in_its_base_lines(fabric
 
 
 def test_the_rehearsal_builds_what_sites_build():
-    """Issue 38: gdrcopy and aws-ofi-nccl come from the pinned shared trees: the rehearsal's recipe
-    is the site's but for its base lines (no component left out, no `omitted` label)."""
-    assert sources.omitted() == ()
+    """Issue 38: gdrcopy and aws-ofi-nccl come from the pinned shared trees (issue 49: UCX 1.22 and
+    nccl-tests too): the rehearsal's stack recipe is the site's but for its base lines and the
+    label naming what no source here serves (the Slingshot plugin's libfabric 1.20)."""
+    assert sources.omitted() == ("libfabric-shs",)
     rehearsal = recipe.render("stack", "cuda", base="local", commit="x", omit=sources.omitted())
     assert sources.source("gdrcopy").site_url in rehearsal.devel_definition
     assert "--with-gdrcopy=/usr/local/gdrcopy" in rehearsal.devel_definition
-    assert "org.fabric-bench.omitted" not in rehearsal.definition
+    for name in ("ucx", "nccl-tests"):
+        assert sources.source(name).site_url in rehearsal.devel_definition
+    assert "org.fabric-bench.omitted libfabric-shs" in rehearsal.definition
     for fabric in ("efa", "slingshot"):
         image = recipe.render(fabric, "cuda", base="local", commit="x", omit=sources.omitted()).definition
         assert sources.source("aws-ofi-nccl").site_url in image

@@ -67,10 +67,13 @@ def test_source_built_components_carry_url_sha256_and_configure_flags():
         sbom.document(facts, image_digest="sha256:" + "3" * 64, flavour="cpu", fabric="stack", base_digest="")
     )
     ucx = next(c for c in data["components"] if c.get("bom-ref") == "src:ucx")
-    assert ucx["version"] == sources.source("ucx").version
+    # the cpu flavour's UCX is bookworm's 1.13.1 (source "ucx-cpu"; cuda's "ucx" is 1.22.0)
+    cpu_ucx = sources.source("ucx-cpu")
+    assert cpu_ucx.rehearsal is not None
+    assert ucx["version"] == cpu_ucx.version == "1.13.1"
     ref = ucx["externalReferences"][0]
-    assert ref["url"] == sources.source("ucx").site_url
-    assert ref["hashes"][0]["content"] == sources.source("ucx").rehearsal.sha256
+    assert ref["url"] == cpu_ucx.site_url
+    assert ref["hashes"][0]["content"] == cpu_ucx.rehearsal.sha256
     props = {p["name"]: p["value"] for p in ucx["properties"]}
     assert props["fabric-bench:configure-flags"].startswith("--prefix=/usr/local/ucx")
     assert props["fabric-bench:compiler"] == "gcc (Debian 12.2.0-14) 12.2.0"

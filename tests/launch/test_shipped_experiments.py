@@ -109,7 +109,18 @@ def test_no_shipped_experiment_plans_a_point_preflight_refuses(path, kind, gpu_s
         assert entry.reason and entry.lines()[0] in lines
 
 
-def test_the_paper_matrix_trains_on_gpus_and_names_why_its_mpi_arm_is_dropped(gpu_site, tmp_path):
+CLAIMS = (f"{LABEL}.{stack.MPI_CUDA_LABEL}", f"{LABEL}.{stack.HOROVOD_MPI_GPU_LABEL}")
+CARRIES_GPU_BUFFERS = {"ethernet", "infiniband", "roce"}  # Open MPI over UCX with CUDA; the others: psm2, OFI
+CUDA_FABRICS = ("ethernet", "infiniband", "roce", "omnipath", "efa", "slingshot")
+
+
+def without_claims(labels: dict[str, str]) -> dict[str, str]:
+    """An image's labels less the two preflight reads before MPI on GPU buffers (an image made
+    before issue 49 carried neither)."""
+    return {k: v for k, v in labels.items() if k not in CLAIMS}
+
+
+def test_the_paper_matrix_trains_on_gpus_and_plans_its_mpi_arm_where_the_mpi_carries_gpu_buffers(gpu_site, tmp_path):
     path = REPO / "experiments" / "hpec2020.experiment.toml"
     swept = plan(load_experiment(path), tmp_path / "sweep", load_site(gpu_site))
     trains = [p.spec for p in swept.points if p.spec.benchmark == "train"]
@@ -122,17 +133,23 @@ def test_the_paper_matrix_trains_on_gpus_and_names_why_its_mpi_arm_is_dropped(gp
         ("torch", "ddp", 1),
         ("tf", "native", 1),
     }  # the 1-rank baselines take one GPU
-    assert {(s.allreduce, s.gpudirect) for s in trains if s.ranks > 1} == {("nccl", "on"), ("nccl", "off")}
+    # the paper's axis, NCCL against MPI on GPU buffers, each with GPUDirect on and off
+    assert {(s.allreduce, s.gpudirect) for s in trains if s.ranks > 1} == {
+        ("nccl", "on"),
+        ("nccl", "off"),
+        ("mpi", "on"),
+        ("mpi", "off"),
+    }
+    mpi = [s for s in trains if s.allreduce == "mpi"]
+    # only Horovod hands PyTorch's gradients to MPI, and only Ethernet's MPI path (UCX) carries them
+    assert {(s.fabric, s.framework, s.engine) for s in mpi} == {("ethernet", "torch", "horovod")}
+    assert all(s.hands_gpu_buffers_to_mpi for s in mpi)
     proc = fabric_bench("sweep", str(path), "--site", str(gpu_site), "--dir", str(tmp_path / "sweep"), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    # the images as `make image` labels them today say neither that their MPI is CUDA-aware nor that
-    # they hold Horovod's MPI build: the line names both labels
-    (ethernet,) = [
-        line for line in lines if line.startswith("dropped ") and "ethernet-cuda.sif: --allreduce mpi" in line
-    ]
-    assert ethernet.startswith("dropped 108 points: preflight would refuse: image images/ethernet-cuda.sif")
-    assert f"no {LABEL}.{stack.MPI_CUDA_LABEL} or {LABEL}.{stack.HOROVOD_MPI_GPU_LABEL} label" in ethernet
+    # the cuda images as `make image` labels them say their MPI is CUDA-aware and hold Horovod's MPI
+    # build: nothing of Ethernet's MPI arm is dropped
+    assert not [line for line in lines if line.startswith("dropped ") and "ethernet-cuda.sif: --allreduce mpi" in line]
     # Omni-Path's MPI path (psm2 without CUDA) carries host buffers only, whatever the image says
     (omnipath,) = [line for line in lines if line.startswith("dropped ") and "fabric omnipath's MPI path" in line]
     assert omnipath.startswith("dropped 108 points:") and "OMPI_MCA_mtl=psm2" in omnipath
@@ -144,34 +161,48 @@ def test_the_paper_matrix_trains_on_gpus_and_names_why_its_mpi_arm_is_dropped(gp
         line.startswith("dropped 216 points:") and "native never hands its gradients to MPI" in line for line in lines
     )
     planned = [line for line in lines if re.match(r"\s*\d+\s+[0-9a-f]{12}\s+run\s", line)]
-    assert len(planned) == len(swept.points) and not [line for line in planned if "-mpi-" in line]
+    assert len(planned) == len(swept.points)
+    planned_mpi = [line for line in planned if "-mpi-" in line]
+    assert len(planned_mpi) == len(mpi) and all("-ethernet-" in line for line in planned_mpi)
 
 
-def test_the_mpi_arm_is_planned_where_the_image_says_it_has_a_cuda_aware_mpi_and_horovod_s_mpi_build(gpu_site):
-    """Preflight's decision on the paper's points with the labels an image carrying both would have:
-    the MPI arm runs over Ethernet (Open MPI over UCX), not over Omni-Path (psm2 without CUDA); with
-    one label the line names the other."""
-    points = expand(load_experiment(REPO / "experiments" / "hpec2020.experiment.toml"), load_site(gpu_site))
-    mpi = [p.spec for p in points if p.spec.allreduce == "mpi" and p.spec.engine == "horovod"]
-    assert mpi and {s.framework for s in mpi} == {"torch", "tf"}
-    both = {
-        f"{LABEL}.{stack.MPI_CUDA_LABEL}": "ucx",
-        f"{LABEL}.{stack.HOROVOD_MPI_GPU_LABEL}": stack.HOROVOD_MPI_GPU_DIR,
-    }
-    for spec in mpi:
-        labels = labels_of_name(spec.image or "")
-        why = preflight.refusal(spec, {**labels, **both})
-        if spec.framework == "tf":
-            assert "TensorFlow + Horovod on GPUs" in str(why)
-        elif spec.fabric == "omnipath":
-            assert "fabric omnipath's MPI path" in str(why)
-        else:
-            assert why is None, why
-            only_mpi = preflight.refusal(spec, {**labels, f"{LABEL}.{stack.MPI_CUDA_LABEL}": "ucx"})
-            assert f"no {LABEL}.{stack.HOROVOD_MPI_GPU_LABEL} label" in str(only_mpi)
-            assert f"{LABEL}.{stack.MPI_CUDA_LABEL}" not in str(only_mpi).split("; no ")[1]
-            assert "HOROVOD_GPU_OPERATIONS=MPI" in str(only_mpi)
-    assert any(preflight.refusal(s, {**labels_of_name(s.image or ""), **both}) is None for s in mpi)
+@pytest.mark.parametrize("fabric", CUDA_FABRICS)
+def test_the_mpi_arm_is_planned_where_the_image_says_it_has_a_cuda_aware_mpi_and_horovod_s_mpi_build(
+    fabric, gpu_site, tmp_path
+):
+    """Preflight's decision on Horovod's MPI arm on GPUs, per fabric, with the labels `make image`
+    writes: planned over Ethernet, InfiniBand and RoCE (Open MPI over UCX with CUDA), refused over
+    Omni-Path (psm2), EFA and Slingshot (OFI without CUDA); without the image's claims, refused
+    everywhere, the line naming the claim that is missing."""
+    path = tmp_path / "mpi-arm.toml"
+    path.write_text(
+        '[matrix]\nallreduce = ["nccl", "mpi"]\nnodes = [2]\n[run]\nframework = "torch"\n'
+        'engine = "horovod"\nmodel = "resnet50"\ngpus_per_node = 1\nranks_per_node = 1\n'
+        f'fabric = "{fabric}"\nruntime = "apptainer"\nimage = "images/{{fabric}}-cuda.sif"\n'
+    )
+    site = tmp_path / "site.toml"  # the GPU site with a RoCE rail too
+    site.write_text(
+        gpu_site.read_text()
+        + '[fabrics.roce]\nhca = "mlx5_4"\ninterface = "eth1"\ngid_index = 3\ntraffic_class = 106\n'
+    )
+    (spec,) = [p.spec for p in expand(load_experiment(path), load_site(site)) if p.spec.allreduce == "mpi"]
+    labels = labels_of_name(spec.image or "")
+    assert set(CLAIMS) <= set(labels) if fabric in CARRIES_GPU_BUFFERS else CLAIMS[0] not in labels
+    why = preflight.refusal(spec, labels)
+    if fabric in CARRIES_GPU_BUFFERS:
+        assert why is None, why
+        planned = plan(load_experiment(path), tmp_path / "sweep", load_site(site))
+        assert "mpi" in {p.spec.allreduce for p in planned.points}
+    else:
+        assert why and f"fabric {fabric}'s MPI path" in why
+    bare = without_claims(labels)
+    only_mpi = preflight.refusal(spec, {**bare, CLAIMS[0]: "ucx"})
+    if fabric in CARRIES_GPU_BUFFERS:  # the CUDA-aware MPI alone is not enough: Horovod's MPI build too
+        assert f"no {CLAIMS[1]} label" in str(only_mpi) and "HOROVOD_GPU_OPERATIONS=MPI" in str(only_mpi)
+        assert CLAIMS[0] not in str(only_mpi).split("; no ")[1]
+        assert f"no {CLAIMS[0]} or {CLAIMS[1]} label" in str(preflight.refusal(spec, bare))
+    else:
+        assert only_mpi and f"fabric {fabric}'s MPI path" in only_mpi
 
 
 def test_the_old_paper_matrix_plans_points_preflight_refuses_and_the_sweep_drops_them(gpu_site, tmp_path):
@@ -249,9 +280,10 @@ def test_mpi_on_gpu_buffers_in_a_collective_benchmark_needs_the_image_s_claim(gp
     ).validated()
     assert spec.hands_gpu_buffers_to_mpi and spec.max_bytes == 8 * 2**30  # swept as far as NCCL
     labels = labels_of_name(spec.image or "")
-    why = preflight.refusal(spec, labels)
-    assert why and f"no {LABEL}.{stack.MPI_CUDA_LABEL} label" in why and stack.HOROVOD_MPI_GPU_LABEL not in why
-    assert preflight.refusal(spec, {**labels, f"{LABEL}.{stack.MPI_CUDA_LABEL}": "ucx"}) is None
+    assert labels[CLAIMS[0]] == "ucx" and preflight.refusal(spec, labels) is None  # as `make image` labels it
+    why = preflight.refusal(spec, without_claims(labels))
+    assert why and f"no {CLAIMS[0]} label" in why and stack.HOROVOD_MPI_GPU_LABEL not in why
+    assert preflight.refusal(spec, {**without_claims(labels), CLAIMS[0]: "ucx"}) is None  # no Horovod needed
     on_host = dataclasses.replace(spec, runtime="host", image=None).validated()
     assert "a run on the host" in str(preflight.refusal(on_host, None))
     on_cpus = dataclasses.replace(spec, gpus_per_node=0).validated()
