@@ -40,17 +40,24 @@ def test_paper_matrix_counts_and_baselines(tmp_path):
     experiment = load_experiment(REPO / "experiments" / "hpec2020.experiment.toml")
     points = plan(experiment, tmp_path / "sweep", PAPER_SITE).points
     # training (issue 49): PyTorch under Horovod and DDP, TensorFlow under tf.distribute, x 3 models x
-    # 2 fabrics x nccl x (gdr on, off) x 6 node counts; the MPI arm and TensorFlow + Horovod are in the
-    # matrix and left out by preflight's decision in images that do not carry them (the images as
-    # `make image` labels them today); the CFD half (halo proxy): 2 fabrics x 6 node counts, once (it
-    # reads no framework, engine, model, allreduce or GPUDirect); one 1-rank baseline per engine and
-    # model (and the halo) and image (images differ per fabric); x 3
+    # 2 fabrics x nccl x (gdr on, off) x 6 node counts; the MPI arm: Horovod on PyTorch x 3 models over
+    # Ethernet only x (gdr on, off) x 6 node counts (the cuda images as `make image` labels them say
+    # their MPI is CUDA-aware and hold Horovod's MPI build; Omni-Path's psm2 carries host buffers
+    # only), TensorFlow + Horovod left out by preflight; the CFD half (halo proxy): 2 fabrics x 6 node
+    # counts, once (it reads no framework, engine, model, allreduce or GPUDirect); one 1-rank baseline
+    # per engine and model (and the halo) and image (images differ per fabric); x 3
     runs = [p for p in points if not p.baseline]
     baselines = [p for p in points if p.baseline]
-    assert len(runs) == (3 * 3 * 2 * 1 * 2 * 6 + 2 * 6) * 3 and len(baselines) == (3 * 3 + 1) * 2 * 3
+    assert len(runs) == (3 * 3 * 2 * 1 * 2 * 6 + 3 * 1 * 2 * 6 + 2 * 6) * 3
+    assert len(baselines) == (3 * 3 + 1) * 2 * 3
     trains = [p.spec for p in runs if p.spec.benchmark == "train"]
     assert {(s.framework, s.engine) for s in trains} == {("torch", "horovod"), ("torch", "ddp"), ("tf", "native")}
-    assert {(s.allreduce, s.gpudirect) for s in trains} == {("nccl", "on"), ("nccl", "off")}
+    assert {(s.allreduce, s.gpudirect) for s in trains} == {("nccl", g) for g in ("on", "off")} | {
+        ("mpi", g) for g in ("on", "off")
+    }
+    assert {(s.fabric, s.framework, s.engine) for s in trains if s.allreduce == "mpi"} == {
+        ("ethernet", "torch", "horovod")
+    }
     halo = [p for p in runs if p.spec.benchmark == "halo"]
     assert len(halo) == 2 * 6 * 3 and {(p.spec.allreduce, p.spec.gpudirect, p.spec.model) for p in halo} == {
         (None, None, "resnet18")
@@ -207,15 +214,17 @@ def test_paper_dry_run_prints_matrix_and_count_without_a_site_file(tmp_path):
     proc = fabric_bench("sweep", "experiments/hpec2020.experiment.toml", "--dir", str(tmp_path / "sweep"), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    # planned: torch horovod, torch ddp, tf native (issue 49: the MPI arm and TensorFlow + Horovod are
-    # dropped in the images as `make image` labels them today, each with why)
-    total = (3 * 3 * 2 * 1 * 2 * 6 + 2 * 6 + (3 * 3 + 1) * 2) * 3
+    # planned: torch horovod, torch ddp, tf native, and Horovod's MPI arm over Ethernet (issue 49:
+    # Omni-Path's MPI arm and TensorFlow + Horovod are dropped, each with why)
+    total = (3 * 3 * 2 * 1 * 2 * 6 + 3 * 2 * 6 + 2 * 6 + (3 * 3 + 1) * 2) * 3
     assert f"{total} runs ({(3 * 3 + 1) * 2 * 3} 1-rank baselines, 3 repetitions); {total} to run" in proc.stdout
     planned = [line for line in lines if re.match(r"\s*\d+\s+[0-9a-f]{12}\s+run\s", line)]
     assert len(planned) == total and sum(" halo-g384-" in line for line in planned) == 2 * 6 * 3 + 2 * 3
     assert sum("-nccl-gdron-" in line for line in planned) == 3 * 3 * 2 * 6 * 3
-    assert not any("-mpi-gdr" in line or "tf-horovod-" in line for line in planned)
-    assert any(line.startswith("dropped ") and "CUDA-aware MPI" in line for line in lines)
+    mpi = [line for line in planned if "-mpi-gdr" in line]
+    assert len(mpi) == 3 * 2 * 6 * 3 and all("torch-horovod-" in line and "-ethernet-" in line for line in mpi)
+    assert not any("tf-horovod-" in line for line in planned)
+    assert any(line.startswith("dropped ") and "omnipath's MPI path" in line and "CUDA-aware" in line for line in lines)
     (placeholder,) = [line for line in lines if "placeholders" in line]
     assert "[fabrics.omnipath] interface, hca" in placeholder
     assert not (tmp_path / "sweep").exists()
