@@ -123,8 +123,6 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
             str(tmp_path / "sweep"),
             "--remeasure-disturbed",
             "0",
-            "--quiet-check",
-            "1",  # asserted: one task per node; its length is not
             env=env,
             timeout=900,
         )
@@ -187,7 +185,8 @@ def test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_he
             # the two ranks on two nodes ended with identical weights: the gradients crossed fbemu0
             assert record["params_max_abs_diff"] == 0.0 and record["slurm"]["rank_hosts"] == ["n0", "n1"]
             assert record["env"]["OMPI_MCA_btl_tcp_if_include"] == "fbemu0"
-        found = locate(env, tmp_path / "locate", "--quiet-check", "1")  # asserted: one task per node
+        # the default quiet check: with 1 s, one node of four reported in a quiet run (15:40, 2026-12-06)
+        found = locate(env, tmp_path / "locate")
         ranks = rank_pids(tmp_path)
     assert found["slow_nodes"] == [] and found["slow_links"] == [] and found["failed_pairs"] == [], found
     assert len(found["pairs"]) == 6 and found["rounds"] == 3
