@@ -201,12 +201,18 @@ SIDE_BY_SIDE = frozenset(
         "tests/scripts/test_test_suite.py",
     }
 )
+# Of those, the files that hold GBs of disk while they run (an image build's sandbox and SIFs, a
+# registry's copy of two 4.2 GiB images and a pulled one): one after another on one worker
+# (`--dist loadgroup`, group "disk"), so two of them never add up on a small disk
+DISK_HEAVY = frozenset({"tests/containers/test_image_build.py", "tests/containers/test_registry_roundtrip.py"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's loadgroup reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     """Markers from what a test uses, so a subset can be chosen (`-m "not image"`, `-m slurm`):
     integration by its folder, image by the image fixture, slurm by the Slurm cluster module,
-    root by what needs it (namespaces, daemons, image builds: a test that asks for euid 0)."""
+    root by what needs it (namespaces, daemons, image builds: a test that asks for euid 0); and
+    the side-by-side lane's worker groups (a file each, the disk-heavy files one group)."""
     import inspect
 
     for item in items:
@@ -226,9 +232,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.root)
         if item.nodeid in CHECK:
             item.add_marker(pytest.mark.check)
-        if item.get_closest_marker("slow") and item.nodeid.split("::")[0] in SIDE_BY_SIDE:
+        test_file = item.nodeid.split("::")[0]
+        if item.get_closest_marker("slow") and test_file in SIDE_BY_SIDE:
             item.add_marker(pytest.mark.side_by_side)
-    missing = sorted(f for f in SIDE_BY_SIDE if not (REPO / f).is_file())
+            item.add_marker(pytest.mark.xdist_group("disk" if test_file in DISK_HEAVY else test_file))
+    missing = sorted(f for f in SIDE_BY_SIDE | DISK_HEAVY if not (REPO / f).is_file())
     if missing:  # a renamed file would run alone again, silently slower
         raise pytest.UsageError(f"tests/conftest.py SIDE_BY_SIDE names files that are not there: {missing}")
     # a CHECK entry whose test was renamed would leave make check without it, silently
@@ -280,11 +288,12 @@ DURATION_MARKERS = ("slow", "check", "image", "slurm")
 
 
 def pytest_runtest_logreport(report):
-    seconds, outcome, marks, ended = _SECONDS.setdefault(report.nodeid, [0.0, "passed", "", False])
+    nodeid = re.sub(r"@[\w/.-]+$", "", report.nodeid)  # less the worker group --dist loadgroup appends
+    seconds, outcome, marks, ended = _SECONDS.setdefault(nodeid, [0.0, "passed", "", False])
     if report.failed or (report.skipped and outcome == "passed"):
         outcome = report.outcome if report.when == "call" or report.skipped else "error"
     marks = marks or dict(report.user_properties).get("fabric_bench_markers", "")
-    _SECONDS[report.nodeid] = [seconds + report.duration, outcome, marks, ended or report.when == "teardown"]
+    _SECONDS[nodeid] = [seconds + report.duration, outcome, marks, ended or report.when == "teardown"]
 
 
 def durations_table() -> list[tuple[str, float, str, str]]:

@@ -65,27 +65,29 @@ def test_cpu_debian_stack_and_fabric_sifs_round_trip(cpu_ethernet_image, registr
     # both were pushed by digest above; the stack SIF comes back here (one pull proves the path: the
     # same code pulls any SIF), the fabric SIF in the two-site rehearsal (tests/benchmarks/
     # test_two_sites.py pulls it by digest and replays in it): 4.2 GiB less moved twice
-    for name, want in (("stack-cpu-debian", cpu_ethernet_image.stack_digest),):
-        out = site_b / f"{name}.sif"
-        pulled = _json(
-            fabric_bench(
-                "image",
-                "pull",
-                pushed[name]["reference"],
-                "--out",
-                str(out),
-                "--reference-file",
-                str(refs),
-                "--allowed-signers",
-                str(allowed),
-                timeout=1200,
-                env=env,
+    try:
+        for name, want in (("stack-cpu-debian", cpu_ethernet_image.stack_digest),):
+            out = site_b / f"{name}.sif"
+            pulled = _json(
+                fabric_bench(
+                    "image",
+                    "pull",
+                    pushed[name]["reference"],
+                    "--out",
+                    str(out),
+                    "--reference-file",
+                    str(refs),
+                    "--allowed-signers",
+                    str(allowed),
+                    timeout=1200,
+                    env=env,
+                )
             )
-        )
-        assert pulled["image_digest"] == f"sha256:{want}"
-        assert oci.remembered_sha256(out, oci.cache_dir()) == want  # the file, hashed again
-        assert Path(pulled["sbom"]).is_file()  # site A's SBOM came along
-        out.unlink()
+            assert pulled["image_digest"] == f"sha256:{want}"
+            assert oci.remembered_sha256(out, oci.cache_dir()) == want  # the file, hashed again
+            assert Path(pulled["sbom"]).is_file()  # site A's SBOM came along
+    finally:  # 4.2 GiB, gone whether the test passed or not
+        shutil.rmtree(site_b, ignore_errors=True)
     # a pull leaves one copy of the image, not a second one in apptainer's cache
     cached = sum(f.stat().st_size for f in apptainer_cache.rglob("*") if f.is_file())
     assert cached < 2**20, f"{cached} bytes left in apptainer's cache by the pull"
