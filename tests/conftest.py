@@ -199,12 +199,20 @@ SIDE_BY_SIDE = frozenset(
         "tests/security/test_hostile_locate.py",
         "tests/scripts/test_setup.py",
         "tests/scripts/test_test_suite.py",
+        "tests/integration/test_sbatch_wait.py",  # a job's end seen within 4 s: its own Slurm, idle waits
+        # single tests of a file whose others read the machine: processes and records, no quiet check,
+        # no re-measure (--quiet-check 0 --remeasure-disturbed 0)
+        "tests/launch/test_sweep.py::test_runs_past_their_time_limit_are_killed_with_all_ranks_and_the_sweep_goes_on",
+        "tests/launch/test_sweep.py::test_interrupted_sweep_keeps_finished_results_and_the_rerun_runs_only_the_rest",
     }
 )
-# Of those, the files that hold GBs of disk while they run (an image build's sandbox and SIFs, a
-# registry's copy of two 4.2 GiB images and a pulled one): one after another on one worker
-# (`--dist loadgroup`, group "disk"), so two of them never add up on a small disk
-DISK_HEAVY = frozenset({"tests/containers/test_image_build.py", "tests/containers/test_registry_roundtrip.py"})
+# Of those, the files that share something a neighbour must not touch at once run one after another
+# on one worker (`--dist loadgroup`, by group): GBs of disk (an image build's sandbox and SIF, a
+# registry's copy of two 4.2 GiB images and a pulled one), and the host's Slurm daemons
+SHARE_A_WORKER = {
+    "disk": frozenset({"tests/containers/test_image_build.py", "tests/containers/test_registry_roundtrip.py"}),
+    "host-slurm": frozenset({"tests/integration/test_slurm.py", "tests/integration/test_sbatch_wait.py"}),
+}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's loadgroup reads the xdist_group marks
@@ -233,10 +241,12 @@ def pytest_collection_modifyitems(config, items):
         if item.nodeid in CHECK:
             item.add_marker(pytest.mark.check)
         test_file = item.nodeid.split("::")[0]
-        if item.get_closest_marker("slow") and test_file in SIDE_BY_SIDE:
+        if item.get_closest_marker("slow") and SIDE_BY_SIDE & {test_file, item.nodeid.split("[")[0]}:
             item.add_marker(pytest.mark.side_by_side)
-            item.add_marker(pytest.mark.xdist_group("disk" if test_file in DISK_HEAVY else test_file))
-    missing = sorted(f for f in SIDE_BY_SIDE | DISK_HEAVY if not (REPO / f).is_file())
+            group = next((name for name, files in SHARE_A_WORKER.items() if test_file in files), test_file)
+            item.add_marker(pytest.mark.xdist_group(group))
+    named = SIDE_BY_SIDE.union(*SHARE_A_WORKER.values())
+    missing = sorted(f for f in named if not (REPO / f.split("::")[0]).is_file())
     if missing:  # a renamed file would run alone again, silently slower
         raise pytest.UsageError(f"tests/conftest.py SIDE_BY_SIDE names files that are not there: {missing}")
     # a CHECK entry whose test was renamed would leave make check without it, silently
@@ -246,6 +256,10 @@ def pytest_collection_modifyitems(config, items):
         stale = [nodeid for nodeid in CHECK if nodeid.split("::")[0] in files and nodeid not in collected]
         if stale:
             raise pytest.UsageError(f"tests/conftest.py CHECK names tests that are not there: {stale}")
+        functions = {nodeid.split("[")[0] for nodeid in collected}
+        gone = [n for n in SIDE_BY_SIDE if "::" in n and n.split("::")[0] in files and n not in functions]
+        if gone:  # a renamed test would run alone again, silently slower
+            raise pytest.UsageError(f"tests/conftest.py SIDE_BY_SIDE names tests that are not there: {gone}")
 
 
 def failed_if_skipped_under_ci(report) -> None:

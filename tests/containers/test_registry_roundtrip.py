@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from containers import oci
+from launch.provenance import images
 from tests.conftest import fabric_bench, need
 
 pytestmark = pytest.mark.slow
@@ -40,57 +41,40 @@ def test_cpu_debian_stack_and_fabric_sifs_round_trip(cpu_ethernet_image, registr
     key, allowed = site_key
     refs = tmp_path / "site-a" / "images.json"
     refs.parent.mkdir()
-    stack_sif, fabric_sif = cpu_ethernet_image.stack_image, cpu_ethernet_image.image
-    pushed = {}
-    for name, sif in (("stack-cpu-debian", stack_sif), ("ethernet-cpu-debian", fabric_sif)):
-        pushed[name] = _json(
-            fabric_bench(
-                "image",
-                "push",
-                sif,
-                "--to",
-                f"{registry.address}/fb/{name}:v1",
-                "--reference-file",
-                str(refs),
-                "--sign-key",
-                str(key),
-                timeout=1200,
-            )
-        )
-    assert pushed["stack-cpu-debian"]["image_digest"] == f"sha256:{cpu_ethernet_image.stack_digest}"
-    assert pushed["ethernet-cpu-debian"]["image_digest"] == f"sha256:{cpu_ethernet_image.sha256}"
+
+    def push(name: str, sif: str) -> dict:
+        to = f"{registry.address}/fb/{name}:v1"
+        argv = ("image", "push", sif, "--to", to, "--reference-file", str(refs), "--sign-key", str(key))
+        return _json(fabric_bench(*argv, timeout=1200))
+
+    # the stack SIF goes and comes back by digest, and its copy goes, before the fabric SIF is pushed:
+    # two 4.2 GiB images on the registry's disk and a third pulled would be 12.7 GiB at once. (The
+    # fabric SIF's pull by digest and a replay in it: tests/benchmarks/test_two_sites.py)
+    stack = push("stack-cpu-debian", cpu_ethernet_image.stack_image)
+    assert stack["image_digest"] == f"sha256:{cpu_ethernet_image.stack_digest}"
     site_b = tmp_path / "site-b"
     apptainer_cache = tmp_path / "apptainer-cache"
     env = {**os.environ, "APPTAINER_CACHEDIR": str(apptainer_cache)}
-    # both were pushed by digest above; the stack SIF comes back here (one pull proves the path: the
-    # same code pulls any SIF), the fabric SIF in the two-site rehearsal (tests/benchmarks/
-    # test_two_sites.py pulls it by digest and replays in it): 4.2 GiB less moved twice
+    out = site_b / "stack-cpu-debian.sif"
     try:
-        for name, want in (("stack-cpu-debian", cpu_ethernet_image.stack_digest),):
-            out = site_b / f"{name}.sif"
-            pulled = _json(
-                fabric_bench(
-                    "image",
-                    "pull",
-                    pushed[name]["reference"],
-                    "--out",
-                    str(out),
-                    "--reference-file",
-                    str(refs),
-                    "--allowed-signers",
-                    str(allowed),
-                    timeout=1200,
-                    env=env,
-                )
-            )
-            assert pulled["image_digest"] == f"sha256:{want}"
-            assert oci.remembered_sha256(out, oci.cache_dir()) == want  # the file, hashed again
-            assert Path(pulled["sbom"]).is_file()  # site A's SBOM came along
+        pull = ("image", "pull", stack["reference"], "--out", str(out), "--reference-file", str(refs))
+        pulled = _json(fabric_bench(*pull, "--allowed-signers", str(allowed), timeout=1200, env=env))
+        assert pulled["image_digest"] == f"sha256:{cpu_ethernet_image.stack_digest}"
+        assert oci.remembered_sha256(out, oci.cache_dir()) == cpu_ethernet_image.stack_digest  # hashed again
+        assert Path(pulled["sbom"]).is_file()  # site A's SBOM came along
     finally:  # 4.2 GiB, gone whether the test passed or not
         shutil.rmtree(site_b, ignore_errors=True)
     # a pull leaves one copy of the image, not a second one in apptainer's cache
     cached = sum(f.stat().st_size for f in apptainer_cache.rglob("*") if f.is_file())
     assert cached < 2**20, f"{cached} bytes left in apptainer's cache by the pull"
+    # the fabric SIF joins the stack's in one signed reference file
+    fabric = push("ethernet-cpu-debian", cpu_ethernet_image.image)
+    assert fabric["image_digest"] == f"sha256:{cpu_ethernet_image.sha256}"
+    entries = images.read_references(refs, allowed_signers=allowed, require_signed=True)
+    assert {(e["reference"], e["image_digest"]) for e in entries} == {
+        (stack["reference"], stack["image_digest"]),
+        (fabric["reference"], fabric["image_digest"]),
+    }
 
 
 def _labelled_tar() -> bytes:

@@ -233,6 +233,15 @@ class TestTwoHealthyNodes:
         bad = fabric_bench("emulate", "up", "--nodes", "2", "--link", "300mbit", "--link", "n5=1gbit", timeout=60)
         assert bad.returncode == 2 and "n0..n1" in bad.stderr and "Traceback" not in bad.stderr
 
+    def test_a_node_s_lookup_of_a_peer_address_ends_at_once(self, shared_cluster):
+        """No name server is reachable from a node: a reverse lookup (c10d makes one for each peer it
+        connects) fails at once instead of waiting out the resolver's 10 s, twice a training run."""
+        name, _, _ = shared_cluster
+        node = emulate.cluster_named(name).node(0)
+        started = time.monotonic()
+        subprocess.run(["nsenter", f"--net=/run/netns/{node}", "getent", "hosts", f"{emulate.SUBNET}.2"], timeout=30)
+        assert time.monotonic() - started < 2.0
+
     def test_a_sweep_as_one_batch_job_runs_its_points_as_steps_across_the_nodes(self, shared_cluster, tmp_path):
         two_nodes = experiment(
             tmp_path, ("nodes = [2, 4]", "nodes = [2]"), ('launcher = "srun"', 'launcher = "sbatch"')

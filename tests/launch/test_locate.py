@@ -243,6 +243,19 @@ def test_slurm_conf_puts_each_node_at_its_namespace_address(tmp_path):
     assert "AuthType=auth/none" in text and "MpiDefault=pmix" in text and "ProctrackType=proctrack/linuxproc" in text
 
 
+def test_a_node_asks_no_name_server_through_the_host(tmp_path):
+    """The name servers an emulated Slurm node gets an unreachable route to: the host's IPv4 ones
+    its default route would carry, not loopback, IPv6 or the cluster's own subnet."""
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text(
+        "# a comment\nsearch example.org\nnameserver 10.255.255.53\nnameserver 127.0.0.53\n"
+        "nameserver fd00::53\nnameserver 10.213.0.9\nnameserver not-an-address\nnameserver 192.0.2.1 # x\n"
+        "nameserver 10.255.255.53\n"
+    )
+    assert slurm_nodes.host_nameservers(resolv) == ["10.255.255.53", "192.0.2.1"]
+    assert slurm_nodes.host_nameservers(tmp_path / "missing") == []
+
+
 def test_locate_bad_input_is_one_line():
     proc = fabric_bench("locate", "--bytes", "3")
     assert proc.returncode == 2 and "multiple of 4" in proc.stderr and len(proc.stderr.splitlines()) == 1

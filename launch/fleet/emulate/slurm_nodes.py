@@ -20,6 +20,7 @@ Only one Slurm cluster runs at a time (the host end of the bridge has one addres
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import shutil
@@ -190,6 +191,30 @@ def daemon_pids(name: str) -> dict[str, int]:
     return {k: v for k, v in pids.items() if isinstance(k, str) and isinstance(v, int) and v > 1}
 
 
+def host_nameservers(resolv_conf: Path = Path("/etc/resolv.conf")) -> list[str]:
+    """The IPv4 name servers a node's resolver would ask through its default route to this host,
+    which does not forward them: a lookup the hosts file cannot answer (c10d asks for the name of
+    every peer address it connects) waited out the resolver's timeouts, 2 x 5 s, twice a training
+    run. An unreachable route to each makes such a lookup fail at once, as on a node with no route out."""
+    try:
+        lines = resolv_conf.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    servers = []
+    for line in lines:
+        words = line.split()
+        if len(words) >= 2 and words[0] == "nameserver":
+            with contextlib.suppress(ValueError):
+                address = ipaddress.ip_address(words[1])
+                if (
+                    address.version == 4
+                    and not address.is_loopback
+                    and address not in ipaddress.ip_network(f"{SUBNET}.0/24")
+                ):
+                    servers.append(str(address))
+    return sorted(set(servers))
+
+
 def start(cluster: Cluster) -> dict[str, int]:
     """Bridge this host in, write slurm.conf, start slurmctld and one slurmd per node; wait until
     every node is idle. Undone (daemons stopped) on any failure; the caller removes the namespaces."""
@@ -206,6 +231,8 @@ def start(cluster: Cluster) -> dict[str, int]:
     run_tool("ip", "link", "set", HOST_IF, "up")
     for i in range(cluster.nodes):
         run_tool("ip", "-n", cluster.node(i), "route", "add", "default", "via", HOST_ADDRESS, "dev", IFNAME)
+        for server in host_nameservers():
+            run_tool("ip", "-n", cluster.node(i), "route", "add", "unreachable", f"{server}/32")
     host = socket.gethostname().split(".")[0]
     conf = conf_path(cluster.name)
     conf.write_text(conf_text(cluster, where, host, *free_ports(2, host="")), encoding="utf-8")
