@@ -78,6 +78,7 @@ SMALLER = {
 }
 # Lines whose whole path another test runs for real, with more assertions: here they run with
 # --dry-run (their options, files and plan checked), so no path runs twice. Prefix -> that test.
+END_TO_END_TEST = "tests/integration/test_end_to_end.py::test_sweep_report_archive_replay_compare"
 SLURM_PAGE_TEST = "tests/integration/test_emulated_slurm.py::test_a_sweep_and_ddp_cross_the_shaped_links_and_locate_names_nothing_on_a_healthy_cluster"
 RUN_ELSEWHERE = {
     ".venv/bin/fabric-bench run --engine horovod --model resnet18 --ranks 2": "tests/integration/test_torch_training.py"
@@ -109,6 +110,10 @@ RUN_BY_THEIR_TEST = {
     ".venv/bin/fabric-bench emulate down doc": SLURM_PAGE_TEST,
     # the check's every step, torchvision's runs included: test_gpu_check runs it whole
     "benchmarks/gpu_check.sh --cpu": "tests/benchmarks/test_gpu_check.py::test_cpu_mode_end_to_end",
+    # an archive replayed and compared with its original (25 s here): the end-to-end test's round trip,
+    # every replay checked against its original run; this test still archives, and replays with --dry-run
+    "fabric-bench replay cpu-small.tar.gz --results replays/": END_TO_END_TEST,
+    "fabric-bench compare results/sweeps/cpu-small replays/": END_TO_END_TEST,
 }
 # Of the lines RUN_ELSEWHERE, the sweeps whose results later lines read: the session's one sweep of that experiment
 # (tests/conftest.py cpu_emulated_sweep) is copied where the line would have written it.
