@@ -51,7 +51,7 @@ def test_the_verdict_a_planted_disturbance_flips_is_taken_back_by_the_record(tmp
     need(os.geteuid() == 0 and shutil.which("iperf3") is not None, "emulated clusters need root (and iperf3)")
     # three repetitions: with two a side, the verdict's CI (t with ~2 degrees of freedom) is so
     # wide that a loaded machine can hide even the planted half-speed runs
-    out, data = battery(tmp_path, "--rounds", "0", "--verdict-repetitions", "3", "--iters", "6")
+    out, data = battery(tmp_path, "--rounds", "0", "--verdict-repetitions", "3", "--iters", "3")
     demo = data["verdict"]
     print(out.stdout[-1500:])
     runs = demo["runs"]
