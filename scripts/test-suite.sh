@@ -82,8 +82,8 @@ if [[ -n $build_pid ]]; then
 fi
 
 # the slow tests that time nothing and read no quiet machine (tests/conftest.py SIDE_BY_SIDE), two at
-# a time, a file's tests on one worker, and files that share the disk's GBs or the host's Slurm one
-# after another (tests/conftest.py SHARE_A_WORKER); then the rest one at a time, the cores theirs alone
+# a time, a file's tests on one worker, and the files that hold the disk's GBs one after another
+# on one worker (tests/conftest.py SHARE_A_WORKER); then the rest one at a time, the cores theirs alone
 paired=0 started=$SECONDS
 FABRIC_BENCH_TEST_DURATIONS="$durations.paired" "${pytest[@]}" -m "($slow_marks) and side_by_side" \
   -n "$jobs" --dist loadgroup "${extra[@]}" || paired=$?

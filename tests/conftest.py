@@ -199,7 +199,6 @@ SIDE_BY_SIDE = frozenset(
         "tests/security/test_hostile_locate.py",
         "tests/scripts/test_setup.py",
         "tests/scripts/test_test_suite.py",
-        "tests/integration/test_sbatch_wait.py",  # a job's end seen within 4 s: its own Slurm, idle waits
         # single tests of a file whose others read the machine: processes and records, no quiet check,
         # no re-measure (--quiet-check 0 --remeasure-disturbed 0)
         "tests/launch/test_sweep.py::test_runs_past_their_time_limit_are_killed_with_all_ranks_and_the_sweep_goes_on",
@@ -208,10 +207,9 @@ SIDE_BY_SIDE = frozenset(
 )
 # Of those, the files that share something a neighbour must not touch at once run one after another
 # on one worker (`--dist loadgroup`, by group): GBs of disk (an image build's sandbox and SIF, a
-# registry's copy of two 4.2 GiB images and a pulled one), and the host's Slurm daemons
+# registry's copy of two 4.2 GiB images and a pulled one)
 SHARE_A_WORKER = {
     "disk": frozenset({"tests/containers/test_image_build.py", "tests/containers/test_registry_roundtrip.py"}),
-    "host-slurm": frozenset({"tests/integration/test_slurm.py", "tests/integration/test_sbatch_wait.py"}),
 }
 
 
