@@ -172,9 +172,11 @@ CHECK = frozenset(
 
 # `make test` runs the slow tests of these files two at a time (-n 2, a file's tests on one worker):
 # they time nothing and read no quiet machine (training identity, signals and time limits, heartbeats,
-# image builds and runs, registries, the host Slurm cluster, plug-in kinds, the GPU check's CPU mode),
+# image builds and runs, registries, plug-in kinds, the GPU check's CPU mode),
 # so a neighbour only slows them. Every other slow test runs alone: timings, shaped links, quiet
 # checks, disturbance verdicts, locate, baselines. A new slow file runs alone until it is named here.
+# The host Slurm's srun runs stay alone: beside another MPI job, a rank of theirs segfaulted in Open
+# MPI 4.1's vader BTL at MPI_Finalize in the last 2 cold runs here (Open MPI issue #7642).
 SIDE_BY_SIDE = frozenset(
     {
         "tests/integration/test_signals.py",
@@ -182,7 +184,6 @@ SIDE_BY_SIDE = frozenset(
         "tests/integration/test_torch_training.py",
         "tests/integration/test_tf_training.py",
         "tests/integration/test_image_run.py",
-        "tests/integration/test_slurm.py",
         "tests/containers/test_image_build.py",
         "tests/containers/test_registry_roundtrip.py",
         "tests/containers/test_manifest.py",
