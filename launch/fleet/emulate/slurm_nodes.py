@@ -200,19 +200,17 @@ def host_nameservers(resolv_conf: Path = Path("/etc/resolv.conf")) -> list[str]:
         lines = resolv_conf.read_text(errors="replace").splitlines()
     except OSError:
         return []
-    servers = []
+    cluster = ipaddress.ip_network(f"{SUBNET}.0/24")
+    servers = set()
     for line in lines:
         words = line.split()
-        if len(words) >= 2 and words[0] == "nameserver":
-            with contextlib.suppress(ValueError):
-                address = ipaddress.ip_address(words[1])
-                if (
-                    address.version == 4
-                    and not address.is_loopback
-                    and address not in ipaddress.ip_network(f"{SUBNET}.0/24")
-                ):
-                    servers.append(str(address))
-    return sorted(set(servers))
+        if len(words) < 2 or words[0] != "nameserver":
+            continue
+        with contextlib.suppress(ValueError):
+            address = ipaddress.ip_address(words[1])
+            if address.version == 4 and not address.is_loopback and address not in cluster:
+                servers.add(str(address))
+    return sorted(servers)
 
 
 def start(cluster: Cluster) -> dict[str, int]:
@@ -229,9 +227,10 @@ def start(cluster: Cluster) -> dict[str, int]:
     run_tool("ip", "-n", cluster.switch, "link", "set", "host", "master", "br0", "up")
     run_tool("ip", "addr", "add", f"{HOST_ADDRESS}/24", "dev", HOST_IF)
     run_tool("ip", "link", "set", HOST_IF, "up")
+    nameservers = host_nameservers()
     for i in range(cluster.nodes):
         run_tool("ip", "-n", cluster.node(i), "route", "add", "default", "via", HOST_ADDRESS, "dev", IFNAME)
-        for server in host_nameservers():
+        for server in nameservers:
             run_tool("ip", "-n", cluster.node(i), "route", "add", "unreachable", f"{server}/32")
     host = socket.gethostname().split(".")[0]
     conf = conf_path(cluster.name)
