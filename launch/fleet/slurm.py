@@ -14,6 +14,7 @@ sbatch argv (launch.ranks.launchers).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -166,6 +167,16 @@ def nodes_available(in_allocation: bool, partition: str | None) -> int | None:
     out = _query(argv)
     counts = [int(n) for n in (out or "").split() if n.isdigit()]
     return sum(counts) if counts else None
+
+
+@functools.lru_cache(maxsize=8)
+def node_cpus(partition: str | None) -> int | None:
+    """The CPUs of the partition's smallest node (`sinfo %c`; None when Slurm cannot be asked):
+    what srun outside an allocation can give each node's ranks. The submitting host's own count
+    is another machine's: a login node's, or, on an emulated cluster, all the cores its nodes share."""
+    argv = ["sinfo", "--noheader", "--format=%c"] + ([f"--partition={partition}"] if partition else [])
+    counts = [int(n.rstrip("+")) for n in (_query(argv) or "").split() if n.rstrip("+").isdigit()]
+    return min(counts) if counts else None
 
 
 def cluster_nodes() -> list[str] | None:

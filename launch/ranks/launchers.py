@@ -133,10 +133,12 @@ def starts_with_mpi(spec: LaunchedSpec) -> bool:
 
 def cpus_per_rank(spec: LaunchedSpec) -> int:
     """Each rank's share of a node's CPUs: the allocation's on a Slurm node (SLURM_CPUS_ON_NODE,
-    where srun runs inside one), else this host's. Batch jobs count theirs on the node
-    (slurm.cpus_per_rank_lines)."""
-    on_node = os.environ.get("SLURM_CPUS_ON_NODE", "") if launcher_of(spec).slurm else ""
-    cpus = int(on_node) if on_node.isdigit() else (os.cpu_count() or 1)
+    where srun runs inside one), else the partition's nodes' (srun outside one: slurm.node_cpus),
+    else this host's. Batch jobs count theirs on the node (slurm.cpus_per_rank_lines)."""
+    cpus = os.cpu_count() or 1
+    if launcher_of(spec).slurm:
+        on_node = os.environ.get("SLURM_CPUS_ON_NODE", "")
+        cpus = int(on_node) if on_node.isdigit() else (slurm.node_cpus(spec.partition) or cpus)
     return max(1, cpus // spec.ranks_per_node)
 
 

@@ -81,9 +81,11 @@ def render(spec):
 
 @pytest.fixture
 def host_independent(monkeypatch):
-    """The same snapshot on any host: fixed CPU count, non-root, every fabric path present, and
-    a kernel older than 5.13 (EFA's fork-safety variables set: launch.site.fabric_preset)."""
+    """The same snapshot on any host: fixed CPU count (no Slurm asked for its nodes'), non-root,
+    every fabric path present, and a kernel older than 5.13 (EFA's fork-safety variables set:
+    launch.site.fabric_preset)."""
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(launchers.slurm, "node_cpus", lambda partition: None)
     monkeypatch.setattr(fabric_preset, "kernel_release", lambda: "5.10.0-28-amd64")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setattr(fabric_preset.glob, "glob", lambda pattern: [pattern.replace("*", "0")])

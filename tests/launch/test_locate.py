@@ -5,6 +5,7 @@ import dataclasses
 import itertools
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -243,6 +244,17 @@ def test_slurm_conf_puts_each_node_at_its_namespace_address(tmp_path):
     assert "AuthType=auth/none" in text and "MpiDefault=pmix" in text and "ProctrackType=proctrack/linuxproc" in text
 
 
+def test_the_emulated_nodes_share_this_host_s_cores(monkeypatch):
+    """Each emulated node offers its share of the cores (SLURM_CPUS_ON_NODE, so OMP_NUM_THREADS):
+    all of them each had two 1-rank nodes on 2 cores run 4 OpenMP threads."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert [slurm_nodes.cpus_per_node(n) for n in (1, 2, 4)] == [2, 1, 1]
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert [slurm_nodes.cpus_per_node(n) for n in (1, 3, 4, 32)] == [16, 5, 4, 1]
+    text = slurm_nodes.conf_text(Cluster("x", 4, 10**8), Path("/tmp"), "host", 7001, 7002)
+    assert "CPUs=4" in text and "CPUs=16" not in text
+
+
 def test_a_node_asks_no_name_server_through_the_host(tmp_path):
     """The name servers an emulated Slurm node gets an unreachable route to: the host's IPv4 ones
     its default route would carry, not loopback, IPv6 or the cluster's own subnet."""
@@ -407,6 +419,30 @@ class SlurmController:
     def __exit__(self, *exc):
         self.daemon.terminate()
         self.daemon.wait(timeout=15)
+
+
+@pytest.mark.slurm
+def test_srun_outside_an_allocation_gives_each_rank_a_share_of_the_partition_s_nodes(tmp_path, monkeypatch):
+    """Outside an allocation a rank's CPUs are counted on the partition's nodes (sinfo, a real
+    slurmctld whose nodes have 1 CPU), not on the host that submits (here: 8)."""
+    from launch.fleet import slurm
+    from launch.ranks import launchers
+    from launch.ranks.runspec import RunSpec
+    from tests.conftest import need
+    from tests.slurm_cluster import available
+
+    need(available() and os.geteuid() == 0, "Slurm (scripts/setup.sh --test) and root")
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.delenv("SLURM_CPUS_ON_NODE", raising=False)
+    spec = RunSpec(benchmark="allreduce", launcher="srun", nodes=2, ranks=2, partition="debug")
+    with SlurmController(tmp_path / "two", 2) as two:
+        monkeypatch.setenv("SLURM_CONF", str(two.cluster.conf))
+        slurm.node_cpus.cache_clear()
+        assert slurm.node_cpus("debug") == 1 and launchers.cpus_per_rank(spec) == 1
+    slurm.node_cpus.cache_clear()
+    monkeypatch.delenv("SLURM_CONF")  # no configuration: sinfo fails at once
+    assert slurm.node_cpus("debug") is None and launchers.cpus_per_rank(spec) == 8  # Slurm not asked: this host's
+    slurm.node_cpus.cache_clear()
 
 
 @pytest.mark.slurm

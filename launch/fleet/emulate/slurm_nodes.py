@@ -159,6 +159,14 @@ def slurm_conf(
     )
 
 
+def cpus_per_node(nodes: int) -> int:
+    """Each emulated node's share of this host's cores (at least one). A node that offered all of
+    them gave each of its ranks every core (SLURM_CPUS_ON_NODE, OMP_NUM_THREADS): two 1-rank nodes
+    on 2 cores ran 4 OpenMP threads, and a tiny training run's compute phase swung from 460 to 4
+    img/s. The share is what the emulated launcher gives its ranks (launch.ranks.emulated)."""
+    return max(1, (os.cpu_count() or 1) // max(1, nodes))
+
+
 def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_port: int) -> str:
     """The emulated cluster's slurm.conf: slurmctld on this host's end of the bridge, each node's
     slurmd at its namespace's address."""
@@ -171,7 +179,7 @@ def conf_text(cluster: Cluster, where: Path, host: str, ctld_port: int, slurmd_p
         spool=f"{spool(cluster.name)}/%n",
         tmp=f"{spool(cluster.name)}/tmp-%n",
         nodes=[(node_name(i), cluster.address(i)) for i in range(cluster.nodes)],
-        cpus=os.cpu_count() or 1,  # the nodes share this host's cores; each may use all of them
+        cpus=cpus_per_node(cluster.nodes),
         partition="emu",
         slurmd_files="%n.slurmd",
         timeouts=("SlurmdTimeout=15", "MessageTimeout=10"),  # a node failure (test_emulated_slurm) shows in ~20 s
