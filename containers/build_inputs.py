@@ -52,11 +52,16 @@ def base_image(log: Path, progress: Progress = print) -> Path:
     return final
 
 
+# The host's Horovod: its code without debug info (build-wheel.sh); scripts/setup.sh asks the same
+HOST_HOROVOD_BUILD = ("--without-debug-info",)
+
+
 def horovod_wheel(log: Path) -> Path:
-    """The host's Horovod wheel (built once by containers/horovod/build-wheel.sh)."""
+    """The host's Horovod wheel (built once by containers/horovod/build-wheel.sh, as
+    scripts/setup.sh builds it: HOST_HOROVOD_BUILD)."""
     with log.open("a") as err:
         out = subprocess.run(
-            [str(stack.HOROVOD_DIR / "build-wheel.sh"), sys.executable, str(cache_dir())],
+            [str(stack.HOROVOD_DIR / "build-wheel.sh"), sys.executable, str(cache_dir()), *HOST_HOROVOD_BUILD],
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,

@@ -164,7 +164,7 @@ fi
 phase "horovod wheel" "Horovod 0.28.1 from its sdist, $sides"
 horovod_log=$cache/logs/horovod-build.log
 mkdir -p "$cache/logs"
-wheel=$(containers/horovod/build-wheel.sh "$venv/bin/python" "$cache" 2>"$horovod_log") ||
+wheel=$(containers/horovod/build-wheel.sh "$venv/bin/python" "$cache" --without-debug-info 2>"$horovod_log") ||
   fail "building Horovod failed; log: $horovod_log" 1
 if grep -q "^building Horovod" "$horovod_log"; then done_phase "built"; else done_phase "cached"; fi
 phase "horovod install" "$(basename "$(dirname "$wheel")")/$(basename "$wheel") into the venv"

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Build (or reuse) the Horovod 0.28.1 wheel for the Python interpreter given.
 #
-#   build-wheel.sh PYTHON CACHE_DIR      -> prints the wheel's path on stdout
+#   build-wheel.sh PYTHON CACHE_DIR [--without-debug-info]
+#                                        -> prints the wheel's path on stdout
+#
+# --without-debug-info: the host's wheel (scripts/setup.sh, containers/build_inputs.py), the
+# same code without -g (toolchain-cxx20-without-debug-info.cmake); the images' own builds
+# keep Horovod's RelWithDebInfo, as their rehearsal records were built.
 #
 # The wheel is cached in CACHE_DIR/horovod-<key>/, where <key> hashes every input
 # of the build: the sdist, this directory (patch, toolchain, script), the Python,
@@ -11,6 +16,12 @@ set -euo pipefail
 python=$1 cache=$(realpath -m -- "$2")
 [[ $python == */* ]] && python=$(realpath -ms -- "$python")
 here=$(cd "$(dirname "$0")" && pwd)
+toolchain=$here/toolchain-cxx20.cmake
+case ${3:-} in
+  "") ;;
+  --without-debug-info) toolchain=$here/toolchain-cxx20-without-debug-info.cmake ;;
+  *) echo "build-wheel.sh: unknown option $3 (--without-debug-info)" >&2; exit 2 ;;
+esac
 version=0.28.1
 sdist_sha256=92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0
 
@@ -18,6 +29,7 @@ cuda_home=${CUDA_HOME:-/usr/local/cuda}
 inputs=$(
   cat "$here"/*.patch "$here"/*.cmake "$here/build-wheel.sh"
   echo "sdist $version $sdist_sha256"
+  echo "toolchain $(basename "$toolchain")"
   "$python" - <<'PY'
 import importlib.metadata as md, sys
 print(sys.version)
@@ -64,7 +76,7 @@ echo "building Horovod $version ($frameworks); takes ~7 min on 2 cores" >&2
 mkdir -p "$out.tmp"
 env $frameworks \
   HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_MXNET=1 \
-  CMAKE_TOOLCHAIN_FILE="$here/toolchain-cxx20.cmake" \
+  CMAKE_TOOLCHAIN_FILE="$toolchain" \
   CUDA_HOME="$cuda_home" CUDAToolkit_ROOT="$cuda_home" \
   HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-80,90,100} \
   MAKEFLAGS="-j$(nproc)" \

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import re
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from containers import build
-from tests.conftest import fabric_bench
+from tests.conftest import REPO, fabric_bench
 
 
 def test_render_writes_def_and_dockerfile(tmp_path):
@@ -255,3 +257,25 @@ def test_the_horovod_wheel_is_found_under_a_cache_path_with_spaces(tmp_path, mon
     script.chmod(0o755)
     monkeypatch.setattr(stack, "HOROVOD_DIR", tmp_path)
     assert build.horovod_wheel(tmp_path / "log") == wheel
+
+
+def test_the_host_builds_one_horovod_wheel_for_the_venv_and_the_images():
+    """scripts/setup.sh and the image build (build_inputs.horovod_wheel) ask build-wheel.sh for the
+    same wheel: other options would key another wheel, and the first image build would compile
+    Horovod again (~4 min on 2 cores)."""
+    from containers import build_inputs
+
+    setup = (REPO / "scripts/setup.sh").read_text()
+    calls = re.findall(r"build-wheel\.sh \"\$venv/bin/python\" \"\$cache\"([^2]*)2>", setup)
+    assert [call.split() for call in calls] == [list(build_inputs.HOST_HOROVOD_BUILD)]
+
+
+def test_build_wheel_refuses_an_unknown_option_in_one_line(tmp_path):
+    proc = subprocess.run(
+        [str(REPO / "containers/horovod/build-wheel.sh"), sys.executable, str(tmp_path), "--with-debug"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "--with-debug" in proc.stderr
+    assert not list(tmp_path.iterdir())  # nothing built, nothing cached
