@@ -73,12 +73,18 @@ def horovod_wheel(log: Path) -> Path:
     return wheel
 
 
+def wheelhouse_key(wheel: Path) -> str:
+    """The pinned requirements, the Python and the Horovod wheel's folder (horovod-<key of every
+    input of its build>), not only its name, which a rebuild with other inputs keeps: a new
+    Horovod makes a new wheelhouse, and so a new stack image."""
+    pinned = hash_files([stack.REQUIREMENTS, stack.REQUIREMENTS_NODEPS])
+    return sha256_bytes((pinned + wheel.parent.name + wheel.name + sys.version).encode())[:16]
+
+
 def wheelhouse(log: Path, progress: Progress = print) -> Path:
     """Local wheels of the Python stack (this host's pip), bound into cpu builds."""
     wheel = horovod_wheel(log)
-    key = sha256_bytes(
-        (hash_files([stack.REQUIREMENTS, stack.REQUIREMENTS_NODEPS]) + wheel.name + sys.version).encode()
-    )[:16]
+    key = wheelhouse_key(wheel)
     final = cache_dir() / f"wheelhouse-{key}"
     if final.exists():
         return final

@@ -279,3 +279,14 @@ def test_build_wheel_refuses_an_unknown_option_in_one_line(tmp_path):
     )
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "--with-debug" in proc.stderr
     assert not list(tmp_path.iterdir())  # nothing built, nothing cached
+
+
+def test_a_rebuilt_horovod_wheel_makes_a_new_wheelhouse(tmp_path):
+    """Two builds of Horovod 0.28.1 with other inputs share the wheel's name, not its folder: the
+    image must not keep the first build's wheel from a wheelhouse keyed by the name alone."""
+    from containers import build_inputs
+
+    name = "horovod-0.28.1-cp311-cp311-linux_x86_64.whl"
+    first, second = tmp_path / "horovod-d04ba25d42e1db81" / name, tmp_path / "horovod-2c496d9d5e0a5d1b" / name
+    assert build_inputs.wheelhouse_key(first) != build_inputs.wheelhouse_key(second)
+    assert build_inputs.wheelhouse_key(first) == build_inputs.wheelhouse_key(Path(str(first)))
