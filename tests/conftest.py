@@ -172,7 +172,7 @@ CHECK = frozenset(
 
 # `make test` runs the slow tests of these files two at a time (-n 2, a file's tests on one worker):
 # they time nothing and read no quiet machine (training identity, signals and time limits, heartbeats,
-# image builds and runs, registries, plug-in kinds, the GPU check's CPU mode),
+# image builds and runs, registries, sites sharing images and results, plug-in kinds, the GPU check's CPU mode),
 # so a neighbour only slows them. Every other slow test runs alone: timings, shaped links, quiet
 # checks, disturbance verdicts, locate, baselines. A new slow file runs alone until it is named here.
 # The host Slurm's srun runs stay alone: beside another MPI job, a rank of theirs segfaulted in Open
@@ -195,6 +195,8 @@ SIDE_BY_SIDE = frozenset(
         "tests/bench/test_halo.py",
         "tests/benchmarks/test_train_engines.py",
         "tests/benchmarks/test_gpu_check.py",
+        "tests/benchmarks/test_two_sites.py",  # its verdict is printed, not asserted: stacks, digests, clean-up
+        "tests/benchmarks/test_three_sites.py",  # one allreduce at A (no baseline): publishing, refusals, the page
         "tests/launch/test_transport.py",
         "tests/launch/test_preflight.py",
         "tests/security/test_hostile_locate.py",
@@ -208,9 +210,15 @@ SIDE_BY_SIDE = frozenset(
 )
 # Of those, the files that share something a neighbour must not touch at once run one after another
 # on one worker (`--dist loadgroup`, by group): GBs of disk (an image build's sandbox and SIF, a
-# registry's copy of two 4.2 GiB images and a pulled one)
+# registry's copy of two 4.2 GiB images and a pulled one, twice)
 SHARE_A_WORKER = {
-    "disk": frozenset({"tests/containers/test_image_build.py", "tests/containers/test_registry_roundtrip.py"}),
+    "disk": frozenset(
+        {
+            "tests/containers/test_image_build.py",
+            "tests/containers/test_registry_roundtrip.py",
+            "tests/benchmarks/test_two_sites.py",
+        }
+    ),
 }
 
 
