@@ -422,7 +422,7 @@ class SlurmController:
 
 
 @pytest.mark.slurm
-def test_srun_outside_an_allocation_gives_each_rank_a_share_of_the_partition_s_nodes(tmp_path, monkeypatch):
+def test_srun_outside_an_allocation_gives_each_rank_a_share_of_the_partition_s_nodes(tmp_path, monkeypatch, request):
     """Outside an allocation a rank's CPUs are counted on the partition's nodes (sinfo, a real
     slurmctld whose nodes have 1 CPU), not on the host that submits (here: 8)."""
     from launch.fleet import slurm
@@ -435,6 +435,7 @@ def test_srun_outside_an_allocation_gives_each_rank_a_share_of_the_partition_s_n
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     monkeypatch.delenv("SLURM_CPUS_ON_NODE", raising=False)
     spec = RunSpec(benchmark="allreduce", launcher="srun", nodes=2, ranks=2, partition="debug")
+    request.addfinalizer(slurm.node_cpus.cache_clear)  # this cluster's answer is not the next test's, passed or failed
     with SlurmController(tmp_path / "two", 2) as two:
         monkeypatch.setenv("SLURM_CONF", str(two.cluster.conf))
         slurm.node_cpus.cache_clear()
@@ -442,7 +443,6 @@ def test_srun_outside_an_allocation_gives_each_rank_a_share_of_the_partition_s_n
     slurm.node_cpus.cache_clear()
     monkeypatch.delenv("SLURM_CONF")  # no configuration: sinfo fails at once
     assert slurm.node_cpus("debug") is None and launchers.cpus_per_rank(spec) == 8  # Slurm not asked: this host's
-    slurm.node_cpus.cache_clear()
 
 
 @pytest.mark.slurm
