@@ -14,11 +14,12 @@ words of its complaint ("engine is not text"), so one line tells a user what is 
 from __future__ import annotations
 
 import json
-import math
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
+
+from launch import shapes
 
 SCHEMA_VERSION = 4  # what assemble writes
 READABLE_SCHEMAS = (1, 2, 3, 4)  # what is read; older versions are migrated to the current one on load
@@ -52,7 +53,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _is_finite(value: Any) -> bool:
-    return _is_number(value) and math.isfinite(value)
+    return shapes.finite(value)
 
 
 def _finite_list(value: Any) -> bool:
@@ -220,9 +221,7 @@ class ResultSchema(Open):
 
 def number(value: Any) -> Optional[float]:
     """A finite int or float as float; anything else (None, bool, str, NaN) is None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
+    return float(value) if shapes.finite(value) else None
 
 
 # ------------------------------------------------------------------ reading

@@ -16,13 +16,13 @@ a score under COMPLETE_FROM is an "incomplete description", and says which field
 
 from __future__ import annotations
 
-import math
 import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from launch import shapes
 from launch.results.result import Result, typed
 from launch.schema import ResultSchema
 from launch.site.config import Site
@@ -491,9 +491,7 @@ def _site_fabric_fields(fabric: object) -> dict:
         "devices": tuple(_text(d)[:64] for d in devices[:16] if isinstance(d, str))
         if isinstance(devices, list)
         else (),
-        "link_gbit_s": float(rate)
-        if isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate) and rate > 0
-        else None,
+        "link_gbit_s": float(rate) if shapes.finite(rate) and rate > 0 else None,
     }
 
 

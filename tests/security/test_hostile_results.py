@@ -94,6 +94,9 @@ def test_a_store_from_before_origins_is_migrated_with_its_rows(tmp_path):
         ("samples", {"total_img_per_s": []}, "samples.total_img_per_s is not a non-empty list"),
         ("world_size", "2", "world_size is not a positive integer"),
         ("hosts", [1], "hosts is not a list of names"),
+        # a valid JSON integer that no float holds: it raised OverflowError (a traceback) in every reader
+        ("throughput", {"total_img_per_s": 10**400}, "throughput.total_img_per_s: Input should be a valid number"),
+        ("samples", {"total_img_per_s": [10**400]}, "samples.total_img_per_s is not a non-empty list"),
     ],
 )
 def test_the_report_skips_a_malformed_result_with_one_line_and_renders_the_rest(tmp_path, field, value, why):
