@@ -108,6 +108,7 @@ def make_site(root: Path, name: str, registry: str) -> Site:
 def study(args: argparse.Namespace) -> list[list[str]]:
     common = ["--launcher", "emulated", "--nodes", "2", "--ranks-per-node", "1", "--runtime", "apptainer"]
     iters = ["--warmup", "1", "--iters", "3" if args.small else "5"]
+    budget = ["--max-seconds-per-size", "1"] if args.small else []  # each size measured for at most 1 s
     train = [
         "--benchmark",
         "train",
@@ -131,6 +132,7 @@ def study(args: argparse.Namespace) -> list[list[str]]:
         "--max-bytes",
         str((4 if args.small else 16) * 2**20),
         *iters,
+        *budget,
     ]
     chosen = {"train": common + train, "allreduce": common + allreduce}
     return [chosen[name] for name in args.benchmarks.split(",")]

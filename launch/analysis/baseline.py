@@ -71,9 +71,10 @@ SETTINGS = (
     "image_size",
     "precision",
     "max_bytes",
+    "max_seconds_per_size",
     "nvls",
     "sharp",
-)  # a key made before nvls/sharp keeps its id
+)  # None is left out of a key: one made before nvls, sharp or max_seconds_per_size keeps its id
 
 
 # ------------------------------------------------------------------ runs and keys

@@ -45,7 +45,16 @@ class Halo(Kind):
     name = "halo"
     summary = "3-D stencil"
     programs = {"torch": "bench.halo", "tf": "bench.halo"}
-    not_read = TRAINING_FIELDS + ("allreduce", "gpudirect", "nvls", "sharp", "backend", "min_bytes", "max_bytes")
+    not_read = TRAINING_FIELDS + (
+        "allreduce",
+        "gpudirect",
+        "nvls",
+        "sharp",
+        "backend",
+        "min_bytes",
+        "max_bytes",
+        "max_seconds_per_size",
+    )
     options = {"grid": "global grid points per edge"}
     plausibility_rule = "not judged: a stencil's time per iteration has no line rate to compare with"
     metric = Metric(

@@ -77,6 +77,8 @@ def options(backends: tuple[str, ...]) -> dict[str, str]:
         "backend": " | ".join(backends),
         "min_bytes": "smallest message (bytes)",
         "max_bytes": "largest message (bytes; default 8 GiB on GPUs, cut to what the GPU's memory holds, else 256 MiB)",
+        "max_seconds_per_size": "seconds each size may take, per form (default 5): its warm-up and samples are cut to "
+        "it, never below 3 samples",
     }
 
 
@@ -231,6 +233,7 @@ def bench_args(spec: Spec) -> list[str]:
         str(spec.warmup),
         "--iters",
         str(spec.iters),
+        *(["--max-seconds-per-size", f"{spec.max_seconds_per_size:g}"] if spec.max_seconds_per_size else []),
         "--verbose",
     ]
 

@@ -204,7 +204,7 @@ class Train(Kind):
     name = "train"
     summary = "data-parallel training"
     programs = {"torch": "bench.torch_train", "tf": "bench.tf_train"}
-    not_read = ("grid", "backend", "min_bytes", "max_bytes")
+    not_read = ("grid", "backend", "min_bytes", "max_bytes", "max_seconds_per_size")
     plausibility_rule = "the bus bandwidth its exposed communication implies, against the line rate (an upper bound: overlap hides some)"
     metric = KIND_METRIC
     fields = TrainFields

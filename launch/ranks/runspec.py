@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import types
 import typing
@@ -50,6 +49,7 @@ MAGNITUDES: dict[str, tuple[float, float]] = {
     "seed": (0, 2**32 - 1),
     "min_bytes": (1, 2**40),
     "max_bytes": (1, 2**40),
+    "max_seconds_per_size": (0.01, 86_400.0),
     "grid": (2, 2**16),
     "fusion_threshold_mb": (0.0, 2.0**16),
     "cycle_time_ms": (0.0, 60_000.0),
@@ -61,7 +61,7 @@ MAGNITUDES: dict[str, tuple[float, float]] = {
 # its documentation names; the plugin's own SHARP_COLL_* tuning stays the site's [env].
 IN_SWITCH_ENV = {"nvls": "NCCL_NVLS_ENABLE", "sharp": "NCCL_COLLNET_ENABLE"}
 # fields added after sweeps recorded their points' keys: at their default they leave a key as it was
-LATER_FIELDS = tuple(IN_SWITCH_ENV)
+LATER_FIELDS = (*IN_SWITCH_ENV, "max_seconds_per_size")
 MAX_RANKS_PER_NODE = 1024
 ONE_HOST_RANKS_PER_CORE = 4  # a one-host launcher's ranks: oversubscribed at most this far
 
@@ -80,7 +80,7 @@ def _of_type(value: object, hint: object) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return shapes.finite(value)
     return isinstance(hint, type) and isinstance(value, hint)  # str
 
 
@@ -213,6 +213,9 @@ class RunSpec:
     backend: str = setting("mpi", part="communication", workload=True, help=field_help("backend"))
     min_bytes: int = setting(8, part="communication", workload=True, help=field_help("min_bytes"))
     max_bytes: int | None = setting(None, part="communication", workload=True, help=field_help("max_bytes"))
+    # how long each size is measured (None: the bench's 5 s), not what is measured: results with
+    # other budgets still compare
+    max_seconds_per_size: float | None = setting(None, part="communication", help=field_help("max_seconds_per_size"))
     grid: int = setting(96, part="communication", workload=True, help=field_help("grid"))
 
     def __post_init__(self) -> None:
@@ -221,6 +224,8 @@ class RunSpec:
         # H100-class GPU launch-bound in eager mode; 32 on CPUs)
         if self.batch_size is None:
             object.__setattr__(self, "batch_size", GPU_BATCH_SIZE if self.gpus_per_node > 0 else CPU_BATCH_SIZE)
+        if isinstance(self.max_seconds_per_size, int):  # a file's `= 1`: the key of `= 1.0`
+            object.__setattr__(self, "max_seconds_per_size", float(self.max_seconds_per_size))
         if self.max_bytes is None:
             # NCCL on 8 x 400G nodes reaches a quarter to half of the line rate at 256 MiB: sweep to the
             # sizes where it is judged (launch.results.plausibility); the bench cuts to the GPU's memory

@@ -167,8 +167,11 @@ def test_allreduce_busbw_follows_the_shaped_rate(clean_host, tmp_path):
             "3",
             "--warmup",
             "1",
+            "--max-seconds-per-size",  # 3 samples of 1-3 operations a size: the rate shows in each
+            "1",
         )
         assert result["status"] == "ok" and result["link_rate_gbit_s"] == rate
+        assert all(row["n_samples"] == 3 for row in result["sizes"]) and result["spec"]["max_seconds_per_size"] == 1
         assert len(result["hosts"]) == 2 and all(h.startswith("fbemu-") for h in result["hosts"])
         busbw[rate] = result["sizes"][-1]["busbw_gbit_s"]
         assert 0.5 * rate <= busbw[rate] <= 1.05 * rate, busbw

@@ -59,6 +59,20 @@ def test_communication_benchmarks_get_their_own_arguments():
     assert RunSpec(ranks=4, nodes=2).ranks_per_node == 2
 
 
+def test_a_size_sweep_s_time_budget_reaches_its_bench_and_only_where_it_is_set():
+    default = RunSpec(benchmark="allreduce", backend="mpi").validated().bench_args()
+    assert not any(a.startswith("--max-seconds") for a in default)  # the bench's own 5 s
+    # a file's whole seconds read as the float they are (one key for `= 1` and `= 1.0`)
+    spec = RunSpec.from_dict({"benchmark": "allreduce", "max_seconds_per_size": 1}, "test")
+    assert spec.max_seconds_per_size == 1.0 and isinstance(spec.max_seconds_per_size, float)
+    args = spec.bench_args()
+    assert args[args.index("--max-seconds-per-size") + 1] == "1"
+    assert "--max-seconds-per-size" not in RunSpec(benchmark="halo", max_seconds_per_size=1.0).bench_args()
+    with pytest.raises(UsageError) as caught:
+        RunSpec(benchmark="allreduce", max_seconds_per_size=0.0).validated()
+    assert caught.value.fields == ("max_seconds_per_size",) and "0.01..86400" in str(caught.value)
+
+
 def test_the_run_command_is_generated_from_the_spec_fields():
     """`fabric-bench run` has one option per RunSpec field marked for the command line, with the
     field's default: a default changed in launch.ranks.runspec is the command's default, and a new field
@@ -99,3 +113,12 @@ def test_the_run_command_shows_the_resolved_batch(tmp_path):
     proc = fabric_bench("run", "--gpus-per-node", "1", "--ranks", "1", "--results", str(tmp_path), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert '"--batch-size", "256"' in proc.stdout
+
+
+def test_a_file_s_number_beyond_any_float_is_refused_in_one_line_for_every_float_field():
+    """10**400 is a valid JSON and TOML integer that no float holds (the fuzzer's find: a traceback)."""
+    floats = [f.name for f in dataclasses.fields(RunSpec) if "float" in str(f.type)]
+    assert {"max_seconds_per_size", "fusion_threshold_mb"} <= set(floats)
+    for name in floats:
+        with pytest.raises(UsageError, match=f"spec field {name} must be float"):
+            RunSpec.from_dict({name: 10**400}, "result x")
