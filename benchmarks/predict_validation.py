@@ -89,6 +89,9 @@ def main() -> int:
     p.add_argument("--batches-per-iter", type=int, default=2)
     p.add_argument("--allreduce-iters", type=int, default=5)
     p.add_argument("--max-bytes", type=int, default=64 * 2**20)
+    p.add_argument(
+        "--max-seconds-per-size", type=float, default=None, help="each allreduce size's budget (default: the bench's)"
+    )
     p.add_argument("--results", type=Path, default=Path("results/predict_validation"))
     args = p.parse_args()
     rates = [r for r in args.rates.split(",") if r]
@@ -110,6 +113,7 @@ def main() -> int:
         max_bytes=args.max_bytes,
         iters=args.allreduce_iters,
         warmup=1,
+        max_seconds_per_size=args.max_seconds_per_size,
     )
     train = RunSpec(
         launcher="emulated",

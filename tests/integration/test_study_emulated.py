@@ -89,6 +89,8 @@ def test_predictor_validation_small(tmp_path):
             "2",
             "--max-bytes",
             str(16 * 2**20),
+            "--max-seconds-per-size",  # 3 samples of 1-2 operations at the fitted sizes (>= 8 MiB)
+            "1",
             "--results",
             str(tmp_path),
         ],
