@@ -167,7 +167,7 @@ def collective_rows(t: Transport, collective: Collective, args: argparse.Namespa
 
         samples, ops = timed_form(exchange.in_place)
         out_of_place: Optional[dict] = None
-        if exchange.out_of_place is not None:
+        if exchange.out_of_place is not None and not args.in_place_only:
             oop, oop_ops = timed_form(exchange.out_of_place)
             out_of_place = {**figures(nbytes, oop, factor), "ops_per_sample": oop_ops}
         collective.reset(t, send, recv)  # the check: one operation from known values
@@ -258,6 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="operations back to back in one timed sample (nccl-tests' -n; cut to the budget)",
     )
     p.add_argument("--max-seconds-per-size", type=float, default=5.0)
+    p.add_argument(
+        "--in-place-only",
+        action="store_true",
+        help="time the in-place form only (each row's out_of_place: null): what `fabric-bench locate` reads",
+    )
     p.add_argument("--verbose", action="store_true", help="rank 0 prints a line per size")
     p.add_argument("--record-dir", required=True)
     return p

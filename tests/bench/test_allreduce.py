@@ -92,7 +92,7 @@ def test_nccl_runs_default_to_8_gib_and_host_runs_to_256_mib():
     assert RunSpec(benchmark="allreduce", backend="torch", gpus_per_node=8, ranks=8, max_bytes=2**20).max_bytes == 2**20
 
 
-def one_rank(backend: str, tmp_path, extra_env=None) -> dict:
+def one_rank(backend: str, tmp_path, extra_env=None, *more: str) -> dict:
     import os
     import subprocess
     import sys
@@ -122,6 +122,7 @@ def one_rank(backend: str, tmp_path, extra_env=None) -> dict:
             "2",
             "--ops-per-sample",
             "7",
+            *more,
             "--record-dir",
             str(tmp_path),
         ],
@@ -150,6 +151,17 @@ def test_timing_follows_nccl_tests_back_to_back_in_and_out_of_place(tmp_path):
         assert row["out_of_place"]["n_samples"] == 3 and row["out_of_place"]["time_us"] > 0
         assert row["algbw_gbit_s"] == pytest.approx(gbit_s(row["bytes"], row["time_us"] * 1e-6))
         assert row["busbw_gbit_s"] == 0.0  # one rank: 2(n-1)/n = 0, as nccl-tests prints
+
+
+def test_in_place_only_times_no_out_of_place_form_and_locate_asks_for_it(tmp_path):
+    """What locate reads of a pair (launch.fleet.locate.steps.read_pair) is the in-place busbw and
+    the ping-pong: its steps leave the out-of-place form out, a third of each step's measuring."""
+    from launch.fleet.locate import steps
+
+    record = one_rank("mpi", tmp_path, None, "--in-place-only")
+    assert record["config"]["in_place_only"] is True
+    assert all(row["out_of_place"] is None and row["n_samples"] == 3 for row in record["sizes"])
+    assert "--in-place-only" in steps.step_argv("7", ("n0", "n1"), tmp_path, 2**21, None)
 
 
 def test_torch_has_no_out_of_place_allreduce_and_says_so(tmp_path):

@@ -91,6 +91,7 @@ def step_argv(job_id: str, pair: tuple[str, str], record_dir: Path, nbytes: int,
         "5",
         "--max-seconds-per-size",
         "1.5",
+        "--in-place-only",  # a pair is judged by its in-place busbw and its ping-pong (read_pair)
         "--record-dir",
         str(record_dir),
     ]
