@@ -309,6 +309,8 @@ class TestThreeHealthyNodes:
             "3",
             "--warmup",
             "1",
+            "--max-seconds-per-size",
+            "1",
             "--nodes",
             "3",
             "--ranks",
@@ -357,10 +359,10 @@ class TestThreeHealthyNodes:
     def test_a_point_whose_node_fails_runs_once_more_without_it(self, shared_cluster, tmp_path):
         """n1 drops off the network while a 2-node point runs on n0,n1: Slurm declares it failed,
         srun says so, and the sweep runs the point again with --exclude=n1 (both runs kept)."""
-        # one size, up to 40 samples: ~15 s of measuring (the link goes down ~3 s in), and as long
-        # again for the run without n1 (1, 2 and 4 MiB: ~40 s)
+        # one size, up to 40 samples in 2 s a form: ~6 s of measuring after the ranks start (the
+        # link goes down ~3 s after the job does), and as long again for the run without n1
         long = experiment(
-            tmp_path, ("nodes = [2, 4]", "nodes = [2]"), ("iters = 3", "iters = 40"), seconds_per_size=None
+            tmp_path, ("nodes = [2, 4]", "nodes = [2]"), ("iters = 3", "iters = 40"), seconds_per_size=2.0
         )
         name, env, _ = shared_cluster
         site = tmp_path / "site.toml"
