@@ -14,12 +14,11 @@ words of its complaint ("engine is not text"), so one line tells a user what is 
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
-
-from launch import shapes
 
 SCHEMA_VERSION = 4  # what assemble writes
 READABLE_SCHEMAS = (1, 2, 3, 4)  # what is read; older versions are migrated to the current one on load
@@ -53,7 +52,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _is_finite(value: Any) -> bool:
-    return shapes.finite(value)
+    return number(value) is not None
 
 
 def _finite_list(value: Any) -> bool:
@@ -220,8 +219,15 @@ class ResultSchema(Open):
 
 
 def number(value: Any) -> Optional[float]:
-    """A finite int or float as float; anything else (None, bool, str, NaN) is None."""
-    return float(value) if shapes.finite(value) else None
+    """A finite int or float as float; anything else (None, bool, str, NaN, inf) is None, and so is
+    an int no float holds: a file's 10**400 is a valid JSON and TOML integer (float() raises for it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        as_float = float(value)
+    except OverflowError:
+        return None
+    return as_float if math.isfinite(as_float) else None
 
 
 # ------------------------------------------------------------------ reading

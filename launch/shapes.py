@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from typing import NewType, TypeGuard
+from typing import NewType
 
 from rich.markup import escape
 
 from launch.errors import UsageError
+from launch.schema import number
 
 SlurmName = NewType("SlurmName", str)
 SlurmTime = NewType("SlurmTime", str)
@@ -153,24 +154,14 @@ def count(field: str, value: object, low: int, high: int) -> int:
     return value
 
 
-def finite(value: object) -> TypeGuard[int | float]:
-    """An int or float (not a bool) that a float holds, finite: a file's 10**400 is a valid JSON
-    and TOML integer that no float holds (math.isfinite raises for it), NaN and inf are floats."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
 def sample(field: str, value: object, low: float, high: float) -> float:
     """A measured value from a file: a finite number within [low, high] (the kind's plausible range)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _refuse(field, value, f"a number {low:g}..{high:g}")
-    if not finite(value) or not low <= float(value) <= high:
+    finite = number(value)
+    if finite is None or not low <= finite <= high:
         raise _refuse(field, value, f"a finite number {low:g}..{high:g}")
-    return float(value)
+    return finite
 
 
 # Control characters (C0, DEL, C1), the escape sequences that start with them, and the

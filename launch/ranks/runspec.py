@@ -17,6 +17,7 @@ from launch.kinds import BENCHMARKS, DEFAULT, field_help, help_text, kind, train
 from launch.kinds.sizes import DEVICE_BACKENDS
 from launch.ranks.launchers import LAUNCHERS, LOCAL
 from launch.ranks.runtimes import HOST
+from launch.schema import number
 
 ALLREDUCE = ("nccl", "mpi", "gloo")
 MPI_PLUGINS = ("pmix", "pmi2")
@@ -80,7 +81,7 @@ def _of_type(value: object, hint: object) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is float:
-        return shapes.finite(value)
+        return number(value) is not None
     return isinstance(hint, type) and isinstance(value, hint)  # str
 
 

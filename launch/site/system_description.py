@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from launch import shapes
 from launch.results.result import Result, typed
-from launch.schema import ResultSchema
+from launch.schema import ResultSchema, number
 from launch.site.config import Site
 from launch.site.probe import HostFacts, verdicts
 
@@ -491,7 +490,7 @@ def _site_fabric_fields(fabric: object) -> dict:
         "devices": tuple(_text(d)[:64] for d in devices[:16] if isinstance(d, str))
         if isinstance(devices, list)
         else (),
-        "link_gbit_s": float(rate) if shapes.finite(rate) and rate > 0 else None,
+        "link_gbit_s": gbit_s if (gbit_s := number(rate)) is not None and gbit_s > 0 else None,
     }
 
 
