@@ -84,7 +84,8 @@ def test_image_self_test_proves_the_stack(cpu_ethernet_image):
         "ok: openmpi 4.1.4",
         "ok: torch 2.14.1",
         "ok: horovod 0.28.1",
-        "horovodrun --check-build: PyTorch, MPI, Gloo",
+        "ok: horovod.torch: PyTorch extension with MPI and Gloo (mpi_built=True gloo_built=True size=1)",
+        "ok: horovodrun: the launcher loads",
         "horovod.torch init (MPI)",
         # the ethernet preset's components exist in the image
         "ok: ompi_info: MCA pml ob1",
