@@ -52,8 +52,8 @@ def base_image(log: Path, progress: Progress = print) -> Path:
     return final
 
 
-# The host's Horovod: its code without debug info (build-wheel.sh); scripts/setup.sh asks the same
-HOST_HOROVOD_BUILD = ("--without-debug-info",)
+# The host's Horovod (build-wheel.sh --host: without debug info, one gloo); scripts/setup.sh asks the same
+HOST_HOROVOD_BUILD = ("--host",)
 
 
 def horovod_wheel(log: Path) -> Path:

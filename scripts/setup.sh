@@ -157,14 +157,14 @@ fi
 # frameworks the venv holds (a venv that has TensorFlow, from --tensorflow or from before
 # the sides were split, keeps a Horovod with TensorFlow ops)
 if "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("tensorflow") is None)'; then
-  sides="PyTorch and TensorFlow ops (~7 min when built)"
+  sides="PyTorch and TensorFlow ops (~3 min when built)"
 else
   sides="PyTorch ops only: all make bench runs (~5 min when built; TensorFlow ops: scripts/setup.sh --tensorflow)"
 fi
 phase "horovod wheel" "Horovod 0.28.1 from its sdist, $sides"
 horovod_log=$cache/logs/horovod-build.log
 mkdir -p "$cache/logs"
-wheel=$(containers/horovod/build-wheel.sh "$venv/bin/python" "$cache" --without-debug-info 2>"$horovod_log") ||
+wheel=$(containers/horovod/build-wheel.sh "$venv/bin/python" "$cache" --host 2>"$horovod_log") ||
   fail "building Horovod failed; log: $horovod_log" 1
 if grep -q "^building Horovod" "$horovod_log"; then done_phase "built"; else done_phase "cached"; fi
 phase "horovod install" "$(basename "$(dirname "$wheel")")/$(basename "$wheel") into the venv"

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Build (or reuse) the Horovod 0.28.1 wheel for the Python interpreter given.
 #
-#   build-wheel.sh PYTHON CACHE_DIR [--without-debug-info]
+#   build-wheel.sh PYTHON CACHE_DIR [--host]
 #                                        -> prints the wheel's path on stdout
 #
-# --without-debug-info: the host's wheel (scripts/setup.sh, containers/build_inputs.py), the
-# same code without -g (toolchain-cxx20-without-debug-info.cmake); the images' own builds
-# keep Horovod's RelWithDebInfo, as their rehearsal records were built.
+# --host: the host's wheel (scripts/setup.sh, containers/build_inputs.py; the cpu images install
+# it): the same code without -g (toolchain-cxx20-without-debug-info.cmake), and TensorFlow's ops
+# linked to the one gloo PyTorch's use (one-gloo.patch: gloo is compiled once, not twice). The
+# images' own builds (cuda) keep Horovod's RelWithDebInfo and its two gloo builds, as their
+# rehearsal records were built.
 #
 # The wheel is cached in CACHE_DIR/horovod-<key>/, where <key> hashes every input
 # of the build: the sdist, this directory (patch, toolchain, script), the Python,
@@ -16,11 +18,11 @@ set -euo pipefail
 python=$1 cache=$(realpath -m -- "$2")
 [[ $python == */* ]] && python=$(realpath -ms -- "$python")
 here=$(cd "$(dirname "$0")" && pwd)
-toolchain=$here/toolchain-cxx20.cmake
+toolchain=$here/toolchain-cxx20.cmake host=false
 case ${3:-} in
   "") ;;
-  --without-debug-info) toolchain=$here/toolchain-cxx20-without-debug-info.cmake ;;
-  *) echo "build-wheel.sh: unknown option $3 (--without-debug-info)" >&2; exit 2 ;;
+  --host) toolchain=$here/toolchain-cxx20-without-debug-info.cmake host=true ;;
+  *) echo "build-wheel.sh: unknown option $3 (--host)" >&2; exit 2 ;;
 esac
 version=0.28.1
 sdist_sha256=92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0
@@ -29,7 +31,7 @@ cuda_home=${CUDA_HOME:-/usr/local/cuda}
 inputs=$(
   cat "$here"/*.patch "$here"/*.cmake "$here/build-wheel.sh"
   echo "sdist $version $sdist_sha256"
-  echo "toolchain $(basename "$toolchain")"
+  echo "toolchain $(basename "$toolchain") host $host"
   "$python" - <<'PY'
 import importlib.metadata as md, sys
 print(sys.version)
@@ -56,6 +58,7 @@ echo "$sdist_sha256  $work/horovod-$version.tar.gz" | sha256sum -c --quiet - >&2
 tar -C "$work" -xzf "$work/horovod-$version.tar.gz"
 src="$work/horovod-$version"
 patch -d "$src" -p1 --quiet < "$here/tf-2.19-skip-xla-ops.patch"
+if $host; then patch -d "$src" -p1 --quiet < "$here/one-gloo.patch"; fi
 
 frameworks=$("$python" - <<'PY'
 import importlib.util
@@ -72,7 +75,7 @@ if [[ $python == *[[:space:]]* ]]; then
   ln -s "$(dirname "$(dirname "$python")")" "$work/venv"
   build_python="$work/venv/bin/$(basename "$python")"
 fi
-echo "building Horovod $version ($frameworks); takes ~7 min on 2 cores" >&2
+echo "building Horovod $version ($frameworks; the host's build with both: ~3 min on 2 cores)" >&2
 mkdir -p "$out.tmp"
 env $frameworks \
   HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_MXNET=1 \

@@ -39,12 +39,19 @@ def bench_tf_train(*args, env=None, cwd=REPO):
     )
 
 
-@pytest.mark.parametrize("engine", ["native", "horovod"])
-def test_two_ranks_train_to_identical_variables(engine, tmp_path):
+# Horovod over gloo too: the host's wheel links TensorFlow's ops to the gloo PyTorch's link
+# (containers/horovod/one-gloo.patch), so this run is what proves that link
+@pytest.mark.parametrize(
+    "engine, controller",
+    [("native", None), ("horovod", "mpi"), ("horovod", "gloo")],
+    ids=["native", "horovod", "horovod-gloo"],
+)
+def test_two_ranks_train_to_identical_variables(engine, controller, tmp_path):
     if engine == "horovod":
         need(horovod_built_for("tf"), "Horovod with TensorFlow is not installed (make setup)")
+    chosen = ["--controller", controller] if controller else []
     proc = fabric_bench(
-        "run", "--framework", "tf", "--engine", engine, "--ranks", "2", *TINY, "--results", str(tmp_path)
+        "run", "--framework", "tf", "--engine", engine, *chosen, "--ranks", "2", *TINY, "--results", str(tmp_path)
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = only_result(tmp_path)
@@ -58,10 +65,10 @@ def test_two_ranks_train_to_identical_variables(engine, tmp_path):
     assert 0.0 <= r["comm_fraction"] <= 1.0
     assert r["gradient_bytes"] == 4 * 88584  # SmallCNN's trainable parameters, float32
     assert r["versions"]["tensorflow"].startswith("2.") and r["versions"]["keras"].startswith("3.")
-    assert r["argv"][0].endswith("mpirun") and "bench.tf_train" in r["argv"]
+    assert r["argv"][0].endswith("horovodrun" if controller == "gloo" else "mpirun") and "bench.tf_train" in r["argv"]
     assert "TF_USE_LEGACY_KERAS" not in r["env"]
     if engine == "horovod":
-        assert r["engine_info"]["controller"] == "mpi" and r["versions"]["horovod"] == "0.28.1"
+        assert r["engine_info"]["controller"] == controller and r["versions"]["horovod"] == "0.28.1"
     else:
         assert r["engine_info"]["collectives"] == "ring" and len(r["engine_info"]["workers"]) == 2
 
