@@ -286,12 +286,14 @@ def _podman_image(store: Path, tmp_path: Path) -> str:
 
 
 @pytest.mark.parametrize("blob", ["layer", "config"])
-def test_a_blob_changed_on_the_registry_s_disk_is_refused_by_the_pull(tmp_path, blob):
+def test_a_blob_changed_on_the_registry_s_disk_is_refused_by_the_pull(tmp_path, blob, request):
     """The real docker-registry serves a blob whose bytes were changed on its disk (same size,
-    still filed under its digest): `image pull` refuses in one line, no image left in the store."""
+    still filed under its digest): `image pull` refuses in one line, no image left in the store.
+    The stores' run-state folders (outside tmp_path: oci.runroot) go when it ends."""
     need(local_registry.available() and shutil.which("podman") is not None, "docker-registry and podman")
+    source, target = tmp_path / "site-a", tmp_path / "site-b"
+    request.addfinalizer(lambda: [shutil.rmtree(oci.runroot(store), ignore_errors=True) for store in (source, target)])
     with local_registry.LocalRegistry(tmp_path / "registry") as registry:
-        source, target = tmp_path / "site-a", tmp_path / "site-b"
         pushed = oci.push(_podman_image(source, tmp_path), f"{registry.address}/fb/tiny:1", "podman", store=source)
         _, body = oci.manifest(oci.parse(pushed.reference))
         digest = body["layers"][0]["digest"] if blob == "layer" else body["config"]["digest"]
