@@ -6,6 +6,7 @@ the real docker-registry and pulled by the real podman."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -292,7 +293,8 @@ def test_a_blob_changed_on_the_registry_s_disk_is_refused_by_the_pull(tmp_path, 
     The stores' run-state folders (outside tmp_path: oci.runroot) go when it ends."""
     need(local_registry.available() and shutil.which("podman") is not None, "docker-registry and podman")
     source, target = tmp_path / "site-a", tmp_path / "site-b"
-    request.addfinalizer(lambda: [shutil.rmtree(oci.runroot(store), ignore_errors=True) for store in (source, target)])
+    for store in (source, target):
+        request.addfinalizer(functools.partial(shutil.rmtree, oci.runroot(store), ignore_errors=True))
     with local_registry.LocalRegistry(tmp_path / "registry") as registry:
         pushed = oci.push(_podman_image(source, tmp_path), f"{registry.address}/fb/tiny:1", "podman", store=source)
         _, body = oci.manifest(oci.parse(pushed.reference))
