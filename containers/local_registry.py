@@ -15,10 +15,9 @@ import shutil
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from containers import registry_http
 from containers.host import free_ports
 
 BINARY = "docker-registry"
@@ -97,11 +96,13 @@ class LocalRegistry:
             if self.proc.poll() is not None:
                 raise RegistryError(f"{BINARY} exited ({self.proc.returncode}); log: {self.directory}/registry.log")
             try:
-                with urllib.request.urlopen(f"http://{self.address}/v2/", timeout=2) as answer:
-                    if answer.status == 200:
-                        return self
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.1)
+                here = registry_http.Origin("http", self.address)
+                probe = registry_http.exchange(here, "GET", f"http://{self.address}/v2/", max_bytes=4096, deadline_s=2)
+                if probe.status == 200:
+                    return self
+            except registry_http.RegistryError:
+                pass
+            time.sleep(0.1)
         self.stop()
         raise RegistryError(f"{BINARY} did not answer on {self.address} in {self.start_timeout_s:.0f} s")
 

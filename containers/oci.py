@@ -7,8 +7,9 @@ image; its image id (the config digest) survives the round trip. Either way a pu
 manifest digest (`HOST/NAME@sha256:...`), never a tag alone, and the caller checks what arrived.
 
 Credentials are the runtimes' own (`apptainer registry login`, `podman login`): this module
-reads the same auth files only to resolve a tag to its manifest digest. Plain HTTP
-(`insecure`) is allowed for a registry on this host only.
+reads the same auth files and credential helpers (containers.registry_auth, per host) only to
+resolve a tag to its manifest digest, and sends them only to that host (containers.registry_http:
+never over a redirect). Plain HTTP (`insecure`) is allowed for a registry on this host only.
 
 A registry is another party: what this module reads from one is bounded (MANIFEST_MAX_BYTES,
 a deadline per answer however slowly it trickles), checked against the digest asked for, and
@@ -19,23 +20,19 @@ runtime, which checks each against its digest; the pulled image's digest is chec
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import os
 import re
 import subprocess
 import tempfile
-import threading
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
-from email.message import Message
 from pathlib import Path
 
 from containers.digest import remembered_sha256
-from containers.host import RUNTIMES, BuildError, cache_dir, runtime_binary
+from containers import registry_auth
+from containers.host import RUNTIMES, cache_dir, runtime_binary
+from containers.registry_http import Answer, Origin, RegistryError, exchange
 from containers.untrusted import UntrustedInput, load_json
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
@@ -54,10 +51,6 @@ _REFERENCE = re.compile(
     rf"^{_HOST}/{_NAME}(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}))?"
     r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
 )
-
-
-class RegistryError(BuildError):
-    """One line: what failed and why (the CLI turns it into exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -118,82 +111,28 @@ class Pulled:
 # ---------------------------------------------------------------- resolving tags
 
 
-def _auth_files() -> list[Path]:
-    """Where the runtimes keep their logins (podman/skopeo, docker, apptainer)."""
-    home = Path.home()
-    files = [
-        os.environ.get("REGISTRY_AUTH_FILE", ""),
-        f"{os.environ.get('XDG_RUNTIME_DIR', '')}/containers/auth.json" if os.environ.get("XDG_RUNTIME_DIR") else "",
-        str(home / ".config/containers/auth.json"),
-        str(home / ".docker/config.json"),
-        str(home / ".apptainer/docker-config.json"),
-    ]
-    return [Path(f) for f in files if f]
-
-
-def _basic_auth(host: str) -> str:
-    for path in _auth_files():
-        try:
-            auths = json.loads(path.read_text()).get("auths", {})
-        except (OSError, ValueError, AttributeError):
-            continue
-        for key, entry in auths.items():
-            if re.sub(r"^https?://", "", key).rstrip("/") == host and isinstance(entry, dict) and entry.get("auth"):
-                return str(entry["auth"])
-    return ""
-
-
-def _get(url: str, headers: dict[str, str], max_bytes: int, deadline_s: float) -> tuple[bytes, Message]:
-    """GET url: (body, headers), the body at most max_bytes and the whole answer (connection,
-    headers, body) within deadline_s, however slowly or endlessly the server sends. An error
-    status raises urllib.error.HTTPError. The exchange runs in a daemon thread so that the
-    deadline also holds while the server trickles its headers; one past it is abandoned (its
-    socket times out by itself) and reads no further."""
-    end = time.monotonic() + deadline_s
-    outcome: dict = {}
-
-    def fetch() -> None:
-        try:
-            request = urllib.request.Request(url, headers=headers)
-            with urllib.request.urlopen(request, timeout=min(TIMEOUT_S, deadline_s)) as answer:
-                length = answer.headers.get("Content-Length", "")
-                if length.isdigit() and int(length) > max_bytes:
-                    raise RegistryError(f"the answer announces {int(length)} bytes, over the {max_bytes} limit")
-                chunks, size = [], 0
-                while chunk := answer.read1(1 << 16):
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise RegistryError(f"the answer runs past the {max_bytes} byte limit")
-                    if time.monotonic() > end:
-                        return
-                    chunks.append(chunk)
-                outcome["answer"] = (b"".join(chunks), answer.headers)
-        except BaseException as exc:  # handed to the caller's thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=fetch, name="registry-get", daemon=True)
-    worker.start()
-    worker.join(max(0.0, end - time.monotonic()))
-    if "error" in outcome:
-        raise outcome["error"]
-    if "answer" not in outcome:
-        raise RegistryError(f"no whole answer within {deadline_s:g} s")
-    return outcome["answer"]
-
-
-def _token(challenge: str, host: str, deadline_s: float = DEADLINE_S) -> str:
+def _token(challenge: str, ref: Reference, registry: Origin, deadline_s: float = DEADLINE_S) -> str:
     """A bearer token for a `WWW-Authenticate: Bearer realm=...` challenge (the login's, or anonymous)."""
     fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
     realm = fields.pop("realm", "")
-    if not realm.startswith("https://") and not (realm.startswith("http://") and parse(f"{host}/x").local):
+    parts = urllib.parse.urlsplit(realm)
+    if parts.scheme != "https" and not (parts.scheme == "http" and registry.plain_http):
         raise RegistryError(f"refusing a token realm over plain HTTP ({realm!r:.80})")
-    headers = {"Authorization": f"Basic {auth}"} if (auth := _basic_auth(host)) else {}
-    body, _ = _get(f"{realm}?{urllib.parse.urlencode(fields)}", headers, TOKEN_MAX_BYTES, deadline_s)
+    answer = exchange(
+        Origin(parts.scheme, parts.netloc),
+        "GET",
+        f"{realm}?{urllib.parse.urlencode(fields)}",
+        authorization=registry_auth.login_for(ref.host),
+        max_bytes=TOKEN_MAX_BYTES,
+        deadline_s=deadline_s,
+    )
+    if answer.status != 200:
+        raise RegistryError(f"the token realm answered {answer.status}")
     try:
-        answer = load_json(body, "the token answer", TOKEN_MAX_BYTES)
+        said = load_json(answer.body, "the token answer", TOKEN_MAX_BYTES)
     except UntrustedInput as exc:
         raise RegistryError(str(exc)) from None
-    token = (answer.get("token") or answer.get("access_token")) if isinstance(answer, dict) else None
+    token = (said.get("token") or said.get("access_token")) if isinstance(said, dict) else None
     if not isinstance(token, str) or not token.isprintable():
         raise RegistryError("the token answer holds no token")
     return token
@@ -202,30 +141,29 @@ def _token(challenge: str, host: str, deadline_s: float = DEADLINE_S) -> str:
 def manifest(ref: Reference, insecure: bool = False, deadline_s: float = DEADLINE_S) -> tuple[str, dict]:
     """(digest, manifest) of ref's tag or digest, as the registry serves it: its bytes hash to
     the digest asked for (and to the one the registry claims), within MANIFEST_MAX_BYTES and
-    deadline_s for each request, a JSON object whose layers are objects."""
+    deadline_s for each request (containers.registry_http's rules), a JSON object whose layers
+    are objects. The login is the one the auth files hold for ref's host (registry_auth)."""
     _check_insecure(ref, insecure)
-    scheme = "http" if insecure or ref.local else "https"
-    url = f"{scheme}://{ref.host}/v2/{ref.name}/manifests/{ref.digest or ref.tag or 'latest'}"
+    registry = Origin.of(ref.host, insecure or ref.local)
+    url = f"{registry.scheme}://{ref.host}/v2/{ref.name}/manifests/{ref.digest or ref.tag or 'latest'}"
     headers = {"Accept": ", ".join(MANIFEST_TYPES)}
-    if auth := _basic_auth(ref.host):
-        headers["Authorization"] = f"Basic {auth}"
+
+    def get(authorization: str) -> Answer:
+        return exchange(
+            registry, "GET", url, headers=headers, authorization=authorization,
+            max_bytes=MANIFEST_MAX_BYTES, deadline_s=deadline_s,
+        )  # fmt: skip
+
     try:
-        try:
-            body, answered = _get(url, headers, MANIFEST_MAX_BYTES, deadline_s)
-        except urllib.error.HTTPError as exc:
-            challenge = exc.headers.get("WWW-Authenticate", "") if exc.code == 401 else ""
-            if not challenge.lower().startswith("bearer"):
-                raise
-            headers["Authorization"] = f"Bearer {_token(challenge, ref.host, deadline_s)}"
-            body, answered = _get(url, headers, MANIFEST_MAX_BYTES, deadline_s)
-        digest = answered.get("Docker-Content-Digest", "")
-    except urllib.error.HTTPError as exc:
-        raise RegistryError(f"{ref}: the registry answered {exc.code} {str(exc.reason)[:80]}") from None
+        answered = get(registry_auth.login_for(ref.host))
+        challenge = answered.headers.get("WWW-Authenticate", "") if answered.status == 401 else ""
+        if challenge.lower().startswith("bearer"):
+            answered = get(f"Bearer {_token(challenge, ref, registry, deadline_s)}")
     except RegistryError as exc:
         raise RegistryError(f"{ref}: {exc}") from None
-    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
-        reason = str(getattr(exc, "reason", exc) or type(exc).__name__).splitlines()[0][:200]
-        raise RegistryError(f"{ref}: cannot reach the registry ({reason})") from None
+    if answered.status != 200:
+        raise RegistryError(f"{ref}: the registry answered {answered.status}")
+    body, digest = answered.body, answered.headers.get("Docker-Content-Digest", "")
     computed = "sha256:" + hashlib.sha256(body).hexdigest()
     if digest and digest != computed:
         raise RegistryError(

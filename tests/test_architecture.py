@@ -38,6 +38,32 @@ def test_containers_imports_nothing_from_launch():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+HTTP_CLIENTS = ("urllib.request", "http.client", "requests", "urllib3", "httpx", "aiohttp")
+HTTP_CLIENT_MODULE = "containers/registry_http.py"  # its rules: credentials per host, deadlines, caps
+
+
+def http_client_offenders(root: Path = REPO) -> dict[str, list[str]]:
+    """Modules of the rooms, benchmarks and scripts that import an HTTP client, but the registry client's."""
+    found = {}
+    for folder in (*ROOMS, "benchmarks", "scripts"):
+        for path in sorted((root / folder).rglob("*.py")):
+            used = sorted(m for m in imported_modules(path) if m in HTTP_CLIENTS or m.startswith("urllib3."))
+            if used and path.relative_to(root).as_posix() != HTTP_CLIENT_MODULE:
+                found[path.relative_to(root).as_posix()] = used
+    return found
+
+
+def test_only_the_registry_client_opens_http_connections():
+    """Every request to another party keeps containers/registry_http.py's rules (issue 64)."""
+    assert http_client_offenders() == {}
+
+
+def test_the_http_client_check_sees_an_import(tmp_path):
+    (tmp_path / "launch").mkdir()
+    (tmp_path / "launch" / "leak.py").write_text("import urllib.request\n")
+    assert http_client_offenders(tmp_path) == {"launch/leak.py": ["urllib.request"]}
+
+
 def test_launch_never_loads_a_framework():
     modules = sorted(
         p.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")

@@ -216,7 +216,7 @@ def pull(
         listed, refused = pulling.published(repository)
         shown = [item for item in listed if notes.matches(item.annotations, filters)]
         if as_json:
-            print(json.dumps([{"reference": i.reference, "tag": i.tag, **i.annotations} for i in shown], indent=2))
+            print(json.dumps([pulling.listing(item) for item in shown], indent=2))
         else:
             table = Table(title=rich_text(f"published in {repository.name}"))
             for column in PULLED_COLUMNS:
@@ -248,10 +248,12 @@ def pull(
     if allowed_signers is None:
         raise UsageError("pulling needs --allowed-signers FILE: the site keys you trust (--list needs none)")
     keys = TrustedKeys(allowed_signers, revoked)
-    picked = pulling.chosen(repository, digests, filters)
+    picked, skipped = pulling.chosen(repository, digests, filters)
+    for line in skipped:
+        print(f"fabric-bench: skipped: {terminal(line)}", file=sys.stderr)
     if not picked:
         print(f"nothing published in {repository.name} matches; nothing pulled")
-        return
+        raise typer.Exit(2 if skipped else 0)
     with make_console(stderr=True).status(f"pulling and verifying {len(picked)} archives"):
         done = pulling.pull(repository, picked, keys)
     for record in done:
@@ -262,6 +264,8 @@ def pull(
             )
         )
     print(f"pulled {len(done)} archives, {sum(len(i.result_paths) for i in done)} results, into {store.store_path()}")
+    if skipped:  # the others are pulled and kept; the status still says something was refused
+        raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:

@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING, Callable
 
 from containers.files import REPO, git, sha256_bytes
 from containers.untrusted import UntrustedInput, load_json
-from launch.provenance import signing
+from launch.provenance import signing, tar_headers
 from launch.errors import UsageError
 from launch.trust import ArchiveLimits
 from launch.results.result import Result, ResultError, parse
-from launch.ranks.runtimes import runtime_named
+from launch import shapes
+from launch.ranks.runtimes import runtime_name, runtime_named
 
 if TYPE_CHECKING:  # containers.recipe needs hpccm: imported where the recipes are rendered
     from containers.recipe import Recipe
@@ -116,13 +117,14 @@ def _images(results: list[dict]) -> tuple[dict, dict[str, bytes]]:
     images, members = {}, {}
     for r in results:
         image = (r.get("image") or {}).get("path")
-        runtime_name = (r.get("launch") or {}).get("runtime") or (r.get("spec") or {}).get("runtime")
+        recorded_runtime = (r.get("launch") or {}).get("runtime") or (r.get("spec") or {}).get("runtime")
         if not image or image in images:
             continue
-        runtime = runtime_named(str(runtime_name))
+        runtime = runtime_named(runtime_name(f"result {r.get('run_id')}: runtime", recorded_runtime))
+        image = shapes.image(f"result {r.get('run_id')}: image", image)  # what the runtime's argv takes
         entry = {
             "path": image,
-            "runtime": runtime_name,
+            "runtime": recorded_runtime,
             "digest_recorded": r["image"].get("digest"),
             "stack_digest": r["image"].get("stack_digest"),
             "digest_now": runtime.digest(image),
@@ -229,8 +231,8 @@ def collect(
     members.update(_recipes(list(results.values()), images))
     first = next(iter(images.values()), None)
     stack = (
-        software.capture(runtime_named(first["runtime"]), first["path"])
-        if first and runtime_named(first["runtime"]).available()
+        software.capture(runtime_named(runtime_name("runtime", first["runtime"])), shapes.image("image", first["path"]))
+        if first and runtime_named(runtime_name("runtime", first["runtime"])).available()
         else software.capture()
     )
     members["stack/software.json"] = _json(stack)
@@ -324,12 +326,41 @@ def safe_name(name: str) -> str:
     return str(PurePosixPath(*[p for p in parts if p != "."]))
 
 
+def listed_limits(
+    manifest_bytes: bytes, where: str, ceiling: ArchiveLimits = ArchiveLimits()
+) -> tuple[list[str], ArchiveLimits]:
+    """(member names, limits) of an archive's manifest.json read on its own (as a puller reads
+    the signed one before it fetches the archive): reading the archive may then hold no more
+    members and bytes than the manifest lists (and its signature), within `ceiling`."""
+    try:
+        manifest = load_json(manifest_bytes, f"{where}: {MANIFEST}", ceiling.member_bytes)
+    except UntrustedInput as exc:
+        raise UsageError(str(exc)) from None
+    listed = manifest.get("members") if isinstance(manifest, dict) else None
+    if not isinstance(manifest, dict) or manifest.get("schema_version") != ARCHIVE_SCHEMA_VERSION:
+        raise UsageError(f"{where}: {MANIFEST} is not an archive manifest of schema_version {ARCHIVE_SCHEMA_VERSION}")
+    if not isinstance(listed, dict) or not 0 < len(listed) <= ceiling.members:
+        raise UsageError(f"{where}: {MANIFEST} lists no members, or more than {ceiling.members}: refused")
+    said = [entry.get("bytes") if isinstance(entry, dict) else None for entry in listed.values()]
+    sizes = [size for size in said if isinstance(size, int) and not isinstance(size, bool) and size >= 0]
+    if len(sizes) != len(said):
+        raise UsageError(f"{where}: {MANIFEST} gives a member without a size in bytes: refused")
+    extra = len(manifest_bytes) + signing.MAX_SIGNATURE_BYTES  # the manifest and its signature, not listed
+    limits = ArchiveLimits(
+        members=len(listed) + 2,
+        member_bytes=min(ceiling.member_bytes, max(max(sizes), extra)),
+        total_bytes=min(ceiling.total_bytes, sum(sizes) + extra),
+    )
+    return [str(name) for name in listed], limits
+
+
 def read(path: Path, limits: ArchiveLimits = ArchiveLimits()) -> Archive:
-    """Open and verify an archive completely, streaming and within `limits`; any flaw is a
-    UsageError (one line)."""
+    """Open and verify an archive completely, streaming and within `limits` (its headers walked
+    and bounded first, launch.provenance.tar_headers); any flaw is a UsageError (one line)."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"archive {path} not found")
+    tar_headers.scan(path, limits)  # headers bounded before tarfile reads one (CVE-2024-6232, pax bombs)
     files: dict[str, bytes] = {}
     total = 0
     try:

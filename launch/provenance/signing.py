@@ -24,6 +24,7 @@ from launch.errors import UsageError
 NAMESPACE = "fabric-bench-archive"  # a signature made for something else does not verify here
 IMAGE_NAMESPACE = "fabric-bench-image"  # image reference files (launch/provenance/images.py)
 TIMEOUT_S = 30
+MAX_SIGNATURE_BYTES = 1 << 16  # an armored SSHSIG is under 1 KiB
 
 
 @dataclass(frozen=True)

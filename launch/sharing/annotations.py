@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from launch.errors import UsageError
 from launch.provenance.archive import Archive
@@ -133,19 +133,25 @@ def describe(
     return dict(sorted(described.items()))
 
 
-def system_description(archive: Archive) -> tuple[str, bytes]:
-    """(site, bytes) of the archive's one system description, systems/<site>.json (signed with it)."""
+def site_named(names: Iterable[str], where: str) -> str:
+    """The site of an archive's member names: its one system description, systems/<site>.json."""
     found = [
-        (name.removeprefix("systems/").removesuffix(".json"), data)
-        for name, data in archive.members.items()
+        name.removeprefix("systems/").removesuffix(".json")
+        for name in names
         if name.startswith("systems/") and name.endswith(".json") and name.count("/") == 1
     ]
     if len(found) != 1:
         raise UsageError(
-            f"archive {archive.path} holds {len(found)} system descriptions (systems/<site>.json), not one: "
+            f"{where} holds {len(found)} system descriptions (systems/<site>.json), not one: "
             "archive it with `fabric-bench archive --system-name SITE`"
         )
     return found[0]
+
+
+def system_description(archive: Archive) -> tuple[str, bytes]:
+    """(site, bytes) of the archive's one system description, systems/<site>.json (signed with it)."""
+    site = site_named(archive.members, f"archive {archive.path}")
+    return site, archive.members[f"systems/{site}.json"]
 
 
 def of_archive(archive: Archive, signer_key: str) -> dict[str, str]:

@@ -8,9 +8,17 @@
       "layers": [
         the signed archive      application/vnd.fabric-bench.results.archive.v1.tar+gzip
         its system description  application/vnd.fabric-bench.system-description.v1+json
+        its signed manifest     application/vnd.fabric-bench.results.signed-manifest.v1+json
       ],
       "annotations": launch.sharing.annotations
     }
+
+The signed manifest is what a puller verifies before it fetches the archive (verify first, parse
+second): {"manifest": the archive's manifest.json, "signature": its manifest.sig}, both as text,
+byte for byte the archive's own. The manifest lists every member's sha256 and size and names the
+site (its systems/<site>.json), so once its signature checks, the archive is read against it:
+at most the members and bytes it lists. An artifact without it was published before this layer
+existed: a puller refuses it in one line that says to publish it again.
 
 Each layer carries `org.opencontainers.image.title` (results.tar.gz, system.json) so that `oras
 pull` names the files; this bundle never uses a title as a path. The system description layer
@@ -19,7 +27,7 @@ against the archive's manifest after the pull.
 
 `layout(manifest_bytes)` reads a manifest from a registry as foreign input: every field of its
 declared type, digests of their form, sizes within MAX_ARCHIVE_BYTES / MAX_SYSTEM_BYTES, exactly
-one archive layer and at most one system layer, nothing else.
+one archive layer, then at most one system layer and one signed-manifest layer, nothing else.
 """
 
 from __future__ import annotations
@@ -40,11 +48,14 @@ EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY_DATA = b"{}"
 ARCHIVE_TYPE = "application/vnd.fabric-bench.results.archive.v1.tar+gzip"
 SYSTEM_TYPE = "application/vnd.fabric-bench.system-description.v1+json"
+SIGNED_TYPE = "application/vnd.fabric-bench.results.signed-manifest.v1+json"
 TITLE = "org.opencontainers.image.title"
 ARCHIVE_TITLE = "results.tar.gz"
 SYSTEM_TITLE = "system.json"
+SIGNED_TITLE = "signed-manifest.json"
 MAX_ARCHIVE_BYTES = ArchiveLimits().total_bytes  # compressed, it is far smaller than unpacked
 MAX_SYSTEM_BYTES = 1 << 20
+MAX_SIGNED_BYTES = 4 << 20  # the archive's manifest (~100 bytes a member) and its signature
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 MANIFEST_MAX_BYTES = 1 << 20
 
@@ -73,11 +84,34 @@ class Layout:
     archive: Blob
     system: Blob | None
     annotations: dict[str, str]
+    signed: Blob | None = None  # None: published before the signed-manifest layer
 
 
-def manifest(archive: Blob, system: Blob | None, annotations: dict[str, str]) -> bytes:
+def signed_manifest(manifest_bytes: bytes, signature: bytes) -> bytes:
+    """The signed-manifest layer's bytes: the archive's manifest.json and manifest.sig, as text."""
+    body = {"manifest": manifest_bytes.decode("utf-8"), "signature": signature.decode("ascii")}
+    return json.dumps(body, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def signed_parts(data: bytes, where: str) -> tuple[bytes, bytes]:
+    """(manifest.json bytes, manifest.sig bytes) of a signed-manifest layer, read as foreign input."""
+    try:
+        body = load_json(data, f"{where}: the signed manifest", MAX_SIGNED_BYTES, max_depth=2)
+    except UntrustedInput as exc:
+        raise UsageError(str(exc) if str(exc).endswith("refused") else f"{exc}: refused") from None
+    manifest_text = body.get("manifest") if isinstance(body, dict) else None
+    signature = body.get("signature") if isinstance(body, dict) else None
+    if not isinstance(manifest_text, str) or not isinstance(signature, str) or set(body) != {"manifest", "signature"}:
+        raise UsageError(f"{where}: the signed manifest is not {{manifest, signature}} as text: refused")
+    try:
+        return manifest_text.encode("utf-8"), signature.encode("ascii")
+    except UnicodeEncodeError:
+        raise UsageError(f"{where}: the signed manifest's text does not encode: refused") from None
+
+
+def manifest(archive: Blob, system: Blob | None, annotations: dict[str, str], signed: Blob | None = None) -> bytes:
     """The manifest's bytes (what its digest is taken of)."""
-    layers = [archive, *([system] if system else [])]
+    layers = [archive, *([system] if system else []), *([signed] if signed else [])]
     body = {
         "schemaVersion": 2,
         "mediaType": MANIFEST_MEDIA_TYPE,
@@ -116,13 +150,24 @@ def layout(data: bytes, where: str) -> Layout:
     if (config.media_type, config.digest, config.size_bytes) != (EMPTY.media_type, EMPTY.digest, EMPTY.size_bytes):
         raise UsageError(f"{where}: the config is not the empty descriptor ({EMPTY_TYPE}): refused")
     layers = body.get("layers")
-    if not isinstance(layers, list) or not 1 <= len(layers) <= 2:
-        raise UsageError(f"{where}: layers are not a list of one archive and at most one system description: refused")
-    archive = _blob(layers[0], f"{where}: layer 1", MAX_ARCHIVE_BYTES)
-    system = _blob(layers[1], f"{where}: layer 2", MAX_SYSTEM_BYTES) if len(layers) == 2 else None
-    if archive.media_type != ARCHIVE_TYPE or (system is not None and system.media_type != SYSTEM_TYPE):
-        raise UsageError(f"{where}: layers are not [{ARCHIVE_TYPE}, {SYSTEM_TYPE}]: refused")
+    if not isinstance(layers, list) or not 1 <= len(layers) <= 3:
+        raise UsageError(
+            f"{where}: layers are not one archive, at most one system description and one signed manifest: refused"
+        )
+    largest = {ARCHIVE_TYPE: MAX_ARCHIVE_BYTES, SYSTEM_TYPE: MAX_SYSTEM_BYTES, SIGNED_TYPE: MAX_SIGNED_BYTES}
+    kinds = [layer.get("mediaType") if isinstance(layer, dict) else None for layer in layers]
+    if kinds[0] != ARCHIVE_TYPE or kinds[1:] not in ([], [SYSTEM_TYPE], [SIGNED_TYPE], [SYSTEM_TYPE, SIGNED_TYPE]):
+        raise UsageError(f"{where}: layers are not [{ARCHIVE_TYPE}, {SYSTEM_TYPE}, {SIGNED_TYPE}]: refused")
+    blobs = [
+        _blob(layer, f"{where}: layer {n}", largest[str(kind)]) for n, (layer, kind) in enumerate(zip(layers, kinds), 1)
+    ]
+    by_kind = {blob.media_type: blob for blob in blobs}
     unknown = sorted(set(body) - {"schemaVersion", "mediaType", "artifactType", "config", "layers", "annotations"})
     if unknown:
         raise UsageError(f"{where}: the manifest has fields this layout lacks ({terminal(unknown[0])[:40]}): refused")
-    return Layout(archive, system, notes.checked(body.get("annotations"), f"{where}: the manifest"))
+    return Layout(
+        by_kind[ARCHIVE_TYPE],
+        by_kind.get(SYSTEM_TYPE),
+        notes.checked(body.get("annotations"), f"{where}: the manifest"),
+        by_kind.get(SIGNED_TYPE),
+    )

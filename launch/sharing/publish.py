@@ -6,13 +6,13 @@
 The archive is read and checked as any reader would (launch.provenance.archive.read), and must
 be signed with a signature that verifies: an unsigned archive would be refused by every site that
 pulls it, so it is refused here. Its blobs go up first (the empty config, the archive, its system
-description), then the manifest (launch.sharing.artifact) under a tag of its own,
+description, its signed manifest: what a puller verifies before it fetches the archive), then the
+manifest (launch.sharing.artifact) under a tag of its own,
 SITE-YYYYMMDDTHHMMSSZ-<archive digest, 12 hex>, so a repository lists every published archive.
 """
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,14 +36,6 @@ class Published:
     annotations: dict[str, str]
 
 
-def file_digest(path: Path) -> str:
-    hashed = hashlib.sha256()
-    with open(path, "rb") as stream:
-        while chunk := stream.read(1 << 20):
-            hashed.update(chunk)
-    return "sha256:" + hashed.hexdigest()
-
-
 def tag_of(annotations: dict[str, str], archive_digest: str) -> str:
     """SITE-YYYYMMDDTHHMMSSZ-<12 hex>: unique per archive, readable in a tag list."""
     stamp = annotations[notes.CREATED].replace("-", "").replace(":", "")
@@ -64,20 +56,36 @@ def publish(archive_path: Path, target: str, insecure: bool = False) -> Publishe
             "or publish the directory with --sign-key KEY)"
         )
     signing.check(verified.manifest_bytes, verified.signature, where=where)  # a broken signature: refused
+    return push(repository, archive_path, verified)
+
+
+def push(repository: registry.Registry, archive_path: Path, verified: archives.Archive) -> Published:
+    """The artifact of a read, signed archive pushed as it is (`publish` checks its signature
+    first; a forger with write access to the registry skips that, benchmarks/three_sites.py too)."""
+    where = f"archive {archive_path}"
+    if verified.signature is None:
+        raise UsageError(f"{where} is unsigned: refused")
     described = notes.of_archive(verified, signature_key(verified.signature, where))
     _, system = notes.system_description(verified)
     size = archive_path.stat().st_size
     if size > artifact.MAX_ARCHIVE_BYTES:
         raise UsageError(f"{where} is {size} bytes, over the {artifact.MAX_ARCHIVE_BYTES} a reader accepts")
-    archive_blob = artifact.Blob(artifact.ARCHIVE_TYPE, file_digest(archive_path), size, artifact.ARCHIVE_TITLE)
+    archive_blob = artifact.Blob(
+        artifact.ARCHIVE_TYPE, registry.file_digest(archive_path), size, artifact.ARCHIVE_TITLE
+    )
     system_blob = artifact.Blob(
         artifact.SYSTEM_TYPE, registry.sha256_digest(system), len(system), artifact.SYSTEM_TITLE
+    )
+    signed = artifact.signed_manifest(verified.manifest_bytes, verified.signature)
+    signed_blob = artifact.Blob(
+        artifact.SIGNED_TYPE, registry.sha256_digest(signed), len(signed), artifact.SIGNED_TITLE
     )
     repository.push_blob(artifact.EMPTY_DATA, artifact.EMPTY.digest)
     repository.push_blob(archive_path, archive_blob.digest)
     repository.push_blob(system, system_blob.digest)
+    repository.push_blob(signed, signed_blob.digest)
     tag = tag_of(described, archive_blob.digest)
-    digest = repository.put_manifest(tag, artifact.manifest(archive_blob, system_blob, described))
+    digest = repository.put_manifest(tag, artifact.manifest(archive_blob, system_blob, described, signed_blob))
     return Published(repository.pinned(digest), tag, digest, archive_blob.digest, described)
 
 

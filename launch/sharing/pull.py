@@ -35,6 +35,7 @@ from launch.sharing import artifact, pulled
 from launch.sharing.registry import Registry, sha256_digest
 from launch.sharing.trusted_keys import Signed, TrustedKeys
 from launch.shapes import terminal
+from launch.trust import ArchiveLimits
 
 
 @dataclass(frozen=True)
@@ -81,18 +82,26 @@ def published(repository: Registry) -> tuple[list[Listed], list[str]]:
     return sorted(found.values(), key=lambda item: item.annotations.get(notes.CREATED, "")), refused
 
 
-def chosen(repository: Registry, digests: list[str], filters: dict[str, str | None]) -> list[Listed]:
-    """The artifacts to pull: those named by digest, else every one the filters match. A manifest
-    that is not a results artifact refuses the whole choice (its line names it: pull the others by
-    --digest)."""
+def chosen(repository: Registry, digests: list[str], filters: dict[str, str | None]) -> tuple[list[Listed], list[str]]:
+    """(the artifacts to pull, one line for each tag skipped): those named by digest, else every
+    one the filters match. A manifest under some tag that is not a results artifact is skipped
+    with its line; it never stops the others (one named by digest is refused: it was asked for)."""
     if digests:
-        picked = [_listed(repository, digest) for digest in dict.fromkeys(digests)]
-    else:
-        listed, refused = published(repository)
-        if refused:
-            raise UsageError(refused[0] + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""))
-        picked = listed
-    return [item for item in picked if notes.matches(item.annotations, filters)]
+        return [
+            item
+            for item in (_listed(repository, d) for d in dict.fromkeys(digests))
+            if notes.matches(item.annotations, filters)
+        ], []
+    listed, refused = published(repository)
+    return [item for item in listed if notes.matches(item.annotations, filters)], refused
+
+
+def listing(item: Listed) -> dict[str, str]:
+    """What `results pull --list --json` shows of one artifact: this bundle's annotations (the
+    publisher's claims, checked against the signed archive at pull), then the reference and tag
+    this client pinned, which no annotation can replace."""
+    claimed = {key: value for key, value in item.annotations.items() if key in (*notes.OURS, notes.CREATED)}
+    return {**claimed, "reference": item.reference, "tag": item.tag, "manifest_digest": item.manifest_digest}
 
 
 def _results(archive: archives.Archive, where: str) -> dict[str, Result]:
@@ -117,19 +126,59 @@ def signer_names_site(principal: str, site: str) -> bool:
     return principal == site or principal.startswith(site + "@")
 
 
-def verify(repository: Registry, listed: Listed, keys: TrustedKeys, incoming: Path) -> Verified:
-    """Fetch and verify one artifact into `incoming` (an empty folder); any flaw is one line."""
+@dataclass(frozen=True)
+class SignedFirst:
+    """An artifact's signed manifest, verified before its archive is fetched."""
+
+    signed: Signed
+    site: str
+    manifest_bytes: bytes
+    signature: bytes
+    limits: ArchiveLimits  # what reading the archive may hold: what the signed manifest lists
+
+
+def verify_signed_manifest(repository: Registry, listed: Listed, keys: TrustedKeys) -> SignedFirst:
+    """Fetch the small signed-manifest layer and check its signature, its site and its signer:
+    nothing of the archive is fetched or parsed until this passes."""
     where, layout = listed.reference, listed.layout
+    if layout.signed is None:
+        raise UsageError(
+            f"{where} carries no signed manifest (unsigned, or published in the old format, which would be "
+            "parsed before its signature is checked): refused; ask its site to publish it again"
+        )
+    data = repository.fetch_small_blob(layout.signed.digest, layout.signed.size_bytes)
+    manifest_bytes, signature = artifact.signed_parts(data, where)
+    signed = keys.verify(manifest_bytes, signature, f"{where}: the archive")
+    names, limits = archives.listed_limits(manifest_bytes, where)
+    try:
+        site = notes.site_named(names, f"{where}: the signed manifest")
+    except UsageError as exc:
+        raise UsageError(f"{exc}: refused") from None
+    if not signer_names_site(signed.principal, site):
+        raise UsageError(
+            f"{where}: site {site} is signed by {terminal(signed.principal)[:80]}, whose allowed-signers line "
+            "names another site: refused"
+        )
+    return SignedFirst(signed, site, manifest_bytes, signature, limits)
+
+
+def verify(repository: Registry, listed: Listed, keys: TrustedKeys, incoming: Path) -> Verified:
+    """Verify one artifact's signed manifest, then fetch its blobs into `incoming` (an empty
+    folder) and read the archive against it; any flaw is one line."""
+    where, layout = listed.reference, listed.layout
+    first = verify_signed_manifest(repository, listed, keys)
+    signed = first.signed
     archive_path = repository.fetch_blob(layout.archive.digest, layout.archive.size_bytes, incoming / pulled.ARCHIVE)
     system_digest = None
     if layout.system is not None:
         system_path = repository.fetch_blob(layout.system.digest, layout.system.size_bytes, incoming / pulled.SYSTEM)
         system_digest = sha256_digest(system_path.read_bytes())
     try:
-        archive = archives.read(archive_path)
+        archive = archives.read(archive_path, first.limits)
     except UsageError as exc:
         raise UsageError(f"{where}: {exc}") from None
-    signed = keys.verify(archive.manifest_bytes, archive.signature, f"{where}: the archive")
+    if (archive.manifest_bytes, archive.signature) != (first.manifest_bytes, first.signature):
+        raise UsageError(f"{where}: the archive's manifest or signature is not the signed-manifest layer's: refused")
     try:
         site, system = notes.system_description(archive)
     except UsageError as exc:
@@ -147,11 +196,6 @@ def verify(repository: Registry, listed: Listed, keys: TrustedKeys, incoming: Pa
         raise UsageError(
             f"{where}: annotation {key} says {terminal(layout.annotations.get(key))[:80]!r}, the signed archive "
             f"{terminal(computed.get(key))[:80]!r}: refused"
-        )
-    if not signer_names_site(signed.principal, site):
-        raise UsageError(
-            f"{where}: site {site} is signed by {terminal(signed.principal)[:80]}, whose allowed-signers line "
-            "names another site: refused"
         )
     return Verified(listed, incoming, archive, signed, site, results)
 

@@ -2,39 +2,42 @@
 manifests by tag or digest, a repository's tags.
 
 HTTPS, except for a registry on this host (127.0.0.1, localhost, [::1]) or with `insecure`
-(--insecure), which also allows a token realm or a redirect over plain HTTP. Credentials, where
-the registry asks for them: $FABRIC_BENCH_REGISTRY_AUTH as `user:password`, sent as Basic auth or
-traded for a bearer token at the realm the registry names (anonymous tokens need none).
+(--insecure), which also allows a token realm or a redirect over plain HTTP. Every exchange goes
+through containers.registry_http, whose rules hold here: credentials only to this registry's own
+scheme and host, never over a redirect; a tag list's `Link` and an upload's `Location` on another
+host or scheme refused; one deadline for each whole answer; a size cap read before the body.
+
+Credentials, where the registry asks for them (containers.registry_auth, per host): the
+`user:password` of $FABRIC_BENCH_REGISTRY_AUTH for the registry the command names, else the login
+the docker/containers auth files or credential helpers hold for its host; sent as Basic auth or
+traded for a bearer token at the realm the registry names (HTTPS only; anonymous tokens need none).
 
 A registry is another party: every answer is read within a size (the manifest's, a listing's, a
-blob's declared size) and a deadline per read, every manifest and blob is checked against its
-digest as it arrives, and an error answer becomes one line (UsageError).
+blob's declared size) and a deadline ($FABRIC_BENCH_REGISTRY_DEADLINE_S for a small answer; a blob
+gets more by its size), every manifest and blob is checked against its digest as it arrives, and
+an error answer becomes one line (UsageError).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import http.client
 import json
 import os
 import re
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from dataclasses import dataclass
-from email.message import Message
 from pathlib import Path
 from typing import IO
 
-from containers import oci
+from containers import oci, registry_auth
+from containers.registry_http import Answer, Origin, RegistryError, exchange, same_origin
 from launch.errors import UsageError
 from launch.shapes import terminal
 
 DEFAULT_REPOSITORY = "fabric-bench/results"
 MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
-TIMEOUT_S = 30  # one connection or one read
+TIMEOUT_S = 30  # a blob's answer may take this long before its bytes count
+DEADLINE_VARIABLE = "FABRIC_BENCH_REGISTRY_DEADLINE_S"
+DEADLINE_S = 60.0  # a whole small answer: a manifest, a tag page, a token, an upload's start
 BLOB_DEADLINE_S_PER_MIB = 10.0  # the slowest transfer waited for: 0.1 MiB/s, plus TIMEOUT_S
 MANIFEST_MAX_BYTES = 1 << 20  # a results manifest is about 2 KiB
 LISTING_MAX_BYTES = 4 << 20
@@ -44,16 +47,23 @@ AUTH_VARIABLE = "FABRIC_BENCH_REGISTRY_AUTH"
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
+__all__ = ["Answer", "Registry", "at", "sha256_digest"]
+
 
 def sha256_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    headers: Message
-    body: bytes
+def deadline_s() -> float:
+    """The deadline of a whole small answer: $FABRIC_BENCH_REGISTRY_DEADLINE_S (1..3600), else DEADLINE_S."""
+    given = os.environ.get(DEADLINE_VARIABLE, "")
+    try:
+        chosen = float(given) if given else DEADLINE_S
+    except ValueError:
+        raise UsageError(f"{DEADLINE_VARIABLE}={terminal(given)[:20]!r} is not a number of seconds") from None
+    if not 1 <= chosen <= 3600:
+        raise UsageError(f"{DEADLINE_VARIABLE}={terminal(given)[:20]} is not within 1..3600 seconds")
+    return chosen
 
 
 def _error_line(body: bytes) -> str:
@@ -67,40 +77,15 @@ def _error_line(body: bytes) -> str:
     return terminal(said[:160]) if said else ""
 
 
-class _Redirects(urllib.request.HTTPRedirectHandler):
-    """Follow a redirect (a blob served from elsewhere) over HTTPS only, unless plain HTTP is
-    allowed; credentials are not carried to another host."""
-
-    def __init__(self, plain_http: bool):
-        self.plain_http = plain_http
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: http.client.HTTPMessage,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        target = urllib.parse.urlsplit(newurl)
-        if target.scheme != "https" and not (target.scheme == "http" and self.plain_http):
-            raise UsageError(f"the registry redirects to {terminal(newurl)[:120]}: refused (not HTTPS)")
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and target.netloc != urllib.parse.urlsplit(req.full_url).netloc:
-            new.remove_header("Authorization")
-        return new
-
-
 class Registry:
     """One repository of one registry: REGISTRY/REPO."""
 
     def __init__(self, host: str, repository: str, insecure: bool = False):
         self.host, self.repository = host, repository
         self.local = oci.Reference(host, repository).local
-        self.plain_http = self.local or insecure
-        self.base = f"{'http' if self.plain_http else 'https'}://{host}/v2/{repository}"
-        self.opener = urllib.request.build_opener(_Redirects(self.plain_http))
+        self.origin = Origin.of(host, self.local or insecure)
+        self.plain_http = self.origin.plain_http
+        self.base = f"{self.origin.scheme}://{host}/v2/{repository}"
         self.authorization = ""
 
     @property
@@ -113,19 +98,29 @@ class Registry:
     # ------------------------------------------------------------ one exchange
 
     def _send(
-        self, method: str, url: str, body: bytes | IO[bytes] | None, headers: dict[str, str], max_bytes: int
+        self,
+        method: str,
+        url: str,
+        body: bytes | IO[bytes] | None,
+        headers: dict[str, str],
+        max_bytes: int,
+        allowed_s: float | None = None,
+        into: IO[bytes] | None = None,
     ) -> Answer:
-        request = urllib.request.Request(url, data=body, headers=headers, method=method)
-        if self.authorization:
-            request.add_header("Authorization", self.authorization)
         try:
-            with self.opener.open(request, timeout=TIMEOUT_S) as answer:
-                return Answer(answer.status, answer.headers, _bounded(answer, max_bytes, url))
-        except urllib.error.HTTPError as exc:
-            return Answer(exc.code, exc.headers, exc.read(65536) if exc.fp else b"")
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
-            reason = str(getattr(exc, "reason", exc) or type(exc).__name__).splitlines()[0][:160]
-            raise UsageError(f"registry {self.name}: cannot reach it ({terminal(reason)})") from None
+            return exchange(
+                self.origin,
+                method,
+                url,
+                body=body,
+                headers=headers,
+                authorization=self.authorization,
+                max_bytes=max_bytes,
+                deadline_s=allowed_s if allowed_s is not None else deadline_s(),
+                into=into,
+            )
+        except RegistryError as exc:
+            raise UsageError(f"registry {self.name}: {terminal(str(exc))[:200]}") from None
 
     def request(
         self,
@@ -134,6 +129,8 @@ class Registry:
         body: bytes | Path | None = None,
         headers: dict[str, str] | None = None,
         max_bytes: int = MANIFEST_MAX_BYTES,
+        allowed_s: float | None = None,
+        into: IO[bytes] | None = None,
     ) -> Answer:
         """One request; on 401 the registry's challenge is answered once (Basic or a bearer token)."""
         headers = dict(headers or {})
@@ -142,36 +139,44 @@ class Registry:
         for attempt in (1, 2):
             if isinstance(body, Path):
                 with body.open("rb") as stream:
-                    answer = self._send(method, url, stream, headers, max_bytes)
+                    answer = self._send(method, url, stream, headers, max_bytes, allowed_s, into)
             else:
-                answer = self._send(method, url, body, headers, max_bytes)
+                answer = self._send(method, url, body, headers, max_bytes, allowed_s, into)
             if answer.status != 401 or attempt == 2:
                 return answer
             self.authorization = self._authorize(answer.headers.get("WWW-Authenticate", ""))
         return answer
 
     def _authorize(self, challenge: str) -> str:
-        credentials = os.environ.get(AUTH_VARIABLE, "")
-        basic = base64.b64encode(credentials.encode()).decode() if credentials else ""
+        basic = registry_auth.login_for(self.host, os.environ.get(AUTH_VARIABLE, ""))
         scheme = challenge.split(" ", 1)[0].lower()
         if scheme == "basic":
             if not basic:
-                raise UsageError(f"registry {self.name} asks for credentials: set {AUTH_VARIABLE}=user:password")
-            return f"Basic {basic}"
+                raise UsageError(
+                    f"registry {self.name} asks for credentials: set {AUTH_VARIABLE}=user:password, "
+                    f"or log in to {self.host} (podman login, docker login)"
+                )
+            return basic
         if scheme != "bearer":
             raise UsageError(f"registry {self.name}: unauthorized, and no challenge this client can answer")
         fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
         realm = fields.pop("realm", "")
-        if not realm.startswith("https://") and not (realm.startswith("http://") and self.plain_http):
+        parts = urllib.parse.urlsplit(realm)
+        if parts.scheme != "https" and not (parts.scheme == "http" and self.plain_http):
             raise UsageError(f"registry {self.name}: refusing a token realm that is not HTTPS ({terminal(realm)[:80]})")
-        request = urllib.request.Request(f"{realm}?{urllib.parse.urlencode(fields)}")
-        if basic:
-            request.add_header("Authorization", f"Basic {basic}")
+        where = Origin(parts.scheme, parts.netloc)
         try:
-            with self.opener.open(request, timeout=TIMEOUT_S) as answer:
-                found = json.loads(_bounded(answer, TOKEN_MAX_BYTES, realm))
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
-            raise UsageError(f"registry {self.name}: no token from its realm ({terminal(exc)[:120]})") from None
+            answer = exchange(
+                where,
+                "GET",
+                f"{realm}?{urllib.parse.urlencode(fields)}",
+                authorization=basic,
+                max_bytes=TOKEN_MAX_BYTES,
+                deadline_s=deadline_s(),
+            )
+            found = json.loads(answer.body) if answer.status == 200 else None
+        except (RegistryError, ValueError) as exc:
+            raise UsageError(f"registry {self.name}: no token from its realm ({terminal(str(exc))[:120]})") from None
         token = (found.get("token") or found.get("access_token")) if isinstance(found, dict) else None
         if not isinstance(token, str) or not token.isprintable() or not token:
             raise UsageError(f"registry {self.name}: its realm answered without a token")
@@ -194,54 +199,54 @@ class Registry:
         location = started.headers.get("Location", "") if started.status == 202 else ""
         if not location:
             raise self._refuse(started, "starting an upload")
-        url = urllib.parse.urljoin(self.base + "/", location)
+        url = self._own(location, "the upload's Location")
         url += ("&" if "?" in url else "?") + urllib.parse.urlencode({"digest": digest})
         put = self.request("PUT", url, data, {"Content-Type": "application/octet-stream"})
         if put.status != 201:
             raise self._refuse(put, f"uploading blob {digest}")
 
     def fetch_blob(self, digest: str, size_bytes: int, target: Path) -> Path:
-        """The blob `digest` of `size_bytes` into `target`: refused when the registry sends more or
-        fewer bytes, or bytes of another digest (nothing is left at `target` then)."""
-        url = f"{self.base}/blobs/{digest}"
+        """The blob `digest` of `size_bytes` into `target`, within TIMEOUT_S plus its size at
+        0.1 MiB/s: refused when the registry sends more or fewer bytes, or bytes of another
+        digest (nothing is left at `target` then)."""
         allowed_s = TIMEOUT_S + BLOB_DEADLINE_S_PER_MIB * size_bytes / 2**20
-        deadline = time.monotonic() + allowed_s
-        request = urllib.request.Request(url)
-        if self.authorization:
-            request.add_header("Authorization", self.authorization)
-        hashed, received = hashlib.sha256(), 0
         try:
-            answer = self.opener.open(request, timeout=TIMEOUT_S)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 401 and not self.authorization:
-                self.authorization = self._authorize(exc.headers.get("WWW-Authenticate", ""))
-                return self.fetch_blob(digest, size_bytes, target)
-            raise UsageError(f"registry {self.name}: blob {digest}: answered {exc.code}") from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
-            raise UsageError(f"registry {self.name}: cannot reach it ({terminal(exc)[:120]})") from None
-        try:
-            with answer, open(target, "xb") as out:
-                while chunk := answer.read1(1 << 16):
-                    received += len(chunk)
-                    if received > size_bytes:
-                        raise UsageError(f"blob {digest} runs past its declared {size_bytes} bytes: refused")
-                    if time.monotonic() > deadline:
-                        raise UsageError(f"blob {digest} did not arrive within {allowed_s:.0f} s: refused")
-                    hashed.update(chunk)
-                    out.write(chunk)
+            with open(target, "xb") as out:
+                answer = self.request(
+                    "GET", f"{self.base}/blobs/{digest}", max_bytes=size_bytes, allowed_s=allowed_s, into=out
+                )
+            if answer.status != 200:
+                raise self._refuse(answer, f"blob {digest}")
+            received, hashed = target.stat().st_size, file_digest(target)
             if received != size_bytes:
                 raise UsageError(f"blob {digest} is {received} bytes, not its declared {size_bytes}: refused")
-            if "sha256:" + hashed.hexdigest() != digest:
-                raise UsageError(
-                    f"blob {digest} arrived with digest sha256:{hashed.hexdigest()} (tampered in the registry): refused"
-                )
-        except (OSError, http.client.HTTPException) as exc:
+            if hashed != digest:
+                raise UsageError(f"blob {digest} arrived with digest {hashed} (tampered in the registry): refused")
+        except OSError as exc:
             target.unlink(missing_ok=True)
-            raise UsageError(f"registry {self.name}: blob {digest}: {terminal(exc)[:120]}") from None
+            raise UsageError(f"registry {self.name}: blob {digest}: {terminal(str(exc))[:120]}") from None
         except UsageError:
             target.unlink(missing_ok=True)
             raise
         return target
+
+    def fetch_small_blob(self, digest: str, size_bytes: int) -> bytes:
+        """A small blob (a signed manifest, a system description) in memory, checked like fetch_blob."""
+        answer = self.request("GET", f"{self.base}/blobs/{digest}", max_bytes=size_bytes)
+        if answer.status != 200:
+            raise self._refuse(answer, f"blob {digest}")
+        if len(answer.body) != size_bytes or sha256_digest(answer.body) != digest:
+            raise UsageError(
+                f"blob {digest} is not the {size_bytes} bytes of that digest (tampered in the registry): refused"
+            )
+        return answer.body
+
+    def _own(self, named: str, what: str) -> str:
+        """A URL the registry names in a header, on this registry's own scheme and host only."""
+        try:
+            return same_origin(self.origin, self.base + "/", named, f"registry {self.name}: {what}")
+        except RegistryError as exc:
+            raise UsageError(terminal(str(exc))) from None
 
     # ------------------------------------------------------------ manifests and tags
 
@@ -286,16 +291,16 @@ class Registry:
                 raise UsageError(f"registry {self.name}: its tag list holds something that is not a tag: refused")
             found += listed
             following = re.search(r"<([^>]+)>", answer.headers.get("Link", ""))
-            url = urllib.parse.urljoin(self.base + "/", following.group(1)) if following else None
+            url = self._own(following.group(1), "the tag list's Link") if following else None
         return sorted(set(found))
 
 
-def _bounded(answer: IO[bytes], max_bytes: int, url: str) -> bytes:
-    """An answer's body, refused past max_bytes (read no further)."""
-    data = answer.read(max_bytes + 1) if max_bytes >= 0 else b""
-    if len(data) > max_bytes:
-        raise UsageError(f"{terminal(url)[:120]}: the answer runs past {max_bytes} bytes: refused")
-    return data
+def file_digest(path: Path) -> str:
+    hashed = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 20):
+            hashed.update(chunk)
+    return "sha256:" + hashed.hexdigest()
 
 
 def at(text: str, insecure: bool = False) -> tuple[Registry, str]:

@@ -27,11 +27,11 @@ from pathlib import Path
 
 from containers.untrusted import UntrustedInput, read_file
 from launch.errors import UsageError
-from launch.provenance.signing import NAMESPACE
+from launch.provenance.signing import MAX_SIGNATURE_BYTES, NAMESPACE
 from launch.shapes import terminal
 
 KEYS_MAX_BYTES = 1 << 20
-SIGNATURE_MAX_BYTES = 1 << 16
+SIGNATURE_MAX_BYTES = MAX_SIGNATURE_BYTES
 TIMEOUT_S = 30
 ARMOR_BEGIN, ARMOR_END = "-----BEGIN SSH SIGNATURE-----", "-----END SSH SIGNATURE-----"
 

@@ -187,7 +187,7 @@ def test_a_digest_the_bytes_do_not_have_is_refused(hostile):
     "behaviour, line",
     [
         ("ten_gigabytes", f"announces {10 * 2**30} bytes, over the {oci.MANIFEST_MAX_BYTES} limit"),
-        ("endless_chunked", f"runs past the {oci.MANIFEST_MAX_BYTES} byte limit"),
+        ("endless_chunked", f"runs past {oci.MANIFEST_MAX_BYTES} bytes: refused"),
     ],
 )
 def test_a_huge_or_endless_answer_is_refused_without_holding_it(hostile, behaviour, line):
@@ -199,7 +199,7 @@ def test_a_huge_or_endless_answer_is_refused_without_holding_it(hostile, behavio
 @pytest.mark.parametrize("behaviour", ["trickle", "silent_after_headers", "endless_headers"])
 def test_a_registry_that_never_finishes_its_answer_is_refused_within_a_bound(hostile, behaviour):
     message, seconds, _ = refused(hostile(behaviour), deadline_s=1.5)
-    assert "no whole answer within 1.5 s" in message or "cannot reach the registry" in message, message
+    assert "no whole answer within 1.5 s" in message or "cannot reach it" in message, message
     assert seconds < 2.5, seconds
 
 
@@ -234,7 +234,7 @@ def declaring(**layer) -> bytes:
     "behaviour, body, line",
     [
         # on a loaded machine the headers themselves may come after the deadline: refused as well
-        ("silent_after_headers", b"", r"no whole answer within 1.5 s|cannot reach the registry \(timed out\)"),
+        ("silent_after_headers", b"", r"no whole answer within 1.5 s|cannot reach it \(timed out\)"),
         ("another_manifest", MANIFEST, "served a manifest with digest"),
         ("honest", declaring(size=2 * 2**40), "the manifest's blobs add up to 2199023255552 bytes, over the 1024 GiB"),
         ("honest", declaring(size="1"), "the manifest gives a blob without a size"),
