@@ -324,3 +324,35 @@ def test_a_gzip_bomb_stays_refused_through_the_registry(world: World, tmp_path: 
     assert pulled.returncode == 2, pulled.stderr
     assert re.search(r"a member unpacks to 629145600 bytes, over the \d+ MiB limit; refused$", pulled.stderr.strip())
     assert pulled_in(tmp_path / "s") == [] and store_rows(tmp_path / "s") == []
+
+
+def test_c8_an_annotation_cannot_replace_the_pinned_reference_in_the_listing(world: World, tmp_path: Path) -> None:
+    repository = Registry(world.address, "case/c8")
+    archive = site_archive(world, tmp_path / "c8.tar.gz")
+    lying = {**described(world, archive), "reference": "evil.example/x@sha256:" + "e" * 64, "tag": "latest"}
+    digest = push_artifact(repository, archive, lying)
+    listed = fabric_bench("results", "pull", repository.name, "--list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [item] = json.loads(listed.stdout)
+    assert (item["reference"], item["tag"], item["manifest_digest"]) == (repository.pinned(digest), "hostile", digest)
+    assert "evil.example" not in listed.stdout and item[notes.SITE] == "site-a"
+
+
+def test_c9_a_junk_manifest_under_another_tag_does_not_stop_a_good_artifact(world: World, tmp_path: Path) -> None:
+    repository = Registry(world.address, "case/c9")
+    good = publish.publish(site_archive(world, tmp_path / "c9.tar.gz"), repository.name)
+    empty = artifact.EMPTY.descriptor()  # an image manifest of someone else's (its blob is there)
+    junk = json.dumps(
+        {"schemaVersion": 2, "mediaType": artifact.MANIFEST_MEDIA_TYPE, "config": empty, "layers": [empty]}
+    )
+    repository.put_manifest("junk", junk.encode())
+    store = tmp_path / "store"
+    trust = ["--allowed-signers", str(world.allowed), "--revoked", str(world.revoked)]
+    pulled = fabric_bench("results", "pull", repository.name, *trust, "--site", "site-a", env=store_env(store))
+    lines = pulled.stderr.strip().splitlines()
+    assert pulled.returncode == 2 and len(lines) == 1, pulled.stderr  # said, and the status says so ...
+    assert re.fullmatch(
+        r"fabric-bench: skipped: \S+:junk: .*is not application/vnd.fabric-bench.results.v1\+tar: refused", lines[0]
+    )
+    assert [record.reference for record in pulled_in(store)] == [good.reference]  # ... but site A's is pulled
+    assert [run_id for run_id, _, _ in store_rows(store)] == [RUN_A]
