@@ -45,6 +45,23 @@ def registry() -> list[dict]:
     return json.loads(path.read_text()) if path.exists() else []
 
 
+def recorded_digests() -> set[str]:
+    """The sha256 of every image recorded here, as sha256:HEX (a SIF's file digest, podman's image
+    id): what an image a travelling file names must be known by to run here (launch.runs.images).
+    An unreadable registry records none."""
+    try:
+        entries = registry()
+    except (OSError, ValueError):
+        return set()
+    found = set()
+    for entry in entries if isinstance(entries, list) else []:
+        digest = entry.get("sha256") if isinstance(entry, dict) else None
+        if isinstance(digest, str) and digest.strip():
+            digest = digest.strip()
+            found.add(digest if digest.startswith("sha256:") else f"sha256:{digest}")
+    return found
+
+
 def record(entry: ImageRecord) -> None:
     """Record entry; older apptainer images of the same (fabric, flavour) are
     deleted (each is several GB) and leave the registry with their files."""

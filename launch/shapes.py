@@ -8,7 +8,9 @@ fitting: a value outside its shape is refused, because every sink parses with it
 parameter files and rich's markup each have theirs).
 
 The sinks take only these types: a #SBATCH line (`SlurmName`, `SlurmTime`, `NodeList`,
-`SlurmPath`), a job script's `module load` (`ModuleName`), the terminal (`TerminalText`).
+`SlurmPath`), a job script's `module load` (`ModuleName`), a container runtime's argv (`ImageRef`;
+the runtime itself is chosen by `RuntimeName`), mpirun's (`HostFile`), tc's (`LinkRate`), the
+terminal (`TerminalText`).
 Only this module constructs them (tests/test_architecture.py checks that no other module calls
 a shape's constructor or casts to it), so a raw `str` reaching a sink is a mypy error.
 
@@ -21,6 +23,13 @@ Shapes (docs/security.md lists every field and its shape):
   SlurmPath   a job's log path for a #SBATCH line: its folder holds no control character,
               quote, backslash or '%' (Slurm's filename patterns); rendered in double quotes
   ModuleName  an environment module: [A-Za-z0-9_.+/-] ('cuda/12.4', 'openmpi/4.1.5-gcc')
+  ImageRef    an image a runtime runs, one argv element: a path (a SIF, a ch-run directory) or a
+              reference (HOST/NAME:TAG, NAME@sha256:HEX): ASCII [A-Za-z0-9_.:/@+~-], not '-' first
+              (never an option), at most 1024 long
+  RuntimeName one of the container runtimes' registered names (launch.ranks.runtimes.RUNTIMES)
+  HostFile    mpirun's --hostfile: a path of ASCII [A-Za-z0-9_.:/@+~-], not '-' first, at most 4096
+  LinkRate    an emulated link's rate for tc, whole bits per second, 1 kbit/s .. 1 Pbit/s: from
+              '1gbit', '500mbit', '2.5g/s' (at most 15 digits, and 9 after the point) or an int
   count       an int within its declared range (ranks, iterations, sizes, nodes, links)
   sample      a finite float within the kind's plausible range
   TerminalText  text with control characters and escape sequences removed (`terminal`), and
@@ -44,14 +53,37 @@ SlurmTime = NewType("SlurmTime", str)
 NodeList = NewType("NodeList", str)
 SlurmPath = NewType("SlurmPath", str)
 ModuleName = NewType("ModuleName", str)
+ImageRef = NewType("ImageRef", str)
+RuntimeName = NewType("RuntimeName", str)
+HostFile = NewType("HostFile", str)
+LinkRate = NewType("LinkRate", int)
 TerminalText = NewType("TerminalText", str)
 
 # Every shape's constructor, for the architecture test: no other module may call or cast to one
-CONSTRUCTED_HERE = ("SlurmName", "SlurmTime", "NodeList", "SlurmPath", "ModuleName", "TerminalText")
+CONSTRUCTED_HERE = (
+    "SlurmName",
+    "SlurmTime",
+    "NodeList",
+    "SlurmPath",
+    "ModuleName",
+    "TerminalText",
+    "ImageRef",
+    "RuntimeName",
+    "HostFile",
+    "LinkRate",
+)
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 _NODE_LIST = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,1000}")
 _MODULE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+/-]{0,127}")
+# one argv element naming a file or an image: never an option ('-' first), no space, quote or
+# shell character, ASCII only (a look-alike letter would name another image)
+_ARGV_PATH = re.compile(r"[A-Za-z0-9_./~+@][A-Za-z0-9_.:/@+~-]*")
+# a link rate: digits (15 at most, 9 after the point) and k, m, g or t, then 'bit' and '/s' if written
+_RATE = re.compile(r"\s*(\d{1,15})(?:\.(\d{1,9}))?\s*([kmgt])(?:bit)?(?:/s)?\s*", re.IGNORECASE | re.ASCII)
+_RATE_UNIT = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+MIN_LINK_RATE_BIT_S = 10**3
+MAX_LINK_RATE_BIT_S = 10**15
 _PATH_REFUSED = re.compile(r"[\x00-\x1f\x7f-\x9f\"'\\%]")
 # Slurm's --time forms: minutes, minutes:seconds, hours:minutes:seconds, days-hours,
 # days-hours:minutes, days-hours:minutes:seconds
@@ -145,6 +177,62 @@ def module_name(field: str, value: object) -> ModuleName:
     if not isinstance(value, str) or not value.isascii() or not _MODULE.fullmatch(value):
         raise _refuse(field, value, "an environment module name is [A-Za-z0-9_.+/-], at most 128 long")
     return ModuleName(value)
+
+
+def image(field: str, value: object) -> ImageRef:
+    """An image a container runtime runs: one argv element of apptainer, podman or ch-run."""
+    if not isinstance(value, str) or not 0 < len(value) <= 1024 or not _ARGV_PATH.fullmatch(value):
+        raise _refuse(
+            field,
+            value,
+            "an image is a path or a reference of ASCII [A-Za-z0-9_.:/@+~-], 1..1024 long, not '-' first "
+            "(a runtime would read it as an option)",
+        )
+    return ImageRef(value)
+
+
+def runtime_name(field: str, value: object, known: tuple[str, ...]) -> RuntimeName:
+    """A container runtime's name, one of `known` (launch.ranks.runtimes.RUNTIMES: its class owns
+    the binary and the flags, so the name chooses a class and never reaches an argv itself)."""
+    if not isinstance(value, str) or value not in known:
+        raise UsageError(
+            f"{field}: unknown runtime {_shown(value)}; choose from {', '.join(known)}",
+            fields=(field.lstrip("-").replace("-", "_"),),
+        )
+    return RuntimeName(value)
+
+
+def hostfile(field: str, value: object) -> HostFile:
+    """mpirun's --hostfile: a path on this host, one argv element."""
+    if not isinstance(value, str) or not 0 < len(value) <= 4096 or not _ARGV_PATH.fullmatch(value):
+        raise _refuse(
+            field,
+            value,
+            "a hostfile is a path of ASCII [A-Za-z0-9_.:/@+~-], 1..4096 long, not '-' first "
+            "(mpirun would read it as an option)",
+        )
+    return HostFile(value)
+
+
+def link_rate(field: str, value: object) -> LinkRate:
+    """An emulated link's rate in whole bits per second, for tc: '1gbit', '500mbit', '2.5g/s',
+    '100kbit' or an int of bits per second; computed in integers (a float of 400 digits would be
+    infinite), within MIN_LINK_RATE_BIT_S..MAX_LINK_RATE_BIT_S."""
+    match = _RATE.fullmatch(value) if isinstance(value, str) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        bits = value
+    elif match:
+        unit, fraction = _RATE_UNIT[match.group(3).lower()], match.group(2) or ""
+        bits = int(match.group(1)) * unit + int(fraction or "0") * unit // 10 ** len(fraction)
+    else:
+        bits = 0
+    if not MIN_LINK_RATE_BIT_S <= bits <= MAX_LINK_RATE_BIT_S:
+        raise UsageError(
+            f"{field}: unknown link rate {_shown(value)}: write a number (at most 15 digits, 9 after the point) "
+            "and k, m, g or t, e.g. 1gbit, 500mbit, 2.5g; 1 kbit/s .. 1 Pbit/s",
+            fields=(field.lstrip("-").replace("-", "_"),),
+        )
+    return LinkRate(bits)
 
 
 def count(field: str, value: object, low: int, high: int) -> int:

@@ -45,7 +45,7 @@ def up(
     if link_rate:
         if rate is not None:
             raise UsageError("give the cluster's rate once: --link-rate RATE or --link RATE")
-        rate = emulate.parse_rate(link_rate)
+        rate = emulate.parse_rate(link_rate, "--link-rate")
     faults.egress_rate(0, rate)  # a slow node without a rate needs one
     emulate.require_root()
     emulate.refuse_leftovers()

@@ -11,6 +11,7 @@ import typer
 from launch.fleet.emulate.links import parse_rate
 from launch.errors import UsageError
 from launch.fleet.node_names import interface_name
+from launch import shapes
 from launch.shapes import terminal
 
 
@@ -47,6 +48,7 @@ def locate(
 
     if message_bytes < 4 or message_bytes % 4:
         raise UsageError(f"--bytes must be a positive multiple of 4, got {message_bytes}")
+    image_ref = shapes.image("--image", image) if image else None
     if image and not os.path.isfile(image):
         raise UsageError(f"--image {image}: no such file")
     if nodes is not None and nodes < 2:
@@ -56,14 +58,14 @@ def locate(
         raise UsageError(f"--quiet-check must be 0-60 seconds, got {quiet_check:g}")
     if interface is not None:
         interface_name(interface, "--interface")
-    expected = parse_rate(expect) / 1e9 if expect else None
+    expected = parse_rate(expect, "--expect") / 1e9 if expect else None
     data = locating.locate(
         out,
         nodes,
         nodelist,
         exclude,
         message_bytes,
-        image,
+        image_ref,
         interface,
         expected,
         minutes,

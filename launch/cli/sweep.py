@@ -59,6 +59,11 @@ def sweep(
         help="a variable outside the allow-list the experiment's [run.env] may set (repeatable; its value may "
         "hold no path; those that run, load, read or write what they name never)",
     ),
+    accept_image: list[str] = typer.Option(
+        [],
+        help="an image the experiment names that this site has not built (no digest of it in the image store) "
+        "and may run all the same, as the runs name it (repeatable; a dry run needs none)",
+    ),
 ):
     """Run every point of EXPERIMENT; a rerun skips finished points.
 
@@ -68,10 +73,11 @@ def sweep(
     Examples:
       fabric-bench sweep experiments/cpu-small.experiment.toml --dry-run
       fabric-bench sweep experiments/hpec2020.experiment.toml --site site.toml --launcher sbatch --one-job
+      fabric-bench sweep pulled.experiment.toml --accept-image localhost/fabric-bench-ethernet-cpu:latest
     """
     from launch.plan.experiment import load_experiment
     from launch.site.config import Site, load_site
-    from launch.runs.sweep import plan, run_sweep
+    from launch.runs.sweep import check_images, plan, run_sweep
 
     if stall_timeout is not None and stall_timeout <= 0:
         raise UsageError(f"--stall-timeout must be > 0, got {stall_timeout:g}")
@@ -81,7 +87,7 @@ def sweep(
         raise UsageError(f"--remeasure-disturbed must be 0-5, got {remeasure_disturbed}")
     if launcher is not None and launcher not in LAUNCHERS:
         raise UsageError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
-    loaded = load_experiment(experiment, tuple(accept_env))
+    loaded = load_experiment(experiment, tuple(accept_env), tuple(accept_image))
     if one_job and (launcher or loaded.fixed.get("launcher")) != SBATCH.name:
         raise UsageError('--one-job needs --launcher sbatch (or launcher = "sbatch" in [run])')
     site_config = load_site(site) if site else Site.default()
@@ -130,6 +136,7 @@ def sweep(
                 markup=False,
             )
         return
+    check_images(swept)  # before the quiet check: an image this site neither has nor accepted never runs
     if quiet_check and not one_job and swept.todo():  # one job: its own sweep checks its allocation
         ask_if_busy(swept, quiet_check, accept_busy, console)
     with stoppable_command():  # Ctrl-C, kill, scancel, hang-up: the run ends whole, results kept

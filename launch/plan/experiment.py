@@ -30,8 +30,9 @@ not both; `ranks` is nodes x ranks_per_node, `extra_env` is [run.env] and the
 Slurm time limit follows time_limit_s. An experiment file travels between sites as an
 archive does, so [run.env] passes the archive's gate (launch.trust.check_foreign_env):
 named knobs of their shape, others only as `sweep --accept-env NAME` accepts them, and
-never a variable that runs, loads, reads or writes what it names. Unset fields take the
-site's defaults (launcher, runtime, partition, account), then RunSpec's.
+never a variable that runs, loads, reads or writes what it names; its image runs only where
+this site has it or accepts it by name (`sweep --accept-image IMAGE`, launch.runs.images).
+Unset fields take the site's defaults (launcher, runtime, partition, account), then RunSpec's.
 
 Expansion adds the 1-rank baseline every scaling-efficiency figure needs (a
 1-rank point of the matrix where it has one, else one node, one rank, no
@@ -60,7 +61,7 @@ from typing import Any
 
 from bench import catalog
 from containers.files import sha256_bytes
-from launch import trust
+from launch import shapes, trust
 from launch.fleet import slurm
 from launch.errors import UsageError
 from launch.kinds import DEFAULT, KINDS, trains
@@ -125,6 +126,7 @@ class Experiment:
     fixed: dict[str, Any] = field(default_factory=dict)  # RunSpec field -> one value
     env: dict[str, str] = field(default_factory=dict)
     accepted_env: tuple[str, ...] = ()  # names outside the allow-list this site accepted (--accept-env)
+    accepted_images: tuple[str, ...] = ()  # images this site accepted by name (--accept-image)
 
     def where(self, key: str) -> str:
         """'[matrix].key' or '[run].key': where the file sets it."""
@@ -184,7 +186,9 @@ def _env(path: Path, table: Any, accepted: tuple[str, ...]) -> dict[str, str]:
     return dict(table)
 
 
-def experiment_from_dict(data: dict, path: Path, accepted_env: tuple[str, ...] = ()) -> Experiment:
+def experiment_from_dict(
+    data: dict, path: Path, accepted_env: tuple[str, ...] = (), accepted_images: tuple[str, ...] = ()
+) -> Experiment:
     TomlTable(path, data).reject_unknown(TOP_KEYS)
     for name in TOP_KEYS:
         if not isinstance(data.get(name, {}), dict):
@@ -223,15 +227,19 @@ def experiment_from_dict(data: dict, path: Path, accepted_env: tuple[str, ...] =
         fixed=fixed,
         env=_env(path, run_table.get("env", {}), accepted_env),
         accepted_env=accepted_env,
+        accepted_images=tuple(shapes.image("--accept-image", image) for image in accepted_images),
     )
 
 
-def load_experiment(path: Path | str, accepted_env: tuple[str, ...] = ()) -> Experiment:
+def load_experiment(
+    path: Path | str, accepted_env: tuple[str, ...] = (), accepted_images: tuple[str, ...] = ()
+) -> Experiment:
     """Read and validate an experiment file; every problem is one UsageError line.
-    `accepted_env`: variables outside the allow-list this site accepts in [run.env] (--accept-env)."""
+    `accepted_env`: variables outside the allow-list this site accepts in [run.env] (--accept-env);
+    `accepted_images`: images this site accepts by name (--accept-image, launch.runs.images)."""
     path = Path(path)
     data = read_toml(path, "experiment")
-    return experiment_from_dict(data, path, accepted_env)
+    return experiment_from_dict(data, path, accepted_env, accepted_images)
 
 
 # ---------------------------------------------------------------- expansion

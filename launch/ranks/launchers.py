@@ -36,7 +36,7 @@ from launch.ranks.command import Command
 from launch.kinds import kind, trains
 from launch.ranks.runtimes import Bind, Runtime
 from launch.ranks.reporting import reporting_env
-from launch.shapes import ModuleName
+from launch.shapes import HostFile, ImageRef, ModuleName
 
 PYTHON_IN_IMAGE = "python3"
 HIDE_GPUS = "-1"  # CUDA_VISIBLE_DEVICES of a run without GPUs
@@ -115,6 +115,8 @@ class Plan:
 
     record_dir: Path
     runtime: Runtime
+    image: ImageRef | None = None  # the spec's image, parsed (launch.shapes.image): what the runtime runs
+    hostfile: HostFile | None = None  # the spec's hostfile, parsed (launch.shapes.hostfile): mpirun's
     fabric_env: dict[str, str] = field(default_factory=dict)
     binds: tuple[Bind, ...] = ()
     mpirun_args: tuple[str, ...] = ()  # e.g. MCA parameters selecting the fabric's transport
@@ -194,7 +196,7 @@ def bench_program(spec: LaunchedSpec, plan: Plan) -> list[str]:
 
 
 def in_runtime(spec: LaunchedSpec, plan: Plan, argv: list[str], env: dict[str, str]) -> list[str]:
-    return plan.runtime.wrap(spec.image, list(plan.binds), env, spec.gpus_per_node > 0, argv)
+    return plan.runtime.wrap(plan.image, list(plan.binds), env, spec.gpus_per_node > 0, argv)
 
 
 def cores_here(cpu_root: Path = Path("/sys/devices/system/cpu")) -> int:
@@ -224,10 +226,13 @@ def mpirun_binding(spec: LaunchedSpec, cores: int | None = None) -> list[str]:
     return ["--map-by", f"ppr:{per_node}:node:PE={max(1, cores // per_node)}", "--bind-to", "core"]
 
 
+def hostfile_args(hostfile: HostFile | None) -> list[str]:
+    """mpirun's --hostfile (a shape: a raw str here is a type error)."""
+    return ["--hostfile", hostfile] if hostfile else []
+
+
 def mpirun_argv(spec: LaunchedSpec, plan: Plan, env: dict[str, str], mpirun: str) -> list[str]:
-    argv = [mpirun, "-np", str(spec.ranks), *mpirun_binding(spec)]
-    if spec.hostfile:
-        argv += ["--hostfile", spec.hostfile]
+    argv = [mpirun, "-np", str(spec.ranks), *mpirun_binding(spec), *hostfile_args(plan.hostfile)]
     if spec.ranks_per_node > (os.cpu_count() or 1) and spec.nodes == 1:
         argv.append("--oversubscribe")
     argv += list(plan.mpirun_args)

@@ -16,7 +16,7 @@ from launch.errors import UsageError
 from launch.kinds import BENCHMARKS, DEFAULT, field_help, help_text, kind, trains
 from launch.kinds.sizes import DEVICE_BACKENDS
 from launch.ranks.launchers import LAUNCHERS, LOCAL
-from launch.ranks.runtimes import HOST
+from launch.ranks.runtimes import HOST, runtime_name
 from launch.schema import number
 
 ALLREDUCE = ("nccl", "mpi", "gloo")
@@ -273,10 +273,15 @@ class RunSpec:
             trust.check_text(f"--{f.name.replace('_', '-')}", getattr(self, f.name))
         trust.check_env(self.extra_env)
         slurm.Request.parsed(self.partition, self.account, self.time_limit, self.exclude_nodes)
-        for name in ("image", "hostfile"):  # argv elements of apptainer, podman, mpirun: never an option
-            value = getattr(self, name)
-            if value and value.startswith("-"):
-                raise UsageError(f"--{name} {value!r} would be read as an option; refused", fields=(name,))
+        # what reaches the argv of a container runtime, mpirun or tc: each of its shape (launch.shapes;
+        # the launchers parse them again into the types their argv takes, launch.runs.run.make_plan)
+        runtime_name("--runtime", self.runtime)
+        if self.image:
+            shapes.image("--image", self.image)
+        if self.hostfile:
+            shapes.hostfile("--hostfile", self.hostfile)
+        if self.link_rate:
+            shapes.link_rate("--link-rate", self.link_rate)
         if self.framework not in catalog.ENGINES:  # every kind's program is chosen by it
             raise UsageError(
                 f"unknown framework {self.framework!r}; choose from {', '.join(catalog.ENGINES)}",

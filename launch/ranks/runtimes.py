@@ -4,6 +4,9 @@ The registry of runtimes: a runtime's name, flags, version command, how it
 inspects and digests an image, and whether its images are files live only in
 its class; `host` runs without a container. Other modules import the names
 (RUNTIMES, CONTAINER_RUNTIMES) instead of spelling them.
+
+The image reaching a runtime's argv is a shape (launch.shapes.ImageRef) and the runtime is
+chosen by one (launch.shapes.RuntimeName): a raw str at either is a type error.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from launch import shapes
 from launch.errors import UsageError
+from launch.shapes import ImageRef, RuntimeName
 
 
 @dataclass(frozen=True)
@@ -47,14 +52,16 @@ class Runtime:
         """How the probe asks this runtime for its version (None: nothing to ask)."""
         return [self.binary, "--version"] if self.binary else None
 
-    def inspect_argv(self, image: str) -> list[str] | None:
+    def inspect_argv(self, image: ImageRef) -> list[str] | None:
         """How the archive records an image's metadata (None: this runtime cannot)."""
         return None
 
-    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
+    def wrap(
+        self, image: ImageRef | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]
+    ) -> list[str]:
         raise NotImplementedError
 
-    def image_to_run(self, image: str | None) -> str:
+    def image_to_run(self, image: ImageRef | None) -> ImageRef:
         """The image a container runtime's wrap runs (RunSpec refuses such a run without one)."""
         if image is None:
             raise UsageError(f"--runtime {self.name} needs --image", fields=("runtime", "image"))
@@ -63,11 +70,17 @@ class Runtime:
     def available(self) -> bool:
         return self.binary is None or shutil.which(self.binary) is not None
 
-    def digest(self, image: str) -> str | None:
+    def digest(self, image: ImageRef) -> str | None:
         """sha256 of the image as this runtime identifies it (None if unknown)."""
         return None
 
-    def labels(self, image: str) -> dict[str, str]:
+    def identities(self, image: ImageRef) -> set[str]:
+        """Every sha256 this runtime knows the image by, as sha256:HEX (its digest; podman's image
+        id too, which its builds record): what the image store is searched for (launch.runs.images)."""
+        found = self.digest(image)
+        return {normal_digest(found)} if found else set()
+
+    def labels(self, image: ImageRef) -> dict[str, str]:
         """The image's fabric-bench labels (fabric, flavour, stack digest, recipe hash, ...);
         {} where this runtime cannot read them or the image has none."""
         return {}
@@ -78,8 +91,16 @@ class HostRuntime(Runtime):
 
     name = "host"
 
-    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
+    def wrap(
+        self, image: ImageRef | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]
+    ) -> list[str]:
         return list(argv)
+
+
+def normal_digest(digest: str) -> str:
+    """sha256:HEX for a bare HEX or a prefixed one."""
+    digest = digest.strip()
+    return digest if digest.startswith("sha256:") else f"sha256:{digest}"
 
 
 def inspected(argv: list[str], pick: Callable[[Any], Any]) -> Any:
@@ -143,7 +164,9 @@ class ApptainerRuntime(Runtime):
     binary: str = "apptainer"
     image_is_file = True
 
-    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
+    def wrap(
+        self, image: ImageRef | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]
+    ) -> list[str]:
         out = [self.binary, "exec", "--pwd", "/"]  # not $PWD: a checkout there would shadow the image's bench/
         if gpus:
             out.append("--nv")
@@ -151,13 +174,13 @@ class ApptainerRuntime(Runtime):
             out += ["--bind", bind.spec()]
         return out + [self.image_to_run(image), *env_command(env), *argv]
 
-    def digest(self, image: str) -> str | None:
+    def digest(self, image: ImageRef) -> str | None:
         return file_sha256(image)
 
-    def inspect_argv(self, image: str) -> list[str]:
+    def inspect_argv(self, image: ImageRef) -> list[str]:
         return [self.binary, "inspect", "--json", "--all", image]
 
-    def labels(self, image: str) -> dict[str, str]:
+    def labels(self, image: ImageRef) -> dict[str, str]:
         return ours(
             inspected(
                 [self.binary, "inspect", "--json", "--labels", image], lambda out: out["data"]["attributes"]["labels"]
@@ -222,7 +245,9 @@ class PodmanRuntime(Runtime):
         "LOCAL_WORLD_SIZE",
     )
 
-    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
+    def wrap(
+        self, image: ImageRef | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]
+    ) -> list[str]:
         from containers.build import PODMAN_ULIMITS
 
         shared = tuple(HOST_NAMESPACES) if self.shared is None else self.shared
@@ -240,18 +265,23 @@ class PodmanRuntime(Runtime):
             out += ["--env", f"{name}={value}"]
         return out + [self.image_to_run(image), *argv]
 
-    def inspect_argv(self, image: str) -> list[str]:
+    def inspect_argv(self, image: ImageRef) -> list[str]:
         return [self.binary, "image", "inspect", image]
 
-    def labels(self, image: str) -> dict[str, str]:
+    def labels(self, image: ImageRef) -> dict[str, str]:
         return ours(inspected(self.inspect_argv(image), lambda out: out[0].get("Labels")) or {})
 
-    def digest(self, image: str) -> str | None:
+    def digest(self, image: ImageRef) -> str | None:
         try:
             out = subprocess.run(self.inspect_argv(image), capture_output=True, text=True, check=True)
             return json.loads(out.stdout)[0]["Digest"]
         except (OSError, subprocess.CalledProcessError, ValueError, LookupError):
             return None
+
+    def identities(self, image: ImageRef) -> set[str]:
+        """Its manifest digest and its image id (what `podman build` gives and the image store records)."""
+        found = inspected(self.inspect_argv(image), lambda out: [out[0].get("Digest"), out[0].get("Id")])
+        return {normal_digest(d) for d in found or () if isinstance(d, str) and d}
 
 
 class CharliecloudRuntime(Runtime):
@@ -261,7 +291,9 @@ class CharliecloudRuntime(Runtime):
     binary: str = "ch-run"
     binds_any_target = False
 
-    def wrap(self, image: str | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]) -> list[str]:
+    def wrap(
+        self, image: ImageRef | None, binds: list[Bind], env: dict[str, str], gpus: bool, argv: list[str]
+    ) -> list[str]:
         out = [self.binary, "--cd", "/"]
         out += [f"--unset-env={name}" for name in HOST_LEAKS if name not in env]  # ch-run passes the host's env
         for bind in binds:
@@ -278,7 +310,12 @@ HOST = HostRuntime.name
 CONTAINER_RUNTIMES = tuple(name for name, cls in RUNTIMES.items() if cls.binary)  # in order of preference
 
 
-def runtime_named(name: str, shared: tuple[str, ...] | None = None) -> Runtime:
+def runtime_name(field: str, value: object) -> RuntimeName:
+    """A runtime's name, parsed against this registry (launch.shapes.runtime_name)."""
+    return shapes.runtime_name(field, value, tuple(RUNTIMES))
+
+
+def runtime_named(name: RuntimeName, shared: tuple[str, ...] | None = None) -> Runtime:
     """The runtime called `name`; `shared`: the host namespaces its containers share (host_namespaces)."""
     try:
         return RUNTIMES[name](shared)

@@ -25,6 +25,7 @@ from bench import catalog
 from containers import stack
 from containers.fabrics import PROFILES
 from containers.recipe import labels as recipe_labels
+from launch import shapes
 from launch.ranks.runspec import RunSpec
 from launch.ranks.runtimes import RUNTIMES
 from launch.plan.experiment import NOT_APPLICABLE, Experiment, Point, measures_alone, read_fields
@@ -61,7 +62,7 @@ def image_labels(spec: RunSpec, cache: dict[str, dict[str, str]] | None = None) 
         if runtime is None:
             cache[spec.image] = {}
         elif runtime.image_is_file and Path(spec.image).is_file():
-            cache[spec.image] = runtime.labels(spec.image)
+            cache[spec.image] = runtime.labels(shapes.image("--image", spec.image))
         else:
             cache[spec.image] = labels_of_name(spec.image)
     return cache[spec.image]

@@ -22,10 +22,10 @@ from typing import Any
 from containers.files import sha256_file
 from containers.untrusted import UntrustedInput, regular_file
 from launch.provenance import archive as archives
-from launch import foreign_env, trust
+from launch import foreign_env, shapes, trust
 from launch.errors import UsageError
 from launch.ranks.runspec import RunSpec
-from launch.ranks.runtimes import HOST, runtime_named
+from launch.ranks.runtimes import HOST, runtime_name, runtime_named
 from launch.site.config import Site
 
 # What a replayed run takes from the archive and may reach a process, a shell line or a job script
@@ -195,15 +195,14 @@ def check_image(result: dict, spec: RunSpec, allow_mismatch: bool) -> list[str]:
     recorded = image.get("digest") if isinstance(image, dict) else None
     if not spec.image:
         return ["no image: the run uses this host's software, which no digest checks"]
-    runtime = runtime_named(spec.runtime)
-    if spec.image.startswith("-"):
-        raise UsageError(f"image {spec.image!r}: {spec.runtime} would read it as an option; refused")
+    runtime = runtime_named(runtime_name("--runtime", spec.runtime))
+    image = shapes.image("--image", spec.image)  # one argv element of the runtime's, never an option
     if runtime.image_is_file:
         try:
-            regular_file(spec.image, "image")
+            regular_file(image, "image")
         except UntrustedInput as exc:
             raise UsageError(str(exc), fields=("image",)) from None
-    current = runtime.digest(spec.image)
+    current = runtime.digest(image)
     if recorded and current == recorded:
         return []
     problem = (

@@ -29,7 +29,9 @@ from launch.results.result import Result
 from launch.ranks.runspec import RunSpec
 from launch.site.fabric_preset import Preset, resolve
 from launch.site.preflight import check_image_fabric, horovod_built_for, preflight, preflight_skipped  # noqa: F401
-from launch.ranks.runtimes import Bind, host_leaks_set, host_namespaces, runtime_named
+from launch import shapes
+from launch.ranks.runtimes import Bind, host_leaks_set, host_namespaces, runtime_name, runtime_named
+from launch.shapes import ImageRef
 from launch.site.config import Site
 
 
@@ -49,7 +51,7 @@ def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
     # podman shares only the host namespaces the run needs (its network for a fabric, IPC and PIDs
     # where ranks of a node sit in containers of their own)
     shared = host_namespaces(spec.fabric, not launcher_of(spec).one_host, spec.ranks_per_node)
-    runtime = runtime_named(spec.runtime, shared)
+    runtime = runtime_named(runtime_name("--runtime", spec.runtime), shared)
     preset = resolve(spec, site)
     binds: tuple[Bind, ...] = ()
     if runtime.containerised:  # ranks write their records into the run directory
@@ -62,6 +64,9 @@ def make_plan(spec: RunSpec, run_dir: Path, site: Site) -> tuple[Plan, Preset]:
     plan = Plan(
         record_dir=run_dir / "ranks",
         runtime=runtime,
+        # the argv sinks take shapes: the image a runtime runs, mpirun's hostfile (launch.shapes)
+        image=shapes.image("--image", spec.image) if spec.image else None,
+        hostfile=shapes.hostfile("--hostfile", spec.hostfile) if spec.hostfile else None,
         fabric_env=fabric_env,
         binds=binds,
         job_script=run_dir / "job.sbatch",
@@ -152,7 +157,7 @@ def host_env_record(runtime, spec: RunSpec) -> dict:
     return {"set": found, "cleared_in_image": cleared}
 
 
-def image_record(runtime, image: str, labels: dict | None = None) -> dict:
+def image_record(runtime, image: ImageRef, labels: dict | None = None) -> dict:
     """The image a run used: its digest, its fabric-bench labels (those preflight read, else
     read now) and the stack image's digest (every fabric image of a flavour is FROM one
     stack image: the same stack_digest)."""
@@ -189,7 +194,8 @@ def execute_run(
 ) -> Result:
     checked = preflight(spec, prepared, force=force, echo=echo)
     runtime = prepared.plan.runtime
-    image = image_record(runtime, spec.image, prepared.image_labels) if spec.image else None  # before the run
+    used = prepared.plan.image
+    image = image_record(runtime, used, prepared.image_labels) if used else None  # before the run
     prepared.run_dir.mkdir(parents=True, exist_ok=False)
     if prepared.job_script is not None and prepared.plan.job_script is not None:
         prepared.plan.job_script.write_text(prepared.job_script, encoding="utf-8")

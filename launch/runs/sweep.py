@@ -39,6 +39,7 @@ from launch.errors import UsageError
 from launch.ranks.execute import execute
 from launch.ranks.interrupt import interrupted_by
 from launch.runs import dropped as drops
+from launch.runs import images
 from launch.plan.experiment import Experiment, Point, blame, expand
 from launch.ranks.launchers import SRUN, launcher_of, tool_path
 from launch.disturbance import quiet
@@ -125,6 +126,21 @@ def plan(
     sweep = Sweep(experiment, points, directory, site, launcher, retry_failed, force, stall_timeout, exclude_nodes)
     sweep.dropped = drops.matrix_drops(experiment, site, launcher) + refused
     return sweep
+
+
+def check_images(sweep: Sweep) -> None:
+    """Every image the points left to run name passes the gate a travelling file's image does
+    (launch.runs.images: this site has it, or --accept-image names it), before anything runs;
+    the first that does not is refused in one line naming its key. A dry run does not ask."""
+    seen: set[tuple[str, str | None]] = set()
+    for point in sweep.todo():
+        spec = point.spec
+        if (spec.runtime, spec.image) in seen:
+            continue
+        seen.add((spec.runtime, spec.image))
+        why = images.refusal(spec, sweep.experiment.accepted_images)
+        if why:
+            raise sweep.experiment.error("image", why)
 
 
 def check_node_counts(
@@ -342,6 +358,8 @@ def one_job_script(sweep: Sweep, fabric_bench: str) -> str:
         argv.append("--keep-disturbed")
     for name in sweep.experiment.accepted_env:  # the job's own sweep reads the file through the same gate
         argv += ["--accept-env", name]
+    for image in sweep.experiment.accepted_images:  # and runs only the images this side accepted
+        argv += ["--accept-image", image]
     return slurm.sweep_job_script(
         name=slurm.job_name("sweep", sweep.experiment.name),
         nodes=max(s.nodes for s in specs),
@@ -529,6 +547,7 @@ def run_sweep(sweep: Sweep, console: Console, one_job: bool = False) -> dict:
     The directory is held (sweep_state.exclusive) before its index is read again and until the
     summary is written: a second sweep on it is refused before it reads or writes anything. With
     one job, the job's own sweep holds it while it runs, and this process only to sum up."""
+    check_images(sweep)  # a file's image runs only where this site has it or accepts it
     if one_job:
         return _run_and_sum_up(sweep, console, run_one_job, hold_to_sum_up=True)
     with exclusive(sweep.directory):

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 from launch.ranks.runtimes import Runtime
+from launch.shapes import ImageRef
 
 NCCL_PROBE = (
     "import torch\n"
@@ -67,7 +68,7 @@ def versions(answers: dict[str, dict]) -> dict[str, str]:
     return found
 
 
-def capture(runtime: Runtime | None = None, image: str | None = None, timeout: float = 180.0) -> dict:
+def capture(runtime: Runtime | None = None, image: ImageRef | None = None, timeout: float = 180.0) -> dict:
     """Ask every tool, on the host (runtime None or host) or inside `image`."""
     inside = runtime is not None and runtime.containerised and bool(image)
     python = "python3" if inside else sys.executable

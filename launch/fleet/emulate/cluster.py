@@ -36,6 +36,7 @@ from typing import Iterator, NoReturn
 
 from launch.fleet.emulate.faults import Faults
 from launch.errors import UsageError
+from launch.shapes import LinkRate
 
 PREFIX = "fbemu-"
 
@@ -71,7 +72,7 @@ _NAME = re.compile(r"^[a-z0-9]{1,16}$")
 class Cluster:
     name: str
     nodes: int
-    rate_bit_s: int | None  # None: unshaped
+    rate_bit_s: LinkRate | None  # None: unshaped
     persistent: bool = False  # made by `emulate up`: runs use it and leave it up
     faults: Faults = Faults()  # planted degradations (launch.fleet.emulate.faults)
     slurm: bool = False  # a slurmd per node and slurmctld on the bridge (launch.fleet.emulate.slurm_nodes)
@@ -108,7 +109,8 @@ def require_root() -> None:
             raise UsageError(f"emulated clusters need `{tool}` (iproute2 / util-linux), not found on PATH")
 
 
-def tbf_args(rate_bit_s: int) -> list[str]:
+def tbf_args(rate_bit_s: LinkRate) -> list[str]:
+    """tc's tbf at a rate (a shape: whole bits per second within bounds, launch.shapes.link_rate)."""
     rate_bytes_s = rate_bit_s / 8
     burst = max(int(rate_bytes_s * BURST_S), MIN_BURST_BYTES)
     limit = burst + int(rate_bytes_s * QUEUE_S)
@@ -160,11 +162,11 @@ def shape(cluster: Cluster, i: int) -> None:
         run_tool("tc", "-n", node, "qdisc", "replace", "dev", IFNAME, "root", *tbf_args(egress))
 
 
-def htb_argv(rate_bit_s: int, slow: list[tuple[str, int]]) -> list[list[str]]:
+def htb_argv(rate_bit_s: LinkRate, slow: list[tuple[str, LinkRate]]) -> list[list[str]]:
     """tc commands (after `tc -n NS`) shaping a node's egress with htb: class 1:1 at its rate for
     all traffic, and one class per degraded peer address at that pair's rate (u32 on dst)."""
 
-    def cls(minor: int, rate: int) -> list[str]:
+    def cls(minor: int, rate: LinkRate) -> list[str]:
         burst = str(max(int(rate / 8 * BURST_S), MIN_BURST_BYTES))
         return [
             "class",

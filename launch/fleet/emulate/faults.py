@@ -19,8 +19,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from launch import shapes
 from launch.fleet.emulate.links import parse_rate
 from launch.errors import UsageError
+from launch.shapes import LinkRate
 
 _NODE = re.compile(r"^n(\d+)$")
 _PAIR = re.compile(r"^n(\d+)-n(\d+)$")
@@ -29,17 +31,17 @@ SLOW_DEFAULT_FRACTION = 0.25  # `--slow nI` without a rate: a quarter of the nod
 
 @dataclass(frozen=True)
 class Faults:
-    node_rates: tuple[tuple[int, int], ...] = ()  # (node, bit/s): its link, both directions
-    pair_rates: tuple[tuple[int, int, int], ...] = ()  # (node, node, bit/s): the path between them
-    slow_nodes: tuple[tuple[int, int | None], ...] = ()  # (node, egress bit/s or None: a quarter)
+    node_rates: tuple[tuple[int, LinkRate], ...] = ()  # (node, bit/s): its link, both directions
+    pair_rates: tuple[tuple[int, int, LinkRate], ...] = ()  # (node, node, bit/s): the path between them
+    slow_nodes: tuple[tuple[int, LinkRate | None], ...] = ()  # (node, egress bit/s or None: a quarter)
 
     def __bool__(self) -> bool:
         return bool(self.node_rates or self.pair_rates or self.slow_nodes)
 
-    def node_rate(self, i: int, default: int | None) -> int | None:
+    def node_rate(self, i: int, default: LinkRate | None) -> LinkRate | None:
         return dict(self.node_rates).get(i, default)
 
-    def egress_rate(self, i: int, link: int | None) -> int | None:
+    def egress_rate(self, i: int, link: LinkRate | None) -> LinkRate | None:
         slow = dict(self.slow_nodes)
         if i not in slow:
             return link
@@ -47,9 +49,9 @@ class Faults:
             return slow[i]
         if link is None:
             raise UsageError(f"--slow n{i} without a rate needs shaped links (--link RATE)")
-        return int(link * SLOW_DEFAULT_FRACTION)
+        return shapes.link_rate(f"--slow n{i} (a quarter of its link)", int(link * SLOW_DEFAULT_FRACTION))
 
-    def degraded_peers(self, i: int) -> list[tuple[int, int]]:
+    def degraded_peers(self, i: int) -> list[tuple[int, LinkRate]]:
         """(peer, rate) of every degraded pair that node i is in."""
         return [(b if a == i else a, r) for a, b, r in self.pair_rates if i in (a, b)]
 
@@ -81,14 +83,17 @@ def _node(text: str, nodes: int, option: str) -> int:
     return int(match.group(1))
 
 
-def parse(links: list[str], slow: list[str], nodes: int) -> tuple[int | None, Faults]:
+def parse(links: list[str], slow: list[str], nodes: int) -> tuple[LinkRate | None, Faults]:
     """(the cluster's rate, its faults) from --link and --slow values."""
-    rate, node_rates, pair_rates, slow_nodes = None, {}, {}, {}
+    rate: LinkRate | None = None
+    node_rates: dict[int, LinkRate] = {}
+    pair_rates: dict[tuple[int, int], LinkRate] = {}
+    slow_nodes: dict[int, LinkRate | None] = {}
     for value in links:
         if "=" not in value:
             if rate is not None:
                 raise UsageError(f"--link {value!r}: the cluster's rate is given twice")
-            rate = parse_rate(value)
+            rate = parse_rate(value, "--link")
             continue
         where, text = value.split("=", 1)
         pair = _PAIR.match(where)
@@ -96,12 +101,12 @@ def parse(links: list[str], slow: list[str], nodes: int) -> tuple[int | None, Fa
             a, b = sorted((_node(f"n{pair.group(1)}", nodes, "--link"), _node(f"n{pair.group(2)}", nodes, "--link")))
             if a == b:
                 raise UsageError(f"--link {value!r}: a pair needs two different nodes")
-            pair_rates[(a, b)] = parse_rate(text)
+            pair_rates[(a, b)] = parse_rate(text, f"--link {where}")
         else:
-            node_rates[_node(where, nodes, "--link")] = parse_rate(text)
+            node_rates[_node(where, nodes, "--link")] = parse_rate(text, f"--link {where}")
     for value in slow:
         where, _, text = value.partition("=")
-        slow_nodes[_node(where, nodes, "--slow")] = parse_rate(text) if text else None
+        slow_nodes[_node(where, nodes, "--slow")] = parse_rate(text, f"--slow {where}") if text else None
     faults = Faults(
         tuple(sorted(node_rates.items())),
         tuple(sorted((a, b, r) for (a, b), r in pair_rates.items())),

@@ -19,6 +19,7 @@ from launch.fleet import slurm
 from launch.fleet.locate.pairs import Pair, Verdict, disjoint_rounds, judge, pattern_for, rounds, screen_pairs
 from launch.fleet.locate.result import write
 from launch.fleet.node_names import node_names
+from launch.shapes import ImageRef
 from bench.collectives import ALLREDUCE  # the pairs run its program (bench.allreduce) and read its records
 
 DEFAULT_BYTES = 4 * 2**20
@@ -75,7 +76,7 @@ def step_env(interface: str | None, image: str | None) -> dict[str, str]:
     return env
 
 
-def step_argv(job_id: str, pair: tuple[str, str], record_dir: Path, nbytes: int, image: str | None) -> list[str]:
+def step_argv(job_id: str, pair: tuple[str, str], record_dir: Path, nbytes: int, image: ImageRef | None) -> list[str]:
     program = [
         "-m",
         "bench.allreduce",
@@ -142,7 +143,7 @@ def run_round(
     out: Path,
     tag: str,
     nbytes: int,
-    image: str | None,
+    image: ImageRef | None,
     interface: str | None,
 ) -> list[Pair]:
     """The round's steps at the same time (disjoint nodes), each waited for."""
@@ -178,7 +179,7 @@ def measure(
     nodes: list[str],
     out: Path,
     nbytes: int = DEFAULT_BYTES,
-    image: str | None = None,
+    image: ImageRef | None = None,
     interface: str | None = None,
     expected_gbit_s: float | None = None,
     echo: Callable[[str], None] = print,
@@ -241,7 +242,7 @@ def locate(
     nodelist: str | None = None,
     exclude: str | None = None,
     nbytes: int = DEFAULT_BYTES,
-    image: str | None = None,
+    image: ImageRef | None = None,
     interface: str | None = None,
     expected_gbit_s: float | None = None,
     minutes: int = 20,

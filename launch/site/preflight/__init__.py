@@ -228,10 +228,11 @@ def preflight(spec, prepared, force: bool = False, echo: bool = True) -> list[st
     if runtime.containerised:
         if not runtime.available():
             raise UsageError(f"runtime {runtime.name}: {runtime.binary} not found on PATH", fields=("runtime",))
-        if runtime.image_is_file and not Path(spec.image).is_file():
-            raise UsageError(f"image {spec.image} not found", fields=("image",))
-        checked.append(f"image {spec.image} present")
-        prepared.image_labels = runtime.labels(spec.image)  # read once: the result's image record reuses them
+        image = runtime.image_to_run(prepared.plan.image)  # the spec's, parsed (launch.shapes.image)
+        if runtime.image_is_file and not Path(image).is_file():
+            raise UsageError(f"image {image} not found", fields=("image",))
+        checked.append(f"image {image} present")
+        prepared.image_labels = runtime.labels(image)  # read once: the result's image record reuses them
         checked.append(
             check_image_fabric(spec, prepared.preset.profile, prepared.image_labels, required=runtime.image_is_file)
         )

@@ -68,7 +68,9 @@ def fabric_checks(spec, prepared, run: Runner = run_command, opener=None, root: 
                 return Path(path).read_bytes()
             except OSError:
                 return None
-        argv = prepared.plan.runtime.wrap(spec.image, existing_binds(prepared.plan.binds), {}, False, ["cat", path])
+        argv = prepared.plan.runtime.wrap(
+            prepared.plan.image, existing_binds(prepared.plan.binds), {}, False, ["cat", path]
+        )
         try:
             return subprocess.run(argv, capture_output=True, timeout=60, check=True).stdout
         except (OSError, subprocess.SubprocessError):

@@ -162,7 +162,7 @@ def image_side(spec, prepared, patterns: list[str], run: Runner = run_command) -
         argv = ["sh", "-c", IMAGE_SCRIPT, "preflight", *patterns]
     else:
         argv = runtime.wrap(
-            spec.image,
+            prepared.plan.image,
             existing_binds(prepared.plan.binds),
             dict(prepared.plan.fabric_env),
             spec.gpus_per_node > 0,
