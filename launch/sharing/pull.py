@@ -31,7 +31,7 @@ from launch.provenance import archive as archives
 from launch.results import store
 from launch.results.result import Result, ResultError, malformed, parse, typed
 from launch.sharing import annotations as notes
-from launch.sharing import artifact, pulled
+from launch.sharing import artifact, freshness, pulled
 from launch.sharing.registry import Registry, sha256_digest
 from launch.sharing.trusted_keys import Signed, TrustedKeys
 from launch.shapes import terminal
@@ -137,9 +137,12 @@ class SignedFirst:
     limits: ArchiveLimits  # what reading the archive may hold: what the signed manifest lists
 
 
-def verify_signed_manifest(repository: Registry, listed: Listed, keys: TrustedKeys) -> SignedFirst:
+def verify_signed_manifest(
+    repository: Registry, listed: Listed, keys: TrustedKeys, earlier: tuple[pulled.Pulled, ...] = ()
+) -> SignedFirst:
     """Fetch the small signed-manifest layer and check its signature, its site and its signer:
-    nothing of the archive is fetched or parsed until this passes."""
+    nothing of the archive is fetched or parsed until this passes. `earlier`: what this site
+    pulled before (a key revoked since a date still signs what was pinned here before it)."""
     where, layout = listed.reference, listed.layout
     if layout.signed is None:
         raise UsageError(
@@ -148,7 +151,8 @@ def verify_signed_manifest(repository: Registry, listed: Listed, keys: TrustedKe
         )
     data = repository.fetch_small_blob(layout.signed.digest, layout.signed.size_bytes)
     manifest_bytes, signature = artifact.signed_parts(data, where)
-    signed = keys.verify(manifest_bytes, signature, f"{where}: the archive")
+    pinned = freshness.pinned_unix(earlier, layout.archive.digest)
+    signed = keys.verify(manifest_bytes, signature, f"{where}: the archive", pinned)
     names, limits = archives.listed_limits(manifest_bytes, where)
     try:
         site = notes.site_named(names, f"{where}: the signed manifest")
@@ -162,11 +166,14 @@ def verify_signed_manifest(repository: Registry, listed: Listed, keys: TrustedKe
     return SignedFirst(signed, site, manifest_bytes, signature, limits)
 
 
-def verify(repository: Registry, listed: Listed, keys: TrustedKeys, incoming: Path) -> Verified:
+def verify(
+    repository: Registry, listed: Listed, keys: TrustedKeys, incoming: Path, earlier: tuple[pulled.Pulled, ...] = ()
+) -> Verified:
     """Verify one artifact's signed manifest, then fetch its blobs into `incoming` (an empty
-    folder) and read the archive against it; any flaw is one line."""
+    folder) and read the archive against it; any flaw is one line. `earlier`: what this site
+    pulled before, against which a rollback is refused (launch.sharing.freshness)."""
     where, layout = listed.reference, listed.layout
-    first = verify_signed_manifest(repository, listed, keys)
+    first = verify_signed_manifest(repository, listed, keys, earlier)
     signed = first.signed
     archive_path = repository.fetch_blob(layout.archive.digest, layout.archive.size_bytes, incoming / pulled.ARCHIVE)
     system_digest = None
@@ -197,6 +204,8 @@ def verify(repository: Registry, listed: Listed, keys: TrustedKeys, incoming: Pa
             f"{where}: annotation {key} says {terminal(layout.annotations.get(key))[:80]!r}, the signed archive "
             f"{terminal(computed.get(key))[:80]!r}: refused"
         )
+    run_ids = {result.run_id for result in results.values()}
+    freshness.refuse_rollback(earlier, site, layout.archive.digest, computed.get(notes.CREATED, ""), run_ids, where)
     return Verified(listed, incoming, archive, signed, site, results)
 
 
@@ -254,10 +263,11 @@ def pull(
     incoming = Path(tempfile.mkdtemp(prefix=".incoming-", dir=root))
     try:
         checked = []
+        earlier = tuple(pulled.pulled_in(db_path.parent))
         for number, listed in enumerate(picked):
             folder = incoming / str(number)
             folder.mkdir()
-            checked.append(verify(repository, listed, keys, folder))
+            checked.append(verify(repository, listed, keys, folder, earlier))
         return [_import(verified, root, db_path) for verified in checked]
     finally:
         shutil.rmtree(incoming, ignore_errors=True)

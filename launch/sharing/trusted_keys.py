@@ -4,7 +4,10 @@
                       (the principal names the site: `site-a`, or `site-a@example.org`; options
                       such as valid-before="20270101" are OpenSSH's own)
     revoked keys      one public key per line (`ssh-ed25519 AAAA... comment`), '#' comments; the
-                      keys no signature is accepted from any more, whoever lists them
+                      keys no signature is accepted from any more, whoever lists them. A line may
+                      begin `revoked-since=YYYY-MM-DD `: an archive this site had pulled (pinned by
+                      its digest) before that day is still accepted when pulled again; nothing
+                      else the key signed is (without a date: nothing at all)
 
 `verify(data, signature)` returns who signed, or refuses in one line (UsageError): unsigned; not an
 OpenSSH signature of this bundle's namespace; signed by a revoked key; signed by a key the
@@ -17,11 +20,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import calendar
 import hashlib
+import re
 import shutil
 import struct
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,15 +96,23 @@ def _key_lines(path: Path, what: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-def revoked_fingerprints(path: Path) -> set[str]:
-    """The fingerprints of a revoked-keys file's keys (one public key per line)."""
-    found = set()
+REVOKED_SINCE = re.compile(r"revoked-since=(\d{4}-\d\d-\d\d)")
+
+
+def revoked_fingerprints(path: Path) -> dict[str, float | None]:
+    """Each revoked key's fingerprint, and the day (Unix seconds, UTC midnight) its revocation
+    took effect, None when the line gives none (a revocation of everything it ever signed)."""
+    found: dict[str, float | None] = {}
     for number, line in enumerate(_key_lines(path, "revoked keys file"), 1):
         fields = line.split()
+        since = REVOKED_SINCE.fullmatch(fields[0]) if fields else None
         try:
-            found.add(fingerprint_of(base64.b64decode(fields[1], validate=True)))
-        except (IndexError, binascii.Error):
-            raise UsageError(f"revoked keys file {path}, line {number}: not `TYPE BASE64 [comment]`") from None
+            day = calendar.timegm(time.strptime(since.group(1), "%Y-%m-%d")) if since else None
+            found[fingerprint_of(base64.b64decode(fields[2 if since else 1], validate=True))] = day
+        except (IndexError, ValueError, binascii.Error):
+            raise UsageError(
+                f"revoked keys file {path}, line {number}: not `[revoked-since=YYYY-MM-DD] TYPE BASE64 [comment]`"
+            ) from None
     return found
 
 
@@ -107,11 +121,15 @@ class TrustedKeys:
         self.allowed_signers, self.revoked = Path(allowed_signers), Path(revoked) if revoked else None
         if not _key_lines(self.allowed_signers, "allowed signers file"):
             raise UsageError(f"allowed signers file {self.allowed_signers} lists no key")
-        self.revoked_keys = revoked_fingerprints(self.revoked) if self.revoked else set()
+        self.revoked_keys = revoked_fingerprints(self.revoked) if self.revoked else {}
         tool = shutil.which("ssh-keygen")
         if tool is None:
             raise UsageError("ssh-keygen not found: verifying signatures needs OpenSSH's client tools")
         self.tool = tool
+
+    def _revoked_key_lines(self) -> list[str]:
+        lines = _key_lines(self.revoked, "revoked keys file") if self.revoked else []
+        return [REVOKED_SINCE.sub("", line, count=1).strip() for line in lines]
 
     def _run(self, argv: list[str], data: bytes | None = None) -> subprocess.CompletedProcess:
         try:
@@ -123,12 +141,20 @@ class TrustedKeys:
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise UsageError(f"ssh-keygen failed: {exc}") from None
 
-    def verify(self, data: bytes, signature: bytes | None, where: str) -> Signed:
+    def verify(self, data: bytes, signature: bytes | None, where: str, pinned_unix: float | None = None) -> Signed:
+        """Who signed `data`; `pinned_unix`: when this site first pulled this very archive (its
+        digest), which a dated revocation of the key lets through if it came before the date."""
         if signature is None:
             raise UsageError(f"{where} is unsigned: refused")
         key = signature_key(signature, where)
         if key in self.revoked_keys:
-            raise UsageError(f"{where} is signed by revoked key {key} (listed in {self.revoked}): refused")
+            since = self.revoked_keys[key]
+            if since is None or pinned_unix is None or pinned_unix >= since:
+                raise UsageError(f"{where} is signed by revoked key {key} (listed in {self.revoked}): refused")
+            return self._verified(data, signature, where, key, revoked=False)
+        return self._verified(data, signature, where, key, revoked=self.revoked is not None)
+
+    def _verified(self, data: bytes, signature: bytes, where: str, key: str, revoked: bool) -> Signed:
         with tempfile.TemporaryDirectory(prefix="fabric-bench-trust.") as folder:
             sig = Path(folder) / "manifest.sig"
             sig.write_bytes(signature)
@@ -136,11 +162,12 @@ class TrustedKeys:
             principals = found.stdout.decode(errors="replace").split() if found.returncode == 0 else []
             if not principals:
                 raise UsageError(f"{where} is signed by key {key}, which {self.allowed_signers} does not list: refused")
-            revoked = ["-r", str(self.revoked)] if self.revoked else []
+            keys_only = Path(folder) / "revoked.keys"  # ssh-keygen reads keys, not this file's dates
+            keys_only.write_text("".join(f"{line}\n" for line in self._revoked_key_lines()))
             for principal in principals:
                 checked = self._run(
                     ["-Y", "verify", "-f", str(self.allowed_signers), "-I", principal, "-n", NAMESPACE, "-s", str(sig)]
-                    + revoked,
+                    + (["-r", str(keys_only)] if revoked else []),
                     data,
                 )
                 if checked.returncode == 0:

@@ -13,6 +13,7 @@ import os
 import re
 import sqlite3
 import tarfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -356,3 +357,29 @@ def test_c9_a_junk_manifest_under_another_tag_does_not_stop_a_good_artifact(worl
     )
     assert [record.reference for record in pulled_in(store)] == [good.reference]  # ... but site A's is pulled
     assert [run_id for run_id, _, _ in store_rows(store)] == [RUN_A]
+
+
+def test_a_rollback_is_refused_and_a_dated_revocation_keeps_only_what_was_pinned_before_it(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repository = Registry(world.address, "case/freshness")
+    monkeypatch.setattr(archives.time, "time", lambda: 1_700_000_000.0)  # written in November 2023 ...
+    old = publish.publish(site_archive(world, tmp_path / "old.tar.gz", "site-r", "site-r"), repository.name)
+    monkeypatch.undo()  # ... and the same run again today
+    new = publish.publish(site_archive(world, tmp_path / "new.tar.gz", "site-r", "site-r"), repository.name)
+    store, allowed = tmp_path / "store", ["--allowed-signers", str(world.allowed)]
+    assert fabric_bench("results", "pull", new.reference, *allowed, env=store_env(store)).returncode == 0
+    rollback = fabric_bench("results", "pull", old.reference, *allowed, env=store_env(store))
+    assert rollback.returncode == 2 and rollback.stderr.strip().endswith(
+        f"already pulled ({new.reference}): a rollback, refused"
+    )
+
+    tomorrow = time.strftime("%Y-%m-%d", time.gmtime(time.time() + 86400))
+    key_line = (world.root / "site-r.key.pub").read_text().strip()
+    (dated := tmp_path / "dated.keys").write_text(f"revoked-since={tomorrow} {key_line}\n")
+    (undated := tmp_path / "undated.keys").write_text(key_line + "\n")
+    again = fabric_bench("results", "pull", new.reference, *allowed, "--revoked", str(dated), env=store_env(store))
+    assert again.returncode == 0, again.stderr  # pinned here before the revocation's day: still accepted
+    for revoked, reference in ((undated, new.reference), (dated, old.reference)):  # pinned, but undated; not pinned
+        refused = fabric_bench("results", "pull", reference, *allowed, "--revoked", str(revoked), env=store_env(store))
+        assert refused.returncode == 2 and "is signed by revoked key" in refused.stderr, refused.stderr
