@@ -201,7 +201,9 @@ class Registry:
             raise self._refuse(started, "starting an upload")
         url = self._own(location, "the upload's Location")
         url += ("&" if "?" in url else "?") + urllib.parse.urlencode({"digest": digest})
-        put = self.request("PUT", url, data, {"Content-Type": "application/octet-stream"})
+        size = data.stat().st_size if isinstance(data, Path) else len(data)
+        allowed_s = TIMEOUT_S + BLOB_DEADLINE_S_PER_MIB * size / 2**20  # the body goes up at 0.1 MiB/s at least
+        put = self.request("PUT", url, data, {"Content-Type": "application/octet-stream"}, allowed_s=allowed_s)
         if put.status != 201:
             raise self._refuse(put, f"uploading blob {digest}")
 
