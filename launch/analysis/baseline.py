@@ -14,7 +14,10 @@ and the points where a key's history changed (docs/baselines.md says it for oper
   (BOOTSTRAP_DRAWS resamples, seed BOOTSTRAP_SEED) and their spread (1.4826 x the median absolute
   deviation over the median: a robust relative standard deviation). Disturbed runs are left out
   and named; fewer than MIN_RUNS clean runs is "no baseline yet (n of MIN_RUNS)". Only this
-  site's results count (origin hosts matching its patterns; others when asked).
+  site's own runs count: written here (never pulled from another site, whatever origin they
+  claim: issue 64, C-7), from origin hosts matching its patterns (launch.results.origins). Every
+  origin's, pulled ones included, only when asked (`--any-origin`), and then each pulled run is
+  labelled with the site that signed it, in the words, the verdict record and the metrics.
 - The *verdict* works on speed (the figure, or 1 / the figure for a time): with the margin
   m = max(2 x spread, MIN_MARGIN), a run is `slow` when its speed is below the CI's low end x
   (1 - m), `fast` when above the high end x (1 + m), else `normal`; a disturbed run is not judged.
@@ -29,12 +32,9 @@ and the points where a key's history changed (docs/baselines.md says it for oper
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import math
-import os
-import socket
 import sqlite3
 import sys
 from calendar import timegm
@@ -48,6 +48,8 @@ from launch.errors import UsageError
 from launch.kinds import kind_of
 from launch.analysis import aggregate, metrics
 from launch.results import store
+from launch.results.origins import ORIGINS_ENV as ORIGINS_ENV  # this site's origins, as callers name them
+from launch.results.origins import host_of, matches, origin_patterns
 from launch.results.result import Result, as_result, disturbance_causes, disturbed, field_of, parse, typed, unsteady
 
 if TYPE_CHECKING:  # numpy is imported where the statistics run (_np)
@@ -63,7 +65,6 @@ CHANGE_PENALTY = 4.0
 CHANGE_MIN_RUNS = 3
 CHANGE_MIN_SIZE = 0.10
 VERDICTS = store.BASELINE_VERDICTS  # normal, slow, fast, no baseline yet, disturbed
-ORIGINS_ENV = "FABRIC_BENCH_ORIGINS"  # comma-separated patterns of this site's origin hosts
 FORMAT = "fabric-bench baseline verdict 1"
 # RunSpec settings that change a figure, where the run's kind reads them (launch.kinds: not_read)
 SETTINGS = (
@@ -141,6 +142,7 @@ class Run:
     path: Optional[str] = None
     image: Optional[str] = None
     slurm_job: Optional[str] = None
+    pulled_from: str = ""  # the site that signed it, where it was pulled ('': written here)
 
     @property
     def speed(self) -> float:
@@ -197,8 +199,9 @@ def key_of(result: Result) -> Optional[Key]:
     )
 
 
-def run_of(result: Result, origin: str) -> Optional[Run]:
-    """A result as a run of its key; None where it has no key or no positive figure (not ok)."""
+def run_of(result: Result, origin: str, pulled_from: str = "") -> Optional[Run]:
+    """A result as a run of its key; None where it has no key or no positive figure (not ok).
+    `pulled_from`: the site that signed it, where it was pulled."""
     found, fields, key = kind_of(result), typed(result), key_of(result)
     value = found.value(fields) if found is not None and fields is not None else None
     if found is None or key is None or result.status != "ok" or value is None or not value > 0:
@@ -224,36 +227,30 @@ def run_of(result: Result, origin: str) -> Optional[Run]:
         path=str(result.path) if result.path is not None else None,
         image=str(where) if where else None,
         slurm_job=str(job) if job else None,
+        pulled_from=pulled_from,
     )
 
 
-def origin_patterns(given: Sequence[str] = ()) -> list[str]:
-    """This site's origin hosts: the patterns given, else $FABRIC_BENCH_ORIGINS, else this host."""
-    if given:
-        return list(given)
-    said = [p.strip() for p in os.environ.get(ORIGINS_ENV, "").split(",") if p.strip()]
-    return said or [socket.gethostname()]
-
-
 def load(db: sqlite3.Connection, origins: Optional[Sequence[str]], **filters: Any) -> list[Run]:
-    """The store's ok runs (filters: launch.results.store.query's), from origin hosts matching
-    `origins` (None: every origin), one per run id and origin, oldest first."""
-    runs: dict[tuple[str, str], Run] = {}
+    """The store's ok runs (filters: launch.results.store.query's), oldest first, one per run id,
+    origin and site: this site's own (written here, never pulled) from origin hosts matching
+    `origins`; None: every origin's, pulled ones included (each with the site that signed it)."""
+    runs: dict[tuple[str, str, str], Run] = {}
     for row in store.query(db, None, status="ok", **filters):
-        host = str(row["origin"]).rsplit("@", 1)[0]
-        if origins is not None and not any(fnmatch.fnmatchcase(host, p) for p in origins):
+        site = store.pulled_from(db, row)
+        if origins is not None and (site or not matches(host_of(row["origin"]), origins)):
             continue
         try:
-            one = run_of(parse(row["result"], Path(row["path"])), row["origin"])
+            one = run_of(parse(row["result"], Path(row["path"])), row["origin"], site)
         except UsageError:  # a row whose JSON is not a result (written by hand): not a run
             continue
-        if one is not None and (one.run_id, one.origin) not in runs:
-            runs[one.run_id, one.origin] = one
+        if one is not None and (one.run_id, one.origin, site) not in runs:
+            runs[one.run_id, one.origin, site] = one
     return sorted(runs.values(), key=order)
 
 
-def order(run: Run) -> tuple[float, str, str]:
-    return (run.when if run.when is not None else -math.inf, run.run_id, run.origin)
+def order(run: Run) -> tuple[float, str, str, str]:
+    return (run.when if run.when is not None else -math.inf, run.run_id, run.origin, run.pulled_from)
 
 
 def histories(runs: Sequence[Run]) -> dict[Key, list[Run]]:
@@ -310,6 +307,12 @@ class Baseline:
     median: Optional[float] = None  # speeds: the figure itself, or 1 / a time
     ci95: Optional[tuple[float, float]] = None
     spread: Optional[float] = None
+    pulled: tuple[tuple[str, str], ...] = ()  # (run id, the site that signed it) of its runs pulled (--any-origin)
+
+    def pulled_words(self) -> str:
+        """'; N of them pulled (site, ...)' where runs of other sites are among its runs; else ''."""
+        sites = sorted({site for _, site in self.pulled})
+        return f"; {len(self.pulled)} of them pulled from {', '.join(sites)}" if self.pulled else ""
 
     def figure_of(self, speed: Optional[float]) -> Optional[float]:
         """A speed back in the figure's units."""
@@ -325,13 +328,13 @@ class Baseline:
     def words(self) -> str:
         if not self.ready:
             left = f"; {len(self.left_out)} disturbed left out" if self.left_out else ""
-            return f"no baseline yet ({len(self.run_ids)} of {MIN_RUNS} clean runs{left})"
+            return f"no baseline yet ({len(self.run_ids)} of {MIN_RUNS} clean runs{self.pulled_words()}{left})"
         ci, unit = self.figure_ci(), self.figure.unit
         assert ci is not None and self.spread is not None
         text = (
             f"{self.figure.label} {_num(self.figure_of(self.median))} {unit} median, 95 % CI "
             f"{_num(ci[0])}-{_num(ci[1])}, spread ±{self.spread:.1%}, from {len(self.run_ids)} clean runs "
-            f"({self.window})"
+            f"({self.window}{self.pulled_words()})"
         )
         if self.left_out:
             text += f"; {len(self.left_out)} disturbed left out: {', '.join(self.left_out)}"
@@ -381,6 +384,7 @@ def baseline_before(
         speeds=tuple(r.speed for r in clean),
         left_out=tuple(r.run_id for r in before if r.disturbed),
         started=started,
+        pulled=tuple((r.run_id, r.pulled_from) for r in clean if r.pulled_from),
     )
     if len(clean) < MIN_RUNS:
         return found
@@ -402,6 +406,10 @@ class Verdict:
     confidence: Optional[float] = None
 
     def words(self) -> str:
+        pulled = f"; the run was pulled from {self.run.pulled_from}" if self.run.pulled_from else ""
+        return self._words() + pulled
+
+    def _words(self) -> str:
         if self.verdict == "disturbed":
             return f"disturbed: not judged ({'; '.join(self.run.causes) or 'an outside cause'})"
         if not self.baseline.ready:
@@ -415,9 +423,39 @@ class Verdict:
         )
 
     def record(self) -> dict:
-        """What baseline.json holds: the same inputs give the same bytes (`text`)."""
+        """What baseline.json holds: the same inputs give the same bytes (`text`). Runs pulled from
+        other sites (--any-origin) are named with the site that signed them (`pulled_from`)."""
         run, base = self.run, self.baseline
         ci = base.figure_ci()
+        judged_against = {
+            "ready": base.ready,
+            "runs": len(base.run_ids),
+            "needed": MIN_RUNS,
+            "window": base.window,
+            "run_ids": list(base.run_ids),
+            "left_out_disturbed": list(base.left_out),
+            "new_baseline": base.started,
+            "median": sig(base.figure_of(base.median)),
+            "ci95": [sig(x) for x in ci] if ci else None,
+            "spread": sig(base.spread),
+            "stack": base.stack,
+            "bundle_commit": base.version,
+            "words": base.words(),
+        }
+        judged = {
+            "when_unix": run.when,
+            "origin": run.origin,
+            "stack": run.stack,
+            "bundle_commit": run.version,
+            "image": run.image,
+            "slurm_job": run.slurm_job,
+            "disturbed": run.disturbed,
+            "unsteady": run.unsteady,
+        }
+        if base.pulled:  # --any-origin: the runs of other sites, each with the site that signed it
+            judged_against["pulled_from"] = dict(base.pulled)
+        if run.pulled_from:
+            judged["pulled_from"] = run.pulled_from
         return {
             "format": FORMAT,
             "run_id": run.run_id,
@@ -427,37 +465,14 @@ class Verdict:
             "figure": {**asdict(run.figure), "value": sig(run.value)},
             "verdict": self.verdict,
             "words": self.words(),
-            "baseline": {
-                "ready": base.ready,
-                "runs": len(base.run_ids),
-                "needed": MIN_RUNS,
-                "window": base.window,
-                "run_ids": list(base.run_ids),
-                "left_out_disturbed": list(base.left_out),
-                "new_baseline": base.started,
-                "median": sig(base.figure_of(base.median)),
-                "ci95": [sig(x) for x in ci] if ci else None,
-                "spread": sig(base.spread),
-                "stack": base.stack,
-                "bundle_commit": base.version,
-                "words": base.words(),
-            },
+            "baseline": judged_against,
             "difference": {
                 "speed_ratio_minus_1": sig(self.difference),
                 "ci95": [sig(x) for x in self.difference_ci95] if self.difference_ci95 else None,
                 "confidence": sig(self.confidence),
                 "margin": sig(self.margin),
             },
-            "run": {
-                "when_unix": run.when,
-                "origin": run.origin,
-                "stack": run.stack,
-                "bundle_commit": run.version,
-                "image": run.image,
-                "slurm_job": run.slurm_job,
-                "disturbed": run.disturbed,
-                "unsteady": run.unsteady,
-            },
+            "run": judged,
             "method": {
                 "bootstrap_draws": BOOTSTRAP_DRAWS,
                 "bootstrap_seed": BOOTSTRAP_SEED,
@@ -659,10 +674,13 @@ def after_run(run_dir: Path, result: dict, echo: bool = True) -> Optional[Verdic
 
 
 def words_beside(result: Result) -> str:
-    """The verdict a run's baseline.json holds, in words (report tables); '-' where it has none."""
+    """The verdict a run's baseline.json holds, in words (report tables); '-' where it has none, and
+    for a run pulled from another site (the verdict beside it is that site's, not against this one's)."""
     from containers.untrusted import UntrustedInput, read_json
 
     path = result.path
+    if path is not None and store.pulled_site_of_path(store.store_path().parent, path):
+        return "-"
     verdict = store.verdict_beside(path) if path is not None else None
     if path is None or verdict is None:
         return "-"

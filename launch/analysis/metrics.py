@@ -8,7 +8,10 @@ fresh it is. No sample carries a timestamp (the collector refuses them). Values 
 (bytes, seconds); names `fabricbench_<figure>_<unit>` after the kind's figure of merit. Every
 series carries the key's labels; the stack digest, image, Slurm job and run id are labels of
 `fabricbench_run_info` only, so a new image or job never starts new series of the figures. About
-15 series per key (MAX_SERIES bounds it).
+15 series per key (MAX_SERIES bounds it). This site's runs only, unless `fabric-bench baseline
+--any-origin` asked for every origin's: then a file whose run or baseline holds runs pulled from
+other sites carries, on every series, the label `pulled_from` (the sites that signed them), so a
+query for `pulled_from=""` reads this site's own.
 
 The text is the part of OpenMetrics that node_exporter's parser also reads: gauges, `# UNIT`
 (read as a comment there) and the closing `# EOF`. It is made from a verdict record (what
@@ -69,6 +72,9 @@ def text(record: dict) -> str:
     key, figure, base = record.get("key") or {}, record.get("figure") or {}, record.get("baseline") or {}
     difference, run = record.get("difference") or {}, record.get("run") or {}
     ours = {"key": record.get("key_id"), **{name: key.get(name) for name in KEY_LABELS}}
+    pulled = {str(run.get("pulled_from") or ""), *map(str, (base.get("pulled_from") or {}).values())} - {""}
+    if pulled:  # runs other sites signed (--any-origin): labelled with those sites
+        ours["pulled_from"] = ",".join(sorted(pulled))
     stem, unit, factor = family(figure)
     named = f"{stem}_{unit}" if unit else stem
     out: list[str] = []

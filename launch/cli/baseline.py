@@ -30,7 +30,11 @@ def show(
         help="this site's origin hosts, as patterns ('login*'; repeatable; default: $FABRIC_BENCH_ORIGINS, "
         "else this host)",
     ),
-    any_origin: bool = typer.Option(False, help="every origin's results, other sites' included"),
+    any_origin: bool = typer.Option(
+        False,
+        help="every origin's results, those pulled from other sites included, each labelled with the site that "
+        "signed it (in the words, --json and the metrics); without it, this site's own runs only, never pulled ones",
+    ),
     since: bool = typer.Option(False, help="name the first run after each key's last change"),
     changes: bool = typer.Option(False, help="list every change point of each key's history"),
     plot: Optional[Path] = typer.Option(None, help="write the keys' histories, changes and stacks as a PNG"),
@@ -43,10 +47,12 @@ def show(
     """Per comparable key, this site's baseline (median, 95 % bootstrap CI, spread, count of clean
     runs; disturbed runs left out, a new stack starting anew) and the newest run's verdict:
     normal, slow or fast, with its difference and confidence; too few runs: 'no baseline yet'.
+    Only this site's own runs (written here, never pulled), unless --any-origin.
 
     Examples:
       fabric-bench baseline --fabric ethernet --since
       fabric-bench baseline --benchmark allreduce --plot history.png --metrics-dir /var/lib/node_exporter
+      fabric-bench baseline --any-origin --json
     """
     filters = {"benchmark": benchmark, "fabric": fabric, "model": model, "world_size": ranks}
     origins = None if any_origin else baseline.origin_patterns(origin)
@@ -84,9 +90,11 @@ def print_report(report: baseline.KeyReport, since: bool, changes: bool) -> None
     verdict, history = report.verdict, report.history
     run = verdict.run
     clean = sum(1 for r in history if not r.disturbed)
+    pulled = [r.pulled_from for r in history if r.pulled_from]  # --any-origin: other sites' runs, named
+    sites = f", {len(pulled)} pulled from {', '.join(sorted(set(pulled)))}" if pulled else ""
     lines = [
         f"{report.key.words()}  [key {report.key.id}]",
-        f"  history: {len(history)} run{'s' if len(history) != 1 else ''}, {clean} clean, {stamp(history[0].when)} to {stamp(history[-1].when)}; "
+        f"  history: {len(history)} run{'s' if len(history) != 1 else ''}, {clean} clean{sites}, {stamp(history[0].when)} to {stamp(history[-1].when)}; "
         f"stack {run.stack[:19]}, bundle {run.version[:7]}",
     ]
     if verdict.baseline.started:

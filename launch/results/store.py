@@ -21,6 +21,14 @@ a network file system (a cluster's home) does not give.
 Each row also holds its run's verdict against this site's baseline (`baseline_verdict`, one of
 BASELINE_VERDICTS; launch.analysis.baseline), read from the BASELINE_FILE beside the result
 whenever the result is indexed, so a rebuilt index has it too.
+
+And the site it was pulled from (`pulled_from`: the site that signed it, as `results pull` verified
+it; '' for a result written here): a pulled result speaks for its signer, whatever origin it names,
+and never counts as this site's run (issue 64, C-7). A pulled result lives under PULLED_FOLDER beside
+the store (launch.sharing.pulled's layout), so a row indexed without a site (a rebuilt index, a
+store from before the column, a row an older bundle wrote) takes the site its folder's record
+names, and a row once pulled stays pulled when indexed again. A pulled row has no baseline verdict:
+the BASELINE_FILE beside it is its own site's.
 """
 
 from __future__ import annotations
@@ -62,6 +70,9 @@ def origin_of(result: Result) -> str:
 
 
 BASELINE_FILE = "baseline.json"  # beside result.json: the run's verdict (launch.analysis.baseline)
+PULLED_FOLDER = "pulled"  # beside the store: the archives `results pull` imported (launch.sharing.pulled)
+PULLED_RECORD = "pulled.json"  # in each of its folders: the record, naming the site that signed it
+UNRECORDED_SITE = "(a site not recorded)"  # a row under PULLED_FOLDER whose folder's record names none
 BASELINE_VERDICTS = ("normal", "slow", "fast", "no baseline yet", "disturbed")
 BUSY_SECONDS = 60.0
 
@@ -89,7 +100,8 @@ def connect(path: Path | None = None) -> sqlite3.Connection:
 
 
 KEY = "PRIMARY KEY (run_id, origin, path)"
-MORE = ("baseline_verdict",)  # columns not read from the result: its verdict, from BASELINE_FILE
+# columns not read from the result: its verdict (from BASELINE_FILE) and the site it was pulled from
+MORE = ("baseline_verdict", "pulled_from")
 
 
 def _table(db: sqlite3.Connection) -> sqlite3.Row | None:
@@ -115,6 +127,15 @@ def _update(db: sqlite3.Connection) -> None:
     present = {row[1] for row in db.execute("PRAGMA table_info(results)")}
     for column in [c for c in (*COLUMNS, *MORE) if c not in present]:  # a column added since (e.g. disturbance)
         db.execute(f"ALTER TABLE results ADD COLUMN {column}")
+    if "pulled_from" not in present:  # a store from before it: its rows' sites from where their files lie
+        folder, sites = store_folder(db), dict[Path, str]()
+        for row in db.execute("SELECT rowid, path FROM results").fetchall():
+            site = pulled_site_of_path(folder, Path(row["path"]), sites)
+            db.execute(
+                "UPDATE results SET pulled_from = ?, baseline_verdict = CASE WHEN ? = '' THEN baseline_verdict END "
+                "WHERE rowid = ?",
+                (site, site, row["rowid"]),
+            )
 
 
 def _create(db: sqlite3.Connection) -> None:
@@ -122,6 +143,44 @@ def _create(db: sqlite3.Connection) -> None:
     db.execute(
         f"CREATE TABLE IF NOT EXISTS results ({columns}, origin TEXT, path TEXT, indexed_unix REAL, result TEXT, {KEY})"
     )
+
+
+def store_folder(db: sqlite3.Connection) -> Path | None:
+    """The folder of the store's file (None: a store in memory)."""
+    found = next((row[2] for row in db.execute("PRAGMA database_list") if row[1] == "main"), "")
+    return Path(found).resolve().parent if found else None
+
+
+def pulled_site_of_path(folder: Path | None, path: Path, read: dict[Path, str] | None = None) -> str:
+    """'' where `path` does not lie under the PULLED_FOLDER beside the store in `folder`; else the
+    site its archive folder's PULLED_RECORD names (UNRECORDED_SITE where it names none: an import
+    that did not finish). `read`: the sites of folders read already."""
+    from containers.untrusted import UntrustedInput, read_json
+
+    if folder is None:
+        return ""
+    root, where = (Path(folder) / PULLED_FOLDER).resolve(), Path(path).resolve()
+    if root not in where.parents:
+        return ""
+    archive = root / where.relative_to(root).parts[0]
+    if read is not None and archive in read:
+        return read[archive]
+    try:
+        record = read_json(archive / PULLED_RECORD, 4 * 2**20, "pulled record")
+    except UntrustedInput:
+        record = None
+    site = record.get("site") if isinstance(record, dict) else None
+    found = site if isinstance(site, str) and site.isprintable() and 0 < len(site) <= 200 else UNRECORDED_SITE
+    if read is not None:
+        read[archive] = found
+    return found
+
+
+def pulled_from(db: sqlite3.Connection, row: sqlite3.Row) -> str:
+    """The site a row was pulled from ('': written here); a row without one (an older bundle wrote
+    it into this store): from where its file lies."""
+    site = row["pulled_from"]
+    return str(site) if site is not None else pulled_site_of_path(store_folder(db), Path(row["path"]))
 
 
 def verdict_beside(path: Path) -> str | None:
@@ -150,30 +209,39 @@ def record_verdict(db: sqlite3.Connection, path: Path, verdict: str) -> None:
         db.execute("UPDATE results SET baseline_verdict = ? WHERE path = ?", (verdict, str(Path(path).resolve())))
 
 
-def index_result(db: sqlite3.Connection, path: Path, result: Result) -> str | None:
+def index_result(db: sqlite3.Connection, path: Path, result: Result, pulled_from: str | None = None) -> str | None:
     """Index (or re-index) one result file; a line when its run id is also held from another
     origin or from another file of the same origin (both rows are kept). The row keeps the raw
-    mapping (`result`, as the file holds it) and its columns read it by their paths (INDEXED)."""
+    mapping (`result`, as the file holds it) and its columns read it by their paths (INDEXED).
+    `pulled_from`: the site that signed it (`results pull`); None: the site its row had, else the
+    one its place under PULLED_FOLDER says ('': written here)."""
     origin, where, run_id = origin_of(result), str(Path(path).resolve()), result.run_id
     text = json.dumps(result, sort_keys=True)
-    values = [read(result) for read in COLUMNS.values()] + [verdict_beside(path), origin, where, time.time(), text]
-    marks = ", ".join("?" * len(values))
     if not db.in_transaction:  # the write lock first: the collision check and the write are one step
         db.execute("BEGIN IMMEDIATE")
+    if pulled_from is None:
+        held = db.execute(
+            "SELECT pulled_from FROM results WHERE run_id = ? AND origin = ? AND path = ?", (run_id, origin, where)
+        ).fetchone()
+        pulled_from = (held[0] if held else None) or pulled_site_of_path(store_folder(db), Path(where))
     others = db.execute(
-        "SELECT origin, path, result FROM results WHERE run_id = ? AND NOT (origin = ? AND path = ?)",
+        "SELECT origin, path, result, pulled_from FROM results WHERE run_id = ? AND NOT (origin = ? AND path = ?)",
         (run_id, origin, where),
     ).fetchall()
     kept = []
     for other in others:
         if other["origin"] == origin and other["result"] == text and not Path(other["path"]).exists():
-            # the same result, moved: its old row names a file that is gone
+            # the same result, moved: its old row names a file that is gone (a pulled one stays pulled)
+            pulled_from = pulled_from or other["pulled_from"] or ""
             db.execute(
                 "DELETE FROM results WHERE run_id = ? AND origin = ? AND path = ?",
                 (run_id, origin, other["path"]),
             )
         else:
             kept.append(other)
+    verdict = None if pulled_from else verdict_beside(path)  # a pulled run's verdict is its own site's
+    values = [read(result) for read in COLUMNS.values()] + [verdict, pulled_from, origin, where, time.time(), text]
+    marks = ", ".join("?" * len(values))
     db.execute(
         f"INSERT OR REPLACE INTO results ({', '.join((*COLUMNS, *MORE))}, origin, path, indexed_unix, result) "
         f"VALUES ({marks})",

@@ -211,7 +211,11 @@ def verify(
 
 def _import(verified: Verified, root: Path, db_path: Path) -> pulled.Pulled:
     """Move a verified artifact into place under `root` by its digest, write its results, index
-    them, and write its record last."""
+    them as pulled from the site that signed them, and write its record last. A result that claims
+    this site's origin is refused first (launch.results.origins; C-7)."""
+    from launch.results.origins import refuse_claimed_origin
+
+    refuse_claimed_origin(verified.results, verified.site)
     listed = verified.listed
     final = root / listed.layout.archive.digest.removeprefix("sha256:")
     if (final / pulled.RECORD).is_file():
@@ -230,7 +234,7 @@ def _import(verified: Verified, root: Path, db_path: Path) -> pulled.Pulled:
     with db:
         for name, result in verified.results.items():
             path = final / archives.safe_name(name)
-            store.index_result(db, path, result)
+            store.index_result(db, path, result, pulled_from=verified.site)
             paths.append(path.resolve())
     db.close()
     origins = sorted({store.origin_of(result) for result in verified.results.values()})

@@ -9,7 +9,8 @@ i.e. $FABRIC_BENCH_STORE's, else ~/.cache/fabric-bench/):
     pulled/<archive sha256 hex>/pulled.json        this record (RECORD), written last
 
 A folder without pulled.json is an import that did not finish: `pulled_in` leaves it out.
-Every result.json under results/ is in the results store (keyed by its origin); paths in
+Every result.json under results/ is in the results store (keyed by its origin, with the site
+that signed it as the row's `pulled_from`); paths in
 pulled.json are relative to its folder, so the store can move.
 
     pulled_in(store_folder)  -> [Pulled, ...]   oldest first
@@ -24,9 +25,10 @@ from pathlib import Path, PurePosixPath
 
 from containers.untrusted import UntrustedInput, read_json
 from launch.errors import UsageError
+from launch.results.store import PULLED_FOLDER, PULLED_RECORD, store_path
 
-FOLDER = "pulled"
-RECORD = "pulled.json"
+FOLDER = PULLED_FOLDER  # the store reads it too: a row under it was pulled (launch.results.store)
+RECORD = PULLED_RECORD
 ARCHIVE = "archive.tar.gz"
 SYSTEM = "system.json"
 RECORD_VERSION = 1
@@ -73,8 +75,6 @@ class Pulled:
 def pulled_folder(store_folder: Path | None = None) -> Path:
     """Where pulled archives live: FOLDER under the store's folder."""
     if store_folder is None:
-        from launch.results.store import store_path
-
         store_folder = store_path().parent
     return Path(store_folder) / FOLDER
 
