@@ -68,12 +68,12 @@ def _pieces(path: Path, where: str):
         while not inflate.eof:
             pending = raw.read(1 << 16)
             if not pending:
-                raise UsageError(f"{where} is truncated (the gzip stream does not end)")
+                raise UsageError(f"{where} is corrupt or truncated: the gzip stream does not end")
             while pending and not inflate.eof:
                 try:
                     piece = inflate.decompress(pending, PIECE)
                 except zlib.error as exc:
-                    raise UsageError(f"{where} is corrupt: {exc}") from None
+                    raise UsageError(f"{where} is corrupt or truncated: {exc}") from None
                 pending = inflate.unconsumed_tail
                 if piece:
                     yield piece
@@ -142,4 +142,4 @@ def scan(path: Path, limits: ArchiveLimits, where: str = "") -> None:
                 raise UsageError(f"{where} unpacks to more than {limits.total_bytes // 2**20} MiB; refused")
             skip = size + (-size % BLOCK)
     if skip or extended >= 0 or (buffer and bytes(buffer).strip(b"\0")):
-        raise UsageError(f"{where} is truncated (a member's data does not end)")
+        raise UsageError(f"{where} is corrupt or truncated: a member's data does not end")
