@@ -10,12 +10,16 @@ each blob against its digest and declared size (launch.sharing.registry), the ar
 member within launch.trust.ArchiveLimits (launch.provenance.archive.read), its signature against
 the keys the user trusts and revoked (launch.sharing.trusted_keys), each result against the
 result schema, the system description layer against the archive's signed copy, every annotation
-against what the signed archive says, and the signer against the site (its principal names it).
+against what the signed archive says, the signer against the site (its principal names it), and
+no result claiming this site's origin (launch.results.origins). The signed manifest is checked
+first, before the archive is fetched (verify first, parse second), and what was pulled before
+refuses a rollback (launch.sharing.freshness).
 
 All or nothing: every chosen artifact is verified before any is imported, so one refusal (one
 line, UsageError) leaves the store as it was. Imported, an archive lives under the store's
 folder by its digest (the layout in launch.sharing.pulled) and each result is indexed in the
-store, keyed by its origin. An archive pulled before is not imported twice.
+store, keyed by its origin and marked with the site that signed it (`pulled_from`). An archive
+pulled before is not imported twice.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from launch.errors import UsageError
 from launch.provenance import archive as archives
 from launch.results import store
+from launch.results.origins import refuse_claimed_origin
 from launch.results.result import Result, ResultError, malformed, parse, typed
 from launch.sharing import annotations as notes
 from launch.sharing import artifact, freshness, pulled
@@ -193,6 +198,7 @@ def verify(
     if system_digest is not None and system_digest != sha256_digest(system):
         raise UsageError(f"{where}: the system description layer is not the archive's signed one: refused")
     results = _results(archive, where)
+    refuse_claimed_origin(results, site)  # a result speaks only for its signer (C-7)
     try:
         computed = notes.of_archive(archive, signed.fingerprint)
     except UsageError as exc:
@@ -211,11 +217,7 @@ def verify(
 
 def _import(verified: Verified, root: Path, db_path: Path) -> pulled.Pulled:
     """Move a verified artifact into place under `root` by its digest, write its results, index
-    them as pulled from the site that signed them, and write its record last. A result that claims
-    this site's origin is refused first (launch.results.origins; C-7)."""
-    from launch.results.origins import refuse_claimed_origin
-
-    refuse_claimed_origin(verified.results, verified.site)
+    them as pulled from the site that signed them, and write its record last."""
     listed = verified.listed
     final = root / listed.layout.archive.digest.removeprefix("sha256:")
     if (final / pulled.RECORD).is_file():
