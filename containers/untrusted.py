@@ -6,7 +6,9 @@ way: a path that is not a regular file (a FIFO, /dev/zero) is not read at all; a
 read up to its limit plus one byte, so a larger one is refused without holding it; JSON is
 parsed within that size and its nesting is bounded (CPython's parser stops a 100k-deep
 nesting bomb only with a RecursionError, and a document 900 levels deep that it accepts
-still breaks whatever walks or re-encodes it later).
+still breaks whatever walks or re-encodes it later). A lone surrogate ("\\ud800": valid JSON,
+no character) is read as '?': no UTF-8 writer takes one (a terminal, the HTML report, the
+SQLite index, a figure's font), so none reaches them.
 
 Every refusal is an UntrustedInput (a ValueError) whose message is one line naming what
 was read; each room turns it into its own error (launch: UsageError, exit 2).
@@ -16,11 +18,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
 
 MAX_DEPTH = 64  # the deepest file the bundle writes (a result, an SBOM) is under 10
+# where a surrogate may be in JSON text: escaped (\uD800-\uDFFF, pairs included), or raw (json
+# decodes bytes with surrogatepass); only such text is re-read with its lone ones replaced
+_MAY_HOLD_A_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_MAY_HOLD_A_SURROGATE_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 class UntrustedInput(ValueError):
@@ -78,6 +85,8 @@ def load_json(data: bytes | str, what: str, max_bytes: int, max_depth: int = MAX
         raise UntrustedInput(what, f"is not JSON ({_first_line(exc)})") from None
     if depth(value, max_depth) > max_depth:
         raise UntrustedInput(what, _too_deep(max_depth))
+    if _MAY_HOLD_A_SURROGATE.search(data) if isinstance(data, bytes) else _MAY_HOLD_A_SURROGATE_TEXT.search(data):
+        value = json.loads(json.dumps(value, ensure_ascii=False).encode("utf-8", "replace"))  # lone ones: '?'
     return value
 
 

@@ -32,7 +32,8 @@ Shapes (docs/security.md lists every field and its shape):
               '1gbit', '500mbit', '2.5g/s' (at most 15 digits, and 9 after the point) or an int
   count       an int within its declared range (ranks, iterations, sizes, nodes, links)
   sample      a finite float within the kind's plausible range
-  TerminalText  text with control characters and escape sequences removed (`terminal`), and
+  TerminalText  text with escape sequences removed and every Unicode C* character (control, format,
+              surrogate, private use, unassigned) shown as '?' (`terminal`), and
               rich markup made inert where rich prints it (`rich_text`)
 """
 
@@ -252,18 +253,28 @@ def sample(field: str, value: object, low: float, high: float) -> float:
     return finite
 
 
-# Control characters (C0, DEL, C1), the escape sequences that start with them, and the
-# Unicode formatting characters that reorder or hide text (bidi overrides, zero-width)
+# Control characters (C0, DEL, C1) and the escape sequences that start with them; beyond ASCII,
+# every Unicode category C* (Cc control, Cf format: bidi overrides, zero-width; Cs a lone
+# surrogate, which no encoder writes; Co private use; Cn unassigned) and the line and paragraph
+# separators (Zl, Zp: a line break to str.splitlines)
 _ESCAPE_SEQUENCE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NOT_SHOWN = ("Zl", "Zp")
+
+
+def _shown_as_is(c: str) -> bool:
+    category = unicodedata.category(c)
+    return category[0] != "C" and category not in _NOT_SHOWN
 
 
 def terminal(value: object) -> TerminalText:
-    """Text safe to print plainly: escape sequences removed, other control and format characters
-    (bidi overrides, zero-width) shown as '?'."""
-    text = _ESCAPE_SEQUENCE.sub("", str(value))
-    text = _CONTROL.sub("?", text)
-    return TerminalText("".join("?" if unicodedata.category(c) == "Cf" else c for c in text))
+    """Text safe to print plainly (one line, and UTF-8 can encode it): escape sequences
+    removed; other control, format, surrogate, private-use and unassigned characters and line
+    separators shown as '?'."""
+    text = _CONTROL.sub("?", _ESCAPE_SEQUENCE.sub("", str(value)))
+    if text.isascii():
+        return TerminalText(text)
+    return TerminalText("".join(c if _shown_as_is(c) else "?" for c in text))
 
 
 def rich_text(value: object) -> TerminalText:

@@ -7,11 +7,9 @@ from __future__ import annotations
 import math
 import textwrap
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+from launch import plotting
 
 
 def _finite(value: float | None) -> float:
@@ -26,11 +24,11 @@ def _set_name(count: int, one: dict) -> str:
     return f"apart: {apart}"
 
 
-def plot_group(group: dict) -> plt.Figure:
+def plot_group(group: dict) -> Figure:
     """One row per entry (site · fabric), the first set's rows on top; the legend below the rows."""
     entries = [(count, e) for count, one in enumerate(group["sets"]) for e in one["entries"]]
     legend_rows = len(group["sets"]) + 1  # the sets and the baseline
-    fig, ax = plt.subplots(figsize=(8, max(3.0, 1.6 + 0.45 * (len(entries) + legend_rows))), dpi=100)
+    fig, ax = plotting.subplots(figsize=(8, max(3.0, 1.6 + 0.45 * (len(entries) + legend_rows))), dpi=100)
     ax.set_title("\n".join(textwrap.wrap(f"Across sites: {group['words']}", 70)), fontsize="medium")
     ax.set_xlabel(f"{group['figure']['label']} ({group['figure']['unit']}), mean with 95 % CI")
     ax.grid(True, alpha=0.3)

@@ -18,13 +18,9 @@ def plot_histories(reports: Sequence[KeyReport], png: Path) -> int:
     """One panel per key (at most MAX_PANELS: choose keys with the filters); returns the panels."""
     if len(reports) > MAX_PANELS:
         raise UsageError(f"--plot draws at most {MAX_PANELS} keys, {len(reports)} match; narrow them (--key, --fabric)")
-    import matplotlib
+    from launch import plotting  # names from results are text: "$x$" is not math
 
-    matplotlib.use("Agg")
-    matplotlib.rcParams["text.parse_math"] = False  # names from results are text: "$x$" is not math
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(reports), 1, figsize=(8, 3.2 * len(reports)), dpi=100, squeeze=False)
+    fig, axes = plotting.subplots(len(reports), 1, figsize=(8, 3.2 * len(reports)), dpi=100, squeeze=False)
     for ax, report in zip(axes[:, 0], reports):
         history, verdict = report.history, report.verdict
         figure = verdict.run.figure
@@ -68,5 +64,5 @@ def plot_histories(reports: Sequence[KeyReport], png: Path) -> int:
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png)
-    plt.close(fig)
+    plotting.close(fig)
     return len(reports)

@@ -13,21 +13,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import matplotlib
+from matplotlib.container import ErrorbarContainer
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
-matplotlib.use("Agg")
-matplotlib.rcParams["text.parse_math"] = False  # names from other sites are text: "$x$" is not math
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-from matplotlib.container import ErrorbarContainer  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
-
-from launch.kinds import kind_of  # noqa: E402
-from launch.analysis import aggregate  # noqa: E402
-from launch.results.result import Result, as_result, field_of, typed  # noqa: E402
+from launch import plotting  # names from other sites are text: "$x$" is not math
+from launch.kinds import kind_of
+from launch.analysis import aggregate
+from launch.results.result import Result, as_result, field_of, typed
 
 
 def _axes(title: str, xlabel: str, ylabel: str, size=(7, 4.5)):
-    fig, ax = plt.subplots(figsize=size, dpi=100)
+    fig, ax = plotting.subplots(figsize=size, dpi=100)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -58,7 +55,7 @@ def _one_run_note(ax, curves: dict[str, list[aggregate.Point]]) -> None:
         _note(ax, ONE_RUN_NOTE)
 
 
-def plot_throughput(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
+def plot_throughput(curves: dict[str, list[aggregate.Point]]) -> Figure:
     fig, ax = _axes("Training throughput vs ranks", "ranks (GPUs on GPU runs)", "throughput (img/s, total)")
     ideal_drawn = False
     for name, points in curves.items():
@@ -95,7 +92,7 @@ def plot_throughput(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
     return fig
 
 
-def plot_efficiency(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
+def plot_efficiency(curves: dict[str, list[aggregate.Point]]) -> Figure:
     fig, ax = _axes(
         "Scaling efficiency vs ranks",
         "ranks (GPUs on GPU runs)",
@@ -127,7 +124,7 @@ def plot_efficiency(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
     return fig
 
 
-def plot_comm_share(curves: dict[str, list[aggregate.Point]]) -> plt.Figure:
+def plot_comm_share(curves: dict[str, list[aggregate.Point]]) -> Figure:
     fig, ax = _axes(
         "Communication share of a training step",
         "ranks (GPUs on GPU runs)",
@@ -153,7 +150,7 @@ def _group_label(row: dict) -> str:
     )
 
 
-def plot_verdicts(all_verdicts: dict) -> plt.Figure:
+def plot_verdicts(all_verdicts: dict) -> Figure:
     """Every verdict row: the speed ratio (throughput ratio, inverse time ratio) with its 95 % CI."""
     rows = [r for data in all_verdicts.values() for r in data["rows"]]
     fig, ax = _axes(
@@ -184,7 +181,7 @@ def _sweep_label(r: Result) -> str:
     return f"{aggregate.fabric_label(r)}/{aggregate.what_of(r)} x{field_of(r, 'world_size')}"
 
 
-def plot_busbw(results: Sequence[Result], title: str) -> plt.Figure:
+def plot_busbw(results: Sequence[Result], title: str) -> Figure:
     """A size sweep's busbw per size, one line per run, each run's points as its kind draws them
     (launch.kinds: Kind.curve); `title`: its kind's (sizes_plot)."""
     fig, ax = _axes(title, "message size (bytes)", "bus bandwidth (Gbit/s)")
@@ -210,7 +207,7 @@ def size_text(nbytes: float) -> str:
     return f"{nbytes:g} B"
 
 
-def plot_predicted(preds: dict) -> plt.Figure:
+def plot_predicted(preds: dict) -> Figure:
     fig, ax = _axes("Alpha-beta model: predicted vs measured step time", "ranks (GPUs on GPU runs)", "step time (ms)")
     for name, points in preds.items():
         xs = [x for x, _, _ in points]
@@ -222,7 +219,7 @@ def plot_predicted(preds: dict) -> plt.Figure:
     return fig
 
 
-def figure_data(fig: plt.Figure) -> dict:
+def figure_data(fig: Figure) -> dict:
     """What a figure shows, read back from matplotlib: title, axis labels, every labelled line
     (`series`) and the ideal-scaling lines drawn beside them (`ideal`)."""
     ax = fig.axes[0]
@@ -253,7 +250,7 @@ def figure_data(fig: plt.Figure) -> dict:
     return data
 
 
-def cut_off_text(fig: plt.Figure) -> list[str]:
+def cut_off_text(fig: Figure) -> list[str]:
     """What of the figure is drawn past its edges: each axes (its labels, ticks, title, legend)
     whose drawn extent leaves the image, named by its title."""
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg's canvas (the backend set above)

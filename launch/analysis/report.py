@@ -31,8 +31,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-
+from launch import plotting
 from launch.shapes import terminal
 from launch.errors import UsageError
 from launch.kinds import kind_of, trains
@@ -254,7 +253,7 @@ def build(
         fig.savefig(png)
         data["plots"][name] = {**figure_data(fig), "png": png.name, "cut_off_text": cut_off_text(fig)}
         images[name] = base64.b64encode(png.read_bytes()).decode("ascii")
-        plt.close(fig)
+        plotting.close(fig)
     (out / "report_data.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     (out / "report.html").write_text(render_html(title, data, images), encoding="utf-8")
     return data

@@ -128,8 +128,8 @@ def replay(
         if dry_run:
             for line in replays.shown(item, tuple(accept_env)):
                 print(f"  {terminal(line)}")
-        for warning in item.warnings:
-            print(f"  warning: {terminal(warning)}", file=sys.stderr)
+        else:
+            _warn(item.warnings)
     if dry_run:
         for item in planned:  # each field was shown with its verdict; now the first that fails is the error
             replays.refuse_foreign(
@@ -139,8 +139,10 @@ def replay(
                 hostfile_here=hostfile is not None,
                 image_here=not item.refused,
             )
-        for item in planned:
-            argv, script = replays.command_of(item, results, here)
+        commands = [(item, *replays.command_of(item, results, here)) for item in planned]  # may refuse too
+        for item in planned:  # after any refusal, whose one line is then all stderr holds
+            _warn(item.warnings)
+        for item, argv, script in commands:
             print(terminal(f"{as_result(item.original).run_id} would start: {shlex.join(argv)}"))
             for line in (script or "").splitlines():
                 print(f"    {terminal(line)}")
@@ -161,6 +163,11 @@ def replay(
 
 
 replay.__doc__ = (replay.__doc__ or "").format(limits=ArchiveLimits().describe())
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"  warning: {terminal(warning)}", file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:

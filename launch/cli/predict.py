@@ -11,6 +11,7 @@ import typer
 
 from launch.console import console as make_console
 from launch.errors import UsageError
+from launch.shapes import rich_text
 
 if TYPE_CHECKING:  # read at use: the CLI starts without the results modules
     from launch.results.result import Result
@@ -182,24 +183,28 @@ def print_table(data: dict) -> None:
     w = data["workload"]
     console = make_console()
     bucket = "bucket cap" if w["engine"] == "ddp" else "fusion threshold"
-    console.print(
-        f"workload: {w['engine']}, batch {w['batch_size']}/rank, compute step "
-        f"{w['compute_step_s'] * 1e3:.1f} ms (from {w['source']['run_id']}, measured with "
-        f"{w['source']['world_size']} rank(s) on its host), gradients {w['gradient_bytes'] / 2**20:.1f} MiB, "
-        f"{bucket} {w['bucket_bytes'] / 2**20:g} MiB"
-        + (f", cycle {w['cycle_s'] * 1e3:g} ms" if w["engine"] == "horovod" else "")
-        + f", backward share {w['backward_share']:.2f} (assumed)"
-        + (
-            f", host exchange cost {w['host_overhead_s'] * 1e3:.1f} ms at {w['host_overhead_ranks']} ranks "
-            f"({data['points'][0]['host_rule']}, see `predict --help`)"
-            if w["host_overhead_s"]
-            else ""
+    console.print(  # run ids and fabric names are another site's words: shown, never markup
+        rich_text(
+            f"workload: {w['engine']}, batch {w['batch_size']}/rank, compute step "
+            f"{w['compute_step_s'] * 1e3:.1f} ms (from {w['source']['run_id']}, measured with "
+            f"{w['source']['world_size']} rank(s) on its host), gradients {w['gradient_bytes'] / 2**20:.1f} MiB, "
+            f"{bucket} {w['bucket_bytes'] / 2**20:g} MiB"
+            + (f", cycle {w['cycle_s'] * 1e3:g} ms" if w["engine"] == "horovod" else "")
+            + f", backward share {w['backward_share']:.2f} (assumed)"
+            + (
+                f", host exchange cost {w['host_overhead_s'] * 1e3:.1f} ms at {w['host_overhead_ranks']} ranks "
+                f"({data['points'][0]['host_rule']}, see `predict --help`)"
+                if w["host_overhead_s"]
+                else ""
+            )
         ),
         highlight=False,
     )
     for f in data["fabrics"]:
         console.print(
-            f"fabric {f['name']}: alpha {f['alpha_s'] * 1e6:.1f} us, {f['bandwidth_gbit_s']:g} Gbit/s ({f['source']})",
+            rich_text(
+                f"fabric {f['name']}: alpha {f['alpha_s'] * 1e6:.1f} us, {f['bandwidth_gbit_s']:g} Gbit/s ({f['source']})"
+            ),
             highlight=False,
         )
     table = Table(title="predicted scaling (overlapped; no-overlap bound beside)")
@@ -207,7 +212,7 @@ def print_table(data: dict) -> None:
         table.add_column(column, justify="left" if column == "fabric" else "right")
     for p in data["points"]:
         table.add_row(
-            p["fabric"],
+            rich_text(p["fabric"]),
             str(p["ranks"]),
             f"{p['step_s'] * 1e3:.1f}",
             f"{p['step_no_overlap_s'] * 1e3:.1f}",
@@ -299,16 +304,19 @@ def print_cluster_table(data: dict) -> None:
     )
     for c in data["clusters"]:
         i, n = c["intra"], c["inter"]
-        console.print(
-            f"cluster {c['name']}: {c['gpus_per_node']} GPUs/node, {i['name']} {i['gbit_s']:g} Gbit/s/GPU; "
-            f"{n['name']}, achievable {n['fraction'][0]:g}-{n['fraction'][1]:g}, latency "
-            f"{n['latency_us'][0]:g}-{n['latency_us'][1]:g} us ({n['source']}); {c['library']}, "
-            f"algorithm {c['algorithm']}",
+        console.print(  # a cluster file's names are words from a file: shown, never markup
+            rich_text(
+                f"cluster {c['name']}: {c['gpus_per_node']} GPUs/node, {i['name']} {i['gbit_s']:g} Gbit/s/GPU; "
+                f"{n['name']}, achievable {n['fraction'][0]:g}-{n['fraction'][1]:g}, latency "
+                f"{n['latency_us'][0]:g}-{n['latency_us'][1]:g} us ({n['source']}); {c['library']}, "
+                f"algorithm {c['algorithm']}"
+            ),
             highlight=False,
         )
     nn = data["non_network"]
     console.print(
-        ("CALIBRATED: " if nn["calibrated"] else "UNCALIBRATED (no --calibrate-from): ") + nn["source"], highlight=False
+        rich_text(("CALIBRATED: " if nn["calibrated"] else "UNCALIBRATED (no --calibrate-from): ") + nn["source"]),
+        highlight=False,
     )
     table = Table(title="predicted scaling, mid [range]")
     for column in ("cluster", "nodes", "ranks", "step ms", "img/s", "efficiency", "network only", "algorithm"):
@@ -317,7 +325,7 @@ def print_cluster_table(data: dict) -> None:
         lo, hi = p["step_s_range"]
         e_lo, e_hi = p["scaling_efficiency_range"]
         table.add_row(
-            p["cluster"],
+            rich_text(p["cluster"]),
             str(p["nodes"]),
             str(p["ranks"]),
             f"{p['step_s'] * 1e3:.1f} [{lo * 1e3:.1f}-{hi * 1e3:.1f}]",

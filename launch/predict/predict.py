@@ -59,6 +59,7 @@ from dataclasses import asdict, dataclass
 from containers.fabrics import PROFILES
 from launch.errors import UsageError
 from launch.kinds import kind_of, trains
+from launch.kinds.sizes import rows_of
 from launch.predict.model import AlphaBeta
 from launch.results.result import Result, as_result, field_of, fields_of, number, typed
 from launch.schema import at
@@ -72,6 +73,9 @@ BACKWARD_SHARE = 2 / 3  # backward ~ 2x forward: an assumption, printed with eve
 # How the host's cost of the exchange (h, module doc) meets the step, per engine
 HOST_RULE = {"ddp": "series", "horovod": "spread"}
 DEFAULT_RANKS = tuple(2**k for k in range(11))  # 1 .. 1024
+# allreduces per step the schedule simulates, at most (DDP: gradient bytes / bucket; Horovod: also
+# cycles per backward pass): GPT-3's 350 GB of fp16 gradients in 25 MiB buckets are 13000
+MAX_ALLREDUCES_PER_STEP = 100_000
 
 
 @dataclass(frozen=True)
@@ -154,25 +158,47 @@ def workload_from(
     info = at(fields, "engine_info") or {}
     wire = at(fields, "wire") if isinstance(at(fields, "wire"), dict) else {}  # bench.numerics.wire, newer results
     spec_bucket_mb, spec_fusion_mb = at(fields, "spec.bucket_cap_mb"), at(fields, "spec.fusion_threshold_mb")
+    for flag, given in (("--bucket-mb", bucket_mb), ("--cycle-ms", cycle_ms)):
+        if given is not None and not (math.isfinite(given) and given > 0):
+            raise UsageError(f"{flag} must be a number > 0, got {given}")
     if engine == "ddp":
-        cap = bucket_mb or info.get("bucket_cap_mb") or spec_bucket_mb or DDP_BUCKET_CAP_MB
-        bucket = float(cap) * MIB if bucket_mb or not wire.get("bucket_bytes") else float(wire["bucket_bytes"])
+        cap = bucket_mb or _positive(info.get("bucket_cap_mb")) or _positive(spec_bucket_mb) or DDP_BUCKET_CAP_MB
+        wire_bucket = _positive(wire.get("bucket_bytes"))
+        bucket = cap * MIB if bucket_mb or not wire_bucket else wire_bucket
     else:
-        threshold = info.get("fusion_threshold_bytes") or wire.get("fusion_threshold_bytes")
+        threshold = _positive(info.get("fusion_threshold_bytes")) or _positive(wire.get("fusion_threshold_bytes"))
         bucket = (
             bucket_mb * MIB
             if bucket_mb
-            else float(threshold)
+            else threshold
             if threshold
-            else (spec_fusion_mb or 0) * MIB or HOROVOD_FUSION_BYTES
+            else (_positive(spec_fusion_mb) or 0) * MIB or HOROVOD_FUSION_BYTES
         )
-    cycle = cycle_ms or _float(info.get("cycle_time_ms")) or at(fields, "spec.cycle_time_ms") or HOROVOD_CYCLE_MS
+    cycle = (
+        cycle_ms
+        or _positive(info.get("cycle_time_ms"))
+        or _positive(at(fields, "spec.cycle_time_ms"))
+        or HOROVOD_CYCLE_MS
+    )
     if not 0 < backward_share <= 1:
         raise UsageError(f"--backward-share must be in (0, 1], got {backward_share}")
+    step = batch * ranks / compute
+    # the schedule is simulated allreduce by allreduce (Horovod's cycle by cycle): bounded
+    allreduces = (
+        gradient_bytes / bucket
+        if engine == "ddp"
+        else max(gradient_bytes / bucket, backward_share * step * 1e3 / cycle)
+    )
+    if not math.isfinite(step) or allreduces > MAX_ALLREDUCES_PER_STEP:
+        raise UsageError(
+            f"{fields.run_id}: {gradient_bytes:.4g} gradient bytes in {bucket:.4g}-byte buckets over a "
+            f"{step:.4g} s step are more than {MAX_ALLREDUCES_PER_STEP} allreduces per step to simulate"
+            + (f" (a {cycle:g} ms cycle)" if engine == "horovod" else "")
+        )
     return Workload(
         engine=engine,
         batch_size=batch,
-        compute_step_s=batch * ranks / compute,
+        compute_step_s=step,
         gradient_bytes=int(gradient_bytes),
         bucket_bytes=bucket,
         cycle_s=float(cycle) / 1e3,
@@ -191,8 +217,15 @@ def workload_from(
 def _float(value) -> float | None:
     try:
         return float(value) if value is not None else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
+
+
+def _positive(value: object) -> float | None:
+    """A setting a result records (a number, or its text as an environment variable holds it):
+    finite and > 0, else None (not recorded)."""
+    found = None if isinstance(value, bool) else _float(value)
+    return found if found is not None and math.isfinite(found) and found > 0 else None
 
 
 def ddp_buckets(gradient_bytes: int, cap_bytes: float) -> list[float]:
@@ -335,12 +368,20 @@ def fabric_from_allreduce(result: Result, name: str | None = None, min_bytes: in
     if not run.sizes or kind is None or not kind.fits_alpha_beta:
         raise UsageError(f"{run.run_id}: not an allreduce result (no sizes)")
     ranks = run.world_size or 0
-    rows = [r for r in run.sizes if r.get("time_us")]
+    rows = [  # its typed rows (another site's: numbers where numbers belong), each with a size and a time
+        {"bytes": r.bytes, "time_us": r.time_us}
+        for r in rows_of(fields_of(result))
+        if r.bytes is not None and r.bytes > 0 and r.time_us is not None and r.time_us > 0
+    ]
     large = [r for r in rows if r["bytes"] >= min_bytes]
     try:
         model = fit(large if len(large) >= 2 else rows, ranks)
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, ArithmeticError) as exc:
         raise UsageError(f"{run.run_id}: cannot fit the alpha-beta model: {exc}") from None
+    if not (math.isfinite(model.alpha_s) and math.isfinite(model.bandwidth_gbit_s) and model.bandwidth_gbit_s > 0):
+        raise UsageError(
+            f"{run.run_id}: cannot fit the alpha-beta model: its rows give no finite latency and bandwidth"
+        )
     rate = field_of(result, "link_rate_gbit_s")
     label = name or run.fabric or (f"emulated {rate:g} Gbit/s" if rate else "default")
     return Fabric(

@@ -10,16 +10,13 @@ from typing import TYPE_CHECKING, Sequence
 
 from launch.errors import UsageError
 
-if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn (launch.plotting)
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 
 def write(data: dict, out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from launch import plotting
 
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -29,7 +26,7 @@ def write(data: dict, out: Path) -> None:
     if data.get("kind") == "cluster":
         _cluster_figure(data, out / "predict.png")
         return
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
+    fig, (left, right) = plotting.subplots(1, 2, figsize=(12, 4.5), dpi=100)
     w = data["workload"]
     for fabric in data["fabrics"]:
         points = [p for p in data["points"] if p["fabric"] == fabric["name"]]
@@ -64,7 +61,7 @@ def write(data: dict, out: Path) -> None:
     )
     fig.tight_layout()
     fig.savefig(out / "predict.png")
-    plt.close(fig)
+    plotting.close(fig)
 
 
 def _throughput_and_efficiency_axes(left: Axes, right: Axes, xlabel: str) -> None:
@@ -83,9 +80,9 @@ def _band(ax: Axes, xs: Sequence[float], mids: Sequence[float], ranges: Sequence
 
 
 def _cluster_figure(data: dict, png: Path) -> None:
-    import matplotlib.pyplot as plt
+    from launch import plotting
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
+    fig, (left, right) = plotting.subplots(1, 2, figsize=(12, 4.5), dpi=100)
     for c in data["clusters"]:
         points = [p for p in data["points"] if p["cluster"] == c["name"]]
         xs = [p["ranks"] for p in points]
@@ -107,18 +104,15 @@ def _cluster_figure(data: dict, png: Path) -> None:
     )
     fig.tight_layout()
     fig.savefig(png)
-    plt.close(fig)
+    plotting.close(fig)
 
 
 def study_figure(data: dict) -> Figure:
     """One panel per model: scaling efficiency vs nodes per network, each with its range."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from launch import plotting
 
     models = list(dict.fromkeys(r["model"] for r in data["rows"]))
-    fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 4), dpi=100, sharey=True)
+    fig, axes = plotting.subplots(1, len(models), figsize=(4 * len(models), 4), dpi=100, sharey=True)
     for ax, model in zip(axes, models):
         for net in data["networks"]:
             rows = sorted(
@@ -144,7 +138,7 @@ def study_figure(data: dict) -> Figure:
 
 
 def write_study(data: dict, out: Path) -> None:
-    import matplotlib.pyplot as plt
+    from launch import plotting
 
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -153,4 +147,4 @@ def write_study(data: dict, out: Path) -> None:
     (out / "study.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     fig = study_figure(data)
     fig.savefig(out / "study.png")
-    plt.close(fig)
+    plotting.close(fig)

@@ -6,9 +6,12 @@ Oracles:
   before it contacts a controller): the options it reads must be exactly the intended ones;
 - a job script's shell lines: bash (`bash -n`), and the srun line splits back into exactly the
   intended argv;
-- every entry point (replay, sweep, compare, report, locate's file in `sweep --exclude-located`,
-  image pull's reference file): exit 0, or exit 2 with one line; no traceback; no escape byte
-  on the terminal; no canary created; nothing written outside the test's folder; bounded time.
+- every entry point (replay, sweep, compare, report, predict, locate's file in `sweep
+  --exclude-located`, image pull's reference file): exit 0, or exit 2 with one line; no
+  traceback; no escape byte on the terminal, whose streams encode UTF-8 strictly (a lone
+  surrogate is an error there, as on a real terminal); no canary created; nothing written
+  outside the test's folder; bounded time. Unicode of every category C* (lone surrogates among
+  them) and line separators are driven into an archive's fields and into predict's results.
 
 FABRIC_BENCH_FUZZ_EXAMPLES=N runs N examples per case (the default keeps CI's share of this
 file under 2 minutes); the seed is fixed (derandomize), so a failure replays.
@@ -250,11 +253,17 @@ def test_every_spec_field_is_refused_in_one_line_or_reaches_sbatch_and_srun_as_i
 # ------------------------------------------------------------------ every entry point
 
 
+def terminal_stream() -> io.TextIOWrapper:
+    """A terminal's stream: UTF-8, strict (a lone surrogate cannot be written, as on a real one;
+    a StringIO took anything)."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+
+
 def run_cli(*argv: str, cwd: Path) -> tuple[int, str, str]:
     """`fabric-bench ARGV` in this process (the real entry point, its exit code and output)."""
     from launch.cli.app import main
 
-    out, err = io.StringIO(), io.StringIO()
+    out, err = terminal_stream(), terminal_stream()
     old_argv, old_cwd = sys.argv, os.getcwd()
     sys.argv = ["fabric-bench", *argv]
     os.chdir(cwd)
@@ -275,7 +284,7 @@ def run_cli(*argv: str, cwd: Path) -> tuple[int, str, str]:
         signal.signal(signal.SIGALRM, previous)
         sys.argv = old_argv
         os.chdir(old_cwd)
-    return code, out.getvalue(), err.getvalue()
+    return code, out.buffer.getvalue().decode("utf-8"), err.buffer.getvalue().decode("utf-8")
 
 
 def files_under(folder: Path) -> set[Path]:
@@ -437,3 +446,100 @@ def test_image_pull_holds_against_any_field_of_a_reference_file(tmp_path_factory
     assert "Traceback" not in out + err and "\x1b" not in out + err
     assert err.strip().count("\n") == 0, err
     assert files_under(folder) - before <= {folder / "pulled"}
+
+
+# ------------------------------------------------------------------ Unicode a terminal must not be handed (issue 64)
+
+# Each Unicode category C* (Cc control, Cf format, Cs a lone surrogate: valid in JSON, written by no
+# UTF-8 encoder; Co private use; Cn unassigned) and the line separators (Zl, Zp), alone or among
+# the sinks' atoms and any other character
+UNPRINTABLE = ("\ud800", "\udbff\udc00", "\udcff", "\udc80", "\ue000", "\U0010fffd", "\u0378", "\u2028", "\u2029",
+               "\x85", "\u061c", "\ufeff", "\U000e0001", "$\\foo$", "$x^{$")  # fmt: skip
+unicode_text = st.one_of(
+    st.text(st.characters(categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")), min_size=1, max_size=8),
+    st.lists(st.one_of(st.sampled_from(UNPRINTABLE + ATOMS), st.characters(codec=None)), min_size=1, max_size=6).map(
+        "".join
+    ),
+)
+foreign_value = st.one_of(
+    unicode_text,
+    hostile_value,
+    st.lists(unicode_text, min_size=1, max_size=2),
+    st.dictionaries(unicode_text, unicode_text, min_size=1, max_size=2),
+)
+
+
+def archive_of(folder: Path, result: dict) -> Path:
+    """An archive of `result` under a plain member name (its run id may hold what no file name can)."""
+    from launch.provenance import archive as archives
+
+    archive = folder / "other-site.tar.gz"
+    archives.write({"results/run/result.json": json.dumps(result).encode()}, archive)
+    return archive
+
+
+@settings(fuzz, max_examples=max(1, EXAMPLES // 4))
+@given(where=st.sampled_from(("spec", "result")), field=st.sampled_from(SPEC_FIELDS + list(RESULT_FIELDS)),
+       value=unicode_text)  # fmt: skip
+def test_replay_dry_run_holds_against_unicode_in_any_field_of_an_archive(tmp_path_factory, where, field, value):
+    folder = tmp_path_factory.mktemp("replay-unicode")
+    result = hostile_result()
+    if where == "spec" and field in result["spec"]:
+        result["spec"][field] = value
+    else:
+        result[field] = value
+    entry_point_holds(folder, "replay", str(archive_of(folder, result)), "--dry-run", written=())
+
+
+def predict_inputs(engine: str) -> dict[str, dict]:
+    """A train result and an allreduce result `predict` answers for (2 ranks, 1 Gbit/s, 50 us)."""
+    train = hostile_result(engine=engine)
+    train.update(
+        engine=engine,
+        compute_img_per_s=40.0,
+        gradient_bytes=40 * 2**20,
+        engine_info={"bucket_cap_mb": 25, "fusion_threshold_bytes": 2**26, "cycle_time_ms": "1.0"},
+    )
+    sizes = [{"bytes": 2**k, "time_us": 100 + 2**k * 8e-3, "busbw_gbit_s": 1.0} for k in range(16, 26)]
+    allreduce = {
+        "schema_version": 1, "run_id": "20260101T000000-allreduce-n2-abc", "benchmark": "allreduce", "world_size": 2,
+        "status": "ok", "backend": "torch", "spec": {"fabric": "ethernet"}, "sizes": sizes, "link_rate_gbit_s": 1.0,
+    }  # fmt: skip
+    return {"train": train, "allreduce": allreduce}
+
+
+PREDICT_FIELDS = (
+    [("train", f) for f in ("run_id", "engine", "model", "world_size", "compute_img_per_s", "gradient_bytes",
+                            "engine_info", "engine_info.bucket_cap_mb", "engine_info.fusion_threshold_bytes",
+                            "engine_info.cycle_time_ms", "benchmark", "spec.batch_size", "spec.fabric")]
+    + [("allreduce", f) for f in ("run_id", "benchmark", "world_size", "backend", "sizes", "sizes.0.bytes",
+                                  "sizes.9.time_us", "link_rate_gbit_s", "spec.fabric")]
+)  # fmt: skip
+
+
+@settings(fuzz, max_examples=max(1, EXAMPLES // 4))
+@given(
+    at=st.sampled_from(PREDICT_FIELDS),
+    value=foreign_value,
+    engine=st.sampled_from(("ddp", "horovod")),
+    drawn=st.booleans(),
+)
+def test_predict_holds_against_any_field_of_another_site_s_results(tmp_path_factory, at, value, engine, drawn):
+    """`predict` on another site's train and allreduce results: its table, and its figure where
+    `drawn` (predict.png: the words on it are text, never mathtext)."""
+    folder = tmp_path_factory.mktemp("predict")
+    inputs = predict_inputs(engine)
+    which, path = at
+    *parents, last = path.split(".")
+    holder = inputs[which]
+    for key in parents:
+        holder = holder[int(key) if key.isdigit() else key]
+    holder[int(last) if last.isdigit() else last] = value
+    for name, result in inputs.items():
+        (folder / name).mkdir()
+        (folder / name / "result.json").write_text(json.dumps(result))
+    output = ("--output", str(folder / "out")) if drawn else ()
+    entry_point_holds(
+        folder, "predict", "--train", str(folder / "train"), "--allreduce", str(folder / "allreduce"),
+        "--ranks", "1,2,8", *output, written=("out",),
+    )  # fmt: skip

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from launch.fleet.locate.pairs import Pair, Verdict
 
-if TYPE_CHECKING:  # matplotlib is imported where the figure is drawn
+if TYPE_CHECKING:  # matplotlib is imported where the figure is drawn (launch.plotting)
     from matplotlib.figure import Figure
 
 Grid = list[list[float | None]]
@@ -31,22 +31,19 @@ def bandwidth_grid(nodes: list[str], pairs: list[tuple[str, str, float | None]])
 
 
 def heatmap_png(nodes: list[str], grid: Grid, reference: float, path: Path) -> None:
-    import matplotlib.pyplot as plt
+    from launch import plotting
 
     fig = heatmap_figure(nodes, grid, reference)
     fig.savefig(path)
-    plt.close(fig)
+    plotting.close(fig)
 
 
 def heatmap_figure(nodes: list[str], grid: Grid, reference: float) -> Figure:
     """The pairwise bandwidth as a matplotlib figure (locate's heatmap.png, and the report's)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from launch import plotting
 
     values = [[float("nan") if v is None else v / reference for v in row] for row in grid]
-    fig, ax = plt.subplots(figsize=(1.2 + 0.7 * len(nodes), 1.0 + 0.6 * len(nodes)))
+    fig, ax = plotting.subplots(figsize=(1.2 + 0.7 * len(nodes), 1.0 + 0.6 * len(nodes)))
     image = ax.imshow(values, cmap="RdYlGn", vmin=0, vmax=1.1)
     ax.set_xticks(range(len(nodes)), nodes)
     ax.set_yticks(range(len(nodes)), nodes)
