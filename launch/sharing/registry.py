@@ -21,7 +21,6 @@ an error answer becomes one line (UsageError).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import urllib.parse
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from containers import oci, registry_auth
+from containers.untrusted import UntrustedInput, load_json
 from containers.registry_http import Answer, Origin, RegistryError, exchange, same_origin
 from launch.errors import UsageError
 from launch.shapes import terminal
@@ -69,10 +69,10 @@ def deadline_s() -> float:
 def _error_line(body: bytes) -> str:
     """The registry's own words from an error answer ({"errors": [{"code", "message"}]}), bounded."""
     try:
-        errors = json.loads(body[:4096]).get("errors") or []
+        errors = load_json(body[:4096], "an error answer", 4096, max_depth=4).get("errors") or []
         first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
         said = f"{first.get('code', '')} {first.get('message', '')}".strip()
-    except (ValueError, AttributeError):
+    except (UntrustedInput, AttributeError):
         said = ""
     return terminal(said[:160]) if said else ""
 
@@ -174,8 +174,12 @@ class Registry:
                 max_bytes=TOKEN_MAX_BYTES,
                 deadline_s=deadline_s(),
             )
-            found = json.loads(answer.body) if answer.status == 200 else None
-        except (RegistryError, ValueError) as exc:
+            found = (
+                load_json(answer.body, "the token answer", TOKEN_MAX_BYTES, max_depth=4)
+                if answer.status == 200
+                else None
+            )
+        except (RegistryError, UntrustedInput) as exc:
             raise UsageError(f"registry {self.name}: no token from its realm ({terminal(str(exc))[:120]})") from None
         token = (found.get("token") or found.get("access_token")) if isinstance(found, dict) else None
         if not isinstance(token, str) or not token.isprintable() or not token:
@@ -286,8 +290,8 @@ class Registry:
             if answer.status != 200:
                 raise self._refuse(answer, "listing tags")
             try:
-                listed = json.loads(answer.body).get("tags") or []
-            except (ValueError, AttributeError):
+                listed = load_json(answer.body, "its tag list", LISTING_MAX_BYTES, max_depth=4).get("tags") or []
+            except (UntrustedInput, AttributeError):
                 raise UsageError(f"registry {self.name}: its tag list is not JSON: refused") from None
             if not isinstance(listed, list) or not all(isinstance(t, str) and TAG.fullmatch(t) for t in listed):
                 raise UsageError(f"registry {self.name}: its tag list holds something that is not a tag: refused")

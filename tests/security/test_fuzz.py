@@ -19,7 +19,10 @@ file under 2 minutes); the seed is fixed (derandomize), so a failure replays.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import gzip
+import hashlib
 import io
 import json
 import os
@@ -27,6 +30,10 @@ import shlex
 import signal
 import subprocess
 import sys
+import tarfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -291,10 +298,12 @@ def files_under(folder: Path) -> set[Path]:
     return {p for p in folder.rglob("*")}
 
 
-def entry_point_holds(folder: Path, *argv: str, written: tuple[str, ...] = (), answers=(0,)) -> None:
+def entry_point_holds(
+    folder: Path, *argv: str, written: tuple[str, ...] = (), answers=(0,), one_per_item: bool = False
+) -> None:
     """One entry point given a hostile input: it answers (`answers`: its exit codes with an
-    answer) or refuses in one line, quickly, printing no escape byte, running no payload,
-    writing only where it may."""
+    answer) or refuses in one line (`one_per_item`: one line for each item it refuses, as a
+    listing does), quickly, printing no escape byte, running no payload, writing only where it may."""
     before = files_under(folder)
     code, out, err = run_cli(*argv, cwd=folder)
     assert code in (*answers, 2), (code, out[-500:], err[-500:])
@@ -302,7 +311,8 @@ def entry_point_holds(folder: Path, *argv: str, written: tuple[str, ...] = (), a
     assert "\x1b" not in out + err and "\x9b" not in out + err, (out + err)[-300:]
     event(f"exit {code}")
     if code == 2:
-        assert err.strip() and err.strip().count("\n") == 0, err
+        lines = err.strip().splitlines()
+        assert lines and (len(lines) == 1 or one_per_item and all(x.startswith("fabric-bench: ") for x in lines)), err
     assert not list(folder.rglob("CANARY*"))  # the payload atom touches it in the working folder
     new = files_under(folder) - before
     allowed = [folder / w for w in written]
@@ -543,3 +553,192 @@ def test_predict_holds_against_any_field_of_another_site_s_results(tmp_path_fact
         folder, "predict", "--train", str(folder / "train"), "--allreduce", str(folder / "allreduce"),
         "--ranks", "1,2,8", *output, written=("out",),
     )  # fmt: skip
+
+
+# ------------------------------------------------------------------ the hostile registry (issue 64)
+
+# A registry that asks for the login (401 until it comes), then answers every request the way
+# the drawn plan says: redirects and links to other hosts and schemes, sizes and digests that lie,
+# trickled or malformed bodies, hostile annotations and archive headers. A second server stands
+# for "another host": whatever reaches it must carry no login.
+LOGIN = "fuzz:secret"
+LOGIN_HEADER = "Basic " + base64.b64encode(LOGIN.encode()).decode()
+
+
+class HostileRegistry:
+    def __init__(self) -> None:
+        self.plan: dict = {}
+        self.elsewhere_logins: list[str] = []
+        self.registry = self._serve(self._registry)
+        self.elsewhere = self._serve(self._elsewhere)
+
+    def _serve(self, answer) -> ThreadingHTTPServer:
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def handle_one(self) -> None:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    answer(self)
+
+            do_GET = do_HEAD = do_POST = do_PUT = handle_one  # noqa: N815 (http.server's names)
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+    def address(self, server: ThreadingHTTPServer) -> str:
+        return f"127.0.0.1:{server.server_address[1]}"
+
+    @staticmethod
+    def send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str]) -> None:
+        handler.send_response(status)
+        for name, value in {"Content-Length": str(len(body)), **headers}.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        if handler.command != "HEAD" and body:
+            handler.wfile.write(body)
+
+    def _elsewhere(self, handler: BaseHTTPRequestHandler) -> None:
+        self.elsewhere_logins.append(handler.headers.get("Authorization", ""))
+        self.send(handler, 200, b'{"tags": []}', {})
+
+    def _registry(self, handler: BaseHTTPRequestHandler) -> None:
+        if handler.headers.get("Authorization") != LOGIN_HEADER:
+            self.send(handler, 401, b"", {"WWW-Authenticate": 'Basic realm="fuzz"'})
+            return
+        part = "tags" if "/tags/" in handler.path else "manifest" if "/manifests/" in handler.path else "blob"
+        status, body, headers, trickle = self.plan[part]
+        headers = {k: v.replace("ELSEWHERE", self.address(self.elsewhere)) for k, v in headers.items()}
+        if not trickle:
+            self.send(handler, status, body, headers)
+            return
+        handler.send_response(status)
+        handler.send_header("Content-Length", str(len(body) + 1000))
+        handler.end_headers()
+        for byte in body[:40]:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        for server in (self.registry, self.elsewhere):
+            server.shutdown()
+            server.server_close()
+
+
+@pytest.fixture(scope="module")
+def hostile_registry():
+    served = HostileRegistry()
+    yield served
+    served.close()
+
+
+def pax_archive(length_digits: int, declared: int) -> bytes:
+    """A tar.gz whose pax header declares `declared` bytes and holds one record whose length field
+    has `length_digits` digits."""
+    record = b"9" * length_digits + b" path=x\n"
+    header = tarfile.TarInfo("././@PaxHeader")
+    header.type, header.size = tarfile.XHDTYPE, declared
+    return gzip.compress(header.tobuf(tarfile.USTAR_FORMAT) + record[:declared] + bytes(1024))
+
+
+OTHER_PLACES = ("http://ELSEWHERE/v2/x/tags/list", "https://ELSEWHERE/x", "file:///etc/passwd", "ftp://ELSEWHERE/x",
+                "//ELSEWHERE/v2/x", "http://ELSEWHERE@127.0.0.1:1/x", "javascript:alert(1)", "\x00", "")  # fmt: skip
+headers_drawn = st.dictionaries(
+    st.sampled_from(("Location", "Link", "Docker-Content-Digest", "Content-Type", "WWW-Authenticate")),
+    st.one_of(
+        st.sampled_from(OTHER_PLACES).map(lambda place: place),
+        st.sampled_from(OTHER_PLACES).map(lambda place: f'<{place}>; rel="next"'),
+        st.text(st.characters(codec="latin-1", exclude_categories=("Cc",)), max_size=40),
+    ),
+    max_size=2,
+)
+manifest_drawn = st.one_of(
+    st.just("results"),  # a results artifact of drawn annotations and sizes
+    st.binary(max_size=64),
+    st.sampled_from((b"[" * 5000, b'{"schemaVersion": 2}', b"\xff\xfe", b'{"layers": "x"}')),
+)
+# half of the answers plain, so that the later steps (manifest, blob, archive) are reached; a trickle
+# is rare (it costs the deadline, 1 s)
+answer_drawn = st.one_of(
+    st.just((200, {}, False)),
+    st.tuples(
+        st.sampled_from((200, 200, 301, 302, 307, 401, 404, 500)),
+        headers_drawn,
+        st.sampled_from((False,) * 5 + (True,)),
+    ),
+)
+
+
+def manifest_bytes(kind: object, annotation: str, size: int, digest: str) -> bytes:
+    if kind != "results":
+        return kind if isinstance(kind, bytes) else b""
+    from launch.sharing import artifact
+
+    layer = {"mediaType": artifact.ARCHIVE_TYPE, "digest": digest, "size": size}
+    signed = {"mediaType": artifact.SIGNED_TYPE, "digest": digest, "size": size}
+    return json.dumps({
+        "schemaVersion": 2, "mediaType": artifact.MANIFEST_MEDIA_TYPE, "artifactType": artifact.ARTIFACT_TYPE,
+        "config": artifact.EMPTY.descriptor(), "layers": [layer, signed],
+        "annotations": {"org.fabric-bench.site": "site-a", "org.fabric-bench.fabric": annotation, "reference": annotation},
+    }).encode()  # fmt: skip
+
+
+@settings(fuzz, max_examples=max(1, EXAMPLES // 4))
+@given(
+    command=st.sampled_from(("list", "pull", "pull-by-digest")),
+    tags=answer_drawn,
+    tag_body=st.one_of(st.just(b'{"tags": ["a", "b"]}'), st.binary(max_size=40), unicode_text.map(lambda text: text.encode("utf-8", "surrogatepass"))),
+    manifest=st.tuples(answer_drawn, manifest_drawn, unicode_text, st.integers(-1, 2**63)),
+    blob=st.tuples(answer_drawn, st.integers(1, 200_000), st.integers(0, 200_000)),
+)  # fmt: skip
+def test_pull_holds_against_a_hostile_registry(
+    tmp_path_factory, hostile_registry, command, tags, tag_body, manifest, blob
+):
+    """`results pull` (listing, pulling every artifact, by digest) against a registry whose every
+    answer is drawn: one line or an answer, no traceback, no escape byte, a bounded time, nothing
+    written outside its store, and the login never sent anywhere but the registry."""
+    folder = tmp_path_factory.mktemp("hostile-registry")
+    (manifest_answer, kind, annotation, size), (blob_answer, digits, declared) = manifest, blob
+    archive = pax_archive(digits, declared)
+    digest = "sha256:" + hashlib.sha256(archive).hexdigest()
+    hostile_registry.plan = {
+        "tags": (tags[0], tag_body, tags[1], tags[2]),
+        "manifest": (manifest_answer[0], manifest_bytes(kind, annotation.encode("utf-8", "surrogatepass").decode("utf-8", "replace"), size, digest), manifest_answer[1], manifest_answer[2]),
+        "blob": (blob_answer[0], archive, blob_answer[1], False),
+    }  # fmt: skip
+    hostile_registry.elsewhere_logins.clear()
+    (allowed := folder / "allowed").write_text(
+        "site-a ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBx0k0+0n6GmCw0aSzqZq9A0zdAzN6dKpV1v7rO8sE7k\n"
+    )
+    repository = f"{hostile_registry.address(hostile_registry.registry)}/site/results"
+    argv = {
+        "list": ("results", "pull", repository, "--list", "--json"),
+        "pull": ("results", "pull", repository, "--allowed-signers", str(allowed)),
+        "pull-by-digest": ("results", "pull", f"{repository}@sha256:{'a' * 64}", "--allowed-signers", str(allowed)),
+    }[command]
+    environment = {"FABRIC_BENCH_REGISTRY_AUTH": LOGIN, "FABRIC_BENCH_REGISTRY_DEADLINE_S": "1",
+                   "FABRIC_BENCH_STORE": str(folder / "store" / "results.sqlite")}  # fmt: skip
+    started = time.monotonic()
+    with patched_environment(environment):
+        entry_point_holds(folder, *argv, written=("store",), one_per_item=True)
+    assert time.monotonic() - started < ENTRY_LIMIT_S
+    assert hostile_registry.elsewhere_logins == [""] * len(hostile_registry.elsewhere_logins)
+
+
+@contextlib.contextmanager
+def patched_environment(values: dict[str, str]):
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
