@@ -429,6 +429,8 @@ KNOWN_HAZARDS: dict[str, str] = {
     "OMPI_MCA_mca_base_env_list": "sets any variable in every rank, as mpirun -x does",
     "OMPI_MCA_orte_report_events": "reports events to a URI of its choosing",
     "OMPI_MCA_rmaps_base_topology": "reads a topology file of its choosing",
+    "OMPI_MCA_orte_default_dash_host": "starts the ranks on hosts of its choosing",
+    "OMPI_MCA_prte_default_dash_host": "starts the ranks on hosts of its choosing",
     # UCX, NCCL, Horovod
     "UCX_HANDLE_ERRORS": "debug/freeze start a debugger or stop the process on an error",
     "NCCL_COMM_ID": "sends the ranks to a bootstrap address of its choosing",
