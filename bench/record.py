@@ -3,6 +3,10 @@
 Each rank appends its records to `<record_dir>/rank-<rank>.jsonl`; the launcher
 reads them back. A record is a flat JSON object with `schema_version`, `kind`
 and `rank`; the rest depends on the kind (`train`, `allreduce`, `halo`, `error`).
+Every record carries the rank's own CPU time (`cpu_seconds`: user + system of its process, what
+getrusage(RUSAGE_SELF) counts) as it was written, and `program_start_cpu_seconds` beside
+`program_start_unix`: the disturbance judge counts the rank's CPU between its edges as the
+run's own, whether or not a sampler's look ever saw the process (launch.disturbance.judge).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ RECORD_SCHEMA_VERSION = 1
 # When this rank's Python began running bench code (bench programs import this
 # module before any framework): the end of the launcher's start-up overhead.
 PROGRAM_START_UNIX = time.time()
+PROGRAM_START_CPU_SECONDS = time.process_time()  # this process's user + system CPU then
 
 
 def record_path(record_dir: str | os.PathLike, rank: int) -> Path:
@@ -41,6 +46,8 @@ def write_record(record_dir: str | os.PathLike, rank: int, kind: str, **fields: 
         "pid": os.getpid(),
         "time_unix": time.time(),
         "program_start_unix": PROGRAM_START_UNIX,
+        "cpu_seconds": round(time.process_time(), 6),
+        "program_start_cpu_seconds": round(PROGRAM_START_CPU_SECONDS, 6),
         **slurm_step(),
         **fields,
     }

@@ -323,7 +323,9 @@ def print_figures(runs: list[dict], figures: dict, started_load: str, ended_load
         per = sorted(c["per_snapshot_ms"] for c in costs)
         print(
             f"sampler cost: median {share[len(share) // 2]:.2%} of a core (range {share[0]:.2%} - {share[-1]:.2%}), "
-            f"{per[len(per) // 2]:.2f} ms per snapshot, every {costs[0]['interval_s']:g} s"
+            f"{per[len(per) // 2]:.2f} ms per snapshot, every "
+            + (f"{costs[0]['shortest_interval_s']:g}-" if costs[0].get("shortest_interval_s") else "")
+            + f"{costs[0]['interval_s']:g} s"
         )
 
 

@@ -23,7 +23,7 @@ from pydantic_core import PydanticCustomError
 SCHEMA_VERSION = 4  # what assemble writes
 READABLE_SCHEMAS = (1, 2, 3, 4)  # what is read; older versions are migrated to the current one on load
 # launch.disturbance.judge.VERDICTS and STEADINESS (spelled here too: the schema module imports nothing of launch)
-DISTURBANCE_VERDICTS = ("clean", "disturbed", "not recorded")
+DISTURBANCE_VERDICTS = ("clean", "disturbed", "too short to judge", "not recorded")
 STEADINESS = ("steady", "unsteady", "not measured")
 NOT_RECORDED = {"verdict": "not recorded", "causes": []}
 
@@ -138,7 +138,8 @@ Causes = Annotated[
 class Disturbance(Open):
     """Was the run disturbed while it was timed, and by what (launch.disturbance; docs/disturbance.md):
     `verdict` and `causes` name outside causes only (others' CPU, steal, memory or I/O pressure,
-    foreign traffic, a stopped process, the GPU, a rate-limited node). `steadiness` is the run's own
+    foreign traffic, a stopped process, the GPU, a rate-limited node); `too short to judge` where the
+    timed window held fewer looks than the judgement needs (never disturbed). `steadiness` is the run's own
     property: its step times after the warm-up varied past a limit (`unsteady`, with
     `unsteady_because`), or not; an unsteady run is kept, with its wider CI. `signals` holds each
     signal's figures, limit and verdict; `sampler` the sampler's own cost; `nodes`, where a Slurm
@@ -166,13 +167,14 @@ class Disturbance(Open):
         return self.steadiness == "unsteady"
 
     def summary(self) -> str:
-        """One cell: 'clean', 'clean, unsteady', 'disturbed: cpu, stopped' or 'not recorded'."""
+        """One cell: 'clean', 'clean, unsteady', 'disturbed: cpu, stopped', 'too short to judge' or 'not recorded'."""
         return summary_text(self.verdict, [str(c.signal) for c in self.causes or []], self.unsteady)
 
 
 def summary_text(verdict: Any, signals: list[str], unsteady: bool) -> str:
-    """'clean', 'disturbed: cpu, stopped', 'not recorded', each with '; unsteady' where it was."""
-    if verdict not in ("clean", "disturbed"):
+    """'clean', 'disturbed: cpu, stopped', 'too short to judge', 'not recorded', each with
+    '; unsteady' where it was."""
+    if verdict not in DISTURBANCE_VERDICTS:
         text = "not recorded"
     else:
         text = f"disturbed: {', '.join(signals)}" if verdict == "disturbed" and signals else str(verdict)

@@ -12,6 +12,13 @@ docs/disturbance.md.
 The timed window comes from the ranks' own progress records (bench.progress: the end of
 every timed iteration); a benchmark without them (allreduce, halo) is judged over the
 ranks' whole run, which the record says.
+
+The run's own CPU is the largest of what counts it whole: the run's processes with the CPU of
+those that ended (launch.disturbance.sample), the Slurm job's cgroup where there is one, and
+the ranks' own CPU time between the window's edges (bench.record's cpu_seconds), so ranks that
+lived between two looks are never someone else's. A window with fewer looks than the judgement
+needs (MIN_LOOKS_INSIDE inside it, the looks around it at most MAX_SPAN_RATIO times its length
+apart) is "too short to judge": its figures are kept, and it is never disturbed.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ CPU, STEAL, MEMORY, IO, STOPPED, TRAFFIC, GPU = "cpu", "steal", "memory", "io", 
 LINK = "link"  # a rate-limited node, among several (launch.disturbance.link)
 SIGNALS = (CPU, STEAL, MEMORY, IO, STOPPED, TRAFFIC, GPU, LINK)  # outside causes: what makes a run disturbed
 STEPS = "steps"  # the run's own step series: its steadiness, never a cause
-VERDICTS = ("clean", "disturbed", "not recorded")
+TOO_SHORT = "too short to judge"  # a window with fewer looks inside it than the judgement needs
+VERDICTS = ("clean", "disturbed", TOO_SHORT, "not recorded")
 STEADINESS = ("steady", "unsteady", "not measured")
 
 OTHER_CORES_LIMIT = 0.25  # other processes' CPU, in cores, averaged over the window
@@ -44,15 +52,56 @@ TRAFFIC_OVERHEAD = 1.15  # TCP/IP headers and the control traffic on top of the 
 FOREIGN_BYTES_LIMIT = 8 << 20  # and at least this much, or 25 % of the run's own bytes
 FOREIGN_SHARE_LIMIT = 0.25
 TOP_PROCESSES = 3  # named in a CPU cause
+# what a judgement needs of the looks: one strictly inside the timed window (a stop of the run has a
+# look to be seen in), and the looks around it no further apart than three times its length (its
+# figures are then the window's, at most diluted or added to by twice its length around it)
+MIN_LOOKS_INSIDE = 1
+MAX_SPAN_RATIO = 3.0
+HOST_SIGNALS = (CPU, STEAL, MEMORY, IO, STOPPED, TRAFFIC, GPU)  # judged from one host's looks
+# where the run's own CPU was counted from (cpu_signal: the largest is taken)
+FROM_PROCESSES = "the run's processes, ended ones included"
+FROM_CGROUP = "the Slurm job's cgroup"
+FROM_RANKS = "the ranks' own CPU time in the window"
+
+
+def _seconds(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def ranks_cpu(records: list[dict], progress: bool) -> dict[str, float]:
+    """host -> the CPU seconds its ranks used inside the timed window, each rank's own count
+    (bench.record's cpu_seconds): between its first and last progress record where the window
+    is the timed iterations (a floor: the first iteration's own CPU is left out), else between
+    its program's start and its last record (the window is the ranks' whole run: exact for it).
+    Records from before the count carry none: their ranks count nothing here."""
+    marks: dict[tuple[str, object], list[tuple[float, float]]] = {}
+    begun: dict[tuple[str, object], float] = {}
+    for r in records:
+        cpu, at = _seconds(r.get("cpu_seconds")), _seconds(r.get("time_unix"))
+        if cpu is None or at is None or (progress and r.get("kind") != "progress"):
+            continue
+        key = (str(r.get("host") or ""), r.get("rank"))
+        marks.setdefault(key, []).append((at, cpu))
+        if (start := _seconds(r.get("program_start_cpu_seconds"))) is not None:
+            begun[key] = start
+    out: dict[str, float] = {}
+    for key, seen in marks.items():
+        seen.sort()
+        first = seen[0][1] if progress else begun.get(key)
+        if first is not None and seen[-1][1] >= first:
+            out[key[0]] = out.get(key[0], 0.0) + seen[-1][1] - first
+    return {host: round(seconds, 4) for host, seconds in out.items()}
 
 
 def window_of(records: list[dict]) -> dict | None:
     """The timed window from the ranks' progress records: from one iteration before the first
-    timed iteration ended to the last one's end; else the ranks' whole run; None: no records."""
+    timed iteration ended to the last one's end; else the ranks' whole run; None: no records.
+    With it, the CPU seconds each host's ranks used in it (ranks_cpu), where they counted it."""
     ends: dict[int, list[float]] = {}
     for r in records:
         if r.get("kind") == "progress" and isinstance(r.get("step_end_unix"), (int, float)):
             ends.setdefault(r.get("rank", 0), []).append(float(r["step_end_unix"]))
+    window: dict | None = None
     if ends:
         starts, last = [], []
         for times in ends.values():
@@ -60,16 +109,18 @@ def window_of(records: list[dict]) -> dict | None:
             gaps = [b - a for a, b in zip(times, times[1:])]
             starts.append(times[0] - (statistics.median(gaps) if gaps else 0.0))
             last.append(times[-1])
-        return {"start_unix": min(starts), "end_unix": max(last), "from": "progress records (timed iterations)"}
+        window = {"start_unix": min(starts), "end_unix": max(last), "from": "progress records (timed iterations)"}
     begun = [r["program_start_unix"] for r in records if isinstance(r.get("program_start_unix"), (int, float))]
     ended = [r["time_unix"] for r in records if isinstance(r.get("time_unix"), (int, float))]
-    if begun and ended:
-        return {
+    if window is None and begun and ended:
+        window = {
             "start_unix": min(begun),
             "end_unix": max(ended),
             "from": "the ranks' whole run (this benchmark writes no per-iteration records)",
         }
-    return None
+    if window is not None and (used := ranks_cpu(records, progress=bool(ends))):
+        window["ranks_cpu_seconds"] = used
+    return window
 
 
 def bracket(snapshots: list[Snapshot], start: float, end: float) -> list[Snapshot]:
@@ -83,12 +134,31 @@ def _cores(ticks: float, seconds: float) -> float:
     return ticks / TICKS_PER_S / seconds if seconds > 0 else 0.0
 
 
-def cpu_signal(span: list[Snapshot], seconds: float) -> tuple[dict, dict]:
-    """(cpu signal, steal signal): CPU used outside the run's processes and fabric-bench's own."""
+def own_ticks(span: list[Snapshot], ranks_cpu_s: float | None) -> tuple[float, str, dict[str, float]]:
+    """(the run's own CPU over the span in ticks, where it was counted from, every count in ticks):
+    the largest of the run's processes' whole count, the Slurm job's cgroup (less this sampler
+    where it runs in it) and the ranks' own CPU time in the window. Each can only miss some of
+    the run's CPU (a rank outside the keeper's tree that ended between looks; a process that
+    never joined the job; a rank's start-up before its count began), never count another's."""
+    a, b = span[0], span[-1]
+    counts = {FROM_PROCESSES: float(b.own_ticks - a.own_ticks)}
+    if a.cgroup is not None and a.cgroup == b.cgroup and a.cgroup_usec is not None and b.cgroup_usec is not None:
+        job = (b.cgroup_usec - a.cgroup_usec) / 1e6 * TICKS_PER_S
+        counts[FROM_CGROUP] = job - (b.self_ticks - a.self_ticks if b.cgroup_has_self else 0)
+    if ranks_cpu_s is not None:
+        counts[FROM_RANKS] = ranks_cpu_s * TICKS_PER_S
+    source = max(counts, key=lambda name: counts[name])
+    return counts[source], source, counts
+
+
+def cpu_signal(span: list[Snapshot], seconds: float, ranks_cpu_s: float | None = None) -> tuple[dict, dict]:
+    """(cpu signal, steal signal): CPU used outside the run's processes and fabric-bench's own.
+    `ranks_cpu_s`: the CPU seconds the ranks on this host counted themselves inside the window
+    (None: not known, or the span does not cover the window)."""
     a, b = span[0], span[-1]
     cpus = sorted(set(a.cpu_busy) & set(b.cpu_busy))
     busy = sum(b.cpu_busy[c] - a.cpu_busy[c] for c in cpus)
-    own = b.own_ticks - a.own_ticks
+    own, own_from, counts = own_ticks(span, ranks_cpu_s)
     harness = b.self_ticks - a.self_ticks
     other_cores = max(0.0, _cores(busy - own - harness, seconds))
     # who: every process outside the run alive at both ends, or started in between
@@ -106,6 +176,8 @@ def cpu_signal(span: list[Snapshot], seconds: float) -> tuple[dict, dict]:
         "other_cores": round(other_cores, 3),
         "limit_cores": OTHER_CORES_LIMIT,
         "run_cores": round(_cores(own, seconds), 3),
+        "run_cores_from": own_from,
+        "run_cores_counted": {name: round(_cores(ticks, seconds), 3) for name, ticks in counts.items()},
         "harness_cores": round(_cores(harness, seconds), 3),
         "host_cpus": len(cpus),
         "run_cpus": run_cpus,
@@ -170,15 +242,19 @@ def io_signal(span: list[Snapshot], seconds: float) -> dict:
 
 
 def stopped_signal(span: list[Snapshot], interval: float) -> dict:
-    seen: dict[int, tuple[str, int]] = {}
-    for s in span:
+    """A run process seen stopped, in how many looks, and for about how long: each look that saw
+    it stopped counts the time since the look before (`interval` for the first look)."""
+    seen: dict[int, tuple[str, int, float]] = {}
+    for i, s in enumerate(span):
+        gap = s.time_unix - span[i - 1].time_unix if i else interval
         for pid, name in s.stopped:
-            seen[pid] = (name, seen.get(pid, (name, 0))[1] + 1)
-    snapshots = max((n for _, n in seen.values()), default=0)
+            _, n, about = seen.get(pid, (name, 0, 0.0))
+            seen[pid] = (name, n + 1, about + gap)
+    snapshots = max((n for _, n, _ in seen.values()), default=0)
     return {
         "processes": [
-            {"pid": pid, "name": name, "snapshots": n, "about_seconds": round(n * interval, 2)}
-            for pid, (name, n) in sorted(seen.items())
+            {"pid": pid, "name": name, "snapshots": n, "about_seconds": round(about, 2)}
+            for pid, (name, n, about) in sorted(seen.items())
         ],
         "limit_snapshots": STOPPED_SNAPSHOTS_LIMIT,
         "verdict": "disturbed" if snapshots >= STOPPED_SNAPSHOTS_LIMIT else "clean",
@@ -324,33 +400,61 @@ def host_signals(
     result: dict,
     interval: float,
     gpu_readings: list[GpuReading] | None = None,
+    hosts: set[str] | None = None,
 ) -> tuple[dict[str, dict], dict | None]:
     """One host's signals over the timed window (cpu, steal, memory, io, stopped, traffic, gpu), and the
-    window with how much of it the snapshots covered; no signals where they do not bracket it."""
+    window with how much of it the snapshots covered; no signals where they do not bracket it.
+    `hosts`: the rank hosts this host's looks saw (their ranks' own CPU counts as the run's;
+    None: every rank's). Where the looks are too few for the window (short_of) every signal
+    keeps its figures and reads TOO_SHORT (window.too_short says why)."""
     signals: dict[str, dict] = {}
     if window is None or len(snapshots) < 2:
         return signals, window
-    span = bracket(snapshots, window["start_unix"], window["end_unix"])
+    start, end = window["start_unix"], window["end_unix"]
+    span = bracket(snapshots, start, end)
     if len(span) < 2:
         return signals, window
     seconds = span[-1].time_unix - span[0].time_unix
+    inside = sum(1 for s in span if start < s.time_unix < end)
     window = {
         **window,
-        "seconds": round(window["end_unix"] - window["start_unix"], 3),
+        "seconds": round(end - start, 3),
         "sampled_seconds": round(seconds, 3),
         "snapshots": len(span),
+        "looks_inside": inside,
     }
-    signals[CPU], signals[STEAL] = cpu_signal(span, seconds)
+    counted = window.get("ranks_cpu_seconds") or {}
+    here = [v for h, v in counted.items() if hosts is None or h in hosts]
+    covered = span[0].time_unix <= start and span[-1].time_unix >= end  # the ranks' counts lie inside the span
+    signals[CPU], signals[STEAL] = cpu_signal(span, seconds, sum(here) if here and covered else None)
     signals[MEMORY] = memory_signal(span, seconds)
     signals[IO] = io_signal(span, seconds)
     signals[STOPPED] = stopped_signal(span, interval)
     signals[TRAFFIC] = traffic_signal(span, result)
     if gpu_readings is not None:  # the run asked for GPUs and this host has nvidia-smi
         # the readings inside the window, and the last one, taken as the run ended
-        inside = [r for r in gpu_readings if window["start_unix"] <= r.time_unix <= window["end_unix"]]
+        readings = [r for r in gpu_readings if window["start_unix"] <= r.time_unix <= window["end_unix"]]
         later = [r for r in gpu_readings if r.time_unix > window["end_unix"]]
-        signals[GPU] = gpu_signal(inside + later[:1])
+        signals[GPU] = gpu_signal(readings + later[:1])
+    if why := short_of(window["looks_inside"], end - start, seconds):
+        window["too_short"] = why
+        for name in HOST_SIGNALS:
+            if name in signals and signals[name].get("verdict") in ("clean", "disturbed"):
+                signals[name] = {**signals[name], "verdict": TOO_SHORT, "would_read": signals[name]["verdict"]}
     return signals, window
+
+
+def short_of(looks_inside: int, window_s: float, sampled_s: float) -> str | None:
+    """Why the looks around a window are too few to judge it (None: enough): fewer than
+    MIN_LOOKS_INSIDE inside it, or the looks around it more than MAX_SPAN_RATIO times its length apart."""
+    if looks_inside < MIN_LOOKS_INSIDE:
+        return f"{looks_inside} look(s) inside the {window_s:.2f} s window, {MIN_LOOKS_INSIDE} needed"
+    if sampled_s > MAX_SPAN_RATIO * window_s:
+        return (
+            f"the looks around the {window_s:.2f} s window are {sampled_s:.2f} s apart, "
+            f"over {MAX_SPAN_RATIO:g} times its length"
+        )
+    return None
 
 
 def causes_of(signals: dict[str, dict], seconds: float, node: str | None = None) -> list[dict]:
@@ -366,8 +470,16 @@ def causes_of(signals: dict[str, dict], seconds: float, node: str | None = None)
     ]
 
 
-def verdict_of(causes: list[dict], measured: bool) -> str:
-    return "disturbed" if causes else "clean" if measured else "not recorded"
+def verdict_of(causes: list[dict], measured: bool, too_short: bool = False) -> str:
+    """disturbed (an outside cause), too short to judge (a window with too few looks: never
+    disturbed by what those looks saw), clean, or not recorded (nothing sampled)."""
+    if causes:
+        return "disturbed"
+    return TOO_SHORT if too_short else "clean" if measured else "not recorded"
+
+
+def too_short(window: dict | None) -> bool:
+    return bool((window or {}).get("too_short"))
 
 
 def steadiness_of(steps: dict) -> dict:
@@ -390,17 +502,15 @@ def record(
 
     fields = typed(result)
     hosts = list(fields.hosts or []) if fields is not None else []
-    sampler = {
-        **(cost or {}),
-        "host": host,
-        "not_sampled_hosts": sorted({h for h in hosts if host and h != host and not h.startswith("fbemu-")}),
-    }
-    here, window = host_signals(snapshots, window_of(records), result, interval, gpu_readings)
+    not_sampled = sorted({h for h in hosts if host and h != host and not h.startswith("fbemu-")})
+    sampler = {**(cost or {}), "host": host, "not_sampled_hosts": not_sampled}
+    seen = {str(r.get("host") or "") for r in records} - set(not_sampled)  # rank hosts sampled here
+    here, window = host_signals(snapshots, window_of(records), result, interval, gpu_readings, seen)
     signals = {STEPS: steps_signal(result), **here}
     causes = causes_of(signals, (window or {}).get("sampled_seconds", 0.0))
     measured_host = any(s in signals for s in (CPU, MEMORY))
     return {
-        "verdict": verdict_of(causes, measured_host),
+        "verdict": verdict_of(causes, measured_host, too_short(window)),
         "causes": causes,
         **steadiness_of(signals[STEPS]),
         "window": window,
@@ -422,10 +532,10 @@ def node_record(data: dict, window: dict | None, result: dict) -> dict:
         interval = float(data.get("interval_s", 0.5))
     except (KeyError, TypeError, ValueError) as exc:
         return {"verdict": "not recorded", "why": f"unreadable sampler file ({type(exc).__name__})", "causes": []}
-    signals, window = host_signals(snapshots, window, result, interval, readings)
+    signals, window = host_signals(snapshots, window, result, interval, readings, {host})
     causes = causes_of(signals, (window or {}).get("sampled_seconds", 0.0), host)
     return {
-        "verdict": verdict_of(causes, any(s in signals for s in (CPU, MEMORY))),
+        "verdict": verdict_of(causes, any(s in signals for s in (CPU, MEMORY)), too_short(window)),
         "causes": causes,
         "window": window,
         "signals": signals,
@@ -456,9 +566,10 @@ def nodes_record(
     causes = causes_of(signals, (window or {}).get("sampled_seconds", 0.0))
     for host in sorted(nodes):
         causes += nodes[host]["causes"]
-    measured = any(n["verdict"] in ("clean", "disturbed") for n in nodes.values())
+    measured = any(n["verdict"] in ("clean", "disturbed", TOO_SHORT) for n in nodes.values())
+    short = any(n["verdict"] == TOO_SHORT for n in nodes.values())
     return {
-        "verdict": verdict_of(causes, measured),
+        "verdict": verdict_of(causes, measured, short),
         "causes": causes,
         **steadiness_of(signals[STEPS]),
         "window": window,

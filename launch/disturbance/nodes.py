@@ -77,6 +77,9 @@ def snapshot_from(data: dict) -> Snapshot:
         None if data.get("io_full_us") is None else int(data["io_full_us"]),
         {(int(pid), int(start)): (str(name), int(nbytes)) for pid, start, name, nbytes in data.get("io", [])},
         None if data.get("loopback") is None else (int(data["loopback"][0]), int(data["loopback"][1])),
+        None if data.get("cgroup") is None else str(data["cgroup"]),
+        None if data.get("cgroup_usec") is None else int(data["cgroup_usec"]),
+        bool(data.get("cgroup_has_self", False)),
     )
 
 

@@ -18,7 +18,7 @@ import sys
 import time
 
 from launch.disturbance.judge import CPU, IO, MEMORY, STEAL, cause_words, cpu_signal, io_signal, memory_signal
-from launch.disturbance.sample import Sampler
+from launch.disturbance.sample import INTERVAL_S, Sampler
 
 QUIET_SECONDS = 3.0  # six snapshots: a hog of a quarter core shows; a sweep waits no longer than this
 REPORT_PREFIX = "FABRIC_BENCH_QUIET "
@@ -26,7 +26,7 @@ REPORT_PREFIX = "FABRIC_BENCH_QUIET "
 
 def sample_here(seconds: float = QUIET_SECONDS) -> dict:
     """This host's report: quiet or busy, with the causes in words and the figures."""
-    sampler = Sampler(os.getpid()).start()
+    sampler = Sampler(os.getpid(), interval=INTERVAL_S).start()  # a fixed 0.5 s: six looks, the cost of six
     time.sleep(seconds)
     snapshots = sampler.stop().snapshots
     span = snapshots[-1].time_unix - snapshots[0].time_unix if len(snapshots) > 1 else 0.0

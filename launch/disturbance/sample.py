@@ -1,4 +1,4 @@
-"""Sampling the host around a run: what /proc says, every INTERVAL_S, from one thread.
+"""Sampling the host around a run: what /proc says, every 0.1-0.5 s, from one thread.
 
 The thread runs in fabric-bench's own process (launch.ranks.execute starts it beside the run it
 already watches): no extra process, nothing per rank. Each snapshot holds
@@ -6,6 +6,15 @@ already watches): no extra process, nothing per rank. Each snapshot holds
 - the kernel's CPU counters (/proc/stat: busy ticks per CPU, steal);
 - every process's CPU ticks (/proc/PID/stat), split into the run's own (the keeper's
   descendants and the ranks named by their heartbeats, with theirs) and everyone else's;
+- the run's CPU counted whole (own_ticks): the keeper is a subreaper, so every process of its
+  tree that ended was reaped inside it and its CPU moved to its reaper's cutime + cstime; the
+  tree's utime + stime + cutime + cstime is all the CPU the run's processes used so far, those
+  that lived between two looks included. Once the keeper itself is reaped (by this process),
+  its total is in this process's RUSAGE_CHILDREN. Ranks outside the keeper's tree (srun's
+  steps on this host) are counted per process, from one look to the next;
+- the CPU of the Slurm job's cgroup where the ranks (or this sampler) run in one (cpu.stat
+  usage_usec under cgroup v2, cpuacct.usage under v1): every process of the job, whoever
+  reaped it;
 - which of the run's processes were stopped (state T or t: SIGSTOP, a debugger);
 - memory pressure (/proc/pressure/memory where the kernel has PSI) and swap traffic
   (/proc/vmstat pswpin/pswpout);
@@ -16,6 +25,11 @@ already watches): no extra process, nothing per rank. Each snapshot holds
   would double the sampler's cost);
 - the byte counters of the run's fabric interfaces and of its loopback, read through a rank's
   own network namespace (/proc/PID/net/dev), so an emulated node's interfaces are counted too.
+
+The interval adapts to the run's length, which is not known before it ends: the looks
+come every SHORTEST_INTERVAL_S for the first seconds, then every elapsed / LOOKS_PER_ELAPSED,
+up to INTERVAL_S, so a run of a second gets about ten looks and a run of minutes one every
+0.5 s (the cost: docs/disturbance.md).
 
 Where the run asked for GPUs and this host has nvidia-smi, every GPU_INTERVAL_S it also reads
 the GPUs' clock-event reasons, clocks and processes (launch.disturbance.gpu).
@@ -29,6 +43,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import resource
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,7 +52,9 @@ from pathlib import Path
 
 from launch.disturbance import gpu
 
-INTERVAL_S = 0.5  # a 1 s stop is seen in 1-2 snapshots; the cost (docs/disturbance.md) halves from 0.25 s
+INTERVAL_S = 0.5  # the longest interval: a 1 s stop is seen in 1-2 snapshots; the cost halves from 0.25 s
+SHORTEST_INTERVAL_S = 0.1  # a run's first looks: a 1 s run gets about ten (1.7-5 % of a core meanwhile)
+LOOKS_PER_ELAPSED = 20  # then one look every elapsed / 20: from 2 s on the interval grows, 0.5 s from 10 s
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 STOPPED_STATES = ("T", "t")
@@ -52,6 +70,7 @@ class Process:
     state: str
     ticks: int  # utime + stime
     start: int  # start time in ticks since boot: a pid reused is another process
+    child_ticks: int = 0  # cutime + cstime: the children it reaped (theirs, and what they reaped)
 
 
 @dataclass
@@ -59,7 +78,7 @@ class Snapshot:
     time_unix: float
     cpu_busy: dict[int, int]  # cpu -> user + nice + system ticks
     steal: int  # ticks, all CPUs
-    own_ticks: int  # the run's processes, incrementally (see Sampler.take)
+    own_ticks: int  # the run's processes' CPU so far, whole (Sampler.kept_total), outside ranks look to look
     self_ticks: int  # fabric-bench's own process (the harness and this sampler)
     foreign: dict[tuple[int, int], tuple[str, int]]  # (pid, start) -> (name, ticks) of everyone else
     own: dict[tuple[int, int], int]  # (pid, start) -> ticks of the run's processes
@@ -74,6 +93,9 @@ class Snapshot:
     # (pid, start) -> (name, storage bytes read + written) of everyone else, where readable
     io: dict[tuple[int, int], tuple[str, int]] = field(default_factory=dict)
     loopback: tuple[int, int] | None = None  # the ranks' lo: (rx, tx) bytes
+    cgroup: str | None = None  # the Slurm job's cgroup the run's processes are in (None: none found)
+    cgroup_usec: int | None = None  # its CPU so far (cpu.stat usage_usec; cpuacct.usage / 1000 under v1)
+    cgroup_has_self: bool = False  # this sampler runs in it too (a node's sampler is a step of the job)
 
 
 def read_text(path: str) -> str | None:
@@ -102,10 +124,66 @@ def parse_stat_line(text: str) -> Process | None:
     fields = rest.split()
     try:
         return Process(
-            int(pid_text), int(fields[1]), name, fields[0], int(fields[11]) + int(fields[12]), int(fields[19])
+            int(pid_text),
+            int(fields[1]),
+            name,
+            fields[0],
+            int(fields[11]) + int(fields[12]),
+            int(fields[19]),
+            int(fields[13]) + int(fields[14]),
         )
     except (ValueError, IndexError):
         return None
+
+
+def reaped_ticks() -> float:
+    """The CPU of this process's children that ended and were reaped (RUSAGE_CHILDREN), in ticks."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (used.ru_utime + used.ru_stime) * TICKS_PER_S
+
+
+def interval_at(elapsed_s: float) -> float:
+    """The adaptive interval after `elapsed_s` of a run: SHORTEST_INTERVAL_S, then elapsed / 20, up to INTERVAL_S."""
+    return min(INTERVAL_S, max(SHORTEST_INTERVAL_S, elapsed_s / LOOKS_PER_ELAPSED))
+
+
+SLURM_JOB = re.compile(r"^(.*?/job_\d+)(?:/|$)")  # a Slurm job's cgroup (task/cgroup, proctrack/cgroup)
+
+
+def job_cgroup(text: str | None) -> tuple[str, str] | None:
+    """(controller, path of the Slurm job's cgroup) from a /proc/PID/cgroup: the v2 line ("0::")
+    where Slurm put the process in one, else the v1 line of the cpuacct controller; None: the
+    process is in no Slurm job's cgroup."""
+    found = None
+    for line in (text or "").splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        match = SLURM_JOB.match(path)
+        if match is None:
+            continue
+        if number == "0" and not controllers:
+            return "", match.group(1)
+        if "cpuacct" in controllers.split(","):
+            found = (controllers, match.group(1))
+    return found
+
+
+def cgroup_usec(root: str, where: tuple[str, str]) -> int | None:
+    """A cgroup's CPU so far, in microseconds: cpu.stat's usage_usec under v2 (at ROOT, or
+    ROOT/unified on a hybrid host), cpuacct.usage (nanoseconds) under v1; None: unreadable."""
+    controllers, path = where
+    if not controllers:
+        for base in (root, f"{root}/unified"):
+            for line in (read_text(f"{base}{path}/cpu.stat") or "").splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec" and value.strip().isdigit():
+                    return int(value)
+        return None
+    for mount in (controllers, "cpuacct", "cpu,cpuacct", "cpuacct,cpu"):
+        text = (read_text(f"{root}/{mount}{path}/cpuacct.usage") or "").strip()
+        if text.isdigit():
+            return int(text) // 1000
+    return None
 
 
 def processes(proc: str = "/proc") -> dict[int, Process]:
@@ -215,19 +293,28 @@ class Sampler:
         root_pid: int,
         record_dir: Path | None = None,
         interfaces: tuple[str, ...] = (),
-        interval: float = INTERVAL_S,
+        interval: float | None = None,
         proc: str = "/proc",
         gpus: bool = False,
+        cgroup_root: str = "/sys/fs/cgroup",
     ):
+        """`root_pid`: the keeper (a child of this process) or this process itself; `interval`:
+        a fixed interval between looks, None: adaptive (interval_at)."""
         self.root_pid, self.record_dir, self.interfaces = root_pid, record_dir, interfaces
-        self.interval, self.proc, self.gpus = interval, proc, gpus
+        self.adaptive = interval is None
+        self.interval = INTERVAL_S if interval is None else interval  # the longest, where adaptive
+        self.proc, self.gpus, self.cgroup_root = proc, gpus, cgroup_root
         self.snapshots: list[Snapshot] = []
         self.gpu_readings: list[gpu.GpuReading] = []
         self._gpu_read_at = 0.0
         self.cost_cpu_s = 0.0  # CPU time of this thread's reads (time.thread_time)
         self.cost_wall_s = 0.0
         self.ranks: set[int] = set()
-        self._own_total = 0
+        self._outside_total = 0  # ranks outside the keeper's tree: their CPU, look to look
+        self._root_seen: tuple[float, int, bool] | None = None  # (reaped, tree total, root is our child), last look
+        self._job: tuple[str, str] | None = None  # the Slurm job's cgroup (job_cgroup), once found
+        self._job_has_self = False
+        self._looked_for_job: set[int] | None = None  # the ranks looked up (None: not even this process yet)
         self._io: dict[tuple[int, int], tuple[str, int]] = {}  # others' storage bytes, as last read
         self._io_unreadable: set[tuple[int, int]] = set()
         self._in_my_netns: bool | None = None  # the run's processes share this process's network namespace
@@ -245,6 +332,7 @@ class Sampler:
         return self
 
     def _loop(self) -> None:
+        started = time.monotonic()
         while True:
             cpu0, wall0 = time.thread_time(), time.perf_counter()
             try:
@@ -253,7 +341,8 @@ class Sampler:
                 pass
             self.cost_cpu_s += time.thread_time() - cpu0
             self.cost_wall_s += time.perf_counter() - wall0
-            if self._stop.wait(self.interval):
+            wait = interval_at(time.monotonic() - started) if self.adaptive else self.interval
+            if self._stop.wait(wait):
                 cpu0 = time.thread_time()
                 try:
                     self.take(last=True)  # the last snapshot, at the end of the run
@@ -265,14 +354,22 @@ class Sampler:
     def take(self, last: bool = False) -> Snapshot:
         now = time.time()
         busy, steal = cpu_counters(self.proc)
-        table = processes(self.proc)
+        for _ in range(3):  # the keeper reaped (by the main thread) while the table was read: again
+            reaped = reaped_ticks()
+            table = processes(self.proc)
+            if reaped_ticks() == reaped:
+                break
         if len(self.ranks) < 64:  # heartbeats appear once ranks start; read them until found
             self.ranks |= heartbeat_pids(self.record_dir, self.proc)
-        own_pids = tree_of({self.root_pid} | self.ranks, table) - {self._self}
-        own = {(p.pid, p.start): p.ticks for pid, p in table.items() if pid in own_pids}
+        kept = tree_of({self.root_pid}, table) - {self._self}
+        own_pids = kept | (tree_of(self.ranks, table) - {self._self})
+        own = {(p.pid, p.start): p.ticks + p.child_ticks for pid, p in table.items() if pid in own_pids}
         previous = self.snapshots[-1].own if self.snapshots else {}
-        # the run's CPU accumulates per process: one that exits takes only its last interval with it
-        self._own_total += sum(t - previous.get(key, 0) for key, t in own.items())
+        # ranks outside the keeper's tree accumulate per process: one that exits takes its last interval with it
+        outside = [(table[pid].pid, table[pid].start) for pid in own_pids - kept]
+        self._outside_total += sum(own[key] - previous.get(key, 0) for key in outside)
+        own_ticks = round(self.kept_total(sum(table[p].ticks + table[p].child_ticks for p in kept), reaped, table))
+        cgroup = self.job_cgroup(own_pids)
         me = table.get(self._self)
         foreign = {
             (p.pid, p.start): (p.name, p.ticks) for pid, p in table.items() if pid not in own_pids and pid != self._self
@@ -303,7 +400,7 @@ class Sampler:
             now,
             busy,
             steal,
-            self._own_total,
+            own_ticks + self._outside_total,
             me.ticks if me else 0,
             foreign,
             own,
@@ -317,6 +414,9 @@ class Sampler:
             io_full,
             io,
             loopback,
+            cgroup[1] if cgroup else None,
+            cgroup_usec(self.cgroup_root, cgroup) if cgroup else None,
+            self._job_has_self,
         )
         self.snapshots.append(snapshot)
         if self.gpus and (last or now - self._gpu_read_at >= gpu.GPU_INTERVAL_S):
@@ -326,6 +426,38 @@ class Sampler:
             if reading is not None:
                 self.gpu_readings.append(reading)
         return snapshot
+
+    def kept_total(self, tree_total: int, reaped: float, table: dict[int, Process]) -> float:
+        """All the CPU the keeper's tree used so far (a total: only its differences mean anything).
+        The keeper alive: its tree's own + reaped ticks. Reaped by this process: the keeper's
+        whole total arrived in our RUSAGE_CHILDREN; from the last look that saw it, the tree's
+        total goes on as what we reaped since (which holds that look's tree and all after). A
+        sampler of its own process (root: this process) counts its reaped children too."""
+        if self.root_pid == self._self:
+            return tree_total + reaped
+        root = table.get(self.root_pid)
+        if root is not None:
+            self._root_seen = (reaped, tree_total, root.ppid == self._self)
+            return tree_total
+        if self._root_seen is None:
+            return 0
+        reaped_then, total_then, ours = self._root_seen
+        return reaped - reaped_then if ours else total_then  # not our child: its last look's total
+
+    def job_cgroup(self, own_pids: set[int]) -> tuple[str, str] | None:
+        """The Slurm job's cgroup of this sampler (a node's sampler runs as a step of the run's
+        job) or else of the run's ranks, looked up once per process."""
+        if self._looked_for_job is None:
+            self._looked_for_job = set()
+            self._job = job_cgroup(read_text(f"{self.proc}/self/cgroup"))
+            self._job_has_self = self._job is not None
+        if self._job is None:
+            for pid in sorted((self.ranks & own_pids) - self._looked_for_job):
+                self._looked_for_job.add(pid)
+                if (found := job_cgroup(read_text(f"{self.proc}/{pid}/cgroup"))) is not None:
+                    self._job = found
+                    break
+        return self._job
 
     def others_io(
         self, foreign: dict[tuple[int, int], tuple[str, int]], table: dict[int, Process]
@@ -355,6 +487,7 @@ class Sampler:
         span = (self.snapshots[-1].time_unix - self.snapshots[0].time_unix) if len(self.snapshots) > 1 else 0.0
         return {
             "interval_s": self.interval,
+            **({"shortest_interval_s": SHORTEST_INTERVAL_S} if self.adaptive else {}),
             "snapshots": len(self.snapshots),
             **({"gpu_interval_s": gpu.GPU_INTERVAL_S, "gpu_readings": len(self.gpu_readings)} if self.gpus else {}),
             "cpu_seconds": round(self.cost_cpu_s, 4),

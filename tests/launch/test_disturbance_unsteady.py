@@ -23,7 +23,8 @@ UNSTEADY = [100.0, 60.0] * 8  # every other step 40 % slower: the run's own, no 
 
 
 def snapshots(others_cores: float, seconds: float = 10.0) -> list[Snapshot]:
-    """Two snapshots `seconds` apart: the run used one core, others `others_cores`."""
+    """Looks every 0.5 s over `seconds` (a judged window needs looks inside it: judge.MIN_LOOKS_INSIDE):
+    the run used one core, others `others_cores`."""
     own = int(seconds * TICKS_PER_S)
     other = int(others_cores * seconds * TICKS_PER_S)
 
@@ -45,7 +46,8 @@ def snapshots(others_cores: float, seconds: float = 10.0) -> list[Snapshot]:
             io_full_us=0,
         )
 
-    return [at(0.0, 0.0), at(seconds, 1.0)]
+    looks = int(seconds / 0.5)
+    return [at(i * 0.5, i / looks) for i in range(looks + 1)]
 
 
 def progress(seconds: float = 10.0) -> list[dict]:

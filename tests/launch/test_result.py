@@ -115,7 +115,7 @@ def test_a_version_2_result_reads_as_not_recorded_and_a_bad_verdict_is_refused()
     assert old["disturbance"] == {"verdict": "not recorded", "causes": []} and schema.problem(old) is None
     assert (
         schema.problem({**old, "disturbance": {"verdict": "fine"}})
-        == "disturbance.verdict is not one of clean, disturbed, not recorded ('fine')"
+        == "disturbance.verdict is not one of clean, disturbed, too short to judge, not recorded ('fine')"
     )
     assert (
         schema.problem({**old, "disturbance": {"verdict": "disturbed", "causes": "cpu"}})
