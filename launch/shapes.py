@@ -44,10 +44,10 @@ import re
 import unicodedata
 from typing import NewType
 
-from rich.markup import escape
-
 from launch.errors import UsageError
-from launch.schema import number
+
+# rich and launch.schema (pydantic) are imported where they are used: this module loads with the
+# standard library alone, as the GPU check on a bare host loads it (through launch.ranks.runtimes)
 
 SlurmName = NewType("SlurmName", str)
 SlurmTime = NewType("SlurmTime", str)
@@ -247,6 +247,8 @@ def sample(field: str, value: object, low: float, high: float) -> float:
     """A measured value from a file: a finite number within [low, high] (the kind's plausible range)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _refuse(field, value, f"a number {low:g}..{high:g}")
+    from launch.schema import number
+
     finite = number(value)
     if finite is None or not low <= finite <= high:
         raise _refuse(field, value, f"a finite number {low:g}..{high:g}")
@@ -279,4 +281,6 @@ def terminal(value: object) -> TerminalText:
 
 def rich_text(value: object) -> TerminalText:
     """Text safe inside rich markup too: `terminal`, then markup made inert ('[red]' prints as written)."""
+    from rich.markup import escape
+
     return TerminalText(escape(terminal(value)))
