@@ -24,10 +24,11 @@ Shapes (docs/security.md lists every field and its shape):
               quote, backslash or '%' (Slurm's filename patterns); rendered in double quotes
   ModuleName  an environment module: [A-Za-z0-9_.+/-] ('cuda/12.4', 'openmpi/4.1.5-gcc')
   ImageRef    an image a runtime runs, one argv element: a path (a SIF, a ch-run directory) or a
-              reference (HOST/NAME:TAG, NAME@sha256:HEX): ASCII [A-Za-z0-9_.:/@+~-], not '-' first
-              (never an option), at most 1024 long
+              reference (HOST/NAME:TAG, NAME@sha256:HEX): no control character (Unicode C*), not '-'
+              first (never an option), at most 1024 long; spaces and any letter are fine (an argv
+              element is never parsed by a shell)
   RuntimeName one of the container runtimes' registered names (launch.ranks.runtimes.RUNTIMES)
-  HostFile    mpirun's --hostfile: a path of ASCII [A-Za-z0-9_.:/@+~-], not '-' first, at most 4096
+  HostFile    mpirun's --hostfile: a path as ImageRef's, at most 4096 long
   LinkRate    an emulated link's rate for tc, whole bits per second, 1 kbit/s .. 1 Pbit/s: from
               '1gbit', '500mbit', '2.5g/s' (at most 15 digits, and 9 after the point) or an int
   count       an int within its declared range (ranks, iterations, sizes, nodes, links)
@@ -79,7 +80,6 @@ _NODE_LIST = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,1000}")
 _MODULE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+/-]{0,127}")
 # one argv element naming a file or an image: never an option ('-' first), no space, quote or
 # shell character, ASCII only (a look-alike letter would name another image)
-_ARGV_PATH = re.compile(r"[A-Za-z0-9_./~+@][A-Za-z0-9_.:/@+~-]*")
 # a link rate: digits (15 at most, 9 after the point) and k, m, g or t, then 'bit' and '/s' if written
 _RATE = re.compile(r"\s*(\d{1,15})(?:\.(\d{1,9}))?\s*([kmgt])(?:bit)?(?:/s)?\s*", re.IGNORECASE | re.ASCII)
 _RATE_UNIT = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -180,16 +180,28 @@ def module_name(field: str, value: object) -> ModuleName:
     return ModuleName(value)
 
 
+def _argv_element(value: object, longest: int) -> bool:
+    """One argv element a program cannot read as an option: text of 1..longest characters, not '-'
+    first, with no control, format or unassigned character (Unicode C*). Spaces and any other
+    letter are fine: it is never parsed by a shell (a job script's srun line quotes it whole)."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= longest
+        and not value.startswith("-")
+        and not any(unicodedata.category(c).startswith("C") for c in value)
+    )
+
+
 def image(field: str, value: object) -> ImageRef:
     """An image a container runtime runs: one argv element of apptainer, podman or ch-run."""
-    if not isinstance(value, str) or not 0 < len(value) <= 1024 or not _ARGV_PATH.fullmatch(value):
+    if not _argv_element(value, 1024):
         raise _refuse(
             field,
             value,
-            "an image is a path or a reference of ASCII [A-Za-z0-9_.:/@+~-], 1..1024 long, not '-' first "
+            "an image is a path or a reference of 1..1024 characters, no control character, not '-' first "
             "(a runtime would read it as an option)",
         )
-    return ImageRef(value)
+    return ImageRef(str(value))
 
 
 def runtime_name(field: str, value: object, known: tuple[str, ...]) -> RuntimeName:
@@ -205,14 +217,14 @@ def runtime_name(field: str, value: object, known: tuple[str, ...]) -> RuntimeNa
 
 def hostfile(field: str, value: object) -> HostFile:
     """mpirun's --hostfile: a path on this host, one argv element."""
-    if not isinstance(value, str) or not 0 < len(value) <= 4096 or not _ARGV_PATH.fullmatch(value):
+    if not _argv_element(value, 4096):
         raise _refuse(
             field,
             value,
-            "a hostfile is a path of ASCII [A-Za-z0-9_.:/@+~-], 1..4096 long, not '-' first "
+            "a hostfile is a path of 1..4096 characters, no control character, not '-' first "
             "(mpirun would read it as an option)",
         )
-    return HostFile(value)
+    return HostFile(str(value))
 
 
 def link_rate(field: str, value: object) -> LinkRate:
