@@ -180,28 +180,28 @@ def module_name(field: str, value: object) -> ModuleName:
     return ModuleName(value)
 
 
-def _argv_element(value: object, longest: int) -> bool:
-    """One argv element a program cannot read as an option: text of 1..longest characters, not '-'
+def _argv_element(field: str, value: object, longest: int, what: str, reader: str) -> str:
+    """One argv element `reader` cannot read as an option: text of 1..longest characters, not '-'
     first, with no control, format or unassigned character (Unicode C*). Spaces and any other
     letter are fine: it is never parsed by a shell (a job script's srun line quotes it whole)."""
-    return (
-        isinstance(value, str)
-        and 0 < len(value) <= longest
-        and not value.startswith("-")
-        and not any(unicodedata.category(c).startswith("C") for c in value)
-    )
+    if (
+        not isinstance(value, str)
+        or not 0 < len(value) <= longest
+        or value.startswith("-")
+        or any(unicodedata.category(c).startswith("C") for c in value)
+    ):
+        raise _refuse(
+            field,
+            value,
+            f"{what} of 1..{longest} characters, no control character, not '-' first ({reader} would read it as "
+            "an option)",
+        )
+    return value
 
 
 def image(field: str, value: object) -> ImageRef:
     """An image a container runtime runs: one argv element of apptainer, podman or ch-run."""
-    if not _argv_element(value, 1024):
-        raise _refuse(
-            field,
-            value,
-            "an image is a path or a reference of 1..1024 characters, no control character, not '-' first "
-            "(a runtime would read it as an option)",
-        )
-    return ImageRef(str(value))
+    return ImageRef(_argv_element(field, value, 1024, "an image is a path or a reference", "a runtime"))
 
 
 def runtime_name(field: str, value: object, known: tuple[str, ...]) -> RuntimeName:
@@ -217,14 +217,7 @@ def runtime_name(field: str, value: object, known: tuple[str, ...]) -> RuntimeNa
 
 def hostfile(field: str, value: object) -> HostFile:
     """mpirun's --hostfile: a path on this host, one argv element."""
-    if not _argv_element(value, 4096):
-        raise _refuse(
-            field,
-            value,
-            "a hostfile is a path of 1..4096 characters, no control character, not '-' first "
-            "(mpirun would read it as an option)",
-        )
-    return HostFile(str(value))
+    return HostFile(_argv_element(field, value, 4096, "a hostfile is a path", "mpirun"))
 
 
 def link_rate(field: str, value: object) -> LinkRate:
