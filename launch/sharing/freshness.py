@@ -49,8 +49,9 @@ def refuse_rollback(
         if record.site != site or record.archive_digest == archive_digest:
             continue
         newer = record.annotations.get(notes.CREATED, "")
-        if newer > created and run_ids & _run_ids(record):
-            shared = sorted(run_ids & _run_ids(record))[0]
+        shared_ids = run_ids & _run_ids(record) if newer > created else set()
+        if shared_ids:
+            shared = sorted(shared_ids)[0]
             raise UsageError(
                 f"{where}: site {site}'s archive of {created} would replace run {shared} of its archive of {newer}, "
                 f"already pulled ({record.reference}): a rollback, refused"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from containers import oci, registry_auth
+from containers.files import sha256_file
 from containers.untrusted import UntrustedInput, load_json
 from containers.registry_http import Answer, Origin, RegistryError, exchange, same_origin
 from launch.errors import UsageError
@@ -302,11 +303,7 @@ class Registry:
 
 
 def file_digest(path: Path) -> str:
-    hashed = hashlib.sha256()
-    with open(path, "rb") as stream:
-        while chunk := stream.read(1 << 20):
-            hashed.update(chunk)
-    return "sha256:" + hashed.hexdigest()
+    return "sha256:" + sha256_file(path)
 
 
 def at(text: str, insecure: bool = False) -> tuple[Registry, str]:
