@@ -36,6 +36,23 @@ def hostile_result(run_id: str = RUN_ID, **spec_fields) -> dict:
     }
 
 
+def predict_inputs(engine: str) -> dict[str, dict]:
+    """A train result and an allreduce result `predict` answers for (2 ranks, 1 Gbit/s, 50 us)."""
+    train = hostile_result(engine=engine)
+    train.update(
+        engine=engine,
+        compute_img_per_s=40.0,
+        gradient_bytes=40 * 2**20,
+        engine_info={"bucket_cap_mb": 25, "fusion_threshold_bytes": 2**26, "cycle_time_ms": "1.0"},
+    )
+    sizes = [{"bytes": 2**k, "time_us": 100 + 2**k * 8e-3, "busbw_gbit_s": 1.0} for k in range(16, 26)]
+    allreduce = {
+        "schema_version": 1, "run_id": "20260101T000000-allreduce-n2-abc", "benchmark": "allreduce", "world_size": 2,
+        "status": "ok", "backend": "torch", "spec": {"fabric": "ethernet"}, "sizes": sizes, "link_rate_gbit_s": 1.0,
+    }  # fmt: skip
+    return {"train": train, "allreduce": allreduce}
+
+
 def write_archive(path: Path, results: list[dict], sign_key: Path | None = None, **extra: bytes) -> Path:
     """An archive with a valid manifest (an attacker can always recompute one)."""
     members = {f"results/{r['run_id']}/result.json": json.dumps(r).encode() for r in results}

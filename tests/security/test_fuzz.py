@@ -49,7 +49,7 @@ from launch.runs.run import make_plan
 from launch.site.config import FabricSite, Site
 from tests.slurm_cluster import slurm_conf
 from tests.conftest import REPO, need
-from tests.security.conftest import hostile_result, write_archive
+from tests.security.conftest import hostile_result, predict_inputs, write_archive
 
 EXAMPLES = int(os.environ.get("FABRIC_BENCH_FUZZ_EXAMPLES", "120"))
 ENTRY_LIMIT_S = 20  # one entry point's answer to one hostile input (a 2-core machine under load)
@@ -499,23 +499,6 @@ def test_replay_dry_run_holds_against_unicode_in_any_field_of_an_archive(tmp_pat
     else:
         result[field] = value
     entry_point_holds(folder, "replay", str(archive_of(folder, result)), "--dry-run", written=())
-
-
-def predict_inputs(engine: str) -> dict[str, dict]:
-    """A train result and an allreduce result `predict` answers for (2 ranks, 1 Gbit/s, 50 us)."""
-    train = hostile_result(engine=engine)
-    train.update(
-        engine=engine,
-        compute_img_per_s=40.0,
-        gradient_bytes=40 * 2**20,
-        engine_info={"bucket_cap_mb": 25, "fusion_threshold_bytes": 2**26, "cycle_time_ms": "1.0"},
-    )
-    sizes = [{"bytes": 2**k, "time_us": 100 + 2**k * 8e-3, "busbw_gbit_s": 1.0} for k in range(16, 26)]
-    allreduce = {
-        "schema_version": 1, "run_id": "20260101T000000-allreduce-n2-abc", "benchmark": "allreduce", "world_size": 2,
-        "status": "ok", "backend": "torch", "spec": {"fabric": "ethernet"}, "sizes": sizes, "link_rate_gbit_s": 1.0,
-    }  # fmt: skip
-    return {"train": train, "allreduce": allreduce}
 
 
 PREDICT_FIELDS = (

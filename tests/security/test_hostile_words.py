@@ -7,12 +7,11 @@ import os
 from pathlib import Path
 
 from tests.conftest import fabric_bench
-from tests.security.conftest import RUN_ID, hostile_result
+from tests.security.conftest import RUN_ID, hostile_result, predict_inputs
 from launch.provenance import archive as archives
 
 # a terminal's UTF-8, strict: what a surrogate cannot be written to (also where the locale is C)
 STRICT_UTF8 = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
-MIB = 2**20
 
 
 def test_c11_a_lone_surrogate_in_an_archive_s_run_id_is_shown_as_a_question_mark(tmp_path):
@@ -31,35 +30,10 @@ def test_c13_mathtext_in_another_site_s_fabric_name_is_drawn_and_printed_as_text
     """`$\\foo$` is an unknown mathtext command (matplotlib raised at savefig); `[red]` would be
     rich markup. Both are printed and drawn as written."""
     fabric = "$\\foo$[red]"
-    train = {
-        "schema_version": 1,
-        "run_id": "t1",
-        "benchmark": "train",
-        "framework": "torch",
-        "engine": "ddp",
-        "model": "resnet18",
-        "world_size": 2,
-        "status": "ok",
-        "spec": {"batch_size": 8, "fabric": "ethernet", "nodes": 2},
-        "throughput": {"total_img_per_s": 30.0, "per_rank_img_per_s": 15.0},
-        "compute_img_per_s": 40.0,
-        "gradient_bytes": 40 * MIB,
-    }
-    sizes = [  # 2 ranks: alpha 50 us, 1 Gbit/s
-        {"bytes": 2**k, "time_us": 100 + 2**k * 8e-3, "busbw_gbit_s": 1.0} for k in range(16, 27)
-    ]
-    allreduce = {
-        "schema_version": 1,
-        "run_id": "a1",
-        "benchmark": "allreduce",
-        "world_size": 2,
-        "status": "ok",
-        "backend": "torch",
-        "spec": {"fabric": fabric},
-        "sizes": sizes,
-    }
+    inputs = predict_inputs("ddp")
+    inputs["allreduce"]["spec"]["fabric"] = fabric
     paths = {}
-    for name, data in (("train", train), ("allreduce", allreduce)):
+    for name, data in inputs.items():
         paths[name] = tmp_path / name / "result.json"
         paths[name].parent.mkdir()
         paths[name].write_text(json.dumps(data))
